@@ -1,0 +1,149 @@
+"""Render kube-scheduler configuration (``KubeSchedulerConfiguration``, API ``v1``).
+
+``scheduler_config(["stickypack"])`` returns a dict ready to be dumped as YAML and passed to
+``kube-scheduler --config``. Each profile name maps to a builder in :data:`PROFILE_BUILDERS`
+(a function returning one entry of ``profiles``), so a new profile is one more builder.
+
+Profiles:
+
+``stickypack``
+    Packing, equivalent to the scoring of the zero-to-jupyterhub user-scheduler
+    (``jupyterhub/values.yaml`` ``scheduling.userScheduler``): NodeResourcesBalancedAllocation
+    disabled for scoring; NodeAffinity 14631, InterPodAffinity 1331, NodeResourcesFit 121
+    with the ``MostAllocated`` strategy (cpu 1, memory 1), ImageLocality 11; TaintToleration,
+    PodTopologySpread and VolumeBinding keep their default weights. The weights are powers of
+    11, so a higher plugin always dominates the sum of the lower ones.
+``default-scheduler``
+    kube-scheduler's defaults (LeastAllocated spreading), under its usual name.
+
+This module only builds data; it starts nothing. The CLI (``stickypack render
+scheduler-config``) prints :func:`scheduler_config_yaml`.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import yaml
+
+API_VERSION = "kubescheduler.config.k8s.io/v1"
+KIND = "KubeSchedulerConfiguration"
+
+#: Score weights of the z2jh user-scheduler, also used by the ``stickypack`` profile.
+PACKING_SCORE_WEIGHTS: dict[str, int] = {
+    "NodeAffinity": 14631,
+    "InterPodAffinity": 1331,
+    "NodeResourcesFit": 121,
+    "ImageLocality": 11,
+}
+
+
+def _stickypack_profile() -> dict[str, Any]:
+    """Packing profile: fill the most-allocated node that fits (z2jh user-scheduler scoring)."""
+    return {
+        "schedulerName": "stickypack",
+        "plugins": {
+            "score": {
+                # BalancedAllocation is turned off so it cannot pull pods apart; the four
+                # re-weighted plugins must be disabled before they can be enabled again
+                # with another weight.
+                "disabled": [
+                    {"name": "NodeResourcesBalancedAllocation"},
+                    *({"name": name} for name in PACKING_SCORE_WEIGHTS),
+                ],
+                "enabled": [
+                    {"name": name, "weight": weight}
+                    for name, weight in PACKING_SCORE_WEIGHTS.items()
+                ],
+            }
+        },
+        "pluginConfig": [
+            {
+                "name": "NodeResourcesFit",
+                "args": {
+                    "scoringStrategy": {
+                        "type": "MostAllocated",
+                        "resources": [
+                            {"name": "cpu", "weight": 1},
+                            {"name": "memory", "weight": 1},
+                        ],
+                    }
+                },
+            }
+        ],
+    }
+
+
+def _default_profile() -> dict[str, Any]:
+    """kube-scheduler's default plugins and weights, as ``default-scheduler``."""
+    return {"schedulerName": "default-scheduler"}
+
+
+#: Profile name -> builder returning one ``profiles[]`` entry (a fresh dict on each call).
+PROFILE_BUILDERS: dict[str, Callable[[], dict[str, Any]]] = {
+    "stickypack": _stickypack_profile,
+    "default-scheduler": _default_profile,
+}
+
+
+def scheduler_config(
+    profiles: Sequence[str],
+    *,
+    kubeconfig: str | None = None,
+    extender: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Return a ``KubeSchedulerConfiguration`` dict with the named profiles, in that order.
+
+    Args:
+        profiles: names from :data:`PROFILE_BUILDERS` (e.g. ``["stickypack"]``); each becomes
+            one entry of ``profiles`` with that ``schedulerName``.
+        kubeconfig: path written to ``clientConnection.kubeconfig`` (omitted when None: the
+            scheduler then uses ``--kubeconfig`` or its in-cluster config).
+        extender: one entry for the top-level ``extenders`` list (keys as in the v1 API:
+            ``urlPrefix``, ``filterVerb``, ``prioritizeVerb``, ``weight``,
+            ``nodeCacheCapable``, ...). kube-scheduler calls an extender for every profile
+            of the configuration it is in.
+
+    Leader election is off (one scheduler process per configuration).
+
+    Raises:
+        ValueError: for an unknown or repeated profile name, or no profile.
+    """
+    if isinstance(profiles, str):
+        raise TypeError("profiles must be a list of profile names, not a string")
+    if not profiles:
+        raise ValueError("at least one profile is needed")
+    unknown = [p for p in profiles if p not in PROFILE_BUILDERS]
+    if unknown:
+        raise ValueError(
+            f"unknown scheduler profile(s) {unknown}; known: {sorted(PROFILE_BUILDERS)}"
+        )
+    if len(set(profiles)) != len(profiles):
+        raise ValueError(f"profile named twice in {list(profiles)}")
+    config: dict[str, Any] = {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "leaderElection": {"leaderElect": False},
+    }
+    if kubeconfig is not None:
+        config["clientConnection"] = {"kubeconfig": str(kubeconfig)}
+    config["profiles"] = [PROFILE_BUILDERS[name]() for name in profiles]
+    if extender is not None:
+        config["extenders"] = [copy.deepcopy(extender)]
+    return config
+
+
+def scheduler_config_yaml(
+    profiles: Sequence[str],
+    *,
+    kubeconfig: str | None = None,
+    extender: dict[str, Any] | None = None,
+) -> str:
+    """:func:`scheduler_config` as a YAML document (keys in the order written)."""
+    return yaml.safe_dump(
+        scheduler_config(profiles, kubeconfig=kubeconfig, extender=extender),
+        sort_keys=False,
+        default_flow_style=False,
+    )

@@ -1,0 +1,193 @@
+"""The local control plane: real etcd, kube-apiserver and kube-scheduler, fake nodes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from stickypack.testing import ControlPlane, binaries_dir
+from stickypack.testing.controlplane import pinned_versions
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_CONFIG = {
+    "apiVersion": "kubescheduler.config.k8s.io/v1",
+    "kind": "KubeSchedulerConfiguration",
+    "profiles": [{"schedulerName": "default-scheduler"}],
+}
+
+
+def test_binaries_dir_matches_build_script(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Python and tools/k8s/build.sh agree on where the binaries are."""
+    monkeypatch.delenv("STICKYPACK_K8S_BIN", raising=False)
+    for cache in (None, "/tmp/stickypack-cache-check"):
+        env = dict(os.environ)
+        env.pop("STICKYPACK_K8S_BIN", None)
+        if cache:
+            env["STICKYPACK_K8S_CACHE"] = cache
+            monkeypatch.setenv("STICKYPACK_K8S_CACHE", cache)
+        else:
+            env.pop("STICKYPACK_K8S_CACHE", None)
+            monkeypatch.delenv("STICKYPACK_K8S_CACHE", raising=False)
+        out = subprocess.run(
+            [REPO / "tools/k8s/build.sh", "--print-bin-dir"],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        assert Path(out) == binaries_dir()
+
+
+@pytest.mark.controlplane
+def test_apiserver_serves(cluster: ControlPlane) -> None:
+    from kubernetes_asyncio import client
+
+    version = cluster.call(lambda api: client.VersionApi(api).get_code())
+    assert version.git_version == pinned_versions()["K8S_VERSION"]
+    namespaces = cluster.call(lambda api: client.CoreV1Api(api).list_namespace())
+    assert {"default", "kube-system"} <= {ns.metadata.name for ns in namespaces.items}
+    assert cluster.kubeconfig is not None and cluster.kubeconfig.is_file()
+    # RBAC is on: the bootstrap roles exist.
+    roles = cluster.call(lambda api: client.RbacAuthorizationV1Api(api).list_cluster_role())
+    assert "system:kube-scheduler" in {r.metadata.name for r in roles.items}
+
+
+@pytest.mark.controlplane
+def test_fake_node_is_ready_and_schedulable(cluster: ControlPlane) -> None:
+    node = cluster.create_node("n1", cpu="8", memory="32Gi", pods=50, labels={"pool": "user"})
+    assert node["status"]["allocatable"] == {
+        "cpu": "8",
+        "memory": "32Gi",
+        "pods": "50",
+        "ephemeral-storage": "100Gi",
+    }
+    (listed,) = cluster.nodes()
+    assert listed["metadata"]["labels"]["pool"] == "user"
+    assert listed["metadata"]["labels"]["kubernetes.io/hostname"] == "n1"
+    ready = [c for c in listed["status"]["conditions"] if c["type"] == "Ready"]
+    assert [c["status"] for c in ready] == ["True"]
+    assert not listed["spec"].get("unschedulable")
+    assert not listed["spec"].get("taints")
+
+
+@pytest.mark.controlplane
+def test_default_scheduler_binds_what_fits(cluster: ControlPlane) -> None:
+    sched = cluster.start_scheduler(DEFAULT_CONFIG)
+    assert sched.alive and sched.scheduler_names == ["default-scheduler"]
+    cluster.create_node("small", cpu="1", memory="2Gi")
+    cluster.create_node("big", cpu="4", memory="16Gi")
+    cluster.create_pod("fits-big-only", cpu="3", memory="4Gi")
+    cluster.create_pod("fits-nowhere", cpu="16", memory="1Gi")
+    assert cluster.wait_bound(["fits-big-only"], timeout=30) == {"fits-big-only": "big"}
+    messages = cluster.wait_unschedulable(["fits-nowhere"], timeout=30)
+    assert "Insufficient cpu" in messages["fits-nowhere"]
+    assert cluster.placements()["fits-nowhere"] is None
+
+
+@pytest.mark.controlplane
+def test_taint_without_toleration_keeps_pod_off(cluster: ControlPlane) -> None:
+    cluster.start_scheduler(DEFAULT_CONFIG)
+    cluster.create_node("tainted", cpu="8", memory="32Gi", taints=["dedicated=gpu:NoSchedule"])
+    cluster.create_node("plain", cpu="1", memory="4Gi")
+    cluster.create_node("not-ready", cpu="8", memory="32Gi", ready=False)
+    cluster.create_pod("small", cpu="500m", memory="1Gi")
+    cluster.create_pod("big", cpu="2", memory="1Gi")
+    cluster.create_pod(
+        "big-tolerating",
+        cpu="2",
+        memory="1Gi",
+        tolerations=[
+            {"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}
+        ],
+    )
+    bound = cluster.wait_bound(["small", "big-tolerating"], timeout=30)
+    assert bound == {"small": "plain", "big-tolerating": "tainted"}
+    message = cluster.wait_unschedulable(["big"], timeout=30)["big"]
+    assert "untolerated taint" in message
+
+
+@pytest.mark.controlplane
+def test_several_schedulers_and_reset(cluster: ControlPlane) -> None:
+    a = cluster.start_scheduler(DEFAULT_CONFIG)
+    b = cluster.start_scheduler(
+        "apiVersion: kubescheduler.config.k8s.io/v1\n"
+        "kind: KubeSchedulerConfiguration\n"
+        "profiles: [{schedulerName: second}]\n",
+        name="second",
+    )
+    assert a.port != b.port and a.pid != b.pid
+    cluster.create_node("n1")
+    cluster.create_pod("p-default", cpu="100m")
+    cluster.create_pod("p-second", cpu="100m", scheduler_name="second")
+    assert cluster.wait_bound(["p-default", "p-second"], timeout=30) == {
+        "p-default": "n1",
+        "p-second": "n1",
+    }
+    cluster.stop_scheduler(b)
+    assert not b.alive and cluster.schedulers == [a]
+    cluster.reset()
+    assert cluster.pods() == [] and cluster.nodes() == [] and cluster.schedulers == []
+    assert not a.alive
+
+
+def _alive(pid: int) -> bool:
+    """True if ``pid`` exists and is not a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+@pytest.mark.controlplane
+def test_stop_leaves_no_process(controlplane: ControlPlane) -> None:
+    # A second, independent control plane (the session one stays up).
+    cp = ControlPlane()
+    with cp:
+        cp.start_scheduler(DEFAULT_CONFIG)
+        pids = cp.pids
+        work_dir = cp.work_dir
+        assert {"etcd", "kube-apiserver", "scheduler-default-scheduler"} <= set(pids)
+        assert all(_alive(pid) for pid in pids.values())
+    assert not any(_alive(pid) for pid in pids.values()), pids
+    for pid in pids.values():  # nothing left in their process groups either
+        with pytest.raises(ProcessLookupError):
+            os.killpg(pid, 0)
+    assert work_dir is not None and not work_dir.exists()  # clean run: work dir removed
+
+
+def test_missing_binaries_error_names_them(tmp_path: Path) -> None:
+    from stickypack.testing import BinariesNotFoundError, find_binaries
+
+    with pytest.raises(BinariesNotFoundError) as info:
+        find_binaries(tmp_path)
+    message = str(info.value)
+    assert "etcd" in message and "kube-apiserver" in message and "make k8s" in message
+
+
+def test_ci_fails_when_binaries_missing(tmp_path: Path) -> None:
+    """With CI=true, missing binaries fail control-plane tests instead of skipping them."""
+    env = dict(os.environ, CI="true", STICKYPACK_K8S_BIN=str(tmp_path))
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            f"{REPO / 'tests/test_controlplane.py'}::test_apiserver_serves",
+        ],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode != 0, run.stdout
+    assert "CI=true" in run.stdout and "make k8s" in run.stdout, run.stdout
+    assert "skipped" not in run.stdout.splitlines()[-1], run.stdout

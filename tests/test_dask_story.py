@@ -1,0 +1,136 @@
+"""The Dask story on a real kube-scheduler: spreading (default) versus packing (stickypack).
+
+Twenty 8-CPU / 32 GiB nodes, then twenty Dask worker pods of two users (1 CPU / 4 GiB
+each). The default scheduler spreads them over many nodes, so none of those nodes can be
+scaled down; the ``stickypack`` profile packs them onto the fewest nodes that fit.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import yaml
+
+from stickypack.render import PROFILE_BUILDERS, scheduler_config, scheduler_config_yaml
+from stickypack.testing import ControlPlane, pod_manifest
+
+NODES = 20
+NODE_CPU, NODE_MEMORY_GIB = 8, 32
+WORKERS_PER_USER = 10
+USERS = ("alice", "bob")
+WORKER_CPU, WORKER_MEMORY_GIB = 1, 4
+
+
+def _min_nodes() -> int:
+    """Fewest nodes that can hold all workers: the tightest resource decides."""
+    workers = WORKERS_PER_USER * len(USERS)
+    return max(
+        math.ceil(workers * WORKER_CPU / NODE_CPU),
+        math.ceil(workers * WORKER_MEMORY_GIB / NODE_MEMORY_GIB),
+    )
+
+
+def _dask_workers(scheduler_name: str) -> list[dict]:
+    pods = []
+    for user in USERS:
+        for i in range(WORKERS_PER_USER):
+            name = f"dask-{user}-worker-{i}"
+            pods.append(
+                pod_manifest(
+                    name,
+                    cpu=str(WORKER_CPU),
+                    memory=f"{WORKER_MEMORY_GIB}Gi",
+                    scheduler_name=scheduler_name,
+                    labels={
+                        "app.kubernetes.io/name": "dask",
+                        "dask.org/cluster-name": f"dask-{user}",
+                        "dask.org/component": "worker",
+                        "hub.jupyter.org/username": user,
+                    },
+                )
+            )
+    return pods
+
+
+def _place_workers(cp: ControlPlane, config: dict, scheduler_name: str) -> dict[str, str]:
+    cp.start_scheduler(config)
+    for i in range(NODES):
+        cp.create_node(f"node-{i:02d}", cpu=str(NODE_CPU), memory=f"{NODE_MEMORY_GIB}Gi")
+    pods = _dask_workers(scheduler_name)
+    cp.create_pods(pods)
+    return cp.wait_bound([p["metadata"]["name"] for p in pods], timeout=60)
+
+
+@pytest.mark.controlplane
+def test_default_scheduler_spreads_dask_workers(cluster: ControlPlane) -> None:
+    placement = _place_workers(
+        cluster, scheduler_config(["default-scheduler"]), "default-scheduler"
+    )
+    assert len(placement) == WORKERS_PER_USER * len(USERS)
+    assert len(set(placement.values())) >= 10, placement
+
+
+@pytest.mark.controlplane
+def test_stickypack_profile_packs_dask_workers(cluster: ControlPlane) -> None:
+    placement = _place_workers(cluster, scheduler_config(["stickypack"]), "stickypack")
+    used = set(placement.values())
+    assert _min_nodes() == 3
+    assert len(used) == _min_nodes(), placement
+
+
+@pytest.mark.controlplane
+def test_both_profiles_in_one_scheduler(cluster: ControlPlane) -> None:
+    """kube-scheduler accepts the rendered config with both profiles, and serves both."""
+    handle = cluster.start_scheduler(scheduler_config(["stickypack", "default-scheduler"]))
+    assert handle.scheduler_names == ["stickypack", "default-scheduler"]
+    cluster.create_node("n1")
+    cluster.create_pod("packed", scheduler_name="stickypack")
+    cluster.create_pod("spread", scheduler_name="default-scheduler")
+    assert cluster.wait_bound(["packed", "spread"], timeout=30) == {"packed": "n1", "spread": "n1"}
+
+
+def test_rendered_stickypack_profile_matches_z2jh_scoring() -> None:
+    config = scheduler_config(["stickypack"], kubeconfig="/k/config")
+    assert config["apiVersion"] == "kubescheduler.config.k8s.io/v1"
+    assert config["kind"] == "KubeSchedulerConfiguration"
+    assert config["leaderElection"] == {"leaderElect": False}
+    assert config["clientConnection"] == {"kubeconfig": "/k/config"}
+    (profile,) = config["profiles"]
+    assert profile["schedulerName"] == "stickypack"
+    score = profile["plugins"]["score"]
+    assert {"name": "NodeResourcesBalancedAllocation"} in score["disabled"]
+    assert {p["name"]: p["weight"] for p in score["enabled"]} == {
+        "NodeAffinity": 14631,
+        "InterPodAffinity": 1331,
+        "NodeResourcesFit": 121,
+        "ImageLocality": 11,
+    }
+    (fit,) = profile["pluginConfig"]
+    assert fit["name"] == "NodeResourcesFit"
+    assert fit["args"]["scoringStrategy"] == {
+        "type": "MostAllocated",
+        "resources": [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}],
+    }
+
+
+def test_render_options_and_errors() -> None:
+    assert scheduler_config(["default-scheduler"])["profiles"] == [
+        {"schedulerName": "default-scheduler"}
+    ]
+    assert "clientConnection" not in scheduler_config(["stickypack"])
+    extender = {"urlPrefix": "http://127.0.0.1:1/", "filterVerb": "filter", "weight": 1}
+    config = scheduler_config(["stickypack"], extender=extender)
+    assert config["extenders"] == [extender] and config["extenders"][0] is not extender
+    assert yaml.safe_load(scheduler_config_yaml(["stickypack"])) == scheduler_config(["stickypack"])
+    # Builders return fresh dicts: editing one rendering does not leak into the next.
+    scheduler_config(["stickypack"])["profiles"][0]["plugins"]["score"]["enabled"].clear()
+    assert PROFILE_BUILDERS["stickypack"]()["plugins"]["score"]["enabled"]
+    with pytest.raises(ValueError, match="unknown"):
+        scheduler_config(["nope"])
+    with pytest.raises(ValueError):
+        scheduler_config([])
+    with pytest.raises(ValueError, match="twice"):
+        scheduler_config(["stickypack", "stickypack"])
+    with pytest.raises(TypeError):
+        scheduler_config("stickypack")
