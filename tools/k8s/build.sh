@@ -26,7 +26,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$here/versions.env"
 
 # Bump when the build flags below change, so cached binaries are rebuilt.
-RECIPE=1
+RECIPE=2
 
 cache="${STICKYPACK_K8S_CACHE:-$HOME/.cache/stickypack/k8s}"
 bin_dir="$cache/bin-kubernetes-$K8S_VERSION-etcd-$ETCD_VERSION-helm-$HELM_VERSION"
@@ -91,8 +91,10 @@ ldflags_for() { # component version
       major="${v#v}"; major="${major%%.*}"
       minor="${v#v*.}"; minor="${minor%%.*}"
       # The release's publication time, as the build date (reproducible).
-      date="$(go mod download -json "k8s.io/kubernetes@$v" \
-        | sed -n 's/^[[:space:]]*"Time": "\(.*\)",\{0,1\}$/\1/p')"
+      local info
+      info="$(cd "$here/kubernetes" && go mod download -json "k8s.io/kubernetes@$v" \
+        | sed -n 's/^[[:space:]]*"Info": "\(.*\)",\{0,1\}$/\1/p')"
+      date="$(sed -n 's/.*"Time": *"\([^"]*\)".*/\1/p' "$info" 2>/dev/null || true)"
       for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
         flags+=" -X $pkg.gitVersion=$v -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
         [[ -n $date ]] && flags+=" -X $pkg.buildDate=$date"
