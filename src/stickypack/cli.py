@@ -1,0 +1,176 @@
+"""The ``stickypack`` command line.
+
+``stickypack simulate``  compare placement policies on a trace or a scenario (no cluster)
+``stickypack policies``  list the built-in policies
+``stickypack render``    write configuration for a real cluster (KubeSchedulerConfiguration)
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from rich.console import Console
+
+EXIT_USAGE = 2
+
+
+class UsageError(Exception):
+    """Bad command-line input: printed as one line, exit status 2."""
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="stickypack", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    sim = sub.add_parser("simulate", help="compare policies on a trace or a scenario")
+    src = sim.add_mutually_exclusive_group(required=True)
+    src.add_argument("--scenario", help="dask-burst, dask-adapt or binder-day")
+    src.add_argument("--trace", nargs="+", metavar="PATH", help="launch-event files (.jsonl, .jsonl.gz) or directories")
+    sim.add_argument("--policies", default=None, help="comma-separated built-in policy names (default: default,z2jh,binderhub,stickypack)")
+    sim.add_argument("--policy-file", action="append", default=[], metavar="FILE", help="a policy of your own (YAML); repeatable")
+    sim.add_argument("--seed", type=int, default=0)
+    sim.add_argument("--load-scale", type=float, default=1.0, help="replay a trace at this many times its rate")
+    sim.add_argument("--json", type=Path, metavar="FILE", help="write the metrics as JSON")
+    sim.add_argument("--timing", action="store_true", help="include wall_s in the JSON (then it is not reproducible)")
+    sim.add_argument("--plots", type=Path, metavar="DIR", help="write PNG plots into DIR")
+    sim.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    sub.add_parser("policies", help="list the built-in policies")
+
+    render = sub.add_parser("render", help="write configuration for a real cluster")
+    render_sub = render.add_subparsers(dest="what", required=True)
+    sched = render_sub.add_parser("scheduler-config", help="a KubeSchedulerConfiguration with stickypack's profiles")
+    sched.add_argument("--profiles", default="stickypack", help="comma-separated profiles to include")
+    sched.add_argument("--kubeconfig", default=None, help="clientConnection.kubeconfig to set")
+    sched.add_argument("--output", "-o", type=Path, default=None, help="file to write (default: stdout)")
+    return parser
+
+
+def _simulate(args: argparse.Namespace, console: Console) -> int:
+    from stickypack.core.policy import PolicyError
+    from stickypack.policies import BUILTIN, DEFAULT_COMPARISON, load_builtin, load_policy_file
+    from stickypack.sim.report import render_table, write_plots
+    from stickypack.sim.runner import compare
+    from stickypack.sim.traces import TraceErrors, read_launches
+    from stickypack.sim.workloads import SCENARIOS, trace_workload
+
+    if args.load_scale <= 0:
+        raise UsageError(f"--load-scale must be > 0, got {args.load_scale}")
+    names = [n.strip() for n in args.policies.split(",") if n.strip()] if args.policies else (
+        [] if args.policy_file else list(DEFAULT_COMPARISON)
+    )
+    unknown = [n for n in names if n not in BUILTIN]
+    if unknown:
+        raise UsageError(f"unknown policy {', '.join(map(repr, unknown))}; valid: {', '.join(BUILTIN)}")
+    try:
+        policies = [load_builtin(n) for n in names] + [load_policy_file(f) for f in args.policy_file]
+    except PolicyError as exc:
+        raise UsageError(str(exc)) from None
+
+    errors = TraceErrors()
+    if args.scenario is not None:
+        if args.scenario not in SCENARIOS:
+            raise UsageError(f"unknown scenario {args.scenario!r}; valid: {', '.join(SCENARIOS)}")
+        builder = SCENARIOS[args.scenario]
+
+        def factory():
+            return builder(args.seed, args.load_scale)
+
+        label = args.scenario
+    else:
+        try:
+            launches = read_launches(args.trace, errors)
+        except FileNotFoundError as exc:
+            raise UsageError(str(exc)) from None
+        if not launches:
+            raise UsageError("the trace holds no readable launch events")
+        label = "trace:" + ",".join(Path(p).name for p in args.trace)
+        workload = trace_workload(launches, args.seed, args.load_scale, name=label)
+
+        def factory():
+            return workload
+
+    progress_cb = None
+    if not args.quiet and sys.stderr.isatty():
+        from rich.progress import Progress
+
+        prog = Progress(console=Console(stderr=True), transient=True)
+        prog.start()
+        tasks: dict[str, int] = {}
+
+        def progress_cb(name: str, fraction: float) -> None:
+            if name not in tasks:
+                tasks[name] = prog.add_task(f"simulating {name}", total=1.0)
+            prog.update(tasks[name], completed=fraction)
+    else:
+        prog = None
+    try:
+        cmp = compare(factory, policies, seed=args.seed, load_scale=args.load_scale, progress=progress_cb)
+    finally:
+        if prog is not None:
+            prog.stop()
+    cmp.scenario = label
+    cmp.trace_errors = errors.count
+    cmp.trace_error_examples = errors.first
+    render_table(cmp, console)
+    if args.json:
+        cmp.write_json(args.json, timing=args.timing)
+        console.print(f"JSON: {args.json}")
+    if args.plots:
+        for path in write_plots(cmp, args.plots):
+            console.print(f"plot: {path}")
+    return 0
+
+
+def _policies(console: Console) -> int:
+    from rich.table import Table
+
+    from stickypack.policies import BUILTIN, load_builtin
+
+    table = Table(title="built-in policies")
+    table.add_column("name", style="bold")
+    table.add_column("profiles")
+    table.add_column("description")
+    for name in BUILTIN:
+        policy = load_builtin(name)
+        table.add_row(name, ", ".join(p.name for p in policy.profiles), policy.description)
+    console.print(table)
+    return 0
+
+
+def _render(args: argparse.Namespace) -> int:
+    from stickypack.render import scheduler_config_yaml
+
+    profiles = [p.strip() for p in args.profiles.split(",") if p.strip()]
+    try:
+        text = scheduler_config_yaml(profiles, kubeconfig=args.kubeconfig)
+    except (KeyError, ValueError) as exc:
+        raise UsageError(str(exc).strip("'\"")) from None
+    if args.output:
+        args.output.write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    console = Console() if sys.stdout.isatty() else Console(width=200)
+    try:
+        if args.command == "simulate":
+            return _simulate(args, console)
+        if args.command == "policies":
+            return _policies(console)
+        if args.command == "render":
+            return _render(args)
+    except UsageError as exc:
+        Console(stderr=True).print(f"[red]stickypack {args.command}: error:[/] {exc}", highlight=False)
+        return EXIT_USAGE
+    return EXIT_USAGE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

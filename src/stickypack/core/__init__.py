@@ -1,0 +1,36 @@
+"""The placement engine: pure, no I/O, no clock, no globals.
+
+Everything else in stickypack (the simulator, the live extender, BinderHub's library mode)
+drives these same objects.
+"""
+
+from stickypack.core.framework import Profile, SchedulingContext
+from stickypack.core.history import BuildHistory
+from stickypack.core.labels import Taint, Toleration
+from stickypack.core.nodetable import NodeTable
+from stickypack.core.pod import Pod, PodSpecError
+from stickypack.core.policy import Policy, PolicyError, policy_from_dict, policy_from_yaml
+from stickypack.core.quantity import QuantityError, int_value, milli_value, parse_quantity
+from stickypack.core.rendezvous import bounded_load_pick, rendezvous_rank, weighted_rendezvous_rank
+
+__all__ = [
+    "BuildHistory",
+    "NodeTable",
+    "Pod",
+    "PodSpecError",
+    "Policy",
+    "PolicyError",
+    "Profile",
+    "QuantityError",
+    "SchedulingContext",
+    "Taint",
+    "Toleration",
+    "bounded_load_pick",
+    "int_value",
+    "milli_value",
+    "parse_quantity",
+    "policy_from_dict",
+    "policy_from_yaml",
+    "rendezvous_rank",
+    "weighted_rendezvous_rank",
+]

@@ -1,0 +1,153 @@
+"""The scoring pipeline, modelled on kube-scheduler's scheduling framework.
+
+A *filter plugin* removes nodes a pod cannot use; a *score plugin* gives every remaining node
+an integer score 0..100 (already normalized, as kube-scheduler's NormalizeScore leaves it); a
+*profile* runs its filters, then sums ``weight * score`` over its scorers, and picks a node
+with the highest total, ties broken uniformly at random. Everything works on arrays of
+:class:`~stickypack.core.nodetable.NodeTable` rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Protocol
+
+import numpy as np
+
+from stickypack.core.history import BuildHistory
+from stickypack.core.nodetable import NodeTable
+from stickypack.core.pod import Pod
+
+MAX_NODE_SCORE = 100
+
+
+@dataclass(slots=True)
+class SchedulingContext:
+    """What a scheduling decision may read besides the pod and the node table.
+
+    ``now``: the current time in seconds (the caller's clock; the core has none).
+    ``history``: where repos were built. ``builder_nodes``: the nodes that can build (the
+    nodes of BinderHub's builder DaemonSet); ``None`` means every node in the table.
+    ``utilization_threshold``: the cluster-autoscaler's scale-down utilization threshold.
+    """
+
+    now: float = 0.0
+    history: BuildHistory | None = None
+    builder_nodes: Sequence[str] | None = None
+    utilization_threshold: float = 0.5
+    cache: dict[str, Any] = field(default_factory=dict)
+
+
+class Plugin(Protocol):
+    """A named step of a profile. Subclasses set ``name`` and take keyword ``args``."""
+
+    name: ClassVar[str]
+
+
+class FilterPlugin:
+    """Removes nodes: ``filter`` returns a boolean mask over ``idx`` (True: node passes)."""
+
+    name: ClassVar[str] = ""
+
+    def filter(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
+        raise NotImplementedError  # pragma: no cover - abstract
+
+    def describe(self) -> dict[str, Any]:
+        return {"plugin": self.name}
+
+
+class ScorePlugin:
+    """Scores nodes: ``score`` returns int64 scores 0..100 over ``idx`` (normalized)."""
+
+    name: ClassVar[str] = ""
+
+    def score(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
+        raise NotImplementedError  # pragma: no cover - abstract
+
+    def skip(self, pod: Pod) -> bool:
+        """True when the plugin has nothing to say about ``pod`` (kube's PreScore Skip)."""
+        return False
+
+    def describe(self) -> dict[str, Any]:
+        return {"plugin": self.name}
+
+
+class PodMutator:
+    """Changes a pod before its first scheduling attempt, as a client of the API would
+    (BinderHub setting the affinity of its build pods). Returns the pod to schedule."""
+
+    name: ClassVar[str] = ""
+
+    def mutate(self, pod: Pod, table: NodeTable, ctx: SchedulingContext) -> Pod:
+        raise NotImplementedError  # pragma: no cover - abstract
+
+
+@dataclass(slots=True)
+class WeightedScorer:
+    plugin: ScorePlugin
+    weight: int
+
+
+@dataclass(slots=True)
+class Profile:
+    """Filters and weighted scorers; ``match`` selects the pods it serves by label."""
+
+    name: str
+    filters: list[FilterPlugin]
+    scorers: list[WeightedScorer]
+    match_labels: Mapping[str, str] = field(default_factory=dict)
+    mutators: list[PodMutator] = field(default_factory=list)
+
+    def matches(self, pod: Pod) -> bool:
+        labels = pod.labels
+        return all(labels.get(k) == v for k, v in self.match_labels.items())
+
+    def feasible(self, pod: Pod, table: NodeTable, ctx: SchedulingContext) -> np.ndarray:
+        """Rows of the nodes that pass every filter, ascending."""
+        idx = table.active_indices()
+        for plugin in self.filters:
+            if idx.size == 0:
+                break
+            idx = idx[plugin.filter(pod, table, idx, ctx)]
+        return idx
+
+    def scores(
+        self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext
+    ) -> np.ndarray:
+        """Total ``sum(weight * score)`` per row of ``idx``."""
+        total = np.zeros(idx.shape[0], dtype=np.int64)
+        for ws in self.scorers:
+            if ws.weight == 0 or ws.plugin.skip(pod):
+                continue
+            total += ws.weight * ws.plugin.score(pod, table, idx, ctx)
+        return total
+
+    def select(
+        self,
+        pod: Pod,
+        table: NodeTable,
+        ctx: SchedulingContext,
+        rng: np.random.Generator,
+    ) -> int | None:
+        """The row kube-scheduler would bind ``pod`` to, or ``None`` if no node fits.
+
+        With one feasible node, scoring is skipped, as in kube-scheduler.
+        """
+        idx = self.feasible(pod, table, ctx)
+        if idx.size == 0:
+            return None
+        if idx.size == 1:
+            return int(idx[0])
+        total = self.scores(pod, table, idx, ctx)
+        best = np.flatnonzero(total == total.max())
+        pick = best[0] if best.size == 1 else best[int(rng.integers(best.size))]
+        return int(idx[pick])
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "match": {"labels": dict(self.match_labels)},
+            "filters": [f.describe() for f in self.filters],
+            "score": [{**s.plugin.describe(), "weight": s.weight} for s in self.scorers],
+        }

@@ -1,0 +1,143 @@
+"""Taints, tolerations and node-selector terms, with Kubernetes' matching rules."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+NO_SCHEDULE = "NoSchedule"
+PREFER_NO_SCHEDULE = "PreferNoSchedule"
+NO_EXECUTE = "NoExecute"
+
+#: Taint the cluster-autoscaler puts on a node it is deleting (effect NoSchedule).
+TO_BE_DELETED_TAINT = "ToBeDeletedByClusterAutoscaler"
+#: Soft taint the cluster-autoscaler puts on nodes it considers unneeded (PreferNoSchedule).
+DELETION_CANDIDATE_TAINT = "DeletionCandidateOfClusterAutoscaler"
+#: Taint kube-scheduler's NodeUnschedulable plugin checks tolerations against.
+UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    """A node taint: ``key=value:effect``."""
+
+    key: str
+    value: str = ""
+    effect: str = NO_SCHEDULE
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, object]) -> Taint:
+        return cls(str(raw["key"]), str(raw.get("value") or ""), str(raw.get("effect") or ""))
+
+    def to_dict(self) -> dict[str, str]:
+        out = {"key": self.key, "effect": self.effect}
+        if self.value:
+            out["value"] = self.value
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    """A pod toleration; ``operator`` is ``Equal`` or ``Exists``, empty ``effect`` means all."""
+
+    key: str = ""
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, object]) -> Toleration:
+        return cls(
+            str(raw.get("key") or ""),
+            str(raw.get("operator") or "Equal"),
+            str(raw.get("value") or ""),
+            str(raw.get("effect") or ""),
+        )
+
+    def tolerates(self, taint: Taint) -> bool:
+        """Kubernetes' ``Toleration.ToleratesTaint``."""
+        if self.effect and self.effect != taint.effect:
+            return False
+        if self.key and self.key != taint.key:
+            return False
+        if self.operator == "Exists":
+            return True
+        if self.operator in ("Equal", ""):
+            return self.value == taint.value
+        return False
+
+
+def tolerated(taint: Taint, tolerations: Sequence[Toleration]) -> bool:
+    """Whether any toleration tolerates ``taint``."""
+    return any(t.tolerates(taint) for t in tolerations)
+
+
+@dataclass(frozen=True, slots=True)
+class Requirement:
+    """One ``matchExpressions`` (or ``matchFields``) entry of a node selector term."""
+
+    key: str
+    operator: str
+    values: tuple[str, ...] = ()
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, object]) -> Requirement:
+        values = raw.get("values") or ()
+        if not isinstance(values, list | tuple):
+            raise ValueError(f"node selector requirement values must be a list: {raw!r}")
+        return cls(str(raw["key"]), str(raw["operator"]), tuple(str(v) for v in values))
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        op = self.operator
+        present = self.key in labels
+        if op == "In":
+            return present and labels[self.key] in self.values
+        if op == "NotIn":
+            return not present or labels[self.key] not in self.values
+        if op == "Exists":
+            return present
+        if op == "DoesNotExist":
+            return not present
+        if op in ("Gt", "Lt"):
+            if not present or len(self.values) != 1:
+                return False
+            try:
+                have, want = int(labels[self.key]), int(self.values[0])
+            except ValueError:
+                return False
+            return have > want if op == "Gt" else have < want
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSelectorTerm:
+    """Requirements ANDed together. An empty term matches no node, as in Kubernetes."""
+
+    expressions: tuple[Requirement, ...] = ()
+    fields: tuple[Requirement, ...] = ()
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, object]) -> NodeSelectorTerm:
+        exprs = raw.get("matchExpressions") or []
+        fields_ = raw.get("matchFields") or []
+        return cls(
+            tuple(Requirement.from_dict(e) for e in exprs),  # type: ignore[union-attr]
+            tuple(Requirement.from_dict(f) for f in fields_),  # type: ignore[union-attr]
+        )
+
+    def matches(self, labels: Mapping[str, str], node_name: str) -> bool:
+        if not self.expressions and not self.fields:
+            return False
+        node_fields = {"metadata.name": node_name}
+        return all(r.matches(labels) for r in self.expressions) and all(
+            r.matches(node_fields) for r in self.fields
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PreferredTerm:
+    """A ``preferredDuringSchedulingIgnoredDuringExecution`` entry: weight 1..100 and a term."""
+
+    weight: int
+    term: NodeSelectorTerm = field(default_factory=NodeSelectorTerm)

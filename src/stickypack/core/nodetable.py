@@ -1,0 +1,262 @@
+"""``NodeTable``: the cluster's nodes as columns of integers.
+
+One row per node slot, one column per resource. Scorers read whole columns with numpy, so
+scoring a thousand nodes is a handful of vector operations. Adding or removing a pod touches
+one row (O(1)); removing a node frees its slot for reuse (O(1)).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from stickypack.core.labels import (
+    DELETION_CANDIDATE_TAINT,
+    HOSTNAME_LABEL,
+    NO_EXECUTE,
+    NO_SCHEDULE,
+    PREFER_NO_SCHEDULE,
+    TO_BE_DELETED_TAINT,
+    Taint,
+)
+from stickypack.core.pod import Pod
+from stickypack.core.resources import CPU, MEMORY, PODS
+
+_I64 = np.int64
+
+
+@dataclass(frozen=True, slots=True)
+class NodeInfo:
+    """A node's static description (what the API's Node object says)."""
+
+    name: str
+    allocatable: Mapping[str, int]
+    labels: Mapping[str, str]
+    taints: tuple[Taint, ...]
+    annotations: Mapping[str, str]
+
+
+class UnknownNode(KeyError):
+    """A node name the table does not hold."""
+
+
+class NodeTable:
+    """Allocatable and requested resources per node, plus scheduling flags.
+
+    Units: cpu millicores, memory bytes, ``pods`` a count, extended resources their own unit.
+    ``requested`` holds the sum of the real requests of the pods bound to each node (what
+    NodeResourcesFit's filter compares), ``nonzero`` the scoring requests (cpu, memory) with
+    kube-scheduler's defaults for containers that set none. ``builds`` counts running build
+    pods (pods with a ``binder-repo`` annotation) per node, for bounded-load placement.
+    ``extra`` holds float columns an adapter may maintain (the simulator keeps ``expiry``,
+    the latest end time of a node's pods, for the lifetime-aware oracle).
+    """
+
+    def __init__(self, resources: Iterable[str] = (CPU, MEMORY, PODS), capacity: int = 64) -> None:
+        self.resources: list[str] = list(dict.fromkeys([CPU, MEMORY, PODS, *resources]))
+        self.rindex: dict[str, int] = {r: i for i, r in enumerate(self.resources)}
+        cap = max(capacity, 1)
+        nres = len(self.resources)
+        self.alloc = np.zeros((cap, nres), dtype=_I64)
+        self.requested = np.zeros((cap, nres), dtype=_I64)
+        self.nonzero = np.zeros((cap, 2), dtype=_I64)
+        self.builds = np.zeros(cap, dtype=_I64)
+        self.active = np.zeros(cap, dtype=bool)
+        self.ready = np.zeros(cap, dtype=bool)
+        self.unschedulable = np.zeros(cap, dtype=bool)
+        self.hard_tainted = np.zeros(cap, dtype=bool)
+        self.soft_tainted = np.zeros(cap, dtype=bool)
+        self.to_be_deleted = np.zeros(cap, dtype=bool)
+        self.deletion_candidate = np.zeros(cap, dtype=bool)
+        self.extra: dict[str, np.ndarray] = {}
+        self.names: list[str | None] = [None] * cap
+        self.info: list[NodeInfo | None] = [None] * cap
+        self.index: dict[str, int] = {}
+        self._free: list[int] = list(range(cap - 1, -1, -1))
+        self._active_idx: np.ndarray | None = None
+        #: Bumped whenever a node's static description (labels, taints, flags) changes, so
+        #: callers can cache per-pod static filter results.
+        self.generation = 0
+
+    # ---- nodes -------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.index
+
+    def slot(self, name: str) -> int:
+        """Row of node ``name``; raises :class:`UnknownNode`."""
+        try:
+            return self.index[name]
+        except KeyError:
+            raise UnknownNode(name) from None
+
+    def active_indices(self) -> np.ndarray:
+        """Rows of all nodes, ascending (cached until a node is added or removed)."""
+        if self._active_idx is None:
+            self._active_idx = np.flatnonzero(self.active)
+        return self._active_idx
+
+    def upsert_node(
+        self,
+        name: str,
+        allocatable: Mapping[str, int],
+        *,
+        labels: Mapping[str, str] | None = None,
+        taints: Iterable[Taint] = (),
+        annotations: Mapping[str, str] | None = None,
+        ready: bool = True,
+        unschedulable: bool = False,
+    ) -> int:
+        """Add node ``name`` or replace its description; its pods' requests are kept."""
+        i = self.index.get(name)
+        if i is None:
+            if not self._free:
+                self._grow()
+            i = self._free.pop()
+            self.index[name] = i
+            self.names[i] = name
+            self.active[i] = True
+            self.requested[i] = 0
+            self.nonzero[i] = 0
+            self.builds[i] = 0
+            for col in self.extra.values():
+                col[i] = 0
+            self._active_idx = None
+        for rname in allocatable:
+            self.ensure_resource(rname)
+        self.alloc[i] = 0
+        for rname, amount in allocatable.items():
+            self.alloc[i, self.rindex[rname]] = amount
+        lab = dict(labels or {})
+        lab.setdefault(HOSTNAME_LABEL, name)
+        taints = tuple(taints)
+        self.info[i] = NodeInfo(name, dict(allocatable), lab, taints, dict(annotations or {}))
+        self.ready[i] = ready
+        self.unschedulable[i] = unschedulable
+        self.hard_tainted[i] = any(t.effect in (NO_SCHEDULE, NO_EXECUTE) for t in taints)
+        self.soft_tainted[i] = any(t.effect == PREFER_NO_SCHEDULE for t in taints)
+        self.to_be_deleted[i] = any(t.key == TO_BE_DELETED_TAINT for t in taints)
+        self.deletion_candidate[i] = any(t.key == DELETION_CANDIDATE_TAINT for t in taints)
+        self.generation += 1
+        return i
+
+    def set_taints(self, name: str, taints: Iterable[Taint]) -> None:
+        """Replace the taints of node ``name``."""
+        info = self.info[self.slot(name)]
+        assert info is not None
+        self.upsert_node(
+            name,
+            info.allocatable,
+            labels=info.labels,
+            taints=taints,
+            annotations=info.annotations,
+            ready=bool(self.ready[self.index[name]]),
+            unschedulable=bool(self.unschedulable[self.index[name]]),
+        )
+
+    def remove_node(self, name: str) -> None:
+        """Forget node ``name`` (its pods go with it)."""
+        i = self.slot(name)
+        del self.index[name]
+        self.names[i] = None
+        self.info[i] = None
+        self.active[i] = False
+        self.ready[i] = False
+        self.alloc[i] = 0
+        self.requested[i] = 0
+        self.nonzero[i] = 0
+        self.builds[i] = 0
+        self._free.append(i)
+        self._active_idx = None
+        self.generation += 1
+
+    def ensure_resource(self, name: str) -> int:
+        """Column of resource ``name``, adding a zero column if it is new."""
+        col = self.rindex.get(name)
+        if col is None:
+            col = len(self.resources)
+            self.resources.append(name)
+            self.rindex[name] = col
+            pad = np.zeros((self.alloc.shape[0], 1), dtype=_I64)
+            self.alloc = np.hstack([self.alloc, pad])
+            self.requested = np.hstack([self.requested, pad])
+        return col
+
+    def ensure_extra(self, name: str) -> np.ndarray:
+        """A float column maintained by an adapter, created zeroed."""
+        col = self.extra.get(name)
+        if col is None:
+            col = self.extra[name] = np.zeros(self.alloc.shape[0], dtype=np.float64)
+        return col
+
+    def _grow(self) -> None:
+        old = self.alloc.shape[0]
+        new = old * 2
+
+        def grow(a: np.ndarray) -> np.ndarray:
+            out = np.zeros((new, *a.shape[1:]), dtype=a.dtype)
+            out[:old] = a
+            return out
+
+        for attr in (
+            "alloc", "requested", "nonzero", "builds", "active", "ready", "unschedulable",
+            "hard_tainted", "soft_tainted", "to_be_deleted", "deletion_candidate",
+        ):  # fmt: skip
+            setattr(self, attr, grow(getattr(self, attr)))
+        self.extra = {k: grow(v) for k, v in self.extra.items()}
+        self.names.extend([None] * (new - old))
+        self.info.extend([None] * (new - old))
+        self._free.extend(range(new - 1, old - 1, -1))
+
+    # ---- pods --------------------------------------------------------------------------
+
+    def pod_vector(self, pod: Pod) -> np.ndarray:
+        """The pod's fit requests as a row over this table's resource columns (pods = 1)."""
+        for rname in pod.requests:
+            if rname not in self.rindex:
+                self.ensure_resource(rname)
+        vec = np.zeros(len(self.resources), dtype=_I64)
+        vec[self.rindex[PODS]] = 1
+        for rname, amount in pod.requests.items():
+            vec[self.rindex[rname]] = amount
+        return vec
+
+    def add_pod(self, i: int, pod: Pod) -> None:
+        """Account ``pod`` as bound to the node in row ``i``."""
+        self._account(i, pod, 1)
+
+    def remove_pod(self, i: int, pod: Pod) -> None:
+        """Undo :meth:`add_pod`."""
+        self._account(i, pod, -1)
+
+    def _account(self, i: int, pod: Pod, sign: int) -> None:
+        row = self.requested[i]
+        row[self.rindex[PODS]] += sign
+        for rname, amount in pod.requests.items():
+            col = self.rindex.get(rname)
+            if col is None:
+                col = self.ensure_resource(rname)
+                row = self.requested[i]
+            row[col] += sign * amount
+        self.nonzero[i, 0] += sign * pod.nonzero_cpu
+        self.nonzero[i, 1] += sign * pod.nonzero_memory
+        if pod.build_repo is not None:
+            self.builds[i] += sign
+
+    # ---- views -------------------------------------------------------------------------
+
+    def utilization(self, idx: np.ndarray) -> np.ndarray:
+        """Cluster-autoscaler utilization of rows ``idx``: max(cpu, memory) requested over
+        allocatable, a float in [0, inf)."""
+        alloc = np.maximum(self.alloc[idx, :2], 1)
+        return (self.requested[idx, :2] / alloc).max(axis=1)
+
+    def node_names(self, idx: Iterable[int]) -> list[str]:
+        """Names of rows ``idx``."""
+        names = self.names
+        return [names[i] for i in idx]  # type: ignore[misc]

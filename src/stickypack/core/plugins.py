@@ -1,0 +1,635 @@
+"""Filter and score plugins.
+
+The kube-scheduler plugins reproduce the integer arithmetic of
+``k8s.io/kubernetes/pkg/scheduler/framework/plugins`` (noderesources, tainttoleration,
+nodeaffinity, nodeunschedulable, interpodaffinity for the subset our workloads use), so the
+simulator's ``default`` and ``z2jh`` policies choose the nodes the real scheduler chooses.
+``BuildLocality``, ``ScaleDownAware`` and ``LifetimeAware`` are stickypack's own.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+
+from stickypack.core.framework import (
+    MAX_NODE_SCORE,
+    FilterPlugin,
+    PodMutator,
+    SchedulingContext,
+    ScorePlugin,
+)
+from stickypack.core.labels import (
+    HOSTNAME_LABEL,
+    NO_EXECUTE,
+    NO_SCHEDULE,
+    PREFER_NO_SCHEDULE,
+    UNSCHEDULABLE_TAINT,
+    NodeSelectorTerm,
+    PreferredTerm,
+    Requirement,
+    Taint,
+    tolerated,
+)
+from stickypack.core.nodetable import NodeTable
+from stickypack.core.pod import BUILD_LABELS, Pod, PodAffinityTerm
+from stickypack.core.rendezvous import rendezvous_rank
+from stickypack.core.resources import CPU, MEMORY, PODS
+
+#: Annotation carrying a pod's expected end time (seconds), read by the ``LifetimeAware``
+#: oracle. Only the simulator knows it.
+EXPECTED_END_ANNOTATION = "stickypack.io/expected-end"
+
+
+class PluginArgsError(ValueError):
+    """Arguments a plugin does not accept."""
+
+
+def _go_div(num: np.ndarray, den: int | np.ndarray) -> np.ndarray:
+    """Integer division truncating toward zero, as Go's ``/`` on int64."""
+    q = np.abs(num) // np.abs(den)
+    return np.where((num < 0) ^ (np.asarray(den) < 0), -q, q)
+
+
+def _resource_weights(raw: Any, default: Sequence[tuple[str, int]]) -> list[tuple[str, int]]:
+    if raw is None:
+        return list(default)
+    if isinstance(raw, Mapping):
+        items = list(raw.items())
+    elif isinstance(raw, list):
+        items = [(r["name"], r.get("weight", 1)) for r in raw]
+    else:
+        raise PluginArgsError(f"resources must be a mapping or a list, got {raw!r}")
+    out = []
+    for name, weight in items:
+        if not isinstance(weight, int) or weight < 1:
+            raise PluginArgsError(f"resource weight of {name!r} must be a positive integer")
+        out.append((str(name), weight))
+    return out
+
+
+# ---- filters ---------------------------------------------------------------------------
+
+
+class NodeUnschedulable(FilterPlugin):
+    """Nodes with ``spec.unschedulable`` unless the pod tolerates the unschedulable taint."""
+
+    name = "NodeUnschedulable"
+    _TAINT = Taint(UNSCHEDULABLE_TAINT, "", NO_SCHEDULE)
+
+    def filter(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
+        if pod.tolerations and tolerated(self._TAINT, pod.tolerations):
+            return np.ones(idx.shape[0], dtype=bool)
+        return ~table.unschedulable[idx]
+
+
+class NodeReady(FilterPlugin):
+    """Nodes that are Ready (in a real cluster the not-ready taint does this)."""
+
+    name = "NodeReady"
+
+    def filter(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
+        return table.ready[idx]
+
+
+class NodeResourcesFitFilter(FilterPlugin):
+    """The pod's real requests fit into allocatable minus requested, and a pod slot is free.
+
+    A resource the pod does not request is not checked (as in kube-scheduler).
+    """
+
+    name = "NodeResourcesFit"
+
+    def filter(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
+        vec = table.pod_vector(pod)
+        cols = np.flatnonzero(vec)
+        free = table.alloc[np.ix_(idx, cols)] - table.requested[np.ix_(idx, cols)]
+        return (free >= vec[cols]).all(axis=1)
+
+
+class TaintTolerationFilter(FilterPlugin):
+    """No untolerated NoSchedule or NoExecute taint."""
+
+    name = "TaintToleration"
+
+    def filter(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
+        ok = ~table.hard_tainted[idx]
+        if ok.all():
+            return ok
+        info = table.info
+        for j in np.flatnonzero(~ok):
+            node = info[idx[j]]
+            assert node is not None
+            ok[j] = all(
+                t.effect not in (NO_SCHEDULE, NO_EXECUTE) or tolerated(t, pod.tolerations)
+                for t in node.taints
+            )
+        return ok
+
+
+class NodeAffinityFilter(FilterPlugin):
+    """``spec.nodeSelector`` and required node affinity (terms ORed, expressions ANDed)."""
+
+    name = "NodeAffinity"
+
+    def filter(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
+        if not pod.node_selector and pod.required_terms is None:
+            return np.ones(idx.shape[0], dtype=bool)
+        info = table.info
+        out = np.empty(idx.shape[0], dtype=bool)
+        for j, i in enumerate(idx):
+            node = info[i]
+            assert node is not None
+            out[j] = node_matches_required(pod, node.labels, node.name)
+        return out
+
+
+def node_matches_required(pod: Pod, labels: Mapping[str, str], node_name: str) -> bool:
+    """kube's ``RequiredNodeAffinity.Match``: node selector and required terms."""
+    for k, v in pod.node_selector.items():
+        if labels.get(k) != v:
+            return False
+    if pod.required_terms is None:
+        return True
+    return any(term.matches(labels, node_name) for term in pod.required_terms)
+
+
+# ---- kube-scheduler scorers -------------------------------------------------------------
+
+
+class _ResourceScorer(ScorePlugin):
+    """Shared by the NodeResourcesFit strategies: per-resource integer scores, weighted mean.
+
+    ``requested`` is the node's non-zero requests plus the pod's (cpu, memory), or the real
+    requests for other resources; a resource with zero allocatable is left out.
+    """
+
+    name = "NodeResourcesFit"
+    strategy: ClassVar[str] = ""
+    DEFAULT_RESOURCES: ClassVar[tuple[tuple[str, int], ...]] = ((CPU, 1), (MEMORY, 1))
+
+    def __init__(self, resources: Any = None) -> None:
+        self.resources = _resource_weights(resources, self.DEFAULT_RESOURCES)
+
+    def _requested_alloc(self, pod: Pod, table: NodeTable, idx: np.ndarray, name: str) -> tuple[np.ndarray, np.ndarray] | None:
+        if name == CPU:
+            return table.nonzero[idx, 0] + pod.nonzero_cpu, table.alloc[idx, table.rindex[CPU]]
+        if name == MEMORY:
+            return table.nonzero[idx, 1] + pod.nonzero_memory, table.alloc[idx, table.rindex[MEMORY]]
+        pod_req = 1 if name == PODS else pod.requests.get(name, 0)
+        if pod_req == 0 and name != PODS:
+            return None  # extended resource the pod does not request: not scored
+        col = table.rindex.get(name)
+        if col is None:
+            return None
+        return table.requested[idx, col] + pod_req, table.alloc[idx, col]
+
+    def per_resource(self, requested: np.ndarray, alloc: np.ndarray) -> np.ndarray:
+        raise NotImplementedError  # pragma: no cover - abstract
+
+    def score(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
+        node_score = np.zeros(idx.shape[0], dtype=np.int64)
+        weight_sum = np.zeros(idx.shape[0], dtype=np.int64)
+        for name, weight in self.resources:
+            ra = self._requested_alloc(pod, table, idx, name)
+            if ra is None:
+                continue
+            requested, alloc = ra
+            has = alloc > 0
+            s = self.per_resource(requested, np.where(has, alloc, 1))
+            node_score += np.where(has, s * weight, 0)
+            weight_sum += np.where(has, weight, 0)
+        return self.combine(node_score, weight_sum)
+
+    def combine(self, node_score: np.ndarray, weight_sum: np.ndarray) -> np.ndarray:
+        return np.where(weight_sum > 0, node_score // np.maximum(weight_sum, 1), 0)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "plugin": self.name,
+            "args": {"strategy": self.strategy, "resources": dict(self.resources)},
+        }
+
+
+class LeastAllocated(_ResourceScorer):
+    """``(alloc - req) * 100 / alloc`` per resource (0 when over-requested): spreads pods."""
+
+    strategy = "LeastAllocated"
+
+    def per_resource(self, requested: np.ndarray, alloc: np.ndarray) -> np.ndarray:
+        return np.where(requested > alloc, 0, (alloc - requested) * MAX_NODE_SCORE // alloc)
+
+
+class MostAllocated(_ResourceScorer):
+    """``min(req, alloc) * 100 / alloc`` per resource: packs pods."""
+
+    strategy = "MostAllocated"
+
+    def per_resource(self, requested: np.ndarray, alloc: np.ndarray) -> np.ndarray:
+        return np.minimum(requested, alloc) * MAX_NODE_SCORE // alloc
+
+
+class RequestedToCapacityRatio(_ResourceScorer):
+    """A piecewise-linear function of integer utilization; shape scores 0..10 scaled x10.
+
+    Resources whose score is 0 do not enter the mean; the mean is rounded (``math.Round``).
+    """
+
+    strategy = "RequestedToCapacityRatio"
+
+    def __init__(self, resources: Any = None, shape: Any = None) -> None:
+        super().__init__(resources)
+        raw = shape or [{"utilization": 0, "score": 0}, {"utilization": 100, "score": 10}]
+        try:
+            points = [(int(p["utilization"]), int(p["score"])) for p in raw]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise PluginArgsError(f"shape points need integer utilization and score: {exc}") from exc
+        if any(b[0] <= a[0] for a, b in zip(points, points[1:], strict=False)):
+            raise PluginArgsError("shape utilizations must increase strictly")
+        if any(not 0 <= u <= 100 or not 0 <= s <= 10 for u, s in points):
+            raise PluginArgsError("shape utilization must be 0..100 and score 0..10")
+        self.shape = [(u, s * (MAX_NODE_SCORE // 10)) for u, s in points]
+
+    def _broken_linear(self, p: np.ndarray) -> np.ndarray:
+        shape = self.shape
+        out = np.full(p.shape, shape[-1][1], dtype=np.int64)
+        done = np.zeros(p.shape, dtype=bool)
+        for i, (u, s) in enumerate(shape):
+            here = (p <= u) & ~done
+            if i == 0:
+                out[here] = s
+            else:
+                u0, s0 = shape[i - 1]
+                out[here] = s0 + _go_div((s - s0) * (p[here] - u0), u - u0)
+            done |= here
+        return out
+
+    def per_resource(self, requested: np.ndarray, alloc: np.ndarray) -> np.ndarray:
+        util = np.where(requested > alloc, 100, requested * 100 // alloc)
+        return self._broken_linear(util)
+
+    def score(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
+        node_score = np.zeros(idx.shape[0], dtype=np.int64)
+        weight_sum = np.zeros(idx.shape[0], dtype=np.int64)
+        for name, weight in self.resources:
+            ra = self._requested_alloc(pod, table, idx, name)
+            if ra is None:
+                continue
+            requested, alloc = ra
+            has = alloc > 0
+            s = self.per_resource(requested, np.where(has, alloc, 1))
+            counted = has & (s > 0)
+            node_score += np.where(counted, s * weight, 0)
+            weight_sum += np.where(counted, weight, 0)
+        mean = node_score / np.maximum(weight_sum, 1)
+        # Go's math.Round rounds halves away from zero; scores are >= 0 here.
+        return np.where(weight_sum > 0, np.floor(mean + 0.5), 0).astype(np.int64)
+
+    def describe(self) -> dict[str, Any]:
+        out = super().describe()
+        out["args"]["shape"] = [{"utilization": u, "score": s // 10} for u, s in self.shape]
+        return out
+
+
+class BalancedAllocation(ScorePlugin):
+    """``int((1 - std) * 100)`` of the requested fractions (real requests, capped at 1).
+
+    Skipped for pods that request neither cpu nor memory.
+    """
+
+    name = "NodeResourcesBalancedAllocation"
+
+    def __init__(self, resources: Any = None) -> None:
+        self.resources = _resource_weights(resources, ((CPU, 1), (MEMORY, 1)))
+
+    def skip(self, pod: Pod) -> bool:
+        return all(pod.requests.get(name, 0) == 0 for name, _ in self.resources)
+
+    def score(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
+        fractions = []
+        for name, _ in self.resources:
+            pod_req = pod.requests.get(name, 0)
+            if name not in (CPU, MEMORY) and pod_req == 0:
+                continue
+            col = table.rindex.get(name)
+            if col is None:
+                continue
+            alloc = table.alloc[idx, col]
+            req = table.requested[idx, col] + pod_req
+            frac = np.where(alloc > 0, np.minimum(req / np.maximum(alloc, 1), 1.0), np.nan)
+            fractions.append(frac)
+        if not fractions:
+            return np.full(idx.shape[0], MAX_NODE_SCORE, dtype=np.int64)
+        f = np.vstack(fractions)
+        valid = ~np.isnan(f)
+        n = valid.sum(axis=0)
+        std = np.zeros(idx.shape[0])
+        if f.shape[0] == 2:
+            two = n == 2
+            std[two] = np.abs((f[0, two] - f[1, two]) / 2)
+        if f.shape[0] > 2:
+            fz = np.where(valid, f, 0.0)
+            mean = fz.sum(axis=0) / np.maximum(n, 1)
+            var = (np.where(valid, (f - mean) ** 2, 0.0)).sum(axis=0) / np.maximum(n, 1)
+            std = np.where(n > 2, np.sqrt(var), std)
+            two = n == 2
+            if two.any():
+                pairs = np.where(valid[:, two], f[:, two], 0.0)
+                # with exactly two valid fractions, |a - b| / 2 (as kube computes it)
+                std[two] = np.abs(pairs.max(axis=0) - pairs.min(axis=0)) / 2
+        return ((1 - std) * MAX_NODE_SCORE).astype(np.int64)
+
+
+def default_normalize(raw: np.ndarray, reverse: bool) -> np.ndarray:
+    """kube's ``helper.DefaultNormalizeScore(100, reverse, scores)``."""
+    top = int(raw.max()) if raw.size else 0
+    if top == 0:
+        return np.full(raw.shape, MAX_NODE_SCORE if reverse else 0, dtype=np.int64)
+    out = MAX_NODE_SCORE * raw // top
+    return MAX_NODE_SCORE - out if reverse else out
+
+
+class TaintTolerationScore(ScorePlugin):
+    """Fewer untolerated PreferNoSchedule taints score higher (reverse-normalized count)."""
+
+    name = "TaintToleration"
+
+    def score(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
+        counts = np.zeros(idx.shape[0], dtype=np.int64)
+        soft = table.soft_tainted[idx]
+        if soft.any():
+            tols = [t for t in pod.tolerations if t.effect in ("", PREFER_NO_SCHEDULE)]
+            info = table.info
+            for j in np.flatnonzero(soft):
+                node = info[idx[j]]
+                assert node is not None
+                counts[j] = sum(
+                    1 for t in node.taints if t.effect == PREFER_NO_SCHEDULE and not tolerated(t, tols)
+                )
+        return default_normalize(counts, reverse=True)
+
+
+class NodeAffinityScore(ScorePlugin):
+    """Sum of the weights of matching preferred node-affinity terms, normalized to 0..100."""
+
+    name = "NodeAffinity"
+
+    def skip(self, pod: Pod) -> bool:
+        return not pod.preferred_terms
+
+    def score(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
+        raw = np.zeros(idx.shape[0], dtype=np.int64)
+        info = table.info
+        for j, i in enumerate(idx):
+            node = info[i]
+            assert node is not None
+            raw[j] = sum(
+                p.weight for p in pod.preferred_terms if p.term.matches(node.labels, node.name)
+            )
+        return default_normalize(raw, reverse=False)
+
+
+class BuildAntiAffinity(ScorePlugin):
+    """InterPodAffinity, for the one case BinderHub uses: a build pod's *preferred* pod
+    anti-affinity against other build pods (``component=binderhub-build``) with topology
+    ``kubernetes.io/hostname``, which BinderHub sets when sticky builds are off. Each build
+    pod on a node counts ``-weight`` for the incoming pod's term and ``-weight`` again when
+    it carries the same term itself; kube's min-max normalization gives 0..100. Other pod
+    (anti-)affinity terms are not modelled and score nothing."""
+
+    name = "InterPodAffinity"
+
+    @staticmethod
+    def _build_weight(pod: Pod) -> int:
+        return sum(
+            t.weight
+            for t in pod.pod_anti_affinity
+            if t.topology_key == HOSTNAME_LABEL and set(t.match_labels) <= set(BUILD_LABELS.items())
+        )
+
+    def skip(self, pod: Pod) -> bool:
+        return self._build_weight(pod) == 0
+
+    def score(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
+        weight = self._build_weight(pod)
+        # Existing build pods are assumed to carry the same term (one BinderHub setting).
+        counted = table.builds[idx] if pod.build_repo is not None else np.zeros(idx.shape[0], dtype=np.int64)
+        raw = -2 * weight * counted
+        lo, hi = int(raw.min()), int(raw.max())
+        if hi == lo:
+            return np.zeros(idx.shape[0], dtype=np.int64)
+        return (MAX_NODE_SCORE * ((raw - lo) / (hi - lo))).astype(np.int64)
+
+
+# ---- stickypack's plugins ----------------------------------------------------------------
+
+
+class ScaleDownAwareFilter(FilterPlugin):
+    """Never place on a node the cluster-autoscaler is deleting."""
+
+    name = "ScaleDownAware"
+
+    def filter(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
+        return ~table.to_be_deleted[idx]
+
+
+class ScaleDownAware(ScorePlugin):
+    """Keep pods off nodes the autoscaler wants to remove.
+
+    0 for a node marked ``DeletionCandidateOfClusterAutoscaler``; a node that would still be
+    under the autoscaler's utilization threshold with the pod scores up to 50 (in proportion
+    to its utilization); a node at or over it scores 50..100, more the fuller it is. So a
+    pod goes to a busy node first, and an almost idle node is left to empty.
+    """
+
+    name = "ScaleDownAware"
+
+    def score(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
+        alloc = np.maximum(table.alloc[idx, :2], 1)
+        req = table.requested[idx, :2].astype(np.float64)
+        req[:, 0] += pod.requests.get(CPU, 0)
+        req[:, 1] += pod.requests.get(MEMORY, 0)
+        util = np.minimum((req / alloc).max(axis=1), 1.0)
+        thr = max(ctx.utilization_threshold, 1e-9)
+        low = util < thr
+        score = np.where(low, 50 * util / thr, 50 + 50 * (util - thr) / max(1 - thr, 1e-9))
+        score = np.where(table.deletion_candidate[idx], 0, score)
+        return score.astype(np.int64)
+
+
+class BuildLocality(ScorePlugin):
+    """Send a build where its repo's image layers are: build history first, then the repo's
+    rendezvous order over the builder nodes (BinderHub's order), under a load bound.
+
+    Scores: the node that built the repo most recently 100, older history nodes 95, 90...;
+    rendezvous rank ``r`` (0-based, over all builder nodes, so the order is stable while
+    nodes come and go) ``top_score - r * step`` for ``r < top_k``; every other node 0. A
+    node whose running builds would exceed ``max(min_load_cap, ceil(load_bound * mean))``
+    (mean over all nodes, this build included) scores 0, so one hot repo cannot pile its builds on one node; so does a node marked for
+    deletion by the autoscaler (its cache is about to go).
+    """
+
+    name = "BuildLocality"
+
+    def __init__(
+        self, top_k: int = 3, load_bound: float = 1.25, min_load_cap: int = 2, top_score: int = 80, step: int = 20
+    ) -> None:
+        if top_k < 0 or load_bound < 1 or min_load_cap < 1 or not 0 <= top_score <= 100 or step < 0:
+            raise PluginArgsError(
+                "BuildLocality needs top_k >= 0, load_bound >= 1, min_load_cap >= 1, 0 <= top_score <= 100, step >= 0"
+            )
+        self.top_k = top_k
+        self.load_bound = load_bound
+        self.min_load_cap = min_load_cap
+        self.top_score = top_score
+        self.step = step
+
+    def skip(self, pod: Pod) -> bool:
+        return pod.build_repo is None
+
+    def locality_scores(self, repo: str, table: NodeTable, ctx: SchedulingContext) -> dict[str, int]:
+        """Node name -> locality score before the load bound (cached per repo and decision)."""
+        key = f"locality:{repo}"
+        cached = ctx.cache.get(key)
+        if cached is not None:
+            return cached
+        scores: dict[str, int] = {}
+        if self.top_k:
+            buckets = ctx.builder_nodes if ctx.builder_nodes is not None else list(table.index)
+            for r, node in enumerate(rendezvous_rank(buckets, repo)[: self.top_k]):
+                scores[node] = max(self.top_score - r * self.step, 0)
+        if ctx.history is not None:
+            for r, node in enumerate(ctx.history.nodes_for(repo, ctx.now)):
+                scores[node] = max(scores.get(node, 0), 100 - 5 * r)
+        ctx.cache[key] = scores
+        return scores
+
+    def score(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
+        repo = pod.build_repo
+        assert repo is not None
+        wanted = self.locality_scores(repo, table, ctx)
+        out = np.zeros(idx.shape[0], dtype=np.int64)
+        if not wanted:
+            return out
+        all_idx = table.active_indices()
+        # Bounded loads: with this build counted, at most ceil(c * mean) builds per node
+        # (but never fewer than min_load_cap, or a small cluster could not repeat a build).
+        cap = max(
+            self.min_load_cap,
+            math.ceil(self.load_bound * (int(table.builds[all_idx].sum()) + 1) / max(all_idx.size, 1)),
+        )
+        index = table.index
+        pos = {int(i): j for j, i in enumerate(idx)}
+        for node, s in wanted.items():
+            i = index.get(node)
+            if i is None or i not in pos:
+                continue
+            if table.builds[i] + 1 > cap or table.to_be_deleted[i] or table.deletion_candidate[i]:
+                continue
+            out[pos[i]] = s
+        return out
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "plugin": self.name,
+            "args": {
+                "top_k": self.top_k, "load_bound": self.load_bound, "min_load_cap": self.min_load_cap,
+                "top_score": self.top_score, "step": self.step,
+            },
+        }
+
+
+class BuildHeadroom(ScorePlugin):
+    """Keep room for one build on every node, so a rebuild fits where its cache is.
+
+    For a pod that is not a build: 100 when, with the pod placed, one build pod of the
+    configured size (``cpu`` millicores... as quantities, ``memory``, one pod slot) still
+    fits on the node, else 0. A score, not a filter: when no node has room to spare, pods
+    still take the last slots, and the cluster-autoscaler (which simulates the default
+    filters) never sees a pod it thinks fits but the scheduler refuses.
+    """
+
+    name = "BuildHeadroom"
+
+    def __init__(self, cpu: str | int = "1", memory: str | int = "2G") -> None:
+        from stickypack.core.quantity import QuantityError, int_value, milli_value
+
+        try:
+            self.cpu_m = milli_value(cpu)
+            self.memory = int_value(memory)
+        except QuantityError as exc:
+            raise PluginArgsError(str(exc)) from None
+
+    def skip(self, pod: Pod) -> bool:
+        return pod.build_repo is not None
+
+    def score(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
+        r = table.rindex
+        free = table.alloc[idx] - table.requested[idx]
+        room = (
+            (free[:, r[CPU]] - pod.requests.get(CPU, 0) >= self.cpu_m)
+            & (free[:, r[MEMORY]] - pod.requests.get(MEMORY, 0) >= self.memory)
+            & (free[:, r[PODS]] - 1 >= 1)
+        )
+        return np.where(room, MAX_NODE_SCORE, 0).astype(np.int64)
+
+    def describe(self) -> dict[str, Any]:
+        return {"plugin": self.name, "args": {"cpu": f"{self.cpu_m}m", "memory": str(self.memory)}}
+
+
+class LifetimeAware(ScorePlugin):
+    """The oracle: knows each pod's end time (annotation ``stickypack.io/expected-end``,
+    seconds) and each node's ``expiry`` (latest end of its pods, kept by the simulator).
+    A node the pod would not outlive scores 100; otherwise the less the pod would extend
+    the node's life, the higher. Not deployable: real pods do not know when they end."""
+
+    name = "LifetimeAware"
+
+    def skip(self, pod: Pod) -> bool:
+        return EXPECTED_END_ANNOTATION not in pod.annotations
+
+    def score(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
+        end = float(pod.annotations[EXPECTED_END_ANNOTATION])
+        expiry = table.ensure_extra("expiry")[idx]
+        extension = np.maximum(end - np.maximum(expiry, ctx.now), 0.0)
+        top = extension.max()
+        if top <= 0:
+            return np.full(idx.shape[0], MAX_NODE_SCORE, dtype=np.int64)
+        return (MAX_NODE_SCORE - MAX_NODE_SCORE * extension / top).astype(np.int64)
+
+
+class BinderHubStickyBuilds(PodMutator):
+    """What BinderHub does to a build pod with ``sticky_builds = True``: a preferred node
+    affinity, weight 100, ``kubernetes.io/hostname In [top rendezvous node]`` over the
+    builder nodes, keyed by the repo URL."""
+
+    name = "BinderHubStickyBuilds"
+
+    def mutate(self, pod: Pod, table: NodeTable, ctx: SchedulingContext) -> Pod:
+        repo = pod.build_repo
+        if repo is None:
+            return pod
+        buckets = ctx.builder_nodes if ctx.builder_nodes is not None else list(table.index)
+        ranked = rendezvous_rank(buckets, repo)
+        if not ranked:
+            return pod
+        term = NodeSelectorTerm((Requirement(HOSTNAME_LABEL, "In", (ranked[0],)),))
+        pod.preferred_terms = (*pod.preferred_terms, PreferredTerm(100, term))
+        return pod
+
+
+class BinderHubAntiAffinity(PodMutator):
+    """What BinderHub does to a build pod with sticky builds off (its default): a preferred
+    pod anti-affinity, weight 100, topology hostname, against other build pods."""
+
+    name = "BinderHubAntiAffinity"
+
+    def mutate(self, pod: Pod, table: NodeTable, ctx: SchedulingContext) -> Pod:
+        if pod.build_repo is None:
+            return pod
+        term = PodAffinityTerm(100, tuple(sorted(BUILD_LABELS.items())), HOSTNAME_LABEL)
+        pod.pod_anti_affinity = (*pod.pod_anti_affinity, term)
+        return pod

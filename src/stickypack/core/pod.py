@@ -1,0 +1,179 @@
+"""The pod model: the fields of a Kubernetes pod that scheduling reads."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from stickypack.core.labels import NodeSelectorTerm, PreferredTerm, Toleration
+from stickypack.core.resources import (
+    CPU,
+    DEFAULT_MEMORY_REQUEST,
+    DEFAULT_MILLI_CPU_REQUEST,
+    MEMORY,
+    ResourceList,
+    add_into,
+    max_into,
+    parse_resource_list,
+)
+
+#: Annotation BinderHub puts on build pods: the repository URL being built.
+BUILD_REPO_ANNOTATION = "binder-repo"
+#: Labels of BinderHub build pods.
+BUILD_LABELS = {"component": "binderhub-build"}
+
+
+@dataclass(frozen=True, slots=True)
+class PodAffinityTerm:
+    """A *preferred* pod (anti-)affinity term: weight, ``matchLabels`` and topology key."""
+
+    weight: int
+    match_labels: tuple[tuple[str, str], ...]
+    topology_key: str
+
+
+class PodSpecError(ValueError):
+    """A pod dict that cannot be read; the message says which field."""
+
+
+@dataclass(slots=True)
+class Pod:
+    """What kube-scheduler reads of a pod.
+
+    ``requests`` are the pod's effective requests as used for *fitting* (cpu in millicores,
+    memory in bytes, extended resources in their unit; ``pods`` is not included, a pod counts
+    as one). ``nonzero_cpu``/``nonzero_memory`` are the requests used for *scoring*, with
+    100 millicores / 200 MiB for a container that sets none.
+    """
+
+    name: str
+    namespace: str = "default"
+    requests: ResourceList = field(default_factory=dict)
+    nonzero_cpu: int = DEFAULT_MILLI_CPU_REQUEST
+    nonzero_memory: int = DEFAULT_MEMORY_REQUEST
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+    tolerations: tuple[Toleration, ...] = ()
+    node_selector: dict[str, str] = field(default_factory=dict)
+    required_terms: tuple[NodeSelectorTerm, ...] | None = None
+    preferred_terms: tuple[PreferredTerm, ...] = ()
+    pod_anti_affinity: tuple[PodAffinityTerm, ...] = ()
+    owner_kind: str | None = None
+    scheduler_name: str = "default-scheduler"
+    node_name: str | None = None
+    uid: str = ""
+
+    @property
+    def key(self) -> str:
+        """``namespace/name``, unique in a cluster."""
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def build_repo(self) -> str | None:
+        """The repository this pod builds (BinderHub build pods), else ``None``."""
+        return self.annotations.get(BUILD_REPO_ANNOTATION)
+
+    @property
+    def best_effort(self) -> bool:
+        """No cpu or memory request at all (kube's BestEffort for scheduling purposes)."""
+        return not self.requests.get(CPU) and not self.requests.get(MEMORY)
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> Pod:
+        """Build from a Kubernetes pod (as JSON/YAML gives it, camelCase keys).
+
+        Effective requests follow ``k8s.io/component-helpers/resource.PodRequests``: the sum
+        over containers, at least the largest init container (restartable sidecar init
+        containers add to both), plus ``spec.overhead``. A container with limits but no
+        requests gets requests equal to its limits, as the API server defaults them.
+        """
+        try:
+            meta = raw.get("metadata") or {}
+            spec = raw.get("spec") or {}
+            requests, nonzero = _pod_requests(spec)
+            affinity = (spec.get("affinity") or {}).get("nodeAffinity") or {}
+            required = affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
+            preferred = affinity.get("preferredDuringSchedulingIgnoredDuringExecution") or []
+            anti = ((spec.get("affinity") or {}).get("podAntiAffinity") or {}).get(
+                "preferredDuringSchedulingIgnoredDuringExecution"
+            ) or []
+            owners = meta.get("ownerReferences") or []
+            controller = next((o for o in owners if o.get("controller")), owners[0] if owners else None)
+            return cls(
+                name=str(meta.get("name") or meta.get("generateName") or ""),
+                namespace=str(meta.get("namespace") or "default"),
+                uid=str(meta.get("uid") or ""),
+                requests=requests,
+                nonzero_cpu=nonzero[CPU],
+                nonzero_memory=nonzero[MEMORY],
+                labels={str(k): str(v) for k, v in (meta.get("labels") or {}).items()},
+                annotations={str(k): str(v) for k, v in (meta.get("annotations") or {}).items()},
+                tolerations=tuple(Toleration.from_dict(t) for t in spec.get("tolerations") or []),
+                node_selector={str(k): str(v) for k, v in (spec.get("nodeSelector") or {}).items()},
+                required_terms=(
+                    tuple(NodeSelectorTerm.from_dict(t) for t in required.get("nodeSelectorTerms") or [])
+                    if required is not None
+                    else None
+                ),
+                preferred_terms=tuple(
+                    PreferredTerm(int(p["weight"]), NodeSelectorTerm.from_dict(p.get("preference") or {}))
+                    for p in preferred
+                ),
+                pod_anti_affinity=tuple(
+                    PodAffinityTerm(
+                        int(t["weight"]),
+                        tuple(sorted(
+                            ((t.get("podAffinityTerm") or {}).get("labelSelector") or {})
+                            .get("matchLabels", {}).items()
+                        )),
+                        str((t.get("podAffinityTerm") or {}).get("topologyKey") or ""),
+                    )
+                    for t in anti
+                ),
+                owner_kind=str(controller["kind"]) if controller else None,
+                scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
+                node_name=spec.get("nodeName") or None,
+            )
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise PodSpecError(f"cannot read pod: {exc}") from exc
+
+
+def _container_requests(container: Mapping[str, Any]) -> tuple[ResourceList, ResourceList]:
+    """(requests, non-zero requests) of one container."""
+    res = container.get("resources") or {}
+    requests = parse_resource_list(res.get("limits"))
+    requests.update(parse_resource_list(res.get("requests")))
+    nonzero = dict(requests)
+    nonzero.setdefault(CPU, DEFAULT_MILLI_CPU_REQUEST)
+    nonzero.setdefault(MEMORY, DEFAULT_MEMORY_REQUEST)
+    return requests, nonzero
+
+
+def _pod_requests(spec: Mapping[str, Any]) -> tuple[ResourceList, ResourceList]:
+    totals: tuple[ResourceList, ResourceList] = ({}, {})
+    for container in spec.get("containers") or []:
+        for total, part in zip(totals, _container_requests(container), strict=True):
+            add_into(total, part)
+    sidecars: tuple[ResourceList, ResourceList] = ({}, {})
+    init_max: tuple[ResourceList, ResourceList] = ({}, {})
+    for container in spec.get("initContainers") or []:
+        parts = _container_requests(container)
+        if container.get("restartPolicy") == "Always":
+            for total, part in zip(sidecars, parts, strict=True):
+                add_into(total, part)
+        else:
+            for peak, side, part in zip(init_max, sidecars, parts, strict=True):
+                running = dict(part)
+                add_into(running, side)
+                max_into(peak, running)
+    for total, side, peak in zip(totals, sidecars, init_max, strict=True):
+        add_into(total, side)
+        max_into(total, peak)
+    overhead = parse_resource_list(spec.get("overhead"))
+    for total in totals:
+        add_into(total, overhead)
+    requests, nonzero = totals
+    nonzero.setdefault(CPU, DEFAULT_MILLI_CPU_REQUEST)
+    nonzero.setdefault(MEMORY, DEFAULT_MEMORY_REQUEST)
+    return {k: v for k, v in requests.items() if v}, nonzero

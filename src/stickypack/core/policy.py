@@ -1,0 +1,178 @@
+"""Named, declarative placement policies.
+
+A policy is a list of profiles (first whose ``match`` fits the pod wins; a profile without
+``match`` serves every pod), each a kube-scheduler-like profile of filters and weighted
+scorers, plus optional mutators that play the part of an API client changing the pod before
+it is created. Policies are written as YAML; see ``docs/configuration.md``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from stickypack.core import plugins as p
+from stickypack.core.framework import (
+    FilterPlugin,
+    PodMutator,
+    Profile,
+    SchedulingContext,
+    ScorePlugin,
+    WeightedScorer,
+)
+from stickypack.core.nodetable import NodeTable
+from stickypack.core.pod import Pod
+
+
+class PolicyError(ValueError):
+    """A policy document that is not valid; the message says what and where."""
+
+
+FILTERS: dict[str, Callable[..., FilterPlugin]] = {
+    "NodeUnschedulable": p.NodeUnschedulable,
+    "NodeReady": p.NodeReady,
+    "NodeResourcesFit": p.NodeResourcesFitFilter,
+    "TaintToleration": p.TaintTolerationFilter,
+    "NodeAffinity": p.NodeAffinityFilter,
+    "ScaleDownAware": p.ScaleDownAwareFilter,
+}
+
+
+def _node_resources_fit(strategy: str = "LeastAllocated", **args: Any) -> ScorePlugin:
+    strategies: dict[str, Callable[..., ScorePlugin]] = {
+        "LeastAllocated": p.LeastAllocated,
+        "MostAllocated": p.MostAllocated,
+        "RequestedToCapacityRatio": p.RequestedToCapacityRatio,
+    }
+    if strategy not in strategies:
+        raise p.PluginArgsError(f"unknown strategy {strategy!r}; valid: {', '.join(strategies)}")
+    return strategies[strategy](**args)
+
+
+SCORERS: dict[str, Callable[..., ScorePlugin]] = {
+    "NodeResourcesFit": _node_resources_fit,
+    "LeastAllocated": p.LeastAllocated,
+    "MostAllocated": p.MostAllocated,
+    "RequestedToCapacityRatio": p.RequestedToCapacityRatio,
+    "NodeResourcesBalancedAllocation": p.BalancedAllocation,
+    "TaintToleration": p.TaintTolerationScore,
+    "NodeAffinity": p.NodeAffinityScore,
+    "InterPodAffinity": p.BuildAntiAffinity,
+    "BuildLocality": p.BuildLocality,
+    "BuildHeadroom": p.BuildHeadroom,
+    "ScaleDownAware": p.ScaleDownAware,
+    "LifetimeAware": p.LifetimeAware,
+}
+
+MUTATORS: dict[str, Callable[..., PodMutator]] = {
+    "BinderHubStickyBuilds": p.BinderHubStickyBuilds,
+    "BinderHubAntiAffinity": p.BinderHubAntiAffinity,
+}
+
+
+class _PluginSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    plugin: str
+    weight: int = Field(default=1, ge=0)
+    args: dict[str, Any] = Field(default_factory=dict)
+
+
+class _MatchSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    labels: dict[str, str] = Field(default_factory=dict)
+
+
+class _ProfileSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    match: _MatchSpec = Field(default_factory=_MatchSpec)
+    mutate: list[str | _PluginSpec] = Field(default_factory=list)
+    filters: list[str | _PluginSpec]
+    score: list[_PluginSpec]
+
+
+class _PolicySpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    description: str = ""
+    profiles: list[_ProfileSpec] = Field(min_length=1)
+
+
+@dataclass(slots=True)
+class Policy:
+    """A named set of profiles. ``select`` is the one entry point both drivers use."""
+
+    name: str
+    description: str
+    profiles: list[Profile]
+    source: dict[str, Any] = field(default_factory=dict)
+
+    def profile_for(self, pod: Pod) -> Profile:
+        for profile in self.profiles:
+            if profile.matches(pod):
+                return profile
+        return self.profiles[-1]
+
+    def prepare(self, pod: Pod, table: NodeTable, ctx: SchedulingContext) -> Pod:
+        """Apply the matching profile's mutators (once, when the pod is created)."""
+        for mutator in self.profile_for(pod).mutators:
+            pod = mutator.mutate(pod, table, ctx)
+        return pod
+
+    def select(
+        self, pod: Pod, table: NodeTable, ctx: SchedulingContext, rng: np.random.Generator
+    ) -> int | None:
+        """The node row for ``pod``, or ``None`` when it fits nowhere."""
+        return self.profile_for(pod).select(pod, table, ctx, rng)
+
+
+def _spec(item: str | _PluginSpec) -> _PluginSpec:
+    return _PluginSpec(plugin=item) if isinstance(item, str) else item
+
+
+def _build(registry: Mapping[str, Callable[..., Any]], spec: _PluginSpec, where: str, kind: str) -> Any:
+    factory = registry.get(spec.plugin)
+    if factory is None:
+        raise PolicyError(f"{where}: unknown {kind} plugin {spec.plugin!r}; valid: {', '.join(sorted(registry))}")
+    try:
+        return factory(**spec.args)
+    except (TypeError, p.PluginArgsError) as exc:
+        raise PolicyError(f"{where}: bad args for {spec.plugin}: {exc}") from exc
+
+
+def policy_from_dict(raw: Any, source: str = "<policy>") -> Policy:
+    """Validate and build a policy from its YAML/JSON structure."""
+    try:
+        spec = _PolicySpec.model_validate(raw)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(x) for x in e['loc']) or '<top>'}: {e['msg']}" for e in exc.errors()
+        )
+        raise PolicyError(f"{source}: invalid policy: {problems}") from None
+    profiles = []
+    for pi, prof in enumerate(spec.profiles):
+        where = f"{source}: profiles[{pi}] ({prof.name})"
+        filters = [_build(FILTERS, _spec(f), f"{where}.filters[{i}]", "filter") for i, f in enumerate(prof.filters)]
+        scorers = [
+            WeightedScorer(_build(SCORERS, s, f"{where}.score[{i}]", "score"), s.weight)
+            for i, s in enumerate(prof.score)
+        ]
+        mutators = [_build(MUTATORS, _spec(m), f"{where}.mutate[{i}]", "mutate") for i, m in enumerate(prof.mutate)]
+        profiles.append(Profile(prof.name, filters, scorers, dict(prof.match.labels), mutators))
+    return Policy(spec.name, spec.description, profiles, raw if isinstance(raw, dict) else {})
+
+
+def policy_from_yaml(text: str, source: str = "<policy>") -> Policy:
+    """Parse a YAML policy document (text, not a path: the core reads no files)."""
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise PolicyError(f"{source}: not valid YAML: {exc}") from None
+    if not isinstance(raw, dict):
+        raise PolicyError(f"{source}: a policy is a YAML mapping with name and profiles")
+    return policy_from_dict(raw, source)

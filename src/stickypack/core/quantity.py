@@ -1,0 +1,78 @@
+"""Kubernetes resource quantities, parsed exactly.
+
+A quantity is ``<sign><digits>[.<digits>][<suffix>]`` where the suffix is a binary SI suffix
+(``Ki Mi Gi Ti Pi Ei``), a decimal SI suffix (``n u m "" k M G T P E``) or a decimal exponent
+(``e3``, ``E-2``), as in ``k8s.io/apimachinery/pkg/api/resource``. Values are returned as
+:class:`fractions.Fraction`, so nothing is lost to floating point; the scheduler's integer
+units are taken by rounding *up*, as ``Quantity.MilliValue()`` and ``Quantity.Value()`` do.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from fractions import Fraction
+
+_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_DECIMAL = {
+    "n": Fraction(1, 10**9),
+    "u": Fraction(1, 10**6),
+    "m": Fraction(1, 10**3),
+    "": Fraction(1),
+    "k": Fraction(10**3),
+    "M": Fraction(10**6),
+    "G": Fraction(10**9),
+    "T": Fraction(10**12),
+    "P": Fraction(10**15),
+    "E": Fraction(10**18),
+}
+_QUANTITY = re.compile(
+    r"^(?P<num>[+-]?(?:\d+(?:\.\d*)?|\.\d+))"
+    r"(?:(?P<bin>Ki|Mi|Gi|Ti|Pi|Ei)|(?P<exp>[eE][+-]?\d+)|(?P<dec>[numkMGTPE]?))$"
+)
+
+
+class QuantityError(ValueError):
+    """A string that is not a Kubernetes quantity."""
+
+
+def parse_quantity(value: str | int | float | Fraction) -> Fraction:
+    """Parse a Kubernetes quantity (``"100m"``, ``"450M"``, ``"2Gi"``, ``"1e3"``) exactly.
+
+    Integers, fractions and floats (as YAML may give them) are accepted too; a float is taken
+    through its shortest decimal text so ``0.1`` means one tenth.
+    """
+    if isinstance(value, bool):
+        raise QuantityError(f"not a quantity: {value!r}")
+    if isinstance(value, int | Fraction):
+        return Fraction(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise QuantityError(f"not a quantity: {value!r}")
+        value = repr(value)
+    if not isinstance(value, str):
+        raise QuantityError(f"not a quantity: {value!r}")
+    match = _QUANTITY.match(value.strip())
+    if match is None:
+        raise QuantityError(f"not a quantity: {value!r}")
+    number = Fraction(match["num"])
+    if match["bin"]:
+        return number * _BINARY[match["bin"]]
+    if match["exp"]:
+        return number * Fraction(10) ** int(match["exp"][1:])
+    return number * _DECIMAL[match["dec"] or ""]
+
+
+def ceil_fraction(value: Fraction) -> int:
+    """The smallest integer >= ``value`` (Kubernetes rounds quantities up)."""
+    return -((-value.numerator) // value.denominator)
+
+
+def milli_value(value: str | int | float | Fraction) -> int:
+    """A quantity in thousandths, rounded up: cpu ``"100m"`` -> 100 millicores."""
+    return ceil_fraction(parse_quantity(value) * 1000)
+
+
+def int_value(value: str | int | float | Fraction) -> int:
+    """A quantity as an integer, rounded up: memory ``"2Gi"`` -> 2147483648 bytes."""
+    return ceil_fraction(parse_quantity(value))

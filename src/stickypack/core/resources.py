@@ -1,0 +1,45 @@
+"""Integer resources as kube-scheduler counts them.
+
+cpu is in millicores, memory and ephemeral-storage in bytes, ``pods`` in pods, extended
+resources (``nvidia.com/gpu``...) in their own integer unit. A resource list is a plain
+``dict[str, int]``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from stickypack.core.quantity import int_value, milli_value
+
+CPU = "cpu"
+MEMORY = "memory"
+PODS = "pods"
+EPHEMERAL_STORAGE = "ephemeral-storage"
+
+#: Requests kube-scheduler assumes for scoring when a container sets none
+#: (``DefaultMilliCPURequest``, ``DefaultMemoryRequest``): 100 millicores and 200 MiB.
+DEFAULT_MILLI_CPU_REQUEST = 100
+DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
+
+ResourceList = dict[str, int]
+
+
+def parse_resource_list(raw: Mapping[str, object] | None) -> ResourceList:
+    """Turn a Kubernetes ResourceList (``{"cpu": "500m", "memory": "1Gi"}``) into integers."""
+    out: ResourceList = {}
+    for name, quantity in (raw or {}).items():
+        out[str(name)] = milli_value(quantity) if name == CPU else int_value(quantity)  # type: ignore[arg-type]
+    return out
+
+
+def add_into(total: ResourceList, other: Mapping[str, int]) -> None:
+    """``total += other``, per resource, in place."""
+    for name, amount in other.items():
+        total[name] = total.get(name, 0) + amount
+
+
+def max_into(total: ResourceList, other: Mapping[str, int]) -> None:
+    """``total = max(total, other)``, per resource, in place."""
+    for name, amount in other.items():
+        if amount > total.get(name, 0):
+            total[name] = amount

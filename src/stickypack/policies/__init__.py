@@ -1,0 +1,35 @@
+"""Built-in policies (YAML files shipped with the package) and loading of users' own."""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+from stickypack.core.policy import Policy, PolicyError, policy_from_yaml
+
+#: Built-in policy names, in the order reports list them.
+BUILTIN = ("default", "z2jh", "binderhub", "stickypack", "oracle")
+#: The policies ``stickypack simulate`` compares when none are named.
+DEFAULT_COMPARISON = ("default", "z2jh", "binderhub", "stickypack")
+
+
+def builtin_text(name: str) -> str:
+    """The YAML text of built-in policy ``name``."""
+    if name not in BUILTIN:
+        raise PolicyError(f"unknown policy {name!r}; valid: {', '.join(BUILTIN)}")
+    return resources.files(__package__).joinpath(f"{name}.yaml").read_text(encoding="utf-8")
+
+
+def load_builtin(name: str) -> Policy:
+    """Built-in policy ``name``; :class:`PolicyError` lists the valid names otherwise."""
+    return policy_from_yaml(builtin_text(name), source=f"builtin:{name}")
+
+
+def load_policy_file(path: str | Path) -> Policy:
+    """A user's policy from a YAML file; errors name the file and the field."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise PolicyError(f"{path}: cannot read policy file: {exc.strerror}") from None
+    return policy_from_yaml(text, source=str(path))

@@ -1,0 +1,509 @@
+"""The event-driven simulator: one policy, one workload, a cluster-autoscaler model.
+
+Events are kept in a heap of ``(time, sequence, kind, payload)``; the workload's jobs are
+already time-ordered and are merged in from a cursor. Everything random is drawn from
+generators seeded by the run's seed, so a seed reproduces a run exactly.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from stickypack.core.framework import SchedulingContext
+from stickypack.core.history import BuildHistory
+from stickypack.core.labels import DELETION_CANDIDATE_TAINT, PREFER_NO_SCHEDULE, Taint
+from stickypack.core.nodetable import NodeTable
+from stickypack.core.plugins import EXPECTED_END_ANNOTATION, LifetimeAware
+from stickypack.core.pod import Pod
+from stickypack.core.policy import Policy
+from stickypack.core.resources import CPU, MEMORY, PODS
+from stickypack.sim.cache import NodeCache
+from stickypack.sim.metrics import (
+    BoundTracker,
+    Series,
+    integrate_step,
+    percentile,
+    window_max_step,
+)
+from stickypack.sim.model import AutoscalerConfig, CacheConfig, NodePool
+from stickypack.sim.workloads import LaunchJob, PodJob, TrimJob, Workload, build_pod, user_pod
+
+_END, _READY, _SCAN = 0, 1, 2
+_SOFT_TAINT = Taint(DELETION_CANDIDATE_TAINT, "", PREFER_NO_SCHEDULE)
+
+
+@dataclass(slots=True, eq=False)
+class SimPod:
+    """A pod in flight: its job and what happened to it."""
+
+    pod: Pod
+    created: float
+    duration: float | None
+    end_at: float | None
+    group: str | None = None
+    launch: LaunchJob | None = None
+    slot: int = -1
+    node: str | None = None
+    bound_at: float | None = None
+    ends: float | None = None
+    done: bool = False
+    shape: tuple = ()
+    vec: np.ndarray | None = None
+
+
+@dataclass(slots=True, eq=False)
+class SimNode:
+    name: str
+    pool: NodePool
+    requested_at: float
+    ready_at: float
+    slot: int = -1
+    pods: dict[int, SimPod] = field(default_factory=dict)
+    cache: NodeCache | None = None
+    deleted_at: float | None = None
+    unneeded_since: float | None = None
+    builds: int = 0
+
+
+@dataclass(slots=True)
+class RunResult:
+    """Raw metrics of one run (see :data:`stickypack.sim.metrics.METRICS`) and its series."""
+
+    metrics: dict[str, float]
+    series: Series
+
+
+class Simulation:
+    """Runs ``policy`` over ``workload`` with the autoscaler and cache models."""
+
+    def __init__(
+        self,
+        policy: Policy,
+        workload: Workload,
+        *,
+        seed: int = 0,
+        autoscaler: AutoscalerConfig | None = None,
+        cache: CacheConfig | None = None,
+        history_ttl_s: float = 7 * 86400.0,
+        progress: Callable[[float], None] | None = None,
+    ) -> None:
+        self.policy = policy
+        self.workload = workload
+        self.ca = autoscaler or AutoscalerConfig()
+        self.cache_config = cache or CacheConfig()
+        self.rng = np.random.default_rng([seed, 10])
+        self.progress = progress
+        self.table = NodeTable()
+        self.history = BuildHistory(ttl_s=history_ttl_s)
+        self.ctx = SchedulingContext(
+            history=self.history, utilization_threshold=self.ca.scale_down_utilization_threshold
+        )
+        self.needs_expiry = any(
+            isinstance(s.plugin, LifetimeAware) for prof in policy.profiles for s in prof.scorers
+        )
+        if self.needs_expiry:
+            self.table.ensure_extra("expiry")
+        self.heap: list[tuple[float, int, int, object]] = []
+        self.seq = 0
+        self.nodes: dict[str, SimNode] = {}
+        self.by_slot: dict[int, SimNode] = {}
+        self.upcoming: dict[str, SimNode] = {}
+        self.pending: dict[int, SimPod] = {}
+        self.groups: dict[str, dict[int, SimPod]] = {}
+        self.building: dict[str, SimPod] = {}
+        self.waiting: dict[str, list[LaunchJob]] = {}
+        self.node_counter = 0
+        self.pod_counter = 0
+        self.last_scale_up = -math.inf
+        self.live_pods = 0
+        pool = workload.pools[0]
+        self.bound = BoundTracker([pool.allocatable.get(r, 0) or 1 for r in (CPU, MEMORY, PODS)])
+        self.node_t: list[float] = [0.0]
+        self.node_n: list[int] = [0]
+        self.pending_s: list[float] = []
+        self.build_s: list[float] = []
+        self.builds = 0
+        self.hits = 0
+        self.scheduled = 0
+        self.unscheduled = 0
+        self.all_nodes: list[SimNode] = []
+        self.now = 0.0
+        self.last_end = 0.0
+
+    # ---- event plumbing -----------------------------------------------------------------
+
+    def _push(self, t: float, kind: int, payload: object) -> None:
+        self.seq += 1
+        heapq.heappush(self.heap, (t, self.seq, kind, payload))
+
+    def _record_nodes(self) -> None:
+        n = len(self.nodes) + len(self.upcoming)
+        if self.node_t[-1] == self.now:
+            self.node_n[-1] = n
+        else:
+            self.node_t.append(self.now)
+            self.node_n.append(n)
+
+    # ---- run ----------------------------------------------------------------------------
+
+    def run(self) -> RunResult:
+        for pool in self.workload.pools:
+            for _ in range(pool.min_size):
+                self._add_node(pool, requested_at=0.0, ready_at=0.0)
+        jobs = self.workload.jobs
+        cursor = 0
+        last_job_t = jobs[-1].t if jobs else 0.0
+        self._push(self.ca.scan_interval_s, _SCAN, None)
+        next_progress = 0.0
+        while True:
+            heap_t = self.heap[0][0] if self.heap else math.inf
+            if cursor < len(jobs) and jobs[cursor].t <= heap_t:
+                job = jobs[cursor]
+                cursor += 1
+                self.now = job.t
+                self._job(job)
+                continue
+            if not self.heap:
+                break
+            t, _, kind, payload = heapq.heappop(self.heap)
+            self.now = t
+            if kind == _END:
+                self._end(payload)  # type: ignore[arg-type]
+            elif kind == _READY:
+                self._ready(payload)  # type: ignore[arg-type]
+            else:
+                if cursor >= len(jobs) and self.live_pods == 0:
+                    break
+                self._scan()
+                if cursor >= len(jobs) and not self.heap:
+                    break  # only pods that fit nowhere are left: nothing can change
+                self._push(t + self.ca.scan_interval_s, _SCAN, None)
+            if self.progress is not None and t >= next_progress:
+                self.progress(min(t / max(last_job_t, 1.0), 1.0))
+                next_progress = t + 600.0
+        return self._result()
+
+    # ---- jobs ---------------------------------------------------------------------------
+
+    def _job(self, job: object) -> None:
+        if isinstance(job, PodJob):
+            self._create(job.pod, job.duration, job.end_at, job.group)
+        elif isinstance(job, LaunchJob):
+            self._launch(job)
+        elif isinstance(job, TrimJob):
+            self._trim(job)
+
+    def _launch(self, job: LaunchJob) -> None:
+        repo = job.repo
+        if repo in self.building:
+            self.waiting.setdefault(repo, []).append(job)
+        elif job.needs_build:
+            self.pod_counter += 1
+            pod = build_pod(f"build-{self.pod_counter}", repo, self.workload.binder)
+            sp = self._create(pod, job.build_cold_s, None, None, launch=job)
+            self.building[repo] = sp
+            self.waiting.setdefault(repo, []).append(job)
+        else:
+            self._start_session(job)
+
+    def _start_session(self, job: LaunchJob) -> None:
+        self.pod_counter += 1
+        self._create(user_pod(f"jupyter-{self.pod_counter}", self.workload.binder), job.session_s, None, None)
+
+    def _trim(self, job: TrimJob) -> None:
+        members = self.groups.get(job.group, {})
+        excess = len(members) - job.keep
+        if excess <= 0:
+            return
+        ids = sorted(members)
+        chosen = self.rng.choice(len(ids), size=excess, replace=False)
+        for k in sorted(int(c) for c in chosen):
+            self._finish(members[ids[k]])
+
+    # ---- pods ---------------------------------------------------------------------------
+
+    def _create(
+        self, pod: Pod, duration: float | None, end_at: float | None, group: str | None,
+        launch: LaunchJob | None = None,
+    ) -> SimPod:
+        self.ctx.now = self.now
+        self.ctx.cache.clear()
+        pod = self.policy.prepare(pod, self.table, self.ctx)
+        sp = SimPod(pod, self.now, duration, end_at, group, launch)
+        sp.shape = (
+            tuple(sorted(pod.requests.items())), pod.tolerations, tuple(sorted(pod.node_selector.items())),
+            pod.required_terms, id(self.policy.profile_for(pod)),
+        )
+        sp.vec = np.array([pod.requests.get(CPU, 0), pod.requests.get(MEMORY, 0), 1], dtype=np.int64)
+        self.live_pods += 1
+        if group is not None:
+            self.groups.setdefault(group, {})[id(sp)] = sp
+        if end_at is not None:
+            self._push(end_at, _END, sp)
+        if not self._try_bind(sp):
+            self.pending[id(sp)] = sp
+        return sp
+
+    def _try_bind(self, sp: SimPod) -> bool:
+        ctx = self.ctx
+        ctx.now = self.now
+        ctx.cache.clear()
+        pod = sp.pod
+        if self.needs_expiry:
+            end = sp.end_at if sp.end_at is not None else self.now + (sp.duration or 0.0)
+            pod.annotations[EXPECTED_END_ANNOTATION] = repr(end)
+        slot = self.policy.select(pod, self.table, ctx, self.rng)
+        if slot is None:
+            return False
+        self._bind(sp, slot)
+        return True
+
+    def _bind(self, sp: SimPod, slot: int) -> None:
+        node = self.by_slot[slot]
+        now = self.now
+        self.table.add_pod(slot, sp.pod)
+        node.pods[id(sp)] = sp
+        sp.slot, sp.node, sp.bound_at = slot, node.name, now
+        self.scheduled += 1
+        self.pending_s.append(now - sp.created)
+        duration = sp.duration
+        repo = sp.pod.build_repo
+        if repo is not None and duration is not None:
+            self.builds += 1
+            node.builds += 1
+            assert node.cache is not None
+            if repo in node.cache:
+                self.hits += 1
+                duration *= self.cache_config.hit_time_fraction
+        if sp.end_at is None:
+            sp.ends = now + (duration or 0.0)
+            self._push(sp.ends, _END, sp)
+        else:
+            sp.ends = sp.end_at
+        if self.needs_expiry:
+            col = self.table.extra["expiry"]
+            col[slot] = max(col[slot], sp.ends)
+        assert sp.vec is not None
+        self.bound.change(now, sp.vec, 1)
+
+    def _end(self, sp: SimPod) -> None:
+        if not sp.done:
+            self._finish(sp)
+
+    def _finish(self, sp: SimPod) -> None:
+        """The pod ends (or is deleted while pending)."""
+        sp.done = True
+        self.live_pods -= 1
+        self.last_end = self.now
+        if sp.group is not None:
+            self.groups[sp.group].pop(id(sp), None)
+        if sp.slot < 0:
+            self.pending.pop(id(sp), None)
+            self.unscheduled += 1
+            if sp.launch is not None:  # a build deleted before it ran: launches give up
+                self.building.pop(sp.launch.repo, None)
+                self.waiting.pop(sp.launch.repo, None)
+            return
+        node = self.by_slot[sp.slot]
+        self.table.remove_pod(sp.slot, sp.pod)
+        del node.pods[id(sp)]
+        assert sp.vec is not None
+        self.bound.change(self.now, sp.vec, -1)
+        if self.needs_expiry:
+            self.table.extra["expiry"][sp.slot] = max((p.ends or 0.0 for p in node.pods.values()), default=0.0)
+        repo = sp.pod.build_repo
+        if repo is not None and sp.launch is not None:
+            self.build_s.append(self.now - sp.created)
+            self.history.record(repo, node.name, self.now)
+            assert node.cache is not None
+            node.cache.touch(repo)
+            self.building.pop(repo, None)
+            for job in self.waiting.pop(repo, []):
+                self._start_session(job)
+        if self.pending:
+            self._retry_pending()
+
+    def _retry_pending(self) -> None:
+        failed: set[tuple] = set()
+        for key, sp in list(self.pending.items()):
+            if sp.shape in failed:
+                continue
+            if self._try_bind(sp):
+                del self.pending[key]
+            else:
+                failed.add(sp.shape)
+
+    # ---- nodes and the autoscaler ----------------------------------------------------
+
+    def _add_node(self, pool: NodePool, requested_at: float, ready_at: float) -> SimNode:
+        self.node_counter += 1
+        node = SimNode(f"{pool.name}-{self.node_counter:05d}", pool, requested_at, ready_at)
+        self.all_nodes.append(node)
+        if ready_at <= self.now:
+            self._join(node)
+        else:
+            self.upcoming[node.name] = node
+            self._push(ready_at, _READY, node)
+        self._record_nodes()
+        return node
+
+    def _join(self, node: SimNode) -> None:
+        node.slot = self.table.upsert_node(
+            node.name, node.pool.allocatable, labels={**node.pool.labels, "stickypack.io/pool": node.pool.name}
+        )
+        if self.needs_expiry:
+            self.table.extra["expiry"][node.slot] = 0.0
+        node.cache = NodeCache(self.cache_config)
+        self.nodes[node.name] = node
+        self.by_slot[node.slot] = node
+
+    def _ready(self, node: SimNode) -> None:
+        self.upcoming.pop(node.name, None)
+        self._join(node)
+        self._record_nodes()
+        if self.pending:
+            self._retry_pending()
+
+    def _scan(self) -> None:
+        if self.pending:
+            self._scale_up()
+        self._scale_down()
+
+    def _scale_up(self) -> None:
+        """Least-waste expander over the pools; binpacking estimate on empty nodes, counting
+        the free room of nodes already on their way."""
+        pending = [sp for sp in self.pending.values() if sp.created < self.now]
+        if not pending:
+            return
+        best: tuple[float, NodePool, int] | None = None
+        for pool in self.workload.pools:
+            alloc = np.array([pool.allocatable.get(CPU, 0), pool.allocatable.get(MEMORY, 0), pool.allocatable.get(PODS, 110)])
+            bins: list[np.ndarray] = [alloc.copy() for n in self.upcoming.values() if n.pool is pool]
+            new = 0
+            used = np.zeros(3, dtype=np.int64)
+            for sp in pending:
+                vec = sp.vec
+                assert vec is not None
+                if (vec > alloc).any():
+                    continue  # fits no node of this pool
+                for b in bins:
+                    if (vec <= b).all():
+                        b -= vec
+                        break
+                else:
+                    b = alloc - vec
+                    bins.append(b)
+                    new += 1
+                used += vec
+            size = sum(1 for n in self.nodes.values() if n.pool is pool) + sum(
+                1 for n in self.upcoming.values() if n.pool is pool
+            )
+            new = min(new, pool.max_size - size)
+            if new <= 0:
+                continue
+            total = alloc[:2] * new
+            waste = float(((total - np.minimum(used[:2], total)) / np.maximum(total, 1)).sum())
+            if best is None or waste < best[0]:
+                best = (waste, pool, new)
+        if best is None:
+            return
+        _, pool, new = best
+        for _ in range(new):
+            self._add_node(pool, requested_at=self.now, ready_at=self.now + pool.provision_delay_s)
+        self.last_scale_up = self.now
+
+    def _scale_down(self) -> None:
+        ca = self.ca
+        table = self.table
+        now = self.now
+        removable: list[SimNode] = []
+        threshold = ca.scale_down_utilization_threshold
+        for node in list(self.nodes.values()):
+            slot = node.slot
+            # Bare pods (no controller) cannot be moved, so a node holding one stays.
+            unneeded = not node.pods or (
+                all(p.pod.owner_kind not in (None, "DaemonSet") for p in node.pods.values())
+                and table.utilization(np.array([slot]))[0] < threshold
+            )
+            if unneeded:
+                if node.unneeded_since is None:
+                    node.unneeded_since = now
+                    if ca.soft_taint_unneeded:
+                        table.set_taints(node.name, [_SOFT_TAINT])
+                if now - node.unneeded_since >= ca.scale_down_unneeded_time_s:
+                    removable.append(node)
+            elif node.unneeded_since is not None:
+                node.unneeded_since = None
+                if ca.soft_taint_unneeded:
+                    table.set_taints(node.name, [])
+        if not removable or now - self.last_scale_up < ca.scale_down_delay_after_add_s:
+            return
+        removed = 0
+        for node in removable:
+            if removed >= ca.max_empty_bulk_delete:
+                break
+            pool_size = sum(1 for n in self.nodes.values() if n.pool is node.pool)
+            if pool_size <= node.pool.min_size or node.pods:
+                continue
+            self._delete_node(node)
+            removed += 1
+
+    def _delete_node(self, node: SimNode) -> None:
+        self.table.remove_node(node.name)
+        del self.nodes[node.name]
+        del self.by_slot[node.slot]
+        node.deleted_at = self.now
+        node.cache = None
+        self.history.forget_node(node.name)
+        self._record_nodes()
+
+    # ---- results -----------------------------------------------------------------------
+
+    def _result(self) -> RunResult:
+        self.unscheduled += len(self.pending)
+        # The run ends when the last pod ends; nodes still up then count until that moment.
+        horizon = self.last_end
+        final_nodes = self.node_n[int(np.searchsorted(self.node_t, horizon, side="right")) - 1]
+        node_hours = sum(
+            (min(n.deleted_at if n.deleted_at is not None else horizon, horizon) - n.requested_at)
+            for n in self.all_nodes
+        ) / 3600.0
+        price = {p.name: p.price_per_hour for p in self.workload.pools}
+        cost = sum(
+            (min(n.deleted_at if n.deleted_at is not None else horizon, horizon) - n.requested_at) / 3600.0 * price[n.pool.name]
+            for n in self.all_nodes
+        )
+        bt, bv = self.bound.times, self.bound.values
+        bound_hours = integrate_step(bt, bv, horizon) / 3600.0
+        ft, fv = window_max_step(bt, bv, self.ca.scale_down_unneeded_time_s, horizon)
+        floor_hours = integrate_step(ft, fv, horizon) / 3600.0
+        total_builds = self.builds
+        share = max((n.builds for n in self.all_nodes), default=0) / total_builds if total_builds else 0.0
+        # the bound in effect just before the end (at the end itself every pod has left)
+        final_bound = bv[int(np.searchsorted(bt, horizon, side="left")) - 1] if horizon > 0 else 0
+        metrics = {
+            "node_hours": node_hours,
+            "lower_bound_node_hours": bound_hours,
+            "ratio_to_bound": node_hours / bound_hours if bound_hours else 0.0,
+            "floor_node_hours": floor_hours,
+            "ratio_to_floor": node_hours / floor_hours if floor_hours else 0.0,
+            "peak_nodes": max(self.node_n),
+            "final_nodes": final_nodes,
+            "lower_bound_final_nodes": final_bound,
+            "pods_scheduled": self.scheduled,
+            "pods_unscheduled": self.unscheduled,
+            "pending_p95_s": percentile(self.pending_s, 95),
+            "builds": total_builds,
+            "build_cache_hit_rate": self.hits / total_builds if total_builds else 0.0,
+            "build_p50_s": percentile(self.build_s, 50),
+            "build_p95_s": percentile(self.build_s, 95),
+            "max_node_build_share": share,
+            "cost": cost,
+        }
+        series = Series(self.node_t, self.node_n, bt, bv, ft, fv, self.build_s)
+        return RunResult(metrics, series)

@@ -1,0 +1,111 @@
+"""The simulator's model of a cluster: node pools, the cluster-autoscaler, build caches,
+and the workload assumptions. Every number here is a documented default that a caller can
+override (see ``docs/simulator.md``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from stickypack.core.resources import CPU, MEMORY, PODS
+
+GiB = 1024**3
+
+
+@dataclass(frozen=True, slots=True)
+class NodePool:
+    """A group of identical nodes the autoscaler can grow and shrink.
+
+    ``allocatable``: cpu millicores, memory bytes, pods. ``price_per_hour`` in any currency.
+    ``provision_delay_s``: seconds from the scale-up decision to a Ready node (GCE: 3-4 min).
+    """
+
+    name: str = "user"
+    allocatable: dict[str, int] = field(
+        default_factory=lambda: {CPU: 7_910, MEMORY: 47 * GiB, PODS: 110}
+    )
+    price_per_hour: float = 0.47
+    min_size: int = 1
+    max_size: int = 500
+    provision_delay_s: float = 210.0
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class AutoscalerConfig:
+    """cluster-autoscaler flags, with its documented defaults (FAQ.md)."""
+
+    scan_interval_s: float = 10.0
+    scale_down_utilization_threshold: float = 0.5
+    scale_down_unneeded_time_s: float = 600.0
+    scale_down_delay_after_add_s: float = 600.0
+    max_node_provision_time_s: float = 900.0
+    max_empty_bulk_delete: int = 10
+    #: Put ``DeletionCandidateOfClusterAutoscaler`` (PreferNoSchedule) on unneeded nodes.
+    soft_taint_unneeded: bool = True
+    expander: str = "least-waste"
+
+
+@dataclass(frozen=True, slots=True)
+class CacheConfig:
+    """Per-node image cache of built repos and the image cleaner.
+
+    A node keeps the images of repos it built; when it holds more than ``high_images`` the
+    image cleaner prunes the least recently used down to ``low_images``. The defaults take
+    a 400 GB image disk, the cleaner's 80% trigger and ~1.5 GB of own layers per repo2docker
+    image (base layers are shared). A deleted node's
+    cache is gone. A build is a *hit* when its node built the same repo before (any ref);
+    a hit takes ``hit_time_fraction`` of the cold build time.
+    """
+
+    high_images: int = 200
+    low_images: int = 150
+    hit_time_fraction: float = 0.3
+
+
+@dataclass(frozen=True, slots=True)
+class BinderModel:
+    """Assumptions that turn launch events into pods (the trace carries no build data).
+
+    Change model: the first launch of a repo in a replay needs a build with probability
+    ``first_launch_build_prob`` (repos new to the site, or changed since their last build
+    before the replay); after that, a repo changes as a Poisson process of
+    ``changes_per_day`` and a launch needs a build when the repo changed since its last
+    build. Launches of a repo while it builds wait for that build.
+
+    Sessions: active time lognormal (median ``session_median_s``, sigma
+    ``session_sigma``) plus the idle culler's ``idle_cull_s``, at most ``session_max_s``.
+    Builds: cold time lognormal (median ``build_median_s``, sigma ``build_sigma``), at most
+    ``build_max_s`` (BinderHub fails builds beyond an hour).
+    Pods: mybinder.org's user pod guarantees (``user_cpu_m`` millicores, ``user_memory``
+    bytes); build pods ``build_cpu_m`` / ``build_memory``.
+    """
+
+    first_launch_build_prob: float = 0.3
+    changes_per_day: float = 0.5
+    session_median_s: float = 600.0
+    session_sigma: float = 1.0
+    idle_cull_s: float = 600.0
+    session_max_s: float = 6 * 3600.0
+    build_median_s: float = 300.0
+    build_sigma: float = 0.6
+    build_max_s: float = 3600.0
+    user_cpu_m: int = 10
+    user_memory: int = 450_000_000
+    build_cpu_m: int = 1000
+    build_memory: int = 2_000_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class DaskModel:
+    """Dask worker pods (bare pods, as dask-gateway and classic dask-kubernetes make them)."""
+
+    worker_cpu_m: int = 600
+    worker_memory: int = int(2.25 * GiB)
+
+
+DASK_POOL = NodePool(
+    name="dask",
+    allocatable={CPU: 31_850, MEMORY: 121 * GiB, PODS: 110},
+    price_per_hour=1.55,
+    min_size=0,
+)

@@ -1,0 +1,145 @@
+"""Reports of a comparison: a terminal table (rich), JSON, and PNG plots (matplotlib)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from stickypack.sim.metrics import METRICS, Series, round_metric
+
+
+@dataclass(slots=True)
+class PolicyRun:
+    policy: str
+    metrics: dict[str, float]
+    series: Series
+
+
+@dataclass(slots=True)
+class Comparison:
+    """Every policy's run on one workload."""
+
+    scenario: str
+    seed: int
+    load_scale: float
+    runs: list[PolicyRun] = field(default_factory=list)
+    trace_errors: int = 0
+    trace_error_examples: list[str] = field(default_factory=list)
+
+    def to_json(self, timing: bool = False) -> dict[str, Any]:
+        """``{"scenario", "seed", "results": [{"policy", <metric>...}]}``. Without
+        ``timing`` the measured ``wall_s`` is left out, so a seed reproduces it byte for byte."""
+        results = []
+        for run in self.runs:
+            row: dict[str, Any] = {"policy": run.policy}
+            for name in METRICS:
+                if name == "wall_s" and not timing:
+                    continue
+                value = run.metrics.get(name)
+                if value is None:
+                    continue
+                row[name] = value if isinstance(value, int) else round_metric(float(value))
+            results.append(row)
+        out: dict[str, Any] = {"scenario": self.scenario, "seed": self.seed, "load_scale": self.load_scale}
+        if self.trace_errors:
+            out["malformed_trace_lines"] = self.trace_errors
+        out["results"] = results
+        return out
+
+    def write_json(self, path: Path, timing: bool = False) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(self.to_json(timing), indent=2, sort_keys=False) + "\n", encoding="utf-8")
+
+
+_COLUMNS = (
+    ("node_hours", "node-h", "{:.1f}"),
+    ("ratio_to_bound", "x bound", "{:.3f}"),
+    ("ratio_to_floor", "x floor", "{:.3f}"),
+    ("peak_nodes", "peak", "{:d}"),
+    ("final_nodes", "final", "{:d}"),
+    ("pending_p95_s", "pending p95 s", "{:.0f}"),
+    ("builds", "builds", "{:d}"),
+    ("build_cache_hit_rate", "cache hits", "{:.1%}"),
+    ("build_p50_s", "build p50 s", "{:.0f}"),
+    ("build_p95_s", "build p95 s", "{:.0f}"),
+    ("max_node_build_share", "top node builds", "{:.1%}"),
+    ("wall_s", "wall s", "{:.2f}"),
+)
+
+
+def render_table(cmp: Comparison, console: Console) -> None:
+    """Print the comparison as a table, with the bound and floor in the title."""
+    first = cmp.runs[0].metrics if cmp.runs else {}
+    title = (
+        f"{cmp.scenario} (seed {cmp.seed}, load x{cmp.load_scale:g}): lower bound "
+        f"{first.get('lower_bound_node_hours', 0):.1f} node-h, CA floor {first.get('floor_node_hours', 0):.1f} node-h, "
+        f"bound's final nodes {first.get('lower_bound_final_nodes', 0)}"
+    )
+    table = Table(title=title)
+    table.add_column("policy", style="bold")
+    for _, header, _ in _COLUMNS:
+        table.add_column(header, justify="right")
+    for run in cmp.runs:
+        cells = []
+        for key, _, fmt in _COLUMNS:
+            value = run.metrics.get(key, 0)
+            cells.append(fmt.format(int(value)) if fmt == "{:d}" else fmt.format(value))
+        table.add_row(run.policy, *cells)
+    console.print(table)
+    if cmp.trace_errors:
+        console.print(f"[yellow]{cmp.trace_errors} malformed trace line(s) skipped[/], first:")
+        for example in cmp.trace_error_examples:
+            console.print(f"  {example}")
+
+
+def write_plots(cmp: Comparison, directory: Path) -> list[Path]:
+    """Nodes over time per policy with the bound and floor; build-time CDF. Returns paths."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    directory.mkdir(parents=True, exist_ok=True)
+    paths: list[Path] = []
+    fig, ax = plt.subplots(figsize=(10, 5))
+    for run in cmp.runs:
+        s = run.series
+        ax.step([t / 3600 for t in s.node_t], s.node_n, where="post", label=run.policy)
+    if cmp.runs:
+        s = cmp.runs[0].series
+        ax.step([t / 3600 for t in s.bound_t], s.bound_n, where="post", color="black", linestyle="--", label="lower bound")
+        ax.step([t / 3600 for t in s.floor_t], s.floor_n, where="post", color="grey", linestyle=":", label="CA floor")
+    ax.set_xlabel("hours")
+    ax.set_ylabel("nodes")
+    ax.set_title(f"Nodes over time: {cmp.scenario}")
+    ax.legend()
+    path = directory / "nodes.png"
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    paths.append(path)
+
+    if any(run.series.build_durations for run in cmp.runs):
+        fig, ax = plt.subplots(figsize=(8, 5))
+        for run in cmp.runs:
+            d = sorted(run.series.build_durations)
+            if d:
+                ax.step(d, [(i + 1) / len(d) for i in range(len(d))], where="post", label=run.policy)
+        ax.set_xlabel("build time, s (creation to completion)")
+        ax.set_ylabel("fraction of builds")
+        ax.set_title(f"Build time CDF: {cmp.scenario}")
+        ax.legend()
+        path = directory / "build_time_cdf.png"
+        fig.savefig(path, dpi=110, bbox_inches="tight")
+        plt.close(fig)
+        paths.append(path)
+    return paths
+
+
+def policy_names_help(names: Sequence[str]) -> str:
+    return ", ".join(names)

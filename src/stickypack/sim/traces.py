@@ -1,0 +1,132 @@
+"""Reading mybinder.org launch-event archives (``events-YYYY-MM-DD.jsonl[.gz]``).
+
+One JSON object a line: ``timestamp`` (ISO 8601, rounded down to the minute), ``provider``,
+``spec`` and more. A line that cannot be read is counted and reported (file and line of
+the first few), never fatal.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+#: Providers whose ``spec`` is ``<org>/<repo>/<ref>`` with the repo in two path segments.
+_TWO_SEGMENT = {"GitHub": "https://github.com/", "Gist": "https://gist.github.com/"}
+#: Providers whose spec has no ref.
+_NO_REF = {"Zenodo", "Figshare", "Hydroshare", "Dataverse", "CKAN"}
+MAX_REPORTED_ERRORS = 5
+
+
+@dataclass(frozen=True, slots=True)
+class Launch:
+    """One launch: seconds since the start of the replay, and the repo URL (the key
+    BinderHub's sticky builds hash; a ref is not part of it)."""
+
+    t: float
+    repo: str
+
+
+@dataclass(slots=True)
+class TraceErrors:
+    """Malformed lines: a count and the first few places with their reason."""
+
+    count: int = 0
+    first: list[str] = field(default_factory=list)
+
+    def add(self, where: str, why: str) -> None:
+        self.count += 1
+        if len(self.first) < MAX_REPORTED_ERRORS:
+            self.first.append(f"{where}: {why}")
+
+
+def repo_url(provider: str, spec: str) -> str:
+    """The repository URL BinderHub builds for a launch (the ref stripped).
+
+    GitHub and Gist specs are ``org/repo/ref``: the first two segments (a branch name with
+    a slash shows as extra segments in the re-saved archive). Other git providers: all but
+    the last segment. DOI providers: the whole spec.
+    """
+    spec = spec.strip("/")
+    if provider in _TWO_SEGMENT:
+        parts = spec.split("/")
+        if len(parts) < 2:
+            raise ValueError(f"{provider} spec needs org/repo: {spec!r}")
+        return _TWO_SEGMENT[provider] + "/".join(parts[:2])
+    if provider in _NO_REF:
+        return f"{provider.lower()}:{spec}"
+    head, _, _ = spec.rpartition("/")
+    return f"{provider.lower()}:{head or spec}"
+
+
+def _open(path: Path) -> Iterable[bytes]:
+    if path.suffix == ".gz":
+        return gzip.open(path, "rb")
+    return path.open("rb")
+
+
+def trace_files(paths: Iterable[str | Path]) -> list[Path]:
+    """Expand directories to their ``.jsonl``/``.jsonl.gz`` files, sorted."""
+    out: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            out.extend(sorted(p for p in path.iterdir() if p.name.endswith((".jsonl", ".jsonl.gz"))))
+        elif path.exists():
+            out.append(path)
+        else:
+            raise FileNotFoundError(f"trace not found: {path}")
+    if not out:
+        raise FileNotFoundError("no .jsonl or .jsonl.gz trace files in: " + ", ".join(map(str, paths)))
+    return out
+
+
+def read_launches(paths: Iterable[str | Path], errors: TraceErrors) -> list[Launch]:
+    """All launches of the given files, time-ordered, times relative to the first one."""
+    stamps: list[tuple[float, str]] = []
+    for path in trace_files(paths):
+        stamps.extend(_read_file(path, errors))
+    if not stamps:
+        return []
+    stamps.sort(key=lambda tr: tr[0])
+    t0 = stamps[0][0]
+    return [Launch(t - t0, repo) for t, repo in stamps]
+
+
+def _read_file(path: Path, errors: TraceErrors) -> Iterator[tuple[float, str]]:
+    try:
+        handle = _open(path)
+        with handle as lines:  # type: ignore[attr-defined]
+            for lineno, line in enumerate(lines, 1):
+                parsed = _parse(line, f"{path}:{lineno}", errors)
+                if parsed is not None:
+                    yield parsed
+    except (OSError, EOFError) as exc:
+        errors.add(str(path), f"cannot read file: {exc}")
+
+
+def _parse(line: bytes, where: str, errors: TraceErrors) -> tuple[float, str] | None:
+    if not line.strip():
+        return None
+    try:
+        event = json.loads(line)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        errors.add(where, f"not JSON ({exc.msg if hasattr(exc, 'msg') else exc})")
+        return None
+    if not isinstance(event, dict):
+        errors.add(where, "not a JSON object")
+        return None
+    try:
+        ts = datetime.fromisoformat(str(event["timestamp"]).replace("Z", "+00:00")).timestamp()
+        status = event.get("status", "success")
+        if status != "success":
+            return None
+        return ts, repo_url(str(event["provider"]), str(event["spec"]))
+    except KeyError as exc:
+        errors.add(where, f"missing field {exc}")
+    except ValueError as exc:
+        errors.add(where, str(exc))
+    return None

@@ -1,0 +1,239 @@
+"""Workloads: what arrives when. Built once per run, seeded, the same for every policy.
+
+Three kinds of job drive the engine:
+
+- :class:`PodJob`: a pod created at ``t`` that runs ``duration`` seconds once bound, or
+  until ``end_at`` (absolute) whichever the job sets (Dask workers end when their user
+  leaves, bound or not);
+- :class:`LaunchJob`: a BinderHub launch: a build first when ``needs_build``, then a user
+  pod for ``session_s`` seconds;
+- :class:`TrimJob`: a Dask cluster of ``group`` retires workers down to ``keep``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from stickypack.core.pod import BUILD_LABELS, BUILD_REPO_ANNOTATION, Pod
+from stickypack.core.resources import CPU, MEMORY
+from stickypack.sim.model import DASK_POOL, BinderModel, DaskModel, NodePool
+from stickypack.sim.traces import Launch
+
+DAY = 86400.0
+
+
+@dataclass(slots=True)
+class PodJob:
+    t: float
+    pod: Pod
+    duration: float | None = None
+    end_at: float | None = None
+    group: str | None = None
+
+
+@dataclass(slots=True)
+class LaunchJob:
+    t: float
+    repo: str
+    session_s: float
+    needs_build: bool
+    build_cold_s: float
+
+
+@dataclass(slots=True)
+class TrimJob:
+    t: float
+    group: str
+    keep: int
+
+
+Job = PodJob | LaunchJob | TrimJob
+
+
+@dataclass(slots=True)
+class Workload:
+    """A named, time-ordered list of jobs, and the node pools it runs on."""
+
+    name: str
+    jobs: list[Job]
+    pools: list[NodePool]
+    binder: BinderModel = field(default_factory=BinderModel)
+    notes: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.jobs.sort(key=lambda j: j.t)
+
+
+def user_pod(name: str, model: BinderModel) -> Pod:
+    """A mybinder.org user server pod (bare: KubeSpawner creates it directly)."""
+    return Pod(
+        name=name,
+        namespace="binder",
+        requests={CPU: model.user_cpu_m, MEMORY: model.user_memory},
+        nonzero_cpu=model.user_cpu_m,
+        nonzero_memory=model.user_memory,
+        labels={"component": "singleuser-server", "app": "jupyterhub"},
+    )
+
+
+def build_pod(name: str, repo: str, model: BinderModel) -> Pod:
+    """A BinderHub build pod (bare), annotated with the repo it builds."""
+    return Pod(
+        name=name,
+        namespace="binder",
+        requests={CPU: model.build_cpu_m, MEMORY: model.build_memory},
+        nonzero_cpu=model.build_cpu_m,
+        nonzero_memory=model.build_memory,
+        labels={**BUILD_LABELS, "name": name},
+        annotations={BUILD_REPO_ANNOTATION: repo},
+    )
+
+
+def worker_pod(name: str, user: str, model: DaskModel) -> Pod:
+    """A Dask worker pod (bare, as dask-gateway creates them)."""
+    return Pod(
+        name=name,
+        namespace="dask",
+        requests={CPU: model.worker_cpu_m, MEMORY: model.worker_memory},
+        nonzero_cpu=model.worker_cpu_m,
+        nonzero_memory=model.worker_memory,
+        labels={"app.kubernetes.io/name": "dask-gateway", "app.kubernetes.io/component": "dask-worker",
+                "gateway.dask.org/cluster": user},
+    )
+
+
+def _lognormal(rng: np.random.Generator, median: float, sigma: float, size: int) -> np.ndarray:
+    return median * np.exp(sigma * rng.standard_normal(size))
+
+
+def binder_jobs(
+    launches: Sequence[Launch], model: BinderModel, seed: int, load_scale: float = 1.0
+) -> list[Job]:
+    """Launch jobs from launch events, with the change, session and build models.
+
+    ``load_scale`` replays the trace at that many times its rate: each launch is repeated
+    ``floor(x)`` times, plus once more with probability ``x - floor(x)``, each copy at its
+    own second within the event's minute (timestamps are rounded down to the minute).
+    """
+    if load_scale <= 0:
+        raise ValueError("load scale must be > 0")
+    rng = np.random.default_rng([seed, 1])
+    whole = math.floor(load_scale)
+    frac = load_scale - whole
+    times: list[float] = []
+    repos: list[str] = []
+    extra = rng.random(len(launches)) < frac if frac else np.zeros(len(launches), dtype=bool)
+    jitter_all = rng.random((len(launches), whole + 1)) * 60.0
+    for i, launch in enumerate(launches):
+        copies = whole + int(extra[i])
+        for c in range(copies):
+            times.append(launch.t + float(jitter_all[i, c]))
+            repos.append(launch.repo)
+    order = np.argsort(np.asarray(times), kind="stable")
+    n = len(order)
+    session = np.minimum(
+        _lognormal(rng, model.session_median_s, model.session_sigma, n) + model.idle_cull_s,
+        model.session_max_s,
+    )
+    cold = np.minimum(_lognormal(rng, model.build_median_s, model.build_sigma, n), model.build_max_s)
+    u = rng.random(n)
+    rate = model.changes_per_day / DAY
+    last_build: dict[str, float] = {}
+    jobs: list[Job] = []
+    for k, i in enumerate(order):
+        t, repo = times[i], repos[i]
+        prev = last_build.get(repo)
+        if prev is None:
+            # First launch in the replay: the image may or may not exist already.
+            needs = bool(u[k] < model.first_launch_build_prob)
+            last_build[repo] = t
+        else:
+            needs = bool(u[k] < 1.0 - math.exp(-rate * (t - prev)))
+            if needs:
+                last_build[repo] = t
+        jobs.append(LaunchJob(t, repo, float(session[k]), bool(needs), float(cold[k])))
+    return jobs
+
+
+def trace_workload(
+    launches: Sequence[Launch], seed: int, load_scale: float = 1.0,
+    model: BinderModel | None = None, pool: NodePool | None = None, name: str = "trace",
+) -> Workload:
+    """A mybinder.org trace replay on one user pool (builds and users share it)."""
+    model = model or BinderModel()
+    return Workload(name, binder_jobs(launches, model, seed, load_scale), [pool or NodePool()], model)
+
+
+def binder_day(seed: int, load_scale: float = 1.0, launches_per_day: int = 12_800) -> Workload:
+    """A synthetic day shaped like the traces, for runs without data.
+
+    Diurnal rate ``1 + 0.39 cos(2 pi (h - 14) / 24)`` (busiest hour 14:00 UTC at ~5.8% of the
+    day); repo popularity: the top repo 43% of launches, the next nine 30%, 650 more repos
+    sharing 27% by a Zipf law (a third of them launched about once).
+    """
+    rng = np.random.default_rng([seed, 2])
+    n = int(rng.poisson(launches_per_day))
+    # thinning of a homogeneous process by the diurnal shape
+    times = np.sort(rng.random(int(n * 1.5)) * DAY)
+    keep = rng.random(times.size) < (1 + 0.39 * np.cos(2 * np.pi * (times / 3600 - 14) / 24)) / 1.39
+    times = times[keep][:n]
+    tail = 1.0 / np.arange(1, 651) ** 1.1
+    weights = np.concatenate([[0.43], 0.30 * (0.8 ** np.arange(9)) / (0.8 ** np.arange(9)).sum(), 0.27 * tail / tail.sum()])
+    idx = rng.choice(weights.size, size=times.size, p=weights / weights.sum())
+    launches = [Launch(float(t - (t % 60)), f"https://github.com/synthetic/repo-{i}") for t, i in zip(times, idx, strict=True)]
+    wl = trace_workload(launches, seed, load_scale, name="binder-day")
+    wl.notes.append("synthetic day shaped like mybinder.org traces")
+    return wl
+
+
+def dask_burst(seed: int, model: DaskModel | None = None) -> Workload:
+    """100 users x 10 workers grow the cluster to about 20 nodes, all leave, then 2 users
+    start 10 workers each (5 minutes later, before idle nodes are removed) for 2 hours."""
+    model = model or DaskModel()
+    rng = np.random.default_rng([seed, 3])
+    jobs: list[Job] = []
+    for u in range(100):
+        start = float(rng.random() * 600)
+        leave = 3900.0 + float(rng.random() * 300)
+        for w in range(10):
+            jobs.append(PodJob(start, worker_pod(f"u{u:03d}-w{w}", f"u{u:03d}", model), end_at=leave, group=f"u{u:03d}"))
+    for u in range(2):
+        start = 4500.0 + 30.0 * u
+        for w in range(10):
+            jobs.append(PodJob(start, worker_pod(f"late{u}-w{w}", f"late{u}", model), end_at=start + 7200.0, group=f"late{u}"))
+    return Workload("dask-burst", jobs, [DASK_POOL])
+
+
+def dask_adapt(seed: int, model: DaskModel | None = None, rounds: int = 3) -> Workload:
+    """One user's adaptive cluster grows to 100 workers, trims to 10, ``rounds`` times.
+
+    Each round: 100 workers requested over 2 minutes, 20 minutes of work, a trim to 10
+    workers (distributed chooses by data held, blind to nodes: modelled as a random
+    choice), 20 quiet minutes. Runs on 8-core nodes.
+    """
+    model = model or DaskModel()
+    rng = np.random.default_rng([seed, 4])
+    pool = NodePool(name="dask8", allocatable={CPU: 7_910, MEMORY: 29 * 1024**3, "pods": 110},
+                    price_per_hour=0.39, min_size=0)
+    jobs: list[Job] = []
+    t = 0.0
+    made = 0
+    end = rounds * 2400.0 + 600.0
+    for _ in range(rounds):
+        for _ in range(100 - (10 if made else 0)):
+            jobs.append(PodJob(t + float(rng.random() * 120), worker_pod(f"w{made:04d}", "u0", model), end_at=end, group="u0"))
+            made += 1
+        jobs.append(TrimJob(t + 1320.0, "u0", 10))
+        t += 2400.0
+    return Workload("dask-adapt", jobs, [pool])
+
+
+SCENARIOS = {
+    "dask-burst": lambda seed, load_scale: dask_burst(seed),
+    "dask-adapt": lambda seed, load_scale: dask_adapt(seed),
+    "binder-day": lambda seed, load_scale: binder_day(seed, load_scale),
+}
