@@ -22,19 +22,37 @@ class UsageError(Exception):
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="stickypack", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="stickypack", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     sim = sub.add_parser("simulate", help="compare policies on a trace or a scenario")
     src = sim.add_mutually_exclusive_group(required=True)
     src.add_argument("--scenario", help="dask-burst, dask-adapt or binder-day")
-    src.add_argument("--trace", nargs="+", metavar="PATH", help="launch-event files (.jsonl, .jsonl.gz) or directories")
-    sim.add_argument("--policies", default=None, help="comma-separated built-in policy names (default: default,z2jh,binderhub,stickypack)")
-    sim.add_argument("--policy-file", action="append", default=[], metavar="FILE", help="a policy of your own (YAML); repeatable")
+    src.add_argument(
+        "--trace", nargs="+", metavar="PATH", help="launch-event files (.jsonl, .jsonl.gz) or directories"
+    )
+    sim.add_argument(
+        "--policies",
+        default=None,
+        help="comma-separated built-in policy names (default: default,z2jh,binderhub,stickypack)",
+    )
+    sim.add_argument(
+        "--policy-file",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="a policy of your own (YAML); repeatable",
+    )
     sim.add_argument("--seed", type=int, default=0)
-    sim.add_argument("--load-scale", type=float, default=1.0, help="replay a trace at this many times its rate")
+    sim.add_argument(
+        "--load-scale", type=float, default=1.0, help="replay a trace at this many times its rate"
+    )
     sim.add_argument("--json", type=Path, metavar="FILE", help="write the metrics as JSON")
-    sim.add_argument("--timing", action="store_true", help="include wall_s in the JSON (then it is not reproducible)")
+    sim.add_argument(
+        "--timing", action="store_true", help="include wall_s in the JSON (then it is not reproducible)"
+    )
     sim.add_argument("--plots", type=Path, metavar="DIR", help="write PNG plots into DIR")
     sim.add_argument("--quiet", action="store_true", help="no progress bar")
 
@@ -42,7 +60,9 @@ def _parser() -> argparse.ArgumentParser:
 
     render = sub.add_parser("render", help="write configuration for a real cluster")
     render_sub = render.add_subparsers(dest="what", required=True)
-    sched = render_sub.add_parser("scheduler-config", help="a KubeSchedulerConfiguration with stickypack's profiles")
+    sched = render_sub.add_parser(
+        "scheduler-config", help="a KubeSchedulerConfiguration with stickypack's profiles"
+    )
     sched.add_argument("--profiles", default="stickypack", help="comma-separated profiles to include")
     sched.add_argument("--kubeconfig", default=None, help="clientConnection.kubeconfig to set")
     sched.add_argument("--output", "-o", type=Path, default=None, help="file to write (default: stdout)")
@@ -59,8 +79,10 @@ def _simulate(args: argparse.Namespace, console: Console) -> int:
 
     if args.load_scale <= 0:
         raise UsageError(f"--load-scale must be > 0, got {args.load_scale}")
-    names = [n.strip() for n in args.policies.split(",") if n.strip()] if args.policies else (
-        [] if args.policy_file else list(DEFAULT_COMPARISON)
+    names = (
+        [n.strip() for n in args.policies.split(",") if n.strip()]
+        if args.policies
+        else ([] if args.policy_file else list(DEFAULT_COMPARISON))
     )
     unknown = [n for n in names if n not in BUILTIN]
     if unknown:

@@ -112,9 +112,7 @@ class Profile:
             idx = idx[plugin.filter(pod, table, idx, ctx)]
         return idx
 
-    def scores(
-        self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext
-    ) -> np.ndarray:
+    def scores(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
         """Total ``sum(weight * score)`` per row of ``idx``."""
         total = np.zeros(idx.shape[0], dtype=np.int64)
         for ws in self.scorers:

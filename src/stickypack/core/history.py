@@ -19,9 +19,7 @@ class BuildHistory:
     dropped first when the history grows beyond it.
     """
 
-    def __init__(
-        self, ttl_s: float = 7 * 86400, max_nodes_per_repo: int = 3, max_repos: int = 20000
-    ) -> None:
+    def __init__(self, ttl_s: float = 7 * 86400, max_nodes_per_repo: int = 3, max_repos: int = 20000) -> None:
         self.ttl_s = ttl_s
         self.max_nodes_per_repo = max_nodes_per_repo
         self.max_repos = max_repos

@@ -9,6 +9,7 @@ simulator's ``default`` and ``z2jh`` policies choose the nodes the real schedule
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
@@ -174,7 +175,9 @@ class _ResourceScorer(ScorePlugin):
     def __init__(self, resources: Any = None) -> None:
         self.resources = _resource_weights(resources, self.DEFAULT_RESOURCES)
 
-    def _requested_alloc(self, pod: Pod, table: NodeTable, idx: np.ndarray, name: str) -> tuple[np.ndarray, np.ndarray] | None:
+    def _requested_alloc(
+        self, pod: Pod, table: NodeTable, idx: np.ndarray, name: str
+    ) -> tuple[np.ndarray, np.ndarray] | None:
         if name == CPU:
             return table.nonzero[idx, 0] + pod.nonzero_cpu, table.alloc[idx, table.rindex[CPU]]
         if name == MEMORY:
@@ -247,7 +250,7 @@ class RequestedToCapacityRatio(_ResourceScorer):
             points = [(int(p["utilization"]), int(p["score"])) for p in raw]
         except (KeyError, TypeError, ValueError) as exc:
             raise PluginArgsError(f"shape points need integer utilization and score: {exc}") from exc
-        if any(b[0] <= a[0] for a, b in zip(points, points[1:], strict=False)):
+        if any(b[0] <= a[0] for a, b in itertools.pairwise(points)):
             raise PluginArgsError("shape utilizations must increase strictly")
         if any(not 0 <= u <= 100 or not 0 <= s <= 10 for u, s in points):
             raise PluginArgsError("shape utilization must be 0..100 and score 0..10")
@@ -386,9 +389,7 @@ class NodeAffinityScore(ScorePlugin):
         for j, i in enumerate(idx):
             node = info[i]
             assert node is not None
-            raw[j] = sum(
-                p.weight for p in pod.preferred_terms if p.term.matches(node.labels, node.name)
-            )
+            raw[j] = sum(p.weight for p in pod.preferred_terms if p.term.matches(node.labels, node.name))
         return default_normalize(raw, reverse=False)
 
 
@@ -475,7 +476,12 @@ class BuildLocality(ScorePlugin):
     name = "BuildLocality"
 
     def __init__(
-        self, top_k: int = 3, load_bound: float = 1.25, min_load_cap: int = 2, top_score: int = 80, step: int = 20
+        self,
+        top_k: int = 3,
+        load_bound: float = 1.25,
+        min_load_cap: int = 2,
+        top_score: int = 80,
+        step: int = 20,
     ) -> None:
         if top_k < 0 or load_bound < 1 or min_load_cap < 1 or not 0 <= top_score <= 100 or step < 0:
             raise PluginArgsError(
@@ -536,8 +542,11 @@ class BuildLocality(ScorePlugin):
         return {
             "plugin": self.name,
             "args": {
-                "top_k": self.top_k, "load_bound": self.load_bound, "min_load_cap": self.min_load_cap,
-                "top_score": self.top_score, "step": self.step,
+                "top_k": self.top_k,
+                "load_bound": self.load_bound,
+                "min_load_cap": self.min_load_cap,
+                "top_score": self.top_score,
+                "step": self.step,
             },
         }
 

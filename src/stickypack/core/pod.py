@@ -123,10 +123,13 @@ class Pod:
                 pod_anti_affinity=tuple(
                     PodAffinityTerm(
                         int(t["weight"]),
-                        tuple(sorted(
-                            ((t.get("podAffinityTerm") or {}).get("labelSelector") or {})
-                            .get("matchLabels", {}).items()
-                        )),
+                        tuple(
+                            sorted(
+                                ((t.get("podAffinityTerm") or {}).get("labelSelector") or {})
+                                .get("matchLabels", {})
+                                .items()
+                            )
+                        ),
                         str((t.get("podAffinityTerm") or {}).get("topologyKey") or ""),
                     )
                     for t in anti

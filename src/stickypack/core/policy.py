@@ -138,7 +138,9 @@ def _spec(item: str | _PluginSpec) -> _PluginSpec:
 def _build(registry: Mapping[str, Callable[..., Any]], spec: _PluginSpec, where: str, kind: str) -> Any:
     factory = registry.get(spec.plugin)
     if factory is None:
-        raise PolicyError(f"{where}: unknown {kind} plugin {spec.plugin!r}; valid: {', '.join(sorted(registry))}")
+        raise PolicyError(
+            f"{where}: unknown {kind} plugin {spec.plugin!r}; valid: {', '.join(sorted(registry))}"
+        )
     try:
         return factory(**spec.args)
     except (TypeError, p.PluginArgsError) as exc:
@@ -157,12 +159,16 @@ def policy_from_dict(raw: Any, source: str = "<policy>") -> Policy:
     profiles = []
     for pi, prof in enumerate(spec.profiles):
         where = f"{source}: profiles[{pi}] ({prof.name})"
-        filters = [_build(FILTERS, _spec(f), f"{where}.filters[{i}]", "filter") for i, f in enumerate(prof.filters)]
+        filters = [
+            _build(FILTERS, _spec(f), f"{where}.filters[{i}]", "filter") for i, f in enumerate(prof.filters)
+        ]
         scorers = [
             WeightedScorer(_build(SCORERS, s, f"{where}.score[{i}]", "score"), s.weight)
             for i, s in enumerate(prof.score)
         ]
-        mutators = [_build(MUTATORS, _spec(m), f"{where}.mutate[{i}]", "mutate") for i, m in enumerate(prof.mutate)]
+        mutators = [
+            _build(MUTATORS, _spec(m), f"{where}.mutate[{i}]", "mutate") for i, m in enumerate(prof.mutate)
+        ]
         profiles.append(Profile(prof.name, filters, scorers, dict(prof.match.labels), mutators))
     return Policy(spec.name, spec.description, profiles, raw if isinstance(raw, dict) else {})
 

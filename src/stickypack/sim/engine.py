@@ -228,7 +228,11 @@ class Simulation:
     # ---- pods ---------------------------------------------------------------------------
 
     def _create(
-        self, pod: Pod, duration: float | None, end_at: float | None, group: str | None,
+        self,
+        pod: Pod,
+        duration: float | None,
+        end_at: float | None,
+        group: str | None,
         launch: LaunchJob | None = None,
     ) -> SimPod:
         self.ctx.now = self.now
@@ -236,8 +240,11 @@ class Simulation:
         pod = self.policy.prepare(pod, self.table, self.ctx)
         sp = SimPod(pod, self.now, duration, end_at, group, launch)
         sp.shape = (
-            tuple(sorted(pod.requests.items())), pod.tolerations, tuple(sorted(pod.node_selector.items())),
-            pod.required_terms, id(self.policy.profile_for(pod)),
+            tuple(sorted(pod.requests.items())),
+            pod.tolerations,
+            tuple(sorted(pod.node_selector.items())),
+            pod.required_terms,
+            id(self.policy.profile_for(pod)),
         )
         sp.vec = np.array([pod.requests.get(CPU, 0), pod.requests.get(MEMORY, 0), 1], dtype=np.int64)
         self.live_pods += 1
@@ -315,7 +322,9 @@ class Simulation:
         assert sp.vec is not None
         self.bound.change(self.now, sp.vec, -1)
         if self.needs_expiry:
-            self.table.extra["expiry"][sp.slot] = max((p.ends or 0.0 for p in node.pods.values()), default=0.0)
+            self.table.extra["expiry"][sp.slot] = max(
+                (p.ends or 0.0 for p in node.pods.values()), default=0.0
+            )
         repo = sp.pod.build_repo
         if repo is not None and sp.launch is not None:
             self.build_s.append(self.now - sp.created)
@@ -354,7 +363,9 @@ class Simulation:
 
     def _join(self, node: SimNode) -> None:
         node.slot = self.table.upsert_node(
-            node.name, node.pool.allocatable, labels={**node.pool.labels, "stickypack.io/pool": node.pool.name}
+            node.name,
+            node.pool.allocatable,
+            labels={**node.pool.labels, "stickypack.io/pool": node.pool.name},
         )
         if self.needs_expiry:
             self.table.extra["expiry"][node.slot] = 0.0
@@ -382,7 +393,13 @@ class Simulation:
             return
         best: tuple[float, NodePool, int] | None = None
         for pool in self.workload.pools:
-            alloc = np.array([pool.allocatable.get(CPU, 0), pool.allocatable.get(MEMORY, 0), pool.allocatable.get(PODS, 110)])
+            alloc = np.array(
+                [
+                    pool.allocatable.get(CPU, 0),
+                    pool.allocatable.get(MEMORY, 0),
+                    pool.allocatable.get(PODS, 110),
+                ]
+            )
             bins: list[np.ndarray] = [alloc.copy() for n in self.upcoming.values() if n.pool is pool]
             new = 0
             used = np.zeros(3, dtype=np.int64)
@@ -469,13 +486,18 @@ class Simulation:
         # The run ends when the last pod ends; nodes still up then count until that moment.
         horizon = self.last_end
         final_nodes = self.node_n[int(np.searchsorted(self.node_t, horizon, side="right")) - 1]
-        node_hours = sum(
-            (min(n.deleted_at if n.deleted_at is not None else horizon, horizon) - n.requested_at)
-            for n in self.all_nodes
-        ) / 3600.0
+        node_hours = (
+            sum(
+                (min(n.deleted_at if n.deleted_at is not None else horizon, horizon) - n.requested_at)
+                for n in self.all_nodes
+            )
+            / 3600.0
+        )
         price = {p.name: p.price_per_hour for p in self.workload.pools}
         cost = sum(
-            (min(n.deleted_at if n.deleted_at is not None else horizon, horizon) - n.requested_at) / 3600.0 * price[n.pool.name]
+            (min(n.deleted_at if n.deleted_at is not None else horizon, horizon) - n.requested_at)
+            / 3600.0
+            * price[n.pool.name]
             for n in self.all_nodes
         )
         bt, bv = self.bound.times, self.bound.values

@@ -20,9 +20,7 @@ class NodePool:
     """
 
     name: str = "user"
-    allocatable: dict[str, int] = field(
-        default_factory=lambda: {CPU: 7_910, MEMORY: 47 * GiB, PODS: 110}
-    )
+    allocatable: dict[str, int] = field(default_factory=lambda: {CPU: 7_910, MEMORY: 47 * GiB, PODS: 110})
     price_per_hour: float = 0.47
     min_size: int = 1
     max_size: int = 500

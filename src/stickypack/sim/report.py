@@ -113,8 +113,22 @@ def write_plots(cmp: Comparison, directory: Path) -> list[Path]:
         ax.step([t / 3600 for t in s.node_t], s.node_n, where="post", label=run.policy)
     if cmp.runs:
         s = cmp.runs[0].series
-        ax.step([t / 3600 for t in s.bound_t], s.bound_n, where="post", color="black", linestyle="--", label="lower bound")
-        ax.step([t / 3600 for t in s.floor_t], s.floor_n, where="post", color="grey", linestyle=":", label="CA floor")
+        ax.step(
+            [t / 3600 for t in s.bound_t],
+            s.bound_n,
+            where="post",
+            color="black",
+            linestyle="--",
+            label="lower bound",
+        )
+        ax.step(
+            [t / 3600 for t in s.floor_t],
+            s.floor_n,
+            where="post",
+            color="grey",
+            linestyle=":",
+            label="CA floor",
+        )
     ax.set_xlabel("hours")
     ax.set_ylabel("nodes")
     ax.set_title(f"Nodes over time: {cmp.scenario}")

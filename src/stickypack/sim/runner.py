@@ -29,7 +29,9 @@ def compare(
         workload = first if i == 0 else workload_factory()
         report = (lambda f, name=policy.name: progress(name, f)) if progress else None
         started = time.perf_counter()
-        result = Simulation(policy, workload, seed=seed, autoscaler=autoscaler, cache=cache, progress=report).run()
+        result = Simulation(
+            policy, workload, seed=seed, autoscaler=autoscaler, cache=cache, progress=report
+        ).run()
         result.metrics["wall_s"] = time.perf_counter() - started
         cmp.runs.append(PolicyRun(policy.name, result.metrics, result.series))
     return cmp

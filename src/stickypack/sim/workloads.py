@@ -101,8 +101,11 @@ def worker_pod(name: str, user: str, model: DaskModel) -> Pod:
         requests={CPU: model.worker_cpu_m, MEMORY: model.worker_memory},
         nonzero_cpu=model.worker_cpu_m,
         nonzero_memory=model.worker_memory,
-        labels={"app.kubernetes.io/name": "dask-gateway", "app.kubernetes.io/component": "dask-worker",
-                "gateway.dask.org/cluster": user},
+        labels={
+            "app.kubernetes.io/name": "dask-gateway",
+            "app.kubernetes.io/component": "dask-worker",
+            "gateway.dask.org/cluster": user,
+        },
     )
 
 
@@ -160,8 +163,12 @@ def binder_jobs(
 
 
 def trace_workload(
-    launches: Sequence[Launch], seed: int, load_scale: float = 1.0,
-    model: BinderModel | None = None, pool: NodePool | None = None, name: str = "trace",
+    launches: Sequence[Launch],
+    seed: int,
+    load_scale: float = 1.0,
+    model: BinderModel | None = None,
+    pool: NodePool | None = None,
+    name: str = "trace",
 ) -> Workload:
     """A mybinder.org trace replay on one user pool (builds and users share it)."""
     model = model or BinderModel()
@@ -182,9 +189,14 @@ def binder_day(seed: int, load_scale: float = 1.0, launches_per_day: int = 12_80
     keep = rng.random(times.size) < (1 + 0.39 * np.cos(2 * np.pi * (times / 3600 - 14) / 24)) / 1.39
     times = times[keep][:n]
     tail = 1.0 / np.arange(1, 651) ** 1.1
-    weights = np.concatenate([[0.43], 0.30 * (0.8 ** np.arange(9)) / (0.8 ** np.arange(9)).sum(), 0.27 * tail / tail.sum()])
+    weights = np.concatenate(
+        [[0.43], 0.30 * (0.8 ** np.arange(9)) / (0.8 ** np.arange(9)).sum(), 0.27 * tail / tail.sum()]
+    )
     idx = rng.choice(weights.size, size=times.size, p=weights / weights.sum())
-    launches = [Launch(float(t - (t % 60)), f"https://github.com/synthetic/repo-{i}") for t, i in zip(times, idx, strict=True)]
+    launches = [
+        Launch(float(t - (t % 60)), f"https://github.com/synthetic/repo-{i}")
+        for t, i in zip(times, idx, strict=True)
+    ]
     wl = trace_workload(launches, seed, load_scale, name="binder-day")
     wl.notes.append("synthetic day shaped like mybinder.org traces")
     return wl
@@ -200,11 +212,22 @@ def dask_burst(seed: int, model: DaskModel | None = None) -> Workload:
         start = float(rng.random() * 600)
         leave = 3900.0 + float(rng.random() * 300)
         for w in range(10):
-            jobs.append(PodJob(start, worker_pod(f"u{u:03d}-w{w}", f"u{u:03d}", model), end_at=leave, group=f"u{u:03d}"))
+            jobs.append(
+                PodJob(
+                    start, worker_pod(f"u{u:03d}-w{w}", f"u{u:03d}", model), end_at=leave, group=f"u{u:03d}"
+                )
+            )
     for u in range(2):
         start = 4500.0 + 30.0 * u
         for w in range(10):
-            jobs.append(PodJob(start, worker_pod(f"late{u}-w{w}", f"late{u}", model), end_at=start + 7200.0, group=f"late{u}"))
+            jobs.append(
+                PodJob(
+                    start,
+                    worker_pod(f"late{u}-w{w}", f"late{u}", model),
+                    end_at=start + 7200.0,
+                    group=f"late{u}",
+                )
+            )
     return Workload("dask-burst", jobs, [DASK_POOL])
 
 
@@ -217,15 +240,26 @@ def dask_adapt(seed: int, model: DaskModel | None = None, rounds: int = 3) -> Wo
     """
     model = model or DaskModel()
     rng = np.random.default_rng([seed, 4])
-    pool = NodePool(name="dask8", allocatable={CPU: 7_910, MEMORY: 29 * 1024**3, "pods": 110},
-                    price_per_hour=0.39, min_size=0)
+    pool = NodePool(
+        name="dask8",
+        allocatable={CPU: 7_910, MEMORY: 29 * 1024**3, "pods": 110},
+        price_per_hour=0.39,
+        min_size=0,
+    )
     jobs: list[Job] = []
     t = 0.0
     made = 0
     end = rounds * 2400.0 + 600.0
     for _ in range(rounds):
         for _ in range(100 - (10 if made else 0)):
-            jobs.append(PodJob(t + float(rng.random() * 120), worker_pod(f"w{made:04d}", "u0", model), end_at=end, group="u0"))
+            jobs.append(
+                PodJob(
+                    t + float(rng.random() * 120),
+                    worker_pod(f"w{made:04d}", "u0", model),
+                    end_at=end,
+                    group="u0",
+                )
+            )
             made += 1
         jobs.append(TrimJob(t + 1320.0, "u0", 10))
         t += 2400.0
