@@ -49,7 +49,8 @@ class NodeTable:
     ``requested`` holds the sum of the real requests of the pods bound to each node (what
     NodeResourcesFit's filter compares), ``nonzero`` the scoring requests (cpu, memory) with
     kube-scheduler's defaults for containers that set none. ``builds`` counts running build
-    pods (pods with a ``binder-repo`` annotation) per node, for bounded-load placement.
+    pods (pods with a ``binder-repo`` annotation) per node, for bounded-load placement;
+    ``build_starts`` counts every build pod ever bound to the node since it joined the table.
     ``extra`` holds float columns an adapter may maintain (the simulator keeps ``expiry``,
     the latest end time of a node's pods, for the lifetime-aware oracle).
     """
@@ -63,6 +64,7 @@ class NodeTable:
         self.requested = np.zeros((cap, nres), dtype=_I64)
         self.nonzero = np.zeros((cap, 2), dtype=_I64)
         self.builds = np.zeros(cap, dtype=_I64)
+        self.build_starts = np.zeros(cap, dtype=_I64)
         self.active = np.zeros(cap, dtype=bool)
         self.ready = np.zeros(cap, dtype=bool)
         self.unschedulable = np.zeros(cap, dtype=bool)
@@ -70,6 +72,7 @@ class NodeTable:
         self.soft_tainted = np.zeros(cap, dtype=bool)
         self.to_be_deleted = np.zeros(cap, dtype=bool)
         self.deletion_candidate = np.zeros(cap, dtype=bool)
+        self.created = np.zeros(cap, dtype=np.float64)
         self.extra: dict[str, np.ndarray] = {}
         self.names: list[str | None] = [None] * cap
         self.info: list[NodeInfo | None] = [None] * cap
@@ -111,8 +114,13 @@ class NodeTable:
         annotations: Mapping[str, str] | None = None,
         ready: bool = True,
         unschedulable: bool = False,
+        created: float | None = None,
     ) -> int:
-        """Add node ``name`` or replace its description; its pods' requests are kept."""
+        """Add node ``name`` or replace its description; its pods' requests are kept.
+
+        ``created``: the node's creation time in seconds (``metadata.creationTimestamp``);
+        kept from before when ``None``.
+        """
         i = self.index.get(name)
         if i is None:
             if not self._free:
@@ -124,6 +132,7 @@ class NodeTable:
             self.requested[i] = 0
             self.nonzero[i] = 0
             self.builds[i] = 0
+            self.build_starts[i] = 0
             for col in self.extra.values():
                 col[i] = 0
             self._active_idx = None
@@ -138,6 +147,8 @@ class NodeTable:
         self.info[i] = NodeInfo(name, dict(allocatable), lab, taints, dict(annotations or {}))
         self.ready[i] = ready
         self.unschedulable[i] = unschedulable
+        if created is not None:
+            self.created[i] = created
         self.hard_tainted[i] = any(t.effect in (NO_SCHEDULE, NO_EXECUTE) for t in taints)
         self.soft_tainted[i] = any(t.effect == PREFER_NO_SCHEDULE for t in taints)
         self.to_be_deleted[i] = any(t.key == TO_BE_DELETED_TAINT for t in taints)
@@ -204,8 +215,8 @@ class NodeTable:
             return out
 
         for attr in (
-            "alloc", "requested", "nonzero", "builds", "active", "ready", "unschedulable",
-            "hard_tainted", "soft_tainted", "to_be_deleted", "deletion_candidate",
+            "alloc", "requested", "nonzero", "builds", "build_starts", "active", "ready", "unschedulable",
+            "hard_tainted", "soft_tainted", "to_be_deleted", "deletion_candidate", "created",
         ):  # fmt: skip
             setattr(self, attr, grow(getattr(self, attr)))
         self.extra = {k: grow(v) for k, v in self.extra.items()}
@@ -247,6 +258,8 @@ class NodeTable:
         self.nonzero[i, 1] += sign * pod.nonzero_memory
         if pod.build_repo is not None:
             self.builds[i] += sign
+            if sign > 0:
+                self.build_starts[i] += 1
 
     # ---- views -------------------------------------------------------------------------
 

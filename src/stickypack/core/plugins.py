@@ -106,9 +106,8 @@ class NodeResourcesFitFilter(FilterPlugin):
 
     def filter(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
         vec = table.pod_vector(pod)
-        cols = np.flatnonzero(vec)
-        free = table.alloc[np.ix_(idx, cols)] - table.requested[np.ix_(idx, cols)]
-        return (free >= vec[cols]).all(axis=1)
+        free = table.alloc[idx] - table.requested[idx]
+        return ((free >= vec) | (vec == 0)).all(axis=1)
 
 
 class TaintTolerationFilter(FilterPlugin):
@@ -449,15 +448,11 @@ class ScaleDownAware(ScorePlugin):
     name = "ScaleDownAware"
 
     def score(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
-        alloc = np.maximum(table.alloc[idx, :2], 1)
-        req = table.requested[idx, :2].astype(np.float64)
-        req[:, 0] += pod.requests.get(CPU, 0)
-        req[:, 1] += pod.requests.get(MEMORY, 0)
-        util = np.minimum((req / alloc).max(axis=1), 1.0)
-        thr = max(ctx.utilization_threshold, 1e-9)
-        low = util < thr
-        score = np.where(low, 50 * util / thr, 50 + 50 * (util - thr) / max(1 - thr, 1e-9))
-        score = np.where(table.deletion_candidate[idx], 0, score)
+        req = table.requested[idx, :2] + (pod.requests.get(CPU, 0), pod.requests.get(MEMORY, 0))
+        util = np.minimum((req / np.maximum(table.alloc[idx, :2], 1)).max(axis=1), 1.0)
+        thr = min(max(ctx.utilization_threshold, 1e-9), 1 - 1e-9)
+        score = np.where(util < thr, 50 * util / thr, 50 + 50 * (util - thr) / (1 - thr))
+        score[table.deletion_candidate[idx]] = 0
         return score.astype(np.int64)
 
 
@@ -549,6 +544,45 @@ class BuildLocality(ScorePlugin):
                 "step": self.step,
             },
         }
+
+
+class NodeAge(ScorePlugin):
+    """Older nodes first: the oldest candidate scores 100, the newest 0, linear in rank.
+
+    With a packing scorer this is First-Fit by node age: the oldest nodes stay full and the
+    newest take only the overflow, so when load falls the newest nodes empty first and the
+    autoscaler can remove them (First Fit keeps within a constant of optimal for online
+    packing with departures; Best Fit alone does not).
+    """
+
+    name = "NodeAge"
+
+    def score(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
+        n = idx.shape[0]
+        if n == 1:
+            return np.full(1, MAX_NODE_SCORE, dtype=np.int64)
+        order = np.lexsort((idx, table.created[idx]))  # oldest first, slot breaks ties
+        rank = np.empty(n, dtype=np.int64)
+        rank[order] = np.arange(n)
+        return MAX_NODE_SCORE - MAX_NODE_SCORE * rank // (n - 1)
+
+
+class BuildSpread(ScorePlugin):
+    """Even out builds over nodes: fewer builds started on a node so far score higher
+    (min-max normalized over the candidates, 100 for the least used). Keeps one node from
+    taking a large share of a day's builds."""
+
+    name = "BuildSpread"
+
+    def skip(self, pod: Pod) -> bool:
+        return pod.build_repo is None
+
+    def score(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
+        starts = table.build_starts[idx]
+        lo, hi = int(starts.min()), int(starts.max())
+        if hi == lo:
+            return np.full(idx.shape[0], MAX_NODE_SCORE, dtype=np.int64)
+        return MAX_NODE_SCORE * (hi - starts) // (hi - lo)
 
 
 class BuildHeadroom(ScorePlugin):

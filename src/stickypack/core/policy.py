@@ -65,6 +65,8 @@ SCORERS: dict[str, Callable[..., ScorePlugin]] = {
     "InterPodAffinity": p.BuildAntiAffinity,
     "BuildLocality": p.BuildLocality,
     "BuildHeadroom": p.BuildHeadroom,
+    "NodeAge": p.NodeAge,
+    "BuildSpread": p.BuildSpread,
     "ScaleDownAware": p.ScaleDownAware,
     "LifetimeAware": p.LifetimeAware,
 }

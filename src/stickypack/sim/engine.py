@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from stickypack.core.framework import SchedulingContext
+from stickypack.core.framework import Profile, SchedulingContext
 from stickypack.core.history import BuildHistory
 from stickypack.core.labels import DELETION_CANDIDATE_TAINT, PREFER_NO_SCHEDULE, Taint
 from stickypack.core.nodetable import NodeTable
@@ -47,6 +47,7 @@ class SimPod:
     end_at: float | None
     group: str | None = None
     launch: LaunchJob | None = None
+    uid: int = 0
     slot: int = -1
     node: str | None = None
     bound_at: float | None = None
@@ -54,6 +55,7 @@ class SimPod:
     done: bool = False
     shape: tuple = ()
     vec: np.ndarray | None = None
+    profile: Profile | None = None
 
 
 @dataclass(slots=True, eq=False)
@@ -119,6 +121,7 @@ class Simulation:
         self.waiting: dict[str, list[LaunchJob]] = {}
         self.node_counter = 0
         self.pod_counter = 0
+        self.uid_counter = 0
         self.last_scale_up = -math.inf
         self.live_pods = 0
         pool = workload.pools[0]
@@ -238,22 +241,24 @@ class Simulation:
         self.ctx.now = self.now
         self.ctx.cache.clear()
         pod = self.policy.prepare(pod, self.table, self.ctx)
-        sp = SimPod(pod, self.now, duration, end_at, group, launch)
+        self.uid_counter += 1
+        sp = SimPod(pod, self.now, duration, end_at, group, launch, self.uid_counter)
+        sp.profile = self.policy.profile_for(pod)
         sp.shape = (
             tuple(sorted(pod.requests.items())),
             pod.tolerations,
             tuple(sorted(pod.node_selector.items())),
             pod.required_terms,
-            id(self.policy.profile_for(pod)),
+            id(sp.profile),
         )
         sp.vec = np.array([pod.requests.get(CPU, 0), pod.requests.get(MEMORY, 0), 1], dtype=np.int64)
         self.live_pods += 1
         if group is not None:
-            self.groups.setdefault(group, {})[id(sp)] = sp
+            self.groups.setdefault(group, {})[sp.uid] = sp
         if end_at is not None:
             self._push(end_at, _END, sp)
         if not self._try_bind(sp):
-            self.pending[id(sp)] = sp
+            self.pending[sp.uid] = sp
         return sp
 
     def _try_bind(self, sp: SimPod) -> bool:
@@ -264,7 +269,7 @@ class Simulation:
         if self.needs_expiry:
             end = sp.end_at if sp.end_at is not None else self.now + (sp.duration or 0.0)
             pod.annotations[EXPECTED_END_ANNOTATION] = repr(end)
-        slot = self.policy.select(pod, self.table, ctx, self.rng)
+        slot = sp.profile.select(pod, self.table, ctx, self.rng)
         if slot is None:
             return False
         self._bind(sp, slot)
@@ -274,7 +279,7 @@ class Simulation:
         node = self.by_slot[slot]
         now = self.now
         self.table.add_pod(slot, sp.pod)
-        node.pods[id(sp)] = sp
+        node.pods[sp.uid] = sp
         sp.slot, sp.node, sp.bound_at = slot, node.name, now
         self.scheduled += 1
         self.pending_s.append(now - sp.created)
@@ -308,9 +313,9 @@ class Simulation:
         self.live_pods -= 1
         self.last_end = self.now
         if sp.group is not None:
-            self.groups[sp.group].pop(id(sp), None)
+            self.groups[sp.group].pop(sp.uid, None)
         if sp.slot < 0:
-            self.pending.pop(id(sp), None)
+            self.pending.pop(sp.uid, None)
             self.unscheduled += 1
             if sp.launch is not None:  # a build deleted before it ran: launches give up
                 self.building.pop(sp.launch.repo, None)
@@ -318,7 +323,7 @@ class Simulation:
             return
         node = self.by_slot[sp.slot]
         self.table.remove_pod(sp.slot, sp.pod)
-        del node.pods[id(sp)]
+        del node.pods[sp.uid]
         assert sp.vec is not None
         self.bound.change(self.now, sp.vec, -1)
         if self.needs_expiry:
@@ -366,6 +371,7 @@ class Simulation:
             node.name,
             node.pool.allocatable,
             labels={**node.pool.labels, "stickypack.io/pool": node.pool.name},
+            created=node.requested_at,
         )
         if self.needs_expiry:
             self.table.extra["expiry"][node.slot] = 0.0

@@ -1,0 +1,309 @@
+"""The live cluster as a :class:`~stickypack.core.NodeTable`, fed by node and pod events.
+
+:class:`ClusterCache` turns informer events into node-table updates:
+
+- every Node becomes a row (allocatable, labels, taints, Ready, ``spec.unschedulable``);
+- every bound, non-terminated Pod is accounted on its node (requests, build count); a pod
+  bound to a node not yet seen waits until the node appears;
+- a **build pod** (labels ``build_selector``, annotation ``binder-repo``) that *ends* while
+  bound is reported to ``on_build_end(repo, node, when, phase)``. "Ends" means: its phase
+  becomes Succeeded or Failed, or it is deleted (BinderHub deletes build pods when they
+  finish; on a cluster without kubelets, as in tests, deletion is the only end there is);
+- a **builder pod** (labels ``builder_selector``, BinderHub's DinD/pink DaemonSet) marks its
+  node as a candidate builder node (:meth:`builder_nodes`);
+- a Node deletion is reported to ``on_node_deleted(name, when)``.
+
+It also keeps *assumptions*, like kube-scheduler's assume cache: when the extender has told
+the scheduler where a build pod should go, it counts the pod there at once (so the next
+decision, a few milliseconds later, already sees the load), until the real binding arrives
+from the watch or ``assume_ttl_s`` passes.
+
+Everything runs on one event loop; no locks.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from stickypack.core.labels import Taint
+from stickypack.core.nodetable import NodeTable
+from stickypack.core.pod import Pod, PodSpecError
+from stickypack.core.resources import parse_resource_list
+
+log = logging.getLogger(__name__)
+
+TERMINAL_PHASES = ("Succeeded", "Failed")
+DEFAULT_BUILD_SELECTOR = {"component": "binderhub-build"}
+DEFAULT_BUILDER_SELECTOR = {"component": "image-builder", "app": "binder"}
+
+
+def parse_selector(text: str | Mapping[str, str] | None) -> dict[str, str]:
+    """``"a=b,c=d"`` (equality-based label selector) or a mapping -> dict."""
+    if text is None:
+        return {}
+    if isinstance(text, Mapping):
+        return {str(k): str(v) for k, v in text.items()}
+    out: dict[str, str] = {}
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        key, sep, value = part.partition("=")
+        if not sep or not key.strip() or value.startswith("="):
+            raise ValueError(f"label selector {text!r}: expected key=value[,key=value...]")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def selector_text(selector: Mapping[str, str]) -> str:
+    return ",".join(f"{k}={v}" for k, v in selector.items())
+
+
+def matches(labels: Mapping[str, str] | None, selector: Mapping[str, str]) -> bool:
+    labels = labels or {}
+    return all(labels.get(k) == v for k, v in selector.items())
+
+
+def node_row(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """Keyword arguments of :meth:`NodeTable.upsert_node` from a Node dict."""
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    ready = any(
+        c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or ()
+    )
+    return {
+        "allocatable": parse_resource_list(status.get("allocatable") or status.get("capacity")),
+        "labels": dict(meta.get("labels") or {}),
+        "taints": [Taint.from_dict(t) for t in spec.get("taints") or ()],
+        "annotations": dict(meta.get("annotations") or {}),
+        "ready": ready,
+        "unschedulable": bool(spec.get("unschedulable")),
+    }
+
+
+@dataclass(slots=True)
+class _Placed:
+    node: str
+    pod: Pod
+    accounted: bool  # counted in the table (its node is known)
+
+
+@dataclass(slots=True)
+class _Assumed:
+    node: str
+    pod: Pod
+    expires: float
+    accounted: bool
+
+
+class ClusterCache:
+    """Nodes and bound pods in a :class:`NodeTable`, plus build and builder bookkeeping."""
+
+    def __init__(
+        self,
+        table: NodeTable | None = None,
+        *,
+        build_selector: Mapping[str, str] | None = None,
+        builder_selector: Mapping[str, str] | None = None,
+        on_build_end: Callable[[str, str, float, str], None] | None = None,
+        on_node_deleted: Callable[[str, float], None] | None = None,
+        record_failed: bool = True,
+        assume_ttl_s: float = 30.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.table = table if table is not None else NodeTable()
+        self.build_selector = dict(DEFAULT_BUILD_SELECTOR if build_selector is None else build_selector)
+        self.builder_selector = dict(
+            DEFAULT_BUILDER_SELECTOR if builder_selector is None else builder_selector
+        )
+        self.on_build_end = on_build_end
+        self.on_node_deleted = on_node_deleted
+        self.record_failed = record_failed
+        self.assume_ttl_s = assume_ttl_s
+        self.clock = clock
+        self._pods: dict[str, _Placed] = {}  # pod key -> placement
+        self._waiting: dict[str, set[str]] = {}  # node name -> pod keys bound to it, node unknown
+        self._assumed: dict[str, _Assumed] = {}  # pod key -> assumption
+        self._ended: set[str] = set()  # uids of build pods whose end was reported
+        self._builders: dict[str, str] = {}  # builder pod key -> node
+        self._builder_nodes_cache: list[str] | None = None
+        self.builds_recorded = 0
+
+    # ---- nodes -----------------------------------------------------------------------------
+
+    def node_event(self, kind: str, obj: Mapping[str, Any], old: Any = None, synthetic: bool = False) -> None:
+        name = (obj.get("metadata") or {}).get("name")
+        if not name:
+            return
+        if kind == "DELETED":
+            self._remove_node(name)
+            if self.on_node_deleted is not None:
+                self.on_node_deleted(name, self.clock())
+            return
+        known = name in self.table
+        self.table.upsert_node(name, **node_row(obj))
+        if not known:
+            self._builder_nodes_cache = None
+            i = self.table.index[name]
+            for key in self._waiting.pop(name, ()):
+                placed = self._pods.get(key)
+                if placed is not None and placed.node == name and not placed.accounted:
+                    self.table.add_pod(i, placed.pod)
+                    placed.accounted = True
+            for a in self._assumed.values():
+                if a.node == name and not a.accounted:
+                    self.table.add_pod(i, a.pod)
+                    a.accounted = True
+
+    def _remove_node(self, name: str) -> None:
+        if name not in self.table:
+            return
+        self.table.remove_node(name)
+        self._builder_nodes_cache = None
+        for key, placed in self._pods.items():
+            if placed.node == name and placed.accounted:
+                placed.accounted = False
+                self._waiting.setdefault(name, set()).add(key)
+        for a in self._assumed.values():
+            if a.node == name:
+                a.accounted = False
+
+    # ---- pods ------------------------------------------------------------------------------
+
+    def pod_event(self, kind: str, obj: Mapping[str, Any], old: Any = None, synthetic: bool = False) -> None:
+        meta = obj.get("metadata") or {}
+        key = f"{meta.get('namespace')}/{meta.get('name')}"
+        spec = obj.get("spec") or {}
+        node = spec.get("nodeName") or None
+        phase = (obj.get("status") or {}).get("phase") or "Pending"
+        labels = meta.get("labels") or {}
+        if self.builder_selector and matches(labels, self.builder_selector):
+            before = self._builders.get(key)
+            if kind == "DELETED" or node is None or phase in TERMINAL_PHASES:
+                self._builders.pop(key, None)
+            else:
+                self._builders[key] = node
+            if before != self._builders.get(key):
+                self._builder_nodes_cache = None
+        gone = kind == "DELETED" or phase in TERMINAL_PHASES
+        # The pod is no longer assumed once the watch tells us anything about its binding.
+        if node is not None or gone:
+            self._drop_assumption(key)
+        if gone:
+            self._unplace(key)
+            if node is not None:
+                self._maybe_build_end(kind, meta, node, phase)
+            return
+        if node is None:
+            return
+        placed = self._pods.get(key)
+        try:
+            pod = Pod.from_dict(obj)
+        except PodSpecError as exc:
+            log.warning("pod %s ignored: %s", key, exc)
+            return
+        if placed is not None:
+            if placed.node == node and placed.pod.requests == pod.requests and (
+                placed.pod.build_repo == pod.build_repo
+            ):
+                placed.pod = pod
+                return
+            self._unplace(key)
+        self._place(key, node, pod)
+
+    def _place(self, key: str, node: str, pod: Pod) -> None:
+        i = self.table.index.get(node)
+        placed = _Placed(node, pod, accounted=i is not None)
+        if i is not None:
+            self.table.add_pod(i, pod)
+        else:
+            self._waiting.setdefault(node, set()).add(key)
+        self._pods[key] = placed
+
+    def _unplace(self, key: str) -> None:
+        placed = self._pods.pop(key, None)
+        if placed is None:
+            return
+        if placed.accounted:
+            i = self.table.index.get(placed.node)
+            if i is not None:
+                self.table.remove_pod(i, placed.pod)
+        else:
+            waiting = self._waiting.get(placed.node)
+            if waiting is not None:
+                waiting.discard(key)
+                if not waiting:
+                    del self._waiting[placed.node]
+
+    def _maybe_build_end(self, kind: str, meta: Mapping[str, Any], node: str, phase: str) -> None:
+        repo = (meta.get("annotations") or {}).get("binder-repo")
+        if not repo or not matches(meta.get("labels"), self.build_selector):
+            return
+        uid = str(meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}")
+        first = uid not in self._ended
+        if kind == "DELETED":
+            self._ended.discard(uid)  # never seen again
+        else:
+            self._ended.add(uid)  # terminated but still there: report once
+        if not first:
+            return
+        phase = phase if phase in TERMINAL_PHASES else "Deleted"
+        if phase == "Failed" and not self.record_failed:
+            return
+        self.builds_recorded += 1
+        if self.on_build_end is not None:
+            self.on_build_end(repo, node, self.clock(), phase)
+
+    # ---- assumptions -----------------------------------------------------------------------
+
+    def assume(self, key: str, pod: Pod, node: str) -> None:
+        """Count ``pod`` on ``node`` until the watch reports its binding (or TTL)."""
+        if key in self._pods or key in self._assumed:
+            return
+        i = self.table.index.get(node)
+        if i is not None:
+            self.table.add_pod(i, pod)
+        self._assumed[key] = _Assumed(node, pod, self.clock() + self.assume_ttl_s, i is not None)
+
+    def _drop_assumption(self, key: str) -> None:
+        a = self._assumed.pop(key, None)
+        if a is not None and a.accounted:
+            i = self.table.index.get(a.node)
+            if i is not None:
+                self.table.remove_pod(i, a.pod)
+
+    def expire_assumptions(self) -> int:
+        if not self._assumed:
+            return 0
+        now = self.clock()
+        stale = [k for k, a in self._assumed.items() if a.expires <= now]
+        for key in stale:
+            self._drop_assumption(key)
+        return len(stale)
+
+    @property
+    def assumed(self) -> dict[str, str]:
+        """Pod key -> assumed node."""
+        return {k: a.node for k, a in self._assumed.items()}
+
+    # ---- views -----------------------------------------------------------------------------
+
+    def builder_nodes(self) -> list[str] | None:
+        """Nodes running a builder pod (and known to the table), sorted; None when there is
+        none, meaning every node can build."""
+        if self._builder_nodes_cache is None:
+            nodes = sorted({n for n in self._builders.values() if n in self.table})
+            self._builder_nodes_cache = nodes
+        return self._builder_nodes_cache or None
+
+    def pods_on(self, node: str) -> list[str]:
+        return sorted(k for k, p in self._pods.items() if p.node == node)
+
+    def placement(self, key: str) -> str | None:
+        placed = self._pods.get(key)
+        return placed.node if placed else None

@@ -1,0 +1,23 @@
+"""An async API client (kubernetes_asyncio) from a kubeconfig file or the in-cluster config."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+
+async def make_api_client(kubeconfig: str | None = None, context: str | None = None) -> Any:
+    """``kubernetes_asyncio.client.ApiClient`` for ``kubeconfig`` (else ``$KUBECONFIG``, else
+    the in-cluster service account, else ``~/.kube/config``). Close it with ``await
+    api.close()``."""
+    from kubernetes_asyncio import client, config
+
+    cfg = client.Configuration()
+    path = kubeconfig or os.environ.get("KUBECONFIG")
+    if path:
+        await config.load_kube_config(config_file=path, context=context, client_configuration=cfg)
+    elif os.environ.get("KUBERNETES_SERVICE_HOST"):
+        config.load_incluster_config(client_configuration=cfg)
+    else:
+        await config.load_kube_config(context=context, client_configuration=cfg)
+    return client.ApiClient(configuration=cfg)

@@ -1,0 +1,581 @@
+"""Build history that survives restarts: where each repo was built, stored in the cluster.
+
+The in-memory :class:`~stickypack.core.BuildHistory` is what the scorers read. This module
+keeps it in sync with a store in the API server and with the other writers (extender
+replicas, ``stickypack forget-node``):
+
+- writers never rewrite the whole history from memory: they queue *operations* (``record
+  repo node time``, ``forget node up-to-time``) and apply them to the freshly read stored
+  document, written back with its ``resourceVersion`` (optimistic concurrency); a
+  ``409 Conflict`` re-reads and re-applies, so concurrent writers lose no entry;
+- ``forget`` leaves a *tombstone* (node -> time): a record of that node at or before that
+  time is dropped even if it reaches the store later (a writer that saw the build before the
+  image cleaner pruned it), while a later build on the node counts again. Tombstones expire
+  with the TTL, as the entries they guard do;
+- operations are coalesced: one write per ``flush_interval_s`` at most, whatever the build
+  rate.
+
+Stores (see ``docs/operator-guide.md`` for the measured comparison):
+
+:class:`ConfigMapHistoryStore` (the default)
+    ``shards`` ConfigMaps ``<name>-<i>`` in one namespace, key ``history.json``; a repo
+    lives in shard ``blake2b(repo) % shards``. RBAC: get, create, update (and list, watch to
+    follow other writers) on ConfigMaps in that namespace.
+:class:`NodeAnnotationHistoryStore`
+    each node's annotation ``stickypack.io/build-history``: ``{repo: time}``, bounded to
+    ``max_annotation_bytes``. RBAC: get and patch on Nodes, cluster-wide.
+:class:`MemoryHistoryStore`
+    in-process, for tests and the simulator; same semantics (resource versions, conflicts).
+
+Document format (both stores)::
+
+    {"version": 1, "repos": {"<repo>": {"<node>": <unix time>, ...}, ...},
+     "forgotten": {"<node>": <unix time>, ...}}
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import random
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from hashlib import blake2b
+from typing import Any, Protocol
+
+from stickypack.core.history import BuildHistory
+
+log = logging.getLogger(__name__)
+
+DATA_KEY = "history.json"
+DEFAULT_NAME = "stickypack-build-history"
+NODE_ANNOTATION = "stickypack.io/build-history"
+STORE_LABEL = ("app.kubernetes.io/component", "build-history")
+#: Leave room under the 1 MiB object limit (etcd's request limit is ~1.5 MiB).
+DEFAULT_MAX_BYTES = 900_000
+#: Node annotations share 256 KiB per object with everyone else's annotations.
+DEFAULT_MAX_ANNOTATION_BYTES = 64 * 1024
+
+
+# ---- operations and documents ---------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    repo: str
+    node: str
+    when: float
+
+
+@dataclass(frozen=True, slots=True)
+class Forget:
+    node: str
+    when: float
+
+
+Op = Record | Forget
+
+
+@dataclass(slots=True)
+class Limits:
+    ttl_s: float = 7 * 86400.0
+    max_nodes_per_repo: int = 3
+    max_repos: int = 20000
+    max_bytes: int = DEFAULT_MAX_BYTES
+
+
+@dataclass
+class HistoryDoc:
+    repos: dict[str, dict[str, float]] = field(default_factory=dict)
+    forgotten: dict[str, float] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, text: str | bytes | None) -> HistoryDoc:
+        if not text:
+            return cls()
+        try:
+            raw = json.loads(text)
+        except ValueError:
+            log.error("build history document is not JSON; starting from an empty one")
+            return cls()
+        if not isinstance(raw, dict):
+            return cls()
+        repos: dict[str, dict[str, float]] = {}
+        for repo, nodes in (raw.get("repos") or {}).items():
+            if isinstance(nodes, dict):
+                repos[str(repo)] = {str(n): float(t) for n, t in nodes.items() if _num(t)}
+        forgotten = {str(n): float(t) for n, t in (raw.get("forgotten") or {}).items() if _num(t)}
+        return cls(repos, forgotten)
+
+    def dumps(self) -> str:
+        return json.dumps(
+            {"version": 1, "repos": self.repos, "forgotten": self.forgotten},
+            separators=(",", ":"),
+            sort_keys=False,
+        )
+
+    def entries(self) -> int:
+        return sum(len(n) for n in self.repos.values())
+
+
+def _num(x: Any) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool)
+
+
+def apply_ops(doc: HistoryDoc, ops: Iterable[Op], limits: Limits, now: float) -> HistoryDoc:
+    """``doc`` with ``ops`` applied, expired, bounded. Pure; ``doc`` is not changed."""
+    forgotten = dict(doc.forgotten)
+    records: list[Record] = []
+    for op in ops:
+        if isinstance(op, Forget):
+            forgotten[op.node] = max(forgotten.get(op.node, float("-inf")), op.when)
+        else:
+            records.append(op)
+    horizon = now - limits.ttl_s
+    forgotten = {n: t for n, t in forgotten.items() if t >= horizon}
+    hist = BuildHistory(limits.ttl_s, limits.max_nodes_per_repo, limits.max_repos)
+    # Oldest repo first, so BuildHistory's LRU order is "least recently built first".
+    stored = sorted(doc.repos.items(), key=lambda kv: max(kv[1].values(), default=0.0))
+    for repo, nodes in stored:
+        for node, when in sorted(nodes.items(), key=lambda nt: nt[1]):
+            if when > forgotten.get(node, float("-inf")):
+                hist.record(repo, node, when)
+    for rec in sorted(records, key=lambda r: r.when):
+        if rec.when > forgotten.get(rec.node, float("-inf")):
+            hist.record(rec.repo, rec.node, rec.when)
+    hist.expire(now)
+    out = HistoryDoc(hist.to_dict(), forgotten)
+    # Byte bound: drop the least recently built repos until the document fits.
+    if limits.max_bytes and len(out.dumps()) > limits.max_bytes:
+        sizes = [(repo, len(json.dumps({repo: nodes})) + 1) for repo, nodes in out.repos.items()]
+        total = len(out.dumps())
+        for repo, size in sizes:
+            if total <= limits.max_bytes:
+                break
+            del out.repos[repo]
+            total -= size
+    return out
+
+
+def shard_of(repo: str, shards: int) -> int:
+    if shards <= 1:
+        return 0
+    return int.from_bytes(blake2b(repo.encode(), digest_size=8).digest(), "big") % shards
+
+
+# ---- stores ---------------------------------------------------------------------------------
+
+
+class Conflict(Exception):
+    """The stored document changed since it was read (HTTP 409)."""
+
+
+class HistoryStore(Protocol):
+    """Where history documents live. Each *part* (a ConfigMap shard, a node) is one document
+    with a version string; ``write`` fails with :class:`Conflict` on a stale version."""
+
+    async def read_all(self) -> dict[str, tuple[HistoryDoc, str | None]]: ...
+
+    async def read(self, part: str) -> tuple[HistoryDoc, str | None]: ...
+
+    async def write(self, part: str, doc: HistoryDoc, version: str | None) -> str: ...
+
+    def parts_for(self, op: Op) -> list[str]: ...
+
+
+class MemoryHistoryStore:
+    """In-process store with resource versions and conflicts, ``shards`` parts."""
+
+    def __init__(self, shards: int = 1) -> None:
+        self.shards = shards
+        self.data: dict[str, tuple[str, int]] = {}
+        self.writes = 0
+        self.conflicts = 0
+
+    def parts_for(self, op: Op) -> list[str]:
+        if isinstance(op, Forget):
+            return [str(i) for i in range(self.shards)]
+        return [str(shard_of(op.repo, self.shards))]
+
+    async def read(self, part: str) -> tuple[HistoryDoc, str | None]:
+        if part not in self.data:
+            return HistoryDoc(), None
+        text, version = self.data[part]
+        return HistoryDoc.parse(text), str(version)
+
+    async def read_all(self) -> dict[str, tuple[HistoryDoc, str | None]]:
+        return {str(i): await self.read(str(i)) for i in range(self.shards)}
+
+    async def write(self, part: str, doc: HistoryDoc, version: str | None) -> str:
+        current = self.data.get(part)
+        if (current is None) != (version is None) or (current is not None and str(current[1]) != version):
+            self.conflicts += 1
+            raise Conflict(part)
+        new = (current[1] if current else 0) + 1
+        self.data[part] = (doc.dumps(), new)
+        self.writes += 1
+        return str(new)
+
+
+class ConfigMapHistoryStore:
+    """History in ``shards`` ConfigMaps ``<name>-<i>`` of ``namespace`` (key history.json)."""
+
+    def __init__(self, api_client: Any, namespace: str, name: str = DEFAULT_NAME, shards: int = 1) -> None:
+        from kubernetes_asyncio import client
+
+        self.core = client.CoreV1Api(api_client)
+        self.namespace = namespace
+        self.name = name
+        self.shards = max(1, shards)
+        self.writes = 0
+        self.conflicts = 0
+
+    def configmap_name(self, part: str) -> str:
+        return f"{self.name}-{part}"
+
+    def parts_for(self, op: Op) -> list[str]:
+        if isinstance(op, Forget):
+            return [str(i) for i in range(self.shards)]
+        return [str(shard_of(op.repo, self.shards))]
+
+    async def read(self, part: str) -> tuple[HistoryDoc, str | None]:
+        from kubernetes_asyncio.client.exceptions import ApiException
+
+        try:
+            resp = await self.core.read_namespaced_config_map(
+                self.configmap_name(part), self.namespace, _preload_content=False
+            )
+            body = json.loads(await resp.read())
+        except ApiException as exc:
+            if exc.status == 404:
+                return HistoryDoc(), None
+            raise
+        return self.parse_configmap(body)
+
+    @staticmethod
+    def parse_configmap(body: Mapping[str, Any]) -> tuple[HistoryDoc, str | None]:
+        data = body.get("data") or {}
+        return HistoryDoc.parse(data.get(DATA_KEY)), (body.get("metadata") or {}).get("resourceVersion")
+
+    async def read_all(self) -> dict[str, tuple[HistoryDoc, str | None]]:
+        parts = [str(i) for i in range(self.shards)]
+        docs = await asyncio.gather(*(self.read(p) for p in parts))
+        return dict(zip(parts, docs, strict=True))
+
+    async def write(self, part: str, doc: HistoryDoc, version: str | None) -> str:
+        from kubernetes_asyncio.client.exceptions import ApiException
+
+        name = self.configmap_name(part)
+        body = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": name,
+                "namespace": self.namespace,
+                "labels": {STORE_LABEL[0]: STORE_LABEL[1], "app.kubernetes.io/name": "stickypack"},
+            },
+            "data": {DATA_KEY: doc.dumps()},
+        }
+        try:
+            if version is None:
+                resp = await self.core.create_namespaced_config_map(
+                    self.namespace, body, _preload_content=False
+                )
+            else:
+                body["metadata"]["resourceVersion"] = version
+                resp = await self.core.replace_namespaced_config_map(
+                    name, self.namespace, body, _preload_content=False
+                )
+            out = json.loads(await resp.read())
+        except ApiException as exc:
+            if exc.status == 409:  # Conflict, or AlreadyExists on create
+                self.conflicts += 1
+                raise Conflict(name) from None
+            raise
+        self.writes += 1
+        return str((out.get("metadata") or {}).get("resourceVersion"))
+
+
+class NodeAnnotationHistoryStore:
+    """History split by node: annotation ``stickypack.io/build-history`` = ``{repo: time}``.
+
+    A part is a node name; a forget of node N touches only N. The annotation is bounded to
+    ``max_annotation_bytes`` (oldest repos dropped), because all annotations of an object
+    share a 256 KiB limit. Writes are JSON merge patches carrying ``resourceVersion`` (a
+    precondition: 409 on a stale one).
+    """
+
+    def __init__(
+        self, api_client: Any, annotation: str = NODE_ANNOTATION, max_annotation_bytes: int = DEFAULT_MAX_ANNOTATION_BYTES
+    ) -> None:
+        from kubernetes_asyncio import client
+
+        self.core = client.CoreV1Api(api_client)
+        self.annotation = annotation
+        self.max_annotation_bytes = max_annotation_bytes
+        self.writes = 0
+        self.conflicts = 0
+
+    def parts_for(self, op: Op) -> list[str]:
+        return [op.node]
+
+    def parse_node(self, body: Mapping[str, Any]) -> tuple[HistoryDoc, str | None]:
+        meta = body.get("metadata") or {}
+        node = str(meta.get("name"))
+        raw = (meta.get("annotations") or {}).get(self.annotation)
+        repos: dict[str, dict[str, float]] = {}
+        if raw:
+            try:
+                for repo, when in json.loads(raw).items():
+                    if _num(when):
+                        repos[str(repo)] = {node: float(when)}
+            except (ValueError, AttributeError):
+                log.error("node %s: annotation %s is not a JSON object; ignored", node, self.annotation)
+        return HistoryDoc(repos), meta.get("resourceVersion")
+
+    async def read(self, part: str) -> tuple[HistoryDoc, str | None]:
+        resp = await self.core.read_node(part, _preload_content=False)
+        return self.parse_node(json.loads(await resp.read()))
+
+    async def read_all(self) -> dict[str, tuple[HistoryDoc, str | None]]:
+        resp = await self.core.list_node(_preload_content=False)
+        body = json.loads(await resp.read())
+        out = {}
+        for item in body.get("items") or ():
+            out[str(item["metadata"]["name"])] = self.parse_node(item)
+        return out
+
+    async def write(self, part: str, doc: HistoryDoc, version: str | None) -> str:
+        from kubernetes_asyncio.client.exceptions import ApiException
+
+        mine = {repo: nodes[part] for repo, nodes in doc.repos.items() if part in nodes}
+        ordered = sorted(mine.items(), key=lambda kv: kv[1])
+        text = json.dumps(dict(ordered), separators=(",", ":"))
+        while ordered and len(text) > self.max_annotation_bytes:
+            ordered = ordered[max(1, len(ordered) // 20) :]
+            text = json.dumps(dict(ordered), separators=(",", ":"))
+        patch: dict[str, Any] = {"metadata": {"annotations": {self.annotation: text if ordered else None}}}
+        if version is not None:
+            patch["metadata"]["resourceVersion"] = version
+        try:
+            resp = await self.core.patch_node(
+                part, patch, _preload_content=False, _content_type="application/merge-patch+json"
+            )
+            out = json.loads(await resp.read())
+        except ApiException as exc:
+            if exc.status == 409:
+                self.conflicts += 1
+                raise Conflict(part) from None
+            if exc.status == 404:  # node gone: its history went with it
+                return ""
+            raise
+        self.writes += 1
+        return str((out.get("metadata") or {}).get("resourceVersion"))
+
+
+async def commit(
+    store: HistoryStore,
+    ops: list[Op],
+    limits: Limits,
+    *,
+    now: Callable[[], float] = time.time,
+    max_attempts: int = 20,
+    cache: dict[str, tuple[HistoryDoc, str | None]] | None = None,
+) -> dict[str, tuple[HistoryDoc, str | None]]:
+    """Apply ``ops`` to the store, part by part, retrying conflicts (re-read, re-apply).
+
+    ``cache`` (part -> last known document and version) saves the first read of each part;
+    it is updated with what was written. Returns the written parts. Raises the last error
+    after ``max_attempts`` conflicts on one part.
+    """
+    by_part: dict[str, list[Op]] = {}
+    for op in ops:
+        for part in store.parts_for(op):
+            by_part.setdefault(part, []).append(op)
+    written: dict[str, tuple[HistoryDoc, str | None]] = {}
+    for part, part_ops in by_part.items():
+        known = cache.get(part) if cache is not None else None
+        for attempt in range(max_attempts):
+            if known is None:
+                known = await store.read(part)
+            doc, version = known
+            new = apply_ops(doc, part_ops, limits, now())
+            try:
+                version = await store.write(part, new, version)
+            except Conflict:
+                known = None
+                await asyncio.sleep(min(0.5, 0.005 * 2**attempt) * random.random())
+                continue
+            written[part] = (new, version)
+            if cache is not None:
+                cache[part] = (new, version)
+            break
+        else:
+            raise Conflict(f"{part}: still conflicting after {max_attempts} attempts")
+    return written
+
+
+# ---- the recorder ---------------------------------------------------------------------------
+
+
+class HistoryRecorder:
+    """The live :class:`BuildHistory` plus its store: records and forgets go to memory at
+    once and to the store in coalesced, conflict-retried writes.
+
+    ``history`` is what the extender reads; it is rebuilt whenever the stored documents
+    change (:meth:`on_stored`, fed by a ConfigMap watch or :meth:`reload`), with the
+    operations not yet written applied on top.
+    """
+
+    def __init__(
+        self,
+        store: HistoryStore | None,
+        limits: Limits | None = None,
+        *,
+        flush_interval_s: float = 1.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store = store
+        self.limits = limits or Limits()
+        self.flush_interval_s = flush_interval_s
+        self.clock = clock
+        self.history = BuildHistory(self.limits.ttl_s, self.limits.max_nodes_per_repo, self.limits.max_repos)
+        self.loaded = asyncio.Event() if store is not None else _set_event()
+        self.pending: list[Op] = []
+        self._inflight: list[Op] = []
+        self._docs: dict[str, tuple[HistoryDoc, str | None]] = {}
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._stop = False
+        self.flushes = 0
+        self.flush_errors = 0
+        self.last_flush_ok: float | None = None
+
+    # ---- inputs ----------------------------------------------------------------------------
+
+    def record(self, repo: str, node: str, when: float | None = None, phase: str = "") -> None:
+        when = self.clock() if when is None else when
+        self.history.record(repo, node, when)
+        self._queue(Record(repo, node, when))
+
+    def forget_node(self, node: str, when: float | None = None) -> int:
+        when = self.clock() if when is None else when
+        dropped = self.history.forget_node(node)
+        self._queue(Forget(node, when))
+        return dropped
+
+    def _queue(self, op: Op) -> None:
+        if self.store is None:
+            return
+        self.pending.append(op)
+        self._wake.set()
+
+    # ---- store sync ------------------------------------------------------------------------
+
+    async def load(self) -> None:
+        """Read every stored part and rebuild the in-memory history."""
+        if self.store is None:
+            return
+        self._docs = dict(await self.store.read_all())
+        self._rebuild()
+        self.loaded.set()
+
+    def on_stored(self, part: str, doc: HistoryDoc, version: str | None) -> None:
+        """A stored part changed (seen by a watch): rebuild unless it is our own write."""
+        known = self._docs.get(part)
+        if known is not None and known[1] == version:
+            return
+        self._docs[part] = (doc, version)
+        self._rebuild()
+
+    def _rebuild(self) -> None:
+        now = self.clock()
+        merged = HistoryDoc()
+        for doc, _ in self._docs.values():
+            for repo, nodes in doc.repos.items():
+                into = merged.repos.setdefault(repo, {})
+                for node, t in nodes.items():
+                    into[node] = max(into.get(node, t), t)
+            for node, t in doc.forgotten.items():
+                merged.forgotten[node] = max(merged.forgotten.get(node, t), t)
+        view = apply_ops(
+            merged,
+            [*self._inflight, *self.pending],
+            Limits(self.limits.ttl_s, self.limits.max_nodes_per_repo, self.limits.max_repos, 0),
+            now,
+        )
+        hist = BuildHistory(self.limits.ttl_s, self.limits.max_nodes_per_repo, self.limits.max_repos)
+        hist.merge(dict(sorted(view.repos.items(), key=lambda kv: max(kv[1].values(), default=0.0))))
+        self.history = hist
+
+    async def flush(self) -> int:
+        """Write pending operations now. Returns how many were written."""
+        if self.store is None or not self.pending:
+            return 0
+        ops, self.pending = self.pending, []
+        self._inflight = ops
+        try:
+            written = await commit(self.store, ops, self.limits, now=self.clock, cache=self._docs)
+        except BaseException:
+            self.pending = ops + self.pending
+            self.flush_errors += 1
+            raise
+        finally:
+            self._inflight = []
+        self._docs.update(written)
+        self.flushes += 1
+        self.last_flush_ok = self.clock()
+        return len(ops)
+
+    async def run(self) -> None:
+        """Flush pending operations, at most once per ``flush_interval_s``, until stopped."""
+        backoff = self.flush_interval_s
+        while not self._stop:
+            await self._wake.wait()
+            self._wake.clear()
+            try:
+                await self.flush()
+                backoff = self.flush_interval_s
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("build history: write failed (%s); retrying in %.1f s", exc, backoff)
+                self._wake.set()
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 60.0)
+                continue
+            await asyncio.sleep(self.flush_interval_s)
+
+    def start(self) -> asyncio.Task[None]:
+        self._task = asyncio.create_task(self.run(), name="history-recorder")
+        return self._task
+
+    async def stop(self, flush: bool = True) -> None:
+        self._stop = True
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+        if flush:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.flush(), 10)
+
+
+def _set_event() -> asyncio.Event:
+    ev = asyncio.Event()
+    ev.set()
+    return ev
+
+
+async def forget_node(store: HistoryStore, node: str, limits: Limits | None = None, when: float | None = None) -> int:
+    """Forget ``node`` in the store (for ``stickypack forget-node``). Returns how many
+    (repo, node) entries were dropped."""
+    limits = limits or Limits()
+    when = time.time() if when is None else when
+    before = await store.read_all()
+    count = sum(1 for doc, _ in before.values() for nodes in doc.repos.values() if node in nodes)
+    await commit(store, [Forget(node, when)], limits, now=lambda: max(time.time(), when))
+    return count

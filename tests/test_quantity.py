@@ -1,0 +1,52 @@
+from fractions import Fraction
+
+import pytest
+
+from stickypack.core.quantity import QuantityError, int_value, milli_value, parse_quantity
+from stickypack.core.resources import parse_resource_list
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("100m", Fraction(1, 10)),
+        ("450M", 450_000_000),
+        ("2Gi", 2 * 1024**3),
+        ("1e3", 1000),
+        ("1E3", 1000),
+        ("1.5", Fraction(3, 2)),
+        ("0.5Ki", 512),
+        ("12n", Fraction(12, 10**9)),
+        ("5u", Fraction(5, 10**6)),
+        ("+3k", 3000),
+        ("-1", -1),
+        (".5", Fraction(1, 2)),
+        ("1e-3", Fraction(1, 1000)),
+        (2, 2),
+        (0.1, Fraction(1, 10)),
+    ],
+)
+def test_parse_exact(text, value):
+    assert parse_quantity(text) == value
+
+
+@pytest.mark.parametrize("bad", ["", "abc", "1.2.3", "10 Gi", "1Zi", "m", "1e", True, None, float("nan")])
+def test_parse_rejects(bad):
+    with pytest.raises(QuantityError):
+        parse_quantity(bad)
+
+
+def test_rounding_up_like_kubernetes():
+    assert milli_value("100m") == 100
+    assert milli_value("0.0001") == 1  # MilliValue rounds up
+    assert milli_value("1") == 1000
+    assert int_value("1.5") == 2
+    assert int_value("450M") == 450_000_000
+
+
+def test_resource_list_units():
+    assert parse_resource_list({"cpu": "250m", "memory": "1Gi", "nvidia.com/gpu": "1"}) == {
+        "cpu": 250,
+        "memory": 1024**3,
+        "nvidia.com/gpu": 1,
+    }

@@ -1,0 +1,234 @@
+"""Each scorer against kube-scheduler's formula, on hand-computed cases."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from stickypack.core import NodeTable, Pod, SchedulingContext, Taint, Toleration
+from stickypack.core.history import BuildHistory
+from stickypack.core.labels import NodeSelectorTerm, PreferredTerm, Requirement
+from stickypack.core.plugins import (
+    BalancedAllocation,
+    BuildLocality,
+    LeastAllocated,
+    MostAllocated,
+    NodeAffinityFilter,
+    NodeAffinityScore,
+    NodeResourcesFitFilter,
+    NodeUnschedulable,
+    RequestedToCapacityRatio,
+    ScaleDownAware,
+    TaintTolerationFilter,
+    TaintTolerationScore,
+)
+from stickypack.rendezvous import rendezvous_rank
+
+Gi = 1024**3
+CTX = SchedulingContext()
+
+
+def pod(cpu=500, mem=1 * Gi, **kw) -> Pod:
+    return Pod("p", requests={"cpu": cpu, "memory": mem}, nonzero_cpu=cpu, nonzero_memory=mem, **kw)
+
+
+def two_nodes(n1_cpu=1000, n1_mem=2 * Gi) -> NodeTable:
+    t = NodeTable()
+    t.upsert_node("n1", {"cpu": 4000, "memory": 8 * Gi, "pods": 110})
+    t.upsert_node("n2", {"cpu": 2000, "memory": 4 * Gi, "pods": 110})
+    t.add_pod(t.slot("n1"), pod(n1_cpu, n1_mem))
+    return t
+
+
+def scores(plugin, p, t):
+    return plugin.score(p, t, t.active_indices(), CTX).tolist()
+
+
+def test_least_allocated():
+    # n1: cpu (4000-1500)*100/4000 = 62 (62.5 truncated), memory (8-3)*100/8 = 62 -> 62
+    # n2: cpu (2000-500)*100/2000 = 75, memory (4-1)*100/4 = 75 -> 75
+    assert scores(LeastAllocated(), pod(), two_nodes()) == [62, 75]
+
+
+def test_most_allocated():
+    # n1: 1500*100/4000 = 37, 3*100/8 = 37 -> 37; n2: 25, 25 -> 25
+    assert scores(MostAllocated(), pod(), two_nodes()) == [37, 25]
+
+
+def test_resource_weights_enter_the_mean():
+    # n1 cpu 37, memory (1+2+... ) with memory requested 6Gi: (6+1)*100/8 = 87 -> (37*1 + 87*3) / 4 = 74
+    t = two_nodes(n1_mem=6 * Gi)
+    assert scores(MostAllocated({"cpu": 1, "memory": 3}), pod(), t)[0] == (37 + 87 * 3) // 4
+
+
+def test_over_requested_node():
+    t = NodeTable()
+    t.upsert_node("n", {"cpu": 1000, "memory": 1 * Gi, "pods": 110})
+    big = pod(2000, 2 * Gi)
+    assert scores(LeastAllocated(), big, t) == [0]
+    assert scores(MostAllocated(), big, t) == [100]
+
+
+def test_nonzero_defaults_for_scoring():
+    t = NodeTable()
+    t.upsert_node("n", {"cpu": 1000, "memory": 1000 * 1024**2, "pods": 110})
+    best_effort = Pod.from_dict({"metadata": {"name": "x"}, "spec": {"containers": [{"name": "c"}]}})
+    assert best_effort.requests == {}
+    assert (best_effort.nonzero_cpu, best_effort.nonzero_memory) == (100, 200 * 1024**2)
+    # cpu 100*100/1000 = 10, memory 200*100/1000 = 20 -> 15
+    assert scores(MostAllocated(), best_effort, t) == [15]
+
+
+def test_balanced_allocation():
+    # real requests: n1 cpu 1500/4000 = .375, memory 5Gi/8Gi = .625 -> std .125 -> 87
+    # n2 cpu .25, memory .25 -> 100
+    t = two_nodes(n1_mem=4 * Gi)
+    assert scores(BalancedAllocation(), pod(), t) == [87, 100]
+
+
+def test_balanced_allocation_skips_best_effort():
+    assert BalancedAllocation().skip(Pod("be"))
+    assert not BalancedAllocation().skip(pod())
+
+
+def test_requested_to_capacity_ratio_truncates_like_go():
+    # shape (0,10) (30,4) (100,0) -> scores 100, 40, 0. Utilization 45%:
+    # 40 + (0-40)*(45-30)/(100-30) = 40 + (-600/70 -> -8 in Go) = 32 (floor division would give 31)
+    t = NodeTable()
+    t.upsert_node("n", {"cpu": 4000, "memory": 8 * Gi, "pods": 110})
+    t.add_pod(0, pod(1300, 0))
+    shape = [
+        {"utilization": 0, "score": 10},
+        {"utilization": 30, "score": 4},
+        {"utilization": 100, "score": 0},
+    ]
+    plugin = RequestedToCapacityRatio(resources={"cpu": 1}, shape=shape)
+    assert scores(plugin, pod(500, 1 * Gi), t) == [32]
+
+
+def test_requested_to_capacity_ratio_mean_rounds_and_skips_zero():
+    # cpu util 37 -> 37, memory util 0 -> score 0 is left out of the mean: 37
+    t = NodeTable()
+    t.upsert_node("n", {"cpu": 4000, "memory": 8 * Gi, "pods": 110})
+    t.add_pod(0, pod(1000, 0))
+    p = Pod("p", requests={"cpu": 500}, nonzero_cpu=500, nonzero_memory=0)
+    assert scores(RequestedToCapacityRatio(), p, t) == [37]
+
+
+def test_taint_toleration_score():
+    t = NodeTable()
+    soft = "PreferNoSchedule"
+    t.upsert_node("clean", {"cpu": 1000, "memory": Gi})
+    t.upsert_node("one", {"cpu": 1000, "memory": Gi}, taints=[Taint("a", "", soft)])
+    t.upsert_node("two", {"cpu": 1000, "memory": Gi}, taints=[Taint("a", "", soft), Taint("b", "x", soft)])
+    assert scores(TaintTolerationScore(), pod(), t) == [100, 50, 0]
+    tolerant = pod(tolerations=(Toleration("b", "Equal", "x", soft),))
+    assert scores(TaintTolerationScore(), tolerant, t) == [100, 0, 0]
+    everything = pod(tolerations=(Toleration(operator="Exists"),))
+    assert scores(TaintTolerationScore(), everything, t) == [100, 100, 100]
+
+
+def test_node_affinity_score():
+    t = NodeTable()
+    t.upsert_node("a", {"cpu": 1000}, labels={"zone": "a"})
+    t.upsert_node("b", {"cpu": 1000}, labels={"zone": "a", "disk": "ssd"})
+    t.upsert_node("c", {"cpu": 1000})
+    p = pod(
+        preferred_terms=(
+            PreferredTerm(10, NodeSelectorTerm((Requirement("zone", "In", ("a",)),))),
+            PreferredTerm(30, NodeSelectorTerm((Requirement("disk", "Exists"),))),
+        )
+    )
+    # raw 10, 40, 0 -> 100*10/40 = 25, 100, 0
+    assert scores(NodeAffinityScore(), p, t) == [25, 100, 0]
+
+
+def test_filters():
+    t = NodeTable()
+    t.upsert_node("small", {"cpu": 400, "memory": 8 * Gi, "pods": 110})
+    t.upsert_node(
+        "tainted", {"cpu": 4000, "memory": 8 * Gi, "pods": 110}, taints=[Taint("gpu", "yes", "NoSchedule")]
+    )
+    t.upsert_node("cordoned", {"cpu": 4000, "memory": 8 * Gi, "pods": 110}, unschedulable=True)
+    t.upsert_node("full", {"cpu": 4000, "memory": 8 * Gi, "pods": 1})
+    t.upsert_node("ok", {"cpu": 4000, "memory": 8 * Gi, "pods": 110}, labels={"pool": "user"})
+    t.add_pod(t.slot("full"), pod(1, 1))
+    idx = t.active_indices()
+    p = pod()
+    assert NodeResourcesFitFilter().filter(p, t, idx, CTX).tolist() == [False, True, True, False, True]
+    assert TaintTolerationFilter().filter(p, t, idx, CTX).tolist() == [True, False, True, True, True]
+    tol = pod(tolerations=(Toleration("gpu", "Exists", "", "NoSchedule"),))
+    assert TaintTolerationFilter().filter(tol, t, idx, CTX).tolist() == [True] * 5
+    assert NodeUnschedulable().filter(p, t, idx, CTX).tolist() == [True, True, False, True, True]
+    sel = pod(node_selector={"pool": "user"})
+    assert NodeAffinityFilter().filter(sel, t, idx, CTX).tolist() == [False, False, False, False, True]
+    req = pod(required_terms=(NodeSelectorTerm(fields=(Requirement("metadata.name", "In", ("small",)),)),))
+    assert NodeAffinityFilter().filter(req, t, idx, CTX).tolist() == [True, False, False, False, False]
+
+
+def test_fit_ignores_resources_the_pod_does_not_request():
+    t = NodeTable()
+    t.upsert_node("n", {"cpu": 1000, "memory": Gi, "pods": 110})
+    t.add_pod(0, pod(1500, 0))  # over-committed cpu
+    assert NodeResourcesFitFilter().filter(
+        Pod("m", requests={"memory": 1}), t, t.active_indices(), CTX
+    ).tolist() == [True]
+
+
+def test_scale_down_aware():
+    t = NodeTable()
+    t.upsert_node("busy", {"cpu": 1000, "memory": 10 * Gi, "pods": 110})
+    t.upsert_node("idle", {"cpu": 1000, "memory": 10 * Gi, "pods": 110})
+    t.upsert_node(
+        "candidate",
+        {"cpu": 1000, "memory": 10 * Gi, "pods": 110},
+        taints=[Taint("DeletionCandidateOfClusterAutoscaler", "1", "PreferNoSchedule")],
+    )
+    t.add_pod(0, pod(700, Gi))
+    s = scores(ScaleDownAware(), pod(100, Gi), t)
+    # busy: util .8 -> 50 + 50*(.3/.5) = 80; idle: util .1 -> 50*.1/.5 = 10; candidate: 0
+    assert s == [80, 10, 0]
+
+
+def test_build_locality_history_rendezvous_and_load_bound():
+    t = NodeTable()
+    for n in ("a", "b", "c", "d"):
+        t.upsert_node(n, {"cpu": 8000, "memory": 32 * Gi, "pods": 110})
+    repo = "https://github.com/org/repo"
+    build = Pod("b", requests={"cpu": 1000}, annotations={"binder-repo": repo})
+    history = BuildHistory()
+    ctx = SchedulingContext(now=100.0, history=history)
+    plugin = BuildLocality(top_k=2, load_bound=1.25, min_load_cap=1, top_score=80, step=20)
+    ranked = rendezvous_rank(["a", "b", "c", "d"], repo)
+    s = dict(zip("abcd", plugin.score(build, t, t.active_indices(), ctx).tolist(), strict=True))
+    assert s[ranked[0]] == 80 and s[ranked[1]] == 60 and s[ranked[2]] == 0
+    history.record(repo, ranked[3], 50.0)
+    ctx.cache.clear()
+    s = dict(zip("abcd", plugin.score(build, t, t.active_indices(), ctx).tolist(), strict=True))
+    assert s[ranked[3]] == 100
+    # two builds running on the history node: cap ceil(1.25 * 3 / 4) = 1 is exceeded
+    for _ in range(2):
+        t.add_pod(t.slot(ranked[3]), Pod("x", annotations={"binder-repo": "other"}))
+    ctx.cache.clear()
+    s = dict(zip("abcd", plugin.score(build, t, t.active_indices(), ctx).tolist(), strict=True))
+    assert s[ranked[3]] == 0 and s[ranked[0]] == 80
+    assert plugin.skip(pod())
+
+
+def test_select_breaks_ties_at_random_among_best():
+    t = NodeTable()
+    for n in range(4):
+        t.upsert_node(f"n{n}", {"cpu": 1000, "memory": Gi, "pods": 110})
+    from stickypack.policies import load_builtin
+
+    policy = load_builtin("default")
+    picks = {policy.select(pod(100, 1), t, CTX, np.random.default_rng(i)) for i in range(60)}
+    assert picks == {0, 1, 2, 3}
+
+
+@pytest.mark.parametrize("name", ["default", "z2jh", "binderhub", "stickypack", "oracle"])
+def test_builtin_policies_place_a_pod(name):
+    from stickypack.policies import load_builtin
+
+    t = two_nodes()
+    assert load_builtin(name).select(pod(), t, CTX, np.random.default_rng(0)) in (0, 1)

@@ -1,0 +1,191 @@
+"""The simulator on the Dask stories, real trace files and bad input."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from stickypack.cli import main
+from stickypack.sim.metrics import BoundTracker, integrate_step, window_max_step
+from stickypack.sim.traces import TraceErrors, read_launches, repo_url
+
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "mybinder-events"
+DAY = DATA / "events-2019-03-09.jsonl.gz"
+
+
+def run_json(tmp_path: Path, *args: str) -> dict:
+    out = tmp_path / "r.json"
+    assert main(["simulate", *args, "--json", str(out), "--quiet"]) == 0
+    return json.loads(out.read_text())
+
+
+def by_policy(result: dict) -> dict[str, dict]:
+    return {r["policy"]: r for r in result["results"]}
+
+
+def test_dask_burst_default_pins_nodes_packing_does_not(tmp_path):
+    result = run_json(tmp_path, "--scenario", "dask-burst")
+    r = by_policy(result)
+    assert set(r) == {"default", "z2jh", "binderhub", "stickypack"}
+    assert 15 <= r["default"]["peak_nodes"] <= 25  # "grow the cluster to about 20 nodes"
+    assert r["default"]["final_nodes"] >= 10
+    for name in ("z2jh", "stickypack"):
+        assert r[name]["final_nodes"] == r[name]["lower_bound_final_nodes"] == 1
+        assert r[name]["node_hours"] < r["default"]["node_hours"]
+    for row in result["results"]:
+        assert row["node_hours"] >= row["floor_node_hours"] >= row["lower_bound_node_hours"] > 0
+        assert row["pods_scheduled"] == 1020
+
+
+def test_same_seed_same_bytes(tmp_path):
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    for out in (a, b):
+        assert main(["simulate", "--scenario", "dask-adapt", "--json", str(out), "--quiet"]) == 0
+    assert a.read_bytes() == b.read_bytes()
+    c = tmp_path / "c.json"
+    assert (
+        main(
+            [
+                "simulate",
+                "--scenario",
+                "binder-day",
+                "--seed",
+                "3",
+                "--json",
+                str(c),
+                "--quiet",
+                "--policies",
+                "binderhub",
+            ]
+        )
+        == 0
+    )
+    d = tmp_path / "d.json"
+    assert (
+        main(
+            [
+                "simulate",
+                "--scenario",
+                "binder-day",
+                "--seed",
+                "4",
+                "--json",
+                str(d),
+                "--quiet",
+                "--policies",
+                "binderhub",
+            ]
+        )
+        == 0
+    )
+    assert c.read_bytes() != d.read_bytes()
+
+
+def test_trace_day_all_policies(tmp_path):
+    result = run_json(tmp_path, "--trace", str(DAY), "--policies", "default,z2jh,binderhub,stickypack,oracle")
+    r = by_policy(result)
+    for row in r.values():
+        assert row["builds"] > 100
+        assert 0 < row["build_cache_hit_rate"] < 1
+        assert row["pods_unscheduled"] == 0
+        assert row["ratio_to_bound"] >= 1.0
+    # packing beats spreading on node-hours; sticky builds beat no stickiness on cache hits
+    assert r["z2jh"]["node_hours"] < r["default"]["node_hours"]
+    assert r["binderhub"]["build_cache_hit_rate"] > r["default"]["build_cache_hit_rate"]
+    assert r["stickypack"]["build_cache_hit_rate"] > r["z2jh"]["build_cache_hit_rate"]
+    assert r["oracle"]["node_hours"] <= min(r[p]["node_hours"] for p in ("default", "z2jh", "binderhub"))
+
+
+def test_plots_written(tmp_path):
+    assert (
+        main(
+            [
+                "simulate",
+                "--scenario",
+                "binder-day",
+                "--policies",
+                "z2jh,stickypack",
+                "--plots",
+                str(tmp_path / "plots"),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
+    for name in ("nodes.png", "build_time_cdf.png"):
+        data = (tmp_path / "plots" / name).read_bytes()
+        assert data.startswith(b"\x89PNG") and len(data) > 10_000
+
+
+def test_unknown_names_exit_2_and_list_valid(capsys):
+    assert main(["simulate", "--scenario", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert "dask-burst" in err and "binder-day" in err
+    assert main(["simulate", "--scenario", "dask-burst", "--policies", "default,fancy"]) == 2
+    err = capsys.readouterr().err
+    assert "'fancy'" in err and "stickypack" in err
+
+
+def test_policy_file(tmp_path, capsys):
+    good = tmp_path / "mine.yaml"
+    good.write_text(
+        "name: mine\nprofiles:\n  - name: p\n    filters: [NodeResourcesFit]\n"
+        "    score: [{plugin: MostAllocated, weight: 1}]\n"
+    )
+    result = run_json(tmp_path, "--scenario", "dask-burst", "--policy-file", str(good))
+    assert [r["policy"] for r in result["results"]] == ["mine"]
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: bad\nprofiles:\n  - name: p\n    filters: [Nope]\n    score: []\n")
+    assert main(["simulate", "--scenario", "dask-burst", "--policy-file", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "bad.yaml" in err and "profiles[0]" in err and "Nope" in err
+
+
+def test_malformed_trace_lines_counted_not_fatal(tmp_path, capsys):
+    trace = tmp_path / "events-bad.jsonl.gz"
+    good = '{"timestamp": "2019-03-04T00:0%d:00+00:00", "provider": "GitHub", "spec": "o/r/master", "status": "success"}'
+    lines = [good % i for i in range(5)]
+    lines.insert(2, "{not json")
+    lines.insert(4, '{"timestamp": "2019-03-04T00:03:00+00:00", "provider": "GitHub"}')
+    lines.append('["a list"]')
+    with gzip.open(trace, "wt") as fh:
+        fh.write("\n".join(lines) + "\n")
+    errors = TraceErrors()
+    launches = read_launches([trace], errors)
+    assert len(launches) == 5
+    assert errors.count == 3
+    assert errors.first[0].startswith(f"{trace}:3: not JSON")
+    assert f"{trace}:5: missing field 'spec'" in errors.first[1]
+    result = run_json(tmp_path, "--trace", str(trace), "--policies", "z2jh")
+    assert result["malformed_trace_lines"] == 3
+    assert "3 malformed trace line(s)" in capsys.readouterr().out
+
+
+def test_missing_trace_is_a_clear_error(tmp_path, capsys):
+    assert main(["simulate", "--trace", str(tmp_path / "nope.jsonl")]) == 2
+    assert "trace not found" in capsys.readouterr().err
+
+
+def test_repo_url():
+    assert repo_url("GitHub", "org/repo/feature/with/slash") == "https://github.com/org/repo"
+    assert repo_url("Gist", "user/abc123/master") == "https://gist.github.com/user/abc123"
+    assert repo_url("Zenodo", "10.5281/zenodo.3242074") == "zenodo:10.5281/zenodo.3242074"
+    assert repo_url("GitLab", "group/sub/repo/main") == "gitlab:group/sub/repo"
+    with pytest.raises(ValueError):
+        repo_url("GitHub", "justone")
+
+
+def test_bound_and_floor():
+    bound = BoundTracker([1000, 1000, 10])
+    import numpy as np
+
+    bound.change(0.0, np.array([600, 100, 1]), 1)  # above half a node: 1
+    bound.change(10.0, np.array([600, 100, 1]), 1)  # two big pods: 2
+    bound.change(20.0, np.array([600, 100, 1]), -1)
+    assert bound.times == [0.0, 10.0, 20.0] and bound.values == [1, 2, 1]
+    assert integrate_step(bound.times, bound.values, 30.0) == 10 + 20 + 10
+    ft, fv = window_max_step(bound.times, bound.values, 5.0, 30.0)
+    assert (ft, fv) == ([0.0, 10.0, 25.0], [1, 2, 1])
