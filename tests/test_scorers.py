@@ -80,10 +80,19 @@ def test_nonzero_defaults_for_scoring():
 
 
 def test_balanced_allocation():
-    # real requests: n1 cpu 1500/4000 = .375, memory 5Gi/8Gi = .625 -> std .125 -> 87
-    # n2 cpu .25, memory .25 -> 100
+    # kube 1.37: 50 + (50 + balance(with pod) - balance(without)) / 2, real requests.
+    # n1 with pod: cpu 1500/4000 = .375, memory 5Gi/8Gi = .625 -> std .125 -> 87;
+    #    without: cpu .25, memory .5 -> std .125 -> 87; score 50 + 50/2 = 75
+    # n2 with pod: .25, .25 -> 100; without: 0, 0 -> 100; score 75
     t = two_nodes(n1_mem=4 * Gi)
-    assert scores(BalancedAllocation(), pod(), t) == [87, 100]
+    assert scores(BalancedAllocation(), pod(), t) == [75, 75]
+    # a pod that evens n1 out: memory-only pod of 2Gi: with pod cpu .25, memory .75 -> std .25 -> 75;
+    # 50 + (50 + 75 - 87) / 2 = 50 + 38 / 2 = 69
+    mem_only = Pod("m", requests={"memory": 2 * Gi}, nonzero_cpu=100, nonzero_memory=2 * Gi)
+    assert scores(BalancedAllocation(), mem_only, t)[0] == 69
+    # cpu-heavy pod on n1: 2000 cpu -> cpu .75, memory .5 -> std .125 -> 87... equal balance -> 75;
+    # 1000 cpu -> cpu .5, memory .5 -> 100: 50 + (50 + 100 - 87) / 2 = 81
+    assert scores(BalancedAllocation(), pod(1000, 0), t)[0] == 81
 
 
 def test_balanced_allocation_skips_best_effort():

@@ -38,7 +38,7 @@ from stickypack.core.labels import (
 from stickypack.core.nodetable import NodeTable
 from stickypack.core.pod import BUILD_LABELS, Pod, PodAffinityTerm
 from stickypack.core.rendezvous import rendezvous_rank
-from stickypack.core.resources import CPU, MEMORY, PODS
+from stickypack.core.resources import CPU, EPHEMERAL_STORAGE, MEMORY, PODS
 
 #: Annotation carrying a pod's expected end time (seconds), read by the ``LifetimeAware``
 #: oracle. Only the simulator knows it.
@@ -181,8 +181,10 @@ class _ResourceScorer(ScorePlugin):
             return table.nonzero[idx, 0] + pod.nonzero_cpu, table.alloc[idx, table.rindex[CPU]]
         if name == MEMORY:
             return table.nonzero[idx, 1] + pod.nonzero_memory, table.alloc[idx, table.rindex[MEMORY]]
-        pod_req = 1 if name == PODS else pod.requests.get(name, 0)
-        if pod_req == 0 and name != PODS:
+        if name == PODS:
+            return None  # kube reads "pods" as a scalar resource nodes never list: not scored
+        pod_req = pod.requests.get(name, 0)
+        if pod_req == 0 and name != EPHEMERAL_STORAGE:
             return None  # extended resource the pod does not request: not scored
         col = table.rindex.get(name)
         if col is None:
@@ -297,9 +299,12 @@ class RequestedToCapacityRatio(_ResourceScorer):
 
 
 class BalancedAllocation(ScorePlugin):
-    """``int((1 - std) * 100)`` of the requested fractions (real requests, capped at 1).
+    """How much the pod improves the node's balance (kube-scheduler 1.37 and later).
 
-    Skipped for pods that request neither cpu nor memory.
+    ``balance(f) = int((1 - std(f)) * 100)`` over the requested fractions ``f`` per resource
+    (real requests, capped at 1; for two resources ``std = |f1 - f2| / 2``); the score is
+    ``50 + (50 + balance(with pod) - balance(without pod)) / 2``. Skipped for pods that
+    request none of the resources.
     """
 
     name = "NodeResourcesBalancedAllocation"
@@ -310,39 +315,50 @@ class BalancedAllocation(ScorePlugin):
     def skip(self, pod: Pod) -> bool:
         return all(pod.requests.get(name, 0) == 0 for name, _ in self.resources)
 
+    @staticmethod
+    def _balance(fractions: list[np.ndarray], valid: list[np.ndarray], n_nodes: int) -> np.ndarray:
+        if not fractions:
+            return np.full(n_nodes, MAX_NODE_SCORE, dtype=np.int64)
+        f = np.vstack(fractions)
+        ok = np.vstack(valid)
+        n = ok.sum(axis=0)
+        fz = np.where(ok, f, 0.0)
+        std = np.zeros(n_nodes)
+        two = n == 2
+        if two.any():
+            # with exactly two fractions kube computes |f1 - f2| / 2
+            hi = np.where(ok, f, -np.inf).max(axis=0)
+            lo = np.where(ok, f, np.inf).min(axis=0)
+            std[two] = np.abs((hi[two] - lo[two]) / 2)
+        many = n > 2
+        if many.any():
+            mean = fz.sum(axis=0) / np.maximum(n, 1)
+            var = np.where(ok, (f - mean) ** 2, 0.0).sum(axis=0) / np.maximum(n, 1)
+            std[many] = np.sqrt(var[many])
+        return ((1 - std) * MAX_NODE_SCORE).astype(np.int64)
+
     def score(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
-        fractions = []
+        with_pod: list[np.ndarray] = []
+        without: list[np.ndarray] = []
+        valid: list[np.ndarray] = []
         for name, _ in self.resources:
             pod_req = pod.requests.get(name, 0)
-            if name not in (CPU, MEMORY) and pod_req == 0:
-                continue
+            if name not in (CPU, MEMORY, EPHEMERAL_STORAGE) and pod_req == 0:
+                continue  # an extended resource the pod does not request
             col = table.rindex.get(name)
             if col is None:
                 continue
             alloc = table.alloc[idx, col]
-            req = table.requested[idx, col] + pod_req
-            frac = np.where(alloc > 0, np.minimum(req / np.maximum(alloc, 1), 1.0), np.nan)
-            fractions.append(frac)
-        if not fractions:
-            return np.full(idx.shape[0], MAX_NODE_SCORE, dtype=np.int64)
-        f = np.vstack(fractions)
-        valid = ~np.isnan(f)
-        n = valid.sum(axis=0)
-        std = np.zeros(idx.shape[0])
-        if f.shape[0] == 2:
-            two = n == 2
-            std[two] = np.abs((f[0, two] - f[1, two]) / 2)
-        if f.shape[0] > 2:
-            fz = np.where(valid, f, 0.0)
-            mean = fz.sum(axis=0) / np.maximum(n, 1)
-            var = (np.where(valid, (f - mean) ** 2, 0.0)).sum(axis=0) / np.maximum(n, 1)
-            std = np.where(n > 2, np.sqrt(var), std)
-            two = n == 2
-            if two.any():
-                pairs = np.where(valid[:, two], f[:, two], 0.0)
-                # with exactly two valid fractions, |a - b| / 2 (as kube computes it)
-                std[two] = np.abs(pairs.max(axis=0) - pairs.min(axis=0)) / 2
-        return ((1 - std) * MAX_NODE_SCORE).astype(np.int64)
+            has = alloc > 0
+            safe = np.maximum(alloc, 1)
+            allocated = table.requested[idx, col]
+            with_pod.append(np.minimum((allocated + pod_req) / safe, 1.0))
+            without.append(np.minimum(allocated / safe, 1.0))
+            valid.append(has)
+        n = idx.shape[0]
+        after = self._balance(with_pod, valid, n)
+        before = self._balance(without, valid, n)
+        return MAX_NODE_SCORE // 2 + (MAX_NODE_SCORE // 2 + after - before) // 2
 
 
 def default_normalize(raw: np.ndarray, reverse: bool) -> np.ndarray:
