@@ -15,6 +15,11 @@ Profiles:
     11, so a higher plugin always dominates the sum of the lower ones.
 ``default-scheduler``
     kube-scheduler's defaults (LeastAllocated spreading), under its usual name.
+``stickypack-builds``
+    For BinderHub build pods, used with the stickypack extender (:func:`extender_entry`):
+    NodeResourcesFit ``MostAllocated`` (cpu 1, memory 1), BalancedAllocation off, the other
+    plugins at their default weights; the extender adds build locality and scale-down
+    awareness. kube-scheduler calls an extender for *every* profile of its configuration.
 
 This module only builds data; it starts nothing. The CLI (``stickypack render
 scheduler-config``) prints :func:`scheduler_config_yaml`.
@@ -81,10 +86,65 @@ def _default_profile() -> dict[str, Any]:
     return {"schedulerName": "default-scheduler"}
 
 
+def _stickypack_builds_profile() -> dict[str, Any]:
+    """Build pods: pack (MostAllocated) and let the extender add locality."""
+    return {
+        "schedulerName": "stickypack-builds",
+        "plugins": {"score": {"disabled": [{"name": "NodeResourcesBalancedAllocation"}]}},
+        "pluginConfig": [
+            {
+                "name": "NodeResourcesFit",
+                "args": {
+                    "scoringStrategy": {
+                        "type": "MostAllocated",
+                        "resources": [
+                            {"name": "cpu", "weight": 1},
+                            {"name": "memory", "weight": 1},
+                        ],
+                    }
+                },
+            }
+        ],
+    }
+
+
+#: Weight of the stickypack extender: the sum of the weights of the plugins it runs in the
+#: ``stickypack-builds`` profile of the ``stickypack`` policy (BuildLocality 10,
+#: ScaleDownAware 2), so ``Score * weight * 10`` keeps the policy's balance against
+#: kube-scheduler's own ``weight * score`` sums.
+EXTENDER_WEIGHT = 12
+#: kube-scheduler's client defaults (qps 50, burst 100) cap binds near 50 pods/s.
+EXTENDER_CLIENT_QPS = 500
+EXTENDER_CLIENT_BURST = 1000
+
+
+def extender_entry(
+    url_prefix: str, *, weight: int = EXTENDER_WEIGHT, http_timeout: str = "2s"
+) -> dict[str, Any]:
+    """One ``extenders[]`` entry for the stickypack extender at ``url_prefix``.
+
+    ``nodeCacheCapable``: only node names are sent (the extender has its own node cache);
+    ``ignorable``: when the extender is down or errs, pods are scheduled without it;
+    no ``managedResources``: it is asked about every pod (it passes pods it does not manage
+    through unchanged).
+    """
+    return {
+        "urlPrefix": url_prefix.rstrip("/"),
+        "filterVerb": "filter",
+        "prioritizeVerb": "prioritize",
+        "weight": weight,
+        "enableHTTPS": False,
+        "httpTimeout": http_timeout,
+        "nodeCacheCapable": True,
+        "ignorable": True,
+    }
+
+
 #: Profile name -> builder returning one ``profiles[]`` entry (a fresh dict on each call).
 PROFILE_BUILDERS: dict[str, Callable[[], dict[str, Any]]] = {
     "stickypack": _stickypack_profile,
     "default-scheduler": _default_profile,
+    "stickypack-builds": _stickypack_builds_profile,
 }
 
 
@@ -93,6 +153,8 @@ def scheduler_config(
     *,
     kubeconfig: str | None = None,
     extender: dict[str, Any] | None = None,
+    qps: float | None = None,
+    burst: int | None = None,
 ) -> dict[str, Any]:
     """Return a ``KubeSchedulerConfiguration`` dict with the named profiles, in that order.
 
@@ -105,6 +167,7 @@ def scheduler_config(
             ``urlPrefix``, ``filterVerb``, ``prioritizeVerb``, ``weight``,
             ``nodeCacheCapable``, ...). kube-scheduler calls an extender for every profile
             of the configuration it is in.
+        qps, burst: ``clientConnection.qps``/``burst`` (omitted when None).
 
     Leader election is off (one scheduler process per configuration).
 
@@ -129,6 +192,12 @@ def scheduler_config(
     }
     if kubeconfig is not None:
         config["clientConnection"] = {"kubeconfig": str(kubeconfig)}
+    if qps is not None or burst is not None:
+        connection = config.setdefault("clientConnection", {})
+        if qps is not None:
+            connection["qps"] = qps
+        if burst is not None:
+            connection["burst"] = burst
     config["profiles"] = [PROFILE_BUILDERS[name]() for name in profiles]
     if extender is not None:
         config["extenders"] = [copy.deepcopy(extender)]
@@ -140,10 +209,12 @@ def scheduler_config_yaml(
     *,
     kubeconfig: str | None = None,
     extender: dict[str, Any] | None = None,
+    qps: float | None = None,
+    burst: int | None = None,
 ) -> str:
     """:func:`scheduler_config` as a YAML document (keys in the order written)."""
     return yaml.safe_dump(
-        scheduler_config(profiles, kubeconfig=kubeconfig, extender=extender),
+        scheduler_config(profiles, kubeconfig=kubeconfig, extender=extender, qps=qps, burst=burst),
         sort_keys=False,
         default_flow_style=False,
     )

@@ -23,6 +23,7 @@ Everything runs on one event loop; no locks.
 
 from __future__ import annotations
 
+import datetime
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -76,7 +77,15 @@ def node_row(obj: Mapping[str, Any]) -> dict[str, Any]:
     ready = any(
         c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or ()
     )
+    created = None
+    stamp = meta.get("creationTimestamp")
+    if stamp:
+        try:
+            created = datetime.datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            created = None
     return {
+        "created": created,
         "allocatable": parse_resource_list(status.get("allocatable") or status.get("capacity")),
         "labels": dict(meta.get("labels") or {}),
         "taints": [Taint.from_dict(t) for t in spec.get("taints") or ()],
@@ -208,8 +217,10 @@ class ClusterCache:
             log.warning("pod %s ignored: %s", key, exc)
             return
         if placed is not None:
-            if placed.node == node and placed.pod.requests == pod.requests and (
-                placed.pod.build_repo == pod.build_repo
+            if (
+                placed.node == node
+                and placed.pod.requests == pod.requests
+                and (placed.pod.build_repo == pod.build_repo)
             ):
                 placed.pod = pod
                 return
@@ -276,6 +287,9 @@ class ClusterCache:
             i = self.table.index.get(a.node)
             if i is not None:
                 self.table.remove_pod(i, a.pod)
+                if a.pod.build_repo is not None and self.table.build_starts[i] > 0:
+                    # the real binding counts the start; an assumption never does for good
+                    self.table.build_starts[i] -= 1
 
     def expire_assumptions(self) -> int:
         if not self._assumed:

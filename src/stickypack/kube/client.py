@@ -21,3 +21,22 @@ async def make_api_client(kubeconfig: str | None = None, context: str | None = N
     else:
         await config.load_kube_config(context=context, client_configuration=cfg)
     return client.ApiClient(configuration=cfg)
+
+
+async def read_json(resp: Any) -> Any:
+    """The JSON body of a ``_preload_content=False`` response; raises
+    ``kubernetes_asyncio.client.exceptions.ApiException`` for a non-2xx status (the raw
+    response path does not)."""
+    import json
+
+    from kubernetes_asyncio.client.exceptions import ApiException
+
+    try:
+        body = await resp.read()
+    finally:
+        resp.release()
+    if not 200 <= resp.status <= 299:
+        exc = ApiException(status=resp.status, reason=resp.reason)
+        exc.body = body.decode(errors="replace")
+        raise exc
+    return json.loads(body)

@@ -47,6 +47,7 @@ from hashlib import blake2b
 from typing import Any, Protocol
 
 from stickypack.core.history import BuildHistory
+from stickypack.kube.client import read_json
 
 log = logging.getLogger(__name__)
 
@@ -248,7 +249,7 @@ class ConfigMapHistoryStore:
             resp = await self.core.read_namespaced_config_map(
                 self.configmap_name(part), self.namespace, _preload_content=False
             )
-            body = json.loads(await resp.read())
+            body = await read_json(resp)
         except ApiException as exc:
             if exc.status == 404:
                 return HistoryDoc(), None
@@ -289,7 +290,7 @@ class ConfigMapHistoryStore:
                 resp = await self.core.replace_namespaced_config_map(
                     name, self.namespace, body, _preload_content=False
                 )
-            out = json.loads(await resp.read())
+            out = await read_json(resp)
         except ApiException as exc:
             if exc.status == 409:  # Conflict, or AlreadyExists on create
                 self.conflicts += 1
@@ -309,7 +310,10 @@ class NodeAnnotationHistoryStore:
     """
 
     def __init__(
-        self, api_client: Any, annotation: str = NODE_ANNOTATION, max_annotation_bytes: int = DEFAULT_MAX_ANNOTATION_BYTES
+        self,
+        api_client: Any,
+        annotation: str = NODE_ANNOTATION,
+        max_annotation_bytes: int = DEFAULT_MAX_ANNOTATION_BYTES,
     ) -> None:
         from kubernetes_asyncio import client
 
@@ -338,11 +342,11 @@ class NodeAnnotationHistoryStore:
 
     async def read(self, part: str) -> tuple[HistoryDoc, str | None]:
         resp = await self.core.read_node(part, _preload_content=False)
-        return self.parse_node(json.loads(await resp.read()))
+        return self.parse_node(await read_json(resp))
 
     async def read_all(self) -> dict[str, tuple[HistoryDoc, str | None]]:
         resp = await self.core.list_node(_preload_content=False)
-        body = json.loads(await resp.read())
+        body = await read_json(resp)
         out = {}
         for item in body.get("items") or ():
             out[str(item["metadata"]["name"])] = self.parse_node(item)
@@ -364,7 +368,7 @@ class NodeAnnotationHistoryStore:
             resp = await self.core.patch_node(
                 part, patch, _preload_content=False, _content_type="application/merge-patch+json"
             )
-            out = json.loads(await resp.read())
+            out = await read_json(resp)
         except ApiException as exc:
             if exc.status == 409:
                 self.conflicts += 1
@@ -570,7 +574,9 @@ def _set_event() -> asyncio.Event:
     return ev
 
 
-async def forget_node(store: HistoryStore, node: str, limits: Limits | None = None, when: float | None = None) -> int:
+async def forget_node(
+    store: HistoryStore, node: str, limits: Limits | None = None, when: float | None = None
+) -> int:
     """Forget ``node`` in the store (for ``stickypack forget-node``). Returns how many
     (repo, node) entries were dropped."""
     limits = limits or Limits()

@@ -189,9 +189,7 @@ class Informer:
             kw["limit"] = self.page_size
             if cont:
                 kw["_continue"] = cont
-            resp = await self.list_call(
-                _preload_content=False, _request_timeout=self.request_timeout_s, **kw
-            )
+            resp = await self.list_call(_preload_content=False, _request_timeout=self.request_timeout_s, **kw)
             try:
                 body = await resp.read()
                 if resp.status != 200:

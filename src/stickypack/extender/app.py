@@ -1,0 +1,139 @@
+"""The extender's HTTP service (ASGI, Starlette).
+
+Routes:
+
+``POST /filter``, ``POST /prioritize``
+    kube-scheduler's extender verbs (JSON, see :mod:`stickypack.extender.engine`). A body
+    that is not JSON, not an ``ExtenderArgs``, names unknown nodes, or is larger than
+    ``max_request_bytes`` gets HTTP 400 with ``{"error": "<what is wrong>"}``; an unexpected
+    failure gets HTTP 500 with the same shape. Nothing a client sends stops the service.
+``GET /healthz``
+    200 while the process serves.
+``GET /readyz``
+    200 once the node and pod caches have synced and the history is loaded, else 503 with
+    what is missing.
+``GET /metrics``
+    Prometheus text format (see :mod:`stickypack.extender.metrics`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from stickypack.extender.engine import BadRequest, Extender
+from stickypack.extender.metrics import Metrics
+
+log = logging.getLogger(__name__)
+
+JSON = "application/json"
+
+
+def _json(body: Any, status: int = 200) -> Response:
+    return Response(json.dumps(body, separators=(",", ":")), status_code=status, media_type=JSON)
+
+
+def _error(message: str, status: int = 400) -> Response:
+    return _json({"error": message}, status)
+
+
+class TooLarge(BadRequest):
+    pass
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The request body, refusing more than ``limit`` bytes (checked on Content-Length and
+    while reading, so a lying or chunked client cannot make us buffer more)."""
+    length = request.headers.get("content-length")
+    if length is not None:
+        try:
+            declared = int(length)
+        except ValueError:
+            raise BadRequest("Content-Length is not a number") from None
+        if declared > limit:
+            raise TooLarge(f"request body of {declared} bytes exceeds the limit of {limit} bytes")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise TooLarge(f"request body exceeds the limit of {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def make_app(
+    extender: Extender,
+    *,
+    metrics: Metrics | None = None,
+    ready: Callable[[], list[str]] = lambda: [],
+    max_request_bytes: int = 4 * 1024 * 1024,
+) -> Starlette:
+    """The ASGI app. ``ready()`` returns what is not ready yet (empty: ready)."""
+    metrics = metrics or Metrics()
+
+    def verb(name: str, fn: Callable[[Any], tuple[Any, Any]]) -> Callable[[Request], Any]:
+        async def endpoint(request: Request) -> Response:
+            start = time.perf_counter()
+            outcome = "ok"
+            try:
+                body = await read_body(request, max_request_bytes)
+                try:
+                    args = json.loads(body)
+                except (ValueError, RecursionError) as exc:
+                    raise BadRequest(f"request body is not valid JSON: {str(exc)[:200]}") from None
+                result, decision = fn(args)
+                metrics.decision(decision)
+                return _json(result)
+            except TooLarge as exc:
+                outcome = "too_large"
+                return _error(str(exc))
+            except BadRequest as exc:
+                outcome = "bad_request"
+                return _error(str(exc))
+            except ClientDisconnect:
+                outcome = "disconnected"
+                return _error("client disconnected", 400)
+            except Exception as exc:  # never let a request take the service down
+                outcome = "error"
+                log.exception("%s failed", name)
+                return _error(f"internal error: {type(exc).__name__}: {exc}", 500)
+            finally:
+                metrics.observe(name, outcome, time.perf_counter() - start)
+
+        return endpoint
+
+    async def healthz(request: Request) -> Response:
+        return Response("ok", media_type="text/plain")
+
+    async def readyz(request: Request) -> Response:
+        missing = ready()
+        if missing:
+            return Response("not ready: " + ", ".join(missing), status_code=503, media_type="text/plain")
+        return Response("ok", media_type="text/plain")
+
+    async def metrics_endpoint(request: Request) -> Response:
+        body, content_type = metrics.render()
+        return Response(body, media_type=content_type)
+
+    async def not_allowed(request: Request) -> Response:
+        return _error(f"{request.method} {request.url.path}: use POST with a JSON ExtenderArgs body", 405)
+
+    routes = [
+        Route("/filter", verb("filter", extender.filter), methods=["POST"]),
+        Route("/prioritize", verb("prioritize", extender.prioritize), methods=["POST"]),
+        Route("/filter", not_allowed, methods=["GET", "PUT", "DELETE", "PATCH"]),
+        Route("/prioritize", not_allowed, methods=["GET", "PUT", "DELETE", "PATCH"]),
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/readyz", readyz, methods=["GET"]),
+        Route("/metrics", metrics_endpoint, methods=["GET"]),
+    ]
+    return Starlette(routes=routes)

@@ -1,0 +1,146 @@
+"""The extender's YAML configuration, validated with pydantic.
+
+Every key has a default, so an empty file (or no file) is a working configuration. Errors
+name the file and the field: ``extender.yaml: history.ttl_s: Input should be a valid
+number``. See ``docs/operator-guide.md`` for the reference.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from stickypack.kube.cache import DEFAULT_BUILD_SELECTOR, DEFAULT_BUILDER_SELECTOR, parse_selector
+
+
+class ConfigError(ValueError):
+    """An extender configuration that is not valid; the message names file and field."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def _selector(value: Any) -> dict[str, str]:
+    if value is None:
+        return {}
+    return parse_selector(value)
+
+
+class ListenConfig(_Model):
+    host: str = "0.0.0.0"
+    port: int = Field(default=8888, ge=0, le=65535)
+
+
+class PodsConfig(_Model):
+    #: Pods the extender places (others get every node back unchanged and no scores).
+    manage: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_BUILD_SELECTOR))
+    #: Build pods whose end is recorded in the history (plus the ``binder-repo`` annotation).
+    build_selector: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_BUILD_SELECTOR))
+    #: Pods of the builder DaemonSet; their nodes are the candidate build nodes. Empty: all nodes.
+    builder_selector: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_BUILDER_SELECTOR))
+    #: Record builds that ended in phase Failed too (their base layers are usually cached).
+    record_failed: bool = True
+
+    @field_validator("manage", "build_selector", "builder_selector", mode="before")
+    @classmethod
+    def _selectors(cls, value: Any) -> dict[str, str]:
+        return _selector(value)
+
+
+class HistoryConfig(_Model):
+    #: configmap (default), node-annotations, or memory (lost on restart; tests only).
+    store: Literal["configmap", "node-annotations", "memory"] = "configmap"
+    #: Namespace of the ConfigMaps (default: $POD_NAMESPACE, else "default").
+    namespace: str | None = None
+    name: str = "stickypack-build-history"
+    shards: int = Field(default=1, ge=1, le=64)
+    ttl_s: float = Field(default=7 * 86400.0, gt=0)
+    max_nodes_per_repo: int = Field(default=3, ge=1)
+    max_repos: int = Field(default=20000, ge=1)
+    max_bytes: int = Field(default=900_000, ge=1024, le=1_000_000)
+    max_annotation_bytes: int = Field(default=64 * 1024, ge=1024, le=200 * 1024)
+    flush_interval_s: float = Field(default=1.0, ge=0)
+
+    def resolved_namespace(self) -> str:
+        return self.namespace or os.environ.get("POD_NAMESPACE") or "default"
+
+
+class ClusterConfig(_Model):
+    #: Path of a kubeconfig; default: $KUBECONFIG, else in-cluster.
+    kubeconfig: str | None = None
+    #: Full relist of nodes and pods every this many seconds (drift repair).
+    resync_s: float = Field(default=900.0, gt=0)
+    #: Server-side watch timeout; the watch is renewed after it.
+    watch_timeout_s: int = Field(default=300, ge=1)
+    #: How long a placement the extender told the scheduler about counts before the watch
+    #: confirms it.
+    assume_ttl_s: float = Field(default=30.0, ge=0)
+    #: The cluster-autoscaler's --scale-down-utilization-threshold.
+    utilization_threshold: float = Field(default=0.5, gt=0, le=1)
+
+
+class ExtenderConfig(_Model):
+    listen: ListenConfig = Field(default_factory=ListenConfig)
+    #: A built-in policy name or the path of a policy YAML file.
+    policy: str = "stickypack"
+    #: The profile of that policy to run (default: the one matching ``pods.manage``).
+    profile: str | None = "stickypack-builds"
+    #: Filter plugins of the profile the extender runs. kube-scheduler runs the standard
+    #: ones itself; the extender adds what it does not know (autoscaler deletion taint).
+    filters: list[str] = Field(default_factory=lambda: ["ScaleDownAware"])
+    #: Score plugins of the profile the extender runs (kube-scheduler scores resources).
+    score: list[str] = Field(default_factory=lambda: ["BuildLocality", "ScaleDownAware"])
+    #: absolute: Score = round(10 * total / (100 * sum of weights)), so the extender's
+    #: ``weight`` in the scheduler config (default: that sum) keeps the policy's balance;
+    #: max: the best candidate gets 10.
+    score_scale: Literal["absolute", "max"] = "absolute"
+    #: A request naming nodes the cache does not know: reject (HTTP 400, the scheduler then
+    #: ignores the extender for that pod, as it is ignorable) or fail those nodes (filter:
+    #: FailedNodes; prioritize: score 0).
+    unknown_nodes: Literal["reject", "fail"] = "reject"
+    #: Requests larger than this get HTTP 400 (bytes).
+    max_request_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
+    #: Run the whole profile to predict the node kube-scheduler binds, and count the pod
+    #: there until the watch confirms (keeps the load bound exact under bursts).
+    assume: bool = True
+    pods: PodsConfig = Field(default_factory=PodsConfig)
+    history: HistoryConfig = Field(default_factory=HistoryConfig)
+    cluster: ClusterConfig = Field(default_factory=ClusterConfig)
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+
+
+def config_from_dict(raw: Any, source: str = "<config>") -> ExtenderConfig:
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{source}: the extender configuration must be a YAML mapping")
+    try:
+        return ExtenderConfig.model_validate(raw)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(x) for x in e['loc']) or '<top>'}: {e['msg']}" for e in exc.errors()
+        )
+        raise ConfigError(f"{source}: {problems}") from None
+    except ValueError as exc:  # selector parsing
+        raise ConfigError(f"{source}: {exc}") from None
+
+
+def load_config(path: str | Path | None) -> ExtenderConfig:
+    """Read and validate a configuration file (None: all defaults)."""
+    if path is None:
+        return ExtenderConfig()
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    return config_from_dict(raw, str(path))

@@ -1,0 +1,267 @@
+"""The extender's decisions: ``filter`` and ``prioritize`` over the live node table.
+
+Wire format (``k8s.io/kube-scheduler/extender/v1``, JSON keys are the Go field names):
+
+- request ``ExtenderArgs``: ``{"Pod": <v1.Pod>, "Nodes": <v1.NodeList>|null, "NodeNames":
+  [...]|null}``; with ``nodeCacheCapable: true`` only ``NodeNames`` is set;
+- filter reply ``ExtenderFilterResult``: ``{"Nodes": null, "NodeNames": [...],
+  "FailedNodes": {...}, "FailedAndUnresolvableNodes": {...}, "Error": ""}``. ``NodeNames``
+  is always a list: kube-scheduler reads ``null`` as "no node passed";
+- prioritize reply ``HostPriorityList``: ``[{"Host": "n1", "Score": 7}, ...]``, Score 0..10
+  (``MaxExtenderPriority``); kube-scheduler adds ``Score * weight * 10``.
+
+A request the extender cannot read raises :class:`BadRequest` (HTTP 400). Everything here
+is synchronous and pure apart from the cache it reads; the HTTP layer is in
+:mod:`stickypack.extender.app`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from stickypack.core.framework import FilterPlugin, Profile, SchedulingContext, WeightedScorer
+from stickypack.core.history import BuildHistory
+from stickypack.core.pod import Pod, PodSpecError
+from stickypack.core.policy import Policy, PolicyError
+from stickypack.kube.cache import ClusterCache, matches
+
+MAX_EXTENDER_PRIORITY = 10
+#: Failure messages, by filter plugin name.
+FILTER_REASONS = {
+    "ScaleDownAware": "node is being removed by the cluster-autoscaler (ToBeDeletedByClusterAutoscaler)",
+    "NodeUnschedulable": "node is unschedulable",
+    "NodeResourcesFit": "insufficient resources (stickypack's view)",
+    "TaintToleration": "node has a taint the pod does not tolerate",
+    "NodeAffinity": "node does not match the pod's node selector or required affinity",
+    "NodeReady": "node is not Ready",
+}
+#: Filters whose failure preemption cannot resolve.
+UNRESOLVABLE = {"ScaleDownAware", "NodeUnschedulable", "TaintToleration", "NodeAffinity", "NodeReady"}
+
+
+class BadRequest(ValueError):
+    """A request the extender cannot answer; the message says why (HTTP 400)."""
+
+
+@dataclass(slots=True)
+class Decision:
+    """What one request did, for metrics."""
+
+    verb: str
+    managed: bool
+    nodes: int
+    passed: int = 0
+    top: str | None = None
+
+
+def select_profile(policy: Policy, name: str | None) -> Profile:
+    if name is None:
+        return policy.profiles[0]
+    for profile in policy.profiles:
+        if profile.name == name:
+            return profile
+    names = ", ".join(p.name for p in policy.profiles)
+    raise PolicyError(f"policy {policy.name!r} has no profile {name!r}; profiles: {names}")
+
+
+class Extender:
+    """Filter and prioritize with ``profile`` over ``cache.table``.
+
+    ``filter_names``/``score_names`` pick the profile's plugins the extender runs (by plugin
+    name; the rest is what kube-scheduler runs itself). ``history`` is a callable returning
+    the current :class:`BuildHistory` (it is replaced when the store changes).
+    """
+
+    def __init__(
+        self,
+        cache: ClusterCache,
+        profile: Profile,
+        *,
+        filter_names: Sequence[str] = ("ScaleDownAware",),
+        score_names: Sequence[str] = ("BuildLocality", "ScaleDownAware"),
+        manage: Mapping[str, str] | None = None,
+        history: Callable[[], BuildHistory | None] = lambda: None,
+        score_scale: str = "absolute",
+        unknown_nodes: str = "reject",
+        assume: bool = True,
+        utilization_threshold: float = 0.5,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.cache = cache
+        self.profile = profile
+        self.filters: list[FilterPlugin] = _pick(profile.filters, filter_names, "filter", profile.name)
+        self.scorers: list[WeightedScorer] = _pick(
+            profile.scorers, score_names, "score", profile.name, key=lambda s: s.plugin.name
+        )
+        self.max_total = 100 * sum(s.weight for s in self.scorers)
+        self.manage = dict(manage or {})
+        self.history = history
+        self.score_scale = score_scale
+        self.unknown_nodes = unknown_nodes
+        self.assume = assume
+        self.utilization_threshold = utilization_threshold
+        self.clock = clock
+
+    @property
+    def weight(self) -> int:
+        """The ``weight`` to give this extender in the scheduler configuration: the sum of
+        the weights of the scorers it runs, so ``Score * weight * 10`` is on the same scale as
+        kube-scheduler's own ``weight * score`` sums."""
+        return max(1, sum(s.weight for s in self.scorers))
+
+    # ---- parsing ---------------------------------------------------------------------------
+
+    def _parse(self, args: Any) -> tuple[Pod, str, list[str]]:
+        if not isinstance(args, dict):
+            raise BadRequest("request body must be a JSON object (ExtenderArgs)")
+        raw_pod = args.get("Pod")
+        if not isinstance(raw_pod, dict):
+            raise BadRequest("ExtenderArgs.Pod must be a JSON object (a v1.Pod)")
+        names = args.get("NodeNames")
+        if names is None:
+            nodes = args.get("Nodes")
+            if isinstance(nodes, dict) and isinstance(nodes.get("items"), list):
+                try:
+                    names = [n["metadata"]["name"] for n in nodes["items"]]
+                except (KeyError, TypeError):
+                    raise BadRequest("ExtenderArgs.Nodes.items[].metadata.name missing") from None
+            else:
+                raise BadRequest("ExtenderArgs.NodeNames must be a list of node names (nodeCacheCapable)")
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise BadRequest("ExtenderArgs.NodeNames must be a list of strings")
+        try:
+            pod = Pod.from_dict(raw_pod)
+        except PodSpecError as exc:
+            raise BadRequest(f"ExtenderArgs.Pod: {exc}") from None
+        return pod, f"{pod.namespace}/{pod.name}", names
+
+    def _rows(self, names: list[str]) -> tuple[np.ndarray, list[str], list[str]]:
+        """(rows of known names, known names, unknown names)."""
+        index = self.cache.table.index
+        rows = [index.get(n) for n in names]
+        if None not in rows:
+            return np.fromiter(rows, dtype=np.int64, count=len(rows)), names, []
+        unknown = [n for n, r in zip(names, rows, strict=True) if r is None]
+        if self.unknown_nodes == "reject":
+            shown = ", ".join(repr(n) for n in unknown[:5])
+            more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
+            raise BadRequest(f"unknown node name(s): {shown}{more} (not in the extender's node cache)")
+        known = [n for n, r in zip(names, rows, strict=True) if r is not None]
+        return np.array([r for r in rows if r is not None], dtype=np.int64), known, unknown
+
+    def _ctx(self) -> SchedulingContext:
+        return SchedulingContext(
+            now=self.clock(),
+            history=self.history(),
+            builder_nodes=self.cache.builder_nodes(),
+            utilization_threshold=self.utilization_threshold,
+        )
+
+    def manages(self, pod: Pod) -> bool:
+        return matches(pod.labels, self.manage)
+
+    # ---- verbs -----------------------------------------------------------------------------
+
+    def filter(self, args: Any) -> tuple[dict[str, Any], Decision]:
+        pod, _key, names = self._parse(args)
+        if not self.manages(pod):
+            return _filter_result(list(names), {}, {}), Decision("filter", False, len(names), len(names))
+        idx, known, unknown = self._rows(names)
+        failed: dict[str, str] = {}
+        unresolvable: dict[str, str] = {f"{n}": "unknown node (not in the extender's cache)" for n in unknown}
+        keep = np.ones(idx.shape[0], dtype=bool)
+        if idx.size and self.filters:
+            self.cache.expire_assumptions()
+            ctx = self._ctx()
+            table = self.cache.table
+            for plugin in self.filters:
+                live = np.flatnonzero(keep)
+                if live.size == 0:
+                    break
+                ok = plugin.filter(pod, table, idx[live], ctx)
+                for j in live[~ok]:
+                    target = unresolvable if plugin.name in UNRESOLVABLE else failed
+                    target[known[j]] = f"{plugin.name}: {FILTER_REASONS.get(plugin.name, 'filtered')}"
+                keep[live[~ok]] = False
+        passed = [n for n, k in zip(known, keep, strict=True) if k]
+        return _filter_result(passed, failed, unresolvable), Decision("filter", True, len(names), len(passed))
+
+    def prioritize(self, args: Any) -> tuple[list[dict[str, Any]], Decision]:
+        pod, key, names = self._parse(args)
+        if not self.manages(pod):
+            return [], Decision("prioritize", False, len(names))
+        idx, known, unknown = self._rows(names)
+        out: list[dict[str, Any]] = []
+        if idx.size == 0:
+            return [{"Host": n, "Score": 0} for n in unknown], Decision("prioritize", True, len(names))
+        self.cache.expire_assumptions()
+        ctx = self._ctx()
+        table = self.cache.table
+        total = np.zeros(idx.shape[0], dtype=np.int64)
+        for ws in self.scorers:
+            if ws.weight == 0 or ws.plugin.skip(pod):
+                continue
+            total += ws.weight * ws.plugin.score(pod, table, idx, ctx)
+        if self.score_scale == "max":
+            top = int(total.max())
+            scores = (total * MAX_EXTENDER_PRIORITY + top // 2) // top if top > 0 else np.zeros_like(total)
+        else:
+            denom = max(self.max_total, 1)
+            scores = (total * MAX_EXTENDER_PRIORITY + denom // 2) // denom
+        scores = np.clip(scores, 0, MAX_EXTENDER_PRIORITY)
+        out = [{"Host": n, "Score": s} for n, s in zip(known, scores.tolist(), strict=True)]
+        out.extend({"Host": n, "Score": 0} for n in unknown)
+        top_node = None
+        if self.assume and pod.build_repo is not None and idx.size > 1:
+            top_node = self._predict(pod, idx, known, scores, ctx)
+            if top_node is not None:
+                self.cache.assume(key, pod, top_node)
+        return out, Decision("prioritize", True, len(names), top=top_node)
+
+    def _predict(
+        self, pod: Pod, idx: np.ndarray, known: list[str], ext_scores: np.ndarray, ctx: SchedulingContext
+    ) -> str | None:
+        """The node kube-scheduler will most likely bind: its own plugins (the profile's
+        scorers we do not return, on the same formulas) plus our score as it adds it."""
+        weight = self.weight
+        total = ext_scores.astype(np.int64) * weight * (100 // MAX_EXTENDER_PRIORITY)
+        ours = {id(s) for s in self.scorers}
+        for ws in self.profile.scorers:
+            if id(ws) in ours or ws.weight == 0 or ws.plugin.skip(pod):
+                continue
+            total += ws.weight * ws.plugin.score(pod, self.cache.table, idx, ctx)
+        best = np.flatnonzero(total == total.max())
+        if best.size != 1:
+            return None  # a tie: kube-scheduler picks at random, do not guess
+        return known[int(best[0])]
+
+
+def _filter_result(names: list[str], failed: dict[str, str], unresolvable: dict[str, str]) -> dict[str, Any]:
+    return {
+        "Nodes": None,
+        "NodeNames": names,
+        "FailedNodes": failed,
+        "FailedAndUnresolvableNodes": unresolvable,
+        "Error": "",
+    }
+
+
+def _pick(
+    items: list[Any],
+    names: Sequence[str],
+    kind: str,
+    profile: str,
+    key: Callable[[Any], str] = lambda p: p.name,
+) -> list[Any]:
+    by_name = {key(it): it for it in items}
+    unknown = [n for n in names if n not in by_name]
+    if unknown:
+        raise PolicyError(
+            f"profile {profile!r} has no {kind} plugin(s) {unknown}; it has: {', '.join(by_name) or 'none'}"
+        )
+    return [by_name[n] for n in names]

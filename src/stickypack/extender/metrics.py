@@ -1,0 +1,128 @@
+"""Prometheus metrics of the extender (one registry per service, so tests can run several).
+
+=====================================================  =====================================
+``stickypack_extender_request_duration_seconds``       histogram by ``verb`` (filter,
+                                                       prioritize): time in the handler
+``stickypack_extender_requests_total``                 by ``verb`` and ``outcome`` (ok,
+                                                       bad_request, too_large, error, ...)
+``stickypack_extender_decisions_total``                by ``verb`` and ``managed`` (true: a
+                                                       build pod the extender placed)
+``stickypack_extender_nodes_filtered_total``           nodes removed by the extender's filter
+``stickypack_extender_assumed_total``                  placements counted before the watch
+``stickypack_extender_cache_staleness_seconds``        by ``kind`` (nodes, pods, history):
+                                                       seconds since the API server was last
+                                                       heard from on that watch
+``stickypack_extender_watch_connected``                by ``kind``: 1 while the watch is open
+``stickypack_extender_watch_errors_total``             by ``kind``
+``stickypack_extender_watch_relists_total``            by ``kind`` (410 Gone -> relist)
+``stickypack_extender_cache_nodes``                    nodes in the table
+``stickypack_extender_history_repos``                  repos in the build history
+``stickypack_extender_builds_recorded_total``          build ends recorded
+``stickypack_extender_history_write_errors_total``     failed history writes (retried)
+``stickypack_extender_history_pending_ops``            history operations not yet stored
+=====================================================  =====================================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
+
+
+class _Callbacks:
+    """A collector reading live values at scrape time."""
+
+    def __init__(self) -> None:
+        self.sources: list[Callable[[], Iterable[Any]]] = []
+
+    def collect(self) -> Iterable[Any]:
+        for source in self.sources:
+            yield from source()
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.latency = Histogram(
+            "stickypack_extender_request_duration_seconds",
+            "Time to answer a kube-scheduler extender request.",
+            ["verb"],
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.requests = Counter(
+            "stickypack_extender_requests",
+            "Extender requests by verb and outcome.",
+            ["verb", "outcome"],
+            registry=self.registry,
+        )
+        self.decisions = Counter(
+            "stickypack_extender_decisions",
+            "Filter/prioritize decisions; managed=true for pods the extender placed.",
+            ["verb", "managed"],
+            registry=self.registry,
+        )
+        self.filtered = Counter(
+            "stickypack_extender_nodes_filtered",
+            "Nodes removed by the extender's filter.",
+            registry=self.registry,
+        )
+        self.assumed = Counter(
+            "stickypack_extender_assumed",
+            "Placements counted before the watch confirmed them.",
+            registry=self.registry,
+        )
+        self._callbacks = _Callbacks()
+        self.registry.register(self._callbacks)  # type: ignore[arg-type]
+
+    def observe(self, verb: str, outcome: str, seconds: float) -> None:
+        self.latency.labels(verb).observe(seconds)
+        self.requests.labels(verb, outcome).inc()
+
+    def decision(self, decision: Any) -> None:
+        self.decisions.labels(decision.verb, "true" if decision.managed else "false").inc()
+        if decision.verb == "filter" and decision.managed:
+            self.filtered.inc(decision.nodes - decision.passed)
+        if decision.verb == "prioritize" and decision.top is not None:
+            self.assumed.inc()
+
+    def add_source(self, source: Callable[[], Iterable[Any]]) -> None:
+        self._callbacks.sources.append(source)
+
+    def watch_informers(self, informers: dict[str, Any]) -> None:
+        """Export staleness, connection and error counters of ``{kind: Informer}``."""
+
+        def source() -> Iterable[Any]:
+            stale = GaugeMetricFamily(
+                "stickypack_extender_cache_staleness_seconds",
+                "Seconds since the API server was last heard from on this watch.",
+                labels=["kind"],
+            )
+            connected = GaugeMetricFamily(
+                "stickypack_extender_watch_connected", "1 while the watch is open.", labels=["kind"]
+            )
+            errors = CounterMetricFamily(
+                "stickypack_extender_watch_errors",
+                "Watch errors (reconnected with backoff).",
+                labels=["kind"],
+            )
+            relists = CounterMetricFamily(
+                "stickypack_extender_watch_relists", "Relists after 410 Gone.", labels=["kind"]
+            )
+            for kind, inf in informers.items():
+                stale.add_metric([kind], inf.staleness_s() if inf.synced.is_set() else float("inf"))
+                connected.add_metric([kind], 1.0 if inf.stats.connected else 0.0)
+                errors.add_metric([kind], inf.stats.watch_errors)
+                relists.add_metric([kind], inf.stats.relists_gone)
+            yield from (stale, connected, errors, relists)
+
+        self.add_source(source)
+
+    def render(self) -> tuple[bytes, str]:
+        return generate_latest(self.registry), CONTENT_TYPE_LATEST

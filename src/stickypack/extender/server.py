@@ -1,0 +1,358 @@
+"""Wiring: API client -> informers -> ClusterCache + HistoryRecorder -> Extender -> uvicorn.
+
+:class:`ExtenderService` owns everything that runs on the event loop; :func:`serve` runs it
+with a uvicorn server until stopped (``stickypack extender``); :class:`ServiceThread` runs
+one in a background thread on a free loopback port (tests and benchmarks).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import socket
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from stickypack.core.policy import Policy
+from stickypack.extender.app import make_app
+from stickypack.extender.config import ExtenderConfig
+from stickypack.extender.engine import Extender, select_profile
+from stickypack.extender.metrics import Metrics
+from stickypack.kube.cache import ClusterCache, selector_text
+from stickypack.kube.history import (
+    STORE_LABEL,
+    ConfigMapHistoryStore,
+    HistoryRecorder,
+    Limits,
+    MemoryHistoryStore,
+    NodeAnnotationHistoryStore,
+)
+from stickypack.kube.informer import Informer
+
+log = logging.getLogger(__name__)
+
+#: Pods the cache needs: bound and not terminated (kube-scheduler's own selection). A pod
+#: that terminates leaves the selection, which the watch reports as a deletion.
+POD_FIELD_SELECTOR = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
+
+
+def load_policy(name_or_path: str) -> Policy:
+    from stickypack.policies import BUILTIN, load_builtin, load_policy_file
+
+    if name_or_path in BUILTIN:
+        return load_builtin(name_or_path)
+    return load_policy_file(Path(name_or_path))
+
+
+def make_store(config: ExtenderConfig, api_client: Any) -> Any:
+    h = config.history
+    if h.store == "memory":
+        return MemoryHistoryStore()
+    if h.store == "node-annotations":
+        return NodeAnnotationHistoryStore(api_client, max_annotation_bytes=h.max_annotation_bytes)
+    return ConfigMapHistoryStore(api_client, h.resolved_namespace(), h.name, h.shards)
+
+
+def history_limits(config: ExtenderConfig) -> Limits:
+    h = config.history
+    return Limits(h.ttl_s, h.max_nodes_per_repo, h.max_repos, h.max_bytes)
+
+
+class ExtenderService:
+    """The extender and what feeds it. ``await start()``, serve :attr:`app`, ``await stop()``."""
+
+    def __init__(self, config: ExtenderConfig, api_client: Any = None) -> None:
+        self.config = config
+        self.api_client = api_client
+        self._own_client = api_client is None
+        policy = load_policy(config.policy)
+        self.profile = select_profile(policy, config.profile)
+        self.metrics = Metrics()
+        self.recorder: HistoryRecorder | None = None
+        self.cache = ClusterCache(
+            build_selector=config.pods.build_selector,
+            builder_selector=config.pods.builder_selector,
+            on_build_end=self._on_build_end,
+            on_node_deleted=self._on_node_deleted,
+            record_failed=config.pods.record_failed,
+            assume_ttl_s=config.cluster.assume_ttl_s,
+        )
+        self.extender = Extender(
+            self.cache,
+            self.profile,
+            filter_names=config.filters,
+            score_names=config.score,
+            manage=config.pods.manage,
+            history=lambda: self.recorder.history if self.recorder is not None else None,
+            score_scale=config.score_scale,
+            unknown_nodes=config.unknown_nodes,
+            assume=config.assume,
+            utilization_threshold=config.cluster.utilization_threshold,
+        )
+        self.informers: dict[str, Informer] = {}
+        self.app = make_app(
+            self.extender,
+            metrics=self.metrics,
+            ready=self.not_ready,
+            max_request_bytes=config.max_request_bytes,
+        )
+        self._started = False
+
+    # ---- callbacks from the cache --------------------------------------------------------
+
+    def _on_build_end(self, repo: str, node: str, when: float, phase: str) -> None:
+        if self.recorder is not None:
+            self.recorder.record(repo, node, when, phase)
+            log.info("build of %s ended (%s) on %s: recorded", repo, phase, node)
+
+    def _on_node_deleted(self, node: str, when: float) -> None:
+        if self.recorder is not None:
+            self.recorder.forget_node(node, when)
+
+    def _on_history_configmap(
+        self, kind: str, obj: dict[str, Any], old: Any = None, synthetic: bool = False
+    ) -> None:
+        assert self.recorder is not None and isinstance(self.recorder.store, ConfigMapHistoryStore)
+        name = str((obj.get("metadata") or {}).get("name"))
+        prefix = self.recorder.store.name + "-"
+        if not name.startswith(prefix) or kind == "DELETED":
+            return
+        doc, version = ConfigMapHistoryStore.parse_configmap(obj)
+        self.recorder.on_stored(name[len(prefix) :], doc, version)
+
+    def _on_node_annotation(
+        self, kind: str, obj: dict[str, Any], old: Any = None, synthetic: bool = False
+    ) -> None:
+        assert self.recorder is not None and isinstance(self.recorder.store, NodeAnnotationHistoryStore)
+        store = self.recorder.store
+        meta = obj.get("metadata") or {}
+        if kind == "DELETED":
+            return
+        new = (meta.get("annotations") or {}).get(store.annotation)
+        before = ((old or {}).get("metadata") or {}).get("annotations") or {}
+        if old is not None and before.get(store.annotation) == new:
+            return
+        doc, version = store.parse_node(obj)
+        self.recorder.on_stored(str(meta.get("name")), doc, version)
+
+    # ---- lifecycle -------------------------------------------------------------------------
+
+    def not_ready(self) -> list[str]:
+        missing = [f"{k} cache not synced" for k, inf in self.informers.items() if not inf.synced.is_set()]
+        if not self._started:
+            missing.append("not started")
+        if self.recorder is not None and not self.recorder.loaded.is_set():
+            missing.append("build history not loaded")
+        return missing
+
+    async def start(self) -> None:
+        from kubernetes_asyncio import client
+
+        from stickypack.kube.client import make_api_client
+
+        cfg = self.config
+        if self.api_client is None:
+            self.api_client = await make_api_client(cfg.cluster.kubeconfig)
+        core = client.CoreV1Api(self.api_client)
+        common = {
+            "resync_s": cfg.cluster.resync_s,
+            "watch_timeout_s": cfg.cluster.watch_timeout_s,
+        }
+        store = make_store(cfg, self.api_client)
+        self.recorder = HistoryRecorder(
+            store, history_limits(cfg), flush_interval_s=cfg.history.flush_interval_s
+        )
+        nodes = Informer("nodes", core.list_node, self.cache.node_event, **common)
+        pods = Informer(
+            "pods",
+            core.list_pod_for_all_namespaces,
+            self.cache.pod_event,
+            field_selector=POD_FIELD_SELECTOR,
+            **common,
+        )
+        self.informers = {"nodes": nodes, "pods": pods}
+        if isinstance(store, ConfigMapHistoryStore):
+            self.informers["history"] = Informer(
+                "history",
+                functools.partial(core.list_namespaced_config_map, store.namespace),
+                self._on_history_configmap,
+                label_selector=selector_text({STORE_LABEL[0]: STORE_LABEL[1]}),
+                **common,
+            )
+        elif isinstance(store, NodeAnnotationHistoryStore):
+            nodes.add_handler(self._on_node_annotation)
+        self.metrics.watch_informers(self.informers)
+        self.metrics.add_source(self._gauges)
+        await self.recorder.load()
+        for inf in self.informers.values():
+            inf.start()
+        self.recorder.start()
+        self._started = True
+
+    def _gauges(self) -> Any:
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+        yield GaugeMetricFamily(
+            "stickypack_extender_cache_nodes", "Nodes in the table.", value=len(self.cache.table)
+        )
+        rec = self.recorder
+        if rec is not None:
+            yield GaugeMetricFamily(
+                "stickypack_extender_history_repos", "Repos in the build history.", value=len(rec.history)
+            )
+            yield GaugeMetricFamily(
+                "stickypack_extender_history_pending_ops",
+                "History operations not yet stored.",
+                value=len(rec.pending),
+            )
+            yield CounterMetricFamily(
+                "stickypack_extender_history_write_errors",
+                "Failed history writes (retried).",
+                value=rec.flush_errors,
+            )
+        yield CounterMetricFamily(
+            "stickypack_extender_builds_recorded", "Build ends recorded.", value=self.cache.builds_recorded
+        )
+
+    async def wait_ready(self, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while self.not_ready():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"extender not ready after {timeout} s: {self.not_ready()}")
+            await asyncio.sleep(0.02)
+
+    async def stop(self) -> None:
+        for inf in self.informers.values():
+            await inf.stop()
+        if self.recorder is not None:
+            await self.recorder.stop(flush=True)
+        if self._own_client and self.api_client is not None:
+            with contextlib.suppress(Exception):
+                await self.api_client.close()
+
+
+def _uvicorn_config(app: Any, host: str, port: int, log_level: str = "warning") -> Any:
+    import uvicorn
+
+    return uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level=log_level,
+        access_log=False,
+        lifespan="off",
+        timeout_keep_alive=75,  # longer than Go's idle keep-alive of 90 s would be ideal; 75 s is safe
+    )
+
+
+async def serve(config: ExtenderConfig, *, sock: socket.socket | None = None) -> None:
+    """Run the extender until SIGINT/SIGTERM (uvicorn handles the signals)."""
+    import uvicorn
+
+    service = ExtenderService(config)
+    await service.start()
+    server = uvicorn.Server(
+        _uvicorn_config(service.app, config.listen.host, config.listen.port, config.log_level)
+    )
+    try:
+        await server.serve(sockets=[sock] if sock else None)
+    finally:
+        await service.stop()
+
+
+class ServiceThread:
+    """An :class:`ExtenderService` and its uvicorn server in a background thread, on a free
+    port of 127.0.0.1. ``api_client_factory`` is an async callable returning an ApiClient
+    (default: from ``config.cluster.kubeconfig``)."""
+
+    def __init__(
+        self, config: ExtenderConfig, api_configuration: Any = None, *, ready_timeout: float = 60.0
+    ) -> None:
+        self.config = config
+        self.api_configuration = api_configuration
+        self.ready_timeout = ready_timeout
+        self.loop = asyncio.new_event_loop()
+        self.service: ExtenderService | None = None
+        self.server: Any = None
+        self.port: int | None = None
+        self._thread = threading.Thread(target=self._run, name="stickypack-extender", daemon=True)
+        self._started = threading.Event()
+        self._error: BaseException | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> ServiceThread:
+        self._thread.start()
+        if not self._started.wait(self.ready_timeout + 10):
+            raise TimeoutError("extender thread did not start")
+        if self._error is not None:
+            raise self._error
+        return self
+
+    def _run(self) -> None:
+        import uvicorn
+
+        asyncio.set_event_loop(self.loop)
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", 0))
+        self.port = sock.getsockname()[1]
+
+        async def main() -> None:
+            try:
+                api = None
+                if self.api_configuration is not None:
+                    from kubernetes_asyncio import client
+
+                    api = client.ApiClient(configuration=self.api_configuration)
+                self.service = ExtenderService(self.config, api)
+                self.service._own_client = True
+                await self.service.start()
+                await self.service.wait_ready(self.ready_timeout)
+                self.server = uvicorn.Server(_uvicorn_config(self.service.app, "127.0.0.1", self.port or 0))
+                self.server.install_signal_handlers = lambda: None  # not the main thread
+                serving = asyncio.ensure_future(self.server.serve(sockets=[sock]))
+                while not self.server.started and not serving.done():
+                    await asyncio.sleep(0.01)
+                if serving.done():
+                    serving.result()
+            except BaseException as exc:
+                self._error = exc
+                self._started.set()
+                raise
+            self._started.set()
+            try:
+                await serving
+            finally:
+                await self.service.stop()
+
+        with contextlib.suppress(BaseException):
+            self.loop.run_until_complete(main())
+
+    def call(self, fn: Any, timeout: float = 30.0) -> Any:
+        """Run ``fn()`` (sync) on the service's loop and return its result."""
+
+        async def wrap() -> Any:
+            return fn()
+
+        return asyncio.run_coroutine_threadsafe(wrap(), self.loop).result(timeout)
+
+    def run(self, coro: Any, timeout: float = 30.0) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.should_exit = True
+        self._thread.join(30)
+
+    def __enter__(self) -> ServiceThread:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
