@@ -3,6 +3,8 @@
 ``stickypack simulate``  compare placement policies on a trace or a scenario (no cluster)
 ``stickypack policies``  list the built-in policies
 ``stickypack render``    write configuration for a real cluster (KubeSchedulerConfiguration)
+``stickypack extender``  run the kube-scheduler extender (sticky builds)
+``stickypack forget-node``  forget a node's build history (for an image cleaner)
 """
 
 from __future__ import annotations
@@ -66,6 +68,25 @@ def _parser() -> argparse.ArgumentParser:
     sched.add_argument("--profiles", default="stickypack", help="comma-separated profiles to include")
     sched.add_argument("--kubeconfig", default=None, help="clientConnection.kubeconfig to set")
     sched.add_argument("--output", "-o", type=Path, default=None, help="file to write (default: stdout)")
+    sched.add_argument(
+        "--extender-url",
+        default=None,
+        metavar="URL",
+        help="add the stickypack extender at URL (e.g. http://stickypack-extender:8888) and raise qps/burst",
+    )
+
+    ext = sub.add_parser("extender", help="run the kube-scheduler extender")
+    ext.add_argument("--config", type=Path, default=None, metavar="FILE", help="extender YAML configuration")
+    ext.add_argument("--kubeconfig", default=None, help="kubeconfig (default: $KUBECONFIG, else in-cluster)")
+    ext.add_argument("--host", default=None, help="listen address (overrides listen.host)")
+    ext.add_argument("--port", type=int, default=None, help="listen port (overrides listen.port)")
+    ext.add_argument("--check", action="store_true", help="validate the configuration and exit")
+
+    forget = sub.add_parser("forget-node", help="forget a node's build history (its image cache is gone)")
+    forget.add_argument("node", metavar="NODE")
+    forget.add_argument("--config", type=Path, default=None, metavar="FILE", help="extender configuration")
+    forget.add_argument("--kubeconfig", default=None, help="kubeconfig (default: $KUBECONFIG or in-cluster)")
+    forget.add_argument("--namespace", default=None, help="namespace of the history (overrides the config)")
     return parser
 
 
@@ -164,17 +185,94 @@ def _policies(console: Console) -> int:
 
 
 def _render(args: argparse.Namespace) -> int:
-    from stickypack.render import scheduler_config_yaml
+    from stickypack.render import (
+        EXTENDER_CLIENT_BURST,
+        EXTENDER_CLIENT_QPS,
+        extender_entry,
+        scheduler_config_yaml,
+    )
 
     profiles = [p.strip() for p in args.profiles.split(",") if p.strip()]
+    extra = {}
+    if args.extender_url:
+        if not args.extender_url.startswith(("http://", "https://")):
+            raise UsageError(f"--extender-url must start with http:// or https://, got {args.extender_url!r}")
+        extra = {
+            "extender": extender_entry(args.extender_url),
+            "qps": EXTENDER_CLIENT_QPS,
+            "burst": EXTENDER_CLIENT_BURST,
+        }
     try:
-        text = scheduler_config_yaml(profiles, kubeconfig=args.kubeconfig)
+        text = scheduler_config_yaml(profiles, kubeconfig=args.kubeconfig, **extra)
     except (KeyError, ValueError) as exc:
         raise UsageError(str(exc).strip("'\"")) from None
     if args.output:
         args.output.write_text(text, encoding="utf-8")
     else:
         sys.stdout.write(text)
+    return 0
+
+
+def _load_extender_config(args: argparse.Namespace):
+    from stickypack.extender.config import ConfigError, load_config
+
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None
+    if args.kubeconfig:
+        config.cluster.kubeconfig = args.kubeconfig
+    return config
+
+
+def _extender(args: argparse.Namespace, console: Console) -> int:
+    import asyncio
+    import logging
+
+    from stickypack.core.policy import PolicyError
+    from stickypack.extender.server import ExtenderService, serve
+
+    config = _load_extender_config(args)
+    if args.host is not None:
+        config.listen.host = args.host
+    if args.port is not None:
+        config.listen.port = args.port
+    try:
+        ExtenderService(config)  # loads the policy and checks the plugin names
+    except PolicyError as exc:
+        raise UsageError(str(exc)) from None
+    if args.check:
+        console.print("configuration ok")
+        return 0
+    logging.basicConfig(
+        level=config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    asyncio.run(serve(config))
+    return 0
+
+
+def _forget_node(args: argparse.Namespace, console: Console) -> int:
+    import asyncio
+
+    from stickypack.extender.server import history_limits, make_store
+    from stickypack.kube.client import make_api_client
+    from stickypack.kube.history import forget_node
+
+    config = _load_extender_config(args)
+    if args.namespace:
+        config.history.namespace = args.namespace
+    if config.history.store == "memory":
+        raise UsageError("history.store is memory: there is no stored history to forget")
+
+    async def run() -> int:
+        api = await make_api_client(config.cluster.kubeconfig)
+        try:
+            return await forget_node(make_store(config, api), args.node, history_limits(config))
+        finally:
+            await api.close()
+
+    dropped = asyncio.run(run())
+    console.print(f"forgot node {args.node}: {dropped} build history entries dropped")
     return 0
 
 
@@ -188,6 +286,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _policies(console)
         if args.command == "render":
             return _render(args)
+        if args.command == "extender":
+            return _extender(args, console)
+        if args.command == "forget-node":
+            return _forget_node(args, console)
     except UsageError as exc:
         Console(stderr=True).print(f"[red]stickypack {args.command}: error:[/] {exc}", highlight=False)
         return EXIT_USAGE
