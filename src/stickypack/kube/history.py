@@ -151,7 +151,11 @@ def apply_ops(doc: HistoryDoc, ops: Iterable[Op], limits: Limits, now: float) ->
     out = HistoryDoc(hist.to_dict(), forgotten)
     # Byte bound: drop the least recently built repos until the document fits.
     if limits.max_bytes and len(out.dumps()) > limits.max_bytes:
-        sizes = [(repo, len(json.dumps({repo: nodes})) + 1) for repo, nodes in out.repos.items()]
+        compact = (",", ":")
+        sizes = [
+            (repo, len(json.dumps(repo)) + 2 + len(json.dumps(nodes, separators=compact)))
+            for repo, nodes in out.repos.items()
+        ]
         total = len(out.dumps())
         for repo, size in sizes:
             if total <= limits.max_bytes:

@@ -1,0 +1,320 @@
+"""BinderHub library mode: sticky-build affinity for clusters that keep the default scheduler.
+
+BinderHub's own sticky builds (``KubernetesBuildExecutor.sticky_builds``) list the builder
+pods on every build, take the single top rendezvous node as a weight-100 preferred affinity,
+and crash when no builder pod exists. :class:`StickyBuilds` instead:
+
+- ranks **history nodes first** (where stickypack's build history says the repo was built,
+  most recent first; read from the extender's ConfigMaps when present), **then the repo's
+  rendezvous order** (BinderHub's exact hash, so caches warmed by BinderHub stay warm);
+- returns a **preferred node affinity over the top ``top_k`` nodes with decreasing
+  weights** (default 100, 60, 30): when the best node is full or draining, the next one in
+  the same stable order takes the build instead of a random node;
+- takes candidate nodes from the **builder DaemonSet's pods** (selector configurable,
+  default ``component=image-builder,app=binder``), **skipping pods with no node yet**;
+- lists them **at most once per ``list_interval`` seconds** behind a shared-result throttle
+  (concurrent builds share one API call and its result), like BinderHub's ``at_most_every``;
+- with **no builder pods** (or no API access) falls back to BinderHub's default affinity: a
+  preferred pod anti-affinity (weight 100, hostname) against other build pods.
+
+It is **off by default** (``c.StickyBuilds.enabled = False``). Use it from
+``binderhub_config.py`` through :class:`StickyBuildsMixin` (see ``docs/binderhub.md``)::
+
+    from binderhub.build import KubernetesBuildExecutor
+    from stickypack.binderhub import StickyBuildsMixin
+
+    class StickyKubernetesBuildExecutor(StickyBuildsMixin, KubernetesBuildExecutor):
+        pass
+
+    c.BinderHub.build_class = StickyKubernetesBuildExecutor
+    c.StickyBuilds.enabled = True
+
+BinderHub calls ``get_affinity()`` from a worker thread with the synchronous ``kubernetes``
+client (``self.api``), so everything here is synchronous and thread-safe. Any object with
+``list_namespaced_pod`` and ``read_namespaced_config_map`` in that client's style works.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from traitlets import Bool, Float, Integer, List, TraitError, Unicode, validate
+from traitlets.config import Configurable
+
+from stickypack.core.history import BuildHistory
+from stickypack.core.rendezvous import rendezvous_rank
+from stickypack.kube.cache import parse_selector, selector_text
+from stickypack.kube.discovery import nodes_of_pods
+from stickypack.kube.history import DATA_KEY, DEFAULT_NAME, HistoryDoc
+
+log = logging.getLogger(__name__)
+
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+BUILD_POD_LABELS = {"component": "binderhub-build"}
+
+
+def default_anti_affinity() -> dict[str, Any]:
+    """BinderHub's affinity for build pods with sticky builds off: prefer (weight 100) nodes
+    without another build pod."""
+    return {
+        "podAntiAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "weight": 100,
+                    "podAffinityTerm": {
+                        "labelSelector": {"matchLabels": dict(BUILD_POD_LABELS)},
+                        "topologyKey": HOSTNAME_LABEL,
+                    },
+                }
+            ]
+        }
+    }
+
+
+class Throttle:
+    """A shared-result throttle for a blocking function: at most one call per
+    ``interval_s``; callers within the interval get the cached result; callers arriving
+    during a call wait for it and share its result. A call that raises is not cached (the
+    next caller retries)."""
+
+    def __init__(self, fn: Callable[[], Any], interval_s: float, clock: Callable[[], float] = time.monotonic):
+        self.fn = fn
+        self.interval_s = interval_s
+        self.clock = clock
+        self.calls = 0
+        self._lock = threading.Lock()
+        self._at: float | None = None
+        self._result: Any = None
+
+    def __call__(self) -> Any:
+        if self._fresh():
+            return self._result
+        with self._lock:
+            if self._fresh():  # someone refreshed while we waited
+                return self._result
+            self.calls += 1
+            result = self.fn()
+            self._result, self._at = result, self.clock()
+            return result
+
+    def _fresh(self) -> bool:
+        return self._at is not None and self.clock() - self._at < self.interval_s
+
+    def clear(self) -> None:
+        with self._lock:
+            self._at = None
+
+
+def _to_dict(obj: Any) -> dict[str, Any]:
+    """A kubernetes-client model or a dict -> dict with the API's (camelCase) keys."""
+    if isinstance(obj, dict):
+        return obj
+    to_dict = getattr(obj, "to_dict", None)
+    if to_dict is None:
+        return {}
+    raw = to_dict()
+    # model.to_dict() uses snake_case attribute names; we read only these few fields.
+    spec = raw.get("spec") or {}
+    status = raw.get("status") or {}
+    meta = raw.get("metadata") or {}
+    return {
+        "metadata": {"deletionTimestamp": meta.get("deletion_timestamp"), "name": meta.get("name")},
+        "spec": {"nodeName": spec.get("node_name") or spec.get("nodeName")},
+        "status": {"phase": status.get("phase")},
+        "data": raw.get("data"),
+    }
+
+
+class StickyBuilds(Configurable):
+    """Preferred node affinity for BinderHub build pods: history, then rendezvous, top-k."""
+
+    enabled = Bool(False, help="Set the sticky-build affinity on build pods (off by default).").tag(
+        config=True
+    )
+    top_k = Integer(3, help="How many nodes the preferred affinity names.").tag(config=True)
+    weights = List(
+        Integer(),
+        default_value=[100, 60, 30],
+        help="Weights of the preferred terms, best node first (1..100, decreasing). The last one "
+        "repeats when top_k is larger.",
+    ).tag(config=True)
+    builder_selector = Unicode(
+        "component=image-builder,app=binder",
+        help="Label selector of the builder DaemonSet's pods, whose nodes can build.",
+    ).tag(config=True)
+    list_interval = Float(
+        30.0, help="List the builder pods (and read the history) at most once per this many seconds."
+    ).tag(config=True)
+    use_history = Bool(
+        True, help="Prefer nodes stickypack's build history says built the repo (when it exists)."
+    ).tag(config=True)
+    history_namespace = Unicode(
+        "", help="Namespace of the build history ConfigMaps (default: the build namespace)."
+    ).tag(config=True)
+    history_name = Unicode(DEFAULT_NAME, help="Name prefix of the build history ConfigMaps.").tag(config=True)
+    history_shards = Integer(1, help="Number of build history ConfigMaps (history.shards).").tag(config=True)
+    history_ttl = Float(7 * 86400.0, help="Ignore history entries older than this (seconds).").tag(
+        config=True
+    )
+    hostname_label = Unicode(
+        HOSTNAME_LABEL, help="Node label holding the node name (BinderHub assumes they are equal)."
+    ).tag(config=True)
+
+    @validate("weights")
+    def _check_weights(self, proposal: Any) -> list[int]:
+        weights = list(proposal["value"])
+        if not weights:
+            raise TraitError("StickyBuilds.weights needs at least one weight")
+        if any(not 1 <= w <= 100 for w in weights):
+            raise TraitError(f"StickyBuilds.weights must be 1..100, got {weights}")
+        if any(b > a for a, b in itertools.pairwise(weights)):
+            raise TraitError(f"StickyBuilds.weights must not increase, got {weights}")
+        return weights
+
+    @validate("top_k")
+    def _check_top_k(self, proposal: Any) -> int:
+        if proposal["value"] < 1:
+            raise TraitError("StickyBuilds.top_k must be >= 1")
+        return int(proposal["value"])
+
+    @validate("builder_selector")
+    def _check_selector(self, proposal: Any) -> str:
+        try:
+            return selector_text(parse_selector(proposal["value"]))
+        except ValueError as exc:
+            raise TraitError(f"StickyBuilds.builder_selector: {exc}") from None
+
+    # Throttles are shared by all instances (BinderHub makes one executor per build).
+    _throttles: dict[tuple[Any, ...], Throttle] = {}  # noqa: RUF012
+    _throttles_lock = threading.Lock()
+
+    def _throttled(self, key: tuple[Any, ...], fn: Callable[[], Any]) -> Any:
+        with self._throttles_lock:
+            throttle = self._throttles.get(key)
+            if throttle is None or throttle.interval_s != self.list_interval:
+                throttle = self._throttles[key] = Throttle(fn, self.list_interval)
+        return throttle()
+
+    @classmethod
+    def clear_cache(cls) -> None:
+        with cls._throttles_lock:
+            cls._throttles.clear()
+
+    # ---- inputs ----------------------------------------------------------------------------
+
+    def builder_nodes(self, api: Any, namespace: str) -> list[str]:
+        """Nodes of the builder pods (sorted; pods without a node skipped), cached."""
+
+        def fetch() -> list[str]:
+            pods = api.list_namespaced_pod(namespace, label_selector=self.builder_selector)
+            items = pods.get("items") if isinstance(pods, dict) else getattr(pods, "items", None)
+            return nodes_of_pods(_to_dict(p) for p in items or ())
+
+        return self._throttled(("builders", id(api), namespace, self.builder_selector), fetch)
+
+    def history(self, api: Any, namespace: str) -> BuildHistory | None:
+        """stickypack's stored build history, cached; None when absent or unreadable."""
+        if not self.use_history:
+            return None
+        ns = self.history_namespace or namespace
+
+        def fetch() -> BuildHistory | None:
+            hist = BuildHistory(self.history_ttl, max_nodes_per_repo=100, max_repos=10**9)
+            found = False
+            for shard in range(max(1, self.history_shards)):
+                try:
+                    cm = api.read_namespaced_config_map(f"{self.history_name}-{shard}", ns)
+                except Exception as exc:  # 404 (no extender) or 403 (no RBAC): no history
+                    log.debug("stickypack history %s-%s not readable: %s", self.history_name, shard, exc)
+                    continue
+                data = cm.get("data") if isinstance(cm, dict) else getattr(cm, "data", None)
+                doc = HistoryDoc.parse((data or {}).get(DATA_KEY))
+                hist.merge(doc.repos)
+                found = True
+            return hist if found else None
+
+        return self._throttled(("history", id(api), ns, self.history_name, self.history_shards), fetch)
+
+    # ---- the affinity ----------------------------------------------------------------------
+
+    def ranked_nodes(
+        self, repo: str, candidates: list[str], history: BuildHistory | None, now: float | None = None
+    ) -> list[str]:
+        """The top ``top_k`` candidate nodes for ``repo``: history first, then rendezvous."""
+        now = time.time() if now is None else now
+        allowed = set(candidates)
+        ranked: list[str] = []
+        if history is not None:
+            ranked.extend(n for n in history.nodes_for(repo, now) if n in allowed)
+        for node in rendezvous_rank(candidates, repo):
+            if len(ranked) >= self.top_k:
+                break
+            if node not in ranked:
+                ranked.append(node)
+        return ranked[: self.top_k]
+
+    def node_affinity(self, nodes: list[str]) -> dict[str, Any]:
+        """Preferred node affinity: one term per node, weights decreasing with rank."""
+        terms = []
+        for rank, node in enumerate(nodes):
+            weight = self.weights[min(rank, len(self.weights) - 1)]
+            terms.append(
+                {
+                    "weight": weight,
+                    "preference": {
+                        "matchExpressions": [{"key": self.hostname_label, "operator": "In", "values": [node]}]
+                    },
+                }
+            )
+        return {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": terms}}
+
+    def affinity_for(self, api: Any, namespace: str, repo: str) -> dict[str, Any]:
+        """The affinity (a dict in the API's shape) for a build of ``repo``."""
+        try:
+            candidates = self.builder_nodes(api, namespace)
+        except Exception as exc:
+            log.warning("sticky builds: cannot list builder pods (%s); default affinity", exc)
+            return default_anti_affinity()
+        if not candidates:
+            log.info("sticky builds: no bound builder pod (%s); default affinity", self.builder_selector)
+            return default_anti_affinity()
+        history = None
+        try:
+            history = self.history(api, namespace)
+        except Exception as exc:
+            log.warning("sticky builds: cannot read the build history (%s); rendezvous only", exc)
+        return self.node_affinity(self.ranked_nodes(repo, candidates, history))
+
+
+class StickyBuildsMixin:
+    """Mix into BinderHub's ``KubernetesBuildExecutor`` (before it in the bases): its
+    ``get_affinity()`` returns :meth:`StickyBuilds.affinity_for` when
+    ``c.StickyBuilds.enabled``, else BinderHub's own. Uses the executor's ``api``,
+    ``namespace`` and ``repo_url``. The kubernetes client accepts the returned dict in a
+    pod spec (``V1PodSpec(affinity=...)``) as it accepts a model."""
+
+    def get_affinity(self) -> Any:
+        sticky = StickyBuilds(parent=self)  # type: ignore[arg-type]
+        if not sticky.enabled:
+            return super().get_affinity()  # type: ignore[misc]
+        affinity = sticky.affinity_for(self.api, self.namespace, self.repo_url)  # type: ignore[attr-defined]
+        return _as_model(affinity)
+
+
+def _as_model(affinity: dict[str, Any]) -> Any:
+    """A ``kubernetes.client.V1Affinity`` when the sync client is installed, else the dict."""
+    try:
+        from kubernetes.client import ApiClient  # type: ignore[import-not-found]
+    except ImportError:
+        return affinity
+
+    class _Resp:
+        data = json.dumps(affinity)
+
+    return ApiClient().deserialize(_Resp(), "V1Affinity")

@@ -1,0 +1,173 @@
+"""Build history: operations, tombstones, bounds, concurrent writers (in memory)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from stickypack.kube.history import (
+    Conflict,
+    Forget,
+    HistoryDoc,
+    HistoryRecorder,
+    Limits,
+    MemoryHistoryStore,
+    Record,
+    apply_ops,
+    commit,
+    forget_node,
+    shard_of,
+)
+
+NOW = 1_800_000_000.0
+
+
+def test_record_and_forget_with_tombstone() -> None:
+    doc = apply_ops(HistoryDoc(), [Record("r1", "n1", NOW - 10), Record("r1", "n2", NOW - 5)], Limits(), NOW)
+    assert doc.repos == {"r1": {"n1": NOW - 10, "n2": NOW - 5}}
+    doc = apply_ops(doc, [Forget("n1", NOW - 1)], Limits(), NOW)
+    assert doc.repos == {"r1": {"n2": NOW - 5}}
+    assert doc.forgotten == {"n1": NOW - 1}
+    # A late record of a build that ended before the forget is dropped...
+    late = apply_ops(doc, [Record("r2", "n1", NOW - 3)], Limits(), NOW)
+    assert "r2" not in late.repos
+    # ...a build after the forget counts again.
+    fresh = apply_ops(doc, [Record("r2", "n1", NOW)], Limits(), NOW)
+    assert fresh.repos["r2"] == {"n1": NOW}
+
+
+def test_ttl_expires_entries_and_tombstones() -> None:
+    limits = Limits(ttl_s=100)
+    ops = [Record("old", "n1", NOW - 200), Record("new", "n1", NOW - 50), Forget("n9", NOW - 150)]
+    doc = apply_ops(HistoryDoc(), ops, limits, NOW)
+    assert set(doc.repos) == {"new"}
+    assert doc.forgotten == {}
+
+
+def test_bounds_nodes_per_repo_repos_and_bytes() -> None:
+    ops = [Record("r", f"n{i}", NOW - 100 + i) for i in range(10)]
+    doc = apply_ops(HistoryDoc(), ops, Limits(max_nodes_per_repo=3), NOW)
+    assert doc.repos["r"] == {"n9": NOW - 91, "n8": NOW - 92, "n7": NOW - 93}
+    ops = [Record(f"repo{i}", "n1", NOW - 1000 + i) for i in range(50)]
+    doc = apply_ops(HistoryDoc(), ops, Limits(max_repos=10), NOW)
+    assert set(doc.repos) == {f"repo{i}" for i in range(40, 50)}  # the most recently built kept
+    long = [
+        Record(f"https://github.com/org/repository-{i:05d}", "node-abc", NOW - 1000 + i) for i in range(3000)
+    ]
+    doc = apply_ops(HistoryDoc(), long, Limits(max_bytes=20_000), NOW)
+    assert len(doc.dumps()) <= 20_000
+    assert "https://github.com/org/repository-02999" in doc.repos  # newest survive
+    assert "https://github.com/org/repository-00000" not in doc.repos
+
+
+def test_document_round_trip_and_garbage() -> None:
+    doc = apply_ops(HistoryDoc(), [Record("r", "n", NOW)], Limits(), NOW)
+    again = HistoryDoc.parse(doc.dumps())
+    assert again.repos == doc.repos
+    assert json.loads(doc.dumps())["version"] == 1
+    assert HistoryDoc.parse("not json").repos == {}
+    assert HistoryDoc.parse('{"repos": {"r": {"n": "x", "m": 5}}}').repos == {"r": {"m": 5.0}}
+
+
+async def test_memory_store_conflict_detection() -> None:
+    store = MemoryHistoryStore()
+    doc, version = await store.read("0")
+    v1 = await store.write("0", doc, version)
+    with pytest.raises(Conflict):
+        await store.write("0", doc, version)  # stale (None) version
+    await store.write("0", doc, v1)
+
+
+async def test_concurrent_writers_lose_no_entry() -> None:
+    """20 writers, 10 records each, racing on 2 shards: every record is stored."""
+    store = MemoryHistoryStore(shards=2)
+
+    class Slow(MemoryHistoryStore):
+        pass
+
+    async def writer(w: int) -> None:
+        for i in range(10):
+            await commit(
+                store, [Record(f"repo-{w}-{i}", f"node-{w % 3}", NOW - i)], Limits(), now=lambda: NOW
+            )
+            await asyncio.sleep(0)
+
+    # Interleave reads and writes: yield inside read so writers race.
+    original_read = store.read
+
+    async def racy_read(part: str):
+        result = await original_read(part)
+        await asyncio.sleep(0)
+        return result
+
+    store.read = racy_read  # type: ignore[method-assign]
+    await asyncio.gather(*(writer(w) for w in range(20)))
+    docs = await store.read_all()
+    stored = {repo for doc, _ in docs.values() for repo in doc.repos}
+    assert stored == {f"repo-{w}-{i}" for w in range(20) for i in range(10)}
+    assert store.conflicts > 0  # the race really happened
+    for part, (doc, _) in docs.items():
+        assert all(str(shard_of(repo, 2)) == part for repo in doc.repos)
+
+
+async def test_recorder_coalesces_and_survives_restart() -> None:
+    store = MemoryHistoryStore()
+    clock = [NOW]
+    rec = HistoryRecorder(store, flush_interval_s=0, clock=lambda: clock[0])
+    await rec.load()
+    rec.record("r1", "n1")
+    rec.record("r2", "n2")
+    assert rec.history.nodes_for("r1", NOW) == ["n1"]
+    assert await rec.flush() == 2
+    assert store.writes == 1  # two records, one write
+    # A new recorder (an extender restart) reads the same history.
+    rec2 = HistoryRecorder(store, clock=lambda: clock[0])
+    await rec2.load()
+    assert rec2.history.nodes_for("r2", NOW) == ["n2"]
+    # forget-node from outside (the CLI), then the recorder sees the stored change.
+    dropped = await forget_node(store, "n1", when=NOW + 1)
+    assert dropped == 1
+    doc, version = await store.read("0")
+    rec2.on_stored("0", doc, version)
+    assert rec2.history.nodes_for("r1", NOW + 2) == []
+    assert rec2.history.nodes_for("r2", NOW + 2) == ["n2"]
+
+
+async def test_recorder_keeps_pending_ops_over_a_rebuild() -> None:
+    store = MemoryHistoryStore()
+    rec = HistoryRecorder(store, clock=lambda: NOW)
+    await rec.load()
+    rec.record("mine", "n1")
+    # Another writer stores something; our pending record must survive the rebuild.
+    await commit(store, [Record("theirs", "n2", NOW)], Limits(), now=lambda: NOW)
+    doc, version = await store.read("0")
+    rec.on_stored("0", doc, version)
+    assert rec.history.nodes_for("mine", NOW) == ["n1"]
+    assert rec.history.nodes_for("theirs", NOW) == ["n2"]
+    await rec.flush()
+    doc, _ = await store.read("0")
+    assert set(doc.repos) == {"mine", "theirs"}
+
+
+async def test_recorder_retries_after_a_failed_write() -> None:
+    class Flaky(MemoryHistoryStore):
+        fail = 1
+
+        async def write(self, part, doc, version):
+            if self.fail:
+                self.fail -= 1
+                raise OSError("connection reset")
+            return await super().write(part, doc, version)
+
+    store = Flaky()
+    rec = HistoryRecorder(store, clock=lambda: NOW)
+    await rec.load()
+    rec.record("r", "n")
+    with pytest.raises(OSError):
+        await rec.flush()
+    assert len(rec.pending) == 1 and rec.flush_errors == 1
+    assert await rec.flush() == 1
+    doc, _ = await store.read("0")
+    assert doc.repos == {"r": {"n": NOW}}

@@ -1,0 +1,163 @@
+"""ClusterCache: node and pod events -> NodeTable, build ends, builder nodes, assumptions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from stickypack.core import Pod
+from stickypack.kube.cache import ClusterCache, parse_selector
+
+
+def node(
+    name: str, cpu: str = "4", memory: str = "16Gi", taints: list[dict] | None = None, **meta: Any
+) -> dict:
+    return {
+        "metadata": {
+            "name": name,
+            "resourceVersion": "1",
+            "creationTimestamp": "2026-01-01T00:00:00Z",
+            **meta,
+        },
+        "spec": {"taints": taints or []},
+        "status": {
+            "allocatable": {"cpu": cpu, "memory": memory, "pods": "110"},
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
+
+
+def pod(
+    name: str, node_name: str | None = None, *, repo: str | None = None, labels: dict | None = None,
+    phase: str = "Pending", cpu: str = "1", uid: str | None = None,
+) -> dict:  # fmt: skip
+    meta: dict[str, Any] = {
+        "name": name,
+        "namespace": "ns",
+        "uid": uid or f"uid-{name}",
+        "labels": labels or {},
+    }
+    if repo:
+        meta["annotations"] = {"binder-repo": repo}
+        meta["labels"] = {"component": "binderhub-build", **(labels or {})}
+    spec: dict[str, Any] = {
+        "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}]
+    }
+    if node_name:
+        spec["nodeName"] = node_name
+    return {"metadata": meta, "spec": spec, "status": {"phase": phase}}
+
+
+@pytest.fixture
+def recorded() -> list[tuple]:
+    return []
+
+
+@pytest.fixture
+def cache(recorded: list[tuple]) -> ClusterCache:
+    clock = iter(range(1000, 100000))
+    return ClusterCache(
+        on_build_end=lambda repo, n, when, phase: recorded.append((repo, n, phase)),
+        on_node_deleted=lambda n, when: recorded.append(("deleted", n)),
+        clock=lambda: float(next(clock)),
+    )
+
+
+def cpu_requested(cache: ClusterCache, name: str) -> int:
+    return int(cache.table.requested[cache.table.slot(name), cache.table.rindex["cpu"]])
+
+
+def test_nodes_and_pods_feed_the_table(cache: ClusterCache) -> None:
+    cache.node_event(
+        "ADDED", node("n1", taints=[{"key": "ToBeDeletedByClusterAutoscaler", "effect": "NoSchedule"}])
+    )
+    cache.node_event("ADDED", node("n2"))
+    t = cache.table
+    assert t.alloc[t.slot("n1"), t.rindex["cpu"]] == 4000
+    assert t.to_be_deleted[t.slot("n1")] and not t.to_be_deleted[t.slot("n2")]
+    assert t.created[t.slot("n1")] > 0
+    cache.pod_event("ADDED", pod("p1", "n2", cpu="500m"))
+    cache.pod_event("MODIFIED", pod("p1", "n2", cpu="500m"))  # status change: counted once
+    assert cpu_requested(cache, "n2") == 500
+    cache.pod_event("DELETED", pod("p1", "n2", cpu="500m"))
+    assert cpu_requested(cache, "n2") == 0
+
+
+def test_pod_before_its_node_is_counted_when_the_node_appears(cache: ClusterCache) -> None:
+    cache.pod_event("ADDED", pod("p1", "late", cpu="2"))
+    cache.node_event("ADDED", node("late"))
+    assert cpu_requested(cache, "late") == 2000
+    # node deleted and re-created (same name): its pods are counted again
+    cache.node_event("DELETED", node("late"))
+    cache.node_event("ADDED", node("late"))
+    assert cpu_requested(cache, "late") == 2000
+
+
+def test_build_end_on_deletion_or_terminal_phase_once(cache: ClusterCache, recorded: list) -> None:
+    cache.node_event("ADDED", node("n1"))
+    cache.pod_event("ADDED", pod("b1", "n1", repo="R"))
+    assert cache.table.builds[cache.table.slot("n1")] == 1
+    cache.pod_event("MODIFIED", pod("b1", "n1", repo="R", phase="Succeeded"))
+    cache.pod_event("DELETED", pod("b1", "n1", repo="R", phase="Succeeded"))
+    assert recorded == [("R", "n1", "Succeeded")]
+    assert cache.table.builds[cache.table.slot("n1")] == 0
+    cache.pod_event("ADDED", pod("b2", "n1", repo="R2"))
+    cache.pod_event("DELETED", pod("b2", "n1", repo="R2"))  # no kubelet: deletion ends it
+    assert recorded[-1] == ("R2", "n1", "Deleted")
+    cache.pod_event("ADDED", pod("u1", None, repo="R3"))  # never bound: nothing recorded
+    cache.pod_event("DELETED", pod("u1", None, repo="R3"))
+    cache.pod_event("ADDED", pod("x", "n1", labels={"component": "other"}))
+    cache.pod_event("DELETED", pod("x", "n1", labels={"component": "other"}))
+    assert len(recorded) == 2
+    cache.node_event("DELETED", node("n1"))
+    assert recorded[-1] == ("deleted", "n1")
+
+
+def test_failed_builds_can_be_left_out() -> None:
+    seen: list = []
+    cache = ClusterCache(on_build_end=lambda *a: seen.append(a), record_failed=False)
+    cache.node_event("ADDED", node("n1"))
+    cache.pod_event("MODIFIED", pod("b", "n1", repo="R", phase="Failed"))
+    assert seen == []
+
+
+def test_builder_nodes_skip_unbound_pods(cache: ClusterCache) -> None:
+    for n in ("n1", "n2", "n3"):
+        cache.node_event("ADDED", node(n))
+    assert cache.builder_nodes() is None  # no builder pods: every node can build
+    builder = {"component": "image-builder", "app": "binder"}
+    cache.pod_event("ADDED", pod("d1", "n3", labels=builder))
+    cache.pod_event("ADDED", pod("d2", None, labels=builder))
+    cache.pod_event("ADDED", pod("d3", "n1", labels=builder))
+    assert cache.builder_nodes() == ["n1", "n3"]
+    cache.pod_event("DELETED", pod("d3", "n1", labels=builder))
+    assert cache.builder_nodes() == ["n3"]
+
+
+def test_assumptions_count_until_the_watch_confirms(cache: ClusterCache) -> None:
+    cache.node_event("ADDED", node("n1"))
+    cache.node_event("ADDED", node("n2"))
+    raw = pod("b1", None, repo="R")
+    cache.assume("ns/b1", Pod.from_dict(raw), "n1")
+    t = cache.table
+    assert t.builds[t.slot("n1")] == 1
+    # the scheduler chose n2 after all: the real binding replaces the assumption
+    cache.pod_event("ADDED", pod("b1", "n2", repo="R"))
+    assert t.builds[t.slot("n1")] == 0 and t.builds[t.slot("n2")] == 1
+    assert t.build_starts[t.slot("n1")] == 0 and t.build_starts[t.slot("n2")] == 1
+    assert cache.assumed == {}
+    # an assumption that is never confirmed expires
+    cache.assume_ttl_s = 5
+    cache.assume("ns/b9", Pod.from_dict(pod("b9", None, repo="R")), "n1")
+    assert t.builds[t.slot("n1")] == 1
+    cache.clock = lambda: 1e12
+    assert cache.expire_assumptions() == 1
+    assert t.builds[t.slot("n1")] == 0
+
+
+def test_parse_selector() -> None:
+    assert parse_selector("a=b, c=d") == {"a": "b", "c": "d"}
+    assert parse_selector({"x": 1}) == {"x": "1"}
+    with pytest.raises(ValueError, match="key=value"):
+        parse_selector("a")

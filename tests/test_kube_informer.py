@@ -1,0 +1,170 @@
+"""The informer against a scripted API: list+watch with resourceVersion, bookmarks, 410 Gone
+-> relist with synthetic deletions, reconnect with backoff after errors, split lines."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from stickypack.kube.informer import Informer
+
+
+class FakeContent:
+    def __init__(self, chunks: list[bytes | Exception]) -> None:
+        self.chunks = chunks
+
+    async def iter_any(self):
+        for chunk in self.chunks:
+            await asyncio.sleep(0)
+            if isinstance(chunk, Exception):
+                raise chunk
+            yield chunk
+
+
+class FakeResponse:
+    def __init__(self, status: int = 200, body: Any = None, chunks: list | None = None) -> None:
+        self.status = status
+        self.reason = "x"
+        self._body = json.dumps(body).encode() if body is not None else b""
+        self.content = FakeContent(chunks or [])
+
+    async def read(self) -> bytes:
+        return self._body
+
+    def release(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def obj(name: str, rv: str) -> dict:
+    return {"metadata": {"name": name, "resourceVersion": rv}}
+
+
+def ev(kind: str, o: dict) -> bytes:
+    return json.dumps({"type": kind, "object": o}).encode() + b"\n"
+
+
+class Script:
+    """list_call replaying scripted list pages and watch streams; records the calls."""
+
+    def __init__(self, lists: list, watches: list) -> None:
+        self.lists = lists
+        self.watches = watches
+        self.calls: list[dict] = []
+        self.done = asyncio.Event()
+
+    async def __call__(self, **kw: Any) -> Any:
+        self.calls.append(kw)
+        queue = self.watches if kw.get("watch") else self.lists
+        if not queue:
+            self.done.set()
+            await asyncio.sleep(3600)
+        item = queue.pop(0)
+        if isinstance(item, Exception):
+            raise item
+        return item
+
+
+async def run_until_done(inf: Informer, script: Script) -> None:
+    task = inf.start()
+    await asyncio.wait_for(script.done.wait(), 10)
+    await inf.stop()
+    assert task.done()
+
+
+async def test_list_watch_gone_relist_and_reconnect() -> None:
+    events: list[tuple] = []
+
+    def handler(kind: str, o: dict, old: Any, synthetic: bool = False) -> None:
+        events.append((kind, o["metadata"]["name"], synthetic))
+
+    first_event = ev("ADDED", obj("c", "12"))
+    script = Script(
+        lists=[
+            # a paginated first list
+            FakeResponse(body={"metadata": {"continue": "tok"}, "items": [obj("a", "1")]}),
+            FakeResponse(body={"metadata": {"resourceVersion": "10"}, "items": [obj("b", "2")]}),
+            # the relist after 410: "a" is gone, "b" changed, "d" is new
+            FakeResponse(
+                body={"metadata": {"resourceVersion": "50"}, "items": [obj("b", "40"), obj("d", "41")]}
+            ),
+        ],
+        watches=[
+            # an event split over two chunks, a bookmark, then the 410
+            FakeResponse(
+                chunks=[
+                    first_event[:7],
+                    first_event[7:]
+                    + json.dumps({"type": "BOOKMARK", "object": obj("", "20")}).encode()
+                    + b"\n",
+                    ev("ERROR", {"code": 410, "message": "too old resource version"}),
+                ]
+            ),
+            # after the relist: the connection breaks mid-stream
+            FakeResponse(chunks=[ev("MODIFIED", obj("d", "51")), ConnectionResetError("reset")]),
+            # reconnection refused once, then a 500, then a working watch
+            ConnectionRefusedError("refused"),
+            FakeResponse(status=500, body={"message": "etcd timeout"}),
+            FakeResponse(chunks=[ev("DELETED", obj("d", "60"))]),
+        ],
+    )
+    inf = Informer("test", script, handler, min_backoff_s=0.001, max_backoff_s=0.01, page_size=1)
+    await run_until_done(inf, script)
+
+    assert events == [
+        ("ADDED", "a", False),
+        ("ADDED", "b", False),
+        ("ADDED", "c", False),
+        ("MODIFIED", "b", False),  # relist diff
+        ("ADDED", "d", False),
+        ("DELETED", "a", True),  # gone while we were away: synthetic deletion
+        ("DELETED", "c", True),
+        ("MODIFIED", "d", False),
+        ("DELETED", "d", False),
+    ]
+    assert set(inf.objects) == {"b"}
+    lists = [c for c in script.calls if not c.get("watch")]
+    watches = [c for c in script.calls if c.get("watch")]
+    assert lists[1]["_continue"] == "tok"
+    assert [w["resource_version"] for w in watches] == ["10", "50", "51", "51", "51", "60"]
+    assert all(w["allow_watch_bookmarks"] for w in watches)
+    assert inf.stats.relists_gone == 1
+    assert inf.stats.watch_errors == 3
+    assert inf.synced.is_set()
+
+
+async def test_list_errors_are_retried() -> None:
+    script = Script(
+        lists=[
+            FakeResponse(status=403, body={"message": "forbidden"}),
+            FakeResponse(body={"metadata": {"resourceVersion": "5"}, "items": []}),
+        ],
+        watches=[],
+    )
+    inf = Informer("test", script, min_backoff_s=0.001)
+    await run_until_done(inf, script)
+    assert inf.synced.is_set() and inf.stats.watch_errors == 1
+
+
+async def test_a_handler_error_does_not_stop_the_informer() -> None:
+    seen: list[str] = []
+
+    def handler(kind: str, o: dict, old: Any, synthetic: bool = False) -> None:
+        seen.append(o["metadata"]["name"])
+        if o["metadata"]["name"] == "bad":
+            raise RuntimeError("boom")
+
+    script = Script(
+        lists=[
+            FakeResponse(
+                body={"metadata": {"resourceVersion": "1"}, "items": [obj("bad", "1"), obj("ok", "1")]}
+            )
+        ],
+        watches=[],
+    )
+    inf = Informer("test", script, handler)
+    await run_until_done(inf, script)
+    assert seen == ["bad", "ok"]
