@@ -110,6 +110,10 @@ class ExtenderConfig(_Model):
     #: Run the whole profile to predict the node kube-scheduler binds, and count the pod
     #: there until the watch confirms (keeps the load bound exact under bursts).
     assume: bool = True
+    #: Filter out, for a build pod, nodes already running as many builds as the bound
+    #: ``max(min_load_cap, ceil(load_bound * mean builds))`` of the profile's BuildLocality
+    #: allows (never all of them): kube-scheduler's packing cannot pile builds on one node.
+    load_bound: bool = True
     pods: PodsConfig = Field(default_factory=PodsConfig)
     history: HistoryConfig = Field(default_factory=HistoryConfig)
     cluster: ClusterConfig = Field(default_factory=ClusterConfig)

@@ -17,6 +17,7 @@ is synchronous and pure apart from the cache it reads; the HTTP layer is in
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -28,7 +29,7 @@ from stickypack.core.framework import FilterPlugin, Profile, SchedulingContext, 
 from stickypack.core.history import BuildHistory
 from stickypack.core.pod import Pod, PodSpecError
 from stickypack.core.policy import Policy, PolicyError
-from stickypack.kube.cache import ClusterCache, matches
+from stickypack.kube.cache import DEFAULT_BUILD_SELECTOR, ClusterCache, matches
 
 MAX_EXTENDER_PRIORITY = 10
 #: Failure messages, by filter plugin name.
@@ -39,6 +40,14 @@ FILTER_REASONS = {
     "TaintToleration": "node has a taint the pod does not tolerate",
     "NodeAffinity": "node does not match the pod's node selector or required affinity",
     "NodeReady": "node is not Ready",
+}
+#: Score plugins kube-scheduler runs itself (stickypack's own ones it does not know).
+KUBE_SCORERS = {
+    "NodeResourcesFit",
+    "NodeResourcesBalancedAllocation",
+    "TaintToleration",
+    "NodeAffinity",
+    "InterPodAffinity",
 }
 #: Filters whose failure preemption cannot resolve.
 UNRESOLVABLE = {"ScaleDownAware", "NodeUnschedulable", "TaintToleration", "NodeAffinity", "NodeReady"}
@@ -89,6 +98,7 @@ class Extender:
         score_scale: str = "absolute",
         unknown_nodes: str = "reject",
         assume: bool = True,
+        load_bound: bool = True,
         utilization_threshold: float = 0.5,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -99,11 +109,15 @@ class Extender:
             profile.scorers, score_names, "score", profile.name, key=lambda s: s.plugin.name
         )
         self.max_total = 100 * sum(s.weight for s in self.scorers)
-        self.manage = dict(manage or {})
+        self.manage = dict(DEFAULT_BUILD_SELECTOR if manage is None else manage)
         self.history = history
         self.score_scale = score_scale
         self.unknown_nodes = unknown_nodes
         self.assume = assume
+        self.load_bound = load_bound
+        locality = next((s.plugin for s in profile.scorers if s.plugin.name == "BuildLocality"), None)
+        self.bound_c = float(getattr(locality, "load_bound", 1.25))
+        self.bound_min = int(getattr(locality, "min_load_cap", 2))
         self.utilization_threshold = utilization_threshold
         self.clock = clock
 
@@ -168,15 +182,15 @@ class Extender:
     # ---- verbs -----------------------------------------------------------------------------
 
     def filter(self, args: Any) -> tuple[dict[str, Any], Decision]:
-        pod, _key, names = self._parse(args)
+        pod, key, names = self._parse(args)
         if not self.manages(pod):
             return _filter_result(list(names), {}, {}), Decision("filter", False, len(names), len(names))
         idx, known, unknown = self._rows(names)
         failed: dict[str, str] = {}
         unresolvable: dict[str, str] = {f"{n}": "unknown node (not in the extender's cache)" for n in unknown}
         keep = np.ones(idx.shape[0], dtype=bool)
+        self.cache.expire_assumptions()
         if idx.size and self.filters:
-            self.cache.expire_assumptions()
             ctx = self._ctx()
             table = self.cache.table
             for plugin in self.filters:
@@ -188,8 +202,34 @@ class Extender:
                     target = unresolvable if plugin.name in UNRESOLVABLE else failed
                     target[known[j]] = f"{plugin.name}: {FILTER_REASONS.get(plugin.name, 'filtered')}"
                 keep[live[~ok]] = False
+        if self.load_bound and pod.build_repo is not None and keep.any():
+            self._bound_loads(idx, known, keep, failed)
         passed = [n for n, k in zip(known, keep, strict=True) if k]
+        if len(passed) == 1 and self.assume and pod.build_repo is not None:
+            # kube-scheduler skips prioritize with one feasible node: count the pod now.
+            self.cache.assume(key, pod, passed[0])
         return _filter_result(passed, failed, unresolvable), Decision("filter", True, len(names), len(passed))
+
+    def load_cap(self) -> int:
+        """Most builds a node may run with one more build placed: ``max(min_load_cap,
+        ceil(load_bound * mean))`` over all nodes, the new build counted (bounded loads)."""
+        table = self.cache.table
+        all_idx = table.active_indices()
+        total = int(table.builds[all_idx].sum()) + 1
+        return max(self.bound_min, math.ceil(self.bound_c * total / max(all_idx.size, 1)))
+
+    def _bound_loads(
+        self, idx: np.ndarray, known: list[str], keep: np.ndarray, failed: dict[str, str]
+    ) -> None:
+        """Drop nodes whose builds would exceed the load cap, unless none would be left."""
+        cap = self.load_cap()
+        builds = self.cache.table.builds[idx]
+        over = keep & (builds + 1 > cap)
+        if not over.any() or not (keep & ~over).any():
+            return
+        for j in np.flatnonzero(over):
+            failed[known[j]] = f"LoadBound: node runs {int(builds[j])} builds, the bound is {cap}"
+        keep &= ~over
 
     def prioritize(self, args: Any) -> tuple[list[dict[str, Any]], Decision]:
         pod, key, names = self._parse(args)
@@ -232,7 +272,7 @@ class Extender:
         total = ext_scores.astype(np.int64) * weight * (100 // MAX_EXTENDER_PRIORITY)
         ours = {id(s) for s in self.scorers}
         for ws in self.profile.scorers:
-            if id(ws) in ours or ws.weight == 0 or ws.plugin.skip(pod):
+            if id(ws) in ours or ws.weight == 0 or ws.plugin.name not in KUBE_SCORERS or ws.plugin.skip(pod):
                 continue
             total += ws.weight * ws.plugin.score(pod, self.cache.table, idx, ctx)
         best = np.flatnonzero(total == total.max())

@@ -91,6 +91,7 @@ class ExtenderService:
             score_scale=config.score_scale,
             unknown_nodes=config.unknown_nodes,
             assume=config.assume,
+            load_bound=config.load_bound,
             utilization_threshold=config.cluster.utilization_threshold,
         )
         self.informers: dict[str, Informer] = {}

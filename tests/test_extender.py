@@ -1,0 +1,307 @@
+"""The extender over HTTP (a real uvicorn server on loopback, a hand-made node cache):
+wire format, decisions, errors, metrics, config validation, and hypothesis fuzzing."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from stickypack.core.history import BuildHistory
+from stickypack.extender.app import make_app
+from stickypack.extender.config import ConfigError, config_from_dict, load_config
+from stickypack.extender.engine import Extender, select_profile
+from stickypack.extender.metrics import Metrics
+from stickypack.extender.server import AppThread
+from stickypack.kube.cache import ClusterCache
+from stickypack.policies import load_builtin
+from stickypack.render import EXTENDER_WEIGHT
+
+NOW = 1_800_000_000.0
+REPO = "https://github.com/org/hot-repo"
+LIMIT = 64 * 1024
+
+
+def node(name: str, taints: list[dict] | None = None) -> dict:
+    return {
+        "metadata": {"name": name},
+        "spec": {"taints": taints or []},
+        "status": {
+            "allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"},
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
+
+
+def build_pod(name: str = "build-1", repo: str = REPO, node_name: str | None = None) -> dict:
+    pod: dict[str, Any] = {
+        "metadata": {
+            "name": name,
+            "namespace": "binder",
+            "uid": f"uid-{name}",
+            "labels": {"component": "binderhub-build", "name": name},
+            "annotations": {"binder-repo": repo},
+        },
+        "spec": {"containers": [{"name": "b", "resources": {"requests": {"cpu": "1", "memory": "2Gi"}}}]},
+    }
+    if node_name:
+        pod["spec"]["nodeName"] = node_name
+    return pod
+
+
+class World:
+    def __init__(self, n: int = 6) -> None:
+        self.cache = ClusterCache(clock=lambda: NOW)
+        self.history = BuildHistory()
+        self.names = [f"node-{i}" for i in range(n)]
+        for name in self.names:
+            self.cache.node_event("ADDED", node(name))
+        self.cache.node_event(
+            "ADDED", node("doomed", [{"key": "ToBeDeletedByClusterAutoscaler", "effect": "NoSchedule"}])
+        )
+        profile = select_profile(load_builtin("stickypack"), "stickypack-builds")
+        self.extender = Extender(self.cache, profile, history=lambda: self.history, clock=lambda: NOW)
+        self.metrics = Metrics()
+        self.app = make_app(self.extender, metrics=self.metrics, max_request_bytes=LIMIT)
+
+
+@pytest.fixture(scope="module")
+def world() -> Iterator[tuple[World, AppThread, httpx.Client]]:
+    w = World()
+    with AppThread(w.app) as server, httpx.Client(base_url=server.url, timeout=10) as client:
+        yield w, server, client
+
+
+def post(client: httpx.Client, verb: str, body: Any) -> httpx.Response:
+    return client.post(f"/{verb}", content=json.dumps(body), headers={"Content-Type": "application/json"})
+
+
+def test_filter_wire_format_and_autoscaler_taint(world) -> None:
+    w, _, client = world
+    names = [*w.names, "doomed"]
+    r = post(client, "filter", {"Pod": build_pod(), "Nodes": None, "NodeNames": names})
+    assert r.status_code == 200
+    body = r.json()
+    assert list(body) == ["Nodes", "NodeNames", "FailedNodes", "FailedAndUnresolvableNodes", "Error"]
+    assert body["Nodes"] is None and body["Error"] == ""
+    assert body["NodeNames"] == w.names
+    assert list(body["FailedAndUnresolvableNodes"]) == ["doomed"]
+    assert "ToBeDeletedByClusterAutoscaler" in body["FailedAndUnresolvableNodes"]["doomed"]
+
+
+def test_unmanaged_pods_pass_through(world) -> None:
+    w, _, client = world
+    pod = build_pod()
+    pod["metadata"]["labels"] = {"app": "jupyterhub", "component": "singleuser-server"}
+    r = post(client, "filter", {"Pod": pod, "NodeNames": [*w.names, "doomed"]})
+    assert r.json()["NodeNames"] == [*w.names, "doomed"]
+    r = post(client, "prioritize", {"Pod": pod, "NodeNames": w.names})
+    assert r.status_code == 200 and r.json() == []
+
+
+def test_prioritize_prefers_history_then_rendezvous(world) -> None:
+    w, server, client = world
+    r = post(client, "prioritize", {"Pod": build_pod("p1"), "NodeNames": w.names})
+    assert r.status_code == 200
+    scores = r.json()
+    assert [s["Host"] for s in scores] == w.names
+    assert all(set(s) == {"Host", "Score"} and 0 <= s["Score"] <= 10 for s in scores)
+    from stickypack.rendezvous import rendezvous_rank
+
+    top = rendezvous_rank(w.names, REPO)[0]
+    best = max(scores, key=lambda s: s["Score"])
+    assert best["Host"] == top
+    # History wins over rendezvous order.
+    built = rendezvous_rank(w.names, REPO)[-1]
+    server.call(lambda: w.history.record(REPO, built, NOW - 60))
+    scores = post(client, "prioritize", {"Pod": build_pod("p2"), "NodeNames": w.names}).json()
+    assert max(scores, key=lambda s: s["Score"])["Host"] == built
+    server.call(lambda: w.history.forget_node(built))
+
+
+def test_assumption_moves_hot_repo_builds_along(world) -> None:
+    """Back-to-back builds of one repo, before any binding is seen: the extender's own
+    assumptions push later builds off the top node once it reaches the load bound."""
+    w, server, client = world
+    tops = []
+    for i in range(8):
+        scores = post(client, "prioritize", {"Pod": build_pod(f"hot-{i}"), "NodeNames": w.names}).json()
+        tops.append(max(scores, key=lambda s: (s["Score"], s["Host"]))["Host"])
+    assumed = server.call(lambda: w.cache.assumed)
+    per_node: dict[str, int] = {}
+    for n in assumed.values():
+        per_node[n] = per_node.get(n, 0) + 1
+    assert max(per_node.values()) <= 2, per_node  # min_load_cap 2, mean < 2 here
+    assert len(set(tops)) > 1
+    server.call(lambda: [w.cache._drop_assumption(k) for k in list(w.cache.assumed)])
+
+
+@pytest.mark.parametrize(
+    ("verb", "body", "message"),
+    [
+        ("filter", b"{not json", "not valid JSON"),
+        ("prioritize", b"[1, 2]", "must be a JSON object"),
+        ("filter", b'{"Pod": 5, "NodeNames": []}', "Pod must be a JSON object"),
+        ("filter", b'{"Pod": {}}', "NodeNames must be a list"),
+        ("prioritize", b'{"Pod": {}, "NodeNames": [1]}', "list of strings"),
+        ("prioritize", b'{"Pod": {"spec": {"containers": [{"resources": {"requests": {"cpu": "lots"}}}]}},'
+         b' "NodeNames": []}', "ExtenderArgs.Pod"),
+    ],
+)  # fmt: skip
+def test_bad_requests_get_400_with_a_message(world, verb: str, body: bytes, message: str) -> None:
+    _, _, client = world
+    r = client.post(f"/{verb}", content=body)
+    assert r.status_code == 400
+    assert message in r.json()["error"]
+
+
+def test_unknown_nodes_and_oversized_payloads(world) -> None:
+    _w, _, client = world
+    r = post(client, "prioritize", {"Pod": build_pod(), "NodeNames": ["node-0", "ghost"]})
+    assert r.status_code == 400 and "unknown node name(s): 'ghost'" in r.json()["error"]
+    big = {"Pod": build_pod(), "NodeNames": ["node-0"] * (LIMIT // 8)}
+    r = post(client, "filter", big)
+    assert r.status_code == 400 and "exceeds the limit" in r.json()["error"]
+
+    def chunks():  # no Content-Length: the limit still holds while reading
+        for _ in range(LIMIT // 1024 + 2):
+            yield b" " * 1024
+
+    r = client.post("/filter", content=chunks())
+    assert r.status_code == 400 and "exceeds the limit" in r.json()["error"]
+    assert client.get("/healthz").status_code == 200
+
+
+def test_unknown_nodes_can_be_failed_instead(world) -> None:
+    w, _, _ = world
+    w.extender.unknown_nodes = "fail"
+    try:
+        result, _ = w.extender.filter({"Pod": build_pod(), "NodeNames": ["node-0", "ghost"]})
+        assert result["NodeNames"] == ["node-0"] and "ghost" in result["FailedAndUnresolvableNodes"]
+        scores, _ = w.extender.prioritize({"Pod": build_pod("u"), "NodeNames": ["ghost", "node-1"]})
+        assert {s["Host"] for s in scores} == {"ghost", "node-1"}
+    finally:
+        w.extender.unknown_nodes = "reject"
+        w.cache.expire_assumptions()
+
+
+def test_health_ready_and_metrics(world) -> None:
+    _, _, client = world
+    assert client.get("/healthz").text == "ok"
+    assert client.get("/readyz").status_code == 200
+    assert client.get("/filter").status_code == 405
+    post(client, "prioritize", {"Pod": build_pod("m"), "NodeNames": ["node-0", "node-1"]})
+    text = client.get("/metrics").text
+    assert 'stickypack_extender_request_duration_seconds_bucket{le="0.005",verb="prioritize"}' in text
+    assert 'stickypack_extender_decisions_total{managed="true",verb="prioritize"}' in text
+    assert 'stickypack_extender_requests_total{outcome="bad_request",verb="filter"}' in text
+
+
+def test_not_ready_is_503() -> None:
+    w = World(2)
+    app = make_app(w.extender, ready=lambda: ["pods cache not synced"])
+    with AppThread(app) as server:
+        r = httpx.get(server.url + "/readyz")
+        assert r.status_code == 503 and "pods cache not synced" in r.text
+
+
+def test_default_weight_matches_rendered_config() -> None:
+    w = World(1)
+    assert w.extender.weight == EXTENDER_WEIGHT
+
+
+def test_config_errors_name_file_and_field(tmp_path) -> None:
+    path = tmp_path / "extender.yaml"
+    path.write_text("history:\n  ttl_s: soon\nlisten: {port: 99999}\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    text = str(err.value)
+    assert str(path) in text and "history.ttl_s" in text and "listen.port" in text
+    path.write_text("pods:\n  manage: component\n")
+    with pytest.raises(ConfigError, match=r"pods\.manage"):
+        load_config(path)
+    path.write_text("polcy: x\n")
+    with pytest.raises(ConfigError, match="polcy"):
+        load_config(path)
+    cfg = config_from_dict({"pods": {"manage": "component=binderhub-build,app=binder"}})
+    assert cfg.pods.manage == {"component": "binderhub-build", "app": "binder"}
+    assert load_config(None).profile == "stickypack-builds"
+
+
+def test_unknown_plugin_in_config_is_refused() -> None:
+    from stickypack.core.policy import PolicyError
+
+    profile = select_profile(load_builtin("stickypack"), "stickypack-builds")
+    with pytest.raises(PolicyError, match="no score plugin"):
+        Extender(ClusterCache(), profile, score_names=["NoSuchPlugin"])
+    with pytest.raises(PolicyError, match="no profile"):
+        select_profile(load_builtin("stickypack"), "nope")
+
+
+# ---- fuzzing ---------------------------------------------------------------------------------
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(verb=st.sampled_from(["filter", "prioritize"]), body=st.binary(max_size=512))
+def test_fuzz_random_bytes(world, verb: str, body: bytes) -> None:
+    _, _, client = world
+    r = client.post(f"/{verb}", content=body)
+    assert r.status_code in (200, 400), r.text
+    assert isinstance(r.json(), dict | list)
+    if r.status_code == 400:
+        assert r.json()["error"]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    verb=st.sampled_from(["filter", "prioritize"]),
+    pod=st.one_of(json_values, st.builds(lambda: build_pod("f"))),
+    names=st.one_of(
+        json_values, st.lists(st.sampled_from(["node-0", "node-3", "doomed", "ghost", ""]), max_size=6)
+    ),
+    extra=st.dictionaries(st.sampled_from(["Nodes", "X", "Pod"]), json_values, max_size=2),
+)
+def test_fuzz_structured_requests(world, verb: str, pod: Any, names: Any, extra: dict) -> None:
+    _w, _, client = world
+    body = {"Pod": pod, "NodeNames": names, **extra}
+    r = post(client, verb, body)
+    assert r.status_code in (200, 400), r.text
+    if r.status_code == 400:
+        assert r.json()["error"]
+    elif verb == "filter":
+        out = r.json()
+        assert set(out["NodeNames"]) <= set(body["NodeNames"] or [])
+        assert "ghost" not in out["NodeNames"]
+    else:
+        assert all(0 <= s["Score"] <= 10 for s in r.json())
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(size=st.integers(min_value=LIMIT + 1, max_value=4 * LIMIT))
+def test_fuzz_oversized(world, size: int) -> None:
+    _, _, client = world
+    r = client.post("/prioritize", content=b"x" * size)
+    assert r.status_code == 400 and "exceeds the limit" in r.json()["error"]
+
+
+def test_service_still_serves_after_fuzzing(world) -> None:
+    w, server, client = world
+    server.call(lambda: [w.cache._drop_assumption(k) for k in list(w.cache.assumed)])
+    r = post(client, "filter", {"Pod": build_pod("after"), "NodeNames": w.names})
+    assert r.status_code == 200 and r.json()["NodeNames"] == w.names
+    assert client.get("/healthz").status_code == 200
+    text = client.get("/metrics").text
+    assert 'outcome="error"' not in text  # no request ever hit an internal error
