@@ -604,23 +604,26 @@ class BuildSpread(ScorePlugin):
 class BuildHeadroom(ScorePlugin):
     """Keep room for one build on every node, so a rebuild fits where its cache is.
 
-    For a pod that is not a build: 100 when, with the pod placed, one build pod of the
-    configured size (``cpu`` millicores... as quantities, ``memory``, one pod slot) still
-    fits on the node, else 0. A score, not a filter: when no node has room to spare, pods
+    For a pod that is not a build: 100 when, with the pod placed, ``builds`` build pods of
+    the configured size (``cpu`` and ``memory`` as quantities, one pod slot each) still fit
+    on the node, else 0. A score, not a filter: when no node has room to spare, pods
     still take the last slots, and the cluster-autoscaler (which simulates the default
     filters) never sees a pod it thinks fits but the scheduler refuses.
     """
 
     name = "BuildHeadroom"
 
-    def __init__(self, cpu: str | int = "1", memory: str | int = "2G") -> None:
+    def __init__(self, cpu: str | int = "1", memory: str | int = "2G", builds: int = 1) -> None:
         from stickypack.core.quantity import QuantityError, int_value, milli_value
 
+        if builds < 1:
+            raise PluginArgsError("BuildHeadroom needs builds >= 1")
         try:
-            self.cpu_m = milli_value(cpu)
-            self.memory = int_value(memory)
+            self.cpu_m = milli_value(cpu) * builds
+            self.memory = int_value(memory) * builds
         except QuantityError as exc:
             raise PluginArgsError(str(exc)) from None
+        self.slots = builds
 
     def skip(self, pod: Pod) -> bool:
         return pod.build_repo is not None
@@ -631,12 +634,15 @@ class BuildHeadroom(ScorePlugin):
         room = (
             (free[:, r[CPU]] - pod.requests.get(CPU, 0) >= self.cpu_m)
             & (free[:, r[MEMORY]] - pod.requests.get(MEMORY, 0) >= self.memory)
-            & (free[:, r[PODS]] - 1 >= 1)
+            & (free[:, r[PODS]] - 1 >= self.slots)
         )
         return np.where(room, MAX_NODE_SCORE, 0).astype(np.int64)
 
     def describe(self) -> dict[str, Any]:
-        return {"plugin": self.name, "args": {"cpu": f"{self.cpu_m}m", "memory": str(self.memory)}}
+        return {
+            "plugin": self.name,
+            "args": {"cpu": f"{self.cpu_m // self.slots}m", "memory": str(self.memory // self.slots), "builds": self.slots},
+        }
 
 
 class LifetimeAware(ScorePlugin):
