@@ -1,0 +1,269 @@
+"""End to end on the local control plane: the real kube-scheduler with the
+``stickypack-builds`` profile and our extender, configured by ``stickypack render``.
+
+No kubelet runs: a build "ends" when its pod is deleted, which the extender's recorder
+treats as the end of the build (as a Succeeded/Failed phase would be)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+from stickypack.cli import main as cli_main
+from stickypack.extender.config import config_from_dict
+from stickypack.extender.server import ServiceThread
+from stickypack.rendezvous import rendezvous_rank
+from stickypack.testing import ControlPlane, pod_manifest
+
+pytestmark = pytest.mark.controlplane
+
+BUILDER = "stickypack-builds"
+
+
+def build_pod(name: str, repo: str, **kw: Any) -> dict:
+    pod = pod_manifest(
+        name, cpu=kw.pop("cpu", "500m"), memory="1Gi", scheduler_name=BUILDER,
+        labels={"component": "binderhub-build", "name": name}, **kw,
+    )  # fmt: skip
+    pod["metadata"]["annotations"] = {"binder-repo": repo}
+    return pod
+
+
+def render_config(tmp_path: Path, url: str) -> Path:
+    out = tmp_path / "scheduler.yaml"
+    rc = cli_main(
+        ["render", "scheduler-config", "--profiles", BUILDER, "--extender-url", url, "-o", str(out)]
+    )
+    assert rc == 0
+    cfg = yaml.safe_load(out.read_text())
+    (ext,) = cfg["extenders"]
+    assert ext["nodeCacheCapable"] is True and ext["ignorable"] is True
+    return out
+
+
+#: The control plane is shared by the session and reset() keeps ConfigMaps: one history each.
+HISTORY = {"name": ""}
+
+
+@pytest.fixture(autouse=True)
+def _own_history(request: pytest.FixtureRequest) -> None:
+    HISTORY["name"] = "hist-" + request.node.name.replace("_", "-")[5:40].strip("-")
+
+
+def extender(cp: ControlPlane, **overrides: Any) -> ServiceThread:
+    cfg = config_from_dict({"history": {"flush_interval_s": 0.05, "name": HISTORY["name"]}, **overrides})
+    return ServiceThread(cfg, cp.client_configuration()).start()
+
+
+def delete_pods(cp: ControlPlane, names: list[str], namespace: str = "default") -> None:
+    from kubernetes_asyncio import client
+
+    async def go(api: Any) -> None:
+        core = client.CoreV1Api(api)
+        for n in names:
+            await core.delete_namespaced_pod(n, namespace, grace_period_seconds=0)
+
+    cp.call(go)
+
+
+def wait_for(predicate, timeout: float = 30.0, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def stored_history(cp: ControlPlane) -> dict:
+    import json
+
+    from kubernetes_asyncio import client
+    from kubernetes_asyncio.client.exceptions import ApiException
+
+    try:
+        cm = cp.call(
+            lambda api: client.CoreV1Api(api).read_namespaced_config_map(f"{HISTORY['name']}-0", "default")
+        )
+    except ApiException as exc:
+        if exc.status == 404:
+            return {}
+        raise
+    return json.loads(cm.data["history.json"])["repos"]
+
+
+def test_rebuild_lands_where_the_repo_was_built_even_after_a_restart(cluster: ControlPlane, tmp_path) -> None:
+    nodes = [f"node-{i}" for i in range(6)]
+    for n in nodes:
+        cluster.create_node(n, cpu="8", memory="32Gi")
+    repo = "https://github.com/org/sticky"
+    # The first build is pinned to a node far down the repo's rendezvous order.
+    far = rendezvous_rank(nodes, repo)[-1]
+    ext = extender(cluster)
+    try:
+        cluster.start_scheduler(render_config(tmp_path, ext.url))
+        cluster.create_pod(pod=build_pod("build-1", repo, node_selector={"kubernetes.io/hostname": far}))
+        assert cluster.wait_bound(["build-1"]) == {"build-1": far}
+        delete_pods(cluster, ["build-1"])  # the build ends
+        wait_for(lambda: far in stored_history(cluster).get(repo, {}), what="history stored")
+        cluster.create_pod(pod=build_pod("build-2", repo))
+        assert cluster.wait_bound(["build-2"]) == {"build-2": far}
+        delete_pods(cluster, ["build-2"])
+        # Another repo, never built, goes to its rendezvous top node.
+        other = "https://github.com/org/fresh"
+        cluster.create_pod(pod=build_pod("build-3", other))
+        assert cluster.wait_bound(["build-3"])["build-3"] == rendezvous_rank(nodes, other)[0]
+        delete_pods(cluster, ["build-3"])
+    finally:
+        ext.stop()
+    # A new extender process reads the history back from the ConfigMap.
+    ext2 = extender(cluster)
+    try:
+        assert ext2.call(lambda: ext2.service.recorder.history.nodes_for(repo, time.time())) == [far]
+        cluster.stop_schedulers()
+        cluster.start_scheduler(render_config(tmp_path, ext2.url))
+        cluster.create_pod(pod=build_pod("build-4", repo))
+        assert cluster.wait_bound(["build-4"]) == {"build-4": far}
+        metrics = httpx.get(ext2.url + "/metrics").text
+        assert 'stickypack_extender_decisions_total{managed="true",verb="prioritize"}' in metrics
+    finally:
+        ext2.stop()
+
+
+def test_hot_repo_stays_within_the_load_bound(cluster: ControlPlane, tmp_path) -> None:
+    nodes = [f"node-{i}" for i in range(4)]
+    for n in nodes:
+        cluster.create_node(n, cpu="16", memory="64Gi")
+    repo = "https://github.com/org/hot"
+    ext = extender(cluster)
+    try:
+        cluster.start_scheduler(render_config(tmp_path, ext.url))
+        names = [f"hot-{i}" for i in range(16)]
+        cluster.create_pods([build_pod(n, repo) for n in names])
+        placed = cluster.wait_bound(names)
+    finally:
+        ext.stop()
+    per_node = Counter(placed.values())
+    cap = max(2, -(-125 * len(names) // (100 * len(nodes))))  # ceil(1.25 * mean) = 5
+    assert max(per_node.values()) <= cap, per_node
+    # Locality still counts: the repo's top rendezvous node is among the busiest.
+    top = rendezvous_rank(nodes, repo)[0]
+    assert per_node[top] == max(per_node.values()), per_node
+
+
+def test_no_build_on_a_node_the_autoscaler_deletes(cluster: ControlPlane, tmp_path) -> None:
+    nodes = [f"node-{i}" for i in range(4)]
+    repo = "https://github.com/org/doomed"
+    doomed = rendezvous_rank(nodes, repo)[0]
+    for n in nodes:
+        taints = ["ToBeDeletedByClusterAutoscaler=1700000000:NoSchedule"] if n == doomed else None
+        cluster.create_node(n, cpu="8", memory="32Gi", taints=taints)
+    ext = extender(cluster)
+    try:
+        # history says the doomed node built the repo, and the pods tolerate every taint, so
+        # only the extender's filter keeps them off it
+        ext.call(lambda: ext.service.recorder.record(repo, doomed))
+        cluster.start_scheduler(render_config(tmp_path, ext.url))
+        names = [f"b-{i}" for i in range(6)]
+        cluster.create_pods([build_pod(n, repo, tolerations=[{"operator": "Exists"}]) for n in names])
+        placed = cluster.wait_bound(names)
+        assert doomed not in placed.values(), placed
+        text = httpx.get(ext.url + "/metrics").text
+        assert "stickypack_extender_nodes_filtered_total" in text
+    finally:
+        ext.stop()
+
+
+def test_builds_are_scheduled_when_the_extender_is_killed(cluster: ControlPlane, tmp_path) -> None:
+    for i in range(4):
+        cluster.create_node(f"node-{i}", cpu="16", memory="64Gi")
+    assert cluster.kubeconfig is not None
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cfg = tmp_path / "extender.yaml"
+    cfg.write_text(
+        yaml.safe_dump({"listen": {"host": "127.0.0.1", "port": port}, "history": {"name": HISTORY["name"]}})
+    )
+    log = open(tmp_path / "extender.log", "wb")  # noqa: SIM115
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "stickypack.cli", "extender", "--config", str(cfg),
+         "--kubeconfig", str(cluster.kubeconfig)],
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        env={**os.environ, "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"},
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(lambda: _ready(url), timeout=60, what="extender /readyz")
+        cluster.start_scheduler(render_config(tmp_path, url))
+        first = [f"a-{i}" for i in range(10)]
+        cluster.create_pods([build_pod(n, "https://github.com/org/r") for n in first])
+        cluster.wait_bound(first)
+        os.killpg(proc.pid, signal.SIGKILL)  # the extender dies mid-run
+        proc.wait(10)
+        second = [f"b-{i}" for i in range(20)]
+        cluster.create_pods([build_pod(n, f"https://github.com/org/r{i % 3}") for i, n in enumerate(second)])
+        placed = cluster.wait_bound(second, timeout=90)
+        assert len(placed) == len(second)
+        assert all(v for v in cluster.placements().values())  # none lost, none pending
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        log.close()
+
+
+def _ready(url: str) -> bool:
+    try:
+        return httpx.get(url + "/readyz", timeout=1).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def test_forget_node_cli_reaches_the_running_extender(cluster: ControlPlane, tmp_path, capsys) -> None:
+    for n in ("node-a", "node-b"):
+        cluster.create_node(n)
+    ext = extender(cluster)
+    try:
+        ext.call(lambda: ext.service.recorder.record("https://github.com/x/y", "node-a"))
+        ext.call(lambda: ext.service.recorder.record("https://github.com/x/z", "node-b"))
+        wait_for(lambda: len(stored_history(cluster)) == 2, what="history stored")
+        cfg = tmp_path / "extender.yaml"
+        cfg.write_text(yaml.safe_dump({"history": {"name": HISTORY["name"]}}))
+        rc = cli_main(
+            ["forget-node", "node-a", "--config", str(cfg), "--kubeconfig", str(cluster.kubeconfig)]
+        )
+        assert rc == 0
+        assert "1 build history entries dropped" in capsys.readouterr().out
+        assert stored_history(cluster) == {
+            "https://github.com/x/z": stored_history(cluster)["https://github.com/x/z"]
+        }
+        wait_for(
+            lambda: (
+                ext.call(
+                    lambda: ext.service.recorder.history.nodes_for("https://github.com/x/y", time.time())
+                )
+                == []
+            ),
+            what="the extender to see the forget",
+        )
+        # Node deletion forgets too.
+        from kubernetes_asyncio import client
+
+        cluster.call(lambda api: client.CoreV1Api(api).delete_node("node-b"))
+        wait_for(lambda: stored_history(cluster) == {}, what="node deletion forgotten")
+    finally:
+        ext.stop()
