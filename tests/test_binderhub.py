@@ -1,0 +1,218 @@
+"""BinderHub library mode: affinity over history + rendezvous nodes, builder discovery,
+throttled listing, fallback, traitlets config; and the default kube-scheduler honouring it."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from typing import Any
+
+import pytest
+from traitlets import TraitError
+from traitlets.config import Config
+
+from stickypack.binderhub import StickyBuilds, StickyBuildsMixin, Throttle, default_anti_affinity
+from stickypack.kube.discovery import at_most_every
+from stickypack.kube.history import HistoryDoc, Limits, Record, apply_ops
+from stickypack.rendezvous import rendezvous_rank
+
+REPO = "https://github.com/org/repo"
+NOW = time.time()
+
+
+def builder(name: str, node: str | None, phase: str = "Running") -> dict:
+    return {
+        "metadata": {"name": name},
+        "spec": {"nodeName": node} if node else {},
+        "status": {"phase": phase},
+    }
+
+
+class FakeApi:
+    """The two calls of the sync kubernetes client StickyBuilds makes (dict results)."""
+
+    def __init__(self, pods: list[dict], history: dict | None = None) -> None:
+        self.pods = pods
+        self.history = history
+        self.pod_lists = 0
+        self.selectors: list[str] = []
+
+    def list_namespaced_pod(self, namespace: str, label_selector: str = "") -> dict:
+        self.pod_lists += 1
+        self.selectors.append(label_selector)
+        time.sleep(0.01)
+        return {"items": self.pods}
+
+    def read_namespaced_config_map(self, name: str, namespace: str) -> dict:
+        if self.history is None:
+            raise RuntimeError("404 not found")
+        return {"data": {"history.json": HistoryDoc(self.history).dumps()}}
+
+
+@pytest.fixture(autouse=True)
+def _clear() -> None:
+    StickyBuilds.clear_cache()
+
+
+def enabled(**traits: Any) -> StickyBuilds:
+    cfg = Config()
+    cfg.StickyBuilds.enabled = True
+    for k, v in traits.items():
+        setattr(cfg.StickyBuilds, k, v)
+    return StickyBuilds(config=cfg)
+
+
+def preferred(affinity: dict) -> list[tuple[int, str]]:
+    terms = affinity["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    return [(t["weight"], t["preference"]["matchExpressions"][0]["values"][0]) for t in terms]
+
+
+def test_off_by_default_and_validated() -> None:
+    assert StickyBuilds().enabled is False
+    with pytest.raises(TraitError):
+        enabled(weights=[50, 100])
+    with pytest.raises(TraitError):
+        enabled(weights=[0])
+    with pytest.raises(TraitError):
+        enabled(top_k=0)
+    with pytest.raises(TraitError):
+        enabled(builder_selector="nonsense")
+
+
+def test_affinity_is_rendezvous_top_k_with_decreasing_weights() -> None:
+    nodes = [f"node-{i}" for i in range(8)]
+    api = FakeApi([builder(f"dind-{i}", n) for i, n in enumerate(nodes)] + [builder("pending", None)])
+    aff = enabled().affinity_for(api, "binder", REPO)
+    assert preferred(aff) == list(zip([100, 60, 30], rendezvous_rank(nodes, REPO)[:3], strict=True))
+    assert api.selectors == ["component=image-builder,app=binder"]
+
+
+def test_history_nodes_come_first() -> None:
+    nodes = [f"node-{i}" for i in range(8)]
+    built = rendezvous_rank(nodes, REPO)[-1]
+    history = apply_ops(
+        HistoryDoc(), [Record(REPO, built, NOW - 60), Record(REPO, "gone-node", NOW)], Limits(), NOW
+    )
+    api = FakeApi([builder(f"d{i}", n) for i, n in enumerate(nodes)], history.repos)
+    ranked = [n for _, n in preferred(enabled(top_k=2).affinity_for(api, "binder", REPO))]
+    assert ranked == [built, rendezvous_rank(nodes, REPO)[0]]  # gone-node is no builder: skipped
+
+
+def test_no_builder_pods_falls_back_to_default_affinity() -> None:
+    assert enabled().affinity_for(FakeApi([builder("x", None)]), "binder", REPO) == default_anti_affinity()
+    assert enabled().affinity_for(FakeApi([]), "binder", REPO) == default_anti_affinity()
+
+    class Broken(FakeApi):
+        def list_namespaced_pod(self, *a: Any, **k: Any) -> dict:
+            raise OSError("API down")
+
+    assert enabled().affinity_for(Broken([]), "binder", REPO) == default_anti_affinity()
+
+
+def test_listing_is_throttled_and_shared_across_threads() -> None:
+    api = FakeApi([builder("d", "node-1")])
+    sticky = enabled(list_interval=60)
+    results: list[Any] = []
+    threads = [
+        threading.Thread(target=lambda: results.append(sticky.builder_nodes(api, "binder")))
+        for _ in range(16)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == [["node-1"]] * 16
+    assert api.pod_lists == 1
+    enabled(list_interval=60).builder_nodes(api, "binder")  # another executor: same cache
+    assert api.pod_lists == 1
+
+
+def test_throttle_expires_and_does_not_cache_errors() -> None:
+    clock = [0.0]
+    calls = []
+
+    def fn() -> int:
+        calls.append(1)
+        if len(calls) == 2:
+            raise OSError("flaky")
+        return len(calls)
+
+    th = Throttle(fn, 10, clock=lambda: clock[0])
+    assert th() == 1 and th() == 1
+    clock[0] = 11
+    with pytest.raises(OSError):
+        th()
+    assert th() == 3
+
+
+async def test_async_at_most_every_shares_one_call() -> None:
+    calls = 0
+
+    @at_most_every(30)
+    async def fetch() -> int:
+        nonlocal calls
+        calls += 1
+        await asyncio.sleep(0.01)
+        return calls
+
+    assert await asyncio.gather(*(fetch() for _ in range(10))) == [1] * 10
+    assert await fetch() == 1 and calls == 1
+
+
+def test_mixin_delegates_when_disabled_and_uses_executor_fields() -> None:
+    from traitlets.config import Configurable
+
+    class Base(Configurable):  # KubernetesBuildExecutor is a LoggingConfigurable
+        def get_affinity(self) -> str:
+            return "binderhub's own"
+
+    class Executor(StickyBuildsMixin, Base):
+        def __init__(self, config: Config) -> None:
+            super().__init__(config=config)
+            self.api = FakeApi([builder("d", "node-7")])
+            self.namespace = "binder"
+            self.repo_url = REPO
+
+    assert Executor(Config()).get_affinity() == "binderhub's own"
+    cfg = Config()
+    cfg.StickyBuilds.enabled = True
+    aff = Executor(cfg).get_affinity()
+    assert preferred(aff if isinstance(aff, dict) else aff.to_dict()) == [(100, "node-7")]
+
+
+@pytest.mark.controlplane
+def test_default_scheduler_follows_the_affinity(cluster) -> None:
+    """The real kube-scheduler (default profile, no extender) places a build on the node
+    the library ranks first: the history node, not the rendezvous top."""
+    from stickypack.testing import pod_manifest
+
+    nodes = [f"node-{i}" for i in range(5)]
+    for n in nodes:
+        cluster.create_node(n)
+    dind = []
+    for i, n in enumerate(nodes):
+        pod = pod_manifest(f"dind-{i}", labels={"component": "image-builder", "app": "binder"})
+        pod["spec"]["nodeName"] = n
+        dind.append(pod)
+    dind.append(pod_manifest("dind-unbound", labels={"component": "image-builder", "app": "binder"}))
+    cluster.create_pods(dind)
+    built = rendezvous_rank(nodes, REPO)[-1]
+
+    class SyncApi:  # the sync client's two calls, over the harness's client
+        def list_namespaced_pod(self, namespace: str, label_selector: str = "") -> dict:
+            want = dict(kv.split("=") for kv in label_selector.split(","))
+            pods = cluster.pods(namespace)
+            return {"items": [p for p in pods if want.items() <= p["metadata"].get("labels", {}).items()]}
+
+        def read_namespaced_config_map(self, name: str, namespace: str) -> dict:
+            doc = apply_ops(HistoryDoc(), [Record(REPO, built, NOW)], Limits(), NOW)
+            return {"data": {"history.json": doc.dumps()}}
+
+    aff = enabled().affinity_for(SyncApi(), "default", REPO)
+    assert preferred(aff)[0][1] == built
+    cluster.start_scheduler()
+    pod = pod_manifest("build-1", labels={"component": "binderhub-build"})
+    pod["spec"]["affinity"] = aff
+    cluster.create_pod(pod=pod)
+    assert cluster.wait_bound(["build-1"])["build-1"] == built
