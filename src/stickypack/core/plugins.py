@@ -452,24 +452,43 @@ class ScaleDownAwareFilter(FilterPlugin):
         return ~table.to_be_deleted[idx]
 
 
-class ScaleDownAware(ScorePlugin):
-    """Keep pods off nodes the autoscaler wants to remove.
+def quiet_nodes(pod: Pod, table: NodeTable, idx: np.ndarray, threshold: float) -> np.ndarray:
+    """Rows of ``idx`` that would stay under the autoscaler's utilization ``threshold`` even
+    with ``pod`` placed (max of cpu and memory requests over allocatable): the nodes the
+    autoscaler would remove once their bare pods end."""
+    req = table.requested[idx, :2] + (pod.requests.get(CPU, 0), pod.requests.get(MEMORY, 0))
+    util = (req / np.maximum(table.alloc[idx, :2], 1)).max(axis=1)
+    return util < threshold
 
-    0 for a node marked ``DeletionCandidateOfClusterAutoscaler``; a node that would still be
-    under the autoscaler's utilization threshold with the pod scores up to 50 (in proportion
-    to its utilization); a node at or over it scores 50..100, more the fuller it is. So a
-    pod goes to a busy node first, and an almost idle node is left to empty.
+
+class ScaleDownAware(ScorePlugin):
+    """Keep pods off nodes the autoscaler wants to remove, so they can empty.
+
+    A node that would stay under the autoscaler's utilization threshold even with the pod
+    (max of cpu and memory requests over allocatable) is one the autoscaler would remove
+    once its bare pods end: it scores ``low_score * utilization / threshold`` (0..20 by
+    default); a node marked ``DeletionCandidateOfClusterAutoscaler`` scores 0; every other
+    node scores 100. Weighted above the packing scorers, this sends pods to busy nodes
+    whenever one has room, and lets the quiet ones drain.
     """
 
     name = "ScaleDownAware"
 
+    def __init__(self, low_score: int = 20) -> None:
+        if not 0 <= low_score <= 100:
+            raise PluginArgsError("ScaleDownAware low_score must be 0..100")
+        self.low_score = low_score
+
     def score(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
         req = table.requested[idx, :2] + (pod.requests.get(CPU, 0), pod.requests.get(MEMORY, 0))
-        util = np.minimum((req / np.maximum(table.alloc[idx, :2], 1)).max(axis=1), 1.0)
-        thr = min(max(ctx.utilization_threshold, 1e-9), 1 - 1e-9)
-        score = np.where(util < thr, 50 * util / thr, 50 + 50 * (util - thr) / (1 - thr))
+        util = (req / np.maximum(table.alloc[idx, :2], 1)).max(axis=1)
+        thr = max(ctx.utilization_threshold, 1e-9)
+        score = np.where(util < thr, self.low_score * util / thr, MAX_NODE_SCORE)
         score[table.deletion_candidate[idx]] = 0
         return score.astype(np.int64)
+
+    def describe(self) -> dict[str, Any]:
+        return {"plugin": self.name, "args": {"low_score": self.low_score}}
 
 
 class BuildLocality(ScorePlugin):
@@ -586,19 +605,30 @@ class NodeAge(ScorePlugin):
 class BuildSpread(ScorePlugin):
     """Even out builds over nodes: fewer builds started on a node so far score higher
     (min-max normalized over the candidates, 100 for the least used). Keeps one node from
-    taking a large share of a day's builds."""
+    taking a large share of a day's builds. A quiet node (see :func:`quiet_nodes`) scores
+    0: it is better left to empty."""
 
     name = "BuildSpread"
 
+    def __init__(self, skip_quiet: bool = False) -> None:
+        self.skip_quiet = skip_quiet
+
     def skip(self, pod: Pod) -> bool:
         return pod.build_repo is None
+
+    def describe(self) -> dict[str, Any]:
+        return {"plugin": self.name, "args": {"skip_quiet": self.skip_quiet}}
 
     def score(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
         starts = table.build_starts[idx]
         lo, hi = int(starts.min()), int(starts.max())
         if hi == lo:
-            return np.full(idx.shape[0], MAX_NODE_SCORE, dtype=np.int64)
-        return MAX_NODE_SCORE * (hi - starts) // (hi - lo)
+            out = np.full(idx.shape[0], MAX_NODE_SCORE, dtype=np.int64)
+        else:
+            out = MAX_NODE_SCORE * (hi - starts) // (hi - lo)
+        if self.skip_quiet:  # a quiet node is left to empty, however few builds it has had
+            out[quiet_nodes(pod, table, idx, ctx.utilization_threshold)] = 0
+        return out
 
 
 class BuildHeadroom(ScorePlugin):
@@ -613,7 +643,9 @@ class BuildHeadroom(ScorePlugin):
 
     name = "BuildHeadroom"
 
-    def __init__(self, cpu: str | int = "1", memory: str | int = "2G", builds: int = 1) -> None:
+    def __init__(
+        self, cpu: str | int = "1", memory: str | int = "2G", builds: int = 1, skip_quiet: bool = False
+    ) -> None:
         from stickypack.core.quantity import QuantityError, int_value, milli_value
 
         if builds < 1:
@@ -624,6 +656,7 @@ class BuildHeadroom(ScorePlugin):
         except QuantityError as exc:
             raise PluginArgsError(str(exc)) from None
         self.slots = builds
+        self.skip_quiet = skip_quiet
 
     def skip(self, pod: Pod) -> bool:
         return pod.build_repo is not None
@@ -636,12 +669,19 @@ class BuildHeadroom(ScorePlugin):
             & (free[:, r[MEMORY]] - pod.requests.get(MEMORY, 0) >= self.memory)
             & (free[:, r[PODS]] - 1 >= self.slots)
         )
+        if self.skip_quiet:  # room on a quiet node does not count: it is better left to empty
+            room &= ~quiet_nodes(pod, table, idx, ctx.utilization_threshold)
         return np.where(room, MAX_NODE_SCORE, 0).astype(np.int64)
 
     def describe(self) -> dict[str, Any]:
         return {
             "plugin": self.name,
-            "args": {"cpu": f"{self.cpu_m // self.slots}m", "memory": str(self.memory // self.slots), "builds": self.slots},
+            "args": {
+                "cpu": f"{self.cpu_m // self.slots}m",
+                "memory": str(self.memory // self.slots),
+                "builds": self.slots,
+                "skip_quiet": self.skip_quiet,
+            },
         }
 
 

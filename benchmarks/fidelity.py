@@ -1,0 +1,48 @@
+"""Fidelity: do stickypack's `default` and `z2jh` policies choose what kube-scheduler chooses?
+
+Usage: python benchmarks/fidelity.py --cases 300 --seed 1 [--policy default|z2jh|both]
+
+Starts the local control plane (tools/k8s/build.sh builds it), runs random cases against the
+real kube-scheduler (default profile; the rendered `stickypack` profile, which has the z2jh
+user-scheduler's scoring), prints each disagreement with its case, and as its last line
+`agreement: X (k/n)` over all policies run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from stickypack.policies import load_builtin
+from stickypack.render import scheduler_config
+from stickypack.testing.controlplane import ControlPlane
+from stickypack.testing.fidelity import agreement, run_cases
+
+# our policy name -> (rendered profile, schedulerName)
+REAL = {"default": ("default-scheduler", "default-scheduler"), "z2jh": ("stickypack", "stickypack")}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--cases", type=int, default=300)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--policy", choices=["default", "z2jh", "both"], default="both")
+    args = parser.parse_args()
+    names = ["default", "z2jh"] if args.policy == "both" else [args.policy]
+    all_cases = []
+    with ControlPlane() as cp:
+        cp.start_scheduler(scheduler_config(sorted({REAL[n][0] for n in names})))
+        for name in names:
+            cases = run_cases(cp, load_builtin(name), REAL[name][1], args.cases, args.seed)
+            bad = [c for c in cases if not c.agrees]
+            for case in bad:
+                print(f"[{name}] disagreement\n{case.describe()}")
+            print(f"{name}: agreement {agreement(cases):.4f} ({len(cases) - len(bad)}/{len(cases)})")
+            all_cases.extend(cases)
+    ok = sum(c.agrees for c in all_cases)
+    print(f"agreement: {agreement(all_cases):.4f} ({ok}/{len(all_cases)})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,213 @@
+"""Does the simulator schedule like kube-scheduler? Random cases, both answers compared.
+
+A *case* is a few nodes (sizes, zone labels, taints), pods already bound to them, and one
+pod to place (requests or none, tolerations, preferred node affinity, node selector). The
+real kube-scheduler of a :class:`~stickypack.testing.controlplane.ControlPlane` places the
+pod; stickypack's policy scores the same case; they *agree* when the real choice is among
+the policy's top-scoring nodes (kube-scheduler breaks ties at random).
+
+Cases run in batches: every case gets its own nodes, labelled ``stickypack.io/case``, and
+its pod a node selector for that label, so one scheduler places a whole batch at once and
+each pod only ever sees its own case's nodes.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from stickypack.core import NodeTable, Pod, SchedulingContext, Taint
+from stickypack.core.policy import Policy
+from stickypack.core.resources import parse_resource_list
+from stickypack.testing.controlplane import ControlPlane, pod_manifest
+
+CASE_LABEL = "stickypack.io/case"
+_CPUS = ("2", "4", "8", "16")
+_MEMS = ("4Gi", "8Gi", "16Gi", "32Gi", "64Gi")
+_POD_CPU = (None, "100m", "250m", "500m", "1", "1500m", "2")
+_POD_MEM = (None, "128Mi", "512Mi", "1Gi", "2Gi", "3Gi", "4Gi")
+
+
+@dataclass
+class Case:
+    """One random placement problem; ``nodes`` are create_node kwargs."""
+
+    index: int
+    nodes: list[dict[str, Any]]
+    bound: list[dict[str, Any]]
+    pod: dict[str, Any]
+    chosen: str | None = None
+    top: list[str] = field(default_factory=list)
+    scores: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def agrees(self) -> bool:
+        return self.chosen is not None and self.chosen in self.top
+
+    def describe(self) -> str:
+        lines = [f"case {self.index}: real kube-scheduler chose {self.chosen}, policy's best {self.top}"]
+        for n in self.nodes:
+            on = [p for p in self.bound if p["spec"]["nodeName"] == n["name"]]
+            reqs = [p["spec"]["containers"][0]["resources"].get("requests", {}) for p in on]
+            lines.append(
+                f"  node {n['name']} cpu={n['cpu']} memory={n['memory']} labels={n['labels']} "
+                f"taints={n['taints']} score={self.scores.get(n['name'])} pods={reqs}"
+            )
+        spec = self.pod["spec"]
+        lines.append(
+            f"  pod requests={spec['containers'][0]['resources'].get('requests', {})} "
+            f"tolerations={spec.get('tolerations')} affinity={spec.get('affinity')} "
+            f"nodeSelector={spec.get('nodeSelector')}"
+        )
+        return "\n".join(lines)
+
+
+def _node_table(case: Case) -> NodeTable:
+    table = NodeTable()
+    for n in case.nodes:
+        alloc = parse_resource_list({"cpu": n["cpu"], "memory": n["memory"], "pods": "110", "ephemeral-storage": "100Gi"})
+        labels = {"kubernetes.io/hostname": n["name"], "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64", **n["labels"]}
+        taints = [Taint.from_dict(_taint_dict(t)) for t in n["taints"]]
+        table.upsert_node(n["name"], alloc, labels=labels, taints=taints)
+    for raw in case.bound:
+        table.add_pod(table.slot(raw["spec"]["nodeName"]), Pod.from_dict(raw))
+    return table
+
+
+def _taint_dict(spec: str) -> dict[str, str]:
+    keyval, effect = spec.rsplit(":", 1)
+    key, _, value = keyval.partition("=")
+    return {"key": key, "value": value, "effect": effect}
+
+
+def score_case(case: Case, policy: Policy) -> list[str]:
+    """The policy's top-scoring feasible nodes for the case (names); sets ``case.scores``."""
+    table = _node_table(case)
+    pod = Pod.from_dict(case.pod)
+    ctx = SchedulingContext()
+    profile = policy.profile_for(pod)
+    idx = profile.feasible(pod, table, ctx)
+    if idx.size == 0:
+        return []
+    totals = profile.scores(pod, table, idx, ctx)
+    case.scores = dict(zip(table.node_names(idx), (int(t) for t in totals), strict=True))
+    if idx.size == 1:
+        return table.node_names(idx)
+    return table.node_names(idx[totals == totals.max()])
+
+
+def random_case(rng: random.Random, index: int, scheduler_name: str) -> Case:
+    """A case whose pod fits at least one node (re-drawn until it does)."""
+    while True:
+        case = _draw(rng, index, scheduler_name)
+        table = _node_table(case)
+        pod = Pod.from_dict(case.pod)
+        # feasibility by the default filters only; scoring differences are what we test
+        from stickypack.policies import load_builtin
+
+        if load_builtin("default").profiles[0].feasible(pod, table, SchedulingContext()).size:
+            return case
+
+
+def _draw(rng: random.Random, index: int, scheduler_name: str) -> Case:
+    label = f"c{index}"
+    nodes = []
+    for j in range(rng.randint(2, 7)):
+        taints = []
+        if rng.random() < 0.25:
+            taints.append(rng.choice(["soft1=x:PreferNoSchedule", "soft2:PreferNoSchedule"]))
+        if rng.random() < 0.1:
+            taints.append("soft2:PreferNoSchedule" if taints and taints[0].startswith("soft1") else "soft1=x:PreferNoSchedule")
+        if rng.random() < 0.12:
+            taints.append("dedicated=gpu:NoSchedule")
+        nodes.append(
+            {
+                "name": f"{label}-n{j}",
+                "cpu": rng.choice(_CPUS),
+                "memory": rng.choice(_MEMS),
+                "labels": {CASE_LABEL: label, "zone": rng.choice("abc")},
+                "taints": taints,
+            }
+        )
+    table = NodeTable()
+    for n in nodes:
+        table.upsert_node(n["name"], parse_resource_list({"cpu": n["cpu"], "memory": n["memory"], "pods": "110"}))
+    bound = []
+    for k in range(rng.randint(0, 4 * len(nodes))):
+        n = rng.choice(nodes)
+        cpu, mem = rng.choice(_POD_CPU), rng.choice(_POD_MEM)
+        raw = pod_manifest(f"{label}-b{k}", cpu=cpu, memory=mem)
+        raw["spec"]["nodeName"] = n["name"]
+        p = Pod.from_dict(raw)
+        i = table.slot(n["name"])
+        if (table.requested[i, :2] + table.pod_vector(p)[:2] > table.alloc[i, :2]).any():
+            continue  # keep bound pods within allocatable, as a kubelet would
+        table.add_pod(i, p)
+        bound.append(raw)
+    raw = pod_manifest(f"{label}-pod", cpu=rng.choice(_POD_CPU), memory=rng.choice(_POD_MEM), scheduler_name=scheduler_name)
+    spec = raw["spec"]
+    spec["nodeSelector"] = {CASE_LABEL: label}
+    if rng.random() < 0.1:
+        spec["nodeSelector"]["zone"] = rng.choice("abc")
+    tolerations = []
+    if rng.random() < 0.3:
+        tolerations.append({"key": "soft1", "operator": "Exists", "effect": rng.choice(["PreferNoSchedule", ""])})
+    if rng.random() < 0.2:
+        tolerations.append({"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"})
+    if tolerations:
+        spec["tolerations"] = tolerations
+    if rng.random() < 0.35:
+        terms = [
+            {"weight": rng.randint(1, 100), "preference": {"matchExpressions": [{"key": "zone", "operator": "In", "values": [z]}]}}
+            for z in rng.sample("abc", rng.randint(1, 2))
+        ]
+        spec["affinity"] = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": terms}}
+    return Case(index, nodes, bound, raw)
+
+
+def run_cases(
+    cp: ControlPlane,
+    policy: Policy,
+    scheduler_name: str,
+    cases: int,
+    seed: int,
+    batch: int = 25,
+    settle_s: float = 1.0,
+    on_case: Callable[[Case], None] | None = None,
+) -> list[Case]:
+    """Run ``cases`` random cases against the real scheduler serving ``scheduler_name``
+    (already started on ``cp``); returns them with the real choice and the policy's top."""
+    rng = random.Random(seed)
+    done: list[Case] = []
+    for start in range(0, cases, batch):
+        group = [random_case(rng, i, scheduler_name) for i in range(start, min(start + batch, cases))]
+        for case in group:
+            for n in case.nodes:
+                cp.create_node(n["name"], cpu=n["cpu"], memory=n["memory"], labels=n["labels"], taints=n["taints"])
+        cp.create_pods([b for case in group for b in case.bound])
+        time.sleep(settle_s)  # let the scheduler's informers see the nodes and bound pods
+        cp.create_pods([copy.deepcopy(case.pod) for case in group])
+        names = [case.pod["metadata"]["name"] for case in group]
+        try:
+            placed = cp.wait_bound(names, timeout=60.0)
+        except Exception:  # noqa: BLE001 - a pod left pending is a disagreement, reported below
+            placed = {k: v for k, v in cp.placements().items() if k in set(names) and v}
+        for case in group:
+            case.chosen = placed.get(case.pod["metadata"]["name"])
+            case.top = score_case(case, policy)
+            done.append(case)
+            if on_case is not None:
+                on_case(case)
+        cp.delete_all_pods()
+        cp.delete_all_nodes()
+    return done
+
+
+def agreement(cases: list[Case]) -> float:
+    return float(np.mean([c.agrees for c in cases])) if cases else 0.0
