@@ -21,7 +21,9 @@ from stickypack.sim.runner import compare
 from stickypack.sim.traces import TraceErrors, read_launches
 from stickypack.sim.workloads import trace_workload
 
-DEFAULT_DAY = Path(__file__).resolve().parents[1].parent / "shared/data/mybinder-events/events-2019-03-04.jsonl.gz"
+DEFAULT_DAY = (
+    Path(__file__).resolve().parents[1].parent / "shared/data/mybinder-events/events-2019-03-04.jsonl.gz"
+)
 
 
 def main() -> int:
@@ -40,7 +42,9 @@ def main() -> int:
         walls.append(time.perf_counter() - started)
         placements = sum(int(r.metrics["pods_scheduled"]) for r in cmp.runs)
         for run in cmp.runs:
-            print(f"  {run.policy:11s} {run.metrics['wall_s']:.2f} s  {int(run.metrics['pods_scheduled'])} pods")
+            print(
+                f"  {run.policy:11s} {run.metrics['wall_s']:.2f} s  {int(run.metrics['pods_scheduled'])} pods"
+            )
     wall = statistics.median(walls)
     base_started = time.perf_counter()
     d: dict[int, int] = {}
@@ -48,7 +52,10 @@ def main() -> int:
         d[i & 1023] = i
     base = time.perf_counter() - base_started
     print(f"baseline python loop: {base:.4f} s for {placements} iterations; cost ratio {wall / base:.0f}x")
-    print(f"day {args.day.name} x{args.load_scale:g}: wall_s: {wall:.2f} placements_per_s: {placements / wall:.0f}")
+    print(
+        f"day {args.day.name} x{args.load_scale:g}: wall_s: {wall:.2f} "
+        f"placements_per_s: {placements / wall:.0f}"
+    )
     return 0
 
 

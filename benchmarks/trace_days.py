@@ -65,8 +65,8 @@ def main() -> int:
             floor = m["default"]["floor_node_hours"]
             oracle = m["oracle"]["node_hours"]
             cells = [
-                f"{m[p]['node_hours']:.1f} ({m[p]['node_hours'] / bound:.2f}/{m[p]['node_hours'] / floor:.2f}/"
-                f"{m[p]['node_hours'] / oracle:.2f})"
+                f"{m[p]['node_hours']:.1f} ({m[p]['node_hours'] / bound:.2f}/"
+                f"{m[p]['node_hours'] / floor:.2f}/{m[p]['node_hours'] / oracle:.2f})"
                 for p in POLICIES
             ]
             sp, bh = m["stickypack"], m["binderhub"]
@@ -79,10 +79,12 @@ def main() -> int:
             passed += all(ok)
             day = name.removeprefix("events-").removesuffix(".jsonl.gz")
             lines.append(
-                f"| {day} | {bound:.1f} | {floor:.1f} | " + " | ".join(cells)
+                f"| {day} | {bound:.1f} | {floor:.1f} | "
+                + " | ".join(cells)
                 + f" | {sp['build_cache_hit_rate']:.3f}/{bh['build_cache_hit_rate']:.3f}"
                 + f" | {sp['max_node_build_share']:.3f}/{bh['max_node_build_share']:.3f} | "
-                + " ".join("ok" if o else "NO" for o in ok) + " |"
+                + " ".join("ok" if o else "NO" for o in ok)
+                + " |"
             )
     text = "\n".join(lines)
     print(text)

@@ -146,7 +146,10 @@ def test_policy_file(tmp_path, capsys):
 
 def test_malformed_trace_lines_counted_not_fatal(tmp_path, capsys):
     trace = tmp_path / "events-bad.jsonl.gz"
-    good = '{"timestamp": "2019-03-04T00:0%d:00+00:00", "provider": "GitHub", "spec": "o/r/master", "status": "success"}'
+    good = (
+        '{"timestamp": "2019-03-04T00:0%d:00+00:00", "provider": "GitHub", '
+        '"spec": "o/r/master", "status": "success"}'
+    )
     lines = [good % i for i in range(5)]
     lines.insert(2, "{not json")
     lines.insert(4, '{"timestamp": "2019-03-04T00:03:00+00:00", "provider": "GitHub"}')

@@ -499,8 +499,9 @@ class BuildLocality(ScorePlugin):
     rendezvous rank ``r`` (0-based, over all builder nodes, so the order is stable while
     nodes come and go) ``top_score - r * step`` for ``r < top_k``; every other node 0. A
     node whose running builds would exceed ``max(min_load_cap, ceil(load_bound * mean))``
-    (mean over all nodes, this build included) scores 0, so one hot repo cannot pile its builds on one node; so does a node marked for
-    deletion by the autoscaler (its cache is about to go).
+    (mean over all nodes, this build included) scores 0, so one hot repo cannot pile its
+    builds on one node; so does a node marked for deletion by the autoscaler (its cache is
+    about to go).
     """
 
     name = "BuildLocality"
@@ -515,7 +516,8 @@ class BuildLocality(ScorePlugin):
     ) -> None:
         if top_k < 0 or load_bound < 1 or min_load_cap < 1 or not 0 <= top_score <= 100 or step < 0:
             raise PluginArgsError(
-                "BuildLocality needs top_k >= 0, load_bound >= 1, min_load_cap >= 1, 0 <= top_score <= 100, step >= 0"
+                "BuildLocality needs top_k >= 0, load_bound >= 1, min_load_cap >= 1, "
+                "0 <= top_score <= 100, step >= 0"
             )
         self.top_k = top_k
         self.load_bound = load_bound

@@ -78,7 +78,8 @@ def render_table(cmp: Comparison, console: Console) -> None:
     first = cmp.runs[0].metrics if cmp.runs else {}
     title = (
         f"{cmp.scenario} (seed {cmp.seed}, load x{cmp.load_scale:g}): lower bound "
-        f"{first.get('lower_bound_node_hours', 0):.1f} node-h, CA floor {first.get('floor_node_hours', 0):.1f} node-h, "
+        f"{first.get('lower_bound_node_hours', 0):.1f} node-h, "
+        f"CA floor {first.get('floor_node_hours', 0):.1f} node-h, "
         f"bound's final nodes {first.get('lower_bound_final_nodes', 0)}"
     )
     table = Table(title=title)

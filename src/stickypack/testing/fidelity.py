@@ -71,8 +71,15 @@ class Case:
 def _node_table(case: Case) -> NodeTable:
     table = NodeTable()
     for n in case.nodes:
-        alloc = parse_resource_list({"cpu": n["cpu"], "memory": n["memory"], "pods": "110", "ephemeral-storage": "100Gi"})
-        labels = {"kubernetes.io/hostname": n["name"], "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64", **n["labels"]}
+        alloc = parse_resource_list(
+            {"cpu": n["cpu"], "memory": n["memory"], "pods": "110", "ephemeral-storage": "100Gi"}
+        )
+        labels = {
+            "kubernetes.io/hostname": n["name"],
+            "kubernetes.io/os": "linux",
+            "kubernetes.io/arch": "amd64",
+            **n["labels"],
+        }
         taints = [Taint.from_dict(_taint_dict(t)) for t in n["taints"]]
         table.upsert_node(n["name"], alloc, labels=labels, taints=taints)
     for raw in case.bound:
@@ -123,7 +130,11 @@ def _draw(rng: random.Random, index: int, scheduler_name: str) -> Case:
         if rng.random() < 0.25:
             taints.append(rng.choice(["soft1=x:PreferNoSchedule", "soft2:PreferNoSchedule"]))
         if rng.random() < 0.1:
-            taints.append("soft2:PreferNoSchedule" if taints and taints[0].startswith("soft1") else "soft1=x:PreferNoSchedule")
+            taints.append(
+                "soft2:PreferNoSchedule"
+                if taints and taints[0].startswith("soft1")
+                else "soft1=x:PreferNoSchedule"
+            )
         if rng.random() < 0.12:
             taints.append("dedicated=gpu:NoSchedule")
         nodes.append(
@@ -137,7 +148,9 @@ def _draw(rng: random.Random, index: int, scheduler_name: str) -> Case:
         )
     table = NodeTable()
     for n in nodes:
-        table.upsert_node(n["name"], parse_resource_list({"cpu": n["cpu"], "memory": n["memory"], "pods": "110"}))
+        table.upsert_node(
+            n["name"], parse_resource_list({"cpu": n["cpu"], "memory": n["memory"], "pods": "110"})
+        )
     bound = []
     for k in range(rng.randint(0, 4 * len(nodes))):
         n = rng.choice(nodes)
@@ -150,21 +163,28 @@ def _draw(rng: random.Random, index: int, scheduler_name: str) -> Case:
             continue  # keep bound pods within allocatable, as a kubelet would
         table.add_pod(i, p)
         bound.append(raw)
-    raw = pod_manifest(f"{label}-pod", cpu=rng.choice(_POD_CPU), memory=rng.choice(_POD_MEM), scheduler_name=scheduler_name)
+    raw = pod_manifest(
+        f"{label}-pod", cpu=rng.choice(_POD_CPU), memory=rng.choice(_POD_MEM), scheduler_name=scheduler_name
+    )
     spec = raw["spec"]
     spec["nodeSelector"] = {CASE_LABEL: label}
     if rng.random() < 0.1:
         spec["nodeSelector"]["zone"] = rng.choice("abc")
     tolerations = []
     if rng.random() < 0.3:
-        tolerations.append({"key": "soft1", "operator": "Exists", "effect": rng.choice(["PreferNoSchedule", ""])})
+        tolerations.append(
+            {"key": "soft1", "operator": "Exists", "effect": rng.choice(["PreferNoSchedule", ""])}
+        )
     if rng.random() < 0.2:
         tolerations.append({"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"})
     if tolerations:
         spec["tolerations"] = tolerations
     if rng.random() < 0.35:
         terms = [
-            {"weight": rng.randint(1, 100), "preference": {"matchExpressions": [{"key": "zone", "operator": "In", "values": [z]}]}}
+            {
+                "weight": rng.randint(1, 100),
+                "preference": {"matchExpressions": [{"key": "zone", "operator": "In", "values": [z]}]},
+            }
             for z in rng.sample("abc", rng.randint(1, 2))
         ]
         spec["affinity"] = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": terms}}
@@ -189,14 +209,16 @@ def run_cases(
         group = [random_case(rng, i, scheduler_name) for i in range(start, min(start + batch, cases))]
         for case in group:
             for n in case.nodes:
-                cp.create_node(n["name"], cpu=n["cpu"], memory=n["memory"], labels=n["labels"], taints=n["taints"])
+                cp.create_node(
+                    n["name"], cpu=n["cpu"], memory=n["memory"], labels=n["labels"], taints=n["taints"]
+                )
         cp.create_pods([b for case in group for b in case.bound])
         time.sleep(settle_s)  # let the scheduler's informers see the nodes and bound pods
         cp.create_pods([copy.deepcopy(case.pod) for case in group])
         names = [case.pod["metadata"]["name"] for case in group]
         try:
             placed = cp.wait_bound(names, timeout=60.0)
-        except Exception:  # noqa: BLE001 - a pod left pending is a disagreement, reported below
+        except Exception:
             placed = {k: v for k, v in cp.placements().items() if k in set(names) and v}
         for case in group:
             case.chosen = placed.get(case.pod["metadata"]["name"])
