@@ -1,0 +1,141 @@
+"""The pod model, the node table, policy loading, and the core's purity."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from stickypack.cli import main
+from stickypack.core import NodeTable, Pod, PodSpecError, PolicyError, policy_from_yaml
+from stickypack.core.history import BuildHistory
+
+CORE = Path(__file__).resolve().parents[1] / "src" / "stickypack" / "core"
+Gi = 1024**3
+
+
+def test_core_imports_nothing_outside_core_and_does_no_io():
+    allowed = {"numpy", "yaml", "pydantic", "stickypack"}
+    stdlib_io = {"os", "io", "socket", "time", "datetime", "random", "subprocess", "pathlib", "asyncio"}
+    for path in CORE.glob("*.py"):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            for name in names:
+                top = name.split(".")[0]
+                assert top not in stdlib_io, f"{path.name} imports {name}"
+                if top == "stickypack":
+                    assert name.startswith("stickypack.core"), f"{path.name} imports {name}"
+                elif top not in allowed:
+                    __import__(top)  # stdlib only: must import without site-packages magic
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "open":
+                pytest.fail(f"{path.name} calls open()")
+
+
+def test_pod_requests_like_kubernetes():
+    raw = {
+        "metadata": {
+            "name": "p",
+            "namespace": "ns",
+            "labels": {"a": "b"},
+            "ownerReferences": [{"kind": "ReplicaSet", "controller": True, "name": "rs"}],
+        },
+        "spec": {
+            "schedulerName": "stickypack",
+            "containers": [
+                {"name": "a", "resources": {"requests": {"cpu": "250m", "memory": "1Gi"}}},
+                {"name": "b", "resources": {"limits": {"cpu": "1", "memory": "512Mi"}}},  # requests = limits
+                {"name": "c"},
+            ],
+            "initContainers": [
+                {"name": "big-init", "resources": {"requests": {"cpu": "2", "memory": "100Mi"}}},
+                {"name": "sidecar", "restartPolicy": "Always", "resources": {"requests": {"cpu": "100m"}}},
+            ],
+            "overhead": {"cpu": "10m"},
+            "tolerations": [{"key": "k", "operator": "Exists"}],
+        },
+    }
+    pod = Pod.from_dict(raw)
+    # containers 1250m + sidecar 100m = 1350m; the init container runs with the sidecars
+    # started before it (none): max(1350m, 2000m) = 2000m; plus overhead 10m
+    assert pod.requests["cpu"] == 2010
+    assert pod.requests["memory"] == Gi + 512 * 1024**2
+    # scoring requests: container c gets 100m/200Mi, the sidecar 200Mi memory
+    assert pod.nonzero_cpu == max(250 + 1000 + 100 + 100, 2000 + 0) + 10
+    assert pod.owner_kind == "ReplicaSet" and pod.scheduler_name == "stickypack"
+    assert pod.key == "ns/p" and pod.tolerations[0].operator == "Exists"
+
+
+def test_bad_pod_dict_is_a_clear_error():
+    with pytest.raises(PodSpecError, match="cannot read pod"):
+        Pod.from_dict({"spec": {"containers": [{"resources": {"requests": {"cpu": "lots"}}}]}})
+
+
+def test_node_table_add_remove_reuse():
+    t = NodeTable(capacity=1)
+    a = t.upsert_node("a", {"cpu": 1000, "memory": Gi, "pods": 10})
+    b = t.upsert_node("b", {"cpu": 2000, "memory": Gi, "pods": 10, "nvidia.com/gpu": 1})
+    assert len(t) == 2 and t.alloc.shape[0] >= 2
+    p = Pod("p", requests={"cpu": 300, "nvidia.com/gpu": 1}, annotations={"binder-repo": "r"})
+    t.add_pod(b, p)
+    assert t.requested[b, t.rindex["cpu"]] == 300 and t.requested[b, t.rindex["pods"]] == 1
+    assert t.builds[b] == 1 and t.build_starts[b] == 1
+    t.remove_pod(b, p)
+    assert t.requested[b].sum() == 0 and t.builds[b] == 0 and t.build_starts[b] == 1
+    t.remove_node("a")
+    assert "a" not in t and t.active_indices().tolist() == [b]
+    c = t.upsert_node("c", {"cpu": 1})
+    assert c == a  # the freed row is reused
+    assert set(t.node_names(t.active_indices())) == {"b", "c"}
+        "b",
+        "c",
+    }
+
+
+def test_build_history_bounds_and_forgetting():
+    h = BuildHistory(ttl_s=100, max_nodes_per_repo=2, max_repos=2)
+    h.record("r1", "n1", 10)
+    h.record("r1", "n2", 20)
+    h.record("r1", "n3", 30)
+    assert h.nodes_for("r1", 40) == ["n3", "n2"]
+    h.record("r2", "n1", 40)
+    h.record("r3", "n1", 50)  # r1 is the least recently built: dropped
+    assert h.nodes_for("r1", 50) == [] and len(h) == 2
+    assert h.nodes_for("r2", 200) == []  # past the TTL
+    assert h.forget_node("n1") == 2 and len(h) == 0
+
+
+def test_policy_errors_say_where():
+    with pytest.raises(PolicyError, match=r"mine.yaml: invalid policy: profiles: .*at least 1"):
+        policy_from_yaml("name: x\nprofiles: []\n", source="mine.yaml")
+    with pytest.raises(PolicyError, match=r"score\[0\]: bad args for NodeResourcesFit: unknown strategy"):
+        policy_from_yaml(
+            "name: x\nprofiles:\n- name: p\n  filters: []\n  score:\n"
+            "  - {plugin: NodeResourcesFit, args: {strategy: Sideways}}\n"
+        )
+    with pytest.raises(PolicyError, match="not valid YAML"):
+        policy_from_yaml("name: [unclosed")
+
+
+def test_policies_command_lists_builtins(capsys):
+    assert main(["policies"]) == 0
+    out = capsys.readouterr().out
+    for name in ("default", "z2jh", "binderhub", "stickypack", "oracle"):
+        assert name in out
+
+
+def test_render_scheduler_config(tmp_path, capsys):
+    import yaml
+
+    out = tmp_path / "sched.yaml"
+    assert main(["render", "scheduler-config", "--profiles", "stickypack", "-o", str(out)]) == 0
+    config = yaml.safe_load(out.read_text())
+    assert config["kind"] == "KubeSchedulerConfiguration"
+    assert [p["schedulerName"] for p in config["profiles"]] == ["stickypack"]
+    assert main(["render", "scheduler-config", "--profiles", "nope"]) == 2
+    assert "nope" in capsys.readouterr().err
