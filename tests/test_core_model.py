@@ -92,9 +92,6 @@ def test_node_table_add_remove_reuse():
     c = t.upsert_node("c", {"cpu": 1})
     assert c == a  # the freed row is reused
     assert set(t.node_names(t.active_indices())) == {"b", "c"}
-        "b",
-        "c",
-    }
 
 
 def test_build_history_bounds_and_forgetting():
