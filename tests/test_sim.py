@@ -167,6 +167,16 @@ def test_malformed_trace_lines_counted_not_fatal(tmp_path, capsys):
     assert "3 malformed trace line(s)" in capsys.readouterr().out
 
 
+def test_several_days_replay_back_to_back():
+    errors = TraceErrors()
+    days = [DATA / "events-2019-03-09.jsonl.gz", DATA / "events-2018-11-05.jsonl.gz"]
+    launches = read_launches(days, errors)
+    assert errors.count == 0
+    assert launches[0].t == 0.0  # the 2018 day comes first, from its midnight
+    assert 86400 <= launches[-1].t < 2 * 86400  # the 2019 day follows as day two
+    assert all(a.t <= b.t for a, b in zip(launches, launches[1:], strict=False))
+
+
 def test_missing_trace_is_a_clear_error(tmp_path, capsys):
     assert main(["simulate", "--trace", str(tmp_path / "nope.jsonl")]) == 2
     assert "trace not found" in capsys.readouterr().err

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -19,6 +20,7 @@ _TWO_SEGMENT = {"GitHub": "https://github.com/", "Gist": "https://gist.github.co
 #: Providers whose spec has no ref.
 _NO_REF = {"Zenodo", "Figshare", "Hydroshare", "Dataverse", "CKAN"}
 MAX_REPORTED_ERRORS = 5
+DAY = 86400.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,15 +87,27 @@ def trace_files(paths: Iterable[str | Path]) -> list[Path]:
 
 
 def read_launches(paths: Iterable[str | Path], errors: TraceErrors) -> list[Launch]:
-    """All launches of the given files, time-ordered, times relative to the first one."""
-    stamps: list[tuple[float, str]] = []
+    """All launches of the given files, time-ordered, in seconds from the first day's start.
+
+    Files are replayed one after the other: each file's events keep their time of day and
+    its days follow the previous file's (so days from different months make one continuous
+    replay without an idle gap between them). Time 0 is midnight UTC of the first event.
+    """
+    per_file: list[list[tuple[float, str]]] = []
     for path in trace_files(paths):
-        stamps.extend(_read_file(path, errors))
-    if not stamps:
-        return []
-    stamps.sort(key=lambda tr: tr[0])
-    t0 = stamps[0][0]
-    return [Launch(t - t0, repo) for t, repo in stamps]
+        stamps = list(_read_file(path, errors))
+        if stamps:
+            stamps.sort(key=lambda tr: tr[0])
+            per_file.append(stamps)
+    per_file.sort(key=lambda stamps: stamps[0][0])
+    launches: list[Launch] = []
+    offset = 0.0
+    for stamps in per_file:
+        midnight = stamps[0][0] - stamps[0][0] % DAY
+        span_days = math.floor((stamps[-1][0] - midnight) / DAY) + 1
+        launches.extend(Launch(offset + t - midnight, repo) for t, repo in stamps)
+        offset += span_days * DAY
+    return launches
 
 
 def _read_file(path: Path, errors: TraceErrors) -> Iterator[tuple[float, str]]:
