@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import itertools
 import json
 from pathlib import Path
 
@@ -174,7 +175,7 @@ def test_several_days_replay_back_to_back():
     assert errors.count == 0
     assert launches[0].t == 0.0  # the 2018 day comes first, from its midnight
     assert 86400 <= launches[-1].t < 2 * 86400  # the 2019 day follows as day two
-    assert all(a.t <= b.t for a, b in zip(launches, launches[1:], strict=False))
+    assert all(a.t <= b.t for a, b in itertools.pairwise(launches))
 
 
 def test_missing_trace_is_a_clear_error(tmp_path, capsys):
