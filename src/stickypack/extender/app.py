@@ -38,7 +38,9 @@ JSON = "application/json"
 
 
 def _json(body: Any, status: int = 200) -> Response:
-    return Response(json.dumps(body, separators=(",", ":")), status_code=status, media_type=JSON)
+    to_json = getattr(body, "to_json", None)
+    text = to_json() if to_json is not None else json.dumps(body, separators=(",", ":"))
+    return Response(text, status_code=status, media_type=JSON)
 
 
 def _error(message: str, status: int = 400) -> Response:

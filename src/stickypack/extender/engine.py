@@ -17,6 +17,7 @@ is synchronous and pure apart from the cache it reads; the HTTP layer is in
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -154,6 +155,13 @@ class Extender:
             raise BadRequest(f"ExtenderArgs.Pod: {exc}") from None
         return pod, f"{pod.namespace}/{pod.name}", names
 
+    def _check_known(self, names: list[str]) -> None:
+        """For pods the extender does not manage: unknown names are still an error (reject)."""
+        if self.unknown_nodes == "reject":
+            index = self.cache.table.index
+            if not all(n in index for n in names):
+                self._rows(names)  # raises with the message
+
     def _rows(self, names: list[str]) -> tuple[np.ndarray, list[str], list[str]]:
         """(rows of known names, known names, unknown names)."""
         index = self.cache.table.index
@@ -184,6 +192,7 @@ class Extender:
     def filter(self, args: Any) -> tuple[dict[str, Any], Decision]:
         pod, key, names = self._parse(args)
         if not self.manages(pod):
+            self._check_known(names)
             return _filter_result(list(names), {}, {}), Decision("filter", False, len(names), len(names))
         idx, known, unknown = self._rows(names)
         failed: dict[str, str] = {}
@@ -234,6 +243,7 @@ class Extender:
     def prioritize(self, args: Any) -> tuple[list[dict[str, Any]], Decision]:
         pod, key, names = self._parse(args)
         if not self.manages(pod):
+            self._check_known(names)
             return [], Decision("prioritize", False, len(names))
         idx, known, unknown = self._rows(names)
         out: list[dict[str, Any]] = []
@@ -254,8 +264,7 @@ class Extender:
             denom = max(self.max_total, 1)
             scores = (total * MAX_EXTENDER_PRIORITY + denom // 2) // denom
         scores = np.clip(scores, 0, MAX_EXTENDER_PRIORITY)
-        out = [{"Host": n, "Score": s} for n, s in zip(known, scores.tolist(), strict=True)]
-        out.extend({"Host": n, "Score": 0} for n in unknown)
+        out = _PriorityList(known, scores.tolist(), unknown)
         top_node = None
         if self.assume and pod.build_repo is not None and idx.size > 1:
             top_node = self._predict(pod, idx, known, scores, ctx)
@@ -279,6 +288,47 @@ class Extender:
         if best.size != 1:
             return None  # a tie: kube-scheduler picks at random, do not guess
         return known[int(best[0])]
+
+
+class _PriorityList(Sequence):
+    """A HostPriorityList (``[{"Host": ..., "Score": ...}]``, built only when read) that
+    serializes itself fast (the app calls :meth:`to_json`): one cached JSON fragment per
+    node name instead of a dict per node."""
+
+    _fragments: dict[str, str] = {}  # noqa: RUF012 - shared cache, node name -> '{"Host":"n","Score":'
+
+    def __init__(self, names: list[str], scores: list[int], unknown: list[str]) -> None:
+        self._names = [*names, *unknown]
+        self._scores = [*scores, *([0] * len(unknown))]
+        self._items: list[dict[str, Any]] | None = None
+
+    def _list(self) -> list[dict[str, Any]]:
+        if self._items is None:
+            self._items = [{"Host": n, "Score": s} for n, s in zip(self._names, self._scores, strict=True)]
+        return self._items
+
+    def __getitem__(self, i):  # type: ignore[override]
+        return self._list()[i]
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def __eq__(self, other: object) -> bool:
+        return self._list() == list(other) if isinstance(other, Sequence) else NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def to_json(self) -> str:
+        frags = self._fragments
+        parts = []
+        for name, score in zip(self._names, self._scores, strict=True):
+            frag = frags.get(name)
+            if frag is None:
+                if len(frags) > 100_000:
+                    frags.clear()
+                frag = frags[name] = '{"Host":' + json.dumps(name) + ',"Score":'
+            parts.append(f"{frag}{score}}}")
+        return "[" + ",".join(parts) + "]"
 
 
 def _filter_result(names: list[str], failed: dict[str, str], unresolvable: dict[str, str]) -> dict[str, Any]:

@@ -236,6 +236,17 @@ class ExtenderService:
                 await self.api_client.close()
 
 
+def loopback_socket() -> socket.socket:
+    """A TCP socket bound to a free port of 127.0.0.1, with TCP_NODELAY (inherited by the
+    accepted connections: without it uvicorn's separate header and body writes meet the
+    client's delayed ACKs and each response waits ~40 ms)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.bind(("127.0.0.1", 0))
+    return sock
+
+
 def _uvicorn_config(app: Any, host: str, port: int, log_level: str = "warning") -> Any:
     import uvicorn
 
@@ -300,9 +311,7 @@ class ServiceThread:
         import uvicorn
 
         asyncio.set_event_loop(self.loop)
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", 0))
+        sock = loopback_socket()
         self.port = sock.getsockname()[1]
 
         async def main() -> None:
@@ -379,9 +388,7 @@ class AppThread:
         import uvicorn
 
         asyncio.set_event_loop(self.loop)
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", 0))
+        sock = loopback_socket()
         self.port = sock.getsockname()[1]
         self.server = uvicorn.Server(_uvicorn_config(self.app, "127.0.0.1", self.port))
         self.server.install_signal_handlers = lambda: None
