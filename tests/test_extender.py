@@ -12,13 +12,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from stickypack.core.history import BuildHistory
 from stickypack.extender.app import make_app
 from stickypack.extender.config import ConfigError, config_from_dict, load_config
 from stickypack.extender.engine import Extender, select_profile
 from stickypack.extender.metrics import Metrics
 from stickypack.extender.server import AppThread
 from stickypack.kube.cache import ClusterCache
+from stickypack.kube.history import HistoryRecorder
 from stickypack.policies import load_builtin
 from stickypack.render import EXTENDER_WEIGHT
 
@@ -57,7 +57,7 @@ def build_pod(name: str = "build-1", repo: str = REPO, node_name: str | None = N
 class World:
     def __init__(self, n: int = 6) -> None:
         self.cache = ClusterCache(clock=lambda: NOW)
-        self.history = BuildHistory()
+        self.recorder = HistoryRecorder(None, clock=lambda: NOW)
         self.names = [f"node-{i}" for i in range(n)]
         for name in self.names:
             self.cache.node_event("ADDED", node(name))
@@ -65,7 +65,9 @@ class World:
             "ADDED", node("doomed", [{"key": "ToBeDeletedByClusterAutoscaler", "effect": "NoSchedule"}])
         )
         profile = select_profile(load_builtin("stickypack"), "stickypack-builds")
-        self.extender = Extender(self.cache, profile, history=lambda: self.history, clock=lambda: NOW)
+        self.extender = Extender(
+            self.cache, profile, history=lambda: self.recorder.history, clock=lambda: NOW
+        )
         self.metrics = Metrics()
         self.app = make_app(self.extender, metrics=self.metrics, max_request_bytes=LIMIT)
 
@@ -118,10 +120,10 @@ def test_prioritize_prefers_history_then_rendezvous(world) -> None:
     assert best["Host"] == top
     # History wins over rendezvous order.
     built = rendezvous_rank(w.names, REPO)[-1]
-    server.call(lambda: w.history.record(REPO, built, NOW - 60))
+    server.call(lambda: w.recorder.record(REPO, built, NOW - 60))
     scores = post(client, "prioritize", {"Pod": build_pod("p2"), "NodeNames": w.names}).json()
     assert max(scores, key=lambda s: s["Score"])["Host"] == built
-    server.call(lambda: w.history.forget_node(built))
+    server.call(lambda: w.recorder.forget_node(built))
 
 
 def test_assumption_moves_hot_repo_builds_along(world) -> None:

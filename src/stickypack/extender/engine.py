@@ -121,6 +121,9 @@ class Extender:
         self.bound_min = int(getattr(locality, "min_load_cap", 2))
         self.utilization_threshold = utilization_threshold
         self.clock = clock
+        self._epoch: tuple[Any, ...] | None = None
+        self._shared: dict[str, Any] = {}
+        self._pods: dict[tuple[str, str], Pod] = {}  # (uid, resourceVersion) -> parsed pod
 
     @property
     def weight(self) -> int:
@@ -149,10 +152,20 @@ class Extender:
                 raise BadRequest("ExtenderArgs.NodeNames must be a list of node names (nodeCacheCapable)")
         if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
             raise BadRequest("ExtenderArgs.NodeNames must be a list of strings")
-        try:
-            pod = Pod.from_dict(raw_pod)
-        except PodSpecError as exc:
-            raise BadRequest(f"ExtenderArgs.Pod: {exc}") from None
+        meta = raw_pod.get("metadata")
+        ident = None
+        if isinstance(meta, dict) and meta.get("uid") and meta.get("resourceVersion"):
+            ident = (str(meta["uid"]), str(meta["resourceVersion"]))
+        pod = self._pods.get(ident) if ident is not None else None  # filter, then prioritize
+        if pod is None:
+            try:
+                pod = Pod.from_dict(raw_pod)
+            except PodSpecError as exc:
+                raise BadRequest(f"ExtenderArgs.Pod: {exc}") from None
+            if ident is not None:
+                if len(self._pods) >= 256:
+                    self._pods.clear()
+                self._pods[ident] = pod
         return pod, f"{pod.namespace}/{pod.name}", names
 
     def _check_known(self, names: list[str]) -> None:
@@ -177,11 +190,30 @@ class Extender:
         return np.array([r for r in rows if r is not None], dtype=np.int64), known, unknown
 
     def _ctx(self) -> SchedulingContext:
+        """A context whose ``cache`` keeps BuildLocality's per-repo locality scores (the
+        rendezvous ranking, ~0.3 ms at 500 nodes) across decisions while the builder nodes,
+        the history and the minute stay the same; everything else is per decision."""
+        now = self.clock()
+        history = self.history()
+        builders = self.cache.builder_nodes()
+        epoch = (
+            id(history),
+            getattr(history, "stickypack_version", None),
+            id(builders) if builders is not None else ("all", self.cache.nodeset_version),
+            int(now // 60),
+        )
+        if epoch != self._epoch:
+            self._epoch = epoch
+            self._shared = {}
+        else:
+            for key in [k for k in self._shared if not k.startswith("locality:")]:
+                del self._shared[key]
         return SchedulingContext(
-            now=self.clock(),
-            history=self.history(),
-            builder_nodes=self.cache.builder_nodes(),
+            now=now,
+            history=history,
+            builder_nodes=builders,
             utilization_threshold=self.utilization_threshold,
+            cache=self._shared,
         )
 
     def manages(self, pod: Pod) -> bool:

@@ -142,6 +142,8 @@ class ClusterCache:
         self._builders: dict[str, str] = {}  # builder pod key -> node
         self._builder_nodes_cache: list[str] | None = None
         self.builds_recorded = 0
+        #: Bumped when a node is added or removed (not on a status update).
+        self.nodeset_version = 0
 
     # ---- nodes -----------------------------------------------------------------------------
 
@@ -157,6 +159,7 @@ class ClusterCache:
         known = name in self.table
         self.table.upsert_node(name, **node_row(obj))
         if not known:
+            self.nodeset_version += 1
             self._builder_nodes_cache = None
             i = self.table.index[name]
             for key in self._waiting.pop(name, ()):
@@ -173,6 +176,7 @@ class ClusterCache:
         if name not in self.table:
             return
         self.table.remove_node(name)
+        self.nodeset_version += 1
         self._builder_nodes_cache = None
         for key, placed in self._pods.items():
             if placed.node == name and placed.accounted:

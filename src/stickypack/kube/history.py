@@ -464,14 +464,20 @@ class HistoryRecorder:
 
     # ---- inputs ----------------------------------------------------------------------------
 
+    def _touch(self) -> None:
+        # a version the extender uses to know its cached locality scores are still valid
+        self.history.stickypack_version = getattr(self.history, "stickypack_version", 0) + 1  # type: ignore[attr-defined]
+
     def record(self, repo: str, node: str, when: float | None = None, phase: str = "") -> None:
         when = self.clock() if when is None else when
         self.history.record(repo, node, when)
+        self._touch()
         self._queue(Record(repo, node, when))
 
     def forget_node(self, node: str, when: float | None = None) -> int:
         when = self.clock() if when is None else when
         dropped = self.history.forget_node(node)
+        self._touch()
         self._queue(Forget(node, when))
         return dropped
 
