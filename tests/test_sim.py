@@ -203,3 +203,24 @@ def test_bound_and_floor():
     assert integrate_step(bound.times, bound.values, 30.0) == 10 + 20 + 10
     ft, fv = window_max_step(bound.times, bound.values, 5.0, 30.0)
     assert (ft, fv) == ([0.0, 10.0, 25.0], [1, 2, 1])
+
+
+def test_sim_config_overrides_and_errors(tmp_path, capsys):
+    cfg = tmp_path / "sim.yaml"
+    cfg.write_text("dask: {worker_cpu_m: '1', worker_memory: 4Gi}\npool: {provision_delay_s: 60}\n")
+    base = by_policy(run_json(tmp_path, "--scenario", "dask-burst", "--policies", "z2jh"))["z2jh"]
+    big = by_policy(
+        run_json(tmp_path, "--scenario", "dask-burst", "--policies", "z2jh", "--sim-config", str(cfg))
+    )
+    # workers of 1 cpu instead of 600m: more nodes at the peak
+    assert big["z2jh"]["peak_nodes"] > base["peak_nodes"]
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("autoscaler: {scan_every: 3}\n")
+    assert main(["simulate", "--scenario", "dask-burst", "--sim-config", str(bad)]) == 2
+    assert "autoscaler.scan_every: unknown key" in capsys.readouterr().err
+    bad.write_text("cache: {high_images: lots}\n")
+    assert main(["simulate", "--scenario", "dask-burst", "--sim-config", str(bad)]) == 2
+    assert "cache.high_images: bad value 'lots'" in capsys.readouterr().err
+    bad.write_text("weather: {}\n")
+    assert main(["simulate", "--scenario", "dask-burst", "--sim-config", str(bad)]) == 2
+    assert "unknown section(s) weather" in capsys.readouterr().err

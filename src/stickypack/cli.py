@@ -47,6 +47,9 @@ def _parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="a policy of your own (YAML); repeatable",
     )
+    sim.add_argument(
+        "--sim-config", type=Path, metavar="FILE", help="override model parameters (YAML; docs/simulator.md)"
+    )
     sim.add_argument("--seed", type=int, default=0)
     sim.add_argument(
         "--load-scale", type=float, default=1.0, help="replay a trace at this many times its rate"
@@ -96,7 +99,7 @@ def _simulate(args: argparse.Namespace, console: Console) -> int:
     from stickypack.sim.report import render_table, write_plots
     from stickypack.sim.runner import compare
     from stickypack.sim.traces import TraceErrors, read_launches
-    from stickypack.sim.workloads import SCENARIOS, trace_workload
+    from stickypack.sim.workloads import SCENARIOS, Workload, trace_workload
 
     if args.load_scale <= 0:
         raise UsageError(f"--load-scale must be > 0, got {args.load_scale}")
@@ -113,14 +116,20 @@ def _simulate(args: argparse.Namespace, console: Console) -> int:
     except PolicyError as exc:
         raise UsageError(str(exc)) from None
 
+    from stickypack.sim.config import SimConfig, SimConfigError, load_sim_config
+
+    try:
+        config = load_sim_config(args.sim_config) if args.sim_config else SimConfig()
+    except SimConfigError as exc:
+        raise UsageError(str(exc)) from None
     errors = TraceErrors()
     if args.scenario is not None:
         if args.scenario not in SCENARIOS:
             raise UsageError(f"unknown scenario {args.scenario!r}; valid: {', '.join(SCENARIOS)}")
         builder = SCENARIOS[args.scenario]
 
-        def factory():
-            return builder(args.seed, args.load_scale)
+        def factory() -> Workload:  # a fresh copy per policy: pods are mutable
+            return config.apply_to(builder(args.seed, args.load_scale, config.binder, config.dask))
 
         label = args.scenario
     else:
@@ -131,9 +140,11 @@ def _simulate(args: argparse.Namespace, console: Console) -> int:
         if not launches:
             raise UsageError("the trace holds no readable launch events")
         label = "trace:" + ",".join(Path(p).name for p in args.trace)
-        workload = trace_workload(launches, args.seed, args.load_scale, name=label)
+        workload = config.apply_to(
+            trace_workload(launches, args.seed, args.load_scale, model=config.binder, name=label)
+        )
 
-        def factory():
+        def factory() -> Workload:  # launch jobs hold no pods: one copy serves every policy
             return workload
 
     progress_cb = None
@@ -151,7 +162,15 @@ def _simulate(args: argparse.Namespace, console: Console) -> int:
     else:
         prog = None
     try:
-        cmp = compare(factory, policies, seed=args.seed, load_scale=args.load_scale, progress=progress_cb)
+        cmp = compare(
+            factory,
+            policies,
+            seed=args.seed,
+            load_scale=args.load_scale,
+            autoscaler=config.autoscaler,
+            cache=config.cache,
+            progress=progress_cb,
+        )
     finally:
         if prog is not None:
             prog.stop()
@@ -291,7 +310,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "forget-node":
             return _forget_node(args, console)
     except UsageError as exc:
-        Console(stderr=True).print(f"[red]stickypack {args.command}: error:[/] {exc}", highlight=False)
+        Console(stderr=True).print(
+            f"[red]stickypack {args.command}: error:[/] {exc}", highlight=False, soft_wrap=True
+        )
         return EXIT_USAGE
     return EXIT_USAGE
 

@@ -175,7 +175,9 @@ def trace_workload(
     return Workload(name, binder_jobs(launches, model, seed, load_scale), [pool or NodePool()], model)
 
 
-def binder_day(seed: int, load_scale: float = 1.0, launches_per_day: int = 12_800) -> Workload:
+def binder_day(
+    seed: int, load_scale: float = 1.0, launches_per_day: int = 12_800, model: BinderModel | None = None
+) -> Workload:
     """A synthetic day shaped like the traces, for runs without data.
 
     Diurnal rate ``1 + 0.39 cos(2 pi (h - 14) / 24)`` (busiest hour 14:00 UTC at ~5.8% of the
@@ -197,7 +199,7 @@ def binder_day(seed: int, load_scale: float = 1.0, launches_per_day: int = 12_80
         Launch(float(t - (t % 60)), f"https://github.com/synthetic/repo-{i}")
         for t, i in zip(times, idx, strict=True)
     ]
-    wl = trace_workload(launches, seed, load_scale, name="binder-day")
+    wl = trace_workload(launches, seed, load_scale, model=model, name="binder-day")
     wl.notes.append("synthetic day shaped like mybinder.org traces")
     return wl
 
@@ -266,8 +268,9 @@ def dask_adapt(seed: int, model: DaskModel | None = None, rounds: int = 3) -> Wo
     return Workload("dask-adapt", jobs, [pool])
 
 
+#: Scenario name -> builder(seed, load_scale, binder model, dask model).
 SCENARIOS = {
-    "dask-burst": lambda seed, load_scale: dask_burst(seed),
-    "dask-adapt": lambda seed, load_scale: dask_adapt(seed),
-    "binder-day": lambda seed, load_scale: binder_day(seed, load_scale),
+    "dask-burst": lambda seed, load_scale, binder, dask: dask_burst(seed, dask),
+    "dask-adapt": lambda seed, load_scale, binder, dask: dask_adapt(seed, dask),
+    "binder-day": lambda seed, load_scale, binder, dask: binder_day(seed, load_scale, model=binder),
 }

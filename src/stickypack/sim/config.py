@@ -1,0 +1,117 @@
+"""``--sim-config FILE``: override any model parameter from YAML.
+
+```yaml
+autoscaler: {scale_down_unneeded_time_s: 300, scale_down_utilization_threshold: 0.6}
+cache: {high_images: 100, low_images: 80, hit_time_fraction: 0.25}
+binder: {changes_per_day: 1.0, user_memory: 1G, build_memory: 4G}
+dask: {worker_cpu_m: 1000, worker_memory: 4Gi}
+pool: {allocatable: {cpu: 15890m, memory: 100Gi, pods: 110}, provision_delay_s: 120}
+```
+
+Every section and key is optional; an unknown key or a bad value is an error that names the
+file, the section and the key. Resource sizes take Kubernetes quantities (``450M``, ``2Gi``,
+``500m``) or plain integers in the model's unit (millicores, bytes).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import TypeAdapter, ValidationError
+
+from stickypack.core.quantity import QuantityError, int_value, milli_value
+from stickypack.core.resources import parse_resource_list
+from stickypack.sim.model import AutoscalerConfig, BinderModel, CacheConfig, DaskModel, NodePool
+from stickypack.sim.workloads import Workload
+
+
+class SimConfigError(ValueError):
+    """A simulation config that cannot be used; the message names file, section and key."""
+
+
+@dataclass(frozen=True, slots=True)
+class SimConfig:
+    autoscaler: AutoscalerConfig = field(default_factory=AutoscalerConfig)
+    cache: CacheConfig = field(default_factory=CacheConfig)
+    binder: BinderModel = field(default_factory=BinderModel)
+    dask: DaskModel = field(default_factory=DaskModel)
+    #: Field overrides applied to every node pool of the workload.
+    pool: Mapping[str, Any] = field(default_factory=dict)
+
+    def apply_to(self, workload: Workload) -> Workload:
+        """The workload with its pools overridden."""
+        if self.pool:
+            workload.pools = [dataclasses.replace(p, **self.pool) for p in workload.pools]
+        return workload
+
+
+_MILLI = {"user_cpu_m", "build_cpu_m", "worker_cpu_m"}
+_BYTES = {"user_memory", "build_memory", "worker_memory"}
+
+
+def _section(cls: type, raw: Any, where: str) -> Any:
+    if raw is None:
+        return cls()
+    if not isinstance(raw, Mapping):
+        raise SimConfigError(f"{where}: must be a mapping of keys to values")
+    names = {f.name: f for f in dataclasses.fields(cls)}
+    hints = typing.get_type_hints(cls)
+    values: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key not in names:
+            raise SimConfigError(f"{where}.{key}: unknown key; valid: {', '.join(sorted(names))}")
+        try:
+            if key in _MILLI:  # an integer in millicores, or a quantity ("500m", "1")
+                value = (
+                    value if isinstance(value, int) and not isinstance(value, bool) else milli_value(value)
+                )
+            elif key in _BYTES:
+                value = int_value(value)
+            elif key == "allocatable":
+                value = parse_resource_list(value)
+            else:
+                value = TypeAdapter(hints[key]).validate_python(value, strict=False)
+        except (ValidationError, QuantityError, TypeError, ValueError, AttributeError) as exc:
+            raise SimConfigError(f"{where}.{key}: bad value {value!r}: {_short(exc)}") from None
+        values[key] = value
+    return values if cls is NodePool else cls(**values)
+
+
+def _short(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        return "; ".join(e["msg"] for e in exc.errors())
+    return str(exc)
+
+
+def load_sim_config(path: str | Path) -> SimConfig:
+    """Read and validate a simulation config file."""
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise SimConfigError(f"{path}: cannot read: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise SimConfigError(f"{path}: not valid YAML: {exc}") from None
+    if raw is None:
+        return SimConfig()
+    if not isinstance(raw, Mapping):
+        raise SimConfigError(f"{path}: a simulation config is a YAML mapping of sections")
+    sections = {
+        "autoscaler": AutoscalerConfig,
+        "cache": CacheConfig,
+        "binder": BinderModel,
+        "dask": DaskModel,
+        "pool": NodePool,
+    }
+    unknown = sorted(set(raw) - set(sections))
+    if unknown:
+        raise SimConfigError(f"{path}: unknown section(s) {', '.join(unknown)}; valid: {', '.join(sections)}")
+    built = {name: _section(cls, raw.get(name), f"{path}: {name}") for name, cls in sections.items()}
+    pool = built.pop("pool")
+    return SimConfig(pool=pool if isinstance(pool, dict) else {}, **built)
