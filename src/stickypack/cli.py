@@ -266,7 +266,12 @@ def _extender(args: argparse.Namespace, console: Console) -> int:
     logging.basicConfig(
         level=config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    asyncio.run(serve(config))
+    try:
+        import uvloop  # a faster event loop when installed (it is a dependency on Linux)
+    except ImportError:
+        asyncio.run(serve(config))
+    else:
+        uvloop.run(serve(config))
     return 0
 
 
