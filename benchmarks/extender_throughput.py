@@ -1,0 +1,168 @@
+"""Pods per second the real kube-scheduler schedules with the stickypack extender and without,
+in the same run, on the local control plane.
+
+    python benchmarks/extender_throughput.py [--nodes 500] [--pods 1000] [--rounds 2]
+
+Both schedulers run the ``stickypack-builds`` profile rendered by ``stickypack render``
+(the same client qps/burst); one has the extender (``stickypack extender`` in its own
+process, ``nodeCacheCapable: true``, ``ignorable: true``), the other none. Each round
+creates ``--pods`` BinderHub-style build pods (over 50 repos) while no scheduler serves
+them, starts the scheduler, and times the binds from 10% to 100% of the pods bound (so
+start-up is not counted). Rounds alternate without/with. The last line is
+``ratio: X`` (median pods/s with the extender over median pods/s without).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from stickypack.render import (
+    EXTENDER_CLIENT_BURST,
+    EXTENDER_CLIENT_QPS,
+    extender_entry,
+    scheduler_config,
+)
+from stickypack.testing import ControlPlane, pod_manifest
+
+PROFILE = "stickypack-builds"
+
+
+def build_pods(n: int, round_no: int) -> list[dict]:
+    pods = []
+    for i in range(n):
+        name = f"build-{round_no}-{i}"
+        pod = pod_manifest(
+            name, cpu="100m", memory="128Mi", scheduler_name=PROFILE,
+            labels={"component": "binderhub-build", "name": name},
+        )  # fmt: skip
+        pod["metadata"]["annotations"] = {"binder-repo": f"https://github.com/org/repo-{i % 50}"}
+        pods.append(pod)
+    return pods
+
+
+async def unbound_count(core: Any) -> int:
+    """Pods without a node, from one cheap list call (limit 1 + remainingItemCount)."""
+    resp = await core.list_namespaced_pod("default", field_selector="spec.nodeName=", limit=1)
+    if not resp.items:
+        return 0
+    return 1 + int(resp.metadata.remaining_item_count or 0)
+
+
+def timed_round(cp: ControlPlane, config: dict, pods: int, round_no: int) -> float:
+    from kubernetes_asyncio import client
+
+    cp.create_pods(build_pods(pods, round_no))
+    handle = cp.start_scheduler(config, name=f"round-{round_no}")
+
+    async def watch(api: Any) -> float:
+        core = client.CoreV1Api(api)
+        t10 = None
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline:
+            left = await unbound_count(core)
+            now = time.perf_counter()
+            if t10 is None and left <= pods * 0.9:
+                t10 = now
+            if left == 0:
+                assert t10 is not None
+                return (pods * 0.9) / max(now - t10, 1e-6)
+            await asyncio.sleep(0.02)
+        raise TimeoutError(f"round {round_no}: pods still unbound after 600 s")
+
+    try:
+        rate = cp.call(watch, timeout=700)
+    finally:
+        cp.stop_scheduler(handle)
+        cp.delete_all_pods(timeout=300)
+    return rate
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--nodes", type=int, default=500)
+    parser.add_argument("--pods", type=int, default=1000)
+    parser.add_argument("--rounds", type=int, default=2)
+    args = parser.parse_args()
+
+    with ControlPlane() as cp, tempfile.TemporaryDirectory() as tmp:
+        for i in range(args.nodes):
+            cp.create_node(f"node-{i:04d}", cpu="64", memory="256Gi", pods=250)
+        port = free_port()
+        cfg_path = Path(tmp) / "extender.yaml"
+        cfg_path.write_text(
+            yaml.safe_dump({"listen": {"host": "127.0.0.1", "port": port}, "log_level": "warning",
+                            "history": {"name": "bench-history"}})
+        )  # fmt: skip
+        log = open(Path(tmp) / "extender.log", "wb")  # noqa: SIM115
+        ext = subprocess.Popen(
+            [sys.executable, "-m", "stickypack.cli", "extender", "--config", str(cfg_path),
+             "--kubeconfig", str(cp.kubeconfig)],
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            env={**os.environ, "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"},
+        )  # fmt: skip
+        try:
+            import httpx
+
+            url = f"http://127.0.0.1:{port}"
+            deadline = time.monotonic() + 120
+            while True:
+                try:
+                    if httpx.get(url + "/readyz", timeout=1).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                if time.monotonic() > deadline or ext.poll() is not None:
+                    raise SystemExit(f"extender did not become ready; log {log.name}")
+                time.sleep(0.2)
+            common = {"qps": EXTENDER_CLIENT_QPS, "burst": EXTENDER_CLIENT_BURST}
+            without = scheduler_config([PROFILE], **common)
+            with_ext = scheduler_config([PROFILE], extender=extender_entry(url), **common)
+            rates: dict[str, list[float]] = {"without": [], "with": []}
+            for r in range(args.rounds):
+                for label, config in (("without", without), ("with", with_ext)):
+                    rate = timed_round(cp, config, args.pods, len(rates["with"]) * 2 + len(rates["without"]))
+                    rates[label].append(rate)
+                    print(f"round {r + 1} {label:>7} extender: {rate:8.1f} pods/s", flush=True)
+            metrics = httpx.get(url + "/metrics").text
+            managed = [
+                line for line in metrics.splitlines()
+                if line.startswith("stickypack_extender_decisions_total") and 'managed="true"' in line
+            ]  # fmt: skip
+            print("extender decisions:", "; ".join(managed))
+        finally:
+            os.killpg(ext.pid, signal.SIGTERM)
+            ext.wait(10)
+            log.close()
+    w, wo = statistics.median(rates["with"]), statistics.median(rates["without"])
+    print(f"nodes: {args.nodes}  pods: {args.pods}  rounds: {args.rounds}")
+    print(f"without_pods_per_s: {wo:.1f}")
+    print(f"with_pods_per_s: {w:.1f}")
+    print(f"ratio: {w / wo:.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
