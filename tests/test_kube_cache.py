@@ -161,3 +161,29 @@ def test_parse_selector() -> None:
     assert parse_selector({"x": 1}) == {"x": "1"}
     with pytest.raises(ValueError, match="key=value"):
         parse_selector("a")
+
+
+def test_slim_objects_keep_what_the_cache_reads() -> None:
+    from stickypack.kube.cache import node_row, slim_node, slim_pod
+
+    full = pod("b", "n1", repo="R", cpu="1500m")
+    full["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"] = "x" * 10000
+    full["metadata"]["managedFields"] = [{"manager": "kubectl"}] * 50
+    full["spec"]["containers"][0]["env"] = [{"name": "A", "value": "1"}] * 100
+    full["spec"]["initContainers"] = [
+        {"name": "side", "restartPolicy": "Always", "resources": {"requests": {"cpu": "250m"}}}
+    ]
+    full["spec"]["overhead"] = {"cpu": "50m"}
+    full["status"]["conditions"] = [{"type": "PodScheduled"}] * 10
+    slim = slim_pod(full)
+    a, b = Pod.from_dict(full), Pod.from_dict(slim)
+    assert (a.requests, a.nonzero_cpu, a.nonzero_memory, a.build_repo, a.labels, a.node_name) == (
+        b.requests, b.nonzero_cpu, b.nonzero_memory, b.build_repo, b.labels, b.node_name,
+    )  # fmt: skip
+    assert b.requests["cpu"] == 1500 + 250 + 50
+    assert len(str(slim)) < len(str(full)) / 10
+    n = node("n1", taints=[{"key": "k", "effect": "NoSchedule"}])
+    n["status"]["images"] = [{"names": ["img"], "sizeBytes": 1}] * 50
+    n["status"]["conditions"].append({"type": "MemoryPressure", "status": "False"})
+    assert node_row(slim_node(n)) == node_row(n)
+    assert "images" not in slim_node(n)["status"]

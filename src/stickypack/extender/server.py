@@ -22,7 +22,7 @@ from stickypack.extender.app import make_app
 from stickypack.extender.config import ExtenderConfig
 from stickypack.extender.engine import Extender, select_profile
 from stickypack.extender.metrics import Metrics
-from stickypack.kube.cache import ClusterCache, selector_text
+from stickypack.kube.cache import ClusterCache, selector_text, slim_node, slim_pod
 from stickypack.kube.history import (
     STORE_LABEL,
     ConfigMapHistoryStore,
@@ -167,12 +167,13 @@ class ExtenderService:
         self.recorder = HistoryRecorder(
             store, history_limits(cfg), flush_interval_s=cfg.history.flush_interval_s
         )
-        nodes = Informer("nodes", core.list_node, self.cache.node_event, **common)
+        nodes = Informer("nodes", core.list_node, self.cache.node_event, transform=slim_node, **common)
         pods = Informer(
             "pods",
             core.list_pod_for_all_namespaces,
             self.cache.pod_event,
             field_selector=POD_FIELD_SELECTOR,
+            transform=slim_pod,
             **common,
         )
         self.informers = {"nodes": nodes, "pods": pods}

@@ -69,6 +69,72 @@ def matches(labels: Mapping[str, str] | None, selector: Mapping[str, str]) -> bo
     return all(labels.get(k) == v for k, v in selector.items())
 
 
+#: Pod annotations the cache keeps (the rest can be large: last-applied configurations...).
+KEPT_POD_ANNOTATIONS = ("binder-repo",)
+_LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
+
+def _resources_only(containers: Any, keep: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    out = []
+    for c in containers or ():
+        item = {"name": c.get("name"), "resources": c.get("resources") or {}}
+        for k in keep:
+            if k in c:
+                item[k] = c[k]
+        out.append(item)
+    return out
+
+
+def slim_pod(obj: dict[str, Any]) -> dict[str, Any]:
+    """The fields of a Pod the cache reads (requests, node, phase, labels, build repo)."""
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    annotations = meta.get("annotations") or {}
+    slim_spec: dict[str, Any] = {
+        "containers": _resources_only(spec.get("containers")),
+        "initContainers": _resources_only(spec.get("initContainers"), ("restartPolicy",)),
+    }
+    for key in ("nodeName", "overhead", "schedulerName"):
+        if key in spec:
+            slim_spec[key] = spec[key]
+    return {
+        "metadata": {
+            "name": meta.get("name"),
+            "namespace": meta.get("namespace"),
+            "uid": meta.get("uid"),
+            "resourceVersion": meta.get("resourceVersion"),
+            "labels": meta.get("labels") or {},
+            "annotations": {k: annotations[k] for k in KEPT_POD_ANNOTATIONS if k in annotations},
+            "deletionTimestamp": meta.get("deletionTimestamp"),
+        },
+        "spec": slim_spec,
+        "status": {"phase": (obj.get("status") or {}).get("phase")},
+    }
+
+
+def slim_node(obj: dict[str, Any]) -> dict[str, Any]:
+    """The fields of a Node the cache reads (no status.images, no managedFields...)."""
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k != _LAST_APPLIED}
+    return {
+        "metadata": {
+            "name": meta.get("name"),
+            "resourceVersion": meta.get("resourceVersion"),
+            "creationTimestamp": meta.get("creationTimestamp"),
+            "labels": meta.get("labels") or {},
+            "annotations": annotations,
+        },
+        "spec": {"taints": spec.get("taints") or [], "unschedulable": bool(spec.get("unschedulable"))},
+        "status": {
+            "allocatable": status.get("allocatable"),
+            "capacity": status.get("capacity"),
+            "conditions": [c for c in status.get("conditions") or () if c.get("type") == "Ready"],
+        },
+    }
+
+
 def node_row(obj: Mapping[str, Any]) -> dict[str, Any]:
     """Keyword arguments of :meth:`NodeTable.upsert_node` from a Node dict."""
     meta = obj.get("metadata") or {}
