@@ -267,3 +267,27 @@ def test_forget_node_cli_reaches_the_running_extender(cluster: ControlPlane, tmp
         wait_for(lambda: stored_history(cluster) == {}, what="node deletion forgotten")
     finally:
         ext.stop()
+
+
+def test_node_annotation_store_round_trip(cluster: ControlPlane) -> None:
+    for n in ("node-a", "node-b"):
+        cluster.create_node(n)
+    repo = "https://github.com/x/annotated"
+    ext = extender(cluster, history={"store": "node-annotations", "flush_interval_s": 0.05})
+    try:
+        ext.call(lambda: ext.service.recorder.record(repo, "node-b"))
+
+        def annotated() -> bool:
+            nodes = {n["metadata"]["name"]: n for n in cluster.nodes()}
+            return repo in (nodes["node-b"]["metadata"].get("annotations") or {}).get(
+                "stickypack.io/build-history", ""
+            )
+
+        wait_for(annotated, what="the node annotation")
+    finally:
+        ext.stop()
+    ext2 = extender(cluster, history={"store": "node-annotations"})
+    try:
+        assert ext2.call(lambda: ext2.service.recorder.history.nodes_for(repo, time.time())) == ["node-b"]
+    finally:
+        ext2.stop()
