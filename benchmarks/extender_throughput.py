@@ -152,6 +152,16 @@ def main() -> int:
                 if line.startswith("stickypack_extender_decisions_total") and 'managed="true"' in line
             ]  # fmt: skip
             print("extender decisions:", "; ".join(managed))
+            sums = {}
+            for line in metrics.splitlines():
+                for part in ("_sum", "_count"):
+                    prefix = f"stickypack_extender_request_duration_seconds{part}"
+                    if line.startswith(prefix):
+                        verb = line.split('verb="')[1].split('"')[0]
+                        sums.setdefault(verb, {})[part] = float(line.rsplit(" ", 1)[1])
+            for verb, v in sorted(sums.items()):
+                mean_ms = 1000 * v["_sum"] / max(v["_count"], 1)
+                print(f"extender {verb}: {int(v['_count'])} calls, mean {mean_ms:.3f} ms in the handler")
         finally:
             os.killpg(ext.pid, signal.SIGTERM)
             ext.wait(10)

@@ -307,3 +307,13 @@ def test_service_still_serves_after_fuzzing(world) -> None:
     assert client.get("/healthz").status_code == 200
     text = client.get("/metrics").text
     assert 'outcome="error"' not in text  # no request ever hit an internal error
+
+
+def test_score_scale_max_gives_the_best_node_ten() -> None:
+    w = World(5)
+    w.extender.score_scale = "max"
+    scores, _ = w.extender.prioritize({"Pod": build_pod("s"), "NodeNames": w.names})
+    assert max(s["Score"] for s in scores) == 10
+    w.extender.score_scale = "absolute"
+    scores, _ = w.extender.prioritize({"Pod": build_pod("t"), "NodeNames": w.names})
+    assert max(s["Score"] for s in scores) < 10  # rendezvous top only: 60/100 of BuildLocality
