@@ -109,3 +109,35 @@ def test_informer_reconnects_and_catches_up(cluster: ControlPlane) -> None:
     assert result["nodes"] == {"during"}
     assert result["deleted"] == ["before"]  # the deletion missed while away is delivered
     assert result["errors"] >= 1
+
+
+def test_builder_node_discovery_is_throttled_and_skips_unbound(cluster: ControlPlane) -> None:
+    from kubernetes_asyncio import client
+
+    from stickypack.kube.discovery import BuilderNodes
+    from stickypack.testing import pod_manifest
+
+    for n in ("n1", "n2"):
+        cluster.create_node(n)
+    pods = []
+    for name, node in (("dind-a", "n2"), ("dind-b", None), ("dind-c", "n1"), ("other", "n1")):
+        labels = {"component": "image-builder", "app": "binder"} if name.startswith("dind") else {}
+        pod = pod_manifest(name, labels=labels)
+        if node:
+            pod["spec"]["nodeName"] = node
+        pods.append(pod)
+    cluster.create_pods(pods)
+
+    async def scenario(_: Any) -> tuple[list, list, int]:
+        api = client.ApiClient(configuration=cluster.client_configuration())
+        try:
+            discovery = BuilderNodes(api, "default", interval_s=60)
+            first = await asyncio.gather(*(discovery.nodes() for _ in range(5)))
+            again = await discovery.nodes()
+            return first, again, discovery.calls
+        finally:
+            await api.close()
+
+    first, again, calls = cluster.call(scenario)
+    assert first == [["n1", "n2"]] * 5 and again == ["n1", "n2"]
+    assert calls == 1
