@@ -295,7 +295,13 @@ def _forget_node(args: argparse.Namespace, console: Console) -> int:
         finally:
             await api.close()
 
-    dropped = asyncio.run(run())
+    try:
+        dropped = asyncio.run(run())
+    except Exception as exc:  # API unreachable, RBAC, kubeconfig: one line, status 1
+        Console(stderr=True).print(
+            f"[red]stickypack forget-node: error:[/] {type(exc).__name__}: {exc}", highlight=False
+        )
+        return 1
     console.print(f"forgot node {args.node}: {dropped} build history entries dropped")
     return 0
 
