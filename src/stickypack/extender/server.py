@@ -189,12 +189,28 @@ class ExtenderService:
             nodes.add_handler(self._on_node_annotation)
         self.metrics.watch_informers(self.informers)
         self.metrics.add_source(self._gauges)
-        await self.recorder.load()
+        self._load_task = asyncio.create_task(self._load_history())
         for inf in self.informers.values():
             inf.start()
         self.recorder.start()
         self._started = True
         self._freeze_task = asyncio.create_task(self._freeze_after_sync())
+
+    async def _load_history(self) -> None:
+        """Read the stored history, retrying with backoff (the service serves, not ready,
+        meanwhile; build ends seen before are applied on top)."""
+        assert self.recorder is not None
+        delay = 0.2
+        while True:
+            try:
+                await self.recorder.load()
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("build history: cannot read the store (%s); retrying in %.1f s", exc, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 30.0)
 
     async def _freeze_after_sync(self) -> None:
         """Once the caches are filled, move everything allocated so far out of the garbage
@@ -203,6 +219,8 @@ class ExtenderService:
         import gc
 
         await asyncio.gather(*(inf.synced.wait() for inf in self.informers.values()))
+        if self.recorder is not None:
+            await self.recorder.loaded.wait()
         gc.collect()
         gc.freeze()
 
@@ -239,6 +257,9 @@ class ExtenderService:
             await asyncio.sleep(0.02)
 
     async def stop(self) -> None:
+        for task in (getattr(self, "_load_task", None), getattr(self, "_freeze_task", None)):
+            if task is not None:
+                task.cancel()
         for inf in self.informers.values():
             await inf.stop()
         if self.recorder is not None:
