@@ -150,7 +150,7 @@ class Extender:
                     raise BadRequest("ExtenderArgs.Nodes.items[].metadata.name missing") from None
             else:
                 raise BadRequest("ExtenderArgs.NodeNames must be a list of node names (nodeCacheCapable)")
-        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        if not isinstance(names, list) or not set(map(type, names)) <= {str}:
             raise BadRequest("ExtenderArgs.NodeNames must be a list of strings")
         meta = raw_pod.get("metadata")
         ident = None
@@ -178,7 +178,7 @@ class Extender:
     def _rows(self, names: list[str]) -> tuple[np.ndarray, list[str], list[str]]:
         """(rows of known names, known names, unknown names)."""
         index = self.cache.table.index
-        rows = [index.get(n) for n in names]
+        rows = list(map(index.get, names))
         if None not in rows:
             return np.fromiter(rows, dtype=np.int64, count=len(rows)), names, []
         unknown = [n for n, r in zip(names, rows, strict=True) if r is None]
@@ -352,14 +352,12 @@ class _PriorityList(Sequence):
 
     def to_json(self) -> str:
         frags = self._fragments
-        parts = []
-        for name, score in zip(self._names, self._scores, strict=True):
-            frag = frags.get(name)
-            if frag is None:
-                if len(frags) > 100_000:
-                    frags.clear()
-                frag = frags[name] = '{"Host":' + json.dumps(name) + ',"Score":'
-            parts.append(f"{frag}{score}}}")
+        if len(frags) > 100_000:
+            frags.clear()
+        missing = [n for n in self._names if n not in frags]
+        for name in missing:
+            frags[name] = '{"Host":' + json.dumps(name) + ',"Score":'
+        parts = [f"{f}{s}}}" for f, s in zip(map(frags.__getitem__, self._names), self._scores, strict=True)]
         return "[" + ",".join(parts) + "]"
 
 
