@@ -195,8 +195,8 @@ def test_scale_down_aware():
     )
     t.add_pod(0, pod(700, Gi))
     s = scores(ScaleDownAware(), pod(100, Gi), t)
-    # busy: util .8 -> 50 + 50*(.3/.5) = 80; idle: util .1 -> 50*.1/.5 = 10; candidate: 0
-    assert s == [80, 10, 0]
+    # busy: util .8 >= .5 -> 100; idle (quiet): util .1 -> 20 * .1 / .5 = 4; candidate: 0
+    assert s == [100, 4, 0]
 
 
 def test_build_locality_history_rendezvous_and_load_bound():
