@@ -241,3 +241,27 @@ def test_builtin_policies_place_a_pod(name):
 
     t = two_nodes()
     assert load_builtin(name).select(pod(), t, CTX, np.random.default_rng(0)) in (0, 1)
+
+
+def test_delay_for_locality_waits_for_the_history_node():
+    from stickypack.core.plugins import DelayForLocality
+
+    t = NodeTable()
+    t.upsert_node("full", {"cpu": 1000, "memory": Gi, "pods": 110})
+    t.upsert_node("free", {"cpu": 1000, "memory": Gi, "pods": 110})
+    history = BuildHistory()
+    history.record("r", "full", 0.0)
+    build = Pod("b", requests={"cpu": 500}, annotations={"binder-repo": "r"}, created=100.0)
+    delay = DelayForLocality(max_wait_s=60)
+    ctx = SchedulingContext(now=110.0, history=history)
+    only_free = np.array([t.slot("free")])  # "full" failed the earlier filters
+    assert delay.filter(build, t, only_free, ctx).tolist() == [False]  # wait
+    both = t.active_indices()
+    assert delay.filter(build, t, both, ctx).tolist() == [True, True]  # history node fits
+    ctx.now = 161.0
+    assert delay.filter(build, t, only_free, ctx).tolist() == [True]  # waited long enough
+    ctx.now = 110.0
+    t.remove_node("full")
+    assert delay.filter(build, t, only_free, ctx).tolist() == [True]  # cache gone: no point
+    user = Pod("u", created=100.0)
+    assert delay.filter(user, t, only_free, ctx).tolist() == [True]

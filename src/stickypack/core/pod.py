@@ -63,6 +63,8 @@ class Pod:
     scheduler_name: str = "default-scheduler"
     node_name: str | None = None
     uid: str = ""
+    #: Creation time, seconds since the epoch (``metadata.creationTimestamp``), if known.
+    created: float | None = None
 
     @property
     def key(self) -> str:
@@ -104,6 +106,7 @@ class Pod:
                 name=str(meta.get("name") or meta.get("generateName") or ""),
                 namespace=str(meta.get("namespace") or "default"),
                 uid=str(meta.get("uid") or ""),
+                created=_timestamp(meta.get("creationTimestamp")),
                 requests=requests,
                 nonzero_cpu=nonzero[CPU],
                 nonzero_memory=nonzero[MEMORY],
@@ -180,3 +183,12 @@ def _pod_requests(spec: Mapping[str, Any]) -> tuple[ResourceList, ResourceList]:
     nonzero.setdefault(CPU, DEFAULT_MILLI_CPU_REQUEST)
     nonzero.setdefault(MEMORY, DEFAULT_MEMORY_REQUEST)
     return {k: v for k, v in requests.items() if v}, nonzero
+
+
+def _timestamp(raw: object) -> float | None:
+    """An RFC 3339 timestamp (``2026-12-02T10:00:00Z``) in seconds since the epoch."""
+    if not raw:
+        return None
+    from datetime import datetime
+
+    return datetime.fromisoformat(str(raw).replace("Z", "+00:00")).timestamp()

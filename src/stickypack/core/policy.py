@@ -40,6 +40,7 @@ FILTERS: dict[str, Callable[..., FilterPlugin]] = {
     "TaintToleration": p.TaintTolerationFilter,
     "NodeAffinity": p.NodeAffinityFilter,
     "ScaleDownAware": p.ScaleDownAwareFilter,
+    "DelayForLocality": p.DelayForLocality,
 }
 
 

@@ -22,6 +22,7 @@ from stickypack.core.plugins import EXPECTED_END_ANNOTATION, LifetimeAware
 from stickypack.core.pod import Pod
 from stickypack.core.policy import Policy
 from stickypack.core.resources import CPU, MEMORY, PODS
+from stickypack.policies import load_builtin
 from stickypack.sim.cache import NodeCache
 from stickypack.sim.metrics import (
     BoundTracker,
@@ -105,6 +106,7 @@ class Simulation:
         self.ctx = SchedulingContext(
             history=self.history, utilization_threshold=self.ca.scale_down_utilization_threshold
         )
+        self._ca_profile = load_builtin("default").profiles[0]
         self.needs_expiry = any(
             isinstance(s.plugin, LifetimeAware) for prof in policy.profiles for s in prof.scorers
         )
@@ -240,6 +242,7 @@ class Simulation:
     ) -> SimPod:
         self.ctx.now = self.now
         self.ctx.cache.clear()
+        pod.created = self.now
         pod = self.policy.prepare(pod, self.table, self.ctx)
         self.uid_counter += 1
         sp = SimPod(pod, self.now, duration, end_at, group, launch, self.uid_counter)
@@ -388,13 +391,21 @@ class Simulation:
 
     def _scan(self) -> None:
         if self.pending:
+            self._retry_pending()  # kube-scheduler retries waiting pods periodically too
+        if self.pending:
             self._scale_up()
         self._scale_down()
 
     def _scale_up(self) -> None:
         """Least-waste expander over the pools; binpacking estimate on empty nodes, counting
         the free room of nodes already on their way."""
-        pending = [sp for sp in self.pending.values() if sp.created < self.now]
+        # CA simulates kube-scheduler's own filters: a pod that fits an existing node (but
+        # waits for another reason, e.g. delay scheduling) does not trigger a scale-up.
+        pending = [
+            sp
+            for sp in self.pending.values()
+            if sp.created < self.now and self._ca_profile.feasible(sp.pod, self.table, self.ctx).size == 0
+        ]
         if not pending:
             return
         best: tuple[float, NodePool, int] | None = None
