@@ -204,11 +204,17 @@ class _ResourceScorer(ScorePlugin):
             requested, alloc = ra
             has = alloc > 0
             s = self.per_resource(requested, np.where(has, alloc, 1))
-            node_score += np.where(has, s * weight, 0)
-            weight_sum += np.where(has, weight, 0)
+            counted = self.counted(has, s)
+            node_score += np.where(counted, s * weight, 0)
+            weight_sum += np.where(counted, weight, 0)
         return self.combine(node_score, weight_sum)
 
+    def counted(self, has_alloc: np.ndarray, scores: np.ndarray) -> np.ndarray:
+        """Which nodes' resource score enters the weighted mean: those with allocatable."""
+        return has_alloc
+
     def combine(self, node_score: np.ndarray, weight_sum: np.ndarray) -> np.ndarray:
+        """The weighted mean, truncated (Go integer division)."""
         return np.where(weight_sum > 0, node_score // np.maximum(weight_sum, 1), 0)
 
     def describe(self) -> dict[str, Any]:
@@ -275,19 +281,10 @@ class RequestedToCapacityRatio(_ResourceScorer):
         util = np.where(requested > alloc, 100, requested * 100 // alloc)
         return self._broken_linear(util)
 
-    def score(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
-        node_score = np.zeros(idx.shape[0], dtype=np.int64)
-        weight_sum = np.zeros(idx.shape[0], dtype=np.int64)
-        for name, weight in self.resources:
-            ra = self._requested_alloc(pod, table, idx, name)
-            if ra is None:
-                continue
-            requested, alloc = ra
-            has = alloc > 0
-            s = self.per_resource(requested, np.where(has, alloc, 1))
-            counted = has & (s > 0)
-            node_score += np.where(counted, s * weight, 0)
-            weight_sum += np.where(counted, weight, 0)
+    def counted(self, has_alloc: np.ndarray, scores: np.ndarray) -> np.ndarray:
+        return has_alloc & (scores > 0)  # a resource scoring 0 does not enter the mean
+
+    def combine(self, node_score: np.ndarray, weight_sum: np.ndarray) -> np.ndarray:
         mean = node_score / np.maximum(weight_sum, 1)
         # Go's math.Round rounds halves away from zero; scores are >= 0 here.
         return np.where(weight_sum > 0, np.floor(mean + 0.5), 0).astype(np.int64)
