@@ -265,3 +265,20 @@ def test_delay_for_locality_waits_for_the_history_node():
     assert delay.filter(build, t, only_free, ctx).tolist() == [True]  # cache gone: no point
     user = Pod("u", created=100.0)
     assert delay.filter(user, t, only_free, ctx).tolist() == [True]
+
+
+def test_balanced_allocation_fast_path_equals_general_path():
+    import random
+
+    rng = random.Random(1)
+    fast, general = BalancedAllocation(), BalancedAllocation({"memory": 1, "cpu": 1})
+    for _ in range(500):
+        t = NodeTable()
+        for i in range(rng.randint(1, 6)):
+            t.upsert_node(
+                f"n{i}", {"cpu": rng.choice([0, 1000, 4000]), "memory": rng.choice([0, Gi, 8 * Gi])}
+            )
+            t.add_pod(i, Pod("x", requests={"cpu": rng.randint(0, 5000), "memory": rng.randint(0, 16 * Gi)}))
+        p = Pod("p", requests={"cpu": rng.randint(0, 3000), "memory": rng.randint(0, 8 * Gi)})
+        idx = t.active_indices()
+        assert fast.score(p, t, idx, CTX).tolist() == general.score(p, t, idx, CTX).tolist()
