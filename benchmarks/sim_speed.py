@@ -3,7 +3,9 @@
 Usage: python benchmarks/sim_speed.py [--day FILE] [--load-scale X] [--repeat N]
 
 Prints each policy's wall time, then on the last line the total wall seconds (median of
-the repeats) and placements per second. The baseline in the same run is a pure-Python
+the repeats, reading the trace included) and placements per second. Policies run in
+parallel, one process per core, as `stickypack simulate` runs them; `--jobs 1` runs them
+one after the other. The baseline in the same run is a pure-Python
 loop over the same number of placements doing nothing but a dict update, so the ratio
 says how much each placement costs compared with Python's own overhead on this machine.
 """
@@ -31,6 +33,7 @@ def main() -> int:
     parser.add_argument("--day", type=Path, default=DEFAULT_DAY)
     parser.add_argument("--load-scale", type=float, default=1.0)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--jobs", type=int, default=None, help="worker processes (default: one per core)")
     args = parser.parse_args()
     walls, placements = [], 0
     for _ in range(args.repeat):
@@ -38,7 +41,7 @@ def main() -> int:
         launches = read_launches([args.day], TraceErrors())
         workload = trace_workload(launches, 0, args.load_scale)
         policies = [load_builtin(n) for n in DEFAULT_COMPARISON]
-        cmp = compare(lambda w=workload: w, policies, seed=0, load_scale=args.load_scale)
+        cmp = compare(lambda w=workload: w, policies, seed=0, load_scale=args.load_scale, jobs=args.jobs)
         walls.append(time.perf_counter() - started)
         placements = sum(int(r.metrics["pods_scheduled"]) for r in cmp.runs)
         for run in cmp.runs:

@@ -30,7 +30,7 @@ def run_day(args: tuple[str, float, int]) -> tuple[str, float, dict[str, dict[st
     path, scale, seed = args
     started = time.perf_counter()
     workload = trace_workload(read_launches([path], TraceErrors()), seed, scale)
-    cmp = compare(lambda: workload, [load_builtin(p) for p in POLICIES], seed=seed, load_scale=scale)
+    cmp = compare(lambda: workload, [load_builtin(p) for p in POLICIES], seed=seed, load_scale=scale, jobs=1)
     return Path(path).name, scale, {r.policy: r.metrics for r in cmp.runs}, time.perf_counter() - started
 
 

@@ -60,6 +60,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     sim.add_argument("--plots", type=Path, metavar="DIR", help="write PNG plots into DIR")
     sim.add_argument("--quiet", action="store_true", help="no progress bar")
+    sim.add_argument(
+        "--jobs", type=int, default=None, help="policies simulated in parallel (default: one per core)"
+    )
 
     sub.add_parser("policies", help="list the built-in policies")
 
@@ -153,11 +156,9 @@ def _simulate(args: argparse.Namespace, console: Console) -> int:
 
         prog = Progress(console=Console(stderr=True), transient=True)
         prog.start()
-        tasks: dict[str, int] = {}
+        tasks = {p.name: prog.add_task(f"simulating {p.name}", total=1.0) for p in policies}
 
         def progress_cb(name: str, fraction: float) -> None:
-            if name not in tasks:
-                tasks[name] = prog.add_task(f"simulating {name}", total=1.0)
             prog.update(tasks[name], completed=fraction)
     else:
         prog = None
@@ -170,6 +171,7 @@ def _simulate(args: argparse.Namespace, console: Console) -> int:
             autoscaler=config.autoscaler,
             cache=config.cache,
             progress=progress_cb,
+            jobs=args.jobs,
         )
     finally:
         if prog is not None:
