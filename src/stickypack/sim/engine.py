@@ -544,5 +544,8 @@ class Simulation:
             "max_node_build_share": share,
             "cost": cost,
         }
-        series = Series(self.node_t, self.node_n, bt, bv, ft, fv, self.build_s)
+        # the node count holds until the end: close the step series there for plots
+        node_t = [t for t in self.node_t if t <= horizon] + [horizon]
+        node_n = self.node_n[: len(node_t) - 1] + [final_nodes]
+        series = Series(node_t, node_n, bt, bv, ft, fv, self.build_s)
         return RunResult(metrics, series)
