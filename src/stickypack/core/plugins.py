@@ -506,6 +506,29 @@ class ScaleDownAware(ScorePlugin):
         return {"plugin": self.name, "args": {"low_score": self.low_score}}
 
 
+def over_build_bounds(
+    table: NodeTable, load_bound: float, min_load_cap: int, spread_bound: float | None = None
+) -> np.ndarray:
+    """Per node row: would one more build break a bound? (bool, indexed by row)
+
+    Bounded loads (Mirrokni, Thorup, Zadimoghaddam 2018): with the new build counted, at
+    most ``max(min_load_cap, ceil(load_bound * mean running builds))`` per node (the floor
+    lets a small cluster repeat a build). With ``spread_bound``, also at most
+    ``max(min_load_cap, ceil(spread_bound * mean builds started))`` builds started on a node
+    since it joined, so no node takes much more than its share of the day's builds.
+    """
+    all_idx = table.active_indices()
+    n = max(all_idx.size, 1)
+    cap = max(min_load_cap, math.ceil(load_bound * (int(table.builds[all_idx].sum()) + 1) / n))
+    over = table.builds + 1 > cap
+    if spread_bound is not None:
+        cap_started = max(
+            min_load_cap, math.ceil(spread_bound * (int(table.build_starts[all_idx].sum()) + 1) / n)
+        )
+        over |= table.build_starts + 1 > cap_started
+    return over
+
+
 class BuildLocality(ScorePlugin):
     """Send a build where its repo's image layers are: build history first, then the repo's
     rendezvous order over the builder nodes (BinderHub's order), under a load bound.
@@ -528,12 +551,21 @@ class BuildLocality(ScorePlugin):
         min_load_cap: int = 2,
         top_score: int = 80,
         step: int = 20,
+        spread_bound: float | None = None,
     ) -> None:
-        if top_k < 0 or load_bound < 1 or min_load_cap < 1 or not 0 <= top_score <= 100 or step < 0:
+        if (
+            top_k < 0
+            or load_bound < 1
+            or min_load_cap < 1
+            or not 0 <= top_score <= 100
+            or step < 0
+            or (spread_bound is not None and spread_bound < 1)
+        ):
             raise PluginArgsError(
                 "BuildLocality needs top_k >= 0, load_bound >= 1, min_load_cap >= 1, "
-                "0 <= top_score <= 100, step >= 0"
+                "0 <= top_score <= 100, step >= 0, spread_bound >= 1"
             )
+        self.spread_bound = spread_bound
         self.top_k = top_k
         self.load_bound = load_bound
         self.min_load_cap = min_load_cap
@@ -567,20 +599,14 @@ class BuildLocality(ScorePlugin):
         out = np.zeros(idx.shape[0], dtype=np.int64)
         if not wanted:
             return out
-        all_idx = table.active_indices()
-        # Bounded loads: with this build counted, at most ceil(c * mean) builds per node
-        # (but never fewer than min_load_cap, or a small cluster could not repeat a build).
-        cap = max(
-            self.min_load_cap,
-            math.ceil(self.load_bound * (int(table.builds[all_idx].sum()) + 1) / max(all_idx.size, 1)),
-        )
+        over = over_build_bounds(table, self.load_bound, self.min_load_cap, self.spread_bound)
         index = table.index
         pos = {int(i): j for j, i in enumerate(idx)}
         for node, s in wanted.items():
             i = index.get(node)
             if i is None or i not in pos:
                 continue
-            if table.builds[i] + 1 > cap or table.to_be_deleted[i] or table.deletion_candidate[i]:
+            if over[i] or table.to_be_deleted[i] or table.deletion_candidate[i]:
                 continue
             out[pos[i]] = s
         return out
@@ -594,6 +620,7 @@ class BuildLocality(ScorePlugin):
                 "min_load_cap": self.min_load_cap,
                 "top_score": self.top_score,
                 "step": self.step,
+                "spread_bound": self.spread_bound,
             },
         }
 
@@ -651,8 +678,9 @@ class BuildSpread(ScorePlugin):
 class DelayForLocality(FilterPlugin):
     """Delay scheduling for builds: wait a little for a node that holds the repo's cache.
 
-    When a build pod's history nodes are all alive but none passes the other filters (full
-    for now), no node passes for up to ``max_wait_s`` seconds after the pod's creation, so
+    When a build pod's history nodes are alive and under the build load bound (as in
+    ``BuildLocality``) but none passes the other filters (full for now), no node passes for
+    up to ``max_wait_s`` seconds after the pod's creation, so
     the pod waits for room there instead of starting a cold build elsewhere (a cached build
     takes a fraction of the time; Zaharia et al., "Delay scheduling", EuroSys 2010). After
     the wait, or when no history node is alive, every node passes. Place it last among the
@@ -661,10 +689,27 @@ class DelayForLocality(FilterPlugin):
 
     name = "DelayForLocality"
 
-    def __init__(self, max_wait_s: float = 120.0) -> None:
-        if max_wait_s < 0:
-            raise PluginArgsError("DelayForLocality needs max_wait_s >= 0")
+    def __init__(
+        self,
+        max_wait_s: float = 120.0,
+        load_bound: float = 1.25,
+        min_load_cap: int = 2,
+        spread_bound: float | None = None,
+    ) -> None:
+        if (
+            max_wait_s < 0
+            or load_bound < 1
+            or min_load_cap < 1
+            or (spread_bound is not None and spread_bound < 1)
+        ):
+            raise PluginArgsError(
+                "DelayForLocality needs max_wait_s >= 0, load_bound >= 1, min_load_cap >= 1, "
+                "spread_bound >= 1"
+            )
         self.max_wait_s = max_wait_s
+        self.load_bound = load_bound
+        self.min_load_cap = min_load_cap
+        self.spread_bound = spread_bound
 
     def filter(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
         passes = np.ones(idx.shape[0], dtype=bool)
@@ -673,17 +718,27 @@ class DelayForLocality(FilterPlugin):
             return passes
         if ctx.now - pod.created >= self.max_wait_s:
             return passes
-        alive = [
+        over = over_build_bounds(table, self.load_bound, self.min_load_cap, self.spread_bound)
+        # worth waiting for: a history node that is not going away and not at a bound
+        worth = [
             table.index[n]
             for n in ctx.history.nodes_for(repo, ctx.now)
-            if n in table.index and not table.to_be_deleted[table.index[n]]
+            if n in table.index and not table.to_be_deleted[table.index[n]] and not over[table.index[n]]
         ]
-        if not alive or np.isin(alive, idx).any():
+        if not worth or np.isin(worth, idx).any():
             return passes
         return ~passes
 
     def describe(self) -> dict[str, Any]:
-        return {"plugin": self.name, "args": {"max_wait_s": self.max_wait_s}}
+        return {
+            "plugin": self.name,
+            "args": {
+                "max_wait_s": self.max_wait_s,
+                "load_bound": self.load_bound,
+                "min_load_cap": self.min_load_cap,
+                "spread_bound": self.spread_bound,
+            },
+        }
 
 
 class BuildHeadroom(ScorePlugin):
