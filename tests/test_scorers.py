@@ -282,3 +282,22 @@ def test_balanced_allocation_fast_path_equals_general_path():
         p = Pod("p", requests={"cpu": rng.randint(0, 3000), "memory": rng.randint(0, 8 * Gi)})
         idx = t.active_indices()
         assert fast.score(p, t, idx, CTX).tolist() == general.score(p, t, idx, CTX).tolist()
+
+
+def test_build_locality_spread_bound_caps_builds_started():
+    t = NodeTable()
+    for n in ("a", "b", "c"):
+        t.upsert_node(n, {"cpu": 8000, "memory": 32 * Gi, "pods": 110})
+    repo = "r"
+    history = BuildHistory()
+    history.record(repo, "a", 1.0)
+    build = Pod("b", requests={"cpu": 1000}, annotations={"binder-repo": repo})
+    ctx = SchedulingContext(now=2.0, history=history)
+    bounded = BuildLocality(top_k=0, min_load_cap=1, spread_bound=2.0)
+    free = BuildLocality(top_k=0, min_load_cap=1)
+    for _ in range(3):  # "a" has had 3 builds; mean with the new one (3 + 1) / 3: cap ceil(2.67) = 3
+        p = Pod("x", annotations={"binder-repo": "other"})
+        t.add_pod(t.slot("a"), p)
+        t.remove_pod(t.slot("a"), p)
+    assert free.score(build, t, t.active_indices(), ctx).tolist()[0] == 100
+    assert bounded.score(build, t, t.active_indices(), ctx).tolist()[0] == 0
