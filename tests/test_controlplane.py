@@ -100,9 +100,7 @@ def test_taint_without_toleration_keeps_pod_off(cluster: ControlPlane) -> None:
         "big-tolerating",
         cpu="2",
         memory="1Gi",
-        tolerations=[
-            {"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}
-        ],
+        tolerations=[{"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}],
     )
     bound = cluster.wait_bound(["small", "big-tolerating"], timeout=30)
     assert bound == {"small": "plain", "big-tolerating": "tainted"}

@@ -64,9 +64,7 @@ def _place_workers(cp: ControlPlane, config: dict, scheduler_name: str) -> dict[
 
 @pytest.mark.controlplane
 def test_default_scheduler_spreads_dask_workers(cluster: ControlPlane) -> None:
-    placement = _place_workers(
-        cluster, scheduler_config(["default-scheduler"]), "default-scheduler"
-    )
+    placement = _place_workers(cluster, scheduler_config(["default-scheduler"]), "default-scheduler")
     assert len(placement) == WORKERS_PER_USER * len(USERS)
     assert len(set(placement.values())) >= 10, placement
 
@@ -115,9 +113,7 @@ def test_rendered_stickypack_profile_matches_z2jh_scoring() -> None:
 
 
 def test_render_options_and_errors() -> None:
-    assert scheduler_config(["default-scheduler"])["profiles"] == [
-        {"schedulerName": "default-scheduler"}
-    ]
+    assert scheduler_config(["default-scheduler"])["profiles"] == [{"schedulerName": "default-scheduler"}]
     assert "clientConnection" not in scheduler_config(["stickypack"])
     extender = {"urlPrefix": "http://127.0.0.1:1/", "filterVerb": "filter", "weight": 1}
     config = scheduler_config(["stickypack"], extender=extender)

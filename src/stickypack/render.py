@@ -59,8 +59,7 @@ def _stickypack_profile() -> dict[str, Any]:
                     *({"name": name} for name in PACKING_SCORE_WEIGHTS),
                 ],
                 "enabled": [
-                    {"name": name, "weight": weight}
-                    for name, weight in PACKING_SCORE_WEIGHTS.items()
+                    {"name": name, "weight": weight} for name, weight in PACKING_SCORE_WEIGHTS.items()
                 ],
             }
         },
@@ -180,9 +179,7 @@ def scheduler_config(
         raise ValueError("at least one profile is needed")
     unknown = [p for p in profiles if p not in PROFILE_BUILDERS]
     if unknown:
-        raise ValueError(
-            f"unknown scheduler profile(s) {unknown}; known: {sorted(PROFILE_BUILDERS)}"
-        )
+        raise ValueError(f"unknown scheduler profile(s) {unknown}; known: {sorted(PROFILE_BUILDERS)}")
     if len(set(profiles)) != len(profiles):
         raise ValueError(f"profile named twice in {list(profiles)}")
     config: dict[str, Any] = {

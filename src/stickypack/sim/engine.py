@@ -546,6 +546,6 @@ class Simulation:
         }
         # the node count holds until the end: close the step series there for plots
         node_t = [t for t in self.node_t if t <= horizon] + [horizon]
-        node_n = self.node_n[: len(node_t) - 1] + [final_nodes]
+        node_n = [*self.node_n[: len(node_t) - 1], final_nodes]
         series = Series(node_t, node_n, bt, bv, ft, fv, self.build_s)
         return RunResult(metrics, series)

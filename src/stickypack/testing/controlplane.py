@@ -730,9 +730,7 @@ class ControlPlane:
                 ],
             )
             try:
-                _wait_healthy(
-                    proc, f"https://127.0.0.1:{port}/readyz", context, self.startup_timeout
-                )
+                _wait_healthy(proc, f"https://127.0.0.1:{port}/readyz", context, self.startup_timeout)
             except ControlPlaneError:
                 _terminate(proc)
                 if attempt == 2 or "address already in use" not in _log_tail(proc.log_path):
@@ -1035,9 +1033,7 @@ class ControlPlane:
 
     def placements(self, namespace: str = "default") -> dict[str, str | None]:
         """``{pod name: node name, or None while unbound}`` for the pods of ``namespace``."""
-        return {
-            p["metadata"]["name"]: p.get("spec", {}).get("nodeName") for p in self.pods(namespace)
-        }
+        return {p["metadata"]["name"]: p.get("spec", {}).get("nodeName") for p in self.pods(namespace)}
 
     def wait_bound(
         self, names: Iterable[str] | str, timeout: float = 60.0, namespace: str = "default"
@@ -1097,8 +1093,7 @@ class ControlPlane:
                 return done
             if time.monotonic() > deadline:
                 raise ControlPlaneError(
-                    f"pods not marked Unschedulable after {timeout} s: "
-                    f"{sorted(set(wanted) - set(done))}"
+                    f"pods not marked Unschedulable after {timeout} s: {sorted(set(wanted) - set(done))}"
                 )
             time.sleep(0.1)
 
@@ -1109,14 +1104,9 @@ class ControlPlane:
             pods = await core.list_pod_for_all_namespaces()
             namespaces = {p.metadata.namespace for p in pods.items}
             await asyncio.gather(
-                *(
-                    core.delete_collection_namespaced_pod(ns, grace_period_seconds=0)
-                    for ns in namespaces
-                )
+                *(core.delete_collection_namespaced_pod(ns, grace_period_seconds=0) for ns in namespaces)
             )
-            await _until(
-                lambda: core.list_pod_for_all_namespaces(), lambda r: not r.items, timeout, "pods"
-            )
+            await _until(lambda: core.list_pod_for_all_namespaces(), lambda r: not r.items, timeout, "pods")
 
         self._core(delete, timeout=timeout + 10)
 
