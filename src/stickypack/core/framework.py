@@ -9,6 +9,7 @@ with the highest total, ties broken uniformly at random. Everything works on arr
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
@@ -45,25 +46,27 @@ class Plugin(Protocol):
     name: ClassVar[str]
 
 
-class FilterPlugin:
+class FilterPlugin(abc.ABC):
     """Removes nodes: ``filter`` returns a boolean mask over ``idx`` (True: node passes)."""
 
     name: ClassVar[str] = ""
 
+    @abc.abstractmethod
     def filter(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
-        raise NotImplementedError  # pragma: no cover - abstract
+        """A mask over ``idx``: True where the node passes."""
 
     def describe(self) -> dict[str, Any]:
         return {"plugin": self.name}
 
 
-class ScorePlugin:
+class ScorePlugin(abc.ABC):
     """Scores nodes: ``score`` returns int64 scores 0..100 over ``idx`` (normalized)."""
 
     name: ClassVar[str] = ""
 
+    @abc.abstractmethod
     def score(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
-        raise NotImplementedError  # pragma: no cover - abstract
+        """Integer scores 0..100 over ``idx``, normalized across them."""
 
     def skip(self, pod: Pod) -> bool:
         """True when the plugin has nothing to say about ``pod`` (kube's PreScore Skip)."""
@@ -73,14 +76,15 @@ class ScorePlugin:
         return {"plugin": self.name}
 
 
-class PodMutator:
+class PodMutator(abc.ABC):
     """Changes a pod before its first scheduling attempt, as a client of the API would
     (BinderHub setting the affinity of its build pods). Returns the pod to schedule."""
 
     name: ClassVar[str] = ""
 
+    @abc.abstractmethod
     def mutate(self, pod: Pod, table: NodeTable, ctx: SchedulingContext) -> Pod:
-        raise NotImplementedError  # pragma: no cover - abstract
+        """The pod to create (the same object, changed, or a new one)."""
 
 
 @dataclass(slots=True)

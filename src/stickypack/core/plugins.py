@@ -9,6 +9,7 @@ simulator's ``default`` and ``z2jh`` policies choose the nodes the real schedule
 
 from __future__ import annotations
 
+import abc
 import itertools
 import math
 from collections.abc import Mapping, Sequence
@@ -191,8 +192,9 @@ class _ResourceScorer(ScorePlugin):
             return None
         return table.requested[idx, col] + pod_req, table.alloc[idx, col]
 
+    @abc.abstractmethod
     def per_resource(self, requested: np.ndarray, alloc: np.ndarray) -> np.ndarray:
-        raise NotImplementedError  # pragma: no cover - abstract
+        """The score 0..100 of one resource per node (``alloc`` > 0)."""
 
     def score(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
         node_score = np.zeros(idx.shape[0], dtype=np.int64)
