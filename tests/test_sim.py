@@ -178,6 +178,13 @@ def test_several_days_replay_back_to_back():
     assert all(a.t <= b.t for a, b in itertools.pairwise(launches))
 
 
+def test_a_directory_means_its_event_files():
+    from stickypack.sim.traces import trace_files
+
+    files = trace_files([DATA])
+    assert len(files) == 15 and all(f.name.startswith("events-") for f in files)
+
+
 def test_missing_trace_is_a_clear_error(tmp_path, capsys):
     assert main(["simulate", "--trace", str(tmp_path / "nope.jsonl")]) == 2
     assert "trace not found" in capsys.readouterr().err

@@ -71,12 +71,16 @@ def _open(path: Path) -> Iterable[bytes]:
 
 
 def trace_files(paths: Iterable[str | Path]) -> list[Path]:
-    """Expand directories to their ``.jsonl``/``.jsonl.gz`` files, sorted."""
+    """Expand directories to their trace files, sorted: the archive's ``events-*.jsonl[.gz]``
+    files when the directory has any (so an ``index.jsonl`` beside them is not read as
+    events), else every ``.jsonl``/``.jsonl.gz`` file. Files named directly are taken as is."""
     out: list[Path] = []
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            out.extend(sorted(p for p in path.iterdir() if p.name.endswith((".jsonl", ".jsonl.gz"))))
+            found = sorted(p for p in path.iterdir() if p.name.endswith((".jsonl", ".jsonl.gz")))
+            events = [p for p in found if p.name.startswith("events-")]
+            out.extend(events or found)
         elif path.exists():
             out.append(path)
         else:
