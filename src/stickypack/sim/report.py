@@ -107,37 +107,28 @@ def write_plots(cmp: Comparison, directory: Path) -> list[Path]:
     import matplotlib.pyplot as plt
 
     directory.mkdir(parents=True, exist_ok=True)
-    paths: list[Path] = []
+
+    def hours(ts: Sequence[float]) -> list[float]:
+        return [t / 3600 for t in ts]
+
+    def save(fig: Any, ax: Any, title: str, xlabel: str, ylabel: str, name: str) -> Path:
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.set_title(f"{title}: {cmp.scenario}")
+        ax.legend()
+        path = directory / name
+        fig.savefig(path, dpi=110, bbox_inches="tight")
+        plt.close(fig)
+        return path
+
     fig, ax = plt.subplots(figsize=(10, 5))
     for run in cmp.runs:
-        s = run.series
-        ax.step([t / 3600 for t in s.node_t], s.node_n, where="post", label=run.policy)
+        ax.step(hours(run.series.node_t), run.series.node_n, where="post", label=run.policy)
     if cmp.runs:
         s = cmp.runs[0].series
-        ax.step(
-            [t / 3600 for t in s.bound_t],
-            s.bound_n,
-            where="post",
-            color="black",
-            linestyle="--",
-            label="lower bound",
-        )
-        ax.step(
-            [t / 3600 for t in s.floor_t],
-            s.floor_n,
-            where="post",
-            color="grey",
-            linestyle=":",
-            label="CA floor",
-        )
-    ax.set_xlabel("hours")
-    ax.set_ylabel("nodes")
-    ax.set_title(f"Nodes over time: {cmp.scenario}")
-    ax.legend()
-    path = directory / "nodes.png"
-    fig.savefig(path, dpi=110, bbox_inches="tight")
-    plt.close(fig)
-    paths.append(path)
+        ax.step(hours(s.bound_t), s.bound_n, where="post", color="black", linestyle="--", label="lower bound")
+        ax.step(hours(s.floor_t), s.floor_n, where="post", color="grey", linestyle=":", label="CA floor")
+    paths = [save(fig, ax, "Nodes over time", "hours", "nodes", "nodes.png")]
 
     if any(run.series.build_durations for run in cmp.runs):
         fig, ax = plt.subplots(figsize=(8, 5))
@@ -145,16 +136,14 @@ def write_plots(cmp: Comparison, directory: Path) -> list[Path]:
             d = sorted(run.series.build_durations)
             if d:
                 ax.step(d, [(i + 1) / len(d) for i in range(len(d))], where="post", label=run.policy)
-        ax.set_xlabel("build time, s (creation to completion)")
-        ax.set_ylabel("fraction of builds")
-        ax.set_title(f"Build time CDF: {cmp.scenario}")
-        ax.legend()
-        path = directory / "build_time_cdf.png"
-        fig.savefig(path, dpi=110, bbox_inches="tight")
-        plt.close(fig)
-        paths.append(path)
+        paths.append(
+            save(
+                fig,
+                ax,
+                "Build time CDF",
+                "build time, s (creation to completion)",
+                "fraction of builds",
+                "build_time_cdf.png",
+            )
+        )
     return paths
-
-
-def policy_names_help(names: Sequence[str]) -> str:
-    return ", ".join(names)
