@@ -45,6 +45,15 @@ PACKING_SCORE_WEIGHTS: dict[str, int] = {
 }
 
 
+def _most_allocated_args() -> dict[str, Any]:
+    """NodeResourcesFit scoring by ``MostAllocated``, cpu and memory weighted 1 each."""
+    resources = [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}]
+    return {
+        "name": "NodeResourcesFit",
+        "args": {"scoringStrategy": {"type": "MostAllocated", "resources": resources}},
+    }
+
+
 def _stickypack_profile() -> dict[str, Any]:
     """Packing profile: fill the most-allocated node that fits (z2jh user-scheduler scoring)."""
     return {
@@ -63,20 +72,7 @@ def _stickypack_profile() -> dict[str, Any]:
                 ],
             }
         },
-        "pluginConfig": [
-            {
-                "name": "NodeResourcesFit",
-                "args": {
-                    "scoringStrategy": {
-                        "type": "MostAllocated",
-                        "resources": [
-                            {"name": "cpu", "weight": 1},
-                            {"name": "memory", "weight": 1},
-                        ],
-                    }
-                },
-            }
-        ],
+        "pluginConfig": [_most_allocated_args()],
     }
 
 
@@ -90,20 +86,7 @@ def _stickypack_builds_profile() -> dict[str, Any]:
     return {
         "schedulerName": "stickypack-builds",
         "plugins": {"score": {"disabled": [{"name": "NodeResourcesBalancedAllocation"}]}},
-        "pluginConfig": [
-            {
-                "name": "NodeResourcesFit",
-                "args": {
-                    "scoringStrategy": {
-                        "type": "MostAllocated",
-                        "resources": [
-                            {"name": "cpu", "weight": 1},
-                            {"name": "memory", "weight": 1},
-                        ],
-                    }
-                },
-            }
-        ],
+        "pluginConfig": [_most_allocated_args()],
     }
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -38,12 +38,6 @@ class SchedulingContext:
     builder_nodes: Sequence[str] | None = None
     utilization_threshold: float = 0.5
     cache: dict[str, Any] = field(default_factory=dict)
-
-
-class Plugin(Protocol):
-    """A named step of a profile. Subclasses set ``name`` and take keyword ``args``."""
-
-    name: ClassVar[str]
 
 
 class FilterPlugin(abc.ABC):

@@ -469,13 +469,17 @@ class ScaleDownAwareFilter(FilterPlugin):
         return ~table.to_be_deleted[idx]
 
 
+def utilization_with(pod: Pod, table: NodeTable, idx: np.ndarray) -> np.ndarray:
+    """The cluster-autoscaler's utilization of rows ``idx`` with ``pod`` placed: max of cpu
+    and memory requests over allocatable (a float, may exceed 1)."""
+    req = table.requested[idx, :2] + (pod.requests.get(CPU, 0), pod.requests.get(MEMORY, 0))
+    return (req / np.maximum(table.alloc[idx, :2], 1)).max(axis=1)
+
+
 def quiet_nodes(pod: Pod, table: NodeTable, idx: np.ndarray, threshold: float) -> np.ndarray:
     """Rows of ``idx`` that would stay under the autoscaler's utilization ``threshold`` even
-    with ``pod`` placed (max of cpu and memory requests over allocatable): the nodes the
-    autoscaler would remove once their bare pods end."""
-    req = table.requested[idx, :2] + (pod.requests.get(CPU, 0), pod.requests.get(MEMORY, 0))
-    util = (req / np.maximum(table.alloc[idx, :2], 1)).max(axis=1)
-    return util < threshold
+    with ``pod`` placed: the nodes the autoscaler would remove once their bare pods end."""
+    return utilization_with(pod, table, idx) < threshold
 
 
 class ScaleDownAware(ScorePlugin):
@@ -497,8 +501,7 @@ class ScaleDownAware(ScorePlugin):
         self.low_score = low_score
 
     def score(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
-        req = table.requested[idx, :2] + (pod.requests.get(CPU, 0), pod.requests.get(MEMORY, 0))
-        util = (req / np.maximum(table.alloc[idx, :2], 1)).max(axis=1)
+        util = utilization_with(pod, table, idx)
         thr = max(ctx.utilization_threshold, 1e-9)
         score = np.where(util < thr, self.low_score * util / thr, MAX_NODE_SCORE)
         score[table.deletion_candidate[idx]] = 0

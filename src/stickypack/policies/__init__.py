@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from importlib import resources
 from pathlib import Path
 
@@ -13,6 +14,7 @@ BUILTIN = ("default", "z2jh", "binderhub", "stickypack", "oracle")
 DEFAULT_COMPARISON = ("default", "z2jh", "binderhub", "stickypack")
 
 
+@functools.cache
 def builtin_text(name: str) -> str:
     """The YAML text of built-in policy ``name``."""
     if name not in BUILTIN:

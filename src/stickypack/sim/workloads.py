@@ -68,45 +68,47 @@ class Workload:
         self.jobs.sort(key=lambda j: j.t)
 
 
-def user_pod(name: str, model: BinderModel) -> Pod:
-    """A mybinder.org user server pod (bare: KubeSpawner creates it directly)."""
+def _bare_pod(
+    name: str,
+    namespace: str,
+    cpu_m: int,
+    memory: int,
+    labels: dict[str, str],
+    annotations: dict[str, str] | None = None,
+) -> Pod:
+    """A pod with no controller, requesting ``cpu_m`` millicores and ``memory`` bytes."""
     return Pod(
         name=name,
-        namespace="binder",
-        requests={CPU: model.user_cpu_m, MEMORY: model.user_memory},
-        nonzero_cpu=model.user_cpu_m,
-        nonzero_memory=model.user_memory,
-        labels={"component": "singleuser-server", "app": "jupyterhub"},
+        namespace=namespace,
+        requests={CPU: cpu_m, MEMORY: memory},
+        nonzero_cpu=cpu_m,
+        nonzero_memory=memory,
+        labels=labels,
+        annotations=annotations or {},
     )
+
+
+def user_pod(name: str, model: BinderModel) -> Pod:
+    """A mybinder.org user server pod (bare: KubeSpawner creates it directly)."""
+    labels = {"component": "singleuser-server", "app": "jupyterhub"}
+    return _bare_pod(name, "binder", model.user_cpu_m, model.user_memory, labels)
 
 
 def build_pod(name: str, repo: str, model: BinderModel) -> Pod:
     """A BinderHub build pod (bare), annotated with the repo it builds."""
-    return Pod(
-        name=name,
-        namespace="binder",
-        requests={CPU: model.build_cpu_m, MEMORY: model.build_memory},
-        nonzero_cpu=model.build_cpu_m,
-        nonzero_memory=model.build_memory,
-        labels={**BUILD_LABELS, "name": name},
-        annotations={BUILD_REPO_ANNOTATION: repo},
-    )
+    labels = {**BUILD_LABELS, "name": name}
+    annotations = {BUILD_REPO_ANNOTATION: repo}
+    return _bare_pod(name, "binder", model.build_cpu_m, model.build_memory, labels, annotations)
 
 
 def worker_pod(name: str, user: str, model: DaskModel) -> Pod:
     """A Dask worker pod (bare, as dask-gateway creates them)."""
-    return Pod(
-        name=name,
-        namespace="dask",
-        requests={CPU: model.worker_cpu_m, MEMORY: model.worker_memory},
-        nonzero_cpu=model.worker_cpu_m,
-        nonzero_memory=model.worker_memory,
-        labels={
-            "app.kubernetes.io/name": "dask-gateway",
-            "app.kubernetes.io/component": "dask-worker",
-            "gateway.dask.org/cluster": user,
-        },
-    )
+    labels = {
+        "app.kubernetes.io/name": "dask-gateway",
+        "app.kubernetes.io/component": "dask-worker",
+        "gateway.dask.org/cluster": user,
+    }
+    return _bare_pod(name, "dask", model.worker_cpu_m, model.worker_memory, labels)
 
 
 def _lognormal(rng: np.random.Generator, median: float, sigma: float, size: int) -> np.ndarray:
