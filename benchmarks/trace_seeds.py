@@ -17,22 +17,10 @@ import argparse
 import statistics
 import sys
 from concurrent.futures import ProcessPoolExecutor
-from pathlib import Path
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared/data/mybinder-events"
+from trace_days import DATA, criteria, run_day
+
 POLICIES = ("default", "z2jh", "binderhub", "stickypack")
-
-
-def run_day(args: tuple[str, float, int]) -> tuple[str, float, int, dict[str, dict[str, float]]]:
-    from stickypack.policies import load_builtin
-    from stickypack.sim.runner import compare
-    from stickypack.sim.traces import TraceErrors, read_launches
-    from stickypack.sim.workloads import trace_workload
-
-    path, scale, seed = args
-    workload = trace_workload(read_launches([path], TraceErrors()), seed, scale)
-    cmp = compare(lambda: workload, [load_builtin(p) for p in POLICIES], seed=seed, load_scale=scale, jobs=1)
-    return Path(path).name, scale, seed, {r.policy: r.metrics for r in cmp.runs}
 
 
 def main() -> int:
@@ -44,7 +32,7 @@ def main() -> int:
     days = sorted(str(p) for p in DATA.glob("events-*.jsonl.gz"))
     scales = [float(s) for s in args.scales.split(",")]
     seeds = [int(s) for s in args.seeds.split(",")]
-    jobs = [(d, sc, se) for sc in scales for se in seeds for d in days]
+    jobs = [(d, sc, se, POLICIES) for sc in scales for se in seeds for d in days]
     with ProcessPoolExecutor(args.jobs) as pool:
         results = list(pool.map(run_day, jobs))
     print(
@@ -55,17 +43,13 @@ def main() -> int:
     total = 0
     for scale in scales:
         for seed in seeds:
-            rows = [m for _, sc, se, m in results if sc == scale and se == seed]
+            rows = [r[2] for job, r in zip(jobs, results, strict=True) if job[1:3] == (scale, seed)]
             n = h = s = every = 0
             ratios, dhit, dshare = [], [], []
             for m in rows:
                 sp, bh = m["stickypack"], m["binderhub"]
                 best = min(m[p]["node_hours"] for p in ("default", "z2jh", "binderhub"))
-                ok = (
-                    sp["node_hours"] <= 1.01 * best,
-                    sp["build_cache_hit_rate"] >= bh["build_cache_hit_rate"],
-                    sp["max_node_build_share"] <= bh["max_node_build_share"],
-                )
+                ok = criteria(m)
                 n, h, s, every = n + ok[0], h + ok[1], s + ok[2], every + all(ok)
                 ratios.append(sp["node_hours"] / best)
                 dhit.append(sp["build_cache_hit_rate"] - bh["build_cache_hit_rate"])
