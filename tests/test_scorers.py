@@ -301,3 +301,28 @@ def test_build_locality_spread_bound_caps_builds_started():
         t.remove_pod(t.slot("a"), p)
     assert free.score(build, t, t.active_indices(), ctx).tolist()[0] == 100
     assert bounded.score(build, t, t.active_indices(), ctx).tolist()[0] == 0
+
+
+def test_build_locality_rendezvous_fallback_only_without_a_usable_history_node():
+    t = NodeTable()
+    for n in ("a", "b", "c", "d"):
+        t.upsert_node(n, {"cpu": 8000, "memory": 32 * Gi, "pods": 110})
+    repo = "https://github.com/org/repo"
+    build = Pod("b", requests={"cpu": 1000}, annotations={"binder-repo": repo})
+    ranked = rendezvous_rank(["a", "b", "c", "d"], repo)
+    history = BuildHistory()
+    history.record(repo, ranked[3], 50.0)
+    ctx = SchedulingContext(now=100.0, history=history)
+    both = BuildLocality(top_k=2, min_load_cap=1, top_score=80, step=20)
+    fallback = BuildLocality(top_k=2, min_load_cap=1, top_score=80, step=20, rendezvous_fallback=True)
+
+    def by_node(plugin: BuildLocality) -> dict[str, int]:
+        ctx.cache.clear()
+        return dict(zip("abcd", plugin.score(build, t, t.active_indices(), ctx).tolist(), strict=True))
+
+    assert [by_node(both)[n] for n in ranked] == [80, 60, 0, 100]
+    assert [by_node(fallback)[n] for n in ranked] == [0, 0, 0, 100]  # the cache node alone
+    # the history node is past the load bound: rendezvous takes over again
+    for _ in range(2):
+        t.add_pod(t.slot(ranked[3]), Pod("x", annotations={"binder-repo": "other"}))
+    assert [by_node(fallback)[n] for n in ranked] == [80, 60, 0, 0]

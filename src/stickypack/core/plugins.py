@@ -544,7 +544,10 @@ class BuildLocality(ScorePlugin):
     node whose running builds would exceed ``max(min_load_cap, ceil(load_bound * mean))``
     (mean over all nodes, this build included) scores 0, so one hot repo cannot pile its
     builds on one node; so does a node marked for deletion by the autoscaler (its cache is
-    about to go).
+    about to go). With ``rendezvous_fallback``, the rendezvous scores count only when no
+    history node passes (none alive, fitting and under the bounds): a cold node cannot
+    outscore the cache with help from the other scorers, at the price of concentrating a
+    repo's builds on its cache node.
     """
 
     name = "BuildLocality"
@@ -557,6 +560,7 @@ class BuildLocality(ScorePlugin):
         top_score: int = 80,
         step: int = 20,
         spread_bound: float | None = None,
+        rendezvous_fallback: bool = False,
     ) -> None:
         if (
             top_k < 0
@@ -571,6 +575,7 @@ class BuildLocality(ScorePlugin):
                 "0 <= top_score <= 100, step >= 0, spread_bound >= 1"
             )
         self.spread_bound = spread_bound
+        self.rendezvous_fallback = rendezvous_fallback
         self.top_k = top_k
         self.load_bound = load_bound
         self.min_load_cap = min_load_cap
@@ -580,9 +585,9 @@ class BuildLocality(ScorePlugin):
     def skip(self, pod: Pod) -> bool:
         return pod.build_repo is None
 
-    def locality_scores(self, repo: str, table: NodeTable, ctx: SchedulingContext) -> dict[str, int]:
-        """Node name -> locality score before the load bound (cached per repo and decision)."""
-        key = f"locality:{repo}"
+    def rendezvous_scores(self, repo: str, table: NodeTable, ctx: SchedulingContext) -> dict[str, int]:
+        """Node name -> rendezvous score (cached per repo and decision)."""
+        key = f"rendezvous:{repo}"
         cached = ctx.cache.get(key)
         if cached is not None:
             return cached
@@ -591,29 +596,42 @@ class BuildLocality(ScorePlugin):
             buckets = ctx.builder_nodes if ctx.builder_nodes is not None else list(table.index)
             for r, node in enumerate(rendezvous_rank(buckets, repo)[: self.top_k]):
                 scores[node] = max(self.top_score - r * self.step, 0)
-        if ctx.history is not None:
-            for r, node in enumerate(ctx.history.nodes_for(repo, ctx.now)):
-                scores[node] = max(scores.get(node, 0), 100 - 5 * r)
         ctx.cache[key] = scores
         return scores
+
+    def history_scores(self, repo: str, ctx: SchedulingContext) -> dict[str, int]:
+        """Node name -> history score: 100 for the latest build, 95, 90... for older ones."""
+        if ctx.history is None:
+            return {}
+        return {node: 100 - 5 * r for r, node in enumerate(ctx.history.nodes_for(repo, ctx.now))}
 
     def score(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
         repo = pod.build_repo
         assert repo is not None
-        wanted = self.locality_scores(repo, table, ctx)
         out = np.zeros(idx.shape[0], dtype=np.int64)
-        if not wanted:
+        history = self.history_scores(repo, ctx)
+        rendezvous = self.rendezvous_scores(repo, table, ctx)
+        if not history and not rendezvous:
             return out
         over = over_build_bounds(table, self.load_bound, self.min_load_cap, self.spread_bound)
         index = table.index
         pos = {int(i): j for j, i in enumerate(idx)}
-        for node, s in wanted.items():
-            i = index.get(node)
-            if i is None or i not in pos:
-                continue
-            if over[i] or table.to_be_deleted[i] or table.deletion_candidate[i]:
-                continue
-            out[pos[i]] = s
+
+        def place(wanted: dict[str, int]) -> bool:
+            placed = False
+            for node, s in wanted.items():
+                i = index.get(node)
+                if i is None or i not in pos:
+                    continue
+                if over[i] or table.to_be_deleted[i] or table.deletion_candidate[i]:
+                    continue
+                out[pos[i]] = max(out[pos[i]], s)
+                placed = True
+            return placed
+
+        if place(history) and self.rendezvous_fallback:
+            return out  # a node with the cache can take it: no cold node competes
+        place(rendezvous)
         return out
 
     def describe(self) -> dict[str, Any]:
@@ -626,6 +644,7 @@ class BuildLocality(ScorePlugin):
                 "top_score": self.top_score,
                 "step": self.step,
                 "spread_bound": self.spread_bound,
+                "rendezvous_fallback": self.rendezvous_fallback,
             },
         }
 
