@@ -199,16 +199,21 @@ def test_scale_down_aware():
     assert s == [100, 4, 0]
 
 
-def test_build_locality_history_rendezvous_and_load_bound():
+def four_builders() -> tuple[NodeTable, str, Pod, list[str]]:
+    """Nodes a-d of 8 cores, a build pod of 1 core, its repo and the repo's rendezvous order."""
     t = NodeTable()
     for n in ("a", "b", "c", "d"):
         t.upsert_node(n, {"cpu": 8000, "memory": 32 * Gi, "pods": 110})
     repo = "https://github.com/org/repo"
     build = Pod("b", requests={"cpu": 1000}, annotations={"binder-repo": repo})
+    return t, repo, build, rendezvous_rank(["a", "b", "c", "d"], repo)
+
+
+def test_build_locality_history_rendezvous_and_load_bound():
+    t, repo, build, ranked = four_builders()
     history = BuildHistory()
     ctx = SchedulingContext(now=100.0, history=history)
     plugin = BuildLocality(top_k=2, load_bound=1.25, min_load_cap=1, top_score=80, step=20)
-    ranked = rendezvous_rank(["a", "b", "c", "d"], repo)
     s = dict(zip("abcd", plugin.score(build, t, t.active_indices(), ctx).tolist(), strict=True))
     assert s[ranked[0]] == 80 and s[ranked[1]] == 60 and s[ranked[2]] == 0
     history.record(repo, ranked[3], 50.0)
@@ -304,12 +309,7 @@ def test_build_locality_spread_bound_caps_builds_started():
 
 
 def test_build_locality_rendezvous_fallback_only_without_a_usable_history_node():
-    t = NodeTable()
-    for n in ("a", "b", "c", "d"):
-        t.upsert_node(n, {"cpu": 8000, "memory": 32 * Gi, "pods": 110})
-    repo = "https://github.com/org/repo"
-    build = Pod("b", requests={"cpu": 1000}, annotations={"binder-repo": repo})
-    ranked = rendezvous_rank(["a", "b", "c", "d"], repo)
+    t, repo, build, ranked = four_builders()
     history = BuildHistory()
     history.record(repo, ranked[3], 50.0)
     ctx = SchedulingContext(now=100.0, history=history)
