@@ -22,7 +22,7 @@ import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared/data/mybinder-events"
+from trace_days import DATA
 
 
 def feasible(intervals: list[tuple[float, float]], times: list[float], cap: int) -> bool:
@@ -81,7 +81,8 @@ def run(args: tuple[str, float, int, str]) -> tuple[str, str, float, float]:
     intervals = [
         (n.ready_at, n.deleted_at if n.deleted_at is not None else float("inf")) for n in sim.all_nodes
     ]
-    return Path(path).name[7:17], policy, metrics["max_node_build_share"], min_share(intervals, starts)
+    day = Path(path).name.removeprefix("events-").removesuffix(".jsonl.gz")
+    return day, policy, metrics["max_node_build_share"], min_share(intervals, starts)
 
 
 def main() -> int:

@@ -18,7 +18,7 @@ import statistics
 import sys
 from concurrent.futures import ProcessPoolExecutor
 
-from trace_days import DATA, criteria, run_day
+from trace_days import DATA, best_other_node_hours, criteria, run_day
 
 POLICIES = ("default", "z2jh", "binderhub", "stickypack")
 
@@ -48,10 +48,9 @@ def main() -> int:
             ratios, dhit, dshare = [], [], []
             for m in rows:
                 sp, bh = m["stickypack"], m["binderhub"]
-                best = min(m[p]["node_hours"] for p in ("default", "z2jh", "binderhub"))
                 ok = criteria(m)
                 n, h, s, every = n + ok[0], h + ok[1], s + ok[2], every + all(ok)
-                ratios.append(sp["node_hours"] / best)
+                ratios.append(sp["node_hours"] / best_other_node_hours(m))
                 dhit.append(sp["build_cache_hit_rate"] - bh["build_cache_hit_rate"])
                 dshare.append(sp["max_node_build_share"] - bh["max_node_build_share"])
             total += every
