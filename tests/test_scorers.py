@@ -15,6 +15,7 @@ from stickypack.core.plugins import (
     MostAllocated,
     NodeAffinityFilter,
     NodeAffinityScore,
+    NodeAge,
     NodeResourcesFitFilter,
     NodeUnschedulable,
     RequestedToCapacityRatio,
@@ -197,6 +198,17 @@ def test_scale_down_aware():
     s = scores(ScaleDownAware(), pod(100, Gi), t)
     # busy: util .8 >= .5 -> 100; idle (quiet): util .1 -> 20 * .1 / .5 = 4; candidate: 0
     assert s == [100, 4, 0]
+
+
+def test_node_age_oldest_first_and_flat_below_min_nodes():
+    t = NodeTable()
+    for name, created in (("young", 300.0), ("old", 100.0), ("middle", 200.0)):
+        t.upsert_node(name, {"cpu": 1000, "memory": 10 * Gi, "pods": 110}, created=created)
+    # rank by age: old 100, middle 50, young 0 (slot order: young, old, middle)
+    assert scores(NodeAge(), pod(), t) == [0, 100, 50]
+    # fewer nodes than min_nodes: no preference at all
+    assert scores(NodeAge(min_nodes=4), pod(), t) == [100, 100, 100]
+    assert scores(NodeAge(min_nodes=3), pod(), t) == [0, 100, 50]
 
 
 def four_builders() -> tuple[NodeTable, str, Pod, list[str]]:

@@ -660,10 +660,18 @@ class NodeAge(ScorePlugin):
 
     name = "NodeAge"
 
+    def __init__(self, min_nodes: int = 1) -> None:
+        if min_nodes < 1:
+            raise PluginArgsError("NodeAge needs min_nodes >= 1")
+        self.min_nodes = min_nodes
+
+    def describe(self) -> dict[str, Any]:
+        return {"plugin": self.name, "args": {"min_nodes": self.min_nodes}}
+
     def score(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
         n = idx.shape[0]
-        if n == 1:
-            return np.full(1, MAX_NODE_SCORE, dtype=np.int64)
+        if n == 1 or table.active_indices().size < self.min_nodes:
+            return np.full(n, MAX_NODE_SCORE, dtype=np.int64)
         order = np.lexsort((idx, table.created[idx]))  # oldest first, slot breaks ties
         rank = np.empty(n, dtype=np.int64)
         rank[order] = np.arange(n)
