@@ -656,6 +656,9 @@ class NodeAge(ScorePlugin):
     newest take only the overflow, so when load falls the newest nodes empty first and the
     autoscaler can remove them (First Fit keeps within a constant of optimal for online
     packing with departures; Best Fit alone does not).
+
+    ``min_nodes``: in a cluster of fewer nodes (all nodes, not only the candidates) every
+    candidate scores 100, so age plays no part there.
     """
 
     name = "NodeAge"
@@ -670,7 +673,7 @@ class NodeAge(ScorePlugin):
 
     def score(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
         n = idx.shape[0]
-        if n == 1 or table.active_indices().size < self.min_nodes:
+        if n == 1 or (self.min_nodes > 1 and table.active_indices().size < self.min_nodes):
             return np.full(n, MAX_NODE_SCORE, dtype=np.int64)
         order = np.lexsort((idx, table.created[idx]))  # oldest first, slot breaks ties
         rank = np.empty(n, dtype=np.int64)
