@@ -98,6 +98,16 @@ def test_trace_day_all_policies(tmp_path):
     assert r["binderhub"]["build_cache_hit_rate"] > r["default"]["build_cache_hit_rate"]
     assert r["stickypack"]["build_cache_hit_rate"] > r["z2jh"]["build_cache_hit_rate"]
     assert r["oracle"]["node_hours"] <= min(r[p]["node_hours"] for p in ("default", "z2jh", "binderhub"))
+    # every build is a hit or one kind of miss; a repo's first build is the same under any policy
+    firsts = set()
+    parts = ("build_cache_hit_rate", "build_first_share", "build_cache_lost_share", "build_elsewhere_share")
+    for row in r.values():
+        assert sum(row[k] for k in parts) == pytest.approx(1.0, abs=1e-5)
+        firsts.add(round(row["build_first_share"] * row["builds"]))
+    assert len(firsts) == 1 and firsts.pop() > 0
+    # locality is what sends rebuilds to the node that has the cache
+    for sticky in ("binderhub", "stickypack"):
+        assert r[sticky]["build_elsewhere_share"] < r["default"]["build_elsewhere_share"] / 2
 
 
 def test_plots_written(tmp_path):

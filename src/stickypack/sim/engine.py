@@ -134,6 +134,10 @@ class Simulation:
         self.build_s: list[float] = []
         self.builds = 0
         self.hits = 0
+        # Why a build missed: its repo's first build in the run, its caches all lost (node
+        # deleted or image pruned), or built away from a live node that had the cache.
+        self.misses = {"first": 0, "lost": 0, "elsewhere": 0}
+        self.built_repos: set[str] = set()
         self.scheduled = 0
         self.unscheduled = 0
         self.all_nodes: list[SimNode] = []
@@ -295,6 +299,13 @@ class Simulation:
             if repo in node.cache:
                 self.hits += 1
                 duration *= self.cache_config.hit_time_fraction
+            elif repo not in self.built_repos:
+                self.misses["first"] += 1
+            elif any(n.cache is not None and repo in n.cache for n in self.nodes.values()):
+                self.misses["elsewhere"] += 1
+            else:
+                self.misses["lost"] += 1
+            self.built_repos.add(repo)
         if sp.end_at is None:
             sp.ends = now + (duration or 0.0)
             self._push(sp.ends, _END, sp)
@@ -539,6 +550,9 @@ class Simulation:
             "pending_p95_s": percentile(self.pending_s, 95),
             "builds": total_builds,
             "build_cache_hit_rate": self.hits / total_builds if total_builds else 0.0,
+            "build_first_share": self.misses["first"] / total_builds if total_builds else 0.0,
+            "build_cache_lost_share": self.misses["lost"] / total_builds if total_builds else 0.0,
+            "build_elsewhere_share": self.misses["elsewhere"] / total_builds if total_builds else 0.0,
             "build_p50_s": percentile(self.build_s, 50),
             "build_p95_s": percentile(self.build_s, 95),
             "max_node_build_share": share,

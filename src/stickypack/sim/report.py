@@ -66,6 +66,7 @@ _COLUMNS = (
     ("pending_p95_s", "pending p95 s", "{:.0f}"),
     ("builds", "builds", "{:d}"),
     ("build_cache_hit_rate", "cache hits", "{:.1%}"),
+    ("build_cache_lost_share", "cache lost", "{:.1%}"),
     ("build_p50_s", "build p50 s", "{:.0f}"),
     ("build_p95_s", "build p95 s", "{:.0f}"),
     ("max_node_build_share", "top node builds", "{:.1%}"),
