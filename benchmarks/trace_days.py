@@ -72,9 +72,11 @@ def main() -> int:
             "node-hours per policy (ratio to the lower bound / to the CA floor / to the oracle); "
             "stickypack vs binderhub cache-hit rate and busiest-node build share; criteria "
             "N = node-hours <= 1.01 x best of default, z2jh, binderhub, H = hit rate >= binderhub's, "
-            "S = share <= binderhub's\n",
-            "| day | bound | floor | " + " | ".join(POLICIES) + " | hit sp/bh | share sp/bh | N H S |",
-            "|---|---|---|" + "---|" * len(POLICIES) + "---|---|---|",
+            "S = share <= binderhub's; lost sp/bh: builds whose cache had gone with its node "
+            "(share of all builds)\n",
+            "| day | bound | floor | " + " | ".join(POLICIES)
+            + " | hit sp/bh | lost sp/bh | share sp/bh | N H S |",
+            "|---|---|---|" + "---|" * len(POLICIES) + "---|---|---|---|",
         ]
         for name, sc, m, _ in results:
             if sc != scale:
@@ -95,6 +97,7 @@ def main() -> int:
                 f"| {day} | {bound:.1f} | {floor:.1f} | "
                 + " | ".join(cells)
                 + f" | {sp['build_cache_hit_rate']:.3f}/{bh['build_cache_hit_rate']:.3f}"
+                + f" | {sp['build_cache_lost_share']:.3f}/{bh['build_cache_lost_share']:.3f}"
                 + f" | {sp['max_node_build_share']:.3f}/{bh['max_node_build_share']:.3f} | "
                 + " ".join("ok" if o else "NO" for o in ok)
                 + " |"
