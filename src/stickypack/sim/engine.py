@@ -533,7 +533,11 @@ class Simulation:
         ft, fv = window_max_step(bt, bv, self.ca.scale_down_unneeded_time_s, horizon)
         floor_hours = integrate_step(ft, fv, horizon) / 3600.0
         total_builds = self.builds
-        share = max((n.builds for n in self.all_nodes), default=0) / total_builds if total_builds else 0.0
+
+        def of_builds(n: int) -> float:
+            return n / total_builds if total_builds else 0.0
+
+        share = of_builds(max((n.builds for n in self.all_nodes), default=0))
         # the bound in effect just before the end (at the end itself every pod has left)
         final_bound = bv[int(np.searchsorted(bt, horizon, side="left")) - 1] if horizon > 0 else 0
         metrics = {
@@ -549,10 +553,10 @@ class Simulation:
             "pods_unscheduled": self.unscheduled,
             "pending_p95_s": percentile(self.pending_s, 95),
             "builds": total_builds,
-            "build_cache_hit_rate": self.hits / total_builds if total_builds else 0.0,
-            "build_first_share": self.misses["first"] / total_builds if total_builds else 0.0,
-            "build_cache_lost_share": self.misses["lost"] / total_builds if total_builds else 0.0,
-            "build_elsewhere_share": self.misses["elsewhere"] / total_builds if total_builds else 0.0,
+            "build_cache_hit_rate": of_builds(self.hits),
+            "build_first_share": of_builds(self.misses["first"]),
+            "build_cache_lost_share": of_builds(self.misses["lost"]),
+            "build_elsewhere_share": of_builds(self.misses["elsewhere"]),
             "build_p50_s": percentile(self.build_s, 50),
             "build_p95_s": percentile(self.build_s, 95),
             "max_node_build_share": share,
