@@ -132,11 +132,10 @@ class Simulation:
         self.node_n: list[int] = [0]
         self.pending_s: list[float] = []
         self.build_s: list[float] = []
-        self.builds = 0
-        self.hits = 0
-        # Why a build missed: its repo's first build in the run, its caches all lost (node
-        # deleted or image pruned), or built away from a live node that had the cache.
-        self.misses = {"first": 0, "lost": 0, "elsewhere": 0}
+        # Each build is a cache hit or misses because it is its repo's first build in the
+        # run, its caches are all lost (node deleted or image pruned), or it was built away
+        # from a live node that had the cache.
+        self.build_outcomes = {"hit": 0, "first": 0, "lost": 0, "elsewhere": 0}
         self.built_repos: set[str] = set()
         self.scheduled = 0
         self.unscheduled = 0
@@ -293,18 +292,18 @@ class Simulation:
         duration = sp.duration
         repo = sp.pod.build_repo
         if repo is not None and duration is not None:
-            self.builds += 1
             node.builds += 1
             assert node.cache is not None
             if repo in node.cache:
-                self.hits += 1
+                outcome = "hit"
                 duration *= self.cache_config.hit_time_fraction
             elif repo not in self.built_repos:
-                self.misses["first"] += 1
+                outcome = "first"
             elif any(n.cache is not None and repo in n.cache for n in self.nodes.values()):
-                self.misses["elsewhere"] += 1
+                outcome = "elsewhere"
             else:
-                self.misses["lost"] += 1
+                outcome = "lost"
+            self.build_outcomes[outcome] += 1
             self.built_repos.add(repo)
         if sp.end_at is None:
             sp.ends = now + (duration or 0.0)
@@ -532,7 +531,8 @@ class Simulation:
         bound_hours = integrate_step(bt, bv, horizon) / 3600.0
         ft, fv = window_max_step(bt, bv, self.ca.scale_down_unneeded_time_s, horizon)
         floor_hours = integrate_step(ft, fv, horizon) / 3600.0
-        total_builds = self.builds
+        outcomes = self.build_outcomes
+        total_builds = sum(outcomes.values())
 
         def of_builds(n: int) -> float:
             return n / total_builds if total_builds else 0.0
@@ -553,10 +553,10 @@ class Simulation:
             "pods_unscheduled": self.unscheduled,
             "pending_p95_s": percentile(self.pending_s, 95),
             "builds": total_builds,
-            "build_cache_hit_rate": of_builds(self.hits),
-            "build_first_share": of_builds(self.misses["first"]),
-            "build_cache_lost_share": of_builds(self.misses["lost"]),
-            "build_elsewhere_share": of_builds(self.misses["elsewhere"]),
+            "build_cache_hit_rate": of_builds(outcomes["hit"]),
+            "build_first_share": of_builds(outcomes["first"]),
+            "build_cache_lost_share": of_builds(outcomes["lost"]),
+            "build_elsewhere_share": of_builds(outcomes["elsewhere"]),
             "build_p50_s": percentile(self.build_s, 50),
             "build_p95_s": percentile(self.build_s, 95),
             "max_node_build_share": share,
