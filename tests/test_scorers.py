@@ -11,6 +11,7 @@ from stickypack.core.labels import NodeSelectorTerm, PreferredTerm, Requirement
 from stickypack.core.plugins import (
     BalancedAllocation,
     BuildLocality,
+    BuildSpread,
     LeastAllocated,
     MostAllocated,
     NodeAffinityFilter,
@@ -318,6 +319,28 @@ def test_build_locality_spread_bound_caps_builds_started():
         t.remove_pod(t.slot("a"), p)
     assert free.score(build, t, t.active_indices(), ctx).tolist()[0] == 100
     assert bounded.score(build, t, t.active_indices(), ctx).tolist()[0] == 0
+
+
+def test_build_spread_fewest_builds_first_and_newborn_nodes_settle():
+    t = NodeTable()
+    for name, created in (("a", 0.0), ("b", 0.0), ("new", 3000.0)):
+        t.upsert_node(name, {"cpu": 8000, "memory": 32 * Gi, "pods": 110}, created=created)
+    for name, builds in (("a", 4), ("b", 2)):
+        for _ in range(builds):
+            p = Pod("x", annotations={"binder-repo": "other"})
+            t.add_pod(t.slot(name), p)
+            t.remove_pod(t.slot(name), p)
+    build = Pod("b", requests={"cpu": 1000}, annotations={"binder-repo": "r"})
+    ctx = SchedulingContext(now=3600.0)
+    idx = t.active_indices()
+    # min-max over builds started (4, 2, 0): 0, 50, 100
+    assert BuildSpread().score(build, t, idx, ctx).tolist() == [0, 50, 100]
+    # "new" joined 600 s ago: with settle_s 2400 it gets a quarter of its score
+    assert BuildSpread(settle_s=2400).score(build, t, idx, ctx).tolist() == [0, 50, 25]
+    # a pod that is not a build is not scored by it
+    assert BuildSpread().skip(pod())
+    with pytest.raises(ValueError):
+        BuildSpread(settle_s=-1)
 
 
 def test_build_locality_rendezvous_fallback_only_without_a_usable_history_node():

@@ -685,18 +685,27 @@ class BuildSpread(ScorePlugin):
     """Even out builds over nodes: fewer builds started on a node so far score higher
     (min-max normalized over the candidates, 100 for the least used). Keeps one node from
     taking a large share of a day's builds. A quiet node (see :func:`quiet_nodes`) scores
-    0: it is better left to empty."""
+    0: it is better left to empty.
+
+    ``settle_s``: a node younger than this (seconds since it was created) has its score
+    scaled by its age over ``settle_s``, so a node that just joined does not draw every
+    build that has no cache node: in a packed cluster the newest nodes are the first to
+    empty, and the caches built there go with them. 0 turns this off.
+    """
 
     name = "BuildSpread"
 
-    def __init__(self, skip_quiet: bool = False) -> None:
+    def __init__(self, skip_quiet: bool = False, settle_s: float = 0.0) -> None:
+        if settle_s < 0:
+            raise PluginArgsError("BuildSpread needs settle_s >= 0")
         self.skip_quiet = skip_quiet
+        self.settle_s = settle_s
 
     def skip(self, pod: Pod) -> bool:
         return pod.build_repo is None
 
     def describe(self) -> dict[str, Any]:
-        return {"plugin": self.name, "args": {"skip_quiet": self.skip_quiet}}
+        return {"plugin": self.name, "args": {"skip_quiet": self.skip_quiet, "settle_s": self.settle_s}}
 
     def score(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
         starts = table.build_starts[idx]
@@ -707,6 +716,9 @@ class BuildSpread(ScorePlugin):
             out = MAX_NODE_SCORE * (hi - starts) // (hi - lo)
         if self.skip_quiet:  # a quiet node is left to empty, however few builds it has had
             out[quiet_nodes(pod, table, idx, ctx.utilization_threshold)] = 0
+        if self.settle_s > 0:
+            age = np.clip(ctx.now - table.created[idx], 0.0, self.settle_s)
+            out = (out * age / self.settle_s).astype(np.int64)
         return out
 
 
