@@ -241,3 +241,22 @@ def test_sim_config_overrides_and_errors(tmp_path, capsys):
     bad.write_text("weather: {}\n")
     assert main(["simulate", "--scenario", "dask-burst", "--sim-config", str(bad)]) == 2
     assert "unknown section(s) weather" in capsys.readouterr().err
+
+
+def test_node_records_account_for_every_build_and_every_lost_cache():
+    from stickypack.policies import load_builtin
+    from stickypack.sim.engine import Simulation
+    from stickypack.sim.workloads import trace_workload
+
+    workload = trace_workload(read_launches([DATA / "events-2019-03-05.jsonl.gz"], TraceErrors()), 0, 1.0)
+    result = Simulation(load_builtin("stickypack"), workload, seed=0).run()
+    m, nodes = result.metrics, result.nodes
+    assert sum(n.builds for n in nodes) == m["builds"]
+    assert max(n.builds for n in nodes) == round(m["max_node_build_share"] * m["builds"])
+    lost = sum(n.caches_lost for n in nodes)
+    assert lost == round(m["build_cache_lost_share"] * m["builds"]) > 0
+    # on this day the image cleaner prunes nothing rebuilt later: every lost cache went with a
+    # deleted node
+    assert all(n.deleted_at is not None for n in nodes if n.caches_lost)
+    assert len({n.name for n in nodes}) == len(nodes)
+    assert all(n.deleted_at is None or n.deleted_at > n.ready_at for n in nodes)

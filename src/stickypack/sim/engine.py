@@ -71,6 +71,22 @@ class SimNode:
     deleted_at: float | None = None
     unneeded_since: float | None = None
     builds: int = 0
+    caches_lost: int = 0  # later builds that missed because this node, their last, was gone
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRecord:
+    """One node's life in a run: seconds from the start; ``deleted_at`` None if it stayed.
+
+    ``builds``: build pods bound to it. ``caches_lost``: builds counted as
+    ``build_cache_lost_share`` whose repo had last been built on this node.
+    """
+
+    name: str
+    ready_at: float
+    deleted_at: float | None
+    builds: int
+    caches_lost: int
 
 
 @dataclass(slots=True)
@@ -79,6 +95,7 @@ class RunResult:
 
     metrics: dict[str, float]
     series: Series
+    nodes: list[NodeRecord] = field(default_factory=list)
 
 
 class Simulation:
@@ -137,6 +154,7 @@ class Simulation:
         # from a live node that had the cache.
         self.build_outcomes = {"hit": 0, "first": 0, "lost": 0, "elsewhere": 0}
         self.built_repos: set[str] = set()
+        self.last_build_node: dict[str, SimNode] = {}
         self.scheduled = 0
         self.unscheduled = 0
         self.all_nodes: list[SimNode] = []
@@ -303,8 +321,10 @@ class Simulation:
                 outcome = "elsewhere"
             else:
                 outcome = "lost"
+                self.last_build_node[repo].caches_lost += 1
             self.build_outcomes[outcome] += 1
             self.built_repos.add(repo)
+            self.last_build_node[repo] = node
         if sp.end_at is None:
             sp.ends = now + (duration or 0.0)
             self._push(sp.ends, _END, sp)
@@ -566,4 +586,7 @@ class Simulation:
         node_t = [t for t in self.node_t if t <= horizon] + [horizon]
         node_n = [*self.node_n[: len(node_t) - 1], final_nodes]
         series = Series(node_t, node_n, bt, bv, ft, fv, self.build_s)
-        return RunResult(metrics, series)
+        nodes = [
+            NodeRecord(n.name, n.ready_at, n.deleted_at, n.builds, n.caches_lost) for n in self.all_nodes
+        ]
+        return RunResult(metrics, series, nodes)
