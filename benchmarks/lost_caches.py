@@ -35,7 +35,7 @@ def run_day(args: tuple[str, float, int, str, float]) -> tuple[str, float, int, 
     ]
     lost = sum(n.caches_lost for n in result.nodes)
     return (
-        Path(path).name[7:17],
+        Path(path).name.removeprefix("events-").removesuffix(".jsonl.gz"),
         result.metrics["build_cache_hit_rate"],
         len(result.nodes),
         len(short),

@@ -77,12 +77,12 @@ def run(args: tuple[str, float, int, str]) -> tuple[str, str, float, float]:
         bind(sp, slot)
 
     sim._bind = recording_bind  # type: ignore[method-assign]
-    metrics = sim.run().metrics
+    result = sim.run()
     intervals = [
-        (n.ready_at, n.deleted_at if n.deleted_at is not None else float("inf")) for n in sim.all_nodes
+        (n.ready_at, n.deleted_at if n.deleted_at is not None else float("inf")) for n in result.nodes
     ]
     day = Path(path).name.removeprefix("events-").removesuffix(".jsonl.gz")
-    return day, policy, metrics["max_node_build_share"], min_share(intervals, starts)
+    return day, policy, result.metrics["max_node_build_share"], min_share(intervals, starts)
 
 
 def main() -> int:
