@@ -153,7 +153,7 @@ class Simulation:
         # run, its caches are all lost (node deleted or image pruned), or it was built away
         # from a live node that had the cache.
         self.build_outcomes = {"hit": 0, "first": 0, "lost": 0, "elsewhere": 0}
-        self.built_repos: set[str] = set()
+        # repo -> the node of its latest build (its keys: every repo built so far)
         self.last_build_node: dict[str, SimNode] = {}
         self.scheduled = 0
         self.unscheduled = 0
@@ -315,7 +315,7 @@ class Simulation:
             if repo in node.cache:
                 outcome = "hit"
                 duration *= self.cache_config.hit_time_fraction
-            elif repo not in self.built_repos:
+            elif repo not in self.last_build_node:
                 outcome = "first"
             elif any(n.cache is not None and repo in n.cache for n in self.nodes.values()):
                 outcome = "elsewhere"
@@ -323,7 +323,6 @@ class Simulation:
                 outcome = "lost"
                 self.last_build_node[repo].caches_lost += 1
             self.build_outcomes[outcome] += 1
-            self.built_repos.add(repo)
             self.last_build_node[repo] = node
         if sp.end_at is None:
             sp.ends = now + (duration or 0.0)
