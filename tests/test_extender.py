@@ -126,19 +126,29 @@ def test_prioritize_prefers_history_then_rendezvous(world) -> None:
     server.call(lambda: w.recorder.forget_node(built))
 
 
-def test_assumption_moves_hot_repo_builds_along(world) -> None:
+@pytest.mark.parametrize("with_filter", [True, False], ids=["filter-then-prioritize", "prioritize-only"])
+def test_assumption_moves_hot_repo_builds_along(world, with_filter: bool) -> None:
     """Back-to-back builds of one repo, before any binding is seen: the extender's own
-    assumptions push later builds off the top node once it reaches the load bound."""
+    assumptions push later builds off the top node once it reaches the load bound, in
+    kube-scheduler's call order (filter, then prioritize over the nodes that passed) and
+    with prioritize alone (a node at the bound scores 0 there too)."""
     w, server, client = world
+    server.call(lambda: [w.cache._drop_assumption(k) for k in list(w.cache.assumed)])
+    cap = w.extender.bound_min  # the bound while the mean stays low, as here
     tops = []
     for i in range(8):
-        scores = post(client, "prioritize", {"Pod": build_pod(f"hot-{i}"), "NodeNames": w.names}).json()
+        pod = build_pod(f"hot-{i}")
+        names = w.names
+        if with_filter:
+            names = post(client, "filter", {"Pod": pod, "NodeNames": names}).json()["NodeNames"]
+        scores = post(client, "prioritize", {"Pod": pod, "NodeNames": names}).json()
         tops.append(max(scores, key=lambda s: (s["Score"], s["Host"]))["Host"])
     assumed = server.call(lambda: w.cache.assumed)
     per_node: dict[str, int] = {}
     for n in assumed.values():
         per_node[n] = per_node.get(n, 0) + 1
-    assert max(per_node.values()) <= 2, per_node  # min_load_cap 2, mean < 2 here
+    assert len(per_node) > 1, per_node  # a tie predicts nothing, so fewer than 8 may count
+    assert max(per_node.values()) <= cap, (per_node, cap)
     assert len(set(tops)) > 1
     server.call(lambda: [w.cache._drop_assumption(k) for k in list(w.cache.assumed)])
 

@@ -296,6 +296,12 @@ class Extender:
             denom = max(self.max_total, 1)
             scores = (total * MAX_EXTENDER_PRIORITY + denom // 2) // denom
         scores = np.clip(scores, 0, MAX_EXTENDER_PRIORITY)
+        if self.load_bound and pod.build_repo is not None:
+            # What the filter drops scores 0 here too, so a scheduler that calls prioritize
+            # alone (or a node that filled up between the two calls) is steered the same way.
+            over = self.cache.table.builds[idx] + 1 > self.load_cap()
+            if over.any() and not over.all():
+                scores[over] = 0
         out = _PriorityList(known, scores.tolist(), unknown)
         top_node = None
         if self.assume and pod.build_repo is not None and idx.size > 1:
