@@ -259,15 +259,20 @@ class Extender:
         total = int(table.builds[all_idx].sum()) + 1
         return max(self.bound_min, math.ceil(self.bound_c * total / max(all_idx.size, 1)))
 
+    def over_load_cap(self, idx: np.ndarray) -> tuple[np.ndarray, int]:
+        """Per row of ``idx``: would one more build exceed :meth:`load_cap`? And the cap."""
+        cap = self.load_cap()
+        return self.cache.table.builds[idx] + 1 > cap, cap
+
     def _bound_loads(
         self, idx: np.ndarray, known: list[str], keep: np.ndarray, failed: dict[str, str]
     ) -> None:
         """Drop nodes whose builds would exceed the load cap, unless none would be left."""
-        cap = self.load_cap()
-        builds = self.cache.table.builds[idx]
-        over = keep & (builds + 1 > cap)
+        over, cap = self.over_load_cap(idx)
+        over &= keep
         if not over.any() or not (keep & ~over).any():
             return
+        builds = self.cache.table.builds[idx]
         for j in np.flatnonzero(over):
             failed[known[j]] = f"LoadBound: node runs {int(builds[j])} builds, the bound is {cap}"
         keep &= ~over
@@ -299,7 +304,7 @@ class Extender:
         if self.load_bound and pod.build_repo is not None:
             # What the filter drops scores 0 here too, so a scheduler that calls prioritize
             # alone (or a node that filled up between the two calls) is steered the same way.
-            over = self.cache.table.builds[idx] + 1 > self.load_cap()
+            over, _ = self.over_load_cap(idx)
             if over.any() and not over.all():
                 scores[over] = 0
         out = _PriorityList(known, scores.tolist(), unknown)
