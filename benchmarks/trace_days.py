@@ -74,7 +74,8 @@ def main() -> int:
             "N = node-hours <= 1.01 x best of default, z2jh, binderhub, H = hit rate >= binderhub's, "
             "S = share <= binderhub's; lost sp/bh: builds whose cache had gone with its node "
             "(share of all builds)\n",
-            "| day | bound | floor | " + " | ".join(POLICIES)
+            "| day | bound | floor | "
+            + " | ".join(POLICIES)
             + " | hit sp/bh | lost sp/bh | share sp/bh | N H S |",
             "|---|---|---|" + "---|" * len(POLICIES) + "---|---|---|---|",
         ]
