@@ -302,6 +302,45 @@ def test_balanced_allocation_fast_path_equals_general_path():
         assert fast.score(p, t, idx, CTX).tolist() == general.score(p, t, idx, CTX).tolist()
 
 
+@pytest.mark.parametrize(
+    "make",
+    [
+        LeastAllocated,
+        MostAllocated,
+        lambda r=None: RequestedToCapacityRatio(
+            r,
+            shape=[
+                {"utilization": 0, "score": 10},
+                {"utilization": 60, "score": 3},
+                {"utilization": 100, "score": 0},
+            ],
+        ),
+    ],
+    ids=["LeastAllocated", "MostAllocated", "RequestedToCapacityRatio"],
+)
+def test_resource_scorers_cpu_memory_path_equals_general_path(make):
+    import random
+
+    rng = random.Random(2)
+    for resources in (None, {"memory": 3, "cpu": 1}, {"cpu": 2}):
+        fast, general = make(resources), make(resources)
+        general._cpu_memory = False  # the per-resource loop every other resource set takes
+        assert fast._cpu_memory
+        for _ in range(300):
+            t = NodeTable()
+            for i in range(rng.randint(1, 6)):
+                t.upsert_node(
+                    f"n{i}", {"cpu": rng.choice([0, 1000, 4000]), "memory": rng.choice([0, Gi, 8 * Gi])}
+                )
+                cpu, mem = rng.randint(0, 5000), rng.randint(0, 16 * Gi)
+                x = Pod("x", requests={"cpu": cpu, "memory": mem}, nonzero_cpu=cpu, nonzero_memory=mem)
+                t.add_pod(i, x)
+            cpu, mem = rng.randint(0, 3000), rng.randint(0, 8 * Gi)
+            p = Pod("p", requests={"cpu": cpu, "memory": mem}, nonzero_cpu=cpu or 100, nonzero_memory=mem)
+            idx = t.active_indices()
+            assert fast.score(p, t, idx, CTX).tolist() == general.score(p, t, idx, CTX).tolist()
+
+
 def test_build_locality_spread_bound_caps_builds_started():
     t = NodeTable()
     for n in ("a", "b", "c"):

@@ -174,6 +174,10 @@ class _ResourceScorer(ScorePlugin):
 
     def __init__(self, resources: Any = None) -> None:
         self.resources = _resource_weights(resources, self.DEFAULT_RESOURCES)
+        names = [name for name, _ in self.resources]
+        # cpu and memory only (the common case): scored in one pass over both columns
+        self._cpu_memory = set(names) <= {CPU, MEMORY} and len(set(names)) == len(names)
+        self._weights = np.array([w for _, w in self.resources], dtype=np.int64)
 
     def _requested_alloc(
         self, pod: Pod, table: NodeTable, idx: np.ndarray, name: str
@@ -196,7 +200,23 @@ class _ResourceScorer(ScorePlugin):
     def per_resource(self, requested: np.ndarray, alloc: np.ndarray) -> np.ndarray:
         """The score 0..100 of one resource per node (``alloc`` > 0)."""
 
+    def _score_cpu_memory(self, pod: Pod, table: NodeTable, idx: np.ndarray) -> np.ndarray:
+        """:meth:`score` for resources among cpu and memory: both columns at once."""
+        names = [name for name, _ in self.resources]
+        nonzero_cols = [0 if name == CPU else 1 for name in names]
+        pod_nonzero = np.array([pod.nonzero_cpu if name == CPU else pod.nonzero_memory for name in names])
+        requested = table.nonzero[idx][:, nonzero_cols] + pod_nonzero
+        alloc = table.alloc[idx][:, [table.rindex[name] for name in names]]
+        has = alloc > 0
+        s = self.per_resource(requested, np.where(has, alloc, 1))
+        counted = self.counted(has, s)
+        node_score = np.where(counted, s * self._weights, 0).sum(axis=1)
+        weight_sum = np.where(counted, self._weights, 0).sum(axis=1)
+        return self.combine(node_score, weight_sum)
+
     def score(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
+        if self._cpu_memory:
+            return self._score_cpu_memory(pod, table, idx)
         node_score = np.zeros(idx.shape[0], dtype=np.int64)
         weight_sum = np.zeros(idx.shape[0], dtype=np.int64)
         for name, weight in self.resources:
