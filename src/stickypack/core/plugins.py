@@ -174,9 +174,10 @@ class _ResourceScorer(ScorePlugin):
 
     def __init__(self, resources: Any = None) -> None:
         self.resources = _resource_weights(resources, self.DEFAULT_RESOURCES)
-        names = [name for name, _ in self.resources]
+        self._names = [name for name, _ in self.resources]
         # cpu and memory only (the common case): scored in one pass over both columns
-        self._cpu_memory = set(names) <= {CPU, MEMORY} and len(set(names)) == len(names)
+        self._cpu_memory = set(self._names) <= {CPU, MEMORY} and len(set(self._names)) == len(self._names)
+        self._nonzero_cols = [0 if name == CPU else 1 for name in self._names]  # NodeTable.nonzero
         self._weights = np.array([w for _, w in self.resources], dtype=np.int64)
 
     def _requested_alloc(
@@ -202,10 +203,9 @@ class _ResourceScorer(ScorePlugin):
 
     def _score_cpu_memory(self, pod: Pod, table: NodeTable, idx: np.ndarray) -> np.ndarray:
         """:meth:`score` for resources among cpu and memory: both columns at once."""
-        names = [name for name, _ in self.resources]
-        nonzero_cols = [0 if name == CPU else 1 for name in names]
+        names = self._names
         pod_nonzero = np.array([pod.nonzero_cpu if name == CPU else pod.nonzero_memory for name in names])
-        requested = table.nonzero[idx][:, nonzero_cols] + pod_nonzero
+        requested = table.nonzero[idx][:, self._nonzero_cols] + pod_nonzero
         alloc = table.alloc[idx][:, [table.rindex[name] for name in names]]
         has = alloc > 0
         s = self.per_resource(requested, np.where(has, alloc, 1))
