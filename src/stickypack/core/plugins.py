@@ -358,19 +358,16 @@ class BalancedAllocation(ScorePlugin):
 
     def _score_cpu_memory(self, pod: Pod, table: NodeTable, idx: np.ndarray) -> np.ndarray:
         """The common case (resources cpu and memory), without the general machinery."""
-        c, m = table.rindex[CPU], table.rindex[MEMORY]
-        alloc = table.alloc[idx][:, (c, m)]
-        req = table.requested[idx][:, (c, m)]
-        both = (alloc > 0).all(axis=1)
-        safe = np.maximum(alloc, 1)
-        before = np.minimum(req / safe, 1.0)
-        pod_req = np.array([pod.requests.get(CPU, 0), pod.requests.get(MEMORY, 0)])
-        after = np.minimum((req + pod_req) / safe, 1.0)
-        std_before = np.where(both, np.abs(before[:, 0] - before[:, 1]) / 2, 0.0)
-        std_after = np.where(both, np.abs(after[:, 0] - after[:, 1]) / 2, 0.0)
-        b_before = ((1 - std_before) * MAX_NODE_SCORE).astype(np.int64)
-        b_after = ((1 - std_after) * MAX_NODE_SCORE).astype(np.int64)
-        return MAX_NODE_SCORE // 2 + (MAX_NODE_SCORE // 2 + b_after - b_before) // 2
+        cols = [table.rindex[CPU], table.rindex[MEMORY]]
+        alloc = table.alloc[idx][:, cols]
+        req = table.requested[idx][:, cols]
+        pod_req = (pod.requests.get(CPU, 0), pod.requests.get(MEMORY, 0))
+        # fractions without and with the pod, shape (2, nodes, resources)
+        f = np.minimum(np.stack((req, req + pod_req)) / np.maximum(alloc, 1), 1.0)
+        std = np.abs(f[:, :, 0] - f[:, :, 1]) / 2
+        std[:, (alloc <= 0).any(axis=1)] = 0.0  # a resource without allocatable: no balance term
+        balance = ((1 - std) * MAX_NODE_SCORE).astype(np.int64)
+        return MAX_NODE_SCORE // 2 + (MAX_NODE_SCORE // 2 + balance[1] - balance[0]) // 2
 
     def score(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
         if [name for name, _ in self.resources] == [CPU, MEMORY]:
