@@ -44,8 +44,10 @@ class BoundTracker:
     """
 
     def __init__(self, capacity: Sequence[int]) -> None:
-        self.capacity = np.asarray(capacity, dtype=np.int64)
-        self.sums = np.zeros(len(capacity), dtype=np.int64)
+        # Python ints, not numpy: three resources per call, where numpy's per-call cost
+        # would dominate (this runs twice per pod).
+        self.capacity = [int(c) for c in capacity]
+        self.sums = [0] * len(self.capacity)
         self.big = 0
         self.value = 0
         self.times: list[float] = [0.0]
@@ -53,11 +55,14 @@ class BoundTracker:
 
     def change(self, t: float, vec: np.ndarray, sign: int) -> None:
         """A pod with request row ``vec`` starts (+1) or ends (-1) at ``t``."""
-        self.sums += sign * vec
-        if (vec * 2 > self.capacity).any():
-            self.big += sign
+        row = vec.tolist()
         cap = self.capacity
-        need = int(max((-(-self.sums // cap)).max(), self.big))
+        sums = self.sums
+        for k, x in enumerate(row):
+            sums[k] += sign * x
+        if any(2 * x > c for x, c in zip(row, cap, strict=True)):
+            self.big += sign
+        need = max(max(-(-s // c) for s, c in zip(sums, cap, strict=True)), self.big)
         if need != self.value:
             self.value = need
             if self.times[-1] == t:
