@@ -330,6 +330,7 @@ class BalancedAllocation(ScorePlugin):
 
     def __init__(self, resources: Any = None) -> None:
         self.resources = _resource_weights(resources, ((CPU, 1), (MEMORY, 1)))
+        self._cpu_memory = [name for name, _ in self.resources] == [CPU, MEMORY]
 
     def skip(self, pod: Pod) -> bool:
         return all(pod.requests.get(name, 0) == 0 for name, _ in self.resources)
@@ -370,7 +371,7 @@ class BalancedAllocation(ScorePlugin):
         return MAX_NODE_SCORE // 2 + (MAX_NODE_SCORE // 2 + balance[1] - balance[0]) // 2
 
     def score(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
-        if [name for name, _ in self.resources] == [CPU, MEMORY]:
+        if self._cpu_memory:
             return self._score_cpu_memory(pod, table, idx)
         with_pod: list[np.ndarray] = []
         without: list[np.ndarray] = []
