@@ -10,6 +10,7 @@ from stickypack.core.history import BuildHistory
 from stickypack.core.labels import NodeSelectorTerm, PreferredTerm, Requirement
 from stickypack.core.plugins import (
     BalancedAllocation,
+    BuildHeadroom,
     BuildLocality,
     BuildSpread,
     LeastAllocated,
@@ -21,6 +22,7 @@ from stickypack.core.plugins import (
     NodeUnschedulable,
     RequestedToCapacityRatio,
     ScaleDownAware,
+    ScoreMemo,
     TaintTolerationFilter,
     TaintTolerationScore,
 )
@@ -400,3 +402,55 @@ def test_build_locality_rendezvous_fallback_only_without_a_usable_history_node()
     for _ in range(2):
         t.add_pod(t.slot(ranked[3]), Pod("x", annotations={"binder-repo": "other"}))
     assert [by_node(fallback)[n] for n in ranked] == [80, 60, 0, 0]
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        LeastAllocated,
+        MostAllocated,
+        BalancedAllocation,
+        lambda: ScaleDownAware(low_score=20),
+        lambda: BuildHeadroom(cpu="1", memory="1Gi", builds=2),
+    ],
+    ids=["LeastAllocated", "MostAllocated", "BalancedAllocation", "ScaleDownAware", "BuildHeadroom"],
+)
+def test_memoized_scores_equal_fresh_scores(make):
+    """One plugin instance, whose ScoreMemo fills up over many decisions on recurring node
+    states, scores every decision as a fresh instance (an empty memo) does. Few distinct
+    values, so states recur and most scores come from the memo."""
+    import random
+
+    rng = random.Random(3)
+    kept = make()
+    asked = 0
+    for n in range(400):
+        t = NodeTable()
+        for i in range(rng.randint(1, 5)):
+            t.upsert_node(
+                f"n{i}", {"cpu": rng.choice([2000, 4000]), "memory": rng.choice([4 * Gi, 8 * Gi]), "pods": 8}
+            )
+            for _ in range(rng.randint(0, 6)):
+                cpu, mem = rng.choice([(10, Gi // 2), (1000, 2 * Gi)])
+                t.add_pod(
+                    i, Pod("x", requests={"cpu": cpu, "memory": mem}, nonzero_cpu=cpu, nonzero_memory=mem)
+                )
+            if rng.random() < 0.2:
+                t.deletion_candidate[i] = True
+        cpu, mem = rng.choice([10, 1000]), rng.choice([Gi // 2, 2 * Gi])  # apart: both in the key
+        p = Pod("p", requests={"cpu": cpu, "memory": mem}, nonzero_cpu=cpu, nonzero_memory=mem)
+        ctx = SchedulingContext(utilization_threshold=rng.choice([0.5, 0.6]))
+        idx = t.active_indices()
+        asked += idx.size
+        assert kept.score(p, t, idx, ctx).tolist() == make().score(p, t, idx, ctx).tolist(), n
+    assert 0 < len(kept._memo) < asked / 2  # states recurred: most scores came from the memo
+
+
+def test_score_memo_is_bounded():
+    memo = ScoreMemo(limit=4)
+    for k in range(10):
+        assert memo.scores([(k,), (k + 100,)], lambda at: np.array([7] * len(at))).tolist() == [7, 7]
+        assert len(memo) <= 4
+    calls = []
+    memo.scores([(9,), (109,)], lambda at: calls.append(at) or np.array([1] * len(at)))
+    assert calls == []  # the last pair is still there: looked up, not recomputed

@@ -12,7 +12,7 @@ from __future__ import annotations
 import abc
 import itertools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -161,6 +161,41 @@ def node_matches_required(pod: Pod, labels: Mapping[str, str], node_name: str) -
 # ---- kube-scheduler scorers -------------------------------------------------------------
 
 
+class ScoreMemo:
+    """Scores of a node-local scorer, looked up by the integers they depend on.
+
+    Some scorers give a node a score that depends only on a few integers: the node's
+    requests and allocatable and the pod's requests (no normalization across nodes). In a
+    cluster of like nodes and like pods the same tuples recur, and looking a score up costs
+    a fraction of one numpy pass over a handful of nodes (per-call overhead dominates
+    there). A miss is computed by the plugin's own numpy code, so the scores are the same by
+    construction. Per plugin instance (no global state); cleared when it holds ``limit``
+    entries, so a live cluster of varied pods cannot grow it without bound.
+    """
+
+    __slots__ = ("_scores", "limit")
+
+    def __init__(self, limit: int = 1 << 16) -> None:
+        self._scores: dict[Hashable, int] = {}
+        self.limit = limit
+
+    def __len__(self) -> int:
+        return len(self._scores)
+
+    def scores(self, keys: list[Hashable], compute: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+        """Scores for ``keys`` (one per node); ``compute(positions)`` scores the nodes at
+        those positions of ``keys`` that are not known yet."""
+        known = self._scores
+        out = [known.get(k) for k in keys]
+        if None in out:
+            missing = [j for j, v in enumerate(out) if v is None]
+            if len(known) + len(missing) > self.limit:
+                known.clear()
+            for j, v in zip(missing, compute(np.array(missing, dtype=np.int64)).tolist(), strict=True):
+                out[j] = known[keys[j]] = v
+        return np.array(out, dtype=np.int64)
+
+
 class _ResourceScorer(ScorePlugin):
     """Shared by the NodeResourcesFit strategies: per-resource integer scores, weighted mean.
 
@@ -179,6 +214,7 @@ class _ResourceScorer(ScorePlugin):
         self._cpu_memory = set(self._names) <= {CPU, MEMORY} and len(set(self._names)) == len(self._names)
         self._nonzero_cols = [0 if name == CPU else 1 for name in self._names]  # NodeTable.nonzero
         self._weights = np.array([w for _, w in self.resources], dtype=np.int64)
+        self._memo = ScoreMemo()
 
     def _requested_alloc(
         self, pod: Pod, table: NodeTable, idx: np.ndarray, name: str
@@ -216,7 +252,14 @@ class _ResourceScorer(ScorePlugin):
 
     def score(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
         if self._cpu_memory:
-            return self._score_cpu_memory(pod, table, idx)
+            # the score depends on (requested with the pod, allocatable) of cpu and memory
+            cpu, mem = table.rindex[CPU], table.rindex[MEMORY]
+            pod_cpu, pod_mem = pod.nonzero_cpu, pod.nonzero_memory
+            keys = [
+                (nz[0] + pod_cpu, nz[1] + pod_mem, a[cpu], a[mem])
+                for nz, a in zip(table.nonzero[idx].tolist(), table.alloc[idx].tolist(), strict=True)
+            ]
+            return self._memo.scores(keys, lambda at: self._score_cpu_memory(pod, table, idx[at]))
         node_score = np.zeros(idx.shape[0], dtype=np.int64)
         weight_sum = np.zeros(idx.shape[0], dtype=np.int64)
         for name, weight in self.resources:
@@ -331,6 +374,7 @@ class BalancedAllocation(ScorePlugin):
     def __init__(self, resources: Any = None) -> None:
         self.resources = _resource_weights(resources, ((CPU, 1), (MEMORY, 1)))
         self._cpu_memory = [name for name, _ in self.resources] == [CPU, MEMORY]
+        self._memo = ScoreMemo()
 
     def skip(self, pod: Pod) -> bool:
         return all(pod.requests.get(name, 0) == 0 for name, _ in self.resources)
@@ -372,7 +416,14 @@ class BalancedAllocation(ScorePlugin):
 
     def score(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
         if self._cpu_memory:
-            return self._score_cpu_memory(pod, table, idx)
+            # the score depends on the node's requests and allocatable and the pod's requests
+            cpu, mem = table.rindex[CPU], table.rindex[MEMORY]
+            pod_cpu, pod_mem = pod.requests.get(CPU, 0), pod.requests.get(MEMORY, 0)
+            keys = [
+                (r[cpu], r[mem], a[cpu], a[mem], pod_cpu, pod_mem)
+                for r, a in zip(table.requested[idx].tolist(), table.alloc[idx].tolist(), strict=True)
+            ]
+            return self._memo.scores(keys, lambda at: self._score_cpu_memory(pod, table, idx[at]))
         with_pod: list[np.ndarray] = []
         without: list[np.ndarray] = []
         valid: list[np.ndarray] = []
@@ -517,13 +568,23 @@ class ScaleDownAware(ScorePlugin):
         if not 0 <= low_score <= 100:
             raise PluginArgsError("ScaleDownAware low_score must be 0..100")
         self.low_score = low_score
+        self._memo = ScoreMemo()
+
+    def _by_utilization(self, pod: Pod, table: NodeTable, idx: np.ndarray, threshold: float) -> np.ndarray:
+        util = utilization_with(pod, table, idx)
+        thr = max(threshold, 1e-9)
+        return np.where(util < thr, self.low_score * util / thr, MAX_NODE_SCORE).astype(np.int64)
 
     def score(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
-        util = utilization_with(pod, table, idx)
-        thr = max(ctx.utilization_threshold, 1e-9)
-        score = np.where(util < thr, self.low_score * util / thr, MAX_NODE_SCORE)
+        threshold = ctx.utilization_threshold
+        pod_cpu, pod_mem = pod.requests.get(CPU, 0), pod.requests.get(MEMORY, 0)
+        keys: list[Hashable] = [
+            (r[0] + pod_cpu, r[1] + pod_mem, a[0], a[1], threshold)
+            for r, a in zip(table.requested[idx, :2].tolist(), table.alloc[idx, :2].tolist(), strict=True)
+        ]
+        score = self._memo.scores(keys, lambda at: self._by_utilization(pod, table, idx[at], threshold))
         score[table.deletion_candidate[idx]] = 0
-        return score.astype(np.int64)
+        return score
 
     def describe(self) -> dict[str, Any]:
         return {"plugin": self.name, "args": {"low_score": self.low_score}}
@@ -832,11 +893,12 @@ class BuildHeadroom(ScorePlugin):
             raise PluginArgsError(str(exc)) from None
         self.slots = builds
         self.skip_quiet = skip_quiet
+        self._memo = ScoreMemo()
 
     def skip(self, pod: Pod) -> bool:
         return pod.build_repo is not None
 
-    def score(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
+    def _by_room(self, pod: Pod, table: NodeTable, idx: np.ndarray) -> np.ndarray:
         r = table.rindex
         free = table.alloc[idx] - table.requested[idx]
         room = (
@@ -844,9 +906,19 @@ class BuildHeadroom(ScorePlugin):
             & (free[:, r[MEMORY]] - pod.requests.get(MEMORY, 0) >= self.memory)
             & (free[:, r[PODS]] - 1 >= self.slots)
         )
-        if self.skip_quiet:  # room on a quiet node does not count: it is better left to empty
-            room &= ~quiet_nodes(pod, table, idx, ctx.utilization_threshold)
         return np.where(room, MAX_NODE_SCORE, 0).astype(np.int64)
+
+    def score(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
+        cpu, mem, pods = table.rindex[CPU], table.rindex[MEMORY], table.rindex[PODS]
+        pod_cpu, pod_mem = pod.requests.get(CPU, 0), pod.requests.get(MEMORY, 0)
+        keys: list[Hashable] = [
+            (a[cpu] - r[cpu] - pod_cpu, a[mem] - r[mem] - pod_mem, a[pods] - r[pods])
+            for r, a in zip(table.requested[idx].tolist(), table.alloc[idx].tolist(), strict=True)
+        ]
+        score = self._memo.scores(keys, lambda at: self._by_room(pod, table, idx[at]))
+        if self.skip_quiet:  # room on a quiet node does not count: it is better left to empty
+            score[quiet_nodes(pod, table, idx, ctx.utilization_threshold)] = 0
+        return score
 
     def describe(self) -> dict[str, Any]:
         return {
