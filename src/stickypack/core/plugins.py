@@ -462,17 +462,18 @@ class TaintTolerationScore(ScorePlugin):
     name = "TaintToleration"
 
     def score(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
-        counts = np.zeros(idx.shape[0], dtype=np.int64)
         soft = table.soft_tainted[idx]
-        if soft.any():
-            tols = [t for t in pod.tolerations if t.effect in ("", PREFER_NO_SCHEDULE)]
-            info = table.info
-            for j in np.flatnonzero(soft):
-                node = info[idx[j]]
-                assert node is not None
-                counts[j] = sum(
-                    1 for t in node.taints if t.effect == PREFER_NO_SCHEDULE and not tolerated(t, tols)
-                )
+        if not soft.any():  # no node has a PreferNoSchedule taint: all score the maximum
+            return np.full(idx.shape[0], MAX_NODE_SCORE, dtype=np.int64)
+        counts = np.zeros(idx.shape[0], dtype=np.int64)
+        tols = [t for t in pod.tolerations if t.effect in ("", PREFER_NO_SCHEDULE)]
+        info = table.info
+        for j in np.flatnonzero(soft):
+            node = info[idx[j]]
+            assert node is not None
+            counts[j] = sum(
+                1 for t in node.taints if t.effect == PREFER_NO_SCHEDULE and not tolerated(t, tols)
+            )
         return default_normalize(counts, reverse=True)
 
 
