@@ -175,7 +175,7 @@ class ScoreMemo:
 
     __slots__ = ("_scores", "limit")
 
-    def __init__(self, limit: int = 1 << 16) -> None:
+    def __init__(self, limit: int = 4096) -> None:
         self._scores: dict[Hashable, int] = {}
         self.limit = limit
 
