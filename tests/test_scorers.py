@@ -446,11 +446,21 @@ def test_memoized_scores_equal_fresh_scores(make):
     assert 0 < len(kept._memo) < asked / 2  # states recurred: most scores came from the memo
 
 
-def test_score_memo_is_bounded():
-    memo = ScoreMemo(limit=4)
+def test_score_memo_is_bounded_and_steps_aside_for_many_nodes():
+    memo = ScoreMemo(limit=4, max_nodes=3)
+    rows = np.array([5, 6])
     for k in range(10):
-        assert memo.scores([(k,), (k + 100,)], lambda at: np.array([7] * len(at))).tolist() == [7, 7]
+        got = memo.scores(rows, lambda k=k: [(k,), (k + 100,)], lambda r: np.full(len(r), 7))
+        assert got.tolist() == [7, 7]
         assert len(memo) <= 4
-    calls = []
-    memo.scores([(9,), (109,)], lambda at: calls.append(at) or np.array([1] * len(at)))
-    assert calls == []  # the last pair is still there: looked up, not recomputed
+    computed = []
+    memo.scores(rows, lambda: [(9,), (109,)], lambda r: computed.append(r.tolist()) or np.ones(len(r)))
+    assert computed == []  # the last pair is still there: looked up, not recomputed
+    memo.scores(rows, lambda: [(9,), (1,)], lambda r: computed.append(r.tolist()) or np.ones(len(r)))
+    assert computed == [[6]]  # only the miss, by its row
+
+    def no_keys() -> list:
+        raise AssertionError("keys built for a table above max_nodes")
+
+    many = np.arange(4)
+    assert memo.scores(many, no_keys, lambda r: r * 2).tolist() == [0, 2, 4, 6]

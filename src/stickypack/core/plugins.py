@@ -169,30 +169,42 @@ class ScoreMemo:
     cluster of like nodes and like pods the same tuples recur, and looking a score up costs
     a fraction of one numpy pass over a handful of nodes (per-call overhead dominates
     there). A miss is computed by the plugin's own numpy code, so the scores are the same by
-    construction. Per plugin instance (no global state); cleared when it holds ``limit``
-    entries, so a live cluster of varied pods cannot grow it without bound.
+    construction. Above ``max_nodes`` candidates one numpy pass is cheaper than a Python
+    loop over the keys, and the memo steps aside. Per plugin instance (no global state);
+    cleared when it holds ``limit`` entries, so a live cluster of varied pods cannot grow it
+    without bound.
     """
 
-    __slots__ = ("_scores", "limit")
+    __slots__ = ("_scores", "limit", "max_nodes")
 
-    def __init__(self, limit: int = 4096) -> None:
+    def __init__(self, limit: int = 4096, max_nodes: int = 40) -> None:
         self._scores: dict[Hashable, int] = {}
         self.limit = limit
+        self.max_nodes = max_nodes
 
     def __len__(self) -> int:
         return len(self._scores)
 
-    def scores(self, keys: list[Hashable], compute: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
-        """Scores for ``keys`` (one per node); ``compute(positions)`` scores the nodes at
-        those positions of ``keys`` that are not known yet."""
+    def scores(
+        self,
+        idx: np.ndarray,
+        keys: Callable[[], list[Hashable]],
+        compute: Callable[[np.ndarray], np.ndarray],
+    ) -> np.ndarray:
+        """Scores of the node rows ``idx``: ``keys()`` gives one key per row, ``compute(rows)``
+        scores rows with the plugin's numpy code (the misses, or all of ``idx`` when it is
+        longer than ``max_nodes``)."""
+        if idx.shape[0] > self.max_nodes:
+            return compute(idx)
+        wanted = keys()
         known = self._scores
-        out = [known.get(k) for k in keys]
+        out = [known.get(k) for k in wanted]
         if None in out:
             missing = [j for j, v in enumerate(out) if v is None]
             if len(known) + len(missing) > self.limit:
                 known.clear()
-            for j, v in zip(missing, compute(np.array(missing, dtype=np.int64)).tolist(), strict=True):
-                out[j] = known[keys[j]] = v
+            for j, v in zip(missing, compute(idx[missing]).tolist(), strict=True):
+                out[j] = known[wanted[j]] = v
         return np.array(out, dtype=np.int64)
 
 
@@ -255,11 +267,15 @@ class _ResourceScorer(ScorePlugin):
             # the score depends on (requested with the pod, allocatable) of cpu and memory
             cpu, mem = table.rindex[CPU], table.rindex[MEMORY]
             pod_cpu, pod_mem = pod.nonzero_cpu, pod.nonzero_memory
-            keys = [
-                (nz[0] + pod_cpu, nz[1] + pod_mem, a[cpu], a[mem])
-                for nz, a in zip(table.nonzero[idx].tolist(), table.alloc[idx].tolist(), strict=True)
-            ]
-            return self._memo.scores(keys, lambda at: self._score_cpu_memory(pod, table, idx[at]))
+
+            def keys() -> list[Hashable]:
+                nonzero, alloc = table.nonzero[idx].tolist(), table.alloc[idx].tolist()
+                return [
+                    (nz[0] + pod_cpu, nz[1] + pod_mem, a[cpu], a[mem])
+                    for nz, a in zip(nonzero, alloc, strict=True)
+                ]
+
+            return self._memo.scores(idx, keys, lambda rows: self._score_cpu_memory(pod, table, rows))
         node_score = np.zeros(idx.shape[0], dtype=np.int64)
         weight_sum = np.zeros(idx.shape[0], dtype=np.int64)
         for name, weight in self.resources:
@@ -419,11 +435,15 @@ class BalancedAllocation(ScorePlugin):
             # the score depends on the node's requests and allocatable and the pod's requests
             cpu, mem = table.rindex[CPU], table.rindex[MEMORY]
             pod_cpu, pod_mem = pod.requests.get(CPU, 0), pod.requests.get(MEMORY, 0)
-            keys = [
-                (r[cpu], r[mem], a[cpu], a[mem], pod_cpu, pod_mem)
-                for r, a in zip(table.requested[idx].tolist(), table.alloc[idx].tolist(), strict=True)
-            ]
-            return self._memo.scores(keys, lambda at: self._score_cpu_memory(pod, table, idx[at]))
+
+            def keys() -> list[Hashable]:
+                requested, alloc = table.requested[idx].tolist(), table.alloc[idx].tolist()
+                return [
+                    (r[cpu], r[mem], a[cpu], a[mem], pod_cpu, pod_mem)
+                    for r, a in zip(requested, alloc, strict=True)
+                ]
+
+            return self._memo.scores(idx, keys, lambda rows: self._score_cpu_memory(pod, table, rows))
         with_pod: list[np.ndarray] = []
         without: list[np.ndarray] = []
         valid: list[np.ndarray] = []
@@ -579,11 +599,15 @@ class ScaleDownAware(ScorePlugin):
     def score(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
         threshold = ctx.utilization_threshold
         pod_cpu, pod_mem = pod.requests.get(CPU, 0), pod.requests.get(MEMORY, 0)
-        keys: list[Hashable] = [
-            (r[0] + pod_cpu, r[1] + pod_mem, a[0], a[1], threshold)
-            for r, a in zip(table.requested[idx, :2].tolist(), table.alloc[idx, :2].tolist(), strict=True)
-        ]
-        score = self._memo.scores(keys, lambda at: self._by_utilization(pod, table, idx[at], threshold))
+
+        def keys() -> list[Hashable]:
+            requested, alloc = table.requested[idx, :2].tolist(), table.alloc[idx, :2].tolist()
+            return [
+                (r[0] + pod_cpu, r[1] + pod_mem, a[0], a[1], threshold)
+                for r, a in zip(requested, alloc, strict=True)
+            ]
+
+        score = self._memo.scores(idx, keys, lambda rows: self._by_utilization(pod, table, rows, threshold))
         score[table.deletion_candidate[idx]] = 0
         return score
 
@@ -912,11 +936,15 @@ class BuildHeadroom(ScorePlugin):
     def score(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
         cpu, mem, pods = table.rindex[CPU], table.rindex[MEMORY], table.rindex[PODS]
         pod_cpu, pod_mem = pod.requests.get(CPU, 0), pod.requests.get(MEMORY, 0)
-        keys: list[Hashable] = [
-            (a[cpu] - r[cpu] - pod_cpu, a[mem] - r[mem] - pod_mem, a[pods] - r[pods])
-            for r, a in zip(table.requested[idx].tolist(), table.alloc[idx].tolist(), strict=True)
-        ]
-        score = self._memo.scores(keys, lambda at: self._by_room(pod, table, idx[at]))
+
+        def keys() -> list[Hashable]:
+            requested, alloc = table.requested[idx].tolist(), table.alloc[idx].tolist()
+            return [
+                (a[cpu] - r[cpu] - pod_cpu, a[mem] - r[mem] - pod_mem, a[pods] - r[pods])
+                for r, a in zip(requested, alloc, strict=True)
+            ]
+
+        score = self._memo.scores(idx, keys, lambda rows: self._by_room(pod, table, rows))
         if self.skip_quiet:  # room on a quiet node does not count: it is better left to empty
             score[quiet_nodes(pod, table, idx, ctx.utilization_threshold)] = 0
         return score
