@@ -208,6 +208,13 @@ class ScoreMemo:
         return np.array(out, dtype=np.int64)
 
 
+def node_state_keys(used: np.ndarray, alloc: np.ndarray, pod_part: tuple[Hashable, ...]) -> list[Hashable]:
+    """:class:`ScoreMemo` keys: per node row, its ``used`` and ``alloc`` rows (whole rows of
+    the table, so every resource a score could read is in the key) and ``pod_part`` (what
+    the score reads of the pod, and any setting it depends on)."""
+    return [(*u, *a, *pod_part) for u, a in zip(used.tolist(), alloc.tolist(), strict=True)]
+
+
 class _ResourceScorer(ScorePlugin):
     """Shared by the NodeResourcesFit strategies: per-resource integer scores, weighted mean.
 
@@ -264,18 +271,12 @@ class _ResourceScorer(ScorePlugin):
 
     def score(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
         if self._cpu_memory:
-            # the score depends on (requested with the pod, allocatable) of cpu and memory
-            cpu, mem = table.rindex[CPU], table.rindex[MEMORY]
-            pod_cpu, pod_mem = pod.nonzero_cpu, pod.nonzero_memory
-
-            def keys() -> list[Hashable]:
-                nonzero, alloc = table.nonzero[idx].tolist(), table.alloc[idx].tolist()
-                return [
-                    (nz[0] + pod_cpu, nz[1] + pod_mem, a[cpu], a[mem])
-                    for nz, a in zip(nonzero, alloc, strict=True)
-                ]
-
-            return self._memo.scores(idx, keys, lambda rows: self._score_cpu_memory(pod, table, rows))
+            pod_part = (pod.nonzero_cpu, pod.nonzero_memory)
+            return self._memo.scores(
+                idx,
+                lambda: node_state_keys(table.nonzero[idx], table.alloc[idx], pod_part),
+                lambda rows: self._score_cpu_memory(pod, table, rows),
+            )
         node_score = np.zeros(idx.shape[0], dtype=np.int64)
         weight_sum = np.zeros(idx.shape[0], dtype=np.int64)
         for name, weight in self.resources:
@@ -432,18 +433,12 @@ class BalancedAllocation(ScorePlugin):
 
     def score(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
         if self._cpu_memory:
-            # the score depends on the node's requests and allocatable and the pod's requests
-            cpu, mem = table.rindex[CPU], table.rindex[MEMORY]
-            pod_cpu, pod_mem = pod.requests.get(CPU, 0), pod.requests.get(MEMORY, 0)
-
-            def keys() -> list[Hashable]:
-                requested, alloc = table.requested[idx].tolist(), table.alloc[idx].tolist()
-                return [
-                    (r[cpu], r[mem], a[cpu], a[mem], pod_cpu, pod_mem)
-                    for r, a in zip(requested, alloc, strict=True)
-                ]
-
-            return self._memo.scores(idx, keys, lambda rows: self._score_cpu_memory(pod, table, rows))
+            pod_part = (pod.requests.get(CPU, 0), pod.requests.get(MEMORY, 0))
+            return self._memo.scores(
+                idx,
+                lambda: node_state_keys(table.requested[idx], table.alloc[idx], pod_part),
+                lambda rows: self._score_cpu_memory(pod, table, rows),
+            )
         with_pod: list[np.ndarray] = []
         without: list[np.ndarray] = []
         valid: list[np.ndarray] = []
@@ -598,16 +593,12 @@ class ScaleDownAware(ScorePlugin):
 
     def score(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
         threshold = ctx.utilization_threshold
-        pod_cpu, pod_mem = pod.requests.get(CPU, 0), pod.requests.get(MEMORY, 0)
-
-        def keys() -> list[Hashable]:
-            requested, alloc = table.requested[idx, :2].tolist(), table.alloc[idx, :2].tolist()
-            return [
-                (r[0] + pod_cpu, r[1] + pod_mem, a[0], a[1], threshold)
-                for r, a in zip(requested, alloc, strict=True)
-            ]
-
-        score = self._memo.scores(idx, keys, lambda rows: self._by_utilization(pod, table, rows, threshold))
+        pod_part = (pod.requests.get(CPU, 0), pod.requests.get(MEMORY, 0), threshold)
+        score = self._memo.scores(
+            idx,
+            lambda: node_state_keys(table.requested[idx], table.alloc[idx], pod_part),
+            lambda rows: self._by_utilization(pod, table, rows, threshold),
+        )
         score[table.deletion_candidate[idx]] = 0
         return score
 
@@ -934,17 +925,12 @@ class BuildHeadroom(ScorePlugin):
         return np.where(room, MAX_NODE_SCORE, 0).astype(np.int64)
 
     def score(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
-        cpu, mem, pods = table.rindex[CPU], table.rindex[MEMORY], table.rindex[PODS]
-        pod_cpu, pod_mem = pod.requests.get(CPU, 0), pod.requests.get(MEMORY, 0)
-
-        def keys() -> list[Hashable]:
-            requested, alloc = table.requested[idx].tolist(), table.alloc[idx].tolist()
-            return [
-                (a[cpu] - r[cpu] - pod_cpu, a[mem] - r[mem] - pod_mem, a[pods] - r[pods])
-                for r, a in zip(requested, alloc, strict=True)
-            ]
-
-        score = self._memo.scores(idx, keys, lambda rows: self._by_room(pod, table, rows))
+        pod_part = (pod.requests.get(CPU, 0), pod.requests.get(MEMORY, 0))
+        score = self._memo.scores(
+            idx,
+            lambda: node_state_keys(table.requested[idx], table.alloc[idx], pod_part),
+            lambda rows: self._by_room(pod, table, rows),
+        )
         if self.skip_quiet:  # room on a quiet node does not count: it is better left to empty
             score[quiet_nodes(pod, table, idx, ctx.utilization_threshold)] = 0
         return score
