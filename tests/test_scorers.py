@@ -13,6 +13,7 @@ from stickypack.core.plugins import (
     BuildHeadroom,
     BuildLocality,
     BuildSpread,
+    CacheKeeper,
     LeastAllocated,
     MostAllocated,
     NodeAffinityFilter,
@@ -212,6 +213,25 @@ def test_node_age_oldest_first_and_flat_below_min_nodes():
     # fewer nodes than min_nodes: no preference at all
     assert scores(NodeAge(min_nodes=4), pod(), t) == [100, 100, 100]
     assert scores(NodeAge(min_nodes=3), pod(), t) == [0, 100, 50]
+
+
+def test_cache_keeper_favours_nodes_that_built_most_for_user_pods_only():
+    t = NodeTable()
+    for name in ("none", "many", "some"):
+        t.upsert_node(name, {"cpu": 8000, "memory": 32 * Gi, "pods": 110})
+    for name, n in (("many", 4), ("some", 1)):
+        for k in range(n):
+            t.add_pod(t.slot(name), Pod(f"b{k}", annotations={"binder-repo": f"r{k}"}))
+    # builds started 0, 4, 1: min-max -> 0, 100, 100 * 1 // 4 = 25
+    assert scores(CacheKeeper(), pod(), t) == [0, 100, 25]
+    # a finished build still counts: its layers are on the node
+    t.remove_pod(t.slot("many"), Pod("b0", annotations={"binder-repo": "r0"}))
+    assert scores(CacheKeeper(), pod(), t) == [0, 100, 25]
+    # fewer nodes than min_nodes: no preference; build pods are not its business
+    assert scores(CacheKeeper(min_nodes=4), pod(), t) == [100, 100, 100]
+    assert scores(CacheKeeper(min_nodes=3), pod(), t) == [0, 100, 25]
+    assert CacheKeeper().skip(Pod("b", annotations={"binder-repo": "r"}))
+    assert not CacheKeeper().skip(pod())
 
 
 def four_builders() -> tuple[NodeTable, str, Pod, list[str]]:

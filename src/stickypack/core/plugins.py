@@ -817,6 +817,37 @@ class BuildSpread(ScorePlugin):
         return out
 
 
+class CacheKeeper(ScorePlugin):
+    """Non-build pods: nodes that have started more builds score higher (min-max over the
+    candidates, 100 for the most), so the nodes holding the most image caches stay full and
+    the ones with few caches are the ones that empty and go. Build pods are skipped.
+
+    ``min_nodes``: in a cluster of fewer nodes (all nodes, not only the candidates) every
+    candidate scores 100. In a small cluster the few long-lived nodes hold the caches anyway
+    and an extra pull toward them only delays the packing.
+    """
+
+    name = "CacheKeeper"
+
+    def __init__(self, min_nodes: int = 1) -> None:
+        if min_nodes < 1:
+            raise PluginArgsError("CacheKeeper needs min_nodes >= 1")
+        self.min_nodes = min_nodes
+
+    def skip(self, pod: Pod) -> bool:
+        return pod.build_repo is not None
+
+    def describe(self) -> dict[str, Any]:
+        return {"plugin": self.name, "args": {"min_nodes": self.min_nodes}}
+
+    def score(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
+        starts = table.build_starts[idx]
+        lo, hi = int(starts.min()), int(starts.max())
+        if hi == lo or (self.min_nodes > 1 and table.active_indices().size < self.min_nodes):
+            return np.full(idx.shape[0], MAX_NODE_SCORE, dtype=np.int64)
+        return MAX_NODE_SCORE * (starts - lo) // (hi - lo)
+
+
 class DelayForLocality(FilterPlugin):
     """Delay scheduling for builds: wait a little for a node that holds the repo's cache.
 

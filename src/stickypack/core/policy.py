@@ -68,6 +68,7 @@ SCORERS: dict[str, Callable[..., ScorePlugin]] = {
     "BuildHeadroom": p.BuildHeadroom,
     "NodeAge": p.NodeAge,
     "BuildSpread": p.BuildSpread,
+    "CacheKeeper": p.CacheKeeper,
     "ScaleDownAware": p.ScaleDownAware,
     "LifetimeAware": p.LifetimeAware,
 }
