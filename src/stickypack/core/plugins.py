@@ -841,11 +841,12 @@ class CacheKeeper(ScorePlugin):
         return {"plugin": self.name, "args": {"min_nodes": self.min_nodes}}
 
     def score(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
+        flat = np.full(idx.shape[0], MAX_NODE_SCORE, dtype=np.int64)
+        if self.min_nodes > 1 and table.active_indices().size < self.min_nodes:
+            return flat
         starts = table.build_starts[idx]
         lo, hi = int(starts.min()), int(starts.max())
-        if hi == lo or (self.min_nodes > 1 and table.active_indices().size < self.min_nodes):
-            return np.full(idx.shape[0], MAX_NODE_SCORE, dtype=np.int64)
-        return MAX_NODE_SCORE * (starts - lo) // (hi - lo)
+        return flat if hi == lo else MAX_NODE_SCORE * (starts - lo) // (hi - lo)
 
 
 class DelayForLocality(FilterPlugin):
