@@ -776,6 +776,15 @@ class NodeAge(ScorePlugin):
         return MAX_NODE_SCORE - MAX_NODE_SCORE * rank // (n - 1)
 
 
+def min_max_scores(counts: np.ndarray, fewest_first: bool) -> np.ndarray:
+    """Integer scores 0..100 over ``counts``, min-max normalized: 100 for the fewest (or, with
+    ``fewest_first`` False, the most), 0 for the other end; all 100 when every count is equal."""
+    lo, hi = int(counts.min()), int(counts.max())
+    if hi == lo:
+        return np.full(counts.shape[0], MAX_NODE_SCORE, dtype=np.int64)
+    return MAX_NODE_SCORE * ((hi - counts) if fewest_first else (counts - lo)) // (hi - lo)
+
+
 class BuildSpread(ScorePlugin):
     """Even out builds over nodes: fewer builds started on a node so far score higher
     (min-max normalized over the candidates, 100 for the least used). Keeps one node from
@@ -803,12 +812,7 @@ class BuildSpread(ScorePlugin):
         return {"plugin": self.name, "args": {"skip_quiet": self.skip_quiet, "settle_s": self.settle_s}}
 
     def score(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
-        starts = table.build_starts[idx]
-        lo, hi = int(starts.min()), int(starts.max())
-        if hi == lo:
-            out = np.full(idx.shape[0], MAX_NODE_SCORE, dtype=np.int64)
-        else:
-            out = MAX_NODE_SCORE * (hi - starts) // (hi - lo)
+        out = min_max_scores(table.build_starts[idx], fewest_first=True)
         if self.skip_quiet:  # a quiet node is left to empty, however few builds it has had
             out[quiet_nodes(pod, table, idx, ctx.utilization_threshold)] = 0
         if self.settle_s > 0:
@@ -841,12 +845,9 @@ class CacheKeeper(ScorePlugin):
         return {"plugin": self.name, "args": {"min_nodes": self.min_nodes}}
 
     def score(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
-        flat = np.full(idx.shape[0], MAX_NODE_SCORE, dtype=np.int64)
         if self.min_nodes > 1 and table.active_indices().size < self.min_nodes:
-            return flat
-        starts = table.build_starts[idx]
-        lo, hi = int(starts.min()), int(starts.max())
-        return flat if hi == lo else MAX_NODE_SCORE * (starts - lo) // (hi - lo)
+            return np.full(idx.shape[0], MAX_NODE_SCORE, dtype=np.int64)
+        return min_max_scores(table.build_starts[idx], fewest_first=False)
 
 
 class DelayForLocality(FilterPlugin):
