@@ -105,9 +105,11 @@ def test_trace_day_all_policies(tmp_path):
         assert sum(row[k] for k in parts) == pytest.approx(1.0, abs=1e-5)
         firsts.add(round(row["build_first_share"] * row["builds"]))
     assert len(firsts) == 1 and firsts.pop() > 0
-    # locality is what sends rebuilds to the node that has the cache
-    for sticky in ("binderhub", "stickypack"):
-        assert r[sticky]["build_elsewhere_share"] < r["default"]["build_elsewhere_share"] / 2
+    # locality is what sends rebuilds to the node that has the cache; rendezvous order moves
+    # when nodes come and go between a repo's builds (hours apart), the build history does not
+    elsewhere = {p: r[p]["build_elsewhere_share"] for p in r}
+    assert elsewhere["stickypack"] < elsewhere["binderhub"] < elsewhere["default"]
+    assert elsewhere["stickypack"] < elsewhere["default"] / 4
 
 
 def test_plots_written(tmp_path):
@@ -260,3 +262,21 @@ def test_node_records_account_for_every_build_and_every_lost_cache():
     assert all(n.deleted_at is not None for n in nodes if n.caches_lost)
     assert len({n.name for n in nodes}) == len(nodes)
     assert all(n.deleted_at is None or n.deleted_at > n.ready_at for n in nodes)
+
+
+@pytest.mark.parametrize("every_s", [120.0, 3600.0])
+def test_change_model_rebuilds_at_the_change_rate_however_often_a_repo_launches(every_s):
+    """A repo changes 0.5 times a day (Poisson), so over 200 days it rebuilds about 100
+    times whether it is launched every 2 minutes or every hour (a launch builds only if a change
+    came since the last build; launches that find the image current do not draw again)."""
+    from stickypack.sim.model import BinderModel
+    from stickypack.sim.traces import Launch
+    from stickypack.sim.workloads import binder_jobs
+
+    days = 200
+    launches = [Launch(k * every_s, "https://github.com/org/hot") for k in range(int(days * 86400 / every_s))]
+    model = BinderModel(first_launch_build_prob=0.0, changes_per_day=0.5)
+    builds = sum(job.needs_build for job in binder_jobs(launches, model, seed=3))
+    # Poisson(100) +- 4 sd, less the launches' own delay (at most one gap a change)
+    assert 60 <= builds <= 140, builds
+    assert binder_jobs(launches, model, seed=3) == binder_jobs(launches, model, seed=3)

@@ -146,20 +146,28 @@ def binder_jobs(
     )
     cold = np.minimum(_lognormal(rng, model.build_median_s, model.build_sigma, n), model.build_max_s)
     u = rng.random(n)
-    rate = model.changes_per_day / DAY
-    last_build: dict[str, float] = {}
+    # Time from a launch that found the image up to date to the repo's next change: the
+    # changes are a Poisson process, so the gap is exponential whatever came before.
+    gap = (
+        rng.exponential(DAY / model.changes_per_day, n)
+        if model.changes_per_day > 0
+        else np.full(n, math.inf)
+    )
+    next_change: dict[str, float] = {}
     jobs: list[Job] = []
     for k, i in enumerate(order):
         t, repo = times[i], repos[i]
-        prev = last_build.get(repo)
-        if prev is None:
+        due = next_change.get(repo)
+        if due is None:
             # First launch in the replay: the image may or may not exist already.
             needs = bool(u[k] < model.first_launch_build_prob)
-            last_build[repo] = t
+            next_change[repo] = t + float(gap[k])
         else:
-            needs = bool(u[k] < 1.0 - math.exp(-rate * (t - prev)))
+            # The repo changed since its image was built: this launch builds it, and the
+            # next change comes an exponential gap after the commit it builds.
+            needs = t >= due
             if needs:
-                last_build[repo] = t
+                next_change[repo] = t + float(gap[k])
         jobs.append(LaunchJob(t, repo, float(session[k]), bool(needs), float(cold[k])))
     return jobs
 
