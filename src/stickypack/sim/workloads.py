@@ -149,9 +149,7 @@ def binder_jobs(
     # Time from a launch that found the image up to date to the repo's next change: the
     # changes are a Poisson process, so the gap is exponential whatever came before.
     gap = (
-        rng.exponential(DAY / model.changes_per_day, n)
-        if model.changes_per_day > 0
-        else np.full(n, math.inf)
+        rng.exponential(DAY / model.changes_per_day, n) if model.changes_per_day > 0 else np.full(n, math.inf)
     )
     next_change: dict[str, float] = {}
     jobs: list[Job] = []
