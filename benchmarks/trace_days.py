@@ -42,6 +42,11 @@ def best_other_node_hours(m: dict[str, dict[str, float]]) -> float:
     return min(m[p]["node_hours"] for p in ("default", "z2jh", "binderhub"))
 
 
+def count(metrics: dict[str, float], share: str) -> int:
+    """A share of one policy's builds as a number of builds."""
+    return round(metrics[share] * metrics["builds"])
+
+
 def criteria(m: dict[str, dict[str, float]]) -> tuple[bool, bool, bool]:
     """The issue's per-day criteria: N, H, S (see the module docstring)."""
     sp, bh = m["stickypack"], m["binderhub"]
@@ -72,12 +77,12 @@ def main() -> int:
             "node-hours per policy (ratio to the lower bound / to the CA floor / to the oracle); "
             "stickypack vs binderhub cache-hit rate and busiest-node build share; criteria "
             "N = node-hours <= 1.01 x best of default, z2jh, binderhub, H = hit rate >= binderhub's, "
-            "S = share <= binderhub's; lost sp/bh: builds whose cache had gone with its node "
-            "(share of all builds)\n",
+            "S = share <= binderhub's (in brackets: hits, and builds on the busiest node); "
+            "lost sp/bh: builds whose cache had gone with its node (share of all builds)\n",
             "| day | bound | floor | "
             + " | ".join(POLICIES)
-            + " | hit sp/bh | lost sp/bh | share sp/bh | N H S |",
-            "|---|---|---|" + "---|" * len(POLICIES) + "---|---|---|---|",
+            + " | builds | hit sp/bh | lost sp/bh | share sp/bh | N H S |",
+            "|---|---|---|" + "---|" * len(POLICIES) + "---|---|---|---|---|",
         ]
         for name, sc, m, _ in results:
             if sc != scale:
@@ -97,9 +102,12 @@ def main() -> int:
             lines.append(
                 f"| {day} | {bound:.1f} | {floor:.1f} | "
                 + " | ".join(cells)
+                + f" | {sp['builds']}"
                 + f" | {sp['build_cache_hit_rate']:.3f}/{bh['build_cache_hit_rate']:.3f}"
+                + f" ({count(sp, 'build_cache_hit_rate')}/{count(bh, 'build_cache_hit_rate')})"
                 + f" | {sp['build_cache_lost_share']:.3f}/{bh['build_cache_lost_share']:.3f}"
-                + f" | {sp['max_node_build_share']:.3f}/{bh['max_node_build_share']:.3f} | "
+                + f" | {sp['max_node_build_share']:.3f}/{bh['max_node_build_share']:.3f}"
+                + f" ({count(sp, 'max_node_build_share')}/{count(bh, 'max_node_build_share')}) | "
                 + " ".join("ok" if o else "NO" for o in ok)
                 + " |"
             )
