@@ -146,8 +146,9 @@ def binder_jobs(
     )
     cold = np.minimum(_lognormal(rng, model.build_median_s, model.build_sigma, n), model.build_max_s)
     u = rng.random(n)
-    # Time from a launch that found the image up to date to the repo's next change: the
-    # changes are a Poisson process, so the gap is exponential whatever came before.
+    # A repo's next change comes an exponential gap after its first launch or its last build
+    # (changes are a Poisson process, so the gap is memoryless); it is drawn once then, not
+    # again at every launch that finds the image current.
     gap = (
         rng.exponential(DAY / model.changes_per_day, n) if model.changes_per_day > 0 else np.full(n, math.inf)
     )
