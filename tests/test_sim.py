@@ -11,7 +11,9 @@ import pytest
 
 from stickypack.cli import main
 from stickypack.sim.metrics import BoundTracker, integrate_step, window_max_step
-from stickypack.sim.traces import TraceErrors, read_launches, repo_url
+from stickypack.sim.model import BinderModel
+from stickypack.sim.traces import Launch, TraceErrors, read_launches, repo_url
+from stickypack.sim.workloads import binder_jobs
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "mybinder-events"
 DAY = DATA / "events-2019-03-09.jsonl.gz"
@@ -269,10 +271,6 @@ def test_change_model_rebuilds_at_the_change_rate_however_often_a_repo_launches(
     """A repo changes 0.5 times a day (Poisson), so over 200 days it rebuilds about 100
     times whether it is launched every 2 minutes or every hour (a launch builds only if a change
     came since the last build; launches that find the image current do not draw again)."""
-    from stickypack.sim.model import BinderModel
-    from stickypack.sim.traces import Launch
-    from stickypack.sim.workloads import binder_jobs
-
     days = 200
     launches = [Launch(k * every_s, "https://github.com/org/hot") for k in range(int(days * 86400 / every_s))]
     model = BinderModel(first_launch_build_prob=0.0, changes_per_day=0.5)

@@ -157,17 +157,12 @@ def binder_jobs(
     for k, i in enumerate(order):
         t, repo = times[i], repos[i]
         due = next_change.get(repo)
-        if due is None:
-            # First launch in the replay: the image may or may not exist already.
-            needs = bool(u[k] < model.first_launch_build_prob)
+        # First launch in the replay: the image may or may not exist already. Later: it
+        # builds when the repo changed since its image was built.
+        needs = bool(u[k] < model.first_launch_build_prob) if due is None else t >= due
+        if due is None or needs:
             next_change[repo] = t + float(gap[k])
-        else:
-            # The repo changed since its image was built: this launch builds it, and the
-            # next change comes an exponential gap after the commit it builds.
-            needs = t >= due
-            if needs:
-                next_change[repo] = t + float(gap[k])
-        jobs.append(LaunchJob(t, repo, float(session[k]), bool(needs), float(cold[k])))
+        jobs.append(LaunchJob(t, repo, float(session[k]), needs, float(cold[k])))
     return jobs
 
 
