@@ -23,6 +23,7 @@ k8s:
 
 lint: venv
 	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/mypy
 
 test: venv k8s lint
 	$(BIN)/pytest -q

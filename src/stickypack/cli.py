@@ -13,8 +13,12 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
+
+if TYPE_CHECKING:  # the extender's modules load only for its subcommands
+    from stickypack.extender.config import ExtenderConfig
 
 EXIT_USAGE = 2
 
@@ -214,7 +218,7 @@ def _render(args: argparse.Namespace) -> int:
     )
 
     profiles = [p.strip() for p in args.profiles.split(",") if p.strip()]
-    extra = {}
+    extra: dict[str, Any] = {}
     if args.extender_url:
         if not args.extender_url.startswith(("http://", "https://")):
             raise UsageError(f"--extender-url must start with http:// or https://, got {args.extender_url!r}")
@@ -234,7 +238,7 @@ def _render(args: argparse.Namespace) -> int:
     return 0
 
 
-def _load_extender_config(args: argparse.Namespace):
+def _load_extender_config(args: argparse.Namespace) -> ExtenderConfig:
     from stickypack.extender.config import ConfigError, load_config
 
     try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 NO_SCHEDULE = "NoSchedule"
 PREFER_NO_SCHEDULE = "PreferNoSchedule"
@@ -119,11 +120,11 @@ class NodeSelectorTerm:
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, object]) -> NodeSelectorTerm:
-        exprs = raw.get("matchExpressions") or []
-        fields_ = raw.get("matchFields") or []
+        exprs = cast(Sequence[Mapping[str, object]], raw.get("matchExpressions") or [])
+        fields_ = cast(Sequence[Mapping[str, object]], raw.get("matchFields") or [])
         return cls(
-            tuple(Requirement.from_dict(e) for e in exprs),  # type: ignore[union-attr]
-            tuple(Requirement.from_dict(f) for f in fields_),  # type: ignore[union-attr]
+            tuple(Requirement.from_dict(e) for e in exprs),
+            tuple(Requirement.from_dict(f) for f in fields_),
         )
 
     def matches(self, labels: Mapping[str, str], node_name: str) -> bool:

@@ -22,7 +22,7 @@ import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 
@@ -277,13 +277,12 @@ class Extender:
             failed[known[j]] = f"LoadBound: node runs {int(builds[j])} builds, the bound is {cap}"
         keep &= ~over
 
-    def prioritize(self, args: Any) -> tuple[list[dict[str, Any]], Decision]:
+    def prioritize(self, args: Any) -> tuple[Sequence[dict[str, Any]], Decision]:
         pod, key, names = self._parse(args)
         if not self.manages(pod):
             self._check_known(names)
             return [], Decision("prioritize", False, len(names))
         idx, known, unknown = self._rows(names)
-        out: list[dict[str, Any]] = []
         if idx.size == 0:
             return [{"Host": n, "Score": 0} for n in unknown], Decision("prioritize", True, len(names))
         self.cache.expire_assumptions()
@@ -333,7 +332,7 @@ class Extender:
         return known[int(best[0])]
 
 
-class _PriorityList(Sequence):
+class _PriorityList(Sequence[dict[str, Any]]):
     """A HostPriorityList (``[{"Host": ..., "Score": ...}]``, built only when read) that
     serializes itself fast (the app calls :meth:`to_json`): one cached JSON fragment per
     node name instead of a dict per node."""
@@ -350,7 +349,11 @@ class _PriorityList(Sequence):
             self._items = [{"Host": n, "Score": s} for n, s in zip(self._names, self._scores, strict=True)]
         return self._items
 
-    def __getitem__(self, i):  # type: ignore[override]
+    @overload
+    def __getitem__(self, i: int) -> dict[str, Any]: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[dict[str, Any]]: ...
+    def __getitem__(self, i: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
         return self._list()[i]
 
     def __len__(self) -> int:

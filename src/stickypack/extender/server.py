@@ -159,7 +159,7 @@ class ExtenderService:
         if self.api_client is None:
             self.api_client = await make_api_client(cfg.cluster.kubeconfig)
         core = client.CoreV1Api(self.api_client)
-        common = {
+        common: dict[str, Any] = {
             "resync_s": cfg.cluster.resync_s,
             "watch_timeout_s": cfg.cluster.watch_timeout_s,
         }

@@ -274,7 +274,8 @@ class ConfigMapHistoryStore:
         from kubernetes_asyncio.client.exceptions import ApiException
 
         name = self.configmap_name(part)
-        body = {
+        # The client serializes a dict body as it is; its stubs ask for a V1ConfigMap.
+        body: Any = {
             "apiVersion": "v1",
             "kind": "ConfigMap",
             "metadata": {
@@ -370,7 +371,10 @@ class NodeAnnotationHistoryStore:
             patch["metadata"]["resourceVersion"] = version
         try:
             resp = await self.core.patch_node(
-                part, patch, _preload_content=False, _content_type="application/merge-patch+json"
+                part,
+                patch,
+                _preload_content=False,
+                _content_type="application/merge-patch+json",  # type: ignore[call-arg]  # a client kwarg its stubs leave out
             )
             out = await read_json(resp)
         except ApiException as exc:

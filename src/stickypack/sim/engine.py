@@ -43,6 +43,7 @@ class SimPod:
     """A pod in flight: its job and what happened to it."""
 
     pod: Pod
+    profile: Profile  # the policy profile that places it
     created: float
     duration: float | None
     end_at: float | None
@@ -56,7 +57,6 @@ class SimPod:
     done: bool = False
     shape: tuple = ()
     vec: np.ndarray | None = None
-    profile: Profile | None = None
 
 
 @dataclass(slots=True, eq=False)
@@ -266,8 +266,8 @@ class Simulation:
         pod.created = self.now
         pod = self.policy.prepare(pod, self.table, self.ctx)
         self.uid_counter += 1
-        sp = SimPod(pod, self.now, duration, end_at, group, launch, self.uid_counter)
-        sp.profile = self.policy.profile_for(pod)
+        profile = self.policy.profile_for(pod)
+        sp = SimPod(pod, profile, self.now, duration, end_at, group, launch, self.uid_counter)
         sp.shape = (
             tuple(sorted(pod.requests.items())),
             pod.tolerations,

@@ -184,7 +184,7 @@ _LIVE: dict[int, _Process] = {}
 _LIVE_LOCK = threading.Lock()
 
 
-def _spawn(name: str, args: Sequence[str], log_path: Path, cwd: Path) -> _Process:
+def _spawn(name: str, args: Sequence[str | Path], log_path: Path, cwd: Path) -> _Process:
     """Start ``args`` in a new process group, stdout+stderr appended to ``log_path``."""
     cmd = [str(a) for a in args]
     setpriv = shutil.which("setpriv")
@@ -496,6 +496,11 @@ class SchedulerHandle:
         return [p.get("schedulerName", "default-scheduler") for p in self.config["profiles"]]
 
 
+async def _awaited(awaitable: Awaitable[T]) -> T:
+    """``await awaitable`` as a coroutine (what ``run_coroutine_threadsafe`` takes)."""
+    return await awaitable
+
+
 class _LoopThread:
     """A private asyncio loop in a daemon thread, so sync code (and code already running
     inside another event loop, e.g. an async test) can drive kubernetes_asyncio."""
@@ -508,7 +513,7 @@ class _LoopThread:
         self.thread.start()
 
     def run(self, coro: Awaitable[T], timeout: float | None) -> T:
-        future = asyncio.run_coroutine_threadsafe(coro, self.loop)  # type: ignore[arg-type]
+        future = asyncio.run_coroutine_threadsafe(_awaited(coro), self.loop)
         try:
             return future.result(timeout)
         except TimeoutError:
@@ -652,7 +657,7 @@ class ControlPlane:
         """``{process name: log file}`` of every process started."""
         return {p.name: p.log_path for p in self._all_processes}
 
-    def _spawn(self, name: str, args: Sequence[str]) -> _Process:
+    def _spawn(self, name: str, args: Sequence[str | Path]) -> _Process:
         assert self.work_dir is not None
         proc = _spawn(name, args, self.work_dir / f"{name}.log", cwd=self.work_dir)
         self._all_processes.append(proc)

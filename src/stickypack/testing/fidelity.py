@@ -124,7 +124,7 @@ def random_case(rng: random.Random, index: int, scheduler_name: str) -> Case:
 
 def _draw(rng: random.Random, index: int, scheduler_name: str) -> Case:
     label = f"c{index}"
-    nodes = []
+    nodes: list[dict[str, Any]] = []
     for j in range(rng.randint(2, 7)):
         taints = []
         if rng.random() < 0.25:
