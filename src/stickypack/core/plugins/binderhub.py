@@ -1,0 +1,52 @@
+"""What BinderHub itself does to a build pod, as pod mutators: sticky builds' preferred node
+affinity and the build pods' preferred anti-affinity."""
+
+from __future__ import annotations
+
+from stickypack.core.framework import (
+    PodMutator,
+    SchedulingContext,
+)
+from stickypack.core.labels import (
+    HOSTNAME_LABEL,
+    NodeSelectorTerm,
+    PreferredTerm,
+    Requirement,
+)
+from stickypack.core.nodetable import NodeTable
+from stickypack.core.pod import BUILD_LABELS, Pod, PodAffinityTerm
+from stickypack.core.rendezvous import rendezvous_rank
+
+
+class BinderHubStickyBuilds(PodMutator):
+    """What BinderHub does to a build pod with ``sticky_builds = True``: a preferred node
+    affinity, weight 100, ``kubernetes.io/hostname In [top rendezvous node]`` over the
+    builder nodes, keyed by the repo URL."""
+
+    name = "BinderHubStickyBuilds"
+
+    def mutate(self, pod: Pod, table: NodeTable, ctx: SchedulingContext) -> Pod:
+        repo = pod.build_repo
+        if repo is None:
+            return pod
+        buckets = ctx.builder_nodes if ctx.builder_nodes is not None else list(table.index)
+        ranked = rendezvous_rank(buckets, repo)
+        if not ranked:
+            return pod
+        term = NodeSelectorTerm((Requirement(HOSTNAME_LABEL, "In", (ranked[0],)),))
+        pod.preferred_terms = (*pod.preferred_terms, PreferredTerm(100, term))
+        return pod
+
+
+class BinderHubAntiAffinity(PodMutator):
+    """What BinderHub does to a build pod with sticky builds off (its default): a preferred
+    pod anti-affinity, weight 100, topology hostname, against other build pods."""
+
+    name = "BinderHubAntiAffinity"
+
+    def mutate(self, pod: Pod, table: NodeTable, ctx: SchedulingContext) -> Pod:
+        if pod.build_repo is None:
+            return pod
+        term = PodAffinityTerm(100, tuple(sorted(BUILD_LABELS.items())), HOSTNAME_LABEL)
+        pod.pod_anti_affinity = (*pod.pod_anti_affinity, term)
+        return pod

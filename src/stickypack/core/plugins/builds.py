@@ -1,0 +1,356 @@
+"""stickypack's plugins for build pods and the room they need: ``BuildLocality`` (history,
+rendezvous order, bounded load), ``DelayForLocality``, ``BuildSpread``, ``BuildHeadroom``,
+``CacheKeeper``."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from stickypack.core.framework import (
+    MAX_NODE_SCORE,
+    FilterPlugin,
+    SchedulingContext,
+    ScorePlugin,
+)
+from stickypack.core.nodetable import NodeTable
+from stickypack.core.plugins.common import PluginArgsError, ScoreMemo, min_max_scores, node_state_keys
+from stickypack.core.plugins.scaledown import quiet_nodes
+from stickypack.core.pod import Pod
+from stickypack.core.rendezvous import rendezvous_rank
+from stickypack.core.resources import CPU, MEMORY, PODS
+
+
+def over_build_bounds(
+    table: NodeTable, load_bound: float, min_load_cap: int, spread_bound: float | None = None
+) -> np.ndarray:
+    """Per node row: would one more build break a bound? (bool, indexed by row)
+
+    Bounded loads (Mirrokni, Thorup, Zadimoghaddam 2018): with the new build counted, at
+    most ``max(min_load_cap, ceil(load_bound * mean running builds))`` per node (the floor
+    lets a small cluster repeat a build). With ``spread_bound``, also at most
+    ``max(min_load_cap, ceil(spread_bound * mean builds started))`` builds started on a node
+    since it joined, so no node takes much more than its share of the day's builds.
+    """
+    all_idx = table.active_indices()
+    n = max(all_idx.size, 1)
+    cap = max(min_load_cap, math.ceil(load_bound * (int(table.builds[all_idx].sum()) + 1) / n))
+    over = table.builds + 1 > cap
+    if spread_bound is not None:
+        cap_started = max(
+            min_load_cap, math.ceil(spread_bound * (int(table.build_starts[all_idx].sum()) + 1) / n)
+        )
+        over |= table.build_starts + 1 > cap_started
+    return over
+
+
+class BuildLocality(ScorePlugin):
+    """Send a build where its repo's image layers are: build history first, then the repo's
+    rendezvous order over the builder nodes (BinderHub's order), under a load bound.
+
+    Scores: the node that built the repo most recently 100, older history nodes 95, 90...;
+    rendezvous rank ``r`` (0-based, over all builder nodes, so the order is stable while
+    nodes come and go) ``top_score - r * step`` for ``r < top_k``; every other node 0. A
+    node whose running builds would exceed ``max(min_load_cap, ceil(load_bound * mean))``
+    (mean over all nodes, this build included) scores 0, so one hot repo cannot pile its
+    builds on one node; so does a node marked for deletion by the autoscaler (its cache is
+    about to go). With ``rendezvous_fallback``, the rendezvous scores count only when no
+    history node passes (none alive, fitting and under the bounds): a cold node cannot
+    outscore the cache with help from the other scorers, at the price of concentrating a
+    repo's builds on its cache node.
+    """
+
+    name = "BuildLocality"
+
+    def __init__(
+        self,
+        top_k: int = 3,
+        load_bound: float = 1.25,
+        min_load_cap: int = 2,
+        top_score: int = 80,
+        step: int = 20,
+        spread_bound: float | None = None,
+        rendezvous_fallback: bool = False,
+    ) -> None:
+        if (
+            top_k < 0
+            or load_bound < 1
+            or min_load_cap < 1
+            or not 0 <= top_score <= 100
+            or step < 0
+            or (spread_bound is not None and spread_bound < 1)
+        ):
+            raise PluginArgsError(
+                "BuildLocality needs top_k >= 0, load_bound >= 1, min_load_cap >= 1, "
+                "0 <= top_score <= 100, step >= 0, spread_bound >= 1"
+            )
+        self.spread_bound = spread_bound
+        self.rendezvous_fallback = rendezvous_fallback
+        self.top_k = top_k
+        self.load_bound = load_bound
+        self.min_load_cap = min_load_cap
+        self.top_score = top_score
+        self.step = step
+
+    def skip(self, pod: Pod) -> bool:
+        return pod.build_repo is None
+
+    def rendezvous_scores(self, repo: str, table: NodeTable, ctx: SchedulingContext) -> dict[str, int]:
+        """Node name -> rendezvous score (cached per repo and decision)."""
+        key = f"rendezvous:{repo}"
+        cached = ctx.cache.get(key)
+        if cached is not None:
+            return cached
+        scores: dict[str, int] = {}
+        if self.top_k:
+            buckets = ctx.builder_nodes if ctx.builder_nodes is not None else list(table.index)
+            for r, node in enumerate(rendezvous_rank(buckets, repo)[: self.top_k]):
+                scores[node] = max(self.top_score - r * self.step, 0)
+        ctx.cache[key] = scores
+        return scores
+
+    def history_scores(self, repo: str, ctx: SchedulingContext) -> dict[str, int]:
+        """Node name -> history score: 100 for the latest build, 95, 90... for older ones."""
+        if ctx.history is None:
+            return {}
+        return {node: 100 - 5 * r for r, node in enumerate(ctx.history.nodes_for(repo, ctx.now))}
+
+    def score(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
+        repo = pod.build_repo
+        assert repo is not None
+        out = np.zeros(idx.shape[0], dtype=np.int64)
+        history = self.history_scores(repo, ctx)
+        rendezvous = self.rendezvous_scores(repo, table, ctx)
+        if not history and not rendezvous:
+            return out
+        over = over_build_bounds(table, self.load_bound, self.min_load_cap, self.spread_bound)
+        index = table.index
+        pos = {int(i): j for j, i in enumerate(idx)}
+
+        def place(wanted: dict[str, int]) -> bool:
+            placed = False
+            for node, s in wanted.items():
+                i = index.get(node)
+                if i is None or i not in pos:
+                    continue
+                if over[i] or table.to_be_deleted[i] or table.deletion_candidate[i]:
+                    continue
+                out[pos[i]] = max(out[pos[i]], s)
+                placed = True
+            return placed
+
+        if place(history) and self.rendezvous_fallback:
+            return out  # a node with the cache can take it: no cold node competes
+        place(rendezvous)
+        return out
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "plugin": self.name,
+            "args": {
+                "top_k": self.top_k,
+                "load_bound": self.load_bound,
+                "min_load_cap": self.min_load_cap,
+                "top_score": self.top_score,
+                "step": self.step,
+                "spread_bound": self.spread_bound,
+                "rendezvous_fallback": self.rendezvous_fallback,
+            },
+        }
+
+
+class BuildSpread(ScorePlugin):
+    """Even out builds over nodes: fewer builds started on a node so far score higher
+    (min-max normalized over the candidates, 100 for the least used). Keeps one node from
+    taking a large share of a day's builds. A quiet node (see :func:`quiet_nodes`) scores
+    0: it is better left to empty.
+
+    ``settle_s``: a node younger than this (seconds since it was created) has its score
+    scaled by its age over ``settle_s``, so a node that just joined does not draw every
+    build that has no cache node: in a packed cluster the newest nodes are the first to
+    empty, and the caches built there go with them. 0 turns this off.
+    """
+
+    name = "BuildSpread"
+
+    def __init__(self, skip_quiet: bool = False, settle_s: float = 0.0) -> None:
+        if settle_s < 0:
+            raise PluginArgsError("BuildSpread needs settle_s >= 0")
+        self.skip_quiet = skip_quiet
+        self.settle_s = settle_s
+
+    def skip(self, pod: Pod) -> bool:
+        return pod.build_repo is None
+
+    def describe(self) -> dict[str, Any]:
+        return {"plugin": self.name, "args": {"skip_quiet": self.skip_quiet, "settle_s": self.settle_s}}
+
+    def score(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
+        out = min_max_scores(table.build_starts[idx], fewest_first=True)
+        if self.skip_quiet:  # a quiet node is left to empty, however few builds it has had
+            out[quiet_nodes(pod, table, idx, ctx.utilization_threshold)] = 0
+        if self.settle_s > 0:
+            age = np.clip(ctx.now - table.created[idx], 0.0, self.settle_s)
+            out = (out * age / self.settle_s).astype(np.int64)
+        return out
+
+
+class CacheKeeper(ScorePlugin):
+    """Non-build pods: nodes that have started more builds score higher (min-max over the
+    candidates, 100 for the most), so the nodes holding the most image caches stay full and
+    the ones with few caches are the ones that empty and go. Build pods are skipped.
+
+    ``min_nodes``: in a cluster of fewer nodes (all nodes, not only the candidates) every
+    candidate scores 100. In a small cluster the few long-lived nodes hold the caches anyway
+    and an extra pull toward them only delays the packing.
+    """
+
+    name = "CacheKeeper"
+
+    def __init__(self, min_nodes: int = 1) -> None:
+        if min_nodes < 1:
+            raise PluginArgsError("CacheKeeper needs min_nodes >= 1")
+        self.min_nodes = min_nodes
+
+    def skip(self, pod: Pod) -> bool:
+        return pod.build_repo is not None
+
+    def describe(self) -> dict[str, Any]:
+        return {"plugin": self.name, "args": {"min_nodes": self.min_nodes}}
+
+    def score(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
+        if self.min_nodes > 1 and table.active_indices().size < self.min_nodes:
+            return np.full(idx.shape[0], MAX_NODE_SCORE, dtype=np.int64)
+        return min_max_scores(table.build_starts[idx], fewest_first=False)
+
+
+class DelayForLocality(FilterPlugin):
+    """Delay scheduling for builds: wait a little for a node that holds the repo's cache.
+
+    When a build pod's history nodes are alive and under the build load bound (as in
+    ``BuildLocality``) but none passes the other filters (full for now), no node passes for
+    up to ``max_wait_s`` seconds after the pod's creation, so
+    the pod waits for room there instead of starting a cold build elsewhere (a cached build
+    takes a fraction of the time; Zaharia et al., "Delay scheduling", EuroSys 2010). After
+    the wait, or when no history node is alive, every node passes. Place it last among the
+    filters. A pod without a creation time is never delayed.
+    """
+
+    name = "DelayForLocality"
+
+    def __init__(
+        self,
+        max_wait_s: float = 120.0,
+        load_bound: float = 1.25,
+        min_load_cap: int = 2,
+        spread_bound: float | None = None,
+    ) -> None:
+        if (
+            max_wait_s < 0
+            or load_bound < 1
+            or min_load_cap < 1
+            or (spread_bound is not None and spread_bound < 1)
+        ):
+            raise PluginArgsError(
+                "DelayForLocality needs max_wait_s >= 0, load_bound >= 1, min_load_cap >= 1, "
+                "spread_bound >= 1"
+            )
+        self.max_wait_s = max_wait_s
+        self.load_bound = load_bound
+        self.min_load_cap = min_load_cap
+        self.spread_bound = spread_bound
+
+    def filter(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
+        passes = np.ones(idx.shape[0], dtype=bool)
+        repo = pod.build_repo
+        if repo is None or ctx.history is None or pod.created is None:
+            return passes
+        if ctx.now - pod.created >= self.max_wait_s:
+            return passes
+        over = over_build_bounds(table, self.load_bound, self.min_load_cap, self.spread_bound)
+        # worth waiting for: a history node that is not going away and not at a bound
+        worth = [
+            table.index[n]
+            for n in ctx.history.nodes_for(repo, ctx.now)
+            if n in table.index and not table.to_be_deleted[table.index[n]] and not over[table.index[n]]
+        ]
+        if not worth or np.isin(worth, idx).any():
+            return passes
+        return ~passes
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "plugin": self.name,
+            "args": {
+                "max_wait_s": self.max_wait_s,
+                "load_bound": self.load_bound,
+                "min_load_cap": self.min_load_cap,
+                "spread_bound": self.spread_bound,
+            },
+        }
+
+
+class BuildHeadroom(ScorePlugin):
+    """Keep room for one build on every node, so a rebuild fits where its cache is.
+
+    For a pod that is not a build: 100 when, with the pod placed, ``builds`` build pods of
+    the configured size (``cpu`` and ``memory`` as quantities, one pod slot each) still fit
+    on the node, else 0. A score, not a filter: when no node has room to spare, pods
+    still take the last slots, and the cluster-autoscaler (which simulates the default
+    filters) never sees a pod it thinks fits but the scheduler refuses.
+    """
+
+    name = "BuildHeadroom"
+
+    def __init__(
+        self, cpu: str | int = "1", memory: str | int = "2G", builds: int = 1, skip_quiet: bool = False
+    ) -> None:
+        from stickypack.core.quantity import QuantityError, int_value, milli_value
+
+        if builds < 1:
+            raise PluginArgsError("BuildHeadroom needs builds >= 1")
+        try:
+            self.cpu_m = milli_value(cpu) * builds
+            self.memory = int_value(memory) * builds
+        except QuantityError as exc:
+            raise PluginArgsError(str(exc)) from None
+        self.slots = builds
+        self.skip_quiet = skip_quiet
+        self._memo = ScoreMemo()
+
+    def skip(self, pod: Pod) -> bool:
+        return pod.build_repo is not None
+
+    def _by_room(self, pod: Pod, table: NodeTable, idx: np.ndarray) -> np.ndarray:
+        r = table.rindex
+        free = table.alloc[idx] - table.requested[idx]
+        room = (
+            (free[:, r[CPU]] - pod.requests.get(CPU, 0) >= self.cpu_m)
+            & (free[:, r[MEMORY]] - pod.requests.get(MEMORY, 0) >= self.memory)
+            & (free[:, r[PODS]] - 1 >= self.slots)
+        )
+        return np.where(room, MAX_NODE_SCORE, 0).astype(np.int64)
+
+    def score(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
+        pod_part = (pod.requests.get(CPU, 0), pod.requests.get(MEMORY, 0))
+        score = self._memo.scores(
+            idx,
+            lambda: node_state_keys(table.requested[idx], table.alloc[idx], pod_part),
+            lambda rows: self._by_room(pod, table, rows),
+        )
+        if self.skip_quiet:  # room on a quiet node does not count: it is better left to empty
+            score[quiet_nodes(pod, table, idx, ctx.utilization_threshold)] = 0
+        return score
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "plugin": self.name,
+            "args": {
+                "cpu": f"{self.cpu_m // self.slots}m",
+                "memory": str(self.memory // self.slots),
+                "builds": self.slots,
+                "skip_quiet": self.skip_quiet,
+            },
+        }
