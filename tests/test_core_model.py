@@ -139,3 +139,9 @@ def test_render_scheduler_config(tmp_path, capsys):
     assert [p["schedulerName"] for p in config["profiles"]] == ["stickypack"]
     assert main(["render", "scheduler-config", "--profiles", "nope"]) == 2
     assert "nope" in capsys.readouterr().err
+
+
+def test_render_to_an_unwritable_path_is_a_clear_error(tmp_path, capsys):
+    target = tmp_path / "missing-dir" / "config.yaml"
+    assert main(["render", "scheduler-config", "--profiles", "stickypack", "--output", str(target)]) == 2
+    assert f"cannot write {target}: No such file or directory" in capsys.readouterr().err

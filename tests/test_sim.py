@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import itertools
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -180,6 +181,36 @@ def test_malformed_trace_lines_counted_not_fatal(tmp_path, capsys):
     result = run_json(tmp_path, "--trace", str(trace), "--policies", "z2jh")
     assert result["malformed_trace_lines"] == 3
     assert "3 malformed trace line(s)" in capsys.readouterr().out
+
+
+def test_bad_timestamp_names_the_field_and_a_zoneless_one_is_utc(tmp_path, monkeypatch):
+    trace = tmp_path / "events-ts.jsonl"
+    trace.write_text(
+        '{"timestamp": "yesterday", "provider": "GitHub", "spec": "o/r/master"}\n'
+        '{"timestamp": "2019-03-04T05:00:00", "provider": "GitHub", "spec": "o/r/master"}\n'
+        '{"timestamp": "2019-03-04T06:00:00+00:00", "provider": "GitHub", "spec": "o/r/master"}\n'
+    )
+    monkeypatch.setenv("TZ", "America/New_York")  # a zoneless time must not be read as local
+    time.tzset()
+    try:
+        errors = TraceErrors()
+        launches = read_launches([trace], errors)
+    finally:
+        monkeypatch.delenv("TZ")
+        time.tzset()
+    assert errors.count == 1
+    assert errors.first[0] == f"{trace}:1: timestamp is not ISO 8601: 'yesterday'"
+    assert [a.t for a in launches] == [5 * 3600.0, 6 * 3600.0]  # from the day's UTC midnight
+
+
+def test_unwritable_outputs_fail_before_the_run(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    for flag, target in (("--plots", blocker / "plots"), ("--json", blocker / "out" / "r.json")):
+        assert main(["simulate", "--scenario", "dask-burst", flag, str(target)]) == 2
+        captured = capsys.readouterr()
+        assert f"{flag}: cannot create directory" in captured.err
+        assert "node-h" not in captured.out  # failed before simulating
 
 
 def test_several_days_replay_back_to_back():

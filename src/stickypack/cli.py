@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -110,6 +111,7 @@ def _simulate(args: argparse.Namespace, console: Console) -> int:
 
     if args.load_scale <= 0:
         raise UsageError(f"--load-scale must be > 0, got {args.load_scale}")
+    _check_outputs(args)
     names = (
         [n.strip() for n in args.policies.split(",") if n.strip()]
         if args.policies
@@ -184,13 +186,31 @@ def _simulate(args: argparse.Namespace, console: Console) -> int:
     cmp.trace_errors = errors.count
     cmp.trace_error_examples = errors.first
     render_table(cmp, console)
-    if args.json:
-        cmp.write_json(args.json, timing=args.timing)
-        console.print(f"JSON: {args.json}")
-    if args.plots:
-        for path in write_plots(cmp, args.plots):
-            console.print(f"plot: {path}")
+    try:
+        if args.json:
+            cmp.write_json(args.json, timing=args.timing)
+            console.print(f"JSON: {args.json}")
+        if args.plots:
+            for path in write_plots(cmp, args.plots):
+                console.print(f"plot: {path}")
+    except OSError as exc:  # the table is out already; say what could not be written
+        raise UsageError(f"cannot write {exc.filename or 'output'}: {exc.strerror or exc}") from None
     return 0
+
+
+def _check_outputs(args: argparse.Namespace) -> None:
+    """Fail before a long run, not after it, when ``--json`` or ``--plots`` cannot be written:
+    create their directories now."""
+    dirs = [("--json", Path(args.json).parent)] if args.json else []
+    if args.plots:
+        dirs.append(("--plots", Path(args.plots)))
+    for flag, directory in dirs:
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UsageError(f"{flag}: cannot create directory {directory}: {exc.strerror or exc}") from None
+        if not os.access(directory, os.W_OK):
+            raise UsageError(f"{flag}: directory {directory} is not writable")
 
 
 def _policies(console: Console) -> int:
@@ -232,7 +252,10 @@ def _render(args: argparse.Namespace) -> int:
     except (KeyError, ValueError) as exc:
         raise UsageError(str(exc).strip("'\"")) from None
     if args.output:
-        args.output.write_text(text, encoding="utf-8")
+        try:
+            args.output.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"cannot write {args.output}: {exc.strerror or exc}") from None
     else:
         sys.stdout.write(text)
     return 0

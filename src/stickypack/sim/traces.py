@@ -12,7 +12,7 @@ import json
 import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 #: Providers whose ``spec`` is ``<org>/<repo>/<ref>`` with the repo in two path segments.
@@ -126,6 +126,16 @@ def _read_file(path: Path, errors: TraceErrors) -> Iterator[tuple[float, str]]:
         errors.add(str(path), f"cannot read file: {exc}")
 
 
+def _timestamp(raw: object) -> float:
+    """Seconds since the epoch of an ISO 8601 ``timestamp``; without a zone it is UTC (the
+    archive's zone), so a replay does not depend on the machine's local time."""
+    try:
+        when = datetime.fromisoformat(str(raw).replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(f"timestamp is not ISO 8601: {raw!r}") from None
+    return (when if when.tzinfo is not None else when.replace(tzinfo=UTC)).timestamp()
+
+
 def _parse(line: bytes, where: str, errors: TraceErrors) -> tuple[float, str] | None:
     if not line.strip():
         return None
@@ -138,7 +148,7 @@ def _parse(line: bytes, where: str, errors: TraceErrors) -> tuple[float, str] | 
         errors.add(where, "not a JSON object")
         return None
     try:
-        ts = datetime.fromisoformat(str(event["timestamp"]).replace("Z", "+00:00")).timestamp()
+        ts = _timestamp(event["timestamp"])
         status = event.get("status", "success")
         if status != "success":
             return None
