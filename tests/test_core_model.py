@@ -118,8 +118,13 @@ def test_policy_errors_say_where():
             "name: x\nprofiles:\n- name: p\n  filters: []\n  score:\n"
             "  - {plugin: NodeResourcesFit, args: {strategy: Sideways}}\n"
         )
-    with pytest.raises(PolicyError, match="not valid YAML"):
-        policy_from_yaml("name: [unclosed")
+    with pytest.raises(PolicyError) as bad_yaml:
+        policy_from_yaml("name: x\nprofiles:\n  a: 1\n b: 2\n", source="mine.yaml")
+    # one line, with where: file, line and column of the problem
+    assert str(bad_yaml.value) == (
+        "mine.yaml:4:2: not valid YAML: expected <block end>, but found '<block mapping start>'"
+        " (while parsing a block mapping)"
+    )
 
 
 def test_policies_command_lists_builtins(capsys):

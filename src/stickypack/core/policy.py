@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from stickypack.core import plugins as p
@@ -27,6 +26,7 @@ from stickypack.core.framework import (
 )
 from stickypack.core.nodetable import NodeTable
 from stickypack.core.pod import Pod
+from stickypack.core.yamltext import YAMLTextError, load_yaml
 
 
 class PolicyError(ValueError):
@@ -180,9 +180,9 @@ def policy_from_dict(raw: Any, source: str = "<policy>") -> Policy:
 def policy_from_yaml(text: str, source: str = "<policy>") -> Policy:
     """Parse a YAML policy document (text, not a path: the core reads no files)."""
     try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise PolicyError(f"{source}: not valid YAML: {exc}") from None
+        raw = load_yaml(text, source)
+    except YAMLTextError as exc:
+        raise PolicyError(str(exc)) from None
     if not isinstance(raw, dict):
         raise PolicyError(f"{source}: a policy is a YAML mapping with name and profiles")
     return policy_from_dict(raw, source)

@@ -11,9 +11,9 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from stickypack.core.yamltext import YAMLTextError, load_yaml
 from stickypack.kube.cache import DEFAULT_BUILD_SELECTOR, DEFAULT_BUILDER_SELECTOR, parse_selector
 
 
@@ -146,7 +146,7 @@ def load_config(path: str | Path | None) -> ExtenderConfig:
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
     try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+        raw = load_yaml(text, str(path))
+    except YAMLTextError as exc:
+        raise ConfigError(str(exc)) from None
     return config_from_dict(raw, str(path))

@@ -22,11 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import TypeAdapter, ValidationError
 
 from stickypack.core.quantity import QuantityError, int_value, milli_value
 from stickypack.core.resources import parse_resource_list
+from stickypack.core.yamltext import YAMLTextError, load_yaml
 from stickypack.sim.model import AutoscalerConfig, BinderModel, CacheConfig, DaskModel, NodePool
 from stickypack.sim.workloads import Workload
 
@@ -93,11 +93,11 @@ def load_sim_config(path: str | Path) -> SimConfig:
     """Read and validate a simulation config file."""
     path = Path(path)
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        raw = load_yaml(path.read_text(encoding="utf-8"), str(path))
     except OSError as exc:
         raise SimConfigError(f"{path}: cannot read: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        raise SimConfigError(f"{path}: not valid YAML: {exc}") from None
+    except YAMLTextError as exc:
+        raise SimConfigError(str(exc)) from None
     if raw is None:
         return SimConfig()
     if not isinstance(raw, Mapping):
