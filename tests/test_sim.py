@@ -44,6 +44,18 @@ def test_dask_burst_default_pins_nodes_packing_does_not(tmp_path):
         assert row["pods_scheduled"] == 1020
 
 
+def test_parallel_runs_report_in_the_order_asked_with_the_same_bytes(tmp_path):
+    # The workers take the costliest policy first; the report must not show it.
+    outs = {}
+    for jobs in ("1", "2"):
+        outs[jobs] = tmp_path / f"jobs{jobs}.json"
+        argv = ["simulate", "--scenario", "dask-adapt", "--policies", "z2jh,default,stickypack"]
+        assert main([*argv, "--jobs", jobs, "--json", str(outs[jobs]), "--quiet"]) == 0
+    result = json.loads(outs["2"].read_text())
+    assert [r["policy"] for r in result["results"]] == ["z2jh", "default", "stickypack"]
+    assert outs["1"].read_bytes() == outs["2"].read_bytes()
+
+
 def test_same_seed_same_bytes(tmp_path):
     a, b = tmp_path / "a.json", tmp_path / "b.json"
     for out in (a, b):

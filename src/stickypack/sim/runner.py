@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 
+from stickypack.core.framework import Profile
 from stickypack.core.policy import Policy
 from stickypack.sim.engine import RunResult, Simulation
 from stickypack.sim.model import AutoscalerConfig, CacheConfig
@@ -34,6 +35,19 @@ def _simulate(policy: Policy, workload: Workload, **options: object) -> RunResul
     result = Simulation(policy, workload, **options).run()  # type: ignore[arg-type]
     result.metrics["wall_s"] = time.perf_counter() - started
     return result
+
+
+def placement_cost(policy: Policy) -> int:
+    """A proxy for a policy's cost per placement: the plugins (filters, weighted scorers,
+    mutators) of the profile that places most pods, the one matching every pod (user pods
+    and workers outnumber build pods many times over), else its largest profile."""
+
+    def plugins(profile: Profile) -> int:
+        scorers = sum(1 for s in profile.scorers if s.weight)
+        return len(profile.filters) + scorers + len(profile.mutators)
+
+    catch_all = [p for p in policy.profiles if not p.match_labels]
+    return max((plugins(p) for p in (catch_all or policy.profiles)), default=0)
 
 
 def compare(
@@ -66,7 +80,11 @@ def compare(
     _JOB.update(policies=policies, factory=workload_factory, options=options)
     try:
         with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as pool:
-            futures = [pool.submit(_run_one, i) for i in range(len(policies))]
+            # Costliest first, as a list scheduler should, so the longest run does not start
+            # last; results are still reported in the order asked.
+            order = sorted(range(len(policies)), key=lambda i: -placement_cost(policies[i]))
+            submitted = {i: pool.submit(_run_one, i) for i in order}
+            futures = [submitted[i] for i in range(len(policies))]
             for policy, future in zip(policies, futures, strict=True):
                 result = future.result()
                 if progress is not None:
