@@ -22,6 +22,8 @@ def go_div(num: np.ndarray, den: int | np.ndarray) -> np.ndarray:
 
 
 def resource_weights(raw: Any, default: Sequence[tuple[str, int]]) -> list[tuple[str, int]]:
+    """A plugin's ``resources`` argument (a mapping or kube's list of ``{name, weight}``) as
+    ``(resource, weight)`` pairs; ``default`` when absent."""
     if raw is None:
         return list(default)
     if isinstance(raw, Mapping):

@@ -124,6 +124,9 @@ def node_matches_required(pod: Pod, labels: Mapping[str, str], node_name: str) -
     return any(term.matches(labels, node_name) for term in pod.required_terms)
 
 
+# ---- scorers ----------------------------------------------------------------------------
+
+
 class _ResourceScorer(ScorePlugin):
     """Shared by the NodeResourcesFit strategies: per-resource integer scores, weighted mean.
 
