@@ -240,6 +240,10 @@ def test_config_errors_name_file_and_field(tmp_path) -> None:
     path.write_text("polcy: x\n")
     with pytest.raises(ConfigError, match="polcy"):
         load_config(path)
+    path.write_text("listen:\n  port: 1\n host: x\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert str(err.value).startswith(f"{path}:3:2: not valid YAML:") and "\n" not in str(err.value)
     cfg = config_from_dict({"pods": {"manage": "component=binderhub-build,app=binder"}})
     assert cfg.pods.manage == {"component": "binderhub-build", "app": "binder"}
     assert load_config(None).profile == "stickypack-builds"

@@ -288,6 +288,9 @@ def test_sim_config_overrides_and_errors(tmp_path, capsys):
     bad.write_text("weather: {}\n")
     assert main(["simulate", "--scenario", "dask-burst", "--sim-config", str(bad)]) == 2
     assert "unknown section(s) weather" in capsys.readouterr().err
+    bad.write_text("autoscaler: [\n")
+    assert main(["simulate", "--scenario", "dask-burst", "--sim-config", str(bad)]) == 2
+    assert f"{bad}:2:1: not valid YAML: expected the node content" in capsys.readouterr().err
 
 
 def test_node_records_account_for_every_build_and_every_lost_cache():
