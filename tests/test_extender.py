@@ -134,7 +134,7 @@ def test_assumption_moves_hot_repo_builds_along(world, with_filter: bool) -> Non
     with prioritize alone (a node at the bound scores 0 there too)."""
     w, server, client = world
     server.call(lambda: [w.cache._drop_assumption(k) for k in list(w.cache.assumed)])
-    cap = w.extender.bound_min  # the bound while the mean stays low, as here
+    cap = w.extender.build_bounds.min_load_cap  # the bound while the mean stays low, as here
     tops = []
     for i in range(8):
         pod = build_pod(f"hot-{i}")

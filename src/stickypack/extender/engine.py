@@ -18,7 +18,6 @@ is synchronous and pure apart from the cache it reads; the HTTP layer is in
 from __future__ import annotations
 
 import json
-import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ import numpy as np
 
 from stickypack.core.framework import FilterPlugin, Profile, SchedulingContext, WeightedScorer
 from stickypack.core.history import BuildHistory
+from stickypack.core.plugins import BuildBounds, BuildLocality
 from stickypack.core.pod import Pod, PodSpecError
 from stickypack.core.policy import Policy, PolicyError
 from stickypack.kube.cache import DEFAULT_BUILD_SELECTOR, ClusterCache, matches
@@ -116,9 +116,10 @@ class Extender:
         self.unknown_nodes = unknown_nodes
         self.assume = assume
         self.load_bound = load_bound
-        locality = next((s.plugin for s in profile.scorers if s.plugin.name == "BuildLocality"), None)
-        self.bound_c = float(getattr(locality, "load_bound", 1.25))
-        self.bound_min = int(getattr(locality, "min_load_cap", 2))
+        locality = next((s.plugin for s in profile.scorers if isinstance(s.plugin, BuildLocality)), None)
+        bounds = locality.bounds if locality is not None else BuildBounds()
+        # the running-builds part: what the extender filters on
+        self.build_bounds = BuildBounds(bounds.load_bound, bounds.min_load_cap)
         self.utilization_threshold = utilization_threshold
         self.clock = clock
         self._epoch: tuple[Any, ...] | None = None
@@ -254,10 +255,7 @@ class Extender:
     def load_cap(self) -> int:
         """Most builds a node may run with one more build placed: ``max(min_load_cap,
         ceil(load_bound * mean))`` over all nodes, the new build counted (bounded loads)."""
-        table = self.cache.table
-        all_idx = table.active_indices()
-        total = int(table.builds[all_idx].sum()) + 1
-        return max(self.bound_min, math.ceil(self.bound_c * total / max(all_idx.size, 1)))
+        return self.build_bounds.load_cap(self.cache.table)
 
     def over_load_cap(self, idx: np.ndarray) -> tuple[np.ndarray, int]:
         """Per row of ``idx``: would one more build exceed :meth:`load_cap`? And the cap."""

@@ -10,12 +10,12 @@
 
 from stickypack.core.plugins.binderhub import BinderHubAntiAffinity, BinderHubStickyBuilds
 from stickypack.core.plugins.builds import (
+    BuildBounds,
     BuildHeadroom,
     BuildLocality,
     BuildSpread,
     CacheKeeper,
     DelayForLocality,
-    over_build_bounds,
 )
 from stickypack.core.plugins.common import (
     PluginArgsError,
@@ -55,6 +55,7 @@ __all__ = [
     "BinderHubAntiAffinity",
     "BinderHubStickyBuilds",
     "BuildAntiAffinity",
+    "BuildBounds",
     "BuildHeadroom",
     "BuildLocality",
     "BuildSpread",
@@ -80,7 +81,6 @@ __all__ = [
     "min_max_scores",
     "node_matches_required",
     "node_state_keys",
-    "over_build_bounds",
     "quiet_nodes",
     "utilization_with",
 ]

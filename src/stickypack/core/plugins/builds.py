@@ -5,6 +5,7 @@ rendezvous order, bounded load), ``DelayForLocality``, ``BuildSpread``, ``BuildH
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -23,27 +24,52 @@ from stickypack.core.rendezvous import rendezvous_rank
 from stickypack.core.resources import CPU, MEMORY, PODS
 
 
-def over_build_bounds(
-    table: NodeTable, load_bound: float, min_load_cap: int, spread_bound: float | None = None
-) -> np.ndarray:
-    """Per node row: would one more build break a bound? (bool, indexed by row)
+@dataclass(frozen=True, slots=True)
+class BuildBounds:
+    """Bounded loads for builds (Mirrokni, Thorup, Zadimoghaddam 2018), shared by
+    ``BuildLocality``, ``DelayForLocality`` and the extender's load-bound filter.
 
-    Bounded loads (Mirrokni, Thorup, Zadimoghaddam 2018): with the new build counted, at
-    most ``max(min_load_cap, ceil(load_bound * mean running builds))`` per node (the floor
-    lets a small cluster repeat a build). With ``spread_bound``, also at most
-    ``max(min_load_cap, ceil(spread_bound * mean builds started))`` builds started on a node
-    since it joined, so no node takes much more than its share of the day's builds.
+    With the new build counted, a node runs at most ``max(min_load_cap, ceil(load_bound *
+    mean running builds))`` builds (the floor lets a small cluster repeat a build). With
+    ``spread_bound``, it has also started at most ``max(min_load_cap, ceil(spread_bound *
+    mean builds started))`` since it joined, so no node takes much more than its share of
+    the day's builds. Means are over all nodes of the table.
     """
-    all_idx = table.active_indices()
-    n = max(all_idx.size, 1)
-    cap = max(min_load_cap, math.ceil(load_bound * (int(table.builds[all_idx].sum()) + 1) / n))
-    over = table.builds + 1 > cap
-    if spread_bound is not None:
-        cap_started = max(
-            min_load_cap, math.ceil(spread_bound * (int(table.build_starts[all_idx].sum()) + 1) / n)
-        )
-        over |= table.build_starts + 1 > cap_started
-    return over
+
+    load_bound: float = 1.25
+    min_load_cap: int = 2
+    spread_bound: float | None = None
+
+    def __post_init__(self) -> None:
+        if (
+            self.load_bound < 1
+            or self.min_load_cap < 1
+            or (self.spread_bound is not None and self.spread_bound < 1)
+        ):
+            raise PluginArgsError("build bounds need load_bound >= 1, min_load_cap >= 1, spread_bound >= 1")
+
+    def _cap(self, factor: float, counts: np.ndarray, table: NodeTable) -> int:
+        all_idx = table.active_indices()
+        total = int(counts[all_idx].sum()) + 1
+        return max(self.min_load_cap, math.ceil(factor * total / max(all_idx.size, 1)))
+
+    def load_cap(self, table: NodeTable) -> int:
+        """Most builds a node may run with one more build placed."""
+        return self._cap(self.load_bound, table.builds, table)
+
+    def over(self, table: NodeTable) -> np.ndarray:
+        """Per node row: would one more build break a bound? (bool, indexed by row)"""
+        over = table.builds + 1 > self.load_cap(table)
+        if self.spread_bound is not None:
+            over |= table.build_starts + 1 > self._cap(self.spread_bound, table.build_starts, table)
+        return over
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "load_bound": self.load_bound,
+            "min_load_cap": self.min_load_cap,
+            "spread_bound": self.spread_bound,
+        }
 
 
 class BuildLocality(ScorePlugin):
@@ -74,23 +100,11 @@ class BuildLocality(ScorePlugin):
         spread_bound: float | None = None,
         rendezvous_fallback: bool = False,
     ) -> None:
-        if (
-            top_k < 0
-            or load_bound < 1
-            or min_load_cap < 1
-            or not 0 <= top_score <= 100
-            or step < 0
-            or (spread_bound is not None and spread_bound < 1)
-        ):
-            raise PluginArgsError(
-                "BuildLocality needs top_k >= 0, load_bound >= 1, min_load_cap >= 1, "
-                "0 <= top_score <= 100, step >= 0, spread_bound >= 1"
-            )
-        self.spread_bound = spread_bound
+        if top_k < 0 or not 0 <= top_score <= 100 or step < 0:
+            raise PluginArgsError("BuildLocality needs top_k >= 0, 0 <= top_score <= 100, step >= 0")
+        self.bounds = BuildBounds(load_bound, min_load_cap, spread_bound)
         self.rendezvous_fallback = rendezvous_fallback
         self.top_k = top_k
-        self.load_bound = load_bound
-        self.min_load_cap = min_load_cap
         self.top_score = top_score
         self.step = step
 
@@ -125,7 +139,7 @@ class BuildLocality(ScorePlugin):
         rendezvous = self.rendezvous_scores(repo, table, ctx)
         if not history and not rendezvous:
             return out
-        over = over_build_bounds(table, self.load_bound, self.min_load_cap, self.spread_bound)
+        over = self.bounds.over(table)
         index = table.index
         pos = {int(i): j for j, i in enumerate(idx)}
 
@@ -151,11 +165,9 @@ class BuildLocality(ScorePlugin):
             "plugin": self.name,
             "args": {
                 "top_k": self.top_k,
-                "load_bound": self.load_bound,
-                "min_load_cap": self.min_load_cap,
+                **self.bounds.describe(),
                 "top_score": self.top_score,
                 "step": self.step,
-                "spread_bound": self.spread_bound,
                 "rendezvous_fallback": self.rendezvous_fallback,
             },
         }
@@ -247,20 +259,10 @@ class DelayForLocality(FilterPlugin):
         min_load_cap: int = 2,
         spread_bound: float | None = None,
     ) -> None:
-        if (
-            max_wait_s < 0
-            or load_bound < 1
-            or min_load_cap < 1
-            or (spread_bound is not None and spread_bound < 1)
-        ):
-            raise PluginArgsError(
-                "DelayForLocality needs max_wait_s >= 0, load_bound >= 1, min_load_cap >= 1, "
-                "spread_bound >= 1"
-            )
+        if max_wait_s < 0:
+            raise PluginArgsError("DelayForLocality needs max_wait_s >= 0")
         self.max_wait_s = max_wait_s
-        self.load_bound = load_bound
-        self.min_load_cap = min_load_cap
-        self.spread_bound = spread_bound
+        self.bounds = BuildBounds(load_bound, min_load_cap, spread_bound)
 
     def filter(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
         passes = np.ones(idx.shape[0], dtype=bool)
@@ -269,7 +271,7 @@ class DelayForLocality(FilterPlugin):
             return passes
         if ctx.now - pod.created >= self.max_wait_s:
             return passes
-        over = over_build_bounds(table, self.load_bound, self.min_load_cap, self.spread_bound)
+        over = self.bounds.over(table)
         # worth waiting for: a history node that is not going away and not at a bound
         worth = [
             table.index[n]
@@ -285,9 +287,7 @@ class DelayForLocality(FilterPlugin):
             "plugin": self.name,
             "args": {
                 "max_wait_s": self.max_wait_s,
-                "load_bound": self.load_bound,
-                "min_load_cap": self.min_load_cap,
-                "spread_bound": self.spread_bound,
+                **self.bounds.describe(),
             },
         }
 
