@@ -23,6 +23,10 @@ from stickypack.core.pod import Pod
 from stickypack.core.rendezvous import rendezvous_rank
 from stickypack.core.resources import CPU, MEMORY, PODS
 
+#: Defaults of the build bounds, for ``BuildBounds`` and the plugins that take them as args.
+DEFAULT_LOAD_BOUND = 1.25
+DEFAULT_MIN_LOAD_CAP = 2
+
 
 @dataclass(frozen=True, slots=True)
 class BuildBounds:
@@ -36,8 +40,8 @@ class BuildBounds:
     the day's builds. Means are over all nodes of the table.
     """
 
-    load_bound: float = 1.25
-    min_load_cap: int = 2
+    load_bound: float = DEFAULT_LOAD_BOUND
+    min_load_cap: int = DEFAULT_MIN_LOAD_CAP
     spread_bound: float | None = None
 
     def __post_init__(self) -> None:
@@ -93,8 +97,8 @@ class BuildLocality(ScorePlugin):
     def __init__(
         self,
         top_k: int = 3,
-        load_bound: float = 1.25,
-        min_load_cap: int = 2,
+        load_bound: float = DEFAULT_LOAD_BOUND,
+        min_load_cap: int = DEFAULT_MIN_LOAD_CAP,
         top_score: int = 80,
         step: int = 20,
         spread_bound: float | None = None,
@@ -255,8 +259,8 @@ class DelayForLocality(FilterPlugin):
     def __init__(
         self,
         max_wait_s: float = 120.0,
-        load_bound: float = 1.25,
-        min_load_cap: int = 2,
+        load_bound: float = DEFAULT_LOAD_BOUND,
+        min_load_cap: int = DEFAULT_MIN_LOAD_CAP,
         spread_bound: float | None = None,
     ) -> None:
         if max_wait_s < 0:
