@@ -56,6 +56,38 @@ def test_parallel_runs_report_in_the_order_asked_with_the_same_bytes(tmp_path):
     assert outs["1"].read_bytes() == outs["2"].read_bytes()
 
 
+def test_seeds_report_each_seed_as_its_own_run_and_the_means(tmp_path, capsys):
+    argv = ["--scenario", "dask-adapt", "--policies", "z2jh,stickypack"]
+    sweep = run_json(tmp_path, *argv, "--seeds", "0-1,3")
+    assert sweep["seeds"] == [0, 1, 3]
+    table = capsys.readouterr().out
+    assert "mean (min-max) over 3 seeds" in table and "fewest node-h" in table
+    # each run is what --seed alone writes, and the results are their means
+    singles = [run_json(tmp_path, *argv, "--seed", str(seed)) for seed in (0, 1, 3)]
+    assert sweep["runs"] == singles
+    assert len({r["results"][0]["node_hours"] for r in singles}) > 1  # the seeds differ
+    for i, row in enumerate(sweep["results"]):
+        assert row["policy"] == singles[0]["results"][i]["policy"]
+        values = [s["results"][i]["node_hours"] for s in singles]
+        assert row["node_hours"] == pytest.approx(sum(values) / 3, abs=1e-3)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--seeds", "x"], "--seeds: 'x' is not a seed or a range of seeds"),
+        (["--seeds", "3-1"], "--seeds: the range '3-1' runs backwards"),
+        (["--seeds", "0-2,1"], "--seeds: seed 1 is given twice"),
+        (["--seeds", "0-1", "--seed", "4"], "give --seed or --seeds, not both"),
+        (["--seed", "-1"], "--seed must be >= 0"),
+    ],
+)
+def test_bad_seeds_are_clear_errors(args, message, capsys):
+    assert main(["simulate", "--scenario", "dask-adapt", *args, "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
 def test_same_seed_same_bytes(tmp_path):
     a, b = tmp_path / "a.json", tmp_path / "b.json"
     for out in (a, b):

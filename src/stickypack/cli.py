@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -55,7 +55,13 @@ def _parser() -> argparse.ArgumentParser:
     sim.add_argument(
         "--sim-config", type=Path, metavar="FILE", help="override model parameters (YAML; docs/simulator.md)"
     )
-    sim.add_argument("--seed", type=int, default=0)
+    sim.add_argument("--seed", type=int, default=None, help="seed of every random draw (default 0)")
+    sim.add_argument(
+        "--seeds",
+        default=None,
+        metavar="LIST",
+        help="run at several seeds, e.g. 0-4 or 0,3,7: means, ranges and wins per policy",
+    )
     sim.add_argument(
         "--load-scale", type=float, default=1.0, help="replay a trace at this many times its rate"
     )
@@ -104,13 +110,18 @@ def _parser() -> argparse.ArgumentParser:
 def _simulate(args: argparse.Namespace, console: Console) -> int:
     from stickypack.core.policy import PolicyError
     from stickypack.policies import BUILTIN, DEFAULT_COMPARISON, load_builtin, load_policy_file
-    from stickypack.sim.report import render_table, write_plots
+    from stickypack.sim.report import Comparison, SeedSweep, render_sweep_table, render_table, write_plots
     from stickypack.sim.runner import compare
     from stickypack.sim.traces import TraceErrors, read_launches
     from stickypack.sim.workloads import SCENARIOS, Workload, trace_workload
 
     if args.load_scale <= 0:
         raise UsageError(f"--load-scale must be > 0, got {args.load_scale}")
+    if args.seed is not None and args.seeds is not None:
+        raise UsageError("give --seed or --seeds, not both")
+    if args.seed is not None and args.seed < 0:
+        raise UsageError(f"--seed must be >= 0 (numpy seeds are non-negative), got {args.seed}")
+    seeds = parse_seeds(args.seeds) if args.seeds is not None else [args.seed or 0]
     _check_outputs(args)
     names = (
         [n.strip() for n in args.policies.split(",") if n.strip()]
@@ -137,8 +148,11 @@ def _simulate(args: argparse.Namespace, console: Console) -> int:
             raise UsageError(f"unknown scenario {args.scenario!r}; valid: {', '.join(SCENARIOS)}")
         builder = SCENARIOS[args.scenario]
 
-        def factory() -> Workload:  # a fresh copy per policy: pods are mutable
-            return config.apply_to(builder(args.seed, args.load_scale, config.binder, config.dask))
+        def factory_for(seed: int) -> Callable[[], Workload]:
+            def factory() -> Workload:  # a fresh copy per policy: pods are mutable
+                return config.apply_to(builder(seed, args.load_scale, config.binder, config.dask))
+
+            return factory
 
         label = args.scenario
     else:
@@ -149,53 +163,88 @@ def _simulate(args: argparse.Namespace, console: Console) -> int:
         if not launches:
             raise UsageError("the trace holds no readable launch events")
         label = "trace:" + ",".join(Path(p).name for p in args.trace)
-        workload = config.apply_to(
-            trace_workload(launches, args.seed, args.load_scale, model=config.binder, name=label)
-        )
 
-        def factory() -> Workload:  # launch jobs hold no pods: one copy serves every policy
-            return workload
+        def factory_for(seed: int) -> Callable[[], Workload]:
+            workload = config.apply_to(
+                trace_workload(launches, seed, args.load_scale, model=config.binder, name=label)
+            )
+            return lambda: workload  # launch jobs hold no pods: one copy serves every policy
 
     progress_cb = None
+    done = 0  # seeds finished, for the progress bar
     if not args.quiet and sys.stderr.isatty():
         from rich.progress import Progress
 
         prog = Progress(console=Console(stderr=True), transient=True)
         prog.start()
-        tasks = {p.name: prog.add_task(f"simulating {p.name}", total=1.0) for p in policies}
+        tasks = {p.name: prog.add_task(f"simulating {p.name}", total=len(seeds)) for p in policies}
 
         def progress_cb(name: str, fraction: float) -> None:
-            prog.update(tasks[name], completed=fraction)
+            prog.update(tasks[name], completed=done + fraction)
     else:
         prog = None
+    comparisons = []
     try:
-        cmp = compare(
-            factory,
-            policies,
-            seed=args.seed,
-            load_scale=args.load_scale,
-            autoscaler=config.autoscaler,
-            cache=config.cache,
-            progress=progress_cb,
-            jobs=args.jobs,
-        )
+        for seed in seeds:
+            cmp = compare(
+                factory_for(seed),
+                policies,
+                seed=seed,
+                load_scale=args.load_scale,
+                autoscaler=config.autoscaler,
+                cache=config.cache,
+                progress=progress_cb,
+                jobs=args.jobs,
+            )
+            cmp.scenario = label
+            cmp.trace_errors = errors.count
+            cmp.trace_error_examples = errors.first
+            comparisons.append(cmp)
+            done += 1
     finally:
         if prog is not None:
             prog.stop()
-    cmp.scenario = label
-    cmp.trace_errors = errors.count
-    cmp.trace_error_examples = errors.first
-    render_table(cmp, console)
+    report: Comparison | SeedSweep
+    if args.seeds is None:
+        report = comparisons[0]
+        render_table(report, console)
+    else:
+        report = SeedSweep(comparisons)
+        render_sweep_table(report, console)
     try:
         if args.json:
-            cmp.write_json(args.json, timing=args.timing)
+            report.write_json(args.json, timing=args.timing)
             console.print(f"JSON: {args.json}")
         if args.plots:
-            for path in write_plots(cmp, args.plots):
+            if len(comparisons) > 1:
+                console.print(f"plots of seed {comparisons[0].seed}:")
+            for path in write_plots(comparisons[0], args.plots):
                 console.print(f"plot: {path}")
     except OSError as exc:  # the table is out already; say what could not be written
         raise UsageError(f"cannot write {exc.filename or 'output'}: {exc.strerror or exc}") from None
     return 0
+
+
+def parse_seeds(spec: str) -> list[int]:
+    """``--seeds``: comma-separated seeds and inclusive ranges (``0-4``, ``0,3,7``,
+    ``0-2,9``), each seed once, in the order given."""
+    seeds: list[int] = []
+    for item in spec.split(","):
+        item = item.strip()
+        low, sep, high = item.partition("-")
+        try:
+            first, last = (int(low), int(high)) if sep else (int(item), int(item))
+        except ValueError:
+            raise UsageError(
+                f"--seeds: {item!r} is not a seed or a range of seeds (like 0-4 or 0,3,7)"
+            ) from None
+        if first > last:
+            raise UsageError(f"--seeds: the range {item!r} runs backwards")
+        for seed in range(first, last + 1):
+            if seed in seeds:
+                raise UsageError(f"--seeds: seed {seed} is given twice")
+            seeds.append(seed)
+    return seeds
 
 
 def _check_outputs(args: argparse.Namespace) -> None:

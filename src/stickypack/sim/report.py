@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,6 +58,81 @@ class Comparison:
         path.write_text(json.dumps(self.to_json(timing), indent=2, sort_keys=False) + "\n", encoding="utf-8")
 
 
+@dataclass(slots=True)
+class SeedSweep:
+    """The same comparison at several seeds (``--seeds``).
+
+    A seed draws session lengths, build times, which launches build and the tie-breaks, so
+    one run's differences between policies carry that noise: at mybinder.org's rate a hit
+    rate turns on a few builds. The same seed gives every policy the same draws, so seeds
+    pair the policies' runs; the table counts on how many seeds each policy was best.
+    """
+
+    comparisons: list[Comparison]
+
+    @property
+    def seeds(self) -> list[int]:
+        return [c.seed for c in self.comparisons]
+
+    @property
+    def policies(self) -> list[str]:
+        return [run.policy for run in self.comparisons[0].runs] if self.comparisons else []
+
+    def values(self, policy: str, metric: str) -> list[float]:
+        """``metric`` of ``policy`` at each seed, in seed order (seeds where it is absent
+        are left out)."""
+        out = []
+        for cmp in self.comparisons:
+            for run in cmp.runs:
+                if run.policy == policy and metric in run.metrics:
+                    out.append(float(run.metrics[metric]))
+        return out
+
+    def best_count(self, policy: str, metric: str, lower_is_better: bool = True) -> int:
+        """On how many seeds ``policy`` had the best ``metric`` (ties count for each)."""
+        wins = 0
+        for cmp in self.comparisons:
+            values = {run.policy: run.metrics.get(metric) for run in cmp.runs}
+            present = [v for v in values.values() if v is not None]
+            mine = values.get(policy)
+            if mine is None or not present:
+                continue
+            best = min(present) if lower_is_better else max(present)
+            wins += mine == best
+        return wins
+
+    def to_json(self, timing: bool = False) -> dict[str, Any]:
+        """``{"scenario", "seeds", "load_scale", "results": [{"policy", <metric mean>...}],
+        "runs": [<each seed's Comparison JSON>]}``: ``results`` holds each metric's mean
+        over the seeds, ``runs`` what ``--seed`` would write for each."""
+        runs = [cmp.to_json(timing) for cmp in self.comparisons]
+        first = self.comparisons[0]
+        results = []
+        for policy in self.policies:
+            row: dict[str, Any] = {"policy": policy}
+            for name in METRICS:
+                if name == "wall_s" and not timing:
+                    continue
+                values = self.values(policy, name)
+                if values:
+                    row[name] = round_metric(statistics.fmean(values))
+            results.append(row)
+        out: dict[str, Any] = {
+            "scenario": first.scenario,
+            "seeds": self.seeds,
+            "load_scale": first.load_scale,
+        }
+        if first.trace_errors:
+            out["malformed_trace_lines"] = first.trace_errors
+        out["results"] = results
+        out["runs"] = runs
+        return out
+
+    def write_json(self, path: Path, timing: bool = False) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(self.to_json(timing), indent=2) + "\n", encoding="utf-8")
+
+
 _COLUMNS = (
     ("node_hours", "node-h", "{:.1f}"),
     ("ratio_to_bound", "x bound", "{:.3f}"),
@@ -71,6 +147,18 @@ _COLUMNS = (
     ("build_p95_s", "build p95 s", "{:.0f}"),
     ("max_node_build_share", "top node builds", "{:.1%}"),
     ("wall_s", "wall s", "{:.2f}"),
+)
+
+#: The columns of the ``--seeds`` table (each cell holds a mean and a range).
+_SWEEP_COLUMNS = (
+    "node_hours",
+    "ratio_to_bound",
+    "peak_nodes",
+    "final_nodes",
+    "builds",
+    "build_cache_hit_rate",
+    "build_cache_lost_share",
+    "max_node_build_share",
 )
 
 
@@ -97,6 +185,46 @@ def render_table(cmp: Comparison, console: Console) -> None:
     if cmp.trace_errors:
         console.print(f"[yellow]{cmp.trace_errors} malformed trace line(s) skipped[/], first:")
         for example in cmp.trace_error_examples:
+            console.print(f"  {example}")
+
+
+def render_sweep_table(sweep: SeedSweep, console: Console) -> None:
+    """Print each metric's mean over the seeds with its range, ``mean (min-max)``, and on
+    how many seeds each policy used the fewest node-hours and had the most cache hits."""
+    n = len(sweep.comparisons)
+    first = sweep.comparisons[0]
+    bound = statistics.fmean(sweep.values(sweep.policies[0], "lower_bound_node_hours") or [0.0])
+    title = (
+        f"{first.scenario} (seeds {', '.join(map(str, sweep.seeds))}, load x{first.load_scale:g}): "
+        f"mean (min-max) over {n} seeds; lower bound {bound:.1f} node-h on average"
+    )
+    table = Table(title=title)
+    table.add_column("policy", style="bold")
+    columns = [c for c in _COLUMNS if c[0] in _SWEEP_COLUMNS]
+    for _, header, _ in columns:
+        table.add_column(header, justify="right")
+    table.add_column("fewest node-h", justify="right")
+    table.add_column("most hits", justify="right")
+    any_builds = any(sum(sweep.values(p, "builds")) for p in sweep.policies)
+    for policy in sweep.policies:
+        cells = []
+        for key, _, fmt in columns:
+            values = sweep.values(policy, key)
+            if not values:
+                cells.append("")
+                continue
+            mean = ("{:.1f}" if fmt == "{:d}" else fmt).format(statistics.fmean(values))
+            f = "{:.0f}" if fmt == "{:d}" else fmt
+            low, high = min(values), max(values)
+            cells.append(mean if low == high else f"{mean} ({f.format(low)}-{f.format(high)})")
+        cells.append(f"{sweep.best_count(policy, 'node_hours')}/{n}")
+        hits = sweep.best_count(policy, "build_cache_hit_rate", lower_is_better=False)
+        cells.append(f"{hits}/{n}" if any_builds else "-")
+        table.add_row(policy, *cells)
+    console.print(table)
+    if first.trace_errors:
+        console.print(f"[yellow]{first.trace_errors} malformed trace line(s) skipped[/], first:")
+        for example in first.trace_error_examples:
             console.print(f"  {example}")
 
 
