@@ -8,7 +8,10 @@ change model and tie-breaks). Per seed and scale it prints how many days meet ea
 criterion (N: stickypack's node-hours <= 1.01 x the best other policy's; H: its cache-hit
 rate >= binderhub's; S: its busiest-node build share <= binderhub's) and all three, with the
 mean node-hours ratio to the best other policy and the mean hit-rate and share differences
-to binderhub. Last line: days meeting all three, over all seeds and scales.
+to binderhub. With several seeds, a table per day follows: the mean and standard deviation
+over the seeds of z2jh's and stickypack's node-hours over the lower bound and of binderhub's
+and stickypack's hit rates and shares, and on how many seeds each criterion held.
+Last line: days meeting all three, over all seeds and scales.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import argparse
 import statistics
 import sys
 from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
 
 from trace_days import DATA, best_other_node_hours, criteria, run_day
 
@@ -60,8 +64,52 @@ def main() -> int:
                 f"{statistics.mean(ratios):.3f} | {statistics.mean(dhit):+.3f} | "
                 f"{statistics.mean(dshare):+.3f} |"
             )
+    if len(seeds) > 1:
+        for scale in scales:
+            print_noise(scale, days, seeds, jobs, results)
     print(f"all three criteria met on {total}/{len(results)} day x seed x scale runs")
     return 0
+
+
+def print_noise(scale: float, days: list[str], seeds: list[int], jobs: list, results: list) -> None:
+    """Per day, over the seeds: mean and standard deviation of z2jh's and stickypack's
+    node-hours over the lower bound, binderhub's and stickypack's cache-hit rates and
+    busiest-node shares, and on how many seeds each criterion held. The spread is what a
+    single seed's verdict is decided against."""
+    print()
+    print(f"Load scale {scale:g}, per day over seeds {','.join(map(str, seeds))} (mean ± sd):")
+    print(
+        "| day | z2jh node-h / bound | stickypack node-h / bound | hits binderhub | hits stickypack |",
+        "share binderhub | share stickypack | N | H | S |",
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    sd_z, sd_sp = [], []
+    for day in days:
+        rows = [r[2] for job, r in zip(jobs, results, strict=True) if job[0] == day and job[1] == scale]
+        z = [m["z2jh"]["node_hours"] / m["z2jh"]["lower_bound_node_hours"] for m in rows]
+        sp = [m["stickypack"]["node_hours"] / m["stickypack"]["lower_bound_node_hours"] for m in rows]
+        sd_z.append(statistics.stdev(z))
+        sd_sp.append(statistics.stdev(sp))
+
+        def ms(values: list[float], pct: bool = False) -> str:
+            k, digits = (100, 1) if pct else (1, 3)
+            mean, sd = statistics.mean(values) * k, statistics.stdev(values) * k
+            return f"{mean:.{digits}f} ± {sd:.{digits}f}"
+
+        oks = [criteria(m) for m in rows]
+        print(
+            f"| {Path(day).name[7:17]} | {ms(z)} | {ms(sp)} |",
+            f"{ms([m['binderhub']['build_cache_hit_rate'] for m in rows], True)}% |",
+            f"{ms([m['stickypack']['build_cache_hit_rate'] for m in rows], True)}% |",
+            f"{ms([m['binderhub']['max_node_build_share'] for m in rows], True)}% |",
+            f"{ms([m['stickypack']['max_node_build_share'] for m in rows], True)}% |",
+            " | ".join(f"{sum(ok[i] for ok in oks)}/{len(oks)}" for i in range(3)),
+            "|",
+        )
+    print(
+        f"mean sd of node-h / bound over the days: z2jh {statistics.mean(sd_z):.3f}, "
+        f"stickypack {statistics.mean(sd_sp):.3f}"
+    )
 
 
 if __name__ == "__main__":
