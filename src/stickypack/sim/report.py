@@ -36,26 +36,31 @@ class Comparison:
     def to_json(self, timing: bool = False) -> dict[str, Any]:
         """``{"scenario", "seed", "results": [{"policy", <metric>...}]}``. Without
         ``timing`` the measured ``wall_s`` is left out, so a seed reproduces it byte for byte."""
-        results = []
-        for run in self.runs:
-            row: dict[str, Any] = {"policy": run.policy}
-            for name in METRICS:
-                if name == "wall_s" and not timing:
-                    continue
-                value = run.metrics.get(name)
-                if value is None:
-                    continue
-                row[name] = value if isinstance(value, int) else round_metric(float(value))
-            results.append(row)
         out: dict[str, Any] = {"scenario": self.scenario, "seed": self.seed, "load_scale": self.load_scale}
         if self.trace_errors:
             out["malformed_trace_lines"] = self.trace_errors
-        out["results"] = results
+        out["results"] = [_json_row(run.policy, run.metrics, timing) for run in self.runs]
         return out
 
     def write_json(self, path: Path, timing: bool = False) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(self.to_json(timing), indent=2, sort_keys=False) + "\n", encoding="utf-8")
+        _write_json(path, self.to_json(timing))
+
+
+def _json_row(policy: str, metrics: dict[str, float], timing: bool) -> dict[str, Any]:
+    """One policy's metrics in ``METRICS`` order, floats rounded; ``wall_s`` only with
+    ``timing`` (it is measured, so not reproducible)."""
+    row: dict[str, Any] = {"policy": policy}
+    for name in METRICS:
+        value = metrics.get(name)
+        if value is None or (name == "wall_s" and not timing):
+            continue
+        row[name] = value if isinstance(value, int) else round_metric(float(value))
+    return row
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
 
 
 @dataclass(slots=True)
@@ -105,18 +110,7 @@ class SeedSweep:
         """``{"scenario", "seeds", "load_scale", "results": [{"policy", <metric mean>...}],
         "runs": [<each seed's Comparison JSON>]}``: ``results`` holds each metric's mean
         over the seeds, ``runs`` what ``--seed`` would write for each."""
-        runs = [cmp.to_json(timing) for cmp in self.comparisons]
         first = self.comparisons[0]
-        results = []
-        for policy in self.policies:
-            row: dict[str, Any] = {"policy": policy}
-            for name in METRICS:
-                if name == "wall_s" and not timing:
-                    continue
-                values = self.values(policy, name)
-                if values:
-                    row[name] = round_metric(statistics.fmean(values))
-            results.append(row)
         out: dict[str, Any] = {
             "scenario": first.scenario,
             "seeds": self.seeds,
@@ -124,13 +118,21 @@ class SeedSweep:
         }
         if first.trace_errors:
             out["malformed_trace_lines"] = first.trace_errors
-        out["results"] = results
-        out["runs"] = runs
+        out["results"] = [_json_row(policy, self.means(policy), timing) for policy in self.policies]
+        out["runs"] = [cmp.to_json(timing) for cmp in self.comparisons]
         return out
 
+    def means(self, policy: str) -> dict[str, float]:
+        """Each metric's mean over the seeds (a float even for counts)."""
+        means = {}
+        for name in METRICS:
+            values = self.values(policy, name)
+            if values:
+                means[name] = statistics.fmean(values)
+        return means
+
     def write_json(self, path: Path, timing: bool = False) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(self.to_json(timing), indent=2) + "\n", encoding="utf-8")
+        _write_json(path, self.to_json(timing))
 
 
 _COLUMNS = (
@@ -182,6 +184,10 @@ def render_table(cmp: Comparison, console: Console) -> None:
             cells.append(fmt.format(int(value)) if fmt == "{:d}" else fmt.format(value))
         table.add_row(run.policy, *cells)
     console.print(table)
+    _print_trace_errors(cmp, console)
+
+
+def _print_trace_errors(cmp: Comparison, console: Console) -> None:
     if cmp.trace_errors:
         console.print(f"[yellow]{cmp.trace_errors} malformed trace line(s) skipped[/], first:")
         for example in cmp.trace_error_examples:
@@ -222,10 +228,7 @@ def render_sweep_table(sweep: SeedSweep, console: Console) -> None:
         cells.append(f"{hits}/{n}" if any_builds else "-")
         table.add_row(policy, *cells)
     console.print(table)
-    if first.trace_errors:
-        console.print(f"[yellow]{first.trace_errors} malformed trace line(s) skipped[/], first:")
-        for example in first.trace_error_examples:
-            console.print(f"  {example}")
+    _print_trace_errors(first, console)
 
 
 def write_plots(cmp: Comparison, directory: Path) -> list[Path]:
