@@ -71,7 +71,20 @@ def main() -> int:
     return 0
 
 
-def print_noise(scale: float, days: list[str], seeds: list[int], jobs: list, results: list) -> None:
+def _mean_sd(values: list[float], pct: bool = False) -> str:
+    """``mean ± sd``: three decimals, or in percent with one."""
+    k, digits = (100, 1) if pct else (1, 3)
+    mean, sd = statistics.mean(values) * k, statistics.stdev(values) * k
+    return f"{mean:.{digits}f} ± {sd:.{digits}f}"
+
+
+def print_noise(
+    scale: float,
+    days: list[str],
+    seeds: list[int],
+    jobs: list[tuple[str, float, int, tuple[str, ...]]],
+    results: list[tuple[str, float, dict[str, dict[str, float]], float]],
+) -> None:
     """Per day, over the seeds: mean and standard deviation of z2jh's and stickypack's
     node-hours over the lower bound, binderhub's and stickypack's cache-hit rates and
     busiest-node shares, and on how many seeds each criterion held. The spread is what a
@@ -91,18 +104,13 @@ def print_noise(scale: float, days: list[str], seeds: list[int], jobs: list, res
         sd_z.append(statistics.stdev(z))
         sd_sp.append(statistics.stdev(sp))
 
-        def ms(values: list[float], pct: bool = False) -> str:
-            k, digits = (100, 1) if pct else (1, 3)
-            mean, sd = statistics.mean(values) * k, statistics.stdev(values) * k
-            return f"{mean:.{digits}f} ± {sd:.{digits}f}"
-
         oks = [criteria(m) for m in rows]
         print(
-            f"| {Path(day).name[7:17]} | {ms(z)} | {ms(sp)} |",
-            f"{ms([m['binderhub']['build_cache_hit_rate'] for m in rows], True)}% |",
-            f"{ms([m['stickypack']['build_cache_hit_rate'] for m in rows], True)}% |",
-            f"{ms([m['binderhub']['max_node_build_share'] for m in rows], True)}% |",
-            f"{ms([m['stickypack']['max_node_build_share'] for m in rows], True)}% |",
+            f"| {Path(day).name[7:17]} | {_mean_sd(z)} | {_mean_sd(sp)} |",
+            f"{_mean_sd([m['binderhub']['build_cache_hit_rate'] for m in rows], True)}% |",
+            f"{_mean_sd([m['stickypack']['build_cache_hit_rate'] for m in rows], True)}% |",
+            f"{_mean_sd([m['binderhub']['max_node_build_share'] for m in rows], True)}% |",
+            f"{_mean_sd([m['stickypack']['max_node_build_share'] for m in rows], True)}% |",
             " | ".join(f"{sum(ok[i] for ok in oks)}/{len(oks)}" for i in range(3)),
             "|",
         )
