@@ -279,6 +279,15 @@ def test_missing_trace_is_a_clear_error(tmp_path, capsys):
     assert "trace not found" in capsys.readouterr().err
 
 
+def test_a_trace_of_only_bad_lines_says_where(tmp_path, capsys):
+    trace = tmp_path / "events-junk.jsonl"
+    trace.write_text('{"provider": "GitHub"}\nnot json\n')
+    assert main(["simulate", "--trace", str(trace)]) == 2
+    err = capsys.readouterr().err
+    assert "no readable launch events; 2 malformed line(s)" in err
+    assert f"{trace}:1: missing field 'timestamp'" in err and f"{trace}:2: not JSON" in err
+
+
 def test_repo_url():
     assert repo_url("GitHub", "org/repo/feature/with/slash") == "https://github.com/org/repo"
     assert repo_url("Gist", "user/abc123/master") == "https://gist.github.com/user/abc123"

@@ -161,7 +161,10 @@ def _simulate(args: argparse.Namespace, console: Console) -> int:
         except FileNotFoundError as exc:
             raise UsageError(str(exc)) from None
         if not launches:
-            raise UsageError("the trace holds no readable launch events")
+            why = "the trace holds no readable launch events"
+            if errors.count:
+                why += f"; {errors.count} malformed line(s), first: " + "; ".join(errors.first)
+            raise UsageError(why)
         label = "trace:" + ",".join(Path(p).name for p in args.trace)
 
         def factory_for(seed: int) -> Callable[[], Workload]:
