@@ -249,6 +249,16 @@ def test_config_errors_name_file_and_field(tmp_path) -> None:
     assert load_config(None).profile == "stickypack-builds"
 
 
+@pytest.mark.parametrize("command", ["extender", "forget-node n1"])
+def test_a_missing_kubeconfig_is_one_line_not_a_traceback(tmp_path, capsys, command: str) -> None:
+    from stickypack.cli import main
+
+    missing = tmp_path / "no-such-kubeconfig"
+    assert main([*command.split(), "--kubeconfig", str(missing)]) == 1
+    err = capsys.readouterr().err
+    assert f"kubeconfig not found: {missing}" in err and "Traceback" not in err
+
+
 def test_unknown_plugin_in_config_is_refused() -> None:
     from stickypack.core.policy import PolicyError
 

@@ -334,6 +334,23 @@ def test_sim_config_overrides_and_errors(tmp_path, capsys):
     assert f"{bad}:2:1: not valid YAML: expected the node content" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        # a scan interval <= 0 once made the autoscaler loop forever
+        ("autoscaler: {scan_interval_s: -1}\n", "autoscaler.scan_interval_s must be > 0, got -1.0"),
+        ("cache: {high_images: 10, low_images: 20}\n", "cache.low_images must be in [0, high_images]"),
+        ("pool: {allocatable: {cpu: '0'}}\n", "pool.allocatable.cpu must be > 0, got 0"),
+        ("binder: {first_launch_build_prob: 1.5}\n", "binder.first_launch_build_prob must be in [0, 1]"),
+    ],
+)
+def test_sim_config_out_of_range_values_are_named(tmp_path, capsys, text, message):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(text)
+    assert main(["simulate", "--scenario", "dask-burst", "--sim-config", str(bad)]) == 2
+    assert message in capsys.readouterr().err
+
+
 def test_node_records_account_for_every_build_and_every_lost_cache():
     from stickypack.policies import load_builtin
     from stickypack.sim.engine import Simulation

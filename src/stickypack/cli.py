@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -117,6 +117,8 @@ def _simulate(args: argparse.Namespace, console: Console) -> int:
 
     if args.load_scale <= 0:
         raise UsageError(f"--load-scale must be > 0, got {args.load_scale}")
+    if args.jobs is not None and args.jobs < 1:
+        raise UsageError(f"--jobs must be >= 1, got {args.jobs}")
     if args.seed is not None and args.seeds is not None:
         raise UsageError("give --seed or --seeds, not both")
     if args.seed is not None and args.seed < 0:
@@ -349,10 +351,19 @@ def _extender(args: argparse.Namespace, console: Console) -> int:
     )
     try:
         import uvloop  # a faster event loop when installed (it is a dependency on Linux)
+
+        run: Callable[[Coroutine[Any, Any, None]], None] = uvloop.run
     except ImportError:
-        asyncio.run(serve(config))
-    else:
-        uvloop.run(serve(config))
+        run = asyncio.run
+    try:
+        run(serve(config))
+    except Exception as exc:  # a start-up failure (kubeconfig, bad address): one line, status 1
+        Console(stderr=True).print(
+            f"[red]stickypack extender: error:[/] {type(exc).__name__}: {exc}",
+            highlight=False,
+            soft_wrap=True,
+        )
+        return 1
     return 0
 
 
@@ -380,7 +391,9 @@ def _forget_node(args: argparse.Namespace, console: Console) -> int:
         dropped = asyncio.run(run())
     except Exception as exc:  # API unreachable, RBAC, kubeconfig: one line, status 1
         Console(stderr=True).print(
-            f"[red]stickypack forget-node: error:[/] {type(exc).__name__}: {exc}", highlight=False
+            f"[red]stickypack forget-node: error:[/] {type(exc).__name__}: {exc}",
+            highlight=False,
+            soft_wrap=True,
         )
         return 1
     console.print(f"forgot node {args.node}: {dropped} build history entries dropped")

@@ -15,6 +15,8 @@ async def make_api_client(kubeconfig: str | None = None, context: str | None = N
     cfg = client.Configuration()
     path = kubeconfig or os.environ.get("KUBECONFIG")
     if path:
+        if not os.path.isfile(path):  # the library would print and then complain of a missing context
+            raise FileNotFoundError(f"kubeconfig not found: {path}")
         await config.load_kube_config(config_file=path, context=context, client_configuration=cfg)
     elif os.environ.get("KUBERNETES_SERVICE_HOST"):
         config.load_incluster_config(client_configuration=cfg)

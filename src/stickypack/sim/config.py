@@ -80,7 +80,11 @@ def _section(cls: type, raw: Any, where: str) -> Any:
         except (ValidationError, QuantityError, TypeError, ValueError, AttributeError) as exc:
             raise SimConfigError(f"{where}.{key}: bad value {value!r}: {_short(exc)}") from None
         values[key] = value
-    return values if cls is NodePool else cls(**values)
+    try:
+        built = cls(**values)  # checks the ranges (a pool's too, though only its overrides are kept)
+    except ValueError as exc:
+        raise SimConfigError(f"{where}.{exc}") from None
+    return values if cls is NodePool else built
 
 
 def _short(exc: Exception) -> str:

@@ -11,6 +11,13 @@ from stickypack.core.resources import CPU, MEMORY, PODS
 GiB = 1024**3
 
 
+def _require(ok: bool, key: str, rule: str, value: object) -> None:
+    """Raise ``ValueError("<key> must be <rule>, got <value>")`` unless ``ok``: a model
+    parameter outside its range would make the simulation meaningless or never end."""
+    if not ok:
+        raise ValueError(f"{key} must be {rule}, got {value!r}")
+
+
 @dataclass(frozen=True, slots=True)
 class NodePool:
     """A group of identical nodes the autoscaler can grow and shrink.
@@ -27,6 +34,15 @@ class NodePool:
     provision_delay_s: float = 210.0
     labels: dict[str, str] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        for resource in (CPU, MEMORY, PODS):
+            amount = self.allocatable.get(resource, 0)
+            _require(amount > 0, f"allocatable.{resource}", "> 0", amount)
+        _require(self.price_per_hour >= 0, "price_per_hour", ">= 0", self.price_per_hour)
+        _require(self.min_size >= 0, "min_size", ">= 0", self.min_size)
+        _require(self.max_size >= max(self.min_size, 1), "max_size", ">= min_size and >= 1", self.max_size)
+        _require(self.provision_delay_s >= 0, "provision_delay_s", ">= 0", self.provision_delay_s)
+
 
 @dataclass(frozen=True, slots=True)
 class AutoscalerConfig:
@@ -40,7 +56,20 @@ class AutoscalerConfig:
     max_empty_bulk_delete: int = 10
     #: Put ``DeletionCandidateOfClusterAutoscaler`` (PreferNoSchedule) on unneeded nodes.
     soft_taint_unneeded: bool = True
+    #: Only least-waste is modelled (the z2jh and GKE default).
     expander: str = "least-waste"
+
+    def __post_init__(self) -> None:
+        _require(self.scan_interval_s > 0, "scan_interval_s", "> 0", self.scan_interval_s)
+        threshold = self.scale_down_utilization_threshold
+        _require(0 < threshold <= 1, "scale_down_utilization_threshold", "in (0, 1]", threshold)
+        for key in ("scale_down_unneeded_time_s", "scale_down_delay_after_add_s"):
+            _require(getattr(self, key) >= 0, key, ">= 0", getattr(self, key))
+        provision = self.max_node_provision_time_s
+        _require(provision > 0, "max_node_provision_time_s", "> 0", provision)
+        _require(self.max_empty_bulk_delete >= 1, "max_empty_bulk_delete", ">= 1", self.max_empty_bulk_delete)
+        expander = self.expander
+        _require(expander == "least-waste", "expander", "'least-waste' (the one modelled)", expander)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +87,12 @@ class CacheConfig:
     high_images: int = 200
     low_images: int = 150
     hit_time_fraction: float = 0.3
+
+    def __post_init__(self) -> None:
+        _require(self.high_images >= 1, "high_images", ">= 1", self.high_images)
+        low = self.low_images
+        _require(0 <= low <= self.high_images, "low_images", "in [0, high_images]", low)
+        _require(0 <= self.hit_time_fraction <= 1, "hit_time_fraction", "in [0, 1]", self.hit_time_fraction)
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +127,16 @@ class BinderModel:
     build_cpu_m: int = 1000
     build_memory: int = 2_000_000_000
 
+    def __post_init__(self) -> None:
+        prob = self.first_launch_build_prob
+        _require(0 <= prob <= 1, "first_launch_build_prob", "in [0, 1]", prob)
+        for key in ("session_median_s", "session_max_s", "build_median_s", "build_max_s"):
+            _require(getattr(self, key) > 0, key, "> 0", getattr(self, key))
+        for key in ("changes_per_day", "session_sigma", "idle_cull_s", "build_sigma"):
+            _require(getattr(self, key) >= 0, key, ">= 0", getattr(self, key))
+        for key in ("user_cpu_m", "user_memory", "build_cpu_m", "build_memory"):
+            _require(getattr(self, key) >= 0, key, ">= 0", getattr(self, key))
+
 
 @dataclass(frozen=True, slots=True)
 class DaskModel:
@@ -99,6 +144,10 @@ class DaskModel:
 
     worker_cpu_m: int = 600
     worker_memory: int = int(2.25 * GiB)
+
+    def __post_init__(self) -> None:
+        for key in ("worker_cpu_m", "worker_memory"):
+            _require(getattr(self, key) >= 0, key, ">= 0", getattr(self, key))
 
 
 DASK_POOL = NodePool(
