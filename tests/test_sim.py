@@ -400,3 +400,21 @@ def test_tie_breaks_are_drawn_apart_from_the_traffic():
     for key in ("builds", "pods_scheduled"):
         assert runs[0][key] == runs[1][key]
     assert runs[0]["node_hours"] != runs[1]["node_hours"]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["simulate", "--scenario", "dask-burst", "--policy-file"],
+        ["simulate", "--scenario", "dask-burst", "--sim-config"],
+        ["extender", "--check", "--config"],
+    ],
+)
+def test_a_binary_or_unreadable_file_is_one_line(tmp_path, capsys, args):
+    binary = tmp_path / "policy.yaml"
+    binary.write_bytes(b"name: x\n\xff\xfe")
+    assert main([*args, str(binary)]) == 2
+    err = capsys.readouterr().err
+    assert f"{binary}: not UTF-8 text (byte 0xff at offset 8)" in err and "Traceback" not in err
+    assert main([*args, str(tmp_path)]) == 2  # a directory
+    assert f"{tmp_path}: cannot read: Is a directory" in capsys.readouterr().err

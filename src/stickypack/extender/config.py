@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from stickypack.core.yamltext import YAMLTextError, load_yaml
 from stickypack.kube.cache import DEFAULT_BUILD_SELECTOR, DEFAULT_BUILDER_SELECTOR, parse_selector
+from stickypack.textfile import TextFileError, read_text_file
 
 
 class ConfigError(ValueError):
@@ -142,9 +143,9 @@ def load_config(path: str | Path | None) -> ExtenderConfig:
         return ExtenderConfig()
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
+        text = read_text_file(path)
+    except TextFileError as exc:
+        raise ConfigError(str(exc)) from None
     try:
         raw = load_yaml(text, str(path))
     except YAMLTextError as exc:

@@ -7,6 +7,7 @@ from importlib import resources
 from pathlib import Path
 
 from stickypack.core.policy import Policy, PolicyError, policy_from_yaml
+from stickypack.textfile import TextFileError, read_text_file
 
 #: Built-in policy names, in the order reports list them.
 BUILTIN = ("default", "z2jh", "binderhub", "stickypack", "oracle")
@@ -31,7 +32,7 @@ def load_policy_file(path: str | Path) -> Policy:
     """A user's policy from a YAML file; errors name the file and the field."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise PolicyError(f"{path}: cannot read policy file: {exc.strerror}") from None
+        text = read_text_file(path)
+    except TextFileError as exc:
+        raise PolicyError(str(exc)) from None
     return policy_from_yaml(text, source=str(path))

@@ -29,6 +29,7 @@ from stickypack.core.resources import parse_resource_list
 from stickypack.core.yamltext import YAMLTextError, load_yaml
 from stickypack.sim.model import AutoscalerConfig, BinderModel, CacheConfig, DaskModel, NodePool
 from stickypack.sim.workloads import Workload
+from stickypack.textfile import TextFileError, read_text_file
 
 
 class SimConfigError(ValueError):
@@ -97,10 +98,8 @@ def load_sim_config(path: str | Path) -> SimConfig:
     """Read and validate a simulation config file."""
     path = Path(path)
     try:
-        raw = load_yaml(path.read_text(encoding="utf-8"), str(path))
-    except OSError as exc:
-        raise SimConfigError(f"{path}: cannot read: {exc.strerror}") from None
-    except YAMLTextError as exc:
+        raw = load_yaml(read_text_file(path), str(path))
+    except (TextFileError, YAMLTextError) as exc:
         raise SimConfigError(str(exc)) from None
     if raw is None:
         return SimConfig()
