@@ -255,6 +255,9 @@ def test_unwritable_outputs_fail_before_the_run(tmp_path, capsys):
         captured = capsys.readouterr()
         assert f"{flag}: cannot create directory" in captured.err
         assert "node-h" not in captured.out  # failed before simulating
+    assert main(["simulate", "--scenario", "dask-burst", "--json", str(tmp_path)]) == 2
+    captured = capsys.readouterr()
+    assert f"--json: {tmp_path} is a directory" in captured.err and "node-h" not in captured.out
 
 
 def test_several_days_replay_back_to_back():

@@ -265,6 +265,8 @@ def _check_outputs(args: argparse.Namespace) -> None:
             raise UsageError(f"{flag}: cannot create directory {directory}: {exc.strerror or exc}") from None
         if not os.access(directory, os.W_OK):
             raise UsageError(f"{flag}: directory {directory} is not writable")
+    if args.json and Path(args.json).is_dir():
+        raise UsageError(f"--json: {args.json} is a directory; give a file name")
 
 
 def _policies(console: Console) -> int:
