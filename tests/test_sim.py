@@ -227,6 +227,44 @@ def test_malformed_trace_lines_counted_not_fatal(tmp_path, capsys):
     assert "3 malformed trace line(s)" in capsys.readouterr().out
 
 
+def _launch_line(timestamp: str, provider: object = "GitHub", spec: object = "o/r/master") -> str:
+    return json.dumps({"timestamp": timestamp, "provider": provider, "spec": spec, "status": "success"})
+
+
+def test_a_stray_timestamp_is_an_error_not_a_replay_of_millennia(tmp_path):
+    # once, one year-9999 line made a replay of 8,000 years that never finished
+    day = [_launch_line(f"2019-03-04T10:0{i}:00+00:00") for i in range(4)]
+    stray = _launch_line("9999-12-31T23:59:00+00:00")
+    named = tmp_path / "events-2019-03-04.jsonl"
+    named.write_text("\n".join([*day[:2], stray, *day[2:]]) + "\n")
+    errors = TraceErrors()
+    launches = read_launches([named], errors)
+    assert len(launches) == 4 and max(a.t for a in launches) < 86400
+    assert errors.first == [
+        f"{named}:3: timestamp 9999-12-31T23:59:00+00:00 is not on the file's day 2019-03-04"
+    ]
+    # a file not named for its day keeps its longest run of events; a week is kept whole
+    unnamed = tmp_path / "mine.jsonl"
+    week = [_launch_line(f"2019-03-{d:02d}T12:00:00+00:00") for d in range(4, 11)]
+    unnamed.write_text("\n".join([_launch_line("1970-01-01T00:00:00+00:00"), *week, stray]) + "\n")
+    errors = TraceErrors()
+    launches = read_launches([unnamed], errors)
+    assert len(launches) == 7 and launches[-1].t == 6 * 86400 + 12 * 3600
+    assert errors.count == 2
+    assert errors.first[0].startswith(f"{unnamed}:1: timestamp 1970-01-01T00:00:00+00:00 is 17,960 days from")
+
+
+@pytest.mark.parametrize(
+    ("provider", "spec", "why"),
+    [(None, "o/r/master", "provider is not a name: None"), ("GitHub", {"x": 1}, "spec is not a repository")],
+)
+def test_provider_and_spec_must_be_strings(tmp_path, provider, spec, why):
+    trace = tmp_path / "t.jsonl"
+    trace.write_text(_launch_line("2019-03-04T10:00:00Z", provider, spec) + "\n")
+    errors = TraceErrors()
+    assert read_launches([trace], errors) == [] and errors.count == 1 and why in errors.first[0]
+
+
 def test_bad_timestamp_names_the_field_and_a_zoneless_one_is_utc(tmp_path, monkeypatch):
     trace = tmp_path / "events-ts.jsonl"
     trace.write_text(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -21,6 +22,10 @@ _TWO_SEGMENT = {"GitHub": "https://github.com/", "Gist": "https://gist.github.co
 _NO_REF = {"Zenodo", "Figshare", "Hydroshare", "Dataverse", "CKAN"}
 MAX_REPORTED_ERRORS = 5
 DAY = 86400.0
+#: In a file not named for its day, events this far (seconds) from the file's main run of
+#: events are errors: a stray year-9999 timestamp would otherwise make a replay of millennia.
+MAX_GAP_S = 2 * DAY
+_DAY_IN_NAME = re.compile(r"events-(\d{4}-\d{2}-\d{2})\.jsonl(\.gz)?$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,11 +104,11 @@ def read_launches(paths: Iterable[str | Path], errors: TraceErrors) -> list[Laun
     """
     per_file: list[list[tuple[float, str]]] = []
     for path in trace_files(paths):
-        stamps = list(_read_file(path, errors))
-        if stamps:
-            stamps.sort(key=lambda tr: tr[0])
-            per_file.append(stamps)
-    per_file.sort(key=lambda stamps: stamps[0][0])
+        # sorted by time only: launches in the same minute keep their order in the file
+        run = _main_run(sorted(_read_file(path, errors), key=lambda stamp: stamp[0]), errors)
+        if run:
+            per_file.append([(t, repo) for t, repo, _ in run])
+    per_file.sort(key=lambda file_stamps: file_stamps[0][0])
     launches: list[Launch] = []
     offset = 0.0
     for stamps in per_file:
@@ -114,14 +119,48 @@ def read_launches(paths: Iterable[str | Path], errors: TraceErrors) -> list[Laun
     return launches
 
 
-def _read_file(path: Path, errors: TraceErrors) -> Iterator[tuple[float, str]]:
+def _main_run(stamps: list[tuple[float, str, str]], errors: TraceErrors) -> list[tuple[float, str, str]]:
+    """The largest run of time-sorted ``(t, repo, where)`` events without a gap over
+    :data:`MAX_GAP_S`; the events outside it are counted as errors."""
+    runs: list[list[tuple[float, str, str]]] = []
+    for stamp in stamps:
+        if runs and stamp[0] - runs[-1][-1][0] <= MAX_GAP_S:
+            runs[-1].append(stamp)
+        else:
+            runs.append([stamp])
+    if len(runs) <= 1:
+        return stamps
+    main = max(runs, key=len)
+    for run in runs:
+        if run is not main:
+            for t, _, where in run:
+                days = abs(t - main[0][0]) / DAY
+                errors.add(where, f"timestamp {_iso(t)} is {days:,.0f} days from the file's other events")
+    return main
+
+
+def _iso(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).isoformat()
+
+
+def _read_file(path: Path, errors: TraceErrors) -> Iterator[tuple[float, str, str]]:
+    """``(t, repo, where)`` of each readable launch; in an archive file named for its day
+    (``events-YYYY-MM-DD``), a launch on another day is an error."""
+    named = _DAY_IN_NAME.search(path.name)
+    day_name = named.group(1) if named else ""
+    day = datetime.fromisoformat(day_name).replace(tzinfo=UTC).timestamp() if named else None
     try:
         handle = _open(path)
         with handle as lines:  # type: ignore[attr-defined]
             for lineno, line in enumerate(lines, 1):
-                parsed = _parse(line, f"{path}:{lineno}", errors)
-                if parsed is not None:
-                    yield parsed
+                where = f"{path}:{lineno}"
+                parsed = _parse(line, where, errors)
+                if parsed is None:
+                    continue
+                if day is not None and not day <= parsed[0] < day + DAY:
+                    errors.add(where, f"timestamp {_iso(parsed[0])} is not on the file's day {day_name}")
+                    continue
+                yield parsed[0], parsed[1], where
     except (OSError, EOFError) as exc:
         errors.add(str(path), f"cannot read file: {exc}")
 
@@ -152,7 +191,12 @@ def _parse(line: bytes, where: str, errors: TraceErrors) -> tuple[float, str] | 
         status = event.get("status", "success")
         if status != "success":
             return None
-        return ts, repo_url(str(event["provider"]), str(event["spec"]))
+        provider, spec = event["provider"], event["spec"]
+        if not isinstance(provider, str) or not provider:
+            raise ValueError(f"provider is not a name: {provider!r}")
+        if not isinstance(spec, str) or not spec.strip("/"):
+            raise ValueError(f"spec is not a repository spec: {spec!r}")
+        return ts, repo_url(provider, spec)
     except KeyError as exc:
         errors.add(where, f"missing field {exc}")
     except ValueError as exc:
