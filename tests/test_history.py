@@ -171,3 +171,32 @@ async def test_recorder_retries_after_a_failed_write() -> None:
     assert await rec.flush() == 1
     doc, _ = await store.read("0")
     assert doc.repos == {"r": {"n": NOW}}
+
+
+async def test_failed_writes_back_off_even_with_no_flush_interval(monkeypatch) -> None:
+    class RefusingStore(MemoryHistoryStore):
+        async def write(self, part: str, doc: HistoryDoc, version: str | None) -> str:
+            self.writes += 1
+            raise ConnectionError("the API server refused")
+
+    real_sleep = asyncio.sleep
+    waits: list[float] = []
+
+    async def record_wait(delay: float) -> None:
+        waits.append(delay)
+        await real_sleep(0)
+
+    store = RefusingStore()
+    rec = HistoryRecorder(store, flush_interval_s=0, clock=lambda: NOW)
+    await rec.load()
+    monkeypatch.setattr(asyncio, "sleep", record_wait)
+    rec.start()
+    rec.record("r1", "n1")
+    for _ in range(1000):
+        if len(waits) >= 5:
+            break
+        await real_sleep(0)
+    await rec.stop(flush=False)
+    # doubling from 0.5 s, not a tight loop at flush_interval_s = 0
+    assert waits[:5] == [0.5, 1.0, 2.0, 4.0, 8.0]
+    assert store.writes <= len(waits) + 1 and rec.pending  # nothing lost: the record waits

@@ -59,6 +59,9 @@ STORE_LABEL = ("app.kubernetes.io/component", "build-history")
 DEFAULT_MAX_BYTES = 900_000
 #: Node annotations share 256 KiB per object with everyone else's annotations.
 DEFAULT_MAX_ANNOTATION_BYTES = 64 * 1024
+#: The first wait (seconds) before retrying a failed write, doubling up to 60 s: never a
+#: tight loop against an API server that refuses, even with ``flush_interval_s: 0``.
+MIN_RETRY_S = 0.5
 
 
 # ---- operations and documents ---------------------------------------------------------------
@@ -550,13 +553,14 @@ class HistoryRecorder:
 
     async def run(self) -> None:
         """Flush pending operations, at most once per ``flush_interval_s``, until stopped."""
-        backoff = self.flush_interval_s
+        first_retry_s = max(self.flush_interval_s, MIN_RETRY_S)  # flush_interval_s may be 0
+        backoff = first_retry_s
         while not self._stop:
             await self._wake.wait()
             self._wake.clear()
             try:
                 await self.flush()
-                backoff = self.flush_interval_s
+                backoff = first_retry_s
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
