@@ -379,7 +379,8 @@ def test_sim_config_overrides_and_errors(tmp_path, capsys):
     ("text", "message"),
     [
         # a scan interval <= 0 once made the autoscaler loop forever
-        ("autoscaler: {scan_interval_s: -1}\n", "autoscaler.scan_interval_s must be > 0, got -1.0"),
+        ("autoscaler: {scan_interval_s: -1}\n", "autoscaler.scan_interval_s must be >= 1, got -1.0"),
+        ("binder: {session_max_s: 1e12}\n", "binder.session_max_s must be <= 7 days"),
         ("cache: {high_images: 10, low_images: 20}\n", "cache.low_images must be in [0, high_images]"),
         ("pool: {allocatable: {cpu: '0'}}\n", "pool.allocatable.cpu must be > 0, got 0"),
         ("binder: {first_launch_build_prob: 1.5}\n", "binder.first_launch_build_prob must be in [0, 1]"),

@@ -60,7 +60,9 @@ class AutoscalerConfig:
     expander: str = "least-waste"
 
     def __post_init__(self) -> None:
-        _require(self.scan_interval_s > 0, "scan_interval_s", "> 0", self.scan_interval_s)
+        # the run scans every scan_interval_s until the last pod ends: under 1 s, a day's
+        # replay would take hours (the cluster-autoscaler's own default is 10 s)
+        _require(self.scan_interval_s >= 1, "scan_interval_s", ">= 1", self.scan_interval_s)
         threshold = self.scale_down_utilization_threshold
         _require(0 < threshold <= 1, "scale_down_utilization_threshold", "in (0, 1]", threshold)
         for key in ("scale_down_unneeded_time_s", "scale_down_delay_after_add_s"):
@@ -132,6 +134,9 @@ class BinderModel:
         _require(0 <= prob <= 1, "first_launch_build_prob", "in [0, 1]", prob)
         for key in ("session_median_s", "session_max_s", "build_median_s", "build_max_s"):
             _require(getattr(self, key) > 0, key, "> 0", getattr(self, key))
+        # the replay runs until the last pod ends, scanning every scan_interval_s: cap them
+        _require(self.session_max_s <= 7 * 86400, "session_max_s", "<= 7 days (604800)", self.session_max_s)
+        _require(self.build_max_s <= 86400, "build_max_s", "<= 1 day (86400)", self.build_max_s)
         for key in ("changes_per_day", "session_sigma", "idle_cull_s", "build_sigma"):
             _require(getattr(self, key) >= 0, key, ">= 0", getattr(self, key))
         for key in ("user_cpu_m", "user_memory", "build_cpu_m", "build_memory"):
