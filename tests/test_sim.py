@@ -80,6 +80,9 @@ def test_seeds_report_each_seed_as_its_own_run_and_the_means(tmp_path, capsys):
         (["--seeds", "0-2,1"], "--seeds: seed 1 is given twice"),
         (["--seeds", "0-1", "--seed", "4"], "give --seed or --seeds, not both"),
         (["--seed", "-1"], "--seed must be >= 0"),
+        (["--load-scale", "0"], "--load-scale must be > 0 and <= 1000"),
+        (["--load-scale", "1e9"], "--load-scale must be > 0 and <= 1000"),  # billions of launches in memory
+        (["--jobs", "0"], "--jobs must be >= 1"),
     ],
 )
 def test_bad_seeds_are_clear_errors(args, message, capsys):

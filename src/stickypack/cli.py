@@ -24,6 +24,10 @@ if TYPE_CHECKING:  # the extender's modules load only for its subcommands
 EXIT_USAGE = 2
 
 
+#: Launches are held in memory: a day at x1000 is about 17 million, several GiB.
+MAX_LOAD_SCALE = 1000.0
+
+
 class UsageError(Exception):
     """Bad command-line input: printed as one line, exit status 2."""
 
@@ -115,8 +119,11 @@ def _simulate(args: argparse.Namespace, console: Console) -> int:
     from stickypack.sim.traces import TraceErrors, read_launches
     from stickypack.sim.workloads import SCENARIOS, Workload, trace_workload
 
-    if args.load_scale <= 0:
-        raise UsageError(f"--load-scale must be > 0, got {args.load_scale}")
+    if not 0 < args.load_scale <= MAX_LOAD_SCALE:
+        raise UsageError(
+            f"--load-scale must be > 0 and <= {MAX_LOAD_SCALE:g} (a trace day at x{MAX_LOAD_SCALE:g} is"
+            f" about 17 million launches), got {args.load_scale}"
+        )
     if args.jobs is not None and args.jobs < 1:
         raise UsageError(f"--jobs must be >= 1, got {args.jobs}")
     if args.seed is not None and args.seeds is not None:
