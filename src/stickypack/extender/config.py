@@ -143,11 +143,7 @@ def load_config(path: str | Path | None) -> ExtenderConfig:
         return ExtenderConfig()
     path = Path(path)
     try:
-        text = read_text_file(path)
-    except TextFileError as exc:
-        raise ConfigError(str(exc)) from None
-    try:
-        raw = load_yaml(text, str(path))
-    except YAMLTextError as exc:
+        raw = load_yaml(read_text_file(path), str(path))
+    except (TextFileError, YAMLTextError) as exc:
         raise ConfigError(str(exc)) from None
     return config_from_dict(raw, str(path))

@@ -105,7 +105,7 @@ def read_launches(paths: Iterable[str | Path], errors: TraceErrors) -> list[Laun
     per_file: list[list[tuple[float, str]]] = []
     for path in trace_files(paths):
         # sorted by time only: launches in the same minute keep their order in the file
-        run = _main_run(sorted(_read_file(path, errors), key=lambda stamp: stamp[0]), errors)
+        run = _main_run(sorted(_read_file(path, errors), key=lambda stamp: stamp[0]), path, errors)
         if run:
             per_file.append([(t, repo) for t, repo, _ in run])
     per_file.sort(key=lambda file_stamps: file_stamps[0][0])
@@ -119,10 +119,12 @@ def read_launches(paths: Iterable[str | Path], errors: TraceErrors) -> list[Laun
     return launches
 
 
-def _main_run(stamps: list[tuple[float, str, str]], errors: TraceErrors) -> list[tuple[float, str, str]]:
-    """The largest run of time-sorted ``(t, repo, where)`` events without a gap over
-    :data:`MAX_GAP_S`; the events outside it are counted as errors."""
-    runs: list[list[tuple[float, str, str]]] = []
+def _main_run(
+    stamps: list[tuple[float, str, int]], path: Path, errors: TraceErrors
+) -> list[tuple[float, str, int]]:
+    """The largest run of time-sorted ``(t, repo, line number)`` events of ``path`` without a
+    gap over :data:`MAX_GAP_S`; the events outside it are counted as errors."""
+    runs: list[list[tuple[float, str, int]]] = []
     for stamp in stamps:
         if runs and stamp[0] - runs[-1][-1][0] <= MAX_GAP_S:
             runs[-1].append(stamp)
@@ -133,9 +135,10 @@ def _main_run(stamps: list[tuple[float, str, str]], errors: TraceErrors) -> list
     main = max(runs, key=len)
     for run in runs:
         if run is not main:
-            for t, _, where in run:
+            for t, _, lineno in run:
                 days = abs(t - main[0][0]) / DAY
-                errors.add(where, f"timestamp {_iso(t)} is {days:,.0f} days from the file's other events")
+                why = f"timestamp {_iso(t)} is {days:,.0f} days from the file's other events"
+                errors.add(f"{path}:{lineno}", why)
     return main
 
 
@@ -143,8 +146,8 @@ def _iso(t: float) -> str:
     return datetime.fromtimestamp(t, UTC).isoformat()
 
 
-def _read_file(path: Path, errors: TraceErrors) -> Iterator[tuple[float, str, str]]:
-    """``(t, repo, where)`` of each readable launch; in an archive file named for its day
+def _read_file(path: Path, errors: TraceErrors) -> Iterator[tuple[float, str, int]]:
+    """``(t, repo, line number)`` of each readable launch; in an archive file named for its day
     (``events-YYYY-MM-DD``), a launch on another day is an error."""
     named = _DAY_IN_NAME.search(path.name)
     day_name = named.group(1) if named else ""
@@ -160,7 +163,7 @@ def _read_file(path: Path, errors: TraceErrors) -> Iterator[tuple[float, str, st
                 if day is not None and not day <= parsed[0] < day + DAY:
                     errors.add(where, f"timestamp {_iso(parsed[0])} is not on the file's day {day_name}")
                     continue
-                yield parsed[0], parsed[1], where
+                yield parsed[0], parsed[1], lineno
     except (OSError, EOFError) as exc:
         errors.add(str(path), f"cannot read file: {exc}")
 
