@@ -127,6 +127,36 @@ def test_policy_errors_say_where():
     )
 
 
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        # NaN and infinity once passed the range check and crashed the run in math.ceil
+        ("{plugin: BuildLocality, args: {load_bound: .nan}}", "load_bound: Input should be a finite number"),
+        ("{plugin: BuildLocality, args: {load_bound: .inf}}", "load_bound: Input should be a finite number"),
+        ("{plugin: BuildLocality, args: {top_k: 2.5}}", "top_k: Input should be a valid integer"),
+        ("{plugin: BuildSpread, args: {bogus: 1}}", "unknown argument 'bogus'; valid: skip_quiet, settle_s"),
+        # an int64 overflow once changed results silently
+        ("{plugin: LeastAllocated, weight: 100000000000000000000000}", "weight: Input should be less than"),
+        ("{plugin: LeastAllocated, args: {resources: [{weight: 1}]}}", "resources as a list is of"),
+        ("{plugin: MostAllocated, args: {resources: {cpu: 101}}}", "of 'cpu' must be an integer in 1..100"),
+    ],
+)
+def test_plugin_args_are_checked_against_their_types(entry, message):
+    text = f"name: x\nprofiles:\n- name: p\n  filters: []\n  score:\n  - {entry}\n"
+    with pytest.raises(PolicyError) as exc:
+        policy_from_yaml(text, source="mine.yaml")
+    assert message in str(exc.value) and str(exc.value).startswith("mine.yaml: ")
+
+
+def test_plugin_args_are_read_as_yaml_is_written():
+    text = (
+        "name: x\nprofiles:\n- name: p\n  filters: []\n  score:\n"
+        "  - {plugin: BuildSpread, args: {skip_quiet: 'false', settle_s: '60'}}\n"
+    )
+    spread = policy_from_yaml(text).profiles[0].scorers[0].plugin
+    assert spread.skip_quiet is False and spread.settle_s == 60.0  # 'false' once counted as true
+
+
 def test_policies_command_lists_builtins(capsys):
     assert main(["policies"]) == 0
     out = capsys.readouterr().out
@@ -144,6 +174,20 @@ def test_render_scheduler_config(tmp_path, capsys):
     assert [p["schedulerName"] for p in config["profiles"]] == ["stickypack"]
     assert main(["render", "scheduler-config", "--profiles", "nope"]) == 2
     assert "nope" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("http://", "--extender-url must be http://HOST[:PORT]"),
+        ("ftp://x", "--extender-url must be http://HOST[:PORT]"),
+        ("http://[::1", "Invalid IPv6 URL"),
+        ("http://x:99999", "Port out of range"),
+    ],
+)
+def test_render_refuses_an_extender_url_kube_scheduler_could_not_use(url, message, capsys):
+    assert main(["render", "scheduler-config", "--extender-url", url]) == 2
+    assert message in capsys.readouterr().err
 
 
 def test_render_to_an_unwritable_path_is_a_clear_error(tmp_path, capsys):

@@ -244,6 +244,9 @@ def test_config_errors_name_file_and_field(tmp_path) -> None:
     with pytest.raises(ConfigError) as err:
         load_config(path)
     assert str(err.value).startswith(f"{path}:3:2: not valid YAML:") and "\n" not in str(err.value)
+    path.write_text("pods:\n  manage: 5\n")  # once an AttributeError traceback
+    with pytest.raises(ConfigError, match=r"pods\.manage: .*a label selector is 'key=value"):
+        load_config(path)
     cfg = config_from_dict({"pods": {"manage": "component=binderhub-build,app=binder"}})
     assert cfg.pods.manage == {"component": "binderhub-build", "app": "binder"}
     assert load_config(None).profile == "stickypack-builds"
@@ -257,6 +260,24 @@ def test_a_missing_kubeconfig_is_one_line_not_a_traceback(tmp_path, capsys, comm
     assert main([*command.split(), "--kubeconfig", str(missing)]) == 1
     err = capsys.readouterr().err
     assert f"kubeconfig not found: {missing}" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("command", ["extender", "forget-node n1"])
+def test_a_broken_kubeconfig_is_one_line_naming_the_file(tmp_path, capsys, command: str) -> None:
+    from stickypack.cli import main
+
+    broken = tmp_path / "kubeconfig"
+    broken.write_text("apiVersion: v1\nkind: Config\nclusters: 5\n")
+    assert main([*command.split(), "--kubeconfig", str(broken)]) == 1
+    err = capsys.readouterr().err
+    assert f"kubeconfig {broken} cannot be used" in err and err.count("\n") == 1
+
+
+def test_a_port_flag_out_of_range_is_refused(capsys) -> None:
+    from stickypack.cli import main
+
+    assert main(["extender", "--check", "--port", "99999"]) == 2
+    assert "--port must be in 0..65535, got 99999" in capsys.readouterr().err
 
 
 def test_unknown_plugin_in_config_is_refused() -> None:

@@ -83,6 +83,12 @@ def test_seeds_report_each_seed_as_its_own_run_and_the_means(tmp_path, capsys):
         (["--load-scale", "0"], "--load-scale must be > 0 and <= 1000"),
         (["--load-scale", "1e9"], "--load-scale must be > 0 and <= 1000"),  # billions of launches in memory
         (["--jobs", "0"], "--jobs must be >= 1"),
+        # an O(n^2) check once made this run for hours before the first simulation
+        (["--seeds", "0-100000000000"], "--seeds: at most 1000 seeds"),
+        (["--policies", ",,"], "--policies names no policy"),
+        (["--load-scale", "2"], "--load-scale applies to --trace and binder-day; dask-adapt has a fixed"),
+        # rich markup in a message once crashed the error printer itself
+        (["--policies", "[/x]"], "unknown policy '[/x]'"),
     ],
 )
 def test_bad_seeds_are_clear_errors(args, message, capsys):
@@ -385,8 +391,15 @@ def test_sim_config_overrides_and_errors(tmp_path, capsys):
         ("autoscaler: {scan_interval_s: -1}\n", "autoscaler.scan_interval_s must be >= 1, got -1.0"),
         ("binder: {session_max_s: 1e12}\n", "binder.session_max_s must be <= 7 days"),
         ("cache: {high_images: 10, low_images: 20}\n", "cache.low_images must be in [0, high_images]"),
-        ("pool: {allocatable: {cpu: '0'}}\n", "pool.allocatable.cpu must be > 0, got 0"),
+        ("pool: {allocatable: {cpu: '0'}}\n", "pool.allocatable.cpu must be > 0 and <= 1099511627776, got 0"),
         ("binder: {first_launch_build_prob: 1.5}\n", "binder.first_launch_build_prob must be in [0, 1]"),
+        # sizes past int64's reach once ended in an OverflowError mid-run
+        ("dask: {worker_memory: 1000Ei}\n", "dask.worker_memory must be >= 0 and <= 1125899906842624"),
+        ("binder: {user_cpu_m: 2.5}\n", "binder.user_cpu_m: bad value 2.5: millicores are whole numbers"),
+        ("binder: {session_sigma: 50}\n", "binder.session_sigma must be in [0, 5]"),
+        ("1: {a: 1}\nfoo: {}\n", "unknown section(s) 1, foo"),
+        ("autoscaler: {'[/x]': 1}\n", "autoscaler.[/x]: unknown key"),
+        ("pool: " + "[" * 5000 + "]" * 5000 + "\n", "not valid YAML: nested too deeply"),
     ],
 )
 def test_sim_config_out_of_range_values_are_named(tmp_path, capsys, text, message):
@@ -463,3 +476,80 @@ def test_a_binary_or_unreadable_file_is_one_line(tmp_path, capsys, args):
     assert f"{binary}: not UTF-8 text (byte 0xff at offset 8)" in err and "Traceback" not in err
     assert main([*args, str(tmp_path)]) == 2  # a directory
     assert f"{tmp_path}: cannot read: Is a directory" in capsys.readouterr().err
+
+
+def test_a_partial_allocatable_changes_only_what_it_names(tmp_path):
+    cfg = tmp_path / "sim.yaml"
+    cfg.write_text("pool: {allocatable: {memory: 8Gi}}\n")
+    base = by_policy(run_json(tmp_path, "--scenario", "dask-burst", "--policies", "z2jh"))["z2jh"]
+    small = by_policy(
+        run_json(tmp_path, "--scenario", "dask-burst", "--policies", "z2jh", "--sim-config", str(cfg))
+    )["z2jh"]
+    # 3 workers of 2.25 GiB fit a node of 8 GiB, 53 a node of 121 GiB: many more nodes
+    assert small["peak_nodes"] > 3 * base["peak_nodes"]
+
+
+def test_a_whole_float_of_millicores_is_millicores(tmp_path):
+    as_int, as_float = tmp_path / "int.yaml", tmp_path / "float.yaml"
+    as_int.write_text("dask: {worker_cpu_m: 2000}\n")
+    as_float.write_text("dask: {worker_cpu_m: 2000.0}\n")
+    args = ["--scenario", "dask-adapt", "--policies", "z2jh", "--sim-config"]
+    runs = [by_policy(run_json(tmp_path, *args, str(c))) for c in (as_int, as_float)]
+    assert runs[0] == runs[1]
+
+
+def test_pods_that_never_fit_are_called_out(tmp_path, capsys):
+    cfg = tmp_path / "sim.yaml"
+    cfg.write_text("dask: {worker_cpu_m: 100000000}\n")  # 100,000 cores: fits no node
+    result = by_policy(
+        run_json(tmp_path, "--scenario", "dask-burst", "--policies", "z2jh", "--sim-config", str(cfg))
+    )["z2jh"]
+    assert result["pods_unscheduled"] > 0 and result["pods_scheduled"] == 0
+    out = capsys.readouterr().out
+    assert f"z2jh: {result['pods_unscheduled']} pod(s) never scheduled" in out
+
+
+def test_a_policy_file_may_not_reuse_a_name(tmp_path, capsys):
+    mine = tmp_path / "mine.yaml"
+    mine.write_text("name: default\nprofiles: [{name: a, filters: [], score: []}]\n")
+    args = ["simulate", "--scenario", "dask-adapt", "--policies", "default", "--policy-file", str(mine)]
+    assert main(args) == 2
+    assert "policy 'default' is given twice" in capsys.readouterr().err
+
+
+def test_markup_in_names_and_trace_lines_is_printed_as_is(tmp_path, capsys):
+    mine = tmp_path / "mine.yaml"
+    mine.write_text('name: "[/bad]"\nprofiles: [{name: a, filters: [], score: []}]\n')
+    trace = tmp_path / "events-2019-03-04.jsonl"
+    lines = [_launch_line(f"2019-03-04T10:0{i}:00+00:00") for i in range(4)]
+    lines.append(_launch_line("[red]x"))
+    trace.write_text("\n".join(lines) + "\n")
+    out_json = tmp_path / "r.json"
+    args = ["simulate", "--trace", str(trace), "--policy-file", str(mine), "--json", str(out_json), "--quiet"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "[/bad]" in out and "timestamp is not ISO 8601: '[red]x'" in out
+    assert json.loads(out_json.read_text())["results"][0]["policy"] == "[/bad]"
+
+
+def test_odd_trace_lines_and_files_are_counted_not_fatal(tmp_path):
+    day = [_launch_line(f"2019-03-04T10:0{i}:00+00:00") for i in range(4)]
+    odd = [
+        "[" * 100_000 + "]" * 100_000,  # once a RecursionError that ended the run
+        _launch_line("0001-01-01T00:00:00+14:00"),  # once a ValueError while describing it
+        _launch_line("x" * 10_000),
+    ]
+    trace = tmp_path / "odd.jsonl"
+    trace.write_text("\n".join(day + odd) + "\n")
+    # a gzip header, then a deflate block of the reserved type 3: once a zlib.error traceback
+    corrupt = gzip.compress(b"")[:10] + b"\xff\xff\xff\xff"
+    (tmp_path / "corrupt.jsonl.gz").write_bytes(corrupt)
+    errors = TraceErrors()
+    launches = read_launches([trace, tmp_path / "corrupt.jsonl.gz"], errors)
+    assert len(launches) == 4
+    assert errors.count == 4
+    assert f"{trace}:5: JSON nested too deeply" in errors.first
+    long_line = f"{trace}:7: timestamp is not ISO 8601: 'xxx"
+    assert any(e.startswith(long_line) and len(e) < 200 for e in errors.first)
+    assert any(f"{trace}:6: timestamp" in e and "s since the epoch" in e for e in errors.first)
+    assert any(e.startswith(f"{tmp_path / 'corrupt.jsonl.gz'}: cannot read file") for e in errors.first)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
+from rich.markup import escape
 
 if TYPE_CHECKING:  # the extender's modules load only for its subcommands
     from stickypack.extender.config import ExtenderConfig
@@ -26,6 +27,10 @@ EXIT_USAGE = 2
 
 #: Launches are held in memory: a day at x1000 is about 17 million, several GiB.
 MAX_LOAD_SCALE = 1000.0
+#: Most seeds one ``--seeds`` may ask for (a seed is a full run of every policy).
+MAX_SEEDS = 1000
+#: Scenarios of a fixed size, which ``--load-scale`` does not change.
+LOAD_FREE_SCENARIOS = ("dask-burst", "dask-adapt")
 
 
 class UsageError(Exception):
@@ -144,6 +149,16 @@ def _simulate(args: argparse.Namespace, console: Console) -> int:
         policies = [load_builtin(n) for n in names] + [load_policy_file(f) for f in args.policy_file]
     except PolicyError as exc:
         raise UsageError(str(exc)) from None
+    if not policies:
+        raise UsageError(f"--policies names no policy; valid: {', '.join(BUILTIN)}")
+    seen: set[str] = set()
+    for policy in policies:  # results, plots and progress are keyed by name
+        if policy.name in seen:
+            raise UsageError(
+                f"policy {policy.name!r} is given twice (a --policy-file's name must differ from the "
+                "other policies')"
+            )
+        seen.add(policy.name)
 
     from stickypack.sim.config import SimConfig, SimConfigError, load_sim_config
 
@@ -155,6 +170,10 @@ def _simulate(args: argparse.Namespace, console: Console) -> int:
     if args.scenario is not None:
         if args.scenario not in SCENARIOS:
             raise UsageError(f"unknown scenario {args.scenario!r}; valid: {', '.join(SCENARIOS)}")
+        if args.load_scale != 1.0 and args.scenario in LOAD_FREE_SCENARIOS:
+            raise UsageError(
+                f"--load-scale applies to --trace and binder-day; {args.scenario} has a fixed size"
+            )
         builder = SCENARIOS[args.scenario]
 
         def factory_for(seed: int) -> Callable[[], Workload]:
@@ -189,7 +208,7 @@ def _simulate(args: argparse.Namespace, console: Console) -> int:
 
         prog = Progress(console=Console(stderr=True), transient=True)
         prog.start()
-        tasks = {p.name: prog.add_task(f"simulating {p.name}", total=len(seeds)) for p in policies}
+        tasks = {p.name: prog.add_task(f"simulating {escape(p.name)}", total=len(seeds)) for p in policies}
 
         def progress_cb(name: str, fraction: float) -> None:
             prog.update(tasks[name], completed=done + fraction)
@@ -223,17 +242,21 @@ def _simulate(args: argparse.Namespace, console: Console) -> int:
     else:
         report = SeedSweep(comparisons)
         render_sweep_table(report, console)
-    try:
-        if args.json:
+    if args.json:
+        try:
             report.write_json(args.json, timing=args.timing)
-            console.print(f"JSON: {args.json}")
-        if args.plots:
-            if len(comparisons) > 1:
-                console.print(f"plots of seed {comparisons[0].seed}:")
-            for path in write_plots(comparisons[0], args.plots):
-                console.print(f"plot: {path}")
-    except OSError as exc:  # the table is out already; say what could not be written
-        raise UsageError(f"cannot write {exc.filename or 'output'}: {exc.strerror or exc}") from None
+        except OSError as exc:  # the table is out already; say what could not be written
+            raise UsageError(f"cannot write {exc.filename or args.json}: {exc.strerror or exc}") from None
+        console.print(f"JSON: {escape(str(args.json))}")
+    if args.plots:
+        if len(comparisons) > 1:
+            console.print(f"plots of seed {comparisons[0].seed}:")
+        try:
+            paths = write_plots(comparisons[0], args.plots)
+        except OSError as exc:
+            raise UsageError(f"cannot write {exc.filename or args.plots}: {exc.strerror or exc}") from None
+        for path in paths:
+            console.print(f"plot: {escape(str(path))}")
     return 0
 
 
@@ -241,6 +264,7 @@ def parse_seeds(spec: str) -> list[int]:
     """``--seeds``: comma-separated seeds and inclusive ranges (``0-4``, ``0,3,7``,
     ``0-2,9``), each seed once, in the order given."""
     seeds: list[int] = []
+    given: set[int] = set()
     for item in spec.split(","):
         item = item.strip()
         low, sep, high = item.partition("-")
@@ -252,9 +276,14 @@ def parse_seeds(spec: str) -> list[int]:
             ) from None
         if first > last:
             raise UsageError(f"--seeds: the range {item!r} runs backwards")
+        if first < 0:
+            raise UsageError(f"--seeds: seeds are >= 0, got {item!r}")
+        if len(seeds) + last - first + 1 > MAX_SEEDS:
+            raise UsageError(f"--seeds: at most {MAX_SEEDS} seeds (each is a full run of every policy)")
         for seed in range(first, last + 1):
-            if seed in seeds:
+            if seed in given:
                 raise UsageError(f"--seeds: seed {seed} is given twice")
+            given.add(seed)
             seeds.append(seed)
     return seeds
 
@@ -287,9 +316,22 @@ def _policies(console: Console) -> int:
     table.add_column("description")
     for name in BUILTIN:
         policy = load_builtin(name)
-        table.add_row(name, ", ".join(p.name for p in policy.profiles), policy.description)
+        table.add_row(name, escape(", ".join(p.name for p in policy.profiles)), escape(policy.description))
     console.print(table)
     return 0
+
+
+def _check_url(url: str) -> None:
+    """``--extender-url``: http(s)://host[:port][/path], or a usage error saying what is wrong."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 -- raises ValueError for a port out of range or not a number
+    except ValueError as exc:
+        raise UsageError(f"--extender-url {url!r}: {exc}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UsageError(f"--extender-url must be http://HOST[:PORT] or https://HOST[:PORT], got {url!r}")
 
 
 def _render(args: argparse.Namespace) -> int:
@@ -303,8 +345,7 @@ def _render(args: argparse.Namespace) -> int:
     profiles = [p.strip() for p in args.profiles.split(",") if p.strip()]
     extra: dict[str, Any] = {}
     if args.extender_url:
-        if not args.extender_url.startswith(("http://", "https://")):
-            raise UsageError(f"--extender-url must start with http:// or https://, got {args.extender_url!r}")
+        _check_url(args.extender_url)
         extra = {
             "extender": extender_entry(args.extender_url),
             "qps": EXTENDER_CLIENT_QPS,
@@ -347,6 +388,8 @@ def _extender(args: argparse.Namespace, console: Console) -> int:
     if args.host is not None:
         config.listen.host = args.host
     if args.port is not None:
+        if not 0 <= args.port <= 65535:
+            raise UsageError(f"--port must be in 0..65535, got {args.port}")
         config.listen.port = args.port
     try:
         ExtenderService(config)  # loads the policy and checks the plugin names
@@ -368,7 +411,7 @@ def _extender(args: argparse.Namespace, console: Console) -> int:
         run(serve(config))
     except Exception as exc:  # a start-up failure (kubeconfig, bad address): one line, status 1
         Console(stderr=True).print(
-            f"[red]stickypack extender: error:[/] {type(exc).__name__}: {exc}",
+            f"[red]stickypack extender: error:[/] {type(exc).__name__}: {escape(str(exc))}",
             highlight=False,
             soft_wrap=True,
         )
@@ -400,12 +443,12 @@ def _forget_node(args: argparse.Namespace, console: Console) -> int:
         dropped = asyncio.run(run())
     except Exception as exc:  # API unreachable, RBAC, kubeconfig: one line, status 1
         Console(stderr=True).print(
-            f"[red]stickypack forget-node: error:[/] {type(exc).__name__}: {exc}",
+            f"[red]stickypack forget-node: error:[/] {type(exc).__name__}: {escape(str(exc))}",
             highlight=False,
             soft_wrap=True,
         )
         return 1
-    console.print(f"forgot node {args.node}: {dropped} build history entries dropped")
+    console.print(f"forgot node {escape(args.node)}: {dropped} build history entries dropped")
     return 0
 
 
@@ -425,7 +468,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _forget_node(args, console)
     except UsageError as exc:
         Console(stderr=True).print(
-            f"[red]stickypack {args.command}: error:[/] {exc}", highlight=False, soft_wrap=True
+            f"[red]stickypack {args.command}: error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True
         )
         return EXIT_USAGE
     return EXIT_USAGE

@@ -8,12 +8,14 @@ it is created. Policies are written as YAML; see ``docs/configuration.md``.
 
 from __future__ import annotations
 
+import inspect
+import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from stickypack.core import plugins as p
 from stickypack.core.framework import (
@@ -52,7 +54,31 @@ def _node_resources_fit(strategy: str = "LeastAllocated", **args: Any) -> ScoreP
     }
     if strategy not in strategies:
         raise p.PluginArgsError(f"unknown strategy {strategy!r}; valid: {', '.join(strategies)}")
-    return strategies[strategy](**args)
+    return _call_with_args(strategies[strategy], args)
+
+
+def _call_with_args(factory: Callable[..., Any], args: Mapping[str, Any]) -> Any:
+    """``factory(**args)`` with each argument checked against the factory's type hints first
+    (lax, as YAML is written: ``"false"`` is False, ``2.0`` is 2; ``2.5`` for an int, NaN or
+    infinity for a float are refused). Raises ``PluginArgsError`` naming the argument."""
+    signature = inspect.signature(factory)
+    target = factory.__init__ if inspect.isclass(factory) else factory  # type: ignore[misc]
+    hints = typing.get_type_hints(target)
+    checked: dict[str, Any] = {}
+    for name, value in args.items():
+        param = signature.parameters.get(name)
+        if param is None and not any(q.kind is q.VAR_KEYWORD for q in signature.parameters.values()):
+            valid = ", ".join(q for q in signature.parameters if q != "self") or "none"
+            raise p.PluginArgsError(f"unknown argument {name!r}; valid: {valid}")
+        hint = hints.get(name, Any)
+        try:
+            checked[name] = TypeAdapter(hint, config=_ARGS_CONFIG).validate_python(value)
+        except ValidationError as exc:
+            raise p.PluginArgsError(f"{name}: {exc.errors()[0]['msg']} ({value!r})") from None
+    return factory(**checked)
+
+
+_ARGS_CONFIG = ConfigDict(allow_inf_nan=False)
 
 
 SCORERS: dict[str, Callable[..., ScorePlugin]] = {
@@ -79,10 +105,15 @@ MUTATORS: dict[str, Callable[..., PodMutator]] = {
 }
 
 
+#: Largest score weight: kube-scheduler's ``Plugin.Weight`` is an int32, which also keeps
+#: ``sum(weight * score)`` far inside int64.
+MAX_WEIGHT = 2**31 - 1
+
+
 class _PluginSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
     plugin: str
-    weight: int = Field(default=1, ge=0)
+    weight: int = Field(default=1, ge=0, le=MAX_WEIGHT)
     args: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -146,7 +177,7 @@ def _build(registry: Mapping[str, Callable[..., Any]], spec: _PluginSpec, where:
             f"{where}: unknown {kind} plugin {spec.plugin!r}; valid: {', '.join(sorted(registry))}"
         )
     try:
-        return factory(**spec.args)
+        return _call_with_args(factory, spec.args)
     except (TypeError, p.PluginArgsError) as exc:
         raise PolicyError(f"{where}: bad args for {spec.plugin}: {exc}") from exc
 

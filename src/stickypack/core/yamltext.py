@@ -18,6 +18,8 @@ def load_yaml(text: str, source: str) -> Any:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise YAMLTextError(describe_yaml_error(exc, source)) from None
+    except RecursionError:  # the parser recurses once per level of nesting
+        raise YAMLTextError(f"{source}: not valid YAML: nested too deeply") from None
 
 
 def describe_yaml_error(exc: yaml.YAMLError, source: str) -> str:

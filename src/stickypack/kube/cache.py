@@ -48,6 +48,8 @@ def parse_selector(text: str | Mapping[str, str] | None) -> dict[str, str]:
         return {}
     if isinstance(text, Mapping):
         return {str(k): str(v) for k, v in text.items()}
+    if not isinstance(text, str):
+        raise ValueError(f"a label selector is 'key=value,...' or a mapping, got {text!r}")
     out: dict[str, str] = {}
     for part in text.split(","):
         part = part.strip()

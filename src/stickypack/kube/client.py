@@ -6,6 +6,10 @@ import os
 from typing import Any
 
 
+class KubeconfigError(RuntimeError):
+    """A kubeconfig file that exists but cannot be loaded; the message names the file."""
+
+
 async def make_api_client(kubeconfig: str | None = None, context: str | None = None) -> Any:
     """``kubernetes_asyncio.client.ApiClient`` for ``kubeconfig`` (else ``$KUBECONFIG``, else
     the in-cluster service account, else ``~/.kube/config``). Close it with ``await
@@ -17,7 +21,10 @@ async def make_api_client(kubeconfig: str | None = None, context: str | None = N
     if path:
         if not os.path.isfile(path):  # the library would print and then complain of a missing context
             raise FileNotFoundError(f"kubeconfig not found: {path}")
-        await config.load_kube_config(config_file=path, context=context, client_configuration=cfg)
+        try:
+            await config.load_kube_config(config_file=path, context=context, client_configuration=cfg)
+        except Exception as exc:  # the library's own errors say little of which file is wrong
+            raise KubeconfigError(f"kubeconfig {path} cannot be used: {type(exc).__name__}: {exc}") from exc
     elif os.environ.get("KUBERNETES_SERVICE_HOST"):
         config.load_incluster_config(client_configuration=cfg)
     else:

@@ -48,8 +48,14 @@ class SimConfig:
     def apply_to(self, workload: Workload) -> Workload:
         """The workload with its pools overridden."""
         if self.pool:
-            workload.pools = [dataclasses.replace(p, **self.pool) for p in workload.pools]
+            workload.pools = [dataclasses.replace(p, **self._overrides(p)) for p in workload.pools]
         return workload
+
+    def _overrides(self, pool: NodePool) -> dict[str, Any]:
+        overrides = dict(self.pool)
+        if "allocatable" in overrides:  # a partial allocatable changes only what it names
+            overrides["allocatable"] = {**pool.allocatable, **overrides["allocatable"]}
+        return overrides
 
 
 _MILLI = {"user_cpu_m", "build_cpu_m", "worker_cpu_m"}
@@ -68,10 +74,8 @@ def _section(cls: type, raw: Any, where: str) -> Any:
         if key not in names:
             raise SimConfigError(f"{where}.{key}: unknown key; valid: {', '.join(sorted(names))}")
         try:
-            if key in _MILLI:  # an integer in millicores, or a quantity ("500m", "1")
-                value = (
-                    value if isinstance(value, int) and not isinstance(value, bool) else milli_value(value)
-                )
+            if key in _MILLI:  # a number in millicores, or a quantity string ("500m", "1")
+                value = _millicores(value)
             elif key in _BYTES:
                 value = int_value(value)
             elif key == "allocatable":
@@ -82,10 +86,29 @@ def _section(cls: type, raw: Any, where: str) -> Any:
             raise SimConfigError(f"{where}.{key}: bad value {value!r}: {_short(exc)}") from None
         values[key] = value
     try:
-        built = cls(**values)  # checks the ranges (a pool's too, though only its overrides are kept)
+        # checks the ranges (a pool's too, though only its overrides are kept; allocatable
+        # is merged into each pool's, so a partial one is checked against the default's)
+        checked = dict(values)
+        if cls is NodePool and "allocatable" in values:
+            checked["allocatable"] = {**NodePool().allocatable, **values["allocatable"]}
+        built = cls(**checked)
     except ValueError as exc:
         raise SimConfigError(f"{where}.{exc}") from None
     return values if cls is NodePool else built
+
+
+def _millicores(value: Any) -> int:
+    """A ``*_cpu_m`` value: a number is millicores (whole), a string a Kubernetes quantity
+    in cores (``"500m"``, ``"2"`` = 2000)."""
+    if isinstance(value, bool):
+        raise ValueError("a number of millicores or a quantity string like '500m'")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        if not value.is_integer():
+            raise ValueError("millicores are whole numbers (or give a quantity string like '0.5')")
+        return int(value)
+    return milli_value(value)
 
 
 def _short(exc: Exception) -> str:
@@ -112,7 +135,7 @@ def load_sim_config(path: str | Path) -> SimConfig:
         "dask": DaskModel,
         "pool": NodePool,
     }
-    unknown = sorted(set(raw) - set(sections))
+    unknown = sorted(str(key) for key in set(raw) - set(sections))
     if unknown:
         raise SimConfigError(f"{path}: unknown section(s) {', '.join(unknown)}; valid: {', '.join(sections)}")
     built = {name: _section(cls, raw.get(name), f"{path}: {name}") for name, cls in sections.items()}

@@ -9,6 +9,14 @@ from dataclasses import dataclass, field
 from stickypack.core.resources import CPU, MEMORY, PODS
 
 GiB = 1024**3
+#: Largest sizes the model takes (a node's allocatable, a pod's request): far above any real
+#: node, and low enough that kube-scheduler's ``requested * 100 * weight`` stays in int64.
+MAX_MILLICORES = 2**40
+MAX_BYTES = 2**50  # 1 PiB
+MAX_PODS = 1_000_000
+#: Largest lognormal sigma: beyond it the draws overflow to infinity (and are capped anyway).
+MAX_SIGMA = 5.0
+_MAX_SIZE = {CPU: MAX_MILLICORES, MEMORY: MAX_BYTES, PODS: MAX_PODS}
 
 
 def _require(ok: bool, key: str, rule: str, value: object) -> None:
@@ -16,6 +24,14 @@ def _require(ok: bool, key: str, rule: str, value: object) -> None:
     parameter outside its range would make the simulation meaningless or never end."""
     if not ok:
         raise ValueError(f"{key} must be {rule}, got {value!r}")
+
+
+def _require_request(model: object, cpu_keys: tuple[str, ...], memory_keys: tuple[str, ...]) -> None:
+    """Pod requests in the model: millicores and bytes, >= 0 and at most the largest node."""
+    for keys, limit in ((cpu_keys, MAX_MILLICORES), (memory_keys, MAX_BYTES)):
+        for key in keys:
+            value = getattr(model, key)
+            _require(0 <= value <= limit, key, f">= 0 and <= {limit}", value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,7 +53,8 @@ class NodePool:
     def __post_init__(self) -> None:
         for resource in (CPU, MEMORY, PODS):
             amount = self.allocatable.get(resource, 0)
-            _require(amount > 0, f"allocatable.{resource}", "> 0", amount)
+            limit = _MAX_SIZE[resource]
+            _require(0 < amount <= limit, f"allocatable.{resource}", f"> 0 and <= {limit}", amount)
         _require(self.price_per_hour >= 0, "price_per_hour", ">= 0", self.price_per_hour)
         _require(self.min_size >= 0, "min_size", ">= 0", self.min_size)
         _require(self.max_size >= max(self.min_size, 1), "max_size", ">= min_size and >= 1", self.max_size)
@@ -137,10 +154,11 @@ class BinderModel:
         # the replay runs until the last pod ends, scanning every scan_interval_s: cap them
         _require(self.session_max_s <= 7 * 86400, "session_max_s", "<= 7 days (604800)", self.session_max_s)
         _require(self.build_max_s <= 86400, "build_max_s", "<= 1 day (86400)", self.build_max_s)
-        for key in ("changes_per_day", "session_sigma", "idle_cull_s", "build_sigma"):
+        for key in ("changes_per_day", "idle_cull_s"):
             _require(getattr(self, key) >= 0, key, ">= 0", getattr(self, key))
-        for key in ("user_cpu_m", "user_memory", "build_cpu_m", "build_memory"):
-            _require(getattr(self, key) >= 0, key, ">= 0", getattr(self, key))
+        for key in ("session_sigma", "build_sigma"):
+            _require(0 <= getattr(self, key) <= MAX_SIGMA, key, f"in [0, {MAX_SIGMA:g}]", getattr(self, key))
+        _require_request(self, ("user_cpu_m", "build_cpu_m"), ("user_memory", "build_memory"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,8 +169,7 @@ class DaskModel:
     worker_memory: int = int(2.25 * GiB)
 
     def __post_init__(self) -> None:
-        for key in ("worker_cpu_m", "worker_memory"):
-            _require(getattr(self, key) >= 0, key, ">= 0", getattr(self, key))
+        _require_request(self, ("worker_cpu_m",), ("worker_memory",))
 
 
 DASK_POOL = NodePool(

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from stickypack.sim.metrics import METRICS, Series, round_metric
@@ -173,7 +174,7 @@ def render_table(cmp: Comparison, console: Console) -> None:
         f"CA floor {first.get('floor_node_hours', 0):.1f} node-h, "
         f"bound's final nodes {first.get('lower_bound_final_nodes', 0)}"
     )
-    table = Table(title=title)
+    table = Table(title=escape(title))
     table.add_column("policy", style="bold")
     for _, header, _ in _COLUMNS:
         table.add_column(header, justify="right")
@@ -182,8 +183,9 @@ def render_table(cmp: Comparison, console: Console) -> None:
         for key, _, fmt in _COLUMNS:
             value = run.metrics.get(key, 0)
             cells.append(fmt.format(int(value)) if fmt == "{:d}" else fmt.format(value))
-        table.add_row(run.policy, *cells)
+        table.add_row(escape(run.policy), *cells)
     console.print(table)
+    _print_unscheduled({run.policy: [run.metrics.get("pods_unscheduled", 0)] for run in cmp.runs}, console)
     _print_trace_errors(cmp, console)
 
 
@@ -191,7 +193,19 @@ def _print_trace_errors(cmp: Comparison, console: Console) -> None:
     if cmp.trace_errors:
         console.print(f"[yellow]{cmp.trace_errors} malformed trace line(s) skipped[/], first:")
         for example in cmp.trace_error_examples:
-            console.print(f"  {example}")
+            console.print(f"  {escape(example)}")
+
+
+def _print_unscheduled(counts: dict[str, list[float]], console: Console) -> None:
+    """Say which policies left pods unscheduled at the end (the table's node-hours and
+    pending times count only the pods that ran, so they would look fine)."""
+    for policy, values in counts.items():
+        worst = int(max(values, default=0))
+        if worst:
+            console.print(
+                f"[yellow]{escape(policy)}: {worst} pod(s) never scheduled[/] (they fit no node of "
+                "the pool, or no node came up): its figures cover only the pods that ran"
+            )
 
 
 def render_sweep_table(sweep: SeedSweep, console: Console) -> None:
@@ -204,13 +218,14 @@ def render_sweep_table(sweep: SeedSweep, console: Console) -> None:
         f"{first.scenario} (seeds {', '.join(map(str, sweep.seeds))}, load x{first.load_scale:g}): "
         f"mean (min-max) over {n} seeds; lower bound {bound:.1f} node-h on average"
     )
-    table = Table(title=title)
+    table = Table(title=escape(title))
     table.add_column("policy", style="bold")
     columns = [c for c in _COLUMNS if c[0] in _SWEEP_COLUMNS]
     for _, header, _ in columns:
         table.add_column(header, justify="right")
     table.add_column("fewest node-h", justify="right")
     table.add_column("most hits", justify="right")
+    policies = sweep.policies
     any_builds = any(sum(sweep.values(p, "builds")) for p in sweep.policies)
     for policy in sweep.policies:
         cells = []
@@ -226,8 +241,9 @@ def render_sweep_table(sweep: SeedSweep, console: Console) -> None:
         cells.append(f"{sweep.best_count(policy, 'node_hours')}/{n}")
         hits = sweep.best_count(policy, "build_cache_hit_rate", lower_is_better=False)
         cells.append(f"{hits}/{n}" if any_builds else "-")
-        table.add_row(policy, *cells)
+        table.add_row(escape(policy), *cells)
     console.print(table)
+    _print_unscheduled({p: sweep.values(p, "pods_unscheduled") for p in policies}, console)
     _print_trace_errors(first, console)
 
 

@@ -11,6 +11,7 @@ import gzip
 import json
 import math
 import re
+import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -143,7 +144,18 @@ def _main_run(
 
 
 def _iso(t: float) -> str:
-    return datetime.fromtimestamp(t, UTC).isoformat()
+    """``t`` as ISO 8601 UTC, or as seconds when the UTC date is outside years 1-9999 (a
+    timestamp with a far zone offset can be)."""
+    try:
+        return datetime.fromtimestamp(t, UTC).isoformat()
+    except (ValueError, OverflowError, OSError):
+        return f"{t:.0f} s since the epoch"
+
+
+def _brief(value: object) -> str:
+    """``repr(value)``, cut to a length an error message can carry."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _read_file(path: Path, errors: TraceErrors) -> Iterator[tuple[float, str, int]]:
@@ -164,7 +176,7 @@ def _read_file(path: Path, errors: TraceErrors) -> Iterator[tuple[float, str, in
                     errors.add(where, f"timestamp {_iso(parsed[0])} is not on the file's day {day_name}")
                     continue
                 yield parsed[0], parsed[1], lineno
-    except (OSError, EOFError) as exc:
+    except (OSError, EOFError, zlib.error) as exc:  # zlib.error: a corrupt gzip stream
         errors.add(str(path), f"cannot read file: {exc}")
 
 
@@ -174,7 +186,7 @@ def _timestamp(raw: object) -> float:
     try:
         when = datetime.fromisoformat(str(raw).replace("Z", "+00:00"))
     except ValueError:
-        raise ValueError(f"timestamp is not ISO 8601: {raw!r}") from None
+        raise ValueError(f"timestamp is not ISO 8601: {_brief(raw)}") from None
     return (when if when.tzinfo is not None else when.replace(tzinfo=UTC)).timestamp()
 
 
@@ -186,6 +198,9 @@ def _parse(line: bytes, where: str, errors: TraceErrors) -> tuple[float, str] | 
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         errors.add(where, f"not JSON ({exc.msg if hasattr(exc, 'msg') else exc})")
         return None
+    except RecursionError:
+        errors.add(where, "JSON nested too deeply")
+        return None
     if not isinstance(event, dict):
         errors.add(where, "not a JSON object")
         return None
@@ -196,9 +211,9 @@ def _parse(line: bytes, where: str, errors: TraceErrors) -> tuple[float, str] | 
             return None
         provider, spec = event["provider"], event["spec"]
         if not isinstance(provider, str) or not provider:
-            raise ValueError(f"provider is not a name: {provider!r}")
+            raise ValueError(f"provider is not a name: {_brief(provider)}")
         if not isinstance(spec, str) or not spec.strip("/"):
-            raise ValueError(f"spec is not a repository spec: {spec!r}")
+            raise ValueError(f"spec is not a repository spec: {_brief(spec)}")
         return ts, repo_url(provider, spec)
     except KeyError as exc:
         errors.add(where, f"missing field {exc}")

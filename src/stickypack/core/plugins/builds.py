@@ -26,6 +26,8 @@ from stickypack.core.resources import CPU, MEMORY, PODS
 #: Defaults of the build bounds, for ``BuildBounds`` and the plugins that take them as args.
 DEFAULT_LOAD_BOUND = 1.25
 DEFAULT_MIN_LOAD_CAP = 2
+#: Largest ``load_bound`` / ``spread_bound``: beyond it a bound never binds anyway.
+MAX_BOUND_FACTOR = 1e6
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,12 +47,12 @@ class BuildBounds:
     spread_bound: float | None = None
 
     def __post_init__(self) -> None:
-        if (
-            self.load_bound < 1
-            or self.min_load_cap < 1
-            or (self.spread_bound is not None and self.spread_bound < 1)
-        ):
-            raise PluginArgsError("build bounds need load_bound >= 1, min_load_cap >= 1, spread_bound >= 1")
+        factors = [self.load_bound] if self.spread_bound is None else [self.load_bound, self.spread_bound]
+        if self.min_load_cap < 1 or not all(1 <= f <= MAX_BOUND_FACTOR for f in factors):  # False for NaN
+            raise PluginArgsError(
+                f"build bounds need 1 <= load_bound <= {MAX_BOUND_FACTOR:g}, min_load_cap >= 1, "
+                f"1 <= spread_bound <= {MAX_BOUND_FACTOR:g}"
+            )
 
     def _cap(self, factor: float, counts: np.ndarray, table: NodeTable) -> int:
         all_idx = table.active_indices()

@@ -15,6 +15,11 @@ class PluginArgsError(ValueError):
     """Arguments a plugin does not accept."""
 
 
+#: Largest weight of one resource in a scorer's ``resources``, as kube-scheduler validates
+#: them ("resource weight of X not in valid range (0, 100]").
+MAX_RESOURCE_WEIGHT = 100
+
+
 def go_div(num: np.ndarray, den: int | np.ndarray) -> np.ndarray:
     """Integer division truncating toward zero, as Go's ``/`` on int64."""
     q = np.abs(num) // np.abs(den)
@@ -29,13 +34,17 @@ def resource_weights(raw: Any, default: Sequence[tuple[str, int]]) -> list[tuple
     if isinstance(raw, Mapping):
         items = list(raw.items())
     elif isinstance(raw, list):
+        if not all(isinstance(r, Mapping) and isinstance(r.get("name"), str) for r in raw):
+            raise PluginArgsError(f"resources as a list is of {{name, weight}} entries, got {raw!r}")
         items = [(r["name"], r.get("weight", 1)) for r in raw]
     else:
         raise PluginArgsError(f"resources must be a mapping or a list, got {raw!r}")
     out = []
     for name, weight in items:
-        if not isinstance(weight, int) or weight < 1:
-            raise PluginArgsError(f"resource weight of {name!r} must be a positive integer")
+        if not isinstance(weight, int) or isinstance(weight, bool) or not 1 <= weight <= MAX_RESOURCE_WEIGHT:
+            raise PluginArgsError(
+                f"resource weight of {name!r} must be an integer in 1..{MAX_RESOURCE_WEIGHT}"
+            )
         out.append((str(name), weight))
     return out
 
