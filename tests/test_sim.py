@@ -553,3 +553,101 @@ def test_odd_trace_lines_and_files_are_counted_not_fatal(tmp_path):
     assert any(e.startswith(long_line) and len(e) < 200 for e in errors.first)
     assert any(f"{trace}:6: timestamp" in e and "s since the epoch" in e for e in errors.first)
     assert any(e.startswith(f"{tmp_path / 'corrupt.jsonl.gz'}: cannot read file") for e in errors.first)
+
+
+def _seeded_simulation(policy: str, jobs: list, pool, seed_repos: dict[str, str], cache=None):
+    """A Simulation whose nodes, as they join, hold ``seed_repos[node]``'s image and its
+    history entry (as if built earlier in the replay); ``binds`` records (time, repo, node)
+    of each build."""
+    from stickypack.policies import load_builtin
+    from stickypack.sim.engine import Simulation
+    from stickypack.sim.workloads import Workload
+
+    class Seeded(Simulation):
+        binds: list[tuple[float, str, str]]
+
+        def _join(self, node) -> None:
+            super()._join(node)
+            repo = seed_repos.get(node.name)
+            if repo is not None:
+                node.cache.touch(repo)
+                self.history.record(repo, node.name, 0.0)
+
+        def _bind(self, sp, slot) -> None:
+            super()._bind(sp, slot)
+            if sp.pod.build_repo:
+                self.binds.append((self.now, sp.pod.build_repo, self.by_slot[slot].name))
+
+    sim = Seeded(load_builtin(policy), Workload("seeded", jobs, [pool], BinderModel()), cache=cache)
+    sim.binds = []
+    return sim
+
+
+def _filler(name: str, cpu_m: int, node: str, duration_s: float):
+    from stickypack.core.pod import Pod
+    from stickypack.core.resources import CPU, MEMORY
+    from stickypack.sim.workloads import PodJob
+
+    gib = 1024**3
+    pod = Pod(
+        name=name,
+        requests={CPU: cpu_m, MEMORY: gib},
+        nonzero_cpu=cpu_m,
+        nonzero_memory=gib,
+        node_selector={"kubernetes.io/hostname": node},
+    )
+    return PodJob(0.0, pod, duration=duration_s)
+
+
+def test_a_build_waiting_for_its_cache_node_does_not_hold_up_other_builds():
+    # Once, pending pods of one shape were skipped after the first failed: a build held by
+    # DelayForLocality for its full cache node kept every later build of the same size
+    # pending, here B's for 600 s though B's own cache node had room from t=100.
+    from stickypack.core.resources import CPU, MEMORY, PODS
+    from stickypack.sim.model import NodePool
+    from stickypack.sim.workloads import LaunchJob
+
+    alloc = {CPU: 4000, MEMORY: 64 * 1024**3, PODS: 110}
+    pool = NodePool(name="p", allocatable=alloc, min_size=2, max_size=2)
+    jobs = [
+        _filler("fill-1", 3500, "p-00001", 5000.0),  # A's cache node: no room for a build
+        _filler("fill-2", 2500, "p-00002", 5000.0),
+        _filler("fill-2s", 1000, "p-00002", 100.0),  # B's cache node has room from t=100
+        LaunchJob(10.0, "A", 60.0, True, 300.0),
+        LaunchJob(20.0, "B", 60.0, True, 300.0),
+    ]
+    sim = _seeded_simulation("stickypack", jobs, pool, {"p-00001": "A", "p-00002": "B"})
+    sim.run()
+    when = {repo: (t, node) for t, repo, node in sim.binds}
+    assert when["B"] == (100.0, "p-00002")  # as soon as its cache node has room
+    assert when["A"][0] == pytest.approx(610.0)  # A waited its 600 s, then went where there was room
+
+
+def test_an_image_the_cleaner_prunes_leaves_the_build_history():
+    # Once the history kept pointing builds at nodes whose image the cleaner had deleted.
+    from stickypack.core.resources import CPU, MEMORY, PODS
+    from stickypack.sim.model import CacheConfig, NodePool
+    from stickypack.sim.workloads import LaunchJob
+
+    alloc = {CPU: 8000, MEMORY: 64 * 1024**3, PODS: 110}
+    pool = NodePool(name="p", allocatable=alloc, min_size=1, max_size=1)
+    jobs = [LaunchJob(10.0 + 1000 * i, repo, 60.0, True, 100.0) for i, repo in enumerate(["r1", "r2", "r3"])]
+    sim = _seeded_simulation("stickypack", jobs, pool, {}, cache=CacheConfig(high_images=2, low_images=1))
+    sim.run()
+    assert [repo for _, repo, _ in sim.binds] == ["r1", "r2", "r3"]
+    node = sim.binds[0][2]
+    # the third image made the cleaner prune to one: only r3's image and history are left
+    assert sim.history.nodes_for("r1", sim.now) == [] and sim.history.nodes_for("r2", sim.now) == []
+    assert sim.history.nodes_for("r3", sim.now) == [node]
+
+
+def test_a_pool_slower_than_the_autoscaler_waits_is_refused(tmp_path, capsys):
+    cfg = tmp_path / "sim.yaml"
+    cfg.write_text("pool: {provision_delay_s: 1200}\n")
+    assert main(["simulate", "--scenario", "dask-burst", "--sim-config", str(cfg)]) == 2
+    err = capsys.readouterr().err
+    assert "pool.provision_delay_s must be <= autoscaler.max_node_provision_time_s (900" in err
+    cfg.write_text("pool: {provision_delay_s: 1200}\nautoscaler: {max_node_provision_time_s: 1800}\n")
+    args = ["--scenario", "dask-burst", "--policies", "z2jh", "--sim-config", str(cfg)]
+    result = by_policy(run_json(tmp_path, *args))
+    assert result["z2jh"]["pending_p95_s"] >= 1200

@@ -44,6 +44,10 @@ class FilterPlugin(abc.ABC):
     """Removes nodes: ``filter`` returns a boolean mask over ``idx`` (True: node passes)."""
 
     name: ClassVar[str] = ""
+    #: True when the verdict depends on more of the pod than its shape (requests,
+    #: tolerations, selectors, affinity), e.g. its repo or its age: two pods of one shape can
+    #: then get different answers, so a driver must not infer one's from the other's.
+    pod_specific: ClassVar[bool] = False
 
     @abc.abstractmethod
     def filter(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:

@@ -50,6 +50,16 @@ class BuildHistory:
         fresh.sort(key=lambda tn: (-tn[0], tn[1]))
         return [n for _, n in fresh]
 
+    def forget(self, repo: str, node: str) -> bool:
+        """Drop ``node``'s entry for ``repo`` (its image was pruned). Returns whether there was one."""
+        nodes = self._repos.get(repo)
+        if not nodes or node not in nodes:
+            return False
+        del nodes[node]
+        if not nodes:
+            del self._repos[repo]
+        return True
+
     def forget_node(self, node: str) -> int:
         """Drop every entry of ``node`` (deleted, or its image cache pruned). Returns how many."""
         dropped = 0

@@ -27,7 +27,14 @@ from pydantic import TypeAdapter, ValidationError
 from stickypack.core.quantity import QuantityError, int_value, milli_value
 from stickypack.core.resources import parse_resource_list
 from stickypack.core.yamltext import YAMLTextError, load_yaml
-from stickypack.sim.model import AutoscalerConfig, BinderModel, CacheConfig, DaskModel, NodePool
+from stickypack.sim.model import (
+    AutoscalerConfig,
+    BinderModel,
+    CacheConfig,
+    DaskModel,
+    NodePool,
+    check_provisioning,
+)
 from stickypack.sim.workloads import Workload
 from stickypack.textfile import TextFileError, read_text_file
 
@@ -140,4 +147,10 @@ def load_sim_config(path: str | Path) -> SimConfig:
         raise SimConfigError(f"{path}: unknown section(s) {', '.join(unknown)}; valid: {', '.join(sections)}")
     built = {name: _section(cls, raw.get(name), f"{path}: {name}") for name, cls in sections.items()}
     pool = built.pop("pool")
-    return SimConfig(pool=pool if isinstance(pool, dict) else {}, **built)
+    overrides = pool if isinstance(pool, dict) else {}
+    try:  # the workloads' pools come up in the default delay unless the file changes it
+        delay = overrides.get("provision_delay_s", NodePool().provision_delay_s)
+        check_provisioning(NodePool(provision_delay_s=delay), built["autoscaler"])
+    except ValueError as exc:
+        raise SimConfigError(f"{path}: pool.{exc}") from None
+    return SimConfig(pool=overrides, **built)

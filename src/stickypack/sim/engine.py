@@ -31,7 +31,7 @@ from stickypack.sim.metrics import (
     percentile,
     window_max_step,
 )
-from stickypack.sim.model import AutoscalerConfig, CacheConfig, NodePool
+from stickypack.sim.model import AutoscalerConfig, CacheConfig, NodePool, check_provisioning
 from stickypack.sim.workloads import LaunchJob, PodJob, TrimJob, Workload, build_pod, user_pod
 
 _END, _READY, _SCAN = 0, 1, 2
@@ -115,6 +115,8 @@ class Simulation:
         self.policy = policy
         self.workload = workload
         self.ca = autoscaler or AutoscalerConfig()
+        for pool in workload.pools:
+            check_provisioning(pool, self.ca)
         self.cache_config = cache or CacheConfig()
         self.rng = np.random.default_rng([seed, 10])
         self.progress = progress
@@ -268,12 +270,16 @@ class Simulation:
         self.uid_counter += 1
         profile = self.policy.profile_for(pod)
         sp = SimPod(pod, profile, self.now, duration, end_at, group, launch, self.uid_counter)
+        # pending pods of one shape fail alike, so one failure skips the rest until the next
+        # event; a pod a pod-specific filter judges (a build waiting for its cache node) is
+        # its own shape, or it would hold up builds that could go now
         sp.shape = (
             tuple(sorted(pod.requests.items())),
             pod.tolerations,
             tuple(sorted(pod.node_selector.items())),
             pod.required_terms,
             id(sp.profile),
+            sp.uid if any(f.pod_specific for f in profile.filters) else 0,
         )
         sp.vec = np.array([pod.requests.get(CPU, 0), pod.requests.get(MEMORY, 0), 1], dtype=np.int64)
         self.live_pods += 1
@@ -367,7 +373,8 @@ class Simulation:
             self.build_s.append(self.now - sp.created)
             self.history.record(repo, node.name, self.now)
             assert node.cache is not None
-            node.cache.touch(repo)
+            for pruned in node.cache.touch(repo):  # the image cleaner ran: those images are gone
+                self.history.forget(pruned, node.name)
             self.building.pop(repo, None)
             for job in self.waiting.pop(repo, []):
                 self._start_session(job)
@@ -485,14 +492,10 @@ class Simulation:
         table = self.table
         now = self.now
         removable: list[SimNode] = []
-        threshold = ca.scale_down_utilization_threshold
         for node in list(self.nodes.values()):
-            slot = node.slot
-            # Bare pods (no controller) cannot be moved, so a node holding one stays.
-            unneeded = not node.pods or (
-                all(p.pod.owner_kind not in (None, "DaemonSet") for p in node.pods.values())
-                and table.utilization(np.array([slot]))[0] < threshold
-            )
+            # Only an empty node is unneeded: the workloads' pods are bare (the autoscaler does
+            # not evict them), and draining pods that have a controller is not modelled.
+            unneeded = not node.pods
             if unneeded:
                 if node.unneeded_since is None:
                     node.unneeded_since = now

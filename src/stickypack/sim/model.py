@@ -178,3 +178,16 @@ DASK_POOL = NodePool(
     price_per_hour=1.55,
     min_size=0,
 )
+
+
+def check_provisioning(pool: NodePool, autoscaler: AutoscalerConfig) -> None:
+    """Raise ``ValueError`` when ``pool``'s nodes take longer to come up than the autoscaler
+    waits for them (``max_node_provision_time_s``): it would give up every new node and back
+    off, which the model does not simulate (its scale-ups always succeed)."""
+    delay, limit = pool.provision_delay_s, autoscaler.max_node_provision_time_s
+    _require(
+        delay <= limit,
+        "provision_delay_s",
+        f"<= autoscaler.max_node_provision_time_s ({limit:g}; failed scale-ups are not modelled)",
+        delay,
+    )

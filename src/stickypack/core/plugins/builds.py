@@ -257,6 +257,7 @@ class DelayForLocality(FilterPlugin):
     """
 
     name = "DelayForLocality"
+    pod_specific = True  # the repo, its history and the pod's age decide
 
     def __init__(
         self,
