@@ -82,7 +82,7 @@ def serve(args: argparse.Namespace) -> int:
     """The server process: build the world, serve it, print the port, run until killed."""
     import gc
 
-    from stickypack.extender.server import loopback_socket
+    from stickypack.extender.server import loopback_socket, uvicorn_config
 
     ext, _, _ = build_world(args.nodes, args.repos, args.seed)
     gc.collect()
@@ -94,7 +94,7 @@ def serve(args: argparse.Namespace) -> int:
     sock = loopback_socket()
     sock.listen(128)  # connections wait in the backlog until uvicorn accepts them
     print(sock.getsockname()[1], flush=True)
-    config = uvicorn.Config(make_app(ext), log_level="warning", access_log=False, lifespan="off")
+    config = uvicorn_config(make_app(ext), "127.0.0.1", 0)  # the service's own settings
     asyncio.run(uvicorn.Server(config).serve(sockets=[sock]))
     return 0
 

@@ -79,6 +79,25 @@ def test_bad_pod_dict_is_a_clear_error():
         Pod.from_dict({"spec": {"containers": [{"resources": {"requests": {"cpu": "lots"}}}]}})
 
 
+def test_quantities_past_int64_are_clamped_not_wrapped():
+    # the API server takes "100Ei"; once it overflowed the node table's int64 columns (a
+    # half-registered node, then 500s) or wrapped two 7Ei pods to a negative total
+    from stickypack.core.resources import MAX_AMOUNT, parse_resource_list
+
+    assert parse_resource_list({"cpu": "100Ei", "memory": "7Ei"}) == {"cpu": MAX_AMOUNT, "memory": MAX_AMOUNT}
+    big = {"resources": {"requests": {"memory": "7Ei"}}}
+    pod = Pod.from_dict({"metadata": {"name": "p"}, "spec": {"containers": [big, big]}})
+    assert pod.requests["memory"] == MAX_AMOUNT
+    t = NodeTable()
+    row = t.upsert_node("n", parse_resource_list({"cpu": "100Ei", "memory": "100Ei", "pods": "110"}))
+    t.add_pod(row, pod)
+    t.add_pod(row, pod)
+    assert t.requested[row, t.rindex["memory"]] == 2 * MAX_AMOUNT  # no wrap to a negative
+    with pytest.raises(ValueError, match="node m: allocatable cpu must be an integer"):
+        t.upsert_node("m", {"cpu": 2**70, "memory": Gi, "pods": 10})
+    assert "m" not in t.index  # not half-registered
+
+
 def test_node_table_add_remove_reuse():
     t = NodeTable(capacity=1)
     a = t.upsert_node("a", {"cpu": 1000, "memory": Gi, "pods": 10})

@@ -362,3 +362,38 @@ def test_score_scale_max_gives_the_best_node_ten() -> None:
     w.extender.score_scale = "absolute"
     scores, _ = w.extender.prioritize({"Pod": build_pod("t"), "NodeNames": w.names})
     assert max(s["Score"] for s in scores) < 10  # rendezvous top only: 60/100 of BuildLocality
+
+
+def test_headers_past_the_cap_are_refused_and_the_service_serves_on(world) -> None:
+    # with httptools, one endless header grew the process by hundreds of MB
+    from stickypack.extender.server import MAX_HEADER_BYTES
+
+    _w, _, client = world
+    big = {"X-Big": "a" * (16 * MAX_HEADER_BYTES)}  # h11 checks while a request is incomplete
+    r = client.post("/prioritize", content=b"{}", headers=big)
+    assert r.status_code == 400 and "Invalid HTTP request" in r.text  # h11's refusal, not the app's
+    small = {"X-Big": "a" * (MAX_HEADER_BYTES // 2)}
+    assert client.post("/prioritize", content=b"{}", headers=small).json()["error"]  # the app's answer
+    assert client.get("/healthz").status_code == 200
+
+
+def test_a_stalled_body_gets_408_while_others_are_served() -> None:
+    import socket
+    import time
+
+    w = World(3)
+    app = make_app(w.extender, metrics=w.metrics, body_timeout_s=0.5)
+    with AppThread(app) as server, httpx.Client(base_url=server.url, timeout=10) as client:
+        stalled = socket.create_connection(("127.0.0.1", server.port))
+        try:
+            stalled.sendall(b"POST /prioritize HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{")
+            meanwhile = {"Pod": build_pod("meanwhile"), "NodeNames": w.names}
+            assert post(client, "filter", meanwhile).status_code == 200
+            stalled.settimeout(5)
+            started = time.monotonic()
+            answer = stalled.recv(4096)
+            assert answer.startswith(b"HTTP/1.1 408") and b"not received within 0.5 s" in answer
+            assert time.monotonic() - started < 5
+        finally:
+            stalled.close()
+        assert 'outcome="timeout"' in client.get("/metrics").text

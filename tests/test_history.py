@@ -71,6 +71,53 @@ def test_document_round_trip_and_garbage() -> None:
     assert HistoryDoc.parse('{"repos": {"r": {"n": "x", "m": 5}}}').repos == {"r": {"m": 5.0}}
 
 
+@pytest.mark.parametrize(
+    "stored",
+    [
+        # each of these once raised from the parser: the extender never became ready and
+        # every later write failed
+        '{"repos": [1, 2]}',
+        '{"repos": "abc"}',
+        '{"repos": {"r": {"n": 5}}, "forgotten": [["n", 1]]}',
+        '{"repos": {"r": {"n": ' + "9" * 400 + "}}}",
+        "[" * 200_000 + "]" * 200_000,
+        '{"repos": {"r": {"n": 1e999}}}',  # infinity: never expired, written back as Infinity
+    ],
+)
+def test_a_damaged_document_is_read_as_far_as_it_is_valid(stored: str, caplog) -> None:
+    doc = HistoryDoc.parse(stored, source="build history ConfigMap ns/hist")
+    assert all(isinstance(t, float) and t < float("inf") for n in doc.repos.values() for t in n.values())
+    assert "build history ConfigMap ns/hist" in caplog.text
+    written = apply_ops(doc, [Record("new", "n1", NOW)], Limits(), NOW)  # the next write works
+    assert written.repos["new"] == {"n1": NOW} and "Infinity" not in written.dumps()
+
+
+def test_valid_entries_beside_damaged_ones_are_kept(caplog) -> None:
+    doc = HistoryDoc.parse('{"repos": {"a": {"n": 5, "m": "yesterday"}, "b": 7}, "forgotten": {"x": 1}}')
+    assert doc.repos == {"a": {"n": 5.0}} and doc.forgotten == {"x": 1.0}
+    assert "skipped 2 malformed entries" in caplog.text and "'yesterday' is not a number" in caplog.text
+
+
+def test_tombstones_cannot_crowd_out_the_repos() -> None:
+    # once, many forgotten nodes grew the document past its byte bound, and the bound then
+    # dropped every repo, including the one just recorded
+    from stickypack.kube.history import MAX_TOMBSTONES
+
+    forgets = [Forget(f"node-{i:05d}", NOW - 10_000 + i) for i in range(3 * MAX_TOMBSTONES)]
+    doc = apply_ops(HistoryDoc(), [*forgets, Record("kept", "n1", NOW)], Limits(max_bytes=60_000), NOW)
+    assert len(doc.forgotten) == MAX_TOMBSTONES and f"node-{3 * MAX_TOMBSTONES - 1:05d}" in doc.forgotten
+    assert doc.repos == {"kept": {"n1": NOW}}
+
+
+def test_forget_node_refuses_what_is_not_a_node_name(capsys) -> None:
+    from stickypack.cli import main
+
+    for name in ["", " ", "a\nb", "../../etc", "*", "x" * 300]:
+        assert main(["forget-node", name]) == 2
+        err = capsys.readouterr().err
+        assert "is not a node name" in err and len(err) < 200
+
+
 async def test_memory_store_conflict_detection() -> None:
     store = MemoryHistoryStore()
     doc, version = await store.read("0")

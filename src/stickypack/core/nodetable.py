@@ -22,7 +22,7 @@ from stickypack.core.labels import (
     Taint,
 )
 from stickypack.core.pod import Pod
-from stickypack.core.resources import CPU, MEMORY, PODS
+from stickypack.core.resources import CPU, MAX_AMOUNT, MEMORY, PODS
 
 _I64 = np.int64
 
@@ -121,6 +121,9 @@ class NodeTable:
         ``created``: the node's creation time in seconds (``metadata.creationTimestamp``);
         kept from before when ``None``.
         """
+        for rname, amount in allocatable.items():  # checked first: no half-registered node
+            if not isinstance(amount, int | np.integer) or not 0 <= amount <= MAX_AMOUNT:
+                raise ValueError(f"node {name}: allocatable {rname} must be an integer in 0..{MAX_AMOUNT}")
         i = self.index.get(name)
         if i is None:
             if not self._free:

@@ -14,6 +14,7 @@ from stickypack.core.resources import (
     MEMORY,
     ResourceList,
     add_into,
+    clamp_amounts,
     max_into,
     parse_resource_list,
 )
@@ -179,7 +180,7 @@ def _pod_requests(spec: Mapping[str, Any]) -> tuple[ResourceList, ResourceList]:
     overhead = parse_resource_list(spec.get("overhead"))
     for total in totals:
         add_into(total, overhead)
-    requests, nonzero = totals
+    requests, nonzero = (clamp_amounts(total) for total in totals)
     nonzero.setdefault(CPU, DEFAULT_MILLI_CPU_REQUEST)
     nonzero.setdefault(MEMORY, DEFAULT_MEMORY_REQUEST)
     return {k: v for k, v in requests.items() if v}, nonzero

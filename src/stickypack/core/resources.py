@@ -24,12 +24,28 @@ DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
 ResourceList = dict[str, int]
 
 
+#: Largest amount of one resource we hold (millicores, bytes, count): 2**50, about a
+#: thousand trillion. Larger quantities ("100Ei", which the API server accepts) are clamped
+#: to it, so sums over a node's pods and kube-scheduler's ``requested * 100`` stay in int64
+#: (kube-scheduler's own int64 arithmetic overflows there; no real node or pod comes near).
+MAX_AMOUNT = 2**50
+
+
+def clamp_amounts(resources: ResourceList) -> ResourceList:
+    """``resources`` with every amount at most :data:`MAX_AMOUNT`, in place."""
+    for name, amount in resources.items():
+        if amount > MAX_AMOUNT:
+            resources[name] = MAX_AMOUNT
+    return resources
+
+
 def parse_resource_list(raw: Mapping[str, object] | None) -> ResourceList:
-    """Turn a Kubernetes ResourceList (``{"cpu": "500m", "memory": "1Gi"}``) into integers."""
+    """Turn a Kubernetes ResourceList (``{"cpu": "500m", "memory": "1Gi"}``) into integers,
+    each at most :data:`MAX_AMOUNT`."""
     out: ResourceList = {}
     for name, quantity in (raw or {}).items():
         out[str(name)] = milli_value(quantity) if name == CPU else int_value(quantity)  # type: ignore[arg-type]
-    return out
+    return clamp_amounts(out)
 
 
 def add_into(total: ResourceList, other: Mapping[str, int]) -> None:

@@ -108,7 +108,8 @@ class ExtenderService:
     def _on_build_end(self, repo: str, node: str, when: float, phase: str) -> None:
         if self.recorder is not None:
             self.recorder.record(repo, node, when, phase)
-            log.info("build of %s ended (%s) on %s: recorded", repo, phase, node)
+            shown = repo if len(repo) <= 200 and repo.isprintable() else repr(repo[:200]) + "..."
+            log.info("build of %s ended (%s) on %s: recorded", shown, phase, node)
 
     def _on_node_deleted(self, node: str, when: float) -> None:
         if self.recorder is not None:
@@ -280,7 +281,21 @@ def loopback_socket() -> socket.socket:
     return sock
 
 
-def _uvicorn_config(app: Any, host: str, port: int, log_level: str = "warning") -> Any:
+#: Most bytes of a request's line and headers the server buffers (h11 answers 431 above it):
+#: kube-scheduler's requests carry a few hundred bytes of headers.
+MAX_HEADER_BYTES = 64 * 1024
+#: Connections served at once; above it new requests get 503 at once (kube-scheduler keeps
+#: a few; this bounds what misbehaving clients can hold).
+MAX_CONNECTIONS = 1024
+#: Seconds a shutdown waits for open requests before closing them (a client that never
+#: finishes its body must not keep a SIGTERMed extender alive).
+GRACEFUL_SHUTDOWN_S = 5
+
+
+def uvicorn_config(app: Any, host: str, port: int, log_level: str = "warning") -> Any:
+    """The extender's uvicorn settings (``stickypack extender``, the tests' ServiceThread,
+    ``benchmarks/extender_latency.py``): h11, which bounds a request's headers, rather than
+    httptools, which buffers any amount."""
     import uvicorn
 
     return uvicorn.Config(
@@ -290,6 +305,10 @@ def _uvicorn_config(app: Any, host: str, port: int, log_level: str = "warning") 
         log_level=log_level,
         access_log=False,
         lifespan="off",
+        http="h11",
+        h11_max_incomplete_event_size=MAX_HEADER_BYTES,
+        limit_concurrency=MAX_CONNECTIONS,
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
         timeout_keep_alive=75,  # longer than Go's idle keep-alive of 90 s would be ideal; 75 s is safe
     )
 
@@ -301,7 +320,7 @@ async def serve(config: ExtenderConfig, *, sock: socket.socket | None = None) ->
     service = ExtenderService(config)
     await service.start()
     server = uvicorn.Server(
-        _uvicorn_config(service.app, config.listen.host, config.listen.port, config.log_level)
+        uvicorn_config(service.app, config.listen.host, config.listen.port, config.log_level)
     )
     try:
         await server.serve(sockets=[sock] if sock else None)
@@ -358,7 +377,7 @@ class ServiceThread:
                 self.service._own_client = True
                 await self.service.start()
                 await self.service.wait_ready(self.ready_timeout)
-                self.server = uvicorn.Server(_uvicorn_config(self.service.app, "127.0.0.1", self.port or 0))
+                self.server = uvicorn.Server(uvicorn_config(self.service.app, "127.0.0.1", self.port or 0))
                 self.server.install_signal_handlers = lambda: None  # not the main thread
                 serving = asyncio.ensure_future(self.server.serve(sockets=[sock]))
                 while not self.server.started and not serving.done():
@@ -423,7 +442,7 @@ class AppThread:
         asyncio.set_event_loop(self.loop)
         sock = loopback_socket()
         self.port = sock.getsockname()[1]
-        self.server = uvicorn.Server(_uvicorn_config(self.app, "127.0.0.1", self.port))
+        self.server = uvicorn.Server(uvicorn_config(self.app, "127.0.0.1", self.port))
         self.server.install_signal_handlers = lambda: None
 
         async def main() -> None:

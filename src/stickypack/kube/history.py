@@ -39,6 +39,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import math
 import random
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -62,6 +63,9 @@ DEFAULT_MAX_ANNOTATION_BYTES = 64 * 1024
 #: The first wait (seconds) before retrying a failed write, doubling up to 60 s: never a
 #: tight loop against an API server that refuses, even with ``flush_interval_s: 0``.
 MIN_RETRY_S = 0.5
+#: Most forgotten-node tombstones a document keeps (the newest): a node name is at most 253
+#: bytes, so they can never crowd the repos out of a document.
+MAX_TOMBSTONES = 1000
 
 
 # ---- operations and documents ---------------------------------------------------------------
@@ -97,21 +101,38 @@ class HistoryDoc:
     forgotten: dict[str, float] = field(default_factory=dict)
 
     @classmethod
-    def parse(cls, text: str | bytes | None) -> HistoryDoc:
+    def parse(cls, text: str | bytes | None, source: str = "build history") -> HistoryDoc:
+        """The document stored as ``text``; what is not a valid entry is skipped with one log
+        line naming ``source`` (a ConfigMap, a node), so a damaged store never stops the
+        extender: the next write stores only the valid entries."""
         if not text:
             return cls()
         try:
             raw = json.loads(text)
         except ValueError:
-            log.error("build history document is not JSON; starting from an empty one")
+            log.error("%s: the document is not JSON; starting from an empty one", source)
+            return cls()
+        except RecursionError:
+            log.error("%s: the document is nested too deeply; starting from an empty one", source)
             return cls()
         if not isinstance(raw, dict):
+            log.error("%s: the document is not a JSON object; starting from an empty one", source)
             return cls()
+        skipped: list[str] = []
         repos: dict[str, dict[str, float]] = {}
-        for repo, nodes in (raw.get("repos") or {}).items():
-            if isinstance(nodes, dict):
-                repos[str(repo)] = {str(n): float(t) for n, t in nodes.items() if _num(t)}
-        forgotten = {str(n): float(t) for n, t in (raw.get("forgotten") or {}).items() if _num(t)}
+        for repo, nodes in _mapping(raw.get("repos"), "repos", skipped).items():
+            entries = {n: t for n, t in _times(nodes, f"repos[{_brief(repo)}]", skipped).items()}
+            if entries:
+                repos[str(repo)] = entries
+        forgotten = _times(raw.get("forgotten"), "forgotten", skipped)
+        if skipped:
+            log.warning(
+                "%s: skipped %d malformed entr%s (first: %s)",
+                source,
+                len(skipped),
+                "y" if len(skipped) == 1 else "ies",
+                skipped[0],
+            )
         return cls(repos, forgotten)
 
     def dumps(self) -> str:
@@ -126,7 +147,39 @@ class HistoryDoc:
 
 
 def _num(x: Any) -> bool:
-    return isinstance(x, int | float) and not isinstance(x, bool)
+    """A stored time: a finite number of seconds within float range (not a bool)."""
+    if not isinstance(x, int | float) or isinstance(x, bool):
+        return False
+    try:
+        return math.isfinite(float(x))
+    except OverflowError:  # an integer of hundreds of digits
+        return False
+
+
+def _brief(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _mapping(value: Any, where: str, skipped: list[str]) -> Mapping[Any, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        skipped.append(f"{where}: not an object")
+        return {}
+    return value
+
+
+def _times(value: Any, where: str, skipped: list[str]) -> dict[str, float]:
+    """``{node: time}`` from a stored object; entries that are not finite numbers are
+    recorded in ``skipped``."""
+    out: dict[str, float] = {}
+    for name, when in _mapping(value, where, skipped).items():
+        if _num(when):
+            out[str(name)] = float(when)
+        else:
+            skipped.append(f"{where}[{_brief(name)}]: time {_brief(when)} is not a number")
+    return out
 
 
 def apply_ops(doc: HistoryDoc, ops: Iterable[Op], limits: Limits, now: float) -> HistoryDoc:
@@ -140,6 +193,9 @@ def apply_ops(doc: HistoryDoc, ops: Iterable[Op], limits: Limits, now: float) ->
             records.append(op)
     horizon = now - limits.ttl_s
     forgotten = {n: t for n, t in forgotten.items() if t >= horizon}
+    if len(forgotten) > MAX_TOMBSTONES:  # the newest are the ones a lagging writer could undo
+        newest = sorted(forgotten.items(), key=lambda nt: (-nt[1], nt[0]))[:MAX_TOMBSTONES]
+        forgotten = dict(newest)
     hist = BuildHistory(limits.ttl_s, limits.max_nodes_per_repo, limits.max_repos)
     # Oldest repo first, so BuildHistory's LRU order is "least recently built first".
     stored = sorted(doc.repos.items(), key=lambda kv: max(kv[1].values(), default=0.0))
@@ -160,11 +216,18 @@ def apply_ops(doc: HistoryDoc, ops: Iterable[Op], limits: Limits, now: float) ->
             for repo, nodes in out.repos.items()
         ]
         total = len(out.dumps())
+        dropped = 0
         for repo, size in sizes:
             if total <= limits.max_bytes:
                 break
             del out.repos[repo]
             total -= size
+            dropped += 1
+        log.warning(
+            "build history: dropped the %d least recently built repos to stay under %d bytes",
+            dropped,
+            limits.max_bytes,
+        )
     return out
 
 
@@ -266,7 +329,9 @@ class ConfigMapHistoryStore:
     @staticmethod
     def parse_configmap(body: Mapping[str, Any]) -> tuple[HistoryDoc, str | None]:
         data = body.get("data") or {}
-        return HistoryDoc.parse(data.get(DATA_KEY)), (body.get("metadata") or {}).get("resourceVersion")
+        meta = body.get("metadata") or {}
+        source = f"build history ConfigMap {meta.get('namespace')}/{meta.get('name')}"
+        return HistoryDoc.parse(data.get(DATA_KEY), source), meta.get("resourceVersion")
 
     async def read_all(self) -> dict[str, tuple[HistoryDoc, str | None]]:
         parts = [str(i) for i in range(self.shards)]
@@ -341,11 +406,23 @@ class NodeAnnotationHistoryStore:
         repos: dict[str, dict[str, float]] = {}
         if raw:
             try:
-                for repo, when in json.loads(raw).items():
-                    if _num(when):
-                        repos[str(repo)] = {node: float(when)}
-            except (ValueError, AttributeError):
+                stored = json.loads(raw)
+            except (ValueError, RecursionError):
+                stored = None
+            if not isinstance(stored, dict):
                 log.error("node %s: annotation %s is not a JSON object; ignored", node, self.annotation)
+                stored = {}
+            skipped: list[str] = []
+            for repo, when in _times(stored, "", skipped).items():
+                repos[repo] = {node: when}
+            if skipped:
+                log.warning(
+                    "node %s: annotation %s: skipped %d malformed entries (first: %s)",
+                    node,
+                    self.annotation,
+                    len(skipped),
+                    skipped[0],
+                )
         return HistoryDoc(repos), meta.get("resourceVersion")
 
     async def read(self, part: str) -> tuple[HistoryDoc, str | None]:
