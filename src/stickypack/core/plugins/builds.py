@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -117,9 +117,14 @@ class BuildLocality(ScorePlugin):
     def skip(self, pod: Pod) -> bool:
         return pod.build_repo is None
 
+    #: Prefix of the ``ctx.cache`` keys holding a repo's rendezvous scores: they depend only
+    #: on the builder nodes, so a driver may keep them across decisions while those stay
+    #: the same (the extender does: the ranking is ~0.3 ms at 500 nodes).
+    RENDEZVOUS_CACHE_PREFIX: ClassVar[str] = "rendezvous:"
+
     def rendezvous_scores(self, repo: str, table: NodeTable, ctx: SchedulingContext) -> dict[str, int]:
-        """Node name -> rendezvous score (cached per repo and decision)."""
-        key = f"rendezvous:{repo}"
+        """Node name -> rendezvous score (cached per repo in ``ctx.cache``)."""
+        key = self.RENDEZVOUS_CACHE_PREFIX + repo
         cached = ctx.cache.get(key)
         if cached is not None:
             return cached
