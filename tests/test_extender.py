@@ -416,3 +416,10 @@ def test_rendezvous_scores_are_reused_across_decisions(monkeypatch) -> None:
     for i in range(3):
         w.extender.prioritize({"Pod": build_pod(f"b{i}"), "NodeNames": w.names})
     assert calls == [REPO]  # ranked once, reused by the next two decisions
+
+
+def test_unknown_paths_get_a_json_error(world) -> None:
+    _w, _, client = world
+    for method, path, status in [("POST", "/filter/", 404), ("GET", "/nope", 404), ("POST", "/healthz", 405)]:
+        r = client.request(method, path)
+        assert r.status_code == status and path in r.json()["error"]

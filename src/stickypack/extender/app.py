@@ -146,4 +146,12 @@ def make_app(
         Route("/readyz", readyz, methods=["GET"]),
         Route("/metrics", metrics_endpoint, methods=["GET"]),
     ]
-    return Starlette(routes=routes)
+    async def not_found(request: Request, exc: Exception) -> Response:
+        return _error(f"{request.method} {request.url.path}: no such endpoint; use /filter or /prioritize", 404)
+
+    async def method_not_allowed(request: Request, exc: Exception) -> Response:
+        return _error(f"{request.method} {request.url.path}: method not allowed", 405)
+
+    app = Starlette(routes=routes, exception_handlers={404: not_found, 405: method_not_allowed})
+    app.router.redirect_slashes = False  # "/filter/" is a 404 with a message, not a 307 to follow
+    return app
