@@ -146,8 +146,10 @@ def make_app(
         Route("/readyz", readyz, methods=["GET"]),
         Route("/metrics", metrics_endpoint, methods=["GET"]),
     ]
+
     async def not_found(request: Request, exc: Exception) -> Response:
-        return _error(f"{request.method} {request.url.path}: no such endpoint; use /filter or /prioritize", 404)
+        where = f"{request.method} {request.url.path}"
+        return _error(f"{where}: no such endpoint; use /filter or /prioritize", 404)
 
     async def method_not_allowed(request: Request, exc: Exception) -> Response:
         return _error(f"{request.method} {request.url.path}: method not allowed", 405)
