@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import reprlib
 import sys
 from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
@@ -431,8 +432,8 @@ def _forget_node(args: argparse.Namespace, console: Console) -> int:
     from stickypack.kube.history import forget_node
 
     if len(args.node) > 253 or not _NODE_NAME.fullmatch(args.node):
-        shown = args.node if len(args.node) <= 80 else args.node[:77] + "..."
-        raise UsageError(f"{shown!r} is not a node name (a DNS subdomain: lowercase a-z, 0-9, '-', '.')")
+        shown = reprlib.repr(args.node)  # cut: a name may be any length
+        raise UsageError(f"{shown} is not a node name (a DNS subdomain: lowercase a-z, 0-9, '-', '.')")
     config = _load_extender_config(args)
     if args.namespace:
         if len(args.namespace) > 63 or not _NAMESPACE.fullmatch(args.namespace):

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import reprlib
 import socket
 import threading
 import time
@@ -62,6 +63,12 @@ def history_limits(config: ExtenderConfig) -> Limits:
     return Limits(h.ttl_s, h.max_nodes_per_repo, h.max_repos, h.max_bytes)
 
 
+#: How a repo is shown in a log line: quoted, escaped (no newline or NUL gets through) and
+#: cut at 200 characters.
+_REPO_IN_LOG = reprlib.Repr()
+_REPO_IN_LOG.maxstring = 200
+
+
 class ExtenderService:
     """The extender and what feeds it. ``await start()``, serve :attr:`app`, ``await stop()``."""
 
@@ -108,8 +115,7 @@ class ExtenderService:
     def _on_build_end(self, repo: str, node: str, when: float, phase: str) -> None:
         if self.recorder is not None:
             self.recorder.record(repo, node, when, phase)
-            shown = repo if len(repo) <= 200 and repo.isprintable() else repr(repo[:200]) + "..."
-            log.info("build of %s ended (%s) on %s: recorded", shown, phase, node)
+            log.info("build of %s ended (%s) on %s: recorded", _REPO_IN_LOG.repr(repo), phase, node)
 
     def _on_node_deleted(self, node: str, when: float) -> None:
         if self.recorder is not None:

@@ -41,6 +41,7 @@ import json
 import logging
 import math
 import random
+import reprlib
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -156,9 +157,10 @@ def _num(x: Any) -> bool:
         return False
 
 
-def _brief(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+_BRIEF = reprlib.Repr()
+_BRIEF.maxstring = _BRIEF.maxother = 60
+#: ``repr(value)``, cut to a length a log line can carry.
+_brief = _BRIEF.repr
 
 
 def _mapping(value: Any, where: str, skipped: list[str]) -> Mapping[Any, Any]:

@@ -11,6 +11,7 @@ import gzip
 import json
 import math
 import re
+import reprlib
 import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -152,10 +153,10 @@ def _iso(t: float) -> str:
         return f"{t:.0f} s since the epoch"
 
 
-def _brief(value: object) -> str:
-    """``repr(value)``, cut to a length an error message can carry."""
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
+_BRIEF = reprlib.Repr()
+_BRIEF.maxstring = _BRIEF.maxother = 80
+#: ``repr(value)``, cut to a length an error message can carry.
+_brief = _BRIEF.repr
 
 
 def _read_file(path: Path, errors: TraceErrors) -> Iterator[tuple[float, str, int]]:
