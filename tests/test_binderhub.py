@@ -12,9 +12,15 @@ import pytest
 from traitlets import TraitError
 from traitlets.config import Config
 
-from stickypack.binderhub import StickyBuilds, StickyBuildsMixin, Throttle, default_anti_affinity
+from stickypack.binderhub import (
+    REQUEST_TIMEOUT_S,
+    StickyBuilds,
+    StickyBuildsMixin,
+    Throttle,
+    default_anti_affinity,
+)
 from stickypack.kube.discovery import at_most_every
-from stickypack.kube.history import HistoryDoc, Limits, Record, apply_ops
+from stickypack.kube.history import DATA_KEY, DEFAULT_NAME, HistoryDoc, Limits, Record, apply_ops
 from stickypack.rendezvous import rendezvous_rank
 
 REPO = "https://github.com/org/repo"
@@ -38,13 +44,13 @@ class FakeApi:
         self.pod_lists = 0
         self.selectors: list[str] = []
 
-    def list_namespaced_pod(self, namespace: str, label_selector: str = "") -> dict:
+    def list_namespaced_pod(self, namespace: str, label_selector: str = "", **kwargs: Any) -> dict:
         self.pod_lists += 1
         self.selectors.append(label_selector)
         time.sleep(0.01)
         return {"items": self.pods}
 
-    def read_namespaced_config_map(self, name: str, namespace: str) -> dict:
+    def read_namespaced_config_map(self, name: str, namespace: str, **kwargs: Any) -> dict:
         if self.history is None:
             raise RuntimeError("404 not found")
         return {"data": {"history.json": HistoryDoc(self.history).dumps()}}
@@ -178,7 +184,56 @@ def test_mixin_delegates_when_disabled_and_uses_executor_fields() -> None:
     cfg = Config()
     cfg.StickyBuilds.enabled = True
     aff = Executor(cfg).get_affinity()
-    assert preferred(aff if isinstance(aff, dict) else aff.to_dict()) == [(100, "node-7")]
+    from kubernetes.client import ApiClient, V1Affinity
+
+    assert isinstance(aff, V1Affinity)  # the installed client's model (kubernetes 37 changed deserialize)
+    assert preferred(ApiClient().sanitize_for_serialization(aff)) == [(100, "node-7")]
+
+    # a configuration error or a failure inside never fails the build: BinderHub's own affinity
+    bad = Config()
+    bad.StickyBuilds.enabled = True
+    bad.StickyBuilds.top_k = 0
+    assert Executor(bad).get_affinity() == "binderhub's own"
+    broken = Executor(cfg)
+    broken.repo_url = ["not", "a", "string"]  # type: ignore[assignment]
+    broken.api = FakeApi([builder("d", "node-7")], history={"r": {"node-7": NOW}})
+    assert broken.get_affinity() == "binderhub's own"
+
+
+@pytest.mark.parametrize(
+    ("trait", "value", "message"),
+    [
+        ("builder_selector", "", "must select something"),  # once: every pod a builder
+        ("builder_selector", "a=b c", "a=b c is not a valid label"),  # once: 400 from the API
+        ("hostname_label", "a b", "is not a label key"),  # once: 422 when the build pod was created
+        ("list_interval", float("nan"), "must be a finite number >= 0"),
+        ("history_ttl", -1.0, "must be a finite number >= 0"),
+        ("history_shards", 0, "history_shards must be >= 1"),
+        ("weights", [True], "weights must be 1..100"),
+    ],
+)
+def test_bad_configuration_is_refused(trait: str, value: Any, message: str) -> None:
+    with pytest.raises(TraitError, match=message):
+        enabled(**{trait: value})
+
+
+def test_api_calls_have_a_timeout_and_clients_of_one_cluster_share_a_throttle() -> None:
+    class Api(FakeApi):
+        def __init__(self) -> None:
+            super().__init__([builder("d", "node-1")])
+            self.api_client = type("C", (), {"configuration": type("Cfg", (), {"host": "https://k8s:443"})()})()
+            self.timeouts: list[Any] = []
+
+        def list_namespaced_pod(self, namespace: str, label_selector: str = "", **kwargs: Any) -> dict:
+            self.timeouts.append(kwargs.get("_request_timeout"))
+            return super().list_namespaced_pod(namespace, label_selector)
+
+    first, second = Api(), Api()  # BinderHub may make a client per build
+    sticky = enabled()
+    sticky.affinity_for(first, "binder", REPO)
+    sticky.affinity_for(second, "binder", REPO)
+    assert first.pod_lists + second.pod_lists == 1  # one list for the cluster, not one per client
+    assert first.timeouts == [REQUEST_TIMEOUT_S]
 
 
 @pytest.mark.controlplane
@@ -199,17 +254,15 @@ def test_default_scheduler_follows_the_affinity(cluster) -> None:
     cluster.create_pods(dind)
     built = rendezvous_rank(nodes, REPO)[-1]
 
-    class SyncApi:  # the sync client's two calls, over the harness's client
-        def list_namespaced_pod(self, namespace: str, label_selector: str = "") -> dict:
-            want = dict(kv.split("=") for kv in label_selector.split(","))
-            pods = cluster.pods(namespace)
-            return {"items": [p for p in pods if want.items() <= p["metadata"].get("labels", {}).items()]}
+    # the sync kubernetes client BinderHub uses, on the real API server
+    from kubernetes import client, config
 
-        def read_namespaced_config_map(self, name: str, namespace: str) -> dict:
-            doc = apply_ops(HistoryDoc(), [Record(REPO, built, NOW)], Limits(), NOW)
-            return {"data": {"history.json": doc.dumps()}}
+    api = client.CoreV1Api(config.new_client_from_config(config_file=str(cluster.kubeconfig)))
+    doc = apply_ops(HistoryDoc(), [Record(REPO, built, NOW)], Limits(), NOW)
+    body = {"metadata": {"name": f"{DEFAULT_NAME}-0"}, "data": {DATA_KEY: doc.dumps()}}
+    api.create_namespaced_config_map("default", body)
 
-    aff = enabled().affinity_for(SyncApi(), "default", REPO)
+    aff = enabled().affinity_for(api, "default", REPO)
     assert preferred(aff)[0][1] == built
     cluster.start_scheduler()
     pod = pod_manifest("build-1", labels={"component": "binderhub-build"})

@@ -39,6 +39,8 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import math
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -54,6 +56,16 @@ from stickypack.kube.discovery import nodes_of_pods
 from stickypack.kube.history import DATA_KEY, DEFAULT_NAME, HistoryDoc
 
 log = logging.getLogger(__name__)
+
+#: Seconds each API call may take (BinderHub waits on get_affinity() before creating the pod).
+REQUEST_TIMEOUT_S = 5.0
+#: Most throttles kept (one per cluster, namespace and selector in practice).
+MAX_THROTTLES = 64
+#: A label key (optional DNS-subdomain prefix, then a name) and a label value.
+_LABEL_KEY = re.compile(
+    r"([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+)
+_LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 BUILD_POD_LABELS = {"component": "binderhub-build"}
@@ -171,7 +183,7 @@ class StickyBuilds(Configurable):
         weights = list(proposal["value"])
         if not weights:
             raise TraitError("StickyBuilds.weights needs at least one weight")
-        if any(not 1 <= w <= 100 for w in weights):
+        if any(isinstance(w, bool) or not 1 <= w <= 100 for w in weights):
             raise TraitError(f"StickyBuilds.weights must be 1..100, got {weights}")
         if any(b > a for a, b in itertools.pairwise(weights)):
             raise TraitError(f"StickyBuilds.weights must not increase, got {weights}")
@@ -183,12 +195,38 @@ class StickyBuilds(Configurable):
             raise TraitError("StickyBuilds.top_k must be >= 1")
         return int(proposal["value"])
 
+    @validate("history_shards")
+    def _check_shards(self, proposal: Any) -> int:
+        if proposal["value"] < 1:
+            raise TraitError("StickyBuilds.history_shards must be >= 1")
+        return int(proposal["value"])
+
+    @validate("list_interval", "history_ttl")
+    def _check_seconds(self, proposal: Any) -> float:
+        value = proposal["value"]
+        if not math.isfinite(value) or value < 0:
+            name = proposal["trait"].name
+            raise TraitError(f"StickyBuilds.{name} must be a finite number >= 0, got {value}")
+        return float(value)
+
     @validate("builder_selector")
     def _check_selector(self, proposal: Any) -> str:
         try:
-            return selector_text(parse_selector(proposal["value"]))
+            selector = parse_selector(proposal["value"])
         except ValueError as exc:
             raise TraitError(f"StickyBuilds.builder_selector: {exc}") from None
+        if not selector:  # would take every pod of the namespace for a builder
+            raise TraitError("StickyBuilds.builder_selector must select something (key=value,...)")
+        for key, value in selector.items():
+            if not _LABEL_KEY.fullmatch(key) or not _LABEL_VALUE.fullmatch(value):
+                raise TraitError(f"StickyBuilds.builder_selector: {key}={value} is not a valid label")
+        return selector_text(selector)
+
+    @validate("hostname_label")
+    def _check_label(self, proposal: Any) -> str:
+        if not _LABEL_KEY.fullmatch(proposal["value"]):
+            raise TraitError(f"StickyBuilds.hostname_label: {proposal['value']!r} is not a label key")
+        return str(proposal["value"])
 
     # Throttles are shared by all instances (BinderHub makes one executor per build).
     _throttles: dict[tuple[Any, ...], Throttle] = {}  # noqa: RUF012
@@ -198,6 +236,9 @@ class StickyBuilds(Configurable):
         with self._throttles_lock:
             throttle = self._throttles.get(key)
             if throttle is None or throttle.interval_s != self.list_interval:
+                if len(self._throttles) >= MAX_THROTTLES:  # the oldest go: never an unbounded map
+                    for old in list(self._throttles)[: MAX_THROTTLES // 2]:
+                        del self._throttles[old]
                 throttle = self._throttles[key] = Throttle(fn, self.list_interval)
         return throttle()
 
@@ -212,11 +253,13 @@ class StickyBuilds(Configurable):
         """Nodes of the builder pods (sorted; pods without a node skipped), cached."""
 
         def fetch() -> list[str]:
-            pods = api.list_namespaced_pod(namespace, label_selector=self.builder_selector)
+            pods = api.list_namespaced_pod(
+                namespace, label_selector=self.builder_selector, _request_timeout=REQUEST_TIMEOUT_S
+            )
             items = pods.get("items") if isinstance(pods, dict) else getattr(pods, "items", None)
             return nodes_of_pods(_to_dict(p) for p in items or ())
 
-        return self._throttled(("builders", id(api), namespace, self.builder_selector), fetch)
+        return self._throttled(("builders", _cluster_of(api), namespace, self.builder_selector), fetch)
 
     def history(self, api: Any, namespace: str) -> BuildHistory | None:
         """stickypack's stored build history, cached; None when absent or unreadable."""
@@ -229,17 +272,21 @@ class StickyBuilds(Configurable):
             found = False
             for shard in range(max(1, self.history_shards)):
                 try:
-                    cm = api.read_namespaced_config_map(f"{self.history_name}-{shard}", ns)
+                    cm = api.read_namespaced_config_map(
+                        f"{self.history_name}-{shard}", ns, _request_timeout=REQUEST_TIMEOUT_S
+                    )
                 except Exception as exc:  # 404 (no extender) or 403 (no RBAC): no history
                     log.debug("stickypack history %s-%s not readable: %s", self.history_name, shard, exc)
                     continue
                 data = cm.get("data") if isinstance(cm, dict) else getattr(cm, "data", None)
-                doc = HistoryDoc.parse((data or {}).get(DATA_KEY))
+                source = f"build history ConfigMap {ns}/{self.history_name}-{shard}"
+                doc = HistoryDoc.parse((data or {}).get(DATA_KEY), source)
                 hist.merge(doc.repos)
                 found = True
             return hist if found else None
 
-        return self._throttled(("history", id(api), ns, self.history_name, self.history_shards), fetch)
+        key = ("history", _cluster_of(api), ns, self.history_name, self.history_shards)
+        return self._throttled(key, fetch)
 
     # ---- the affinity ----------------------------------------------------------------------
 
@@ -300,21 +347,53 @@ class StickyBuildsMixin:
     pod spec (``V1PodSpec(affinity=...)``) as it accepts a model."""
 
     def get_affinity(self) -> Any:
-        sticky = StickyBuilds(parent=self)  # type: ignore[arg-type]
+        try:
+            sticky = StickyBuilds(parent=self)  # type: ignore[arg-type]
+        except TraitError as exc:  # a configuration error: say so, and never fail the build
+            _log_once(f"sticky builds: configuration error, BinderHub's own affinity used: {exc}")
+            return super().get_affinity()  # type: ignore[misc]
         if not sticky.enabled:
             return super().get_affinity()  # type: ignore[misc]
-        affinity = sticky.affinity_for(self.api, self.namespace, self.repo_url)  # type: ignore[attr-defined]
-        return _as_model(affinity)
+        try:
+            affinity = sticky.affinity_for(self.api, self.namespace, self.repo_url)  # type: ignore[attr-defined]
+            return _as_model(affinity)
+        except Exception:  # a bug or an input we did not foresee must not fail a user's launch
+            log.exception("sticky builds: failed; BinderHub's own affinity used")
+            return super().get_affinity()  # type: ignore[misc]
 
 
 def _as_model(affinity: dict[str, Any]) -> Any:
-    """A ``kubernetes.client.V1Affinity`` when the sync client is installed, else the dict."""
+    """A ``kubernetes.client.V1Affinity`` when the sync client is installed, else the dict
+    (which the client serializes in a pod spec just as well)."""
     try:
         from kubernetes.client import ApiClient  # type: ignore[import-not-found]
     except ImportError:
         return affinity
+    text = json.dumps(affinity)
+    deserialize: Any = ApiClient().deserialize  # its signature changed across client versions
+    try:  # kubernetes >= 37: (response_text, response_type, content_type)
+        return deserialize(text, "V1Affinity", "application/json")
+    except TypeError:  # older clients: (response with .data, response_type)
 
-    class _Resp:
-        data = json.dumps(affinity)
+        class _Resp:
+            data = text
 
-    return ApiClient().deserialize(_Resp(), "V1Affinity")
+        return deserialize(_Resp(), "V1Affinity")
+
+
+_logged: set[str] = set()
+
+
+def _log_once(message: str) -> None:
+    """Log ``message`` as an error the first time only (it would repeat on every build)."""
+    if message not in _logged:
+        _logged.add(message)
+        log.error(message)
+
+
+def _cluster_of(api: Any) -> Any:
+    """What identifies the cluster behind a sync-client API object: its server URL (BinderHub
+    may make a client per build, and they must share one throttle), else the object itself."""
+    configuration = getattr(getattr(api, "api_client", None), "configuration", None)
+    host = getattr(configuration, "host", None)
+    return host if isinstance(host, str) else id(api)
