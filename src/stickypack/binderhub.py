@@ -40,7 +40,6 @@ import itertools
 import json
 import logging
 import math
-import re
 import threading
 import time
 from collections.abc import Callable
@@ -50,6 +49,7 @@ from traitlets import Bool, Float, Integer, List, TraitError, Unicode, validate
 from traitlets.config import Configurable
 
 from stickypack.core.history import BuildHistory
+from stickypack.core.labels import LABEL_KEY
 from stickypack.core.rendezvous import rendezvous_rank
 from stickypack.kube.cache import parse_selector, selector_text
 from stickypack.kube.discovery import nodes_of_pods
@@ -61,11 +61,6 @@ log = logging.getLogger(__name__)
 REQUEST_TIMEOUT_S = 5.0
 #: Most throttles kept (one per cluster, namespace and selector in practice).
 MAX_THROTTLES = 64
-#: A label key (optional DNS-subdomain prefix, then a name) and a label value.
-_LABEL_KEY = re.compile(
-    r"([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
-)
-_LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 BUILD_POD_LABELS = {"component": "binderhub-build"}
@@ -217,14 +212,11 @@ class StickyBuilds(Configurable):
             raise TraitError(f"StickyBuilds.builder_selector: {exc}") from None
         if not selector:  # would take every pod of the namespace for a builder
             raise TraitError("StickyBuilds.builder_selector must select something (key=value,...)")
-        for key, value in selector.items():
-            if not _LABEL_KEY.fullmatch(key) or not _LABEL_VALUE.fullmatch(value):
-                raise TraitError(f"StickyBuilds.builder_selector: {key}={value} is not a valid label")
         return selector_text(selector)
 
     @validate("hostname_label")
     def _check_label(self, proposal: Any) -> str:
-        if not _LABEL_KEY.fullmatch(proposal["value"]):
+        if not LABEL_KEY.fullmatch(proposal["value"]):
             raise TraitError(f"StickyBuilds.hostname_label: {proposal['value']!r} is not a label key")
         return str(proposal["value"])
 

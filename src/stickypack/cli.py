@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import reprlib
 import sys
 from collections.abc import Callable, Coroutine, Sequence
@@ -29,9 +28,6 @@ EXIT_USAGE = 2
 
 #: Launches are held in memory: a day at x1000 is about 17 million, several GiB.
 MAX_LOAD_SCALE = 1000.0
-#: Kubernetes object names: a node's is a DNS subdomain (RFC 1123), a namespace's a DNS label.
-_NODE_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-_NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 #: Most seeds one ``--seeds`` may ask for (a seed is a full run of every policy).
 MAX_SEEDS = 1000
 #: Scenarios of a fixed size, which ``--load-scale`` does not change.
@@ -427,16 +423,17 @@ def _extender(args: argparse.Namespace, console: Console) -> int:
 def _forget_node(args: argparse.Namespace, console: Console) -> int:
     import asyncio
 
+    from stickypack.core.labels import DNS_LABEL, DNS_SUBDOMAIN
     from stickypack.extender.server import history_limits, make_store
     from stickypack.kube.client import make_api_client
     from stickypack.kube.history import forget_node
 
-    if len(args.node) > 253 or not _NODE_NAME.fullmatch(args.node):
+    if len(args.node) > 253 or not DNS_SUBDOMAIN.fullmatch(args.node):
         shown = reprlib.repr(args.node)  # cut: a name may be any length
         raise UsageError(f"{shown} is not a node name (a DNS subdomain: lowercase a-z, 0-9, '-', '.')")
     config = _load_extender_config(args)
     if args.namespace:
-        if len(args.namespace) > 63 or not _NAMESPACE.fullmatch(args.namespace):
+        if len(args.namespace) > 63 or not DNS_LABEL.fullmatch(args.namespace):
             raise UsageError(f"--namespace {args.namespace!r} is not a namespace name (a DNS label)")
         config.history.namespace = args.namespace
     if config.history.store == "memory":

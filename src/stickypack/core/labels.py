@@ -1,7 +1,9 @@
-"""Taints, tolerations and node-selector terms, with Kubernetes' matching rules."""
+"""Taints, tolerations and node-selector terms, with Kubernetes' matching rules; the syntax
+of object names and label keys and values."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import cast
@@ -17,6 +19,15 @@ DELETION_CANDIDATE_TAINT = "DeletionCandidateOfClusterAutoscaler"
 #: Taint kube-scheduler's NodeUnschedulable plugin checks tolerations against.
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
+
+#: A DNS label (RFC 1123; a namespace's name; at most 63 characters, checked apart).
+DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+#: A DNS subdomain (RFC 1123; a node's name; at most 253 characters, checked apart).
+DNS_SUBDOMAIN = re.compile(rf"{DNS_LABEL.pattern}(\.{DNS_LABEL.pattern})*")
+#: A label key: an optional DNS-subdomain prefix and ``/``, then a name of 1-63 characters.
+LABEL_KEY = re.compile(rf"({DNS_SUBDOMAIN.pattern}/)?[A-Za-z0-9]([-A-Za-z0-9_.]{{0,61}}[A-Za-z0-9])?")
+#: A label value: empty, or like a label key's name.
+LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from stickypack.core.labels import Taint
+from stickypack.core.labels import LABEL_KEY, LABEL_VALUE, Taint
 from stickypack.core.nodetable import NodeTable
 from stickypack.core.pod import Pod, PodSpecError
 from stickypack.core.resources import parse_resource_list
@@ -43,22 +43,27 @@ DEFAULT_BUILDER_SELECTOR = {"component": "image-builder", "app": "binder"}
 
 
 def parse_selector(text: str | Mapping[str, str] | None) -> dict[str, str]:
-    """``"a=b,c=d"`` (equality-based label selector) or a mapping -> dict."""
+    """``"a=b,c=d"`` (equality-based label selector) or a mapping -> dict; every key and
+    value must be a valid label key and value (``ValueError`` otherwise)."""
     if text is None:
         return {}
     if isinstance(text, Mapping):
-        return {str(k): str(v) for k, v in text.items()}
-    if not isinstance(text, str):
+        out = {str(k): str(v) for k, v in text.items()}
+    elif isinstance(text, str):
+        out = {}
+        for part in text.split(","):
+            part = part.strip()
+            if not part:
+                continue
+            key, sep, value = part.partition("=")
+            if not sep or not key.strip() or value.startswith("="):
+                raise ValueError(f"label selector {text!r}: expected key=value[,key=value...]")
+            out[key.strip()] = value.strip()
+    else:
         raise ValueError(f"a label selector is 'key=value,...' or a mapping, got {text!r}")
-    out: dict[str, str] = {}
-    for part in text.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        key, sep, value = part.partition("=")
-        if not sep or not key.strip() or value.startswith("="):
-            raise ValueError(f"label selector {text!r}: expected key=value[,key=value...]")
-        out[key.strip()] = value.strip()
+    for key, value in out.items():
+        if not LABEL_KEY.fullmatch(key) or not LABEL_VALUE.fullmatch(value):
+            raise ValueError(f"{key}={value} is not a valid label")
     return out
 
 

@@ -122,7 +122,7 @@ class HistoryDoc:
         skipped: list[str] = []
         repos: dict[str, dict[str, float]] = {}
         for repo, nodes in _mapping(raw.get("repos"), "repos", skipped).items():
-            entries = {n: t for n, t in _times(nodes, f"repos[{_brief(repo)}]", skipped).items()}
+            entries = _times(nodes, f"repos[{_brief(repo)}]", skipped)
             if entries:
                 repos[str(repo)] = entries
         forgotten = _times(raw.get("forgotten"), "forgotten", skipped)
