@@ -221,7 +221,9 @@ def test_api_calls_have_a_timeout_and_clients_of_one_cluster_share_a_throttle() 
     class Api(FakeApi):
         def __init__(self) -> None:
             super().__init__([builder("d", "node-1")])
-            self.api_client = type("C", (), {"configuration": type("Cfg", (), {"host": "https://k8s:443"})()})()
+            self.api_client = type(
+                "C", (), {"configuration": type("Cfg", (), {"host": "https://k8s:443"})()}
+            )()
             self.timeouts: list[Any] = []
 
         def list_namespaced_pod(self, namespace: str, label_selector: str = "", **kwargs: Any) -> dict:

@@ -360,6 +360,18 @@ def test_bound_and_floor():
     assert (ft, fv) == ([0.0, 10.0, 25.0], [1, 2, 1])
 
 
+def test_pods_big_in_different_resources_may_share_a_node():
+    """A cpu-heavy and a memory-heavy pod fit one node together: the bound is 1, not 2."""
+    import numpy as np
+
+    bound = BoundTracker([1000, 1000, 10])
+    bound.change(0.0, np.array([600, 100, 1]), 1)
+    bound.change(0.0, np.array([100, 600, 1]), 1)
+    assert bound.values[-1] == 1
+    bound.change(5.0, np.array([700, 100, 1]), 1)  # a second cpu-heavy pod needs its own node
+    assert bound.values[-1] == 2
+
+
 def test_sim_config_overrides_and_errors(tmp_path, capsys):
     cfg = tmp_path / "sim.yaml"
     cfg.write_text("dask: {worker_cpu_m: '1', worker_memory: 4Gi}\npool: {provision_delay_s: 60}\n")

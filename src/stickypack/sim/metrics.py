@@ -39,8 +39,9 @@ METRICS = (
 class BoundTracker:
     """The per-instant lower bound on nodes from the running pods' requests.
 
-    With identical nodes of allocatable ``C``: ``max(ceil(sum_r / C_r) over resources,
-    number of pods above C_r / 2 in some resource)``. Units as the node table's.
+    With identical nodes of allocatable ``C``: the largest, over resources ``r``, of
+    ``ceil(sum_r / C_r)`` and of the number of pods asking more than ``C_r / 2`` of ``r`` (no
+    two of those share a node). Units as the node table's.
     """
 
     def __init__(self, capacity: Sequence[int]) -> None:
@@ -48,7 +49,7 @@ class BoundTracker:
         # would dominate (this runs twice per pod).
         self.capacity = [int(c) for c in capacity]
         self.sums = [0] * len(self.capacity)
-        self.big = 0
+        self.big = [0] * len(self.capacity)
         self.value = 0
         self.times: list[float] = [0.0]
         self.values: list[int] = [0]
@@ -58,11 +59,12 @@ class BoundTracker:
         row = vec.tolist()
         cap = self.capacity
         sums = self.sums
+        big = self.big
         for k, x in enumerate(row):
             sums[k] += sign * x
-        if any(2 * x > c for x, c in zip(row, cap, strict=True)):
-            self.big += sign
-        need = max(max(-(-s // c) for s, c in zip(sums, cap, strict=True)), self.big)
+            if 2 * x > cap[k]:
+                big[k] += sign
+        need = max(max(-(-s // c) for s, c in zip(sums, cap, strict=True)), max(big))
         if need != self.value:
             self.value = need
             if self.times[-1] == t:

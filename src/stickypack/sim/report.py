@@ -167,12 +167,11 @@ _SWEEP_COLUMNS = (
 
 def render_table(cmp: Comparison, console: Console) -> None:
     """Print the comparison as a table, with the bound and floor in the title."""
-    first = cmp.runs[0].metrics if cmp.runs else {}
     title = (
         f"{cmp.scenario} (seed {cmp.seed}, load x{cmp.load_scale:g}): lower bound "
-        f"{first.get('lower_bound_node_hours', 0):.1f} node-h, "
-        f"CA floor {first.get('floor_node_hours', 0):.1f} node-h, "
-        f"bound's final nodes {first.get('lower_bound_final_nodes', 0)}"
+        f"{_span(cmp, 'lower_bound_node_hours', '{:.1f}')} node-h, "
+        f"CA floor {_span(cmp, 'floor_node_hours', '{:.1f}')} node-h, "
+        f"bound's final nodes {_span(cmp, 'lower_bound_final_nodes', '{:.0f}')}"
     )
     table = Table(title=escape(title))
     table.add_column("policy", style="bold")
@@ -187,6 +186,15 @@ def render_table(cmp: Comparison, console: Console) -> None:
     console.print(table)
     _print_unscheduled({run.policy: [run.metrics.get("pods_unscheduled", 0)] for run in cmp.runs}, console)
     _print_trace_errors(cmp, console)
+
+
+def _span(cmp: Comparison, key: str, fmt: str) -> str:
+    """One metric over the runs as ``low`` or ``low-high``: the bound and floor are per run
+    (a policy's cache hits and waits move when its pods start), so they may differ a little."""
+    values = [fmt.format(run.metrics.get(key, 0)) for run in cmp.runs] or [fmt.format(0)]
+    low = min(values, key=float)
+    high = max(values, key=float)
+    return low if low == high else f"{low}-{high}"
 
 
 def _print_trace_errors(cmp: Comparison, console: Console) -> None:
@@ -274,8 +282,24 @@ def write_plots(cmp: Comparison, directory: Path) -> list[Path]:
         ax.step(hours(run.series.node_t), run.series.node_n, where="post", label=run.policy)
     if cmp.runs:
         s = cmp.runs[0].series
-        ax.step(hours(s.bound_t), s.bound_n, where="post", color="black", linestyle="--", label="lower bound")
-        ax.step(hours(s.floor_t), s.floor_n, where="post", color="grey", linestyle=":", label="CA floor")
+        # The bound and floor are per run; they differ little, so the first run's are drawn.
+        first = cmp.runs[0].policy
+        ax.step(
+            hours(s.bound_t),
+            s.bound_n,
+            where="post",
+            color="black",
+            linestyle="--",
+            label=f"lower bound ({first}'s run)",
+        )
+        ax.step(
+            hours(s.floor_t),
+            s.floor_n,
+            where="post",
+            color="grey",
+            linestyle=":",
+            label=f"CA floor ({first}'s run)",
+        )
     paths = [save(fig, ax, "Nodes over time", "hours", "nodes", "nodes.png")]
 
     if any(run.series.build_durations for run in cmp.runs):
