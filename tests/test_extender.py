@@ -163,6 +163,14 @@ def test_assumption_moves_hot_repo_builds_along(world, with_filter: bool) -> Non
         ("prioritize", b'{"Pod": {}, "NodeNames": [1]}', "list of strings"),
         ("prioritize", b'{"Pod": {"spec": {"containers": [{"resources": {"requests": {"cpu": "lots"}}}]}},'
          b' "NodeNames": []}', "ExtenderArgs.Pod"),
+        ("filter", b'{"Pod": {"spec": {"containers": [{"resources": {"requests": {"cpu": "-100Ei"}}}]}},'
+         b' "NodeNames": []}', "negative quantity"),
+        ("prioritize", b'{"Pod": {"spec": {"affinity": {"nodeAffinity": {"preferredDuringScheduling'
+         b'IgnoredDuringExecution": [{"weight": 1e999, "preference": {}}]}}}}, "NodeNames": []}',
+         "affinity weight must be an integer from 1 to 100"),
+        ("filter", b'{"Pod": {"spec": {"affinity": {"podAntiAffinity": {"preferredDuringScheduling'
+         b'IgnoredDuringExecution": [{"weight": 1000000000000000000000000000000, "podAffinityTerm": {}}]}}}},'
+         b' "NodeNames": []}', "affinity weight"),
     ],
 )  # fmt: skip
 def test_bad_requests_get_400_with_a_message(world, verb: str, body: bytes, message: str) -> None:

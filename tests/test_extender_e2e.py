@@ -39,7 +39,9 @@ def build_pod(name: str, repo: str, **kw: Any) -> dict:
     return pod
 
 
-def render_config(tmp_path: Path, url: str) -> Path:
+def render_config(tmp_path: Path, url: str, node_cache_capable: bool = True) -> Path:
+    """The rendered scheduler configuration; ``node_cache_capable=False`` edits it so that
+    kube-scheduler sends whole Node objects and reads the reply's ``Nodes``."""
     out = tmp_path / "scheduler.yaml"
     rc = cli_main(
         ["render", "scheduler-config", "--profiles", BUILDER, "--extender-url", url, "-o", str(out)]
@@ -48,6 +50,9 @@ def render_config(tmp_path: Path, url: str) -> Path:
     cfg = yaml.safe_load(out.read_text())
     (ext,) = cfg["extenders"]
     assert ext["nodeCacheCapable"] is True and ext["ignorable"] is True
+    if not node_cache_capable:
+        ext["nodeCacheCapable"] = False
+        out.write_text(yaml.safe_dump(cfg))
     return out
 
 
@@ -163,7 +168,10 @@ def test_hot_repo_stays_within_the_load_bound(cluster: ControlPlane, tmp_path) -
     assert per_node[top] == max(per_node.values()), per_node
 
 
-def test_no_build_on_a_node_the_autoscaler_deletes(cluster: ControlPlane, tmp_path) -> None:
+@pytest.mark.parametrize("node_cache_capable", [True, False], ids=["node-names", "node-objects"])
+def test_no_build_on_a_node_the_autoscaler_deletes(
+    cluster: ControlPlane, tmp_path, node_cache_capable: bool
+) -> None:
     nodes = [f"node-{i}" for i in range(4)]
     repo = "https://github.com/org/doomed"
     doomed = rendezvous_rank(nodes, repo)[0]
@@ -175,7 +183,7 @@ def test_no_build_on_a_node_the_autoscaler_deletes(cluster: ControlPlane, tmp_pa
         # history says the doomed node built the repo, and the pods tolerate every taint, so
         # only the extender's filter keeps them off it
         ext.call(lambda: ext.service.recorder.record(repo, doomed))
-        cluster.start_scheduler(render_config(tmp_path, ext.url))
+        cluster.start_scheduler(render_config(tmp_path, ext.url, node_cache_capable))
         names = [f"b-{i}" for i in range(6)]
         cluster.create_pods([build_pod(n, repo, tolerations=[{"operator": "Exists"}]) for n in names])
         placed = cluster.wait_bound(names)

@@ -3,7 +3,7 @@ from fractions import Fraction
 import pytest
 
 from stickypack.core.quantity import QuantityError, int_value, milli_value, parse_quantity
-from stickypack.core.resources import parse_resource_list
+from stickypack.core.resources import MAX_AMOUNT, parse_resource_list
 
 
 @pytest.mark.parametrize(
@@ -50,3 +50,22 @@ def test_resource_list_units():
         "memory": 1024**3,
         "nvidia.com/gpu": 1,
     }
+
+
+def test_huge_exponents_saturate_instead_of_computing_the_power():
+    """``1e9999999`` is accepted by the API server in a pod's limits; it is taken as 10**40
+    (far past every clamp) and tiny values as 10**-40 (rounded up to 1 unit), exactly as the
+    exact value would come out after clamping and rounding."""
+    assert parse_quantity("1e9999999") == 10**40
+    assert parse_quantity("-2e9999999") == -(10**40)
+    assert milli_value("1e-9999999") == 1 and int_value("-1e-9999999") == 0
+    assert parse_quantity("0e99999999") == 0
+    assert parse_quantity("3e40") == 3 * 10**40  # within the slack: exact
+    assert parse_quantity("25e-42") == Fraction(25, 10**42)
+    assert parse_resource_list({"memory": "1e9999999"}) == {"memory": MAX_AMOUNT}
+
+
+@pytest.mark.parametrize("raw", [{"cpu": "-100m"}, {"memory": "-100Ei"}, {"nvidia.com/gpu": -1}])
+def test_negative_amounts_are_refused(raw):
+    with pytest.raises(QuantityError, match="negative"):
+        parse_resource_list(raw)

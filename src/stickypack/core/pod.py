@@ -121,12 +121,12 @@ class Pod:
                     else None
                 ),
                 preferred_terms=tuple(
-                    PreferredTerm(int(p["weight"]), NodeSelectorTerm.from_dict(p.get("preference") or {}))
+                    PreferredTerm(_weight(p["weight"]), NodeSelectorTerm.from_dict(p.get("preference") or {}))
                     for p in preferred
                 ),
                 pod_anti_affinity=tuple(
                     PodAffinityTerm(
-                        int(t["weight"]),
+                        _weight(t["weight"]),
                         tuple(
                             sorted(
                                 ((t.get("podAffinityTerm") or {}).get("labelSelector") or {})
@@ -142,8 +142,15 @@ class Pod:
                 scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
                 node_name=spec.get("nodeName") or None,
             )
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
             raise PodSpecError(f"cannot read pod: {exc}") from exc
+
+
+def _weight(raw: object) -> int:
+    """A preferred (anti-)affinity term's weight: an integer 1..100, as the API server checks."""
+    if isinstance(raw, bool) or not isinstance(raw, int | float) or not 1 <= raw <= 100 or raw != int(raw):
+        raise ValueError(f"an affinity weight must be an integer from 1 to 100, not {raw!r}")
+    return int(raw)
 
 
 def _container_requests(container: Mapping[str, Any]) -> tuple[ResourceList, ResourceList]:

@@ -32,6 +32,13 @@ _QUANTITY = re.compile(
 )
 
 
+#: How far past 10**40 (or below 10**-40) an exponent is followed exactly. Beyond, the value
+#: is taken as +-10**40 (or +-10**-40): every caller clamps amounts far below 10**40 and
+#: rounds up, so the result is the same, and ``1e9999999`` (which the API server accepts in
+#: a pod's limits) does not cost seconds of big-integer arithmetic.
+_EXPONENT_SLACK = 40
+
+
 class QuantityError(ValueError):
     """A string that is not a Kubernetes quantity."""
 
@@ -59,8 +66,20 @@ def parse_quantity(value: str | int | float | Fraction) -> Fraction:
     if match["bin"]:
         return number * _BINARY[match["bin"]]
     if match["exp"]:
-        return number * Fraction(10) ** int(match["exp"][1:])
+        return _scaled(number, int(match["exp"][1:]), len(match["num"]))
     return number * _DECIMAL[match["dec"] or ""]
+
+
+def _scaled(number: Fraction, exponent: int, digits: int) -> Fraction:
+    """``number * 10**exponent``, with ``|number|`` in ``[10**-digits, 10**digits)`` unless 0."""
+    if number == 0:
+        return number
+    sign = 1 if number > 0 else -1
+    if exponent > digits + _EXPONENT_SLACK:
+        return Fraction(sign * 10**_EXPONENT_SLACK)
+    if exponent < -(digits + _EXPONENT_SLACK):
+        return Fraction(sign, 10**_EXPONENT_SLACK)
+    return number * Fraction(10) ** exponent
 
 
 def ceil_fraction(value: Fraction) -> int:

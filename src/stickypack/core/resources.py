@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from stickypack.core.quantity import int_value, milli_value
+from stickypack.core.quantity import QuantityError, int_value, milli_value
 
 CPU = "cpu"
 MEMORY = "memory"
@@ -41,10 +41,14 @@ def clamp_amounts(resources: ResourceList) -> ResourceList:
 
 def parse_resource_list(raw: Mapping[str, object] | None) -> ResourceList:
     """Turn a Kubernetes ResourceList (``{"cpu": "500m", "memory": "1Gi"}``) into integers,
-    each at most :data:`MAX_AMOUNT`."""
+    each at most :data:`MAX_AMOUNT`. A negative amount is refused (``QuantityError``), as the
+    API server refuses it in requests, limits and a node's allocatable."""
     out: ResourceList = {}
     for name, quantity in (raw or {}).items():
-        out[str(name)] = milli_value(quantity) if name == CPU else int_value(quantity)  # type: ignore[arg-type]
+        amount = milli_value(quantity) if name == CPU else int_value(quantity)  # type: ignore[arg-type]
+        if amount < 0:
+            raise QuantityError(f"{name}: a negative quantity: {quantity!r}")
+        out[str(name)] = amount
     return clamp_amounts(out)
 
 

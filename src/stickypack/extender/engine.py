@@ -3,10 +3,13 @@
 Wire format (``k8s.io/kube-scheduler/extender/v1``, JSON keys are the Go field names):
 
 - request ``ExtenderArgs``: ``{"Pod": <v1.Pod>, "Nodes": <v1.NodeList>|null, "NodeNames":
-  [...]|null}``; with ``nodeCacheCapable: true`` only ``NodeNames`` is set;
+  [...]|null}``; with ``nodeCacheCapable: true`` only ``NodeNames`` is set, else only
+  ``Nodes``;
 - filter reply ``ExtenderFilterResult``: ``{"Nodes": null, "NodeNames": [...],
   "FailedNodes": {...}, "FailedAndUnresolvableNodes": {...}, "Error": ""}``. ``NodeNames``
-  is always a list: kube-scheduler reads ``null`` as "no node passed";
+  is always a list: kube-scheduler reads ``null`` as "no node passed". A request that came
+  with ``Nodes`` gets the passing nodes in ``Nodes`` too, as the objects it sent: without
+  ``nodeCacheCapable`` kube-scheduler reads only that field;
 - prioritize reply ``HostPriorityList``: ``[{"Host": "n1", "Score": 7}, ...]``, Score 0..10
   (``MaxExtenderPriority``); kube-scheduler adds ``Score * weight * 10``.
 
@@ -135,18 +138,22 @@ class Extender:
 
     # ---- parsing ---------------------------------------------------------------------------
 
-    def _parse(self, args: Any) -> tuple[Pod, str, list[str]]:
+    def _parse(self, args: Any) -> tuple[Pod, str, list[str], list[Any] | None]:
+        """The pod, its ``namespace/name``, the candidate node names, and the node objects
+        when the request sent them (``Nodes``, kube-scheduler without ``nodeCacheCapable``)."""
         if not isinstance(args, dict):
             raise BadRequest("request body must be a JSON object (ExtenderArgs)")
         raw_pod = args.get("Pod")
         if not isinstance(raw_pod, dict):
             raise BadRequest("ExtenderArgs.Pod must be a JSON object (a v1.Pod)")
         names = args.get("NodeNames")
+        items: list[Any] | None = None
         if names is None:
             nodes = args.get("Nodes")
             if isinstance(nodes, dict) and isinstance(nodes.get("items"), list):
+                items = nodes["items"]
                 try:
-                    names = [n["metadata"]["name"] for n in nodes["items"]]
+                    names = [n["metadata"]["name"] for n in items]
                 except (KeyError, TypeError):
                     raise BadRequest("ExtenderArgs.Nodes.items[].metadata.name missing") from None
             else:
@@ -167,7 +174,7 @@ class Extender:
                 if len(self._pods) >= 256:
                     self._pods.clear()
                 self._pods[ident] = pod
-        return pod, f"{pod.namespace}/{pod.name}", names
+        return pod, f"{pod.namespace}/{pod.name}", names, items
 
     def _check_known(self, names: list[str]) -> None:
         """For pods the extender does not manage: unknown names are still an error (reject)."""
@@ -225,10 +232,11 @@ class Extender:
     # ---- verbs -----------------------------------------------------------------------------
 
     def filter(self, args: Any) -> tuple[dict[str, Any], Decision]:
-        pod, key, names = self._parse(args)
+        pod, key, names, items = self._parse(args)
         if not self.manages(pod):
             self._check_known(names)
-            return _filter_result(list(names), {}, {}), Decision("filter", False, len(names), len(names))
+            decision = Decision("filter", False, len(names), len(names))
+            return _filter_result(list(names), {}, {}, items), decision
         idx, known, unknown = self._rows(names)
         failed: dict[str, str] = {}
         unresolvable: dict[str, str] = {f"{n}": "unknown node (not in the extender's cache)" for n in unknown}
@@ -252,7 +260,8 @@ class Extender:
         if len(passed) == 1 and self.assume and pod.build_repo is not None:
             # kube-scheduler skips prioritize with one feasible node: count the pod now.
             self.cache.assume(key, pod, passed[0])
-        return _filter_result(passed, failed, unresolvable), Decision("filter", True, len(names), len(passed))
+        result = _filter_result(passed, failed, unresolvable, items)
+        return result, Decision("filter", True, len(names), len(passed))
 
     def load_cap(self) -> int:
         """Most builds a node may run with one more build placed: ``max(min_load_cap,
@@ -278,7 +287,7 @@ class Extender:
         keep &= ~over
 
     def prioritize(self, args: Any) -> tuple[Sequence[dict[str, Any]], Decision]:
-        pod, key, names = self._parse(args)
+        pod, key, names, _ = self._parse(args)
         if not self.manages(pod):
             self._check_known(names)
             return [], Decision("prioritize", False, len(names))
@@ -375,9 +384,16 @@ class _PriorityList(Sequence[dict[str, Any]]):
         return "[" + ",".join(parts) + "]"
 
 
-def _filter_result(names: list[str], failed: dict[str, str], unresolvable: dict[str, str]) -> dict[str, Any]:
+def _filter_result(
+    names: list[str], failed: dict[str, str], unresolvable: dict[str, str], items: list[Any] | None = None
+) -> dict[str, Any]:
+    """An ``ExtenderFilterResult``; ``items``: the request's node objects, if it sent them."""
+    nodes = None
+    if items is not None:
+        passed = set(names)
+        nodes = {"items": [n for n in items if n["metadata"]["name"] in passed]}
     return {
-        "Nodes": None,
+        "Nodes": nodes,
         "NodeNames": names,
         "FailedNodes": failed,
         "FailedAndUnresolvableNodes": unresolvable,

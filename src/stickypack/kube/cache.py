@@ -157,9 +157,14 @@ def node_row(obj: Mapping[str, Any]) -> dict[str, Any]:
             created = datetime.datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).timestamp()
         except ValueError:
             created = None
+    # The API server defaults a missing (nil) allocatable to capacity (SetDefaults_NodeStatus);
+    # an empty one stays empty, and kube-scheduler reads allocatable only.
+    allocatable = status.get("allocatable")
+    if allocatable is None:
+        allocatable = status.get("capacity")
     return {
         "created": created,
-        "allocatable": parse_resource_list(status.get("allocatable") or status.get("capacity")),
+        "allocatable": parse_resource_list(allocatable),
         "labels": dict(meta.get("labels") or {}),
         "taints": [Taint.from_dict(t) for t in spec.get("taints") or ()],
         "annotations": dict(meta.get("annotations") or {}),
