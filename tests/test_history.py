@@ -131,9 +131,6 @@ async def test_concurrent_writers_lose_no_entry() -> None:
     """20 writers, 10 records each, racing on 2 shards: every record is stored."""
     store = MemoryHistoryStore(shards=2)
 
-    class Slow(MemoryHistoryStore):
-        pass
-
     async def writer(w: int) -> None:
         for i in range(10):
             await commit(
@@ -247,3 +244,26 @@ async def test_failed_writes_back_off_even_with_no_flush_interval(monkeypatch) -
     # doubling from 0.5 s, not a tight loop at flush_interval_s = 0
     assert waits[:5] == [0.5, 1.0, 2.0, 4.0, 8.0]
     assert store.writes <= len(waits) + 1 and rec.pending  # nothing lost: the record waits
+
+
+async def test_operations_waiting_for_a_refusing_store_are_bounded(monkeypatch) -> None:
+    monkeypatch.setattr("stickypack.kube.history.MAX_PENDING_OPS", 5)
+    rec = HistoryRecorder(MemoryHistoryStore(), clock=lambda: NOW)
+    await rec.load()
+    for i in range(8):
+        rec.record(f"r{i}", "n")
+    assert [op.repo for op in rec.pending] == ["r3", "r4", "r5", "r6", "r7"]  # type: ignore[union-attr]
+    assert rec.dropped_ops == 3
+    assert rec.history.nodes_for("r0", NOW) == ["n"]  # memory keeps them
+
+
+def test_api_errors_are_one_log_line() -> None:
+    from kubernetes_asyncio.client.exceptions import ApiException
+
+    from stickypack.kube.client import describe_error
+
+    exc = ApiException(status=403, reason="Forbidden")
+    exc.body = json.dumps({"kind": "Status", "message": 'configmaps "h-0" is forbidden: no'})
+    assert describe_error(exc) == 'HTTP 403 Forbidden: configmaps "h-0" is forbidden: no'
+    assert "\n" in str(exc)  # what the log used to get
+    assert describe_error(ConnectionError("refused\n  twice")) == "ConnectionError: refused twice"

@@ -127,7 +127,10 @@ class ExtenderService:
         assert self.recorder is not None and isinstance(self.recorder.store, ConfigMapHistoryStore)
         name = str((obj.get("metadata") or {}).get("name"))
         prefix = self.recorder.store.name + "-"
-        if not name.startswith(prefix) or kind == "DELETED":
+        if not name.startswith(prefix):
+            return
+        if kind == "DELETED":
+            self.recorder.on_deleted(name[len(prefix) :])
             return
         doc, version = ConfigMapHistoryStore.parse_configmap(obj)
         self.recorder.on_stored(name[len(prefix) :], doc, version)

@@ -49,3 +49,30 @@ async def read_json(resp: Any) -> Any:
         exc.body = body.decode(errors="replace")
         raise exc
     return json.loads(body)
+
+
+def describe_error(exc: BaseException) -> str:
+    """One log line for an error from the API server or the network.
+
+    An ``ApiException`` prints as several lines (reason, headers, the whole body); this gives
+    ``HTTP 403 Forbidden: <the Status message>`` instead. Anything else: its type and text,
+    newlines folded.
+    """
+    status = getattr(exc, "status", None)
+    if isinstance(status, int) and hasattr(exc, "body"):
+        import json
+
+        message = ""
+        body = getattr(exc, "body", None)
+        if isinstance(body, bytes):
+            body = body.decode(errors="replace")
+        if isinstance(body, str) and body:
+            try:
+                parsed = json.loads(body)
+                message = str(parsed.get("message") or "") if isinstance(parsed, dict) else ""
+            except ValueError:
+                message = body[:200]
+        text = f"HTTP {status} {getattr(exc, 'reason', '') or ''}".rstrip()
+        return f"{text}: {message}" if message else text
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

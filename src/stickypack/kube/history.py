@@ -49,7 +49,7 @@ from hashlib import blake2b
 from typing import Any, Protocol
 
 from stickypack.core.history import BuildHistory
-from stickypack.kube.client import read_json
+from stickypack.kube.client import describe_error, read_json
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +64,9 @@ DEFAULT_MAX_ANNOTATION_BYTES = 64 * 1024
 #: The first wait (seconds) before retrying a failed write, doubling up to 60 s: never a
 #: tight loop against an API server that refuses, even with ``flush_interval_s: 0``.
 MIN_RETRY_S = 0.5
+#: Most operations kept while writes fail (the oldest go first, counted in
+#: ``HistoryRecorder.dropped_ops``): memory stays bounded when the store refuses for days.
+MAX_PENDING_OPS = 10_000
 #: Most forgotten-node tombstones a document keeps (the newest): a node name is at most 253
 #: bytes, so they can never crowd the repos out of a document.
 MAX_TOMBSTONES = 1000
@@ -98,8 +101,12 @@ class Limits:
 
 @dataclass
 class HistoryDoc:
+    """One stored document. ``damaged``: what was stored could not be read at all (not JSON,
+    not an object, the key missing); the recorder then keeps its last good copy."""
+
     repos: dict[str, dict[str, float]] = field(default_factory=dict)
     forgotten: dict[str, float] = field(default_factory=dict)
+    damaged: bool = field(default=False, compare=False)
 
     @classmethod
     def parse(cls, text: str | bytes | None, source: str = "build history") -> HistoryDoc:
@@ -111,14 +118,11 @@ class HistoryDoc:
         try:
             raw = json.loads(text)
         except ValueError:
-            log.error("%s: the document is not JSON; starting from an empty one", source)
-            return cls()
+            return cls._unreadable(source, "is not JSON")
         except RecursionError:
-            log.error("%s: the document is nested too deeply; starting from an empty one", source)
-            return cls()
+            return cls._unreadable(source, "is nested too deeply")
         if not isinstance(raw, dict):
-            log.error("%s: the document is not a JSON object; starting from an empty one", source)
-            return cls()
+            return cls._unreadable(source, "is not a JSON object")
         skipped: list[str] = []
         repos: dict[str, dict[str, float]] = {}
         for repo, nodes in _mapping(raw.get("repos"), "repos", skipped).items():
@@ -135,6 +139,11 @@ class HistoryDoc:
                 skipped[0],
             )
         return cls(repos, forgotten)
+
+    @classmethod
+    def _unreadable(cls, source: str, what: str) -> HistoryDoc:
+        log.error("%s: the document %s; ignored (a last good copy in memory is kept)", source, what)
+        return cls(damaged=True)
 
     def dumps(self) -> str:
         return json.dumps(
@@ -333,6 +342,10 @@ class ConfigMapHistoryStore:
         data = body.get("data") or {}
         meta = body.get("metadata") or {}
         source = f"build history ConfigMap {meta.get('namespace')}/{meta.get('name')}"
+        if not isinstance(data, Mapping) or DATA_KEY not in data:
+            return HistoryDoc._unreadable(source, f"is missing (no data key {DATA_KEY})"), meta.get(
+                "resourceVersion"
+            )
         return HistoryDoc.parse(data.get(DATA_KEY), source), meta.get("resourceVersion")
 
     async def read_all(self) -> dict[str, tuple[HistoryDoc, str | None]]:
@@ -367,7 +380,9 @@ class ConfigMapHistoryStore:
                 )
             out = await read_json(resp)
         except ApiException as exc:
-            if exc.status == 409:  # Conflict, or AlreadyExists on create
+            # 409: Conflict, or AlreadyExists on create; 404 on replace: the ConfigMap was
+            # deleted since it was read. Either way re-read (a deleted one is created anew).
+            if exc.status == 409 or (exc.status == 404 and version is not None):
                 self.conflicts += 1
                 raise Conflict(name) from None
             raise
@@ -495,6 +510,9 @@ async def commit(
         for attempt in range(max_attempts):
             if known is None:
                 known = await store.read(part)
+                last = cache.get(part) if cache is not None else None
+                if known[0].damaged and last is not None:
+                    known = (last[0], known[1])  # write the last good copy back over the damage
             doc, version = known
             new = apply_ops(doc, part_ops, limits, now())
             try:
@@ -546,6 +564,7 @@ class HistoryRecorder:
         self._stop = False
         self.flushes = 0
         self.flush_errors = 0
+        self.dropped_ops = 0
         self.last_flush_ok: float | None = None
 
     # ---- inputs ----------------------------------------------------------------------------
@@ -571,6 +590,16 @@ class HistoryRecorder:
         if self.store is None:
             return
         self.pending.append(op)
+        if len(self.pending) > MAX_PENDING_OPS:
+            if not self.dropped_ops:
+                log.error(
+                    "build history: %d operations wait for the store; dropping the oldest "
+                    "(they stay in memory until the extender restarts)",
+                    MAX_PENDING_OPS,
+                )
+            drop = len(self.pending) - MAX_PENDING_OPS
+            del self.pending[:drop]
+            self.dropped_ops += drop
         self._wake.set()
 
     # ---- store sync ------------------------------------------------------------------------
@@ -584,12 +613,25 @@ class HistoryRecorder:
         self.loaded.set()
 
     def on_stored(self, part: str, doc: HistoryDoc, version: str | None) -> None:
-        """A stored part changed (seen by a watch): rebuild unless it is our own write."""
+        """A stored part changed (seen by a watch): rebuild unless it is our own write.
+
+        A damaged document (edited into something unreadable) does not wipe the memory: the
+        last good copy is kept under the new version, so the next write puts it back.
+        """
         known = self._docs.get(part)
         if known is not None and known[1] == version:
             return
+        if doc.damaged and known is not None:
+            doc = known[0]
         self._docs[part] = (doc, version)
         self._rebuild()
+
+    def on_deleted(self, part: str) -> None:
+        """A stored part was deleted (by hand: that is how an operator resets the history):
+        its entries leave the memory too; the next write creates it anew."""
+        if part in self._docs:
+            self._docs[part] = (HistoryDoc(), None)
+            self._rebuild()
 
     def _rebuild(self) -> None:
         now = self.clock()
@@ -643,7 +685,9 @@ class HistoryRecorder:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                log.warning("build history: write failed (%s); retrying in %.1f s", exc, backoff)
+                log.warning(
+                    "build history: write failed (%s); retrying in %.1f s", describe_error(exc), backoff
+                )
                 self._wake.set()
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 60.0)

@@ -29,6 +29,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from stickypack.kube.client import describe_error
+
 log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
@@ -165,9 +167,8 @@ class Informer:
                 self.stats.connected = False
                 self.stats.watch_errors += 1
                 log.warning(
-                    "%s: watch failed (%s: %s); retrying in %.1f s",
-                    self.name, type(exc).__name__, exc, backoff,
-                )  # fmt: skip
+                    "%s: watch failed (%s); retrying in %.1f s", self.name, describe_error(exc), backoff
+                )
                 await self._sleep(backoff)
                 backoff = min(backoff * 2, self.max_backoff_s)
             finally:
@@ -176,7 +177,8 @@ class Informer:
     # ---- internals -------------------------------------------------------------------------
 
     async def _sleep(self, base: float) -> None:
-        await asyncio.sleep(base * (0.5 + random.random()))
+        # jittered down to half, never above the cap
+        await asyncio.sleep(base * (0.5 + 0.5 * random.random()))
 
     def _selectors(self) -> dict[str, Any]:
         kw: dict[str, Any] = {}
