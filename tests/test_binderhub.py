@@ -271,3 +271,20 @@ def test_default_scheduler_follows_the_affinity(cluster) -> None:
     pod["spec"]["affinity"] = aff
     cluster.create_pod(pod=pod)
     assert cluster.wait_bound(["build-1"])["build-1"] == built
+
+
+def test_only_running_bound_pods_name_builder_nodes() -> None:
+    from stickypack.kube.discovery import nodes_of_pods
+
+    deleting = builder("e", "node-5")
+    deleting["metadata"]["deletionTimestamp"] = "2026-12-04T10:00:00Z"
+    pods = [
+        builder("a", "node-2"),
+        builder("b", "node-1", phase="Pending"),  # bound, its containers starting
+        builder("c", "node-3", phase="Succeeded"),
+        builder("d", "node-4", phase="Failed"),
+        deleting,
+        builder("f", None, phase="Pending"),  # not bound yet
+        builder("g", "node-2"),
+    ]
+    assert nodes_of_pods(pods) == ["node-1", "node-2"]

@@ -207,7 +207,8 @@ def test_unknown_nodes_can_be_failed_instead(world) -> None:
         assert {s["Host"] for s in scores} == {"ghost", "node-1"}
     finally:
         w.extender.unknown_nodes = "reject"
-        w.cache.expire_assumptions()
+        for key in list(w.cache.assumed):  # the clock is fixed: nothing would expire them
+            w.cache._drop_assumption(key)
 
 
 def test_health_ready_and_metrics(world) -> None:
@@ -387,7 +388,6 @@ def test_headers_past_the_cap_are_refused_and_the_service_serves_on(world) -> No
 
 def test_a_stalled_body_gets_408_while_others_are_served() -> None:
     import socket
-    import time
 
     w = World(3)
     app = make_app(w.extender, metrics=w.metrics, body_timeout_s=0.5)
@@ -397,11 +397,14 @@ def test_a_stalled_body_gets_408_while_others_are_served() -> None:
             stalled.sendall(b"POST /prioritize HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{")
             meanwhile = {"Pod": build_pod("meanwhile"), "NodeNames": w.names}
             assert post(client, "filter", meanwhile).status_code == 200
-            stalled.settimeout(5)
-            started = time.monotonic()
-            answer = stalled.recv(4096)
+            stalled.settimeout(5)  # a missing 408 fails the test by timing out here
+            answer = b""
+            while b"not received within" not in answer:  # headers and body may come apart
+                chunk = stalled.recv(4096)
+                if not chunk:
+                    break
+                answer += chunk
             assert answer.startswith(b"HTTP/1.1 408") and b"not received within 0.5 s" in answer
-            assert time.monotonic() - started < 5
         finally:
             stalled.close()
         assert 'outcome="timeout"' in client.get("/metrics").text

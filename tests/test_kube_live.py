@@ -1,6 +1,6 @@
 """The informer and cache against the real API server, through a TCP proxy we can cut:
 changes made while the connection is down (a deletion included) are seen after the
-reconnect."""
+reconnect; a list is paged with the API server's continue tokens."""
 
 from __future__ import annotations
 
@@ -109,6 +109,7 @@ def test_informer_reconnects_and_catches_up(cluster: ControlPlane) -> None:
     assert result["nodes"] == {"during"}
     assert result["deleted"] == ["before"]  # the deletion missed while away is delivered
     assert result["errors"] >= 1
+    assert result["relists"] == 1  # the watch resumed from its resourceVersion: no relist
 
 
 def test_builder_node_discovery_is_throttled_and_skips_unbound(cluster: ControlPlane) -> None:
@@ -141,3 +142,49 @@ def test_builder_node_discovery_is_throttled_and_skips_unbound(cluster: ControlP
     first, again, calls = cluster.call(scenario)
     assert first == [["n1", "n2"]] * 5 and again == ["n1", "n2"]
     assert calls == 1
+
+
+def test_informer_pages_through_a_real_list_and_watches_from_its_version(cluster: ControlPlane) -> None:
+    """page_size 2 over 5 nodes: the API server hands out continue tokens, the informer
+    follows them, and the list's resourceVersion starts a watch that sees the next node."""
+    import uuid
+
+    from kubernetes_asyncio import client
+
+    mark = uuid.uuid4().hex[:8]
+    names = [f"page-{mark}-{i}" for i in range(5)]
+    for n in names:
+        cluster.create_node(n, labels={"pagetest": mark})
+
+    async def scenario(_: Any) -> dict:
+        api = client.ApiClient(configuration=cluster.client_configuration())
+        core = client.CoreV1Api(api)
+        calls: list[dict] = []
+
+        async def list_node(**kw: Any) -> Any:
+            calls.append(kw)
+            return await core.list_node(**kw)
+
+        inf = Informer("nodes", list_node, label_selector=f"pagetest={mark}", page_size=2)
+        inf.start()
+        try:
+            await asyncio.wait_for(inf.synced.wait(), 30)
+            listed = set(inf.objects)
+            await core.create_node({"metadata": {"name": f"page-{mark}-late", "labels": {"pagetest": mark}}})
+            deadline = time.monotonic() + 30
+            while f"page-{mark}-late" not in inf.objects and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            return {
+                "listed": listed,
+                "after": set(inf.objects),
+                "continued": sum(1 for kw in calls if kw.get("_continue")),
+                "lists": inf.stats.lists,
+            }
+        finally:
+            await inf.stop()
+            await api.close()
+
+    result = cluster.call(scenario, timeout=90)
+    assert result["listed"] == set(names)
+    assert result["continued"] == 2  # pages of 2, 2 and 1
+    assert result["after"] == {*names, f"page-{mark}-late"} and result["lists"] == 1

@@ -36,11 +36,13 @@ def test_matches_binderhub_on_10000_random_cases():
 
 
 def test_known_order_is_stable():
-    # A pinned case: any change of hash input or byte order changes it.
+    # Pinned: the order binderhub.utils.rendezvous_rank gives, computed outside this project
+    # with its own expression, blake2b(b"%s-%s" % (key, bucket), digest_size=8) read big-endian
+    # (scores 0xd0da2bd4..., 0x9552625b..., 0x75b09c41..., 0x3d1c5b45..., 0x2cba5411...).
+    # Any change of hash input, digest size or byte order changes it.
     nodes = [f"node-{i}" for i in range(5)]
     ranked = rendezvous_rank(nodes, "https://github.com/binder-examples/requirements")
-    assert ranked == binderhub_formula(nodes, "https://github.com/binder-examples/requirements")
-    assert sorted(ranked) == nodes
+    assert ranked == ["node-1", "node-3", "node-2", "node-4", "node-0"]
 
 
 def test_removing_a_loser_keeps_the_winner():
@@ -96,6 +98,7 @@ def test_weighted_drops_zero_weights():
         ({"a": 5, "b": 0, "c": 0}, "b"),  # cap ceil(1.25 * 6 / 3) = 3: a would hold 6
         ({"a": 2, "b": 0, "c": 0}, "b"),  # cap ceil(1.25 * 3 / 3) = 2: a would hold 3
         ({"a": 1, "b": 0, "c": 0}, "b"),  # cap ceil(1.25 * 2 / 3) = 1: a would hold 2
+        ({"a": 2, "b": 2, "c": 0}, "a"),  # the new item counts: cap ceil(1.25 * 5 / 3) = 3, not 2
     ],
 )
 def test_bounded_load_pick(loads, expected):

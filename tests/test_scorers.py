@@ -100,6 +100,17 @@ def test_balanced_allocation():
     assert scores(BalancedAllocation(), pod(1000, 0), t)[0] == 81
 
 
+def test_balanced_allocation_three_resources_population_std():
+    # kube's balancedResourceScore: more than two fractions -> sqrt(sum((f - mean)^2) / n).
+    # With the pod: cpu 2000/4000 = .5, memory 2Gi/8Gi = .25, ephemeral-storage 0 -> mean .25,
+    # std sqrt(.125 / 3) = .2041 -> int(79.59) = 79 (a sample std, / 2, would give .25 -> 75);
+    # without: all 0 -> 100. Score 50 + (50 + 79 - 100) / 2 = 50 + 14 = 64.
+    t = NodeTable()
+    t.upsert_node("n", {"cpu": 4000, "memory": 8 * Gi, "ephemeral-storage": 100 * Gi, "pods": 110})
+    plugin = BalancedAllocation({"cpu": 1, "memory": 1, "ephemeral-storage": 1})
+    assert scores(plugin, pod(2000, 2 * Gi), t) == [64]
+
+
 def test_balanced_allocation_skips_best_effort():
     assert BalancedAllocation().skip(Pod("be"))
     assert not BalancedAllocation().skip(pod())
@@ -127,6 +138,15 @@ def test_requested_to_capacity_ratio_mean_rounds_and_skips_zero():
     t.add_pod(0, pod(1000, 0))
     p = Pod("p", requests={"cpu": 500}, nonzero_cpu=500, nonzero_memory=0)
     assert scores(RequestedToCapacityRatio(), p, t) == [37]
+
+
+def test_requested_to_capacity_ratio_mean_of_two_resources_rounds_half_up():
+    # cpu (1000 + 500) * 100 / 4000 = 37 -> 37; memory (3 + 1) * 100 / 8 = 50 -> 50;
+    # math.Round((37 + 50) / 2 = 43.5) = 44 (truncating would give 43)
+    t = NodeTable()
+    t.upsert_node("n", {"cpu": 4000, "memory": 8 * Gi, "pods": 110})
+    t.add_pod(0, pod(1000, 3 * Gi))
+    assert scores(RequestedToCapacityRatio(), pod(500, 1 * Gi), t) == [44]
 
 
 def test_taint_toleration_score():

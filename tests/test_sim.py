@@ -370,6 +370,10 @@ def test_pods_big_in_different_resources_may_share_a_node():
     assert bound.values[-1] == 1
     bound.change(5.0, np.array([700, 100, 1]), 1)  # a second cpu-heavy pod needs its own node
     assert bound.values[-1] == 2
+    halves = BoundTracker([1000, 1000, 10])
+    halves.change(0.0, np.array([500, 100, 1]), 1)
+    halves.change(0.0, np.array([500, 100, 1]), 1)  # exactly half each: both fit one node
+    assert halves.values[-1] == 1
 
 
 def test_sim_config_overrides_and_errors(tmp_path, capsys):
