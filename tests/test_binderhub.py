@@ -28,15 +28,22 @@ NOW = time.time()
 
 
 def builder(name: str, node: str | None, phase: str = "Running") -> dict:
-    return {
-        "metadata": {"name": name},
-        "spec": {"nodeName": node} if node else {},
-        "status": {"phase": phase},
-    }
+    spec: dict[str, Any] = {"containers": [{"name": "builder", "image": "docker:dind"}]}
+    if node:
+        spec["nodeName"] = node
+    return {"metadata": {"name": name}, "spec": spec, "status": {"phase": phase}}
+
+
+def model(data: dict, kind: str) -> Any:
+    """``data`` as the sync kubernetes client returns it: a model object (``V1PodList``...)."""
+    from kubernetes.client import ApiClient
+
+    return ApiClient()._ApiClient__deserialize(data, kind)  # type: ignore[attr-defined]
 
 
 class FakeApi:
-    """The two calls of the sync kubernetes client StickyBuilds makes (dict results)."""
+    """The two calls of the sync kubernetes client StickyBuilds makes, returning the client's
+    model objects as the real one does (the end-to-end test below uses the real client)."""
 
     def __init__(self, pods: list[dict], history: dict | None = None) -> None:
         self.pods = pods
@@ -44,16 +51,16 @@ class FakeApi:
         self.pod_lists = 0
         self.selectors: list[str] = []
 
-    def list_namespaced_pod(self, namespace: str, label_selector: str = "", **kwargs: Any) -> dict:
+    def list_namespaced_pod(self, namespace: str, label_selector: str = "", **kwargs: Any) -> Any:
         self.pod_lists += 1
         self.selectors.append(label_selector)
         time.sleep(0.01)
-        return {"items": self.pods}
+        return model({"items": self.pods}, "V1PodList")
 
-    def read_namespaced_config_map(self, name: str, namespace: str, **kwargs: Any) -> dict:
+    def read_namespaced_config_map(self, name: str, namespace: str, **kwargs: Any) -> Any:
         if self.history is None:
             raise RuntimeError("404 not found")
-        return {"data": {"history.json": HistoryDoc(self.history).dumps()}}
+        return model({"data": {"history.json": HistoryDoc(self.history).dumps()}}, "V1ConfigMap")
 
 
 @pytest.fixture(autouse=True)
