@@ -92,7 +92,11 @@ def test_rendered_stickypack_profile_matches_z2jh_scoring() -> None:
     config = scheduler_config(["stickypack"], kubeconfig="/k/config")
     assert config["apiVersion"] == "kubescheduler.config.k8s.io/v1"
     assert config["kind"] == "KubeSchedulerConfiguration"
-    assert config["leaderElection"] == {"leaderElect": False}
+    assert config["leaderElection"] == {
+        "leaderElect": False,
+        "resourceName": "stickypack-scheduler",
+        "resourceNamespace": "kube-system",
+    }
     assert config["clientConnection"] == {"kubeconfig": "/k/config"}
     (profile,) = config["profiles"]
     assert profile["schedulerName"] == "stickypack"
@@ -130,3 +134,74 @@ def test_render_options_and_errors() -> None:
         scheduler_config(["stickypack", "stickypack"])
     with pytest.raises(TypeError):
         scheduler_config("stickypack")
+
+
+def test_rendered_scheduler_with_leader_election_keeps_off_the_default_lock(cluster: ControlPlane) -> None:
+    """Leader election on in both: the default scheduler holds kube-system/kube-scheduler and
+    the rendered one its own Lease, so both schedule (sharing a lock, one would wait)."""
+    cluster.create_node("n1")
+    cluster.start_scheduler(None, leader_elect=True)
+    cluster.start_scheduler(scheduler_config(["stickypack"]), leader_elect=True)
+    cluster.create_pod("by-default", scheduler_name="default-scheduler")
+    cluster.create_pod("by-stickypack", scheduler_name="stickypack")
+    assert cluster.wait_bound(["by-default", "by-stickypack"], timeout=30) == {
+        "by-default": "n1",
+        "by-stickypack": "n1",
+    }
+
+
+def test_rendered_scheduler_routing_sends_labelled_pods_to_the_scheduler(
+    cluster: ControlPlane, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``stickypack render scheduler-routing`` applied to the real API server: a labelled pod
+    created without a scheduler name gets ``stickypack-builds`` (and that scheduler binds it);
+    unlabelled pods, pods that name a scheduler, and pods of other namespaces keep theirs."""
+    import time
+    import uuid
+
+    from kubernetes_asyncio import client
+
+    from stickypack.cli import main
+
+    mark = uuid.uuid4().hex[:8]
+    assert main(["render", "scheduler-routing", "--selector", f"route={mark}", "--namespace", "default"]) == 0
+    docs = list(yaml.safe_load_all(capsys.readouterr().out))
+    plural = {
+        "MutatingAdmissionPolicy": "mutatingadmissionpolicies",
+        "MutatingAdmissionPolicyBinding": "mutatingadmissionpolicybindings",
+    }
+
+    async def apply(api: object, delete: bool = False) -> None:
+        custom = client.CustomObjectsApi(api)
+        for doc in docs:
+            args = ("admissionregistration.k8s.io", "v1", plural[doc["kind"]])
+            if delete:
+                await custom.delete_cluster_custom_object(*args, doc["metadata"]["name"])
+            else:
+                await custom.create_cluster_custom_object(*args, doc)
+
+    cluster.create_node("n1")
+    cluster.call(apply)
+    try:
+        labels = {"route": mark}
+        deadline = time.monotonic() + 20
+        for i in range(100):  # the API server picks a new policy up within a second or so
+            probe = cluster.create_pod(pod=pod_manifest(f"probe-{i}", labels=labels))
+            if probe["spec"]["schedulerName"] != "default-scheduler" or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert probe["spec"]["schedulerName"] == "stickypack-builds"
+        named = cluster.create_pod(pod=pod_manifest("named", labels=labels, scheduler_name="mine"))
+        plain = cluster.create_pod(pod=pod_manifest("plain"))
+        other = pod_manifest("elsewhere", labels=labels)
+        other["metadata"]["namespace"] = "kube-system"
+        elsewhere = cluster.create_pod(pod=other, namespace="kube-system")
+        assert named["spec"]["schedulerName"] == "mine"
+        assert plain["spec"]["schedulerName"] == "default-scheduler"
+        assert elsewhere["spec"]["schedulerName"] == "default-scheduler"
+        cluster.start_scheduler(scheduler_config(["stickypack-builds"]))
+        routed = probe["metadata"]["name"]
+        assert cluster.wait_bound([routed], timeout=30) == {routed: "n1"}
+    finally:
+        cluster.call(lambda api: apply(api, delete=True))
+        cluster.delete_all_pods()

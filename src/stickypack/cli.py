@@ -102,6 +102,21 @@ def _parser() -> argparse.ArgumentParser:
         help="add the stickypack extender at URL (e.g. http://stickypack-extender:8888) and raise qps/burst",
     )
 
+    routing = render_sub.add_parser(
+        "scheduler-routing",
+        help="a MutatingAdmissionPolicy that gives labelled pods a schedulerName (Kubernetes 1.36+)",
+    )
+    routing.add_argument(
+        "--scheduler-name", default="stickypack-builds", help="the schedulerName to set (a rendered profile)"
+    )
+    routing.add_argument(
+        "--selector",
+        default="component=binderhub-build",
+        help="labels of the pods to route, key=value[,key=value...] (default: BinderHub build pods)",
+    )
+    routing.add_argument("--namespace", default=None, help="only pods of this namespace (default: all)")
+    routing.add_argument("--output", "-o", type=Path, default=None, help="file to write (default: stdout)")
+
     ext = sub.add_parser("extender", help="run the kube-scheduler extender")
     ext.add_argument("--config", type=Path, default=None, metavar="FILE", help="extender YAML configuration")
     ext.add_argument("--kubeconfig", default=None, help="kubeconfig (default: $KUBECONFIG, else in-cluster)")
@@ -343,6 +358,8 @@ def _render(args: argparse.Namespace) -> int:
         scheduler_config_yaml,
     )
 
+    if args.what == "scheduler-routing":
+        return _write_output(args.output, _routing_yaml(args))
     profiles = [p.strip() for p in args.profiles.split(",") if p.strip()]
     extra: dict[str, Any] = {}
     if args.extender_url:
@@ -356,11 +373,31 @@ def _render(args: argparse.Namespace) -> int:
         text = scheduler_config_yaml(profiles, kubeconfig=args.kubeconfig, **extra)
     except (KeyError, ValueError) as exc:
         raise UsageError(str(exc).strip("'\"")) from None
-    if args.output:
+    return _write_output(args.output, text)
+
+
+def _routing_yaml(args: argparse.Namespace) -> str:
+    from stickypack.core.labels import DNS_LABEL, DNS_SUBDOMAIN
+    from stickypack.kube.cache import parse_selector
+    from stickypack.render import scheduler_routing_yaml
+
+    if not DNS_SUBDOMAIN.fullmatch(args.scheduler_name) or len(args.scheduler_name) > 200:
+        raise UsageError(f"--scheduler-name {args.scheduler_name!r} is not a valid scheduler name")
+    if args.namespace is not None and not DNS_LABEL.fullmatch(args.namespace):
+        raise UsageError(f"--namespace {args.namespace!r} is not a valid namespace name")
+    try:
+        selector = parse_selector(args.selector)
+        return scheduler_routing_yaml(args.scheduler_name, selector, args.namespace)
+    except ValueError as exc:
+        raise UsageError(f"--selector: {exc}") from None
+
+
+def _write_output(path: Path | None, text: str) -> int:
+    if path:
         try:
-            args.output.write_text(text, encoding="utf-8")
+            path.write_text(text, encoding="utf-8")
         except OSError as exc:
-            raise UsageError(f"cannot write {args.output}: {exc.strerror or exc}") from None
+            raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
     else:
         sys.stdout.write(text)
     return 0
@@ -449,8 +486,10 @@ def _forget_node(args: argparse.Namespace, console: Console) -> int:
     try:
         dropped = asyncio.run(run())
     except Exception as exc:  # API unreachable, RBAC, kubeconfig: one line, status 1
+        from stickypack.kube.client import describe_error
+
         Console(stderr=True).print(
-            f"[red]stickypack forget-node: error:[/] {type(exc).__name__}: {escape(str(exc))}",
+            f"[red]stickypack forget-node: error:[/] {escape(describe_error(exc))}",
             highlight=False,
             soft_wrap=True,
         )

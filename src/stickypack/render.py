@@ -21,14 +21,19 @@ Profiles:
     plugins at their default weights; the extender adds build locality and scale-down
     awareness. kube-scheduler calls an extender for *every* profile of its configuration.
 
+:func:`scheduler_routing` renders the other half: a ``MutatingAdmissionPolicy`` that sends
+labelled pods (build pods, Dask workers) to one of these schedulers.
+
 This module only builds data; it starts nothing. The CLI (``stickypack render
-scheduler-config``) prints :func:`scheduler_config_yaml`.
+scheduler-config`` and ``render scheduler-routing``) prints :func:`scheduler_config_yaml` and
+:func:`scheduler_routing_yaml`.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Sequence
+import json
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import yaml
@@ -151,7 +156,9 @@ def scheduler_config(
             of the configuration it is in.
         qps, burst: ``clientConnection.qps``/``burst`` (omitted when None).
 
-    Leader election is off (one scheduler process per configuration).
+    Leader election is off (one scheduler process per configuration); its lock is named
+    for the profiles (:func:`lease_name`, in ``kube-system``), so turning it on never takes
+    the default scheduler's lock ``kube-system/kube-scheduler``.
 
     Raises:
         ValueError: for an unknown or repeated profile name, or no profile.
@@ -168,7 +175,11 @@ def scheduler_config(
     config: dict[str, Any] = {
         "apiVersion": API_VERSION,
         "kind": KIND,
-        "leaderElection": {"leaderElect": False},
+        "leaderElection": {
+            "leaderElect": False,
+            "resourceName": lease_name(profiles),
+            "resourceNamespace": LEASE_NAMESPACE,
+        },
     }
     if kubeconfig is not None:
         config["clientConnection"] = {"kubeconfig": str(kubeconfig)}
@@ -184,6 +195,16 @@ def scheduler_config(
     return config
 
 
+#: Where the rendered configuration's leader-election Lease lives (kube-scheduler's default).
+LEASE_NAMESPACE = "kube-system"
+
+
+def lease_name(profiles: Sequence[str]) -> str:
+    """The leader-election Lease of a configuration with these profiles: ``<profiles>-scheduler``
+    (``stickypack-builds-scheduler``), never the default scheduler's ``kube-scheduler``."""
+    return "-".join(profiles) + "-scheduler"
+
+
 def scheduler_config_yaml(
     profiles: Sequence[str],
     *,
@@ -197,4 +218,64 @@ def scheduler_config_yaml(
         scheduler_config(profiles, kubeconfig=kubeconfig, extender=extender, qps=qps, burst=burst),
         sort_keys=False,
         default_flow_style=False,
+    )
+
+
+#: Kubernetes' label a namespace carries with its own name (set by the API server).
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+
+
+def scheduler_routing(
+    scheduler_name: str, selector: Mapping[str, str], namespace: str | None = None
+) -> list[dict[str, Any]]:
+    """A ``MutatingAdmissionPolicy`` and its binding (``admissionregistration.k8s.io/v1``,
+    on by default from Kubernetes 1.36) that give every pod created with the labels
+    ``selector`` the ``schedulerName`` ``scheduler_name``: how build pods reach the
+    ``stickypack-builds`` scheduler (BinderHub sets no scheduler name) without a webhook.
+
+    Only pods left on ``default-scheduler`` are changed, so a pod that names its scheduler
+    keeps it. ``namespace`` limits it to one namespace (else every namespace).
+    """
+    if not selector:
+        raise ValueError("a routing needs a label selector (it would catch every pod)")
+    name = f"stickypack-route-to-{scheduler_name}"
+    pods = {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}
+    unnamed = 'object.spec.schedulerName == "default-scheduler"'
+    set_name = f"Object{{spec: Object.spec{{schedulerName: {json.dumps(scheduler_name)}}}}}"
+    policy: dict[str, Any] = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingAdmissionPolicy",
+        "metadata": {"name": name},
+        "spec": {
+            "matchConstraints": {"resourceRules": [pods]},
+            "matchConditions": [{"name": "default-scheduler-only", "expression": unnamed}],
+            # Ignore: if the policy cannot run, the pod is created for the default scheduler.
+            "failurePolicy": "Ignore",
+            "reinvocationPolicy": "Never",
+            "mutations": [
+                {
+                    "patchType": "ApplyConfiguration",
+                    "applyConfiguration": {"expression": set_name},
+                }
+            ],
+        },
+    }
+    match: dict[str, Any] = {"objectSelector": {"matchLabels": dict(selector)}}
+    if namespace is not None:
+        match["namespaceSelector"] = {"matchLabels": {NAMESPACE_NAME_LABEL: namespace}}
+    binding = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingAdmissionPolicyBinding",
+        "metadata": {"name": name},
+        "spec": {"policyName": name, "matchResources": match},
+    }
+    return [policy, binding]
+
+
+def scheduler_routing_yaml(
+    scheduler_name: str, selector: Mapping[str, str], namespace: str | None = None
+) -> str:
+    """:func:`scheduler_routing` as a two-document YAML stream."""
+    return yaml.safe_dump_all(
+        scheduler_routing(scheduler_name, selector, namespace), sort_keys=False, default_flow_style=False
     )

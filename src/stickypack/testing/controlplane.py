@@ -815,6 +815,7 @@ class ControlPlane:
         *,
         timeout: float | None = None,
         args: Sequence[str] = (),
+        leader_elect: bool = False,
     ) -> SchedulerHandle:
         """Start a kube-scheduler with a ``KubeSchedulerConfiguration`` and wait until its
         /readyz answers ok.
@@ -824,12 +825,15 @@ class ControlPlane:
                 None means kube-scheduler's defaults (profile ``default-scheduler``).
                 ``apiVersion``/``kind`` default to ``kubescheduler.config.k8s.io/v1``.
                 The harness always sets ``clientConnection.kubeconfig`` (this control
-                plane's admin kubeconfig) and ``leaderElection.leaderElect: false``, and
+                plane's admin kubeconfig) and ``leaderElection.leaderElect`` (to
+                ``leader_elect``; the config's lock name and namespace are kept), and
                 raises ``clientConnection.qps``/``burst`` to 5000 unless given.
             name: label for the log (``scheduler-<name>.log``); default: the profiles'
                 scheduler names. Made unique.
             timeout: seconds to wait for readiness (default ``startup_timeout``).
             args: extra kube-scheduler flags.
+            leader_elect: run leader election (readiness is then waited for as usual;
+                a scheduler that does not hold its lock does not schedule).
 
         Several schedulers may run at once (each on its own secure port).
         """
@@ -840,7 +844,9 @@ class ControlPlane:
         connection["kubeconfig"] = str(self.kubeconfig)
         connection.setdefault("qps", 5000)
         connection.setdefault("burst", 5000)
-        cfg["leaderElection"] = {"leaderElect": False}
+        election = dict(cfg.get("leaderElection") or {})
+        election["leaderElect"] = leader_elect
+        cfg["leaderElection"] = election
         profiles = cfg.setdefault("profiles", [{"schedulerName": "default-scheduler"}])
         self._scheduler_count += 1
         base = name or "+".join(p.get("schedulerName", "default-scheduler") for p in profiles)
