@@ -142,6 +142,12 @@ def test_build_history_bounds_and_forgetting():
     assert h.forget_node("n1") == 2 and len(h) == 0
 
 
+def test_a_bare_scorer_name_is_weight_one():
+    policy = policy_from_yaml("name: x\nprofiles:\n- name: p\n  filters: []\n  score: [TaintToleration]\n")
+    ((scorer),) = policy.profiles[0].scorers
+    assert (scorer.plugin.name, scorer.weight) == ("TaintToleration", 1)
+
+
 def test_policy_errors_say_where():
     with pytest.raises(PolicyError, match=r"mine.yaml: invalid policy: profiles: .*at least 1"):
         policy_from_yaml("name: x\nprofiles: []\n", source="mine.yaml")
@@ -150,6 +156,16 @@ def test_policy_errors_say_where():
             "name: x\nprofiles:\n- name: p\n  filters: []\n  score:\n"
             "  - {plugin: NodeResourcesFit, args: {strategy: Sideways}}\n"
         )
+    with pytest.raises(PolicyError) as bad_weight:
+        policy_from_yaml(
+            "name: x\nprofiles:\n- name: p\n  filters: [5]\n  score: [{plugin: NodeAffinity, weight: 2.5}]\n",
+            source="mine.yaml",
+        )
+    assert str(bad_weight.value) == (
+        "mine.yaml: invalid policy: profiles[0].filters[0]: expected a plugin name or a mapping "
+        "{plugin, weight, args}; profiles[0].score[0].weight: Input should be a valid integer, "
+        "got a number with a fractional part"
+    )
     with pytest.raises(PolicyError) as bad_yaml:
         policy_from_yaml("name: x\nprofiles:\n  a: 1\n b: 2\n", source="mine.yaml")
     # one line, with where: file, line and column of the problem

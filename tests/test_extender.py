@@ -299,6 +299,16 @@ def test_unknown_plugin_in_config_is_refused() -> None:
         select_profile(load_builtin("stickypack"), "nope")
 
 
+def test_an_unknown_plugin_in_the_config_file_names_the_file(tmp_path, capsys) -> None:
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("filters: [ScaleDownAware, Foo]\n")
+    from stickypack.cli import main
+
+    assert main(["extender", "--config", str(cfg), "--check"]) == 2
+    err = capsys.readouterr().err
+    assert f"{cfg}: profile 'stickypack-builds' has no filter plugin(s) ['Foo']" in " ".join(err.split())
+
+
 # ---- fuzzing ---------------------------------------------------------------------------------
 
 json_values = st.recursive(

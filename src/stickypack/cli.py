@@ -432,7 +432,8 @@ def _extender(args: argparse.Namespace, console: Console) -> int:
     try:
         ExtenderService(config)  # loads the policy and checks the plugin names
     except PolicyError as exc:
-        raise UsageError(str(exc)) from None
+        where = f"{args.config}: " if args.config and not str(exc).startswith(str(args.config)) else ""
+        raise UsageError(f"{where}{exc}") from None
     if args.check:
         console.print("configuration ok")
         return 0

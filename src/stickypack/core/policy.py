@@ -128,7 +128,7 @@ class _ProfileSpec(BaseModel):
     match: _MatchSpec = Field(default_factory=_MatchSpec)
     mutate: list[str | _PluginSpec] = Field(default_factory=list)
     filters: list[str | _PluginSpec]
-    score: list[_PluginSpec]
+    score: list[str | _PluginSpec]  # a bare name is weight 1
 
 
 class _PolicySpec(BaseModel):
@@ -182,14 +182,33 @@ def _build(registry: Mapping[str, Callable[..., Any]], spec: _PluginSpec, where:
         raise PolicyError(f"{where}: bad args for {spec.plugin}: {exc}") from exc
 
 
+def _location(loc: tuple[int | str, ...]) -> str:
+    """A pydantic error location as the docs write it: ``profiles[0].score[1].weight``."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part not in ("str", "_PluginSpec"):  # which member of a union failed: noise
+            out += f".{part}" if out else str(part)
+    return out or "<top>"
+
+
+def _message(msg: str) -> str:
+    if "_PluginSpec" in msg:
+        return "expected a plugin name or a mapping {plugin, weight, args}"
+    return msg
+
+
 def policy_from_dict(raw: Any, source: str = "<policy>") -> Policy:
     """Validate and build a policy from its YAML/JSON structure."""
     try:
         spec = _PolicySpec.model_validate(raw)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(x) for x in e['loc']) or '<top>'}: {e['msg']}" for e in exc.errors()
-        )
+        errors = exc.errors()
+        # a plugin entry is a name or a mapping: when the mapping is wrong, the "not a string"
+        # error of the other branch only adds noise
+        useful = [e for e in errors if "str" not in e["loc"]] or errors
+        problems = "; ".join(f"{_location(e['loc'])}: {_message(e['msg'])}" for e in useful)
         raise PolicyError(f"{source}: invalid policy: {problems}") from None
     profiles = []
     for pi, prof in enumerate(spec.profiles):
@@ -198,7 +217,7 @@ def policy_from_dict(raw: Any, source: str = "<policy>") -> Policy:
             _build(FILTERS, _spec(f), f"{where}.filters[{i}]", "filter") for i, f in enumerate(prof.filters)
         ]
         scorers = [
-            WeightedScorer(_build(SCORERS, s, f"{where}.score[{i}]", "score"), s.weight)
+            WeightedScorer(_build(SCORERS, _spec(s), f"{where}.score[{i}]", "score"), _spec(s).weight)
             for i, s in enumerate(prof.score)
         ]
         mutators = [
