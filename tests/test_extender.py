@@ -444,3 +444,19 @@ def test_unknown_paths_get_a_json_error(world) -> None:
     for method, path, status in [("POST", "/filter/", 404), ("GET", "/nope", 404), ("POST", "/healthz", 405)]:
         r = client.request(method, path)
         assert r.status_code == status and path in r.json()["error"]
+
+
+def test_check_prints_the_weight_render_takes_for_a_custom_score_list(tmp_path, capsys) -> None:
+    import yaml
+
+    from stickypack.cli import main
+
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("score: [BuildLocality, ScaleDownAware, BuildSpread]\n")  # weights 10 + 2 + 5
+    assert main(["extender", "--config", str(cfg), "--check"]) == 0
+    assert "extender weight 17" in capsys.readouterr().out
+    out = tmp_path / "s.yaml"
+    args = ["render", "scheduler-config", "--profiles", "stickypack-builds", "-o", str(out)]
+    assert main([*args, "--extender-url", "http://x:8888", "--extender-weight", "17"]) == 0
+    assert yaml.safe_load(out.read_text())["extenders"][0]["weight"] == 17
+    assert main([*args, "--extender-url", "http://x:8888", "--extender-weight", "0"]) == 2

@@ -117,6 +117,15 @@ def _parser() -> argparse.ArgumentParser:
     routing.add_argument("--namespace", default=None, help="only pods of this namespace (default: all)")
     routing.add_argument("--output", "-o", type=Path, default=None, help="file to write (default: stdout)")
 
+    sched.add_argument(
+        "--extender-weight",
+        type=int,
+        default=None,
+        metavar="N",
+        help="the extender entry's weight (default: that of the default extender configuration; "
+        "`stickypack extender --check` prints the one for yours)",
+    )
+
     ext = sub.add_parser("extender", help="run the kube-scheduler extender")
     ext.add_argument("--config", type=Path, default=None, metavar="FILE", help="extender YAML configuration")
     ext.add_argument("--kubeconfig", default=None, help="kubeconfig (default: $KUBECONFIG, else in-cluster)")
@@ -354,6 +363,7 @@ def _render(args: argparse.Namespace) -> int:
     from stickypack.render import (
         EXTENDER_CLIENT_BURST,
         EXTENDER_CLIENT_QPS,
+        EXTENDER_WEIGHT,
         extender_entry,
         scheduler_config_yaml,
     )
@@ -364,8 +374,11 @@ def _render(args: argparse.Namespace) -> int:
     extra: dict[str, Any] = {}
     if args.extender_url:
         _check_url(args.extender_url)
+        weight = EXTENDER_WEIGHT if args.extender_weight is None else args.extender_weight
+        if not 1 <= weight <= 2**31 - 1:
+            raise UsageError(f"--extender-weight must be a positive int32, got {weight}")
         extra = {
-            "extender": extender_entry(args.extender_url),
+            "extender": extender_entry(args.extender_url, weight=weight),
             "qps": EXTENDER_CLIENT_QPS,
             "burst": EXTENDER_CLIENT_BURST,
         }
@@ -430,12 +443,16 @@ def _extender(args: argparse.Namespace, console: Console) -> int:
             raise UsageError(f"--port must be in 0..65535, got {args.port}")
         config.listen.port = args.port
     try:
-        ExtenderService(config)  # loads the policy and checks the plugin names
+        service = ExtenderService(config)  # loads the policy and checks the plugin names
     except PolicyError as exc:
         where = f"{args.config}: " if args.config and not str(exc).startswith(str(args.config)) else ""
         raise UsageError(f"{where}{exc}") from None
     if args.check:
-        console.print("configuration ok")
+        weight = service.extender.weight
+        console.print(
+            f"configuration ok; extender weight {weight} (the sum of its score plugins' weights: "
+            f"render scheduler-config --extender-weight {weight})"
+        )
         return 0
     logging.basicConfig(
         level=config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
