@@ -284,22 +284,11 @@ def write_plots(cmp: Comparison, directory: Path) -> list[Path]:
         s = cmp.runs[0].series
         # The bound and floor are per run; they differ little, so the first run's are drawn.
         first = cmp.runs[0].policy
-        ax.step(
-            hours(s.bound_t),
-            s.bound_n,
-            where="post",
-            color="black",
-            linestyle="--",
-            label=f"lower bound ({first}'s run)",
-        )
-        ax.step(
-            hours(s.floor_t),
-            s.floor_n,
-            where="post",
-            color="grey",
-            linestyle=":",
-            label=f"CA floor ({first}'s run)",
-        )
+        for (t, n), color, style, what in (
+            ((s.bound_t, s.bound_n), "black", "--", "lower bound"),
+            ((s.floor_t, s.floor_n), "grey", ":", "CA floor"),
+        ):
+            ax.step(hours(t), n, where="post", color=color, linestyle=style, label=f"{what} ({first}'s run)")
     paths = [save(fig, ax, "Nodes over time", "hours", "nodes", "nodes.png")]
 
     if any(run.series.build_durations for run in cmp.runs):
