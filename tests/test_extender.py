@@ -166,8 +166,11 @@ def test_assumption_moves_hot_repo_builds_along(world, with_filter: bool) -> Non
         ("filter", b'{"Pod": {"spec": {"containers": [{"resources": {"requests": {"cpu": "-100Ei"}}}]}},'
          b' "NodeNames": []}', "negative quantity"),
         ("prioritize", b'{"Pod": {"spec": {"affinity": {"nodeAffinity": {"preferredDuringScheduling'
-         b'IgnoredDuringExecution": [{"weight": 1e999, "preference": {}}]}}}}, "NodeNames": []}',
+         b'IgnoredDuringExecution": [{"weight": 1e300, "preference": {}}]}}}}, "NodeNames": []}',
          "affinity weight must be an integer from 1 to 100"),
+        ("prioritize", b'{"Pod": {"spec": {"affinity": {"nodeAffinity": {"preferredDuringScheduling'
+         b'IgnoredDuringExecution": [{"weight": 1e999, "preference": {}}]}}}}, "NodeNames": []}',
+         "not valid JSON: number is infinity"),
         ("filter", b'{"Pod": {"spec": {"affinity": {"podAntiAffinity": {"preferredDuringScheduling'
          b'IgnoredDuringExecution": [{"weight": 1000000000000000000000000000000, "podAffinityTerm": {}}]}}}},'
          b' "NodeNames": []}', "affinity weight"),
@@ -437,6 +440,19 @@ def test_rendezvous_scores_are_reused_across_decisions(monkeypatch) -> None:
     for i in range(3):
         w.extender.prioritize({"Pod": build_pod(f"b{i}"), "NodeNames": w.names})
     assert calls == [REPO]  # ranked once, reused by the next two decisions
+
+
+def test_other_context_cache_keys_last_one_decision() -> None:
+    from stickypack.core.plugins import BuildLocality
+
+    w = World(5)
+    ctx = w.extender._ctx()
+    ctx.cache["scratch"] = 1
+    ctx.cache.setdefault("scratch2", 2)
+    ctx.cache[BuildLocality.RENDEZVOUS_CACHE_PREFIX + "r"] = {"n": 1}
+    later = w.extender._ctx()
+    assert later.cache is ctx.cache  # the same epoch: the same cache
+    assert dict(later.cache) == {BuildLocality.RENDEZVOUS_CACHE_PREFIX + "r": {"n": 1}}
 
 
 def test_unknown_paths_get_a_json_error(world) -> None:

@@ -19,12 +19,12 @@ Routes:
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections.abc import Callable
 from typing import Any
 
+import orjson
 from starlette.applications import Starlette
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
@@ -40,7 +40,7 @@ JSON = "application/json"
 
 def _json(body: Any, status: int = 200) -> Response:
     to_json = getattr(body, "to_json", None)
-    text = to_json() if to_json is not None else json.dumps(body, separators=(",", ":"))
+    text = to_json() if to_json is not None else orjson.dumps(body)
     return Response(text, status_code=status, media_type=JSON)
 
 
@@ -92,13 +92,14 @@ def make_app(
             outcome = "ok"
             try:
                 try:
-                    body = await asyncio.wait_for(read_body(request, max_request_bytes), body_timeout_s)
+                    async with asyncio.timeout(body_timeout_s):
+                        body = await read_body(request, max_request_bytes)
                 except TimeoutError:
                     outcome = "timeout"
                     return _error(f"request body not received within {body_timeout_s:g} s", 408)
                 try:
-                    args = json.loads(body)
-                except (ValueError, RecursionError) as exc:
+                    args = orjson.loads(body)
+                except orjson.JSONDecodeError as exc:
                     raise BadRequest(f"request body is not valid JSON: {str(exc)[:200]}") from None
                 result, decision = fn(args)
                 metrics.decision(decision)

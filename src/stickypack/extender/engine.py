@@ -24,6 +24,8 @@ import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import compress
+from operator import getitem
 from typing import Any, overload
 
 import numpy as np
@@ -126,8 +128,9 @@ class Extender:
         self.utilization_threshold = utilization_threshold
         self.clock = clock
         self._epoch: tuple[Any, ...] | None = None
-        self._shared: dict[str, Any] = {}
+        self._shared = _EpochCache()
         self._pods: dict[tuple[str, str], Pod] = {}  # (uid, resourceVersion) -> parsed pod
+        self._rows_memo: tuple[tuple[int, int], list[str], np.ndarray] | None = None
 
     @property
     def weight(self) -> int:
@@ -185,10 +188,19 @@ class Extender:
 
     def _rows(self, names: list[str]) -> tuple[np.ndarray, list[str], list[str]]:
         """(rows of known names, known names, unknown names)."""
-        index = self.cache.table.index
+        table = self.cache.table
+        # prioritize usually sends the names filter just sent: comparing the lists is much
+        # cheaper than hashing hundreds of freshly decoded strings again
+        version = (id(table), self.cache.nodeset_version)
+        memo = self._rows_memo
+        if memo is not None and memo[0] == version and memo[1] == names:
+            return memo[2], memo[1], []  # the memo's strings have their hashes computed
+        index = table.index
         rows = list(map(index.get, names))
         if None not in rows:
-            return np.fromiter(rows, dtype=np.int64, count=len(rows)), names, []
+            idx = np.fromiter(rows, dtype=np.int64, count=len(rows))
+            self._rows_memo = (version, names, idx)
+            return idx, names, []
         unknown = [n for n, r in zip(names, rows, strict=True) if r is None]
         if self.unknown_nodes == "reject":
             shown = ", ".join(repr(n) for n in unknown[:5])
@@ -212,12 +224,9 @@ class Extender:
         )
         if epoch != self._epoch:
             self._epoch = epoch
-            self._shared = {}
+            self._shared = _EpochCache()
         else:
-            # a renamed key once made every decision re-rank (extender throughput -25%)
-            keep = BuildLocality.RENDEZVOUS_CACHE_PREFIX
-            for key in [k for k in self._shared if not k.startswith(keep)]:
-                del self._shared[key]
+            self._shared.new_decision()
         return SchedulingContext(
             now=now,
             history=history,
@@ -256,7 +265,7 @@ class Extender:
                 keep[live[~ok]] = False
         if self.load_bound and pod.build_repo is not None and keep.any():
             self._bound_loads(idx, known, keep, failed)
-        passed = [n for n, k in zip(known, keep, strict=True) if k]
+        passed = list(compress(known, keep.tolist()))
         if len(passed) == 1 and self.assume and pod.build_repo is not None:
             # kube-scheduler skips prioritize with one feasible node: count the pod now.
             self.cache.assume(key, pod, passed[0])
@@ -341,12 +350,45 @@ class Extender:
         return known[int(best[0])]
 
 
+class _EpochCache(dict[str, Any]):
+    """``SchedulingContext.cache`` across decisions: the keys of BuildLocality's rendezvous
+    scores stay for the epoch (see ``Extender._ctx``), any other key a plugin sets lasts
+    one decision. Forgetting those costs one pass over the keys set, not over the cache."""
+
+    KEEP = BuildLocality.RENDEZVOUS_CACHE_PREFIX
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._scratch: list[str] = []
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        # a renamed key once made every decision re-rank (extender throughput -25%)
+        if not key.startswith(self.KEEP):
+            self._scratch.append(key)
+        super().__setitem__(key, value)
+
+    def setdefault(self, key: str, default: Any = None) -> Any:
+        if key not in self:
+            self[key] = default
+        return self[key]
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        for key, value in dict(*args, **kwargs).items():
+            self[key] = value
+
+    def new_decision(self) -> None:
+        for key in self._scratch:
+            self.pop(key, None)
+        self._scratch.clear()
+
+
 class _PriorityList(Sequence[dict[str, Any]]):
     """A HostPriorityList (``[{"Host": ..., "Score": ...}]``, built only when read) that
     serializes itself fast (the app calls :meth:`to_json`): one cached JSON fragment per
     node name instead of a dict per node."""
 
-    _fragments: dict[str, str] = {}  # noqa: RUF012 - shared cache, node name -> '{"Host":"n","Score":'
+    #: Shared cache: node name -> its entry for each score, ``'{"Host":"n","Score":7}'`` at [7].
+    _fragments: dict[str, tuple[str, ...]] = {}  # noqa: RUF012
 
     def __init__(self, names: list[str], scores: list[int], unknown: list[str]) -> None:
         self._names = [*names, *unknown]
@@ -377,11 +419,16 @@ class _PriorityList(Sequence[dict[str, Any]]):
         frags = self._fragments
         if len(frags) > 100_000:
             frags.clear()
-        missing = [n for n in self._names if n not in frags]
-        for name in missing:
-            frags[name] = '{"Host":' + json.dumps(name) + ',"Score":'
-        parts = [f"{f}{s}}}" for f, s in zip(map(frags.__getitem__, self._names), self._scores, strict=True)]
-        return "[" + ",".join(parts) + "]"
+        try:
+            # every element is looked up by C-level maps: no Python code runs per node
+            return "[" + ",".join(map(getitem, map(frags.__getitem__, self._names), self._scores)) + "]"
+        except KeyError:
+            pass
+        for name in self._names:
+            if name not in frags:
+                host = '{"Host":' + json.dumps(name) + ',"Score":'
+                frags[name] = tuple(f"{host}{s}}}" for s in range(MAX_EXTENDER_PRIORITY + 1))
+        return "[" + ",".join(map(getitem, map(frags.__getitem__, self._names), self._scores)) + "]"
 
 
 def _filter_result(

@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import random
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+import orjson
 
 from stickypack.kube.client import describe_error
 
@@ -203,7 +204,7 @@ class Informer:
                     raise WatchError(resp.status, _message(body))
             finally:
                 resp.release()
-            page = json.loads(body)
+            page = orjson.loads(body)
             for obj in page.get("items") or ():
                 items[object_key(obj)] = self.transform(obj) if self.transform else obj
             meta = page.get("metadata") or {}
@@ -270,7 +271,7 @@ class Informer:
             resp.release()
 
     def _on_line(self, line: bytes) -> None:
-        event = json.loads(line)
+        event = orjson.loads(line)
         kind = event.get("type")
         obj = event.get("object") or {}
         self.stats.last_contact = time.monotonic()
@@ -312,7 +313,7 @@ def _rv(obj: Obj) -> str | None:
 
 def _message(body: bytes) -> str:
     try:
-        status = json.loads(body)
+        status = orjson.loads(body)
         return str(status.get("message") or status.get("reason") or body[:200])
     except (ValueError, AttributeError):
         return body[:200].decode(errors="replace")

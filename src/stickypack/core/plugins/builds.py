@@ -152,18 +152,18 @@ class BuildLocality(ScorePlugin):
             return out
         over = self.bounds.over(table)
         index = table.index
-        pos = {int(i): j for j, i in enumerate(idx)}
 
         def place(wanted: dict[str, int]) -> bool:
             placed = False
             for node, s in wanted.items():
                 i = index.get(node)
-                if i is None or i not in pos:
+                if i is None or over[i] or table.to_be_deleted[i] or table.deletion_candidate[i]:
                     continue
-                if over[i] or table.to_be_deleted[i] or table.deletion_candidate[i]:
-                    continue
-                out[pos[i]] = max(out[pos[i]], s)
-                placed = True
+                # a few wanted nodes: one vectorized search each beats a row -> position map
+                at = np.flatnonzero(idx == i)
+                if at.size:
+                    out[at] = np.maximum(out[at], s)
+                    placed = True
             return placed
 
         if place(history) and self.rendezvous_fallback:
