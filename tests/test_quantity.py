@@ -1,8 +1,10 @@
 from fractions import Fraction
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from stickypack.core.quantity import QuantityError, int_value, milli_value, parse_quantity
+from stickypack.core.quantity import QuantityError, ceil_fraction, int_value, milli_value, parse_quantity
 from stickypack.core.resources import MAX_AMOUNT, parse_resource_list
 
 
@@ -78,3 +80,16 @@ def test_huge_exponents_saturate_instead_of_computing_the_power():
 def test_negative_amounts_are_refused(raw):
     with pytest.raises(QuantityError, match="negative"):
         parse_resource_list(raw)
+
+
+@given(
+    digits=st.from_regex(r"\d{1,20}", fullmatch=True),
+    suffix=st.sampled_from(["", "m", "k", "M", "G", "T", "P", "E", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"]),
+)
+def test_integer_fast_path_equals_the_exact_parse(digits: str, suffix: str) -> None:
+    # milli_value/int_value read "<digits><suffix>" with integer arithmetic: it must agree
+    # with the Fraction parse, rounding up included ("1001m" -> 2)
+    text = digits + suffix
+    exact = parse_quantity(text)
+    assert milli_value(text) == ceil_fraction(exact * 1000)
+    assert int_value(text) == ceil_fraction(exact)

@@ -87,11 +87,27 @@ def ceil_fraction(value: Fraction) -> int:
     return -((-value.numerator) // value.denominator)
 
 
+#: The common forms (``"500m"``, ``"2"``, ``"128Mi"``): digits and an optional suffix. Their
+#: value is an integer number of thousandths, so plain integer arithmetic is exact and
+#: skips the ``Fraction`` (a pod's requests are parsed on every watch event of it).
+_SIMPLE = re.compile(r"(\d{1,18})(m|Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E|)")
+_MILLIS = {
+    "m": 1,
+    "": 1000,
+    **{k: int(v * 1000) for k, v in _DECIMAL.items() if v >= 1},
+    **{k: v * 1000 for k, v in _BINARY.items()},
+}
+
+
 def milli_value(value: str | int | float | Fraction) -> int:
     """A quantity in thousandths, rounded up: cpu ``"100m"`` -> 100 millicores."""
+    if type(value) is str and (simple := _SIMPLE.fullmatch(value)):
+        return int(simple[1]) * _MILLIS[simple[2]]
     return ceil_fraction(parse_quantity(value) * 1000)
 
 
 def int_value(value: str | int | float | Fraction) -> int:
     """A quantity as an integer, rounded up: memory ``"2Gi"`` -> 2147483648 bytes."""
+    if type(value) is str and (simple := _SIMPLE.fullmatch(value)):
+        return -(-int(simple[1]) * _MILLIS[simple[2]] // 1000)
     return ceil_fraction(parse_quantity(value))
