@@ -372,10 +372,6 @@ class _EpochCache(dict[str, Any]):
             self[key] = default
         return self[key]
 
-    def update(self, *args: Any, **kwargs: Any) -> None:
-        for key, value in dict(*args, **kwargs).items():
-            self[key] = value
-
     def new_decision(self) -> None:
         for key in self._scratch:
             self.pop(key, None)
@@ -384,8 +380,8 @@ class _EpochCache(dict[str, Any]):
 
 class _PriorityList(Sequence[dict[str, Any]]):
     """A HostPriorityList (``[{"Host": ..., "Score": ...}]``, built only when read) that
-    serializes itself fast (the app calls :meth:`to_json`): one cached JSON fragment per
-    node name instead of a dict per node."""
+    serializes itself fast (the app calls :meth:`to_json`): each node's JSON entry for each
+    score 0-10 is cached, and a reply joins the entries instead of building a dict per node."""
 
     #: Shared cache: node name -> its entry for each score, ``'{"Host":"n","Score":7}'`` at [7].
     _fragments: dict[str, tuple[str, ...]] = {}  # noqa: RUF012
@@ -420,15 +416,15 @@ class _PriorityList(Sequence[dict[str, Any]]):
         if len(frags) > 100_000:
             frags.clear()
         try:
-            # every element is looked up by C-level maps: no Python code runs per node
-            return "[" + ",".join(map(getitem, map(frags.__getitem__, self._names), self._scores)) + "]"
-        except KeyError:
-            pass
-        for name in self._names:
-            if name not in frags:
-                host = '{"Host":' + json.dumps(name) + ',"Score":'
-                frags[name] = tuple(f"{host}{s}}}" for s in range(MAX_EXTENDER_PRIORITY + 1))
-        return "[" + ",".join(map(getitem, map(frags.__getitem__, self._names), self._scores)) + "]"
+            entries = list(map(frags.__getitem__, self._names))
+        except KeyError:  # a node not seen before
+            for name in self._names:
+                if name not in frags:
+                    host = '{"Host":' + json.dumps(name) + ',"Score":'
+                    frags[name] = tuple(f"{host}{s}}}" for s in range(MAX_EXTENDER_PRIORITY + 1))
+            entries = list(map(frags.__getitem__, self._names))
+        # C-level maps pick each node's entry for its score: no Python code runs per node
+        return "[" + ",".join(map(getitem, entries, self._scores)) + "]"
 
 
 def _filter_result(
