@@ -90,13 +90,12 @@ def ceil_fraction(value: Fraction) -> int:
 #: The common forms (``"500m"``, ``"2"``, ``"128Mi"``): digits and an optional suffix. Their
 #: value is an integer number of thousandths, so plain integer arithmetic is exact and
 #: skips the ``Fraction`` (a pod's requests are parsed on every watch event of it).
-_SIMPLE = re.compile(r"(\d{1,18})(m|Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E|)")
 _MILLIS = {
     "m": 1,
-    "": 1000,
     **{k: int(v * 1000) for k, v in _DECIMAL.items() if v >= 1},
     **{k: v * 1000 for k, v in _BINARY.items()},
 }
+_SIMPLE = re.compile(r"(\d{1,18})(" + "|".join(sorted(_MILLIS, key=len, reverse=True)) + ")")
 
 
 def milli_value(value: str | int | float | Fraction) -> int:

@@ -80,22 +80,13 @@ class Metrics:
         )
         self._callbacks = _Callbacks()
         self.registry.register(self._callbacks)  # type: ignore[arg-type]
-        # labelled children by label values: ``labels()`` costs a lock and a lookup per call
-        self._children: dict[tuple[Any, ...], Any] = {}
-
-    def _child(self, metric: Any, *values: str) -> Any:
-        key = (id(metric), *values)
-        child = self._children.get(key)
-        if child is None:
-            child = self._children[key] = metric.labels(*values)
-        return child
 
     def observe(self, verb: str, outcome: str, seconds: float) -> None:
-        self._child(self.latency, verb).observe(seconds)
-        self._child(self.requests, verb, outcome).inc()
+        self.latency.labels(verb).observe(seconds)
+        self.requests.labels(verb, outcome).inc()
 
     def decision(self, decision: Any) -> None:
-        self._child(self.decisions, decision.verb, "true" if decision.managed else "false").inc()
+        self.decisions.labels(decision.verb, "true" if decision.managed else "false").inc()
         if decision.verb == "filter" and decision.managed:
             self.filtered.inc(decision.nodes - decision.passed)
         if decision.verb == "prioritize" and decision.top is not None:
