@@ -129,6 +129,33 @@ def test_node_table_add_remove_reuse():
     assert set(t.node_names(t.active_indices())) == {"b", "c"}
 
 
+def test_node_table_lists_timed_pods_for_drain_forecasts():
+    t = NodeTable()
+    a = t.upsert_node("a", {"cpu": 1000, "memory": Gi, "pods": 10})
+    b = t.upsert_node("b", {"cpu": 1000, "memory": Gi, "pods": 10})
+    pods = [Pod(f"u{k}", created=100.0 * k) for k in range(100)]  # more than the initial 64 entries
+    for k, p in enumerate(pods):
+        t.add_pod(a if k % 2 == 0 else b, p)
+    t.add_pod(a, Pod("build", created=0.0, annotations={"binder-repo": "r"}))  # builds: not listed
+    t.add_pod(a, Pod("untimed"))  # no creation time: not listed
+    rows, ages = t.pod_ages(10_000.0)
+    assert sorted(zip(rows.tolist(), ages.tolist(), strict=True)) == sorted(
+        ((a if k % 2 == 0 else b), 10_000.0 - 100.0 * k) for k in range(100)
+    )
+    # counted twice (an assumption, then the watch's binding), removed twice: gone only then
+    t.add_pod(b, pods[1])
+    t.remove_pod(b, pods[1])
+    assert (t.pod_ages(0.0)[0] == b).sum() == 50
+    t.remove_pod(b, pods[1])
+    assert (t.pod_ages(0.0)[0] == b).sum() == 49
+    assert t.pod_ages(0.0)[1].min() == 0.0  # created in the future: age 0
+    t.remove_node("a")  # its pods go with it
+    rows, _ = t.pod_ages(10_000.0)
+    assert rows.tolist() == [b] * 49
+    c = t.upsert_node("c", {"cpu": 1000, "memory": Gi, "pods": 10})
+    assert c == a and (t.pod_ages(0.0)[0] == c).sum() == 0
+
+
 def test_build_history_bounds_and_forgetting():
     h = BuildHistory(ttl_s=100, max_nodes_per_repo=2, max_repos=2)
     h.record("r1", "n1", 10)

@@ -14,6 +14,7 @@ from stickypack.core.plugins import (
     BuildLocality,
     BuildSpread,
     CacheKeeper,
+    DrainForecast,
     LeastAllocated,
     MostAllocated,
     NodeAffinityFilter,
@@ -33,8 +34,8 @@ Gi = 1024**3
 CTX = SchedulingContext()
 
 
-def pod(cpu=500, mem=1 * Gi, **kw) -> Pod:
-    return Pod("p", requests={"cpu": cpu, "memory": mem}, nonzero_cpu=cpu, nonzero_memory=mem, **kw)
+def pod(cpu=500, mem=1 * Gi, name="p", **kw) -> Pod:
+    return Pod(name, requests={"cpu": cpu, "memory": mem}, nonzero_cpu=cpu, nonzero_memory=mem, **kw)
 
 
 def two_nodes(n1_cpu=1000, n1_mem=2 * Gi) -> NodeTable:
@@ -233,6 +234,45 @@ def test_node_age_oldest_first_and_flat_below_min_nodes():
     # fewer nodes than min_nodes: no preference at all
     assert scores(NodeAge(min_nodes=4), pod(), t) == [100, 100, 100]
     assert scores(NodeAge(min_nodes=3), pod(), t) == [0, 100, 50]
+
+
+def test_drain_forecast_survival_matches_the_session_model():
+    import math
+
+    df = DrainForecast(horizon_s=3600)
+    # a new session outlives the hour when its active time exceeds 3000 s:
+    # P(Z > ln(3000/600)) for the standard normal Z
+    p_new = 0.5 * math.erfc(math.log(5) / math.sqrt(2))
+    # one of age 2 h (active > 6600 s so far) still runs an hour later when active > 10200 s
+    p_old = 0.5 * math.erfc(math.log(17) / math.sqrt(2)) / (0.5 * math.erfc(math.log(11) / math.sqrt(2)))
+    got = df.still_running(np.array([0.0, 7200.0, 5.5 * 3600, 6 * 3600]))
+    assert got[0] == pytest.approx(p_new, rel=1e-3)
+    assert got[1] == pytest.approx(p_old, rel=1e-2)
+    assert got[2] == 0.0  # the culler's maxAge (6 h) comes first
+    assert got[3] == 0.0
+
+
+def test_drain_forecast_prefers_the_node_that_stays_busy():
+    t = NodeTable()
+    for name, created in (("old", 0.0), ("young", 100.0), ("empty", 200.0)):
+        t.upsert_node(name, {"cpu": 4000, "memory": 10 * Gi, "pods": 110}, created=created)
+    now = 10_000.0
+    # "old" (the oldest node) holds three sessions a minute old: each outlives the hour with
+    # p 0.054, so the node is busy then with p 0.15; "young" holds one session 2 hours old,
+    # busy with p 0.28 (the longer a session has run, the longer it is likely to run on)
+    for k in range(3):
+        t.add_pod(t.slot("old"), pod(created=now - 60, name=f"new{k}"))
+    t.add_pod(t.slot("young"), pod(created=now - 7200, name="long"))
+    ctx = SchedulingContext(now=now)
+    assert DrainForecast().score(pod(), t, t.active_indices(), ctx).tolist() == [50, 100, 0]
+    # build pods and pods without a creation time do not count; ties go to the oldest node
+    t2 = NodeTable()
+    for name, created in (("old", 0.0), ("young", 100.0)):
+        t2.upsert_node(name, {"cpu": 4000, "memory": 10 * Gi, "pods": 110}, created=created)
+    t2.add_pod(1, pod(created=now - 7200, name="b", annotations={"binder-repo": "r"}))
+    t2.add_pod(1, pod(name="untimed"))
+    assert DrainForecast().score(pod(), t2, t2.active_indices(), ctx).tolist() == [100, 0]
+    assert NodeAge().score(pod(), t2, t2.active_indices(), ctx).tolist() == [100, 0]
 
 
 def test_cache_keeper_favours_nodes_that_built_most_for_user_pods_only():

@@ -53,6 +53,10 @@ class NodeTable:
     ``build_starts`` counts every build pod ever bound to the node since it joined the table.
     ``extra`` holds float columns an adapter may maintain (the simulator keeps ``expiry``,
     the latest end time of a node's pods, for the lifetime-aware oracle).
+
+    Every bound pod that is not a build pod and has a creation time (``Pod.created``,
+    seconds) is also listed with its row and that time (:meth:`pod_ages`), so a scorer can
+    forecast when a node will empty (``DrainForecast``).
     """
 
     def __init__(self, resources: Iterable[str] = (CPU, MEMORY, PODS), capacity: int = 64) -> None:
@@ -79,6 +83,14 @@ class NodeTable:
         self.index: dict[str, int] = {}
         self._free: list[int] = list(range(cap - 1, -1, -1))
         self._active_idx: np.ndarray | None = None
+        # Timed pods, one entry per (row, pod key): row (-1 when free), creation time, and
+        # how many times it was added (an adapter may count a pod twice for a moment).
+        self._t_row = np.full(64, -1, dtype=_I64)
+        self._t_created = np.zeros(64, dtype=np.float64)
+        self._t_refs = np.zeros(64, dtype=_I64)
+        self._t_keys: list[tuple[int, str] | None] = [None] * 64
+        self._t_index: dict[tuple[int, str], int] = {}
+        self._t_free: list[int] = list(range(63, -1, -1))
         #: Bumped whenever a node's static description (labels, taints, flags) changes, so
         #: callers can cache per-pod static filter results.
         self.generation = 0
@@ -185,6 +197,8 @@ class NodeTable:
         self.requested[i] = 0
         self.nonzero[i] = 0
         self.builds[i] = 0
+        for e in np.flatnonzero(self._t_row == i).tolist():
+            self._t_release(e)
         self._free.append(i)
         self._active_idx = None
         self.generation += 1
@@ -263,6 +277,49 @@ class NodeTable:
             self.builds[i] += sign
             if sign > 0:
                 self.build_starts[i] += 1
+        elif pod.created is not None:
+            self._time(i, pod, sign)
+
+    def _time(self, i: int, pod: Pod, sign: int) -> None:
+        key = (i, pod.key)
+        e = self._t_index.get(key)
+        if sign < 0:
+            if e is not None:
+                self._t_refs[e] -= 1
+                if self._t_refs[e] <= 0:
+                    self._t_release(e)
+            return
+        if e is None:
+            if not self._t_free:
+                old = self._t_row.shape[0]
+                self._t_row = np.concatenate([self._t_row, np.full(old, -1, dtype=_I64)])
+                self._t_created = np.concatenate([self._t_created, np.zeros(old)])
+                self._t_refs = np.concatenate([self._t_refs, np.zeros(old, dtype=_I64)])
+                self._t_keys.extend([None] * old)
+                self._t_free.extend(range(2 * old - 1, old - 1, -1))
+            e = self._t_free.pop()
+            self._t_index[key] = e
+            self._t_keys[e] = key
+            self._t_row[e] = i
+            self._t_refs[e] = 0
+        self._t_created[e] = pod.created
+        self._t_refs[e] += 1
+
+    def _t_release(self, e: int) -> None:
+        key = self._t_keys[e]
+        if key is not None:
+            del self._t_index[key]
+        self._t_keys[e] = None
+        self._t_row[e] = -1
+        self._t_refs[e] = 0
+        self._t_free.append(e)
+
+    def pod_ages(self, now: float) -> tuple[np.ndarray, np.ndarray]:
+        """``(rows, ages)`` of the timed pods (bound, not build pods, with a creation time):
+        each one's node row and its age at ``now`` in seconds (0 for a creation time in the
+        future)."""
+        live = self._t_row >= 0
+        return self._t_row[live], np.maximum(now - self._t_created[live], 0.0)
 
     # ---- views -------------------------------------------------------------------------
 

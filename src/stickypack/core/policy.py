@@ -96,6 +96,7 @@ SCORERS: dict[str, Callable[..., ScorePlugin]] = {
     "BuildSpread": p.BuildSpread,
     "CacheKeeper": p.CacheKeeper,
     "ScaleDownAware": p.ScaleDownAware,
+    "DrainForecast": p.DrainForecast,
     "LifetimeAware": p.LifetimeAware,
 }
 

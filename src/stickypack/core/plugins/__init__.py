@@ -41,6 +41,7 @@ from stickypack.core.plugins.kubescheduler import (
 )
 from stickypack.core.plugins.scaledown import (
     EXPECTED_END_ANNOTATION,
+    DrainForecast,
     LifetimeAware,
     NodeAge,
     ScaleDownAware,
@@ -61,6 +62,7 @@ __all__ = [
     "BuildSpread",
     "CacheKeeper",
     "DelayForLocality",
+    "DrainForecast",
     "LeastAllocated",
     "LifetimeAware",
     "MostAllocated",

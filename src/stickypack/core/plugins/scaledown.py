@@ -1,10 +1,11 @@
 """stickypack's plugins for not blocking scale-down: stay off nodes the autoscaler wants to
-remove (``ScaleDownAware``), fill the oldest nodes first (``NodeAge``), and the oracle's
-``LifetimeAware``."""
+remove (``ScaleDownAware``), fill the oldest nodes first (``NodeAge``) or the nodes that will
+stay busy longest (``DrainForecast``), and the oracle's ``LifetimeAware``."""
 
 from __future__ import annotations
 
-from typing import Any
+import math
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -111,10 +112,107 @@ class NodeAge(ScorePlugin):
         n = idx.shape[0]
         if n == 1 or (self.min_nodes > 1 and table.active_indices().size < self.min_nodes):
             return np.full(n, MAX_NODE_SCORE, dtype=np.int64)
-        order = np.lexsort((idx, table.created[idx]))  # oldest first, slot breaks ties
-        rank = np.empty(n, dtype=np.int64)
-        rank[order] = np.arange(n)
-        return MAX_NODE_SCORE - MAX_NODE_SCORE * rank // (n - 1)
+        return _age_rank_scores(np.lexsort((idx, table.created[idx])))  # oldest first, slot breaks ties
+
+
+def _age_rank_scores(order: np.ndarray) -> np.ndarray:
+    """Scores 100 (first in ``order``) down to 0 (last), linear in rank."""
+    n = order.shape[0]
+    rank = np.empty(n, dtype=np.int64)
+    rank[order] = np.arange(n)
+    return MAX_NODE_SCORE - MAX_NODE_SCORE * rank // (n - 1)
+
+
+class DrainForecast(ScorePlugin):
+    """The nodes most likely to be busy ``horizon_s`` from now score highest, so new pods go
+    where they cost no extra node time and the nodes about to empty are left to drain.
+
+    A node is busy at ``now + horizon_s`` unless every pod on it has ended by then. Each
+    pod's chance to still run is read from a session-length model, given how long it has
+    run (its age from creation: ``NodeTable.pod_ages``): a session is active for a lognormal
+    time (median ``session_median_s``, ``session_sigma``), then idle for ``idle_cull_s``
+    until the idle culler stops it, and is stopped at ``session_max_s`` in any case (z2jh's
+    culler ``timeout`` and ``maxAge``). The defaults are mybinder.org's culler settings and
+    the simulator's session model. Under this model a session that has run long is likely to
+    run on for long, so a node holding one old session may stay for hours while a node of
+    many new ones may empty within the hour: what the node's age alone does not tell.
+
+    Candidates are ranked by that probability (highest 100, lowest 0, linear in rank, as
+    :class:`NodeAge`), ties by age, oldest first: with no timed pods on any node this is
+    ``NodeAge``. Build pods are not counted (``NodeTable`` lists only the others), nor pods
+    without a creation time.
+    """
+
+    name = "DrainForecast"
+    #: Resolution of the survival table, seconds.
+    _STEP_S: ClassVar[float] = 10.0
+
+    def __init__(
+        self,
+        horizon_s: float = 3600.0,
+        session_median_s: float = 600.0,
+        session_sigma: float = 1.0,
+        idle_cull_s: float = 600.0,
+        session_max_s: float = 21600.0,
+    ) -> None:
+        if not 0 < horizon_s <= 7 * 86400:
+            raise PluginArgsError("DrainForecast horizon_s must be in (0, 604800]")
+        if session_median_s <= 0 or session_sigma <= 0:
+            raise PluginArgsError("DrainForecast session_median_s and session_sigma must be > 0")
+        if idle_cull_s < 0 or not idle_cull_s < session_max_s <= 7 * 86400:
+            raise PluginArgsError("DrainForecast needs 0 <= idle_cull_s < session_max_s <= 604800")
+        self.horizon_s = horizon_s
+        self.session_median_s = session_median_s
+        self.session_sigma = session_sigma
+        self.idle_cull_s = idle_cull_s
+        self.session_max_s = session_max_s
+        # Survival S(t) = P(session longer than t) on a grid of _STEP_S seconds up to the
+        # maximum; scoring looks it up instead of calling erfc per pod and decision.
+        t = np.arange(int(session_max_s // self._STEP_S) + 2) * self._STEP_S
+        active = np.maximum(t - idle_cull_s, 1e-9)
+        z = (np.log(active) - math.log(session_median_s)) / (session_sigma * math.sqrt(2.0))
+        surv = 0.5 * np.array([math.erfc(v) for v in z.tolist()])
+        surv[t <= idle_cull_s] = 1.0
+        surv[t >= session_max_s] = 0.0
+        self._surv = surv
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "plugin": self.name,
+            "args": {
+                "horizon_s": self.horizon_s,
+                "session_median_s": self.session_median_s,
+                "session_sigma": self.session_sigma,
+                "idle_cull_s": self.idle_cull_s,
+                "session_max_s": self.session_max_s,
+            },
+        }
+
+    def still_running(self, ages: np.ndarray) -> np.ndarray:
+        """P(a session of age ``ages`` (seconds) still runs ``horizon_s`` later)."""
+        last = self._surv.shape[0] - 1
+        a = np.minimum((ages / self._STEP_S).astype(np.int64), last)
+        later = self._surv[np.minimum(a + int(self.horizon_s / self._STEP_S), last)]
+        now = self._surv[a]
+        return np.divide(later, now, out=np.zeros_like(later), where=now > 0)
+
+    def log_p_emptied(self, table: NodeTable, idx: np.ndarray, now: float) -> np.ndarray:
+        """Per row of ``idx``: log P(the node has emptied by ``now + horizon_s``), from the
+        pods on it now (0 for a node without timed pods; lower is busier)."""
+        rows, ages = table.pod_ages(now)
+        if rows.size == 0:
+            return np.zeros(idx.shape[0])
+        with np.errstate(divide="ignore"):
+            ended = np.log1p(-np.minimum(self.still_running(ages), 1.0))
+        per_row = np.bincount(rows, weights=np.maximum(ended, -1e6), minlength=table.alloc.shape[0])
+        return per_row[idx]
+
+    def score(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
+        if idx.shape[0] == 1:
+            return np.full(1, MAX_NODE_SCORE, dtype=np.int64)
+        emptied = self.log_p_emptied(table, idx, ctx.now)
+        # busiest first, then oldest, then slot
+        return _age_rank_scores(np.lexsort((idx, table.created[idx], emptied)))
 
 
 class LifetimeAware(ScorePlugin):
