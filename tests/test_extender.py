@@ -476,3 +476,50 @@ def test_check_prints_the_weight_render_takes_for_a_custom_score_list(tmp_path, 
     assert main([*args, "--extender-url", "http://x:8888", "--extender-weight", "17"]) == 0
     assert yaml.safe_load(out.read_text())["extenders"][0]["weight"] == 17
     assert main([*args, "--extender-url", "http://x:8888", "--extender-weight", "0"]) == 2
+
+
+def test_a_user_pod_extender_serves_drain_forecast_from_pod_ages() -> None:
+    """The ``stickypack`` user-pod profile's DrainForecast, served live: creation times come
+    from the watched pods, and the node whose one session is two hours old (likely to run
+    on) outranks the node of three one-minute-old sessions (likely all gone within the
+    hour), which outranks the empty node."""
+    import datetime
+
+    def user_pod(name: str, node_name: str, age_s: float) -> dict:
+        created = datetime.datetime.fromtimestamp(NOW - age_s, datetime.UTC)
+        return {
+            "metadata": {
+                "name": name,
+                "namespace": "jhub",
+                "uid": f"uid-{name}",
+                "labels": {"component": "singleuser-server"},
+                "creationTimestamp": created.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            },
+            "spec": {
+                "nodeName": node_name,
+                "containers": [{"name": "n", "resources": {"requests": {"cpu": "100m", "memory": "1Gi"}}}],
+            },
+            "status": {"phase": "Running"},
+        }
+
+    cache = ClusterCache(clock=lambda: NOW)
+    for name in ("young", "old", "empty"):
+        cache.node_event("ADDED", node(name))
+    for k in range(3):
+        cache.pod_event("ADDED", user_pod(f"new-{k}", "young", 60.0))
+    cache.pod_event("ADDED", user_pod("long", "old", 7200.0))
+    extender = Extender(
+        cache,
+        select_profile(load_builtin("stickypack"), "stickypack"),
+        filter_names=["ScaleDownAware"],
+        score_names=["DrainForecast"],
+        manage={"component": "singleuser-server"},
+        clock=lambda: NOW,
+    )
+    incoming = user_pod("incoming", "", 0.0)
+    del incoming["spec"]["nodeName"]
+    with AppThread(make_app(extender, metrics=Metrics())) as server, httpx.Client(base_url=server.url) as c:
+        r = post(c, "prioritize", {"Pod": incoming, "NodeNames": ["young", "old", "empty"]})
+    assert r.status_code == 200
+    scores = {s["Host"]: s["Score"] for s in r.json()}
+    assert scores["old"] > scores["young"] > scores["empty"]
