@@ -344,3 +344,49 @@ def test_history_configmap_damaged_or_deleted_by_hand(cluster: ControlPlane) -> 
         assert ext.call(lambda: ext.service.recorder.flush_errors) == 0
     finally:
         ext.stop()
+
+
+def test_user_pod_extender_drain_forecast_outweighs_packing(cluster: ControlPlane, tmp_path) -> None:
+    """The operator guide's user-pod deployment: the rendered ``stickypack`` profile with a
+    second extender running ``DrainForecast`` at the policy's balance (weight 121 x 4 / 8).
+    Node "full" holds one big session, node "many" three small ones, all just started: the
+    packing score prefers "full" (more allocated), the forecast "many" (three sessions are
+    less likely all to end within the hour than one). Without the extender the new session
+    goes to "full"; with it, to "many", so the forecast reached kube-scheduler from the
+    pods' creation times in the watch."""
+    for n in ("full", "many"):
+        cluster.create_node(n, cpu="8", memory="32Gi")
+    user = {"component": "singleuser-server"}
+
+    def session(name: str, cpu: str, node: str | None = None) -> dict:
+        pod = pod_manifest(name, cpu=cpu, memory="1Gi", scheduler_name="stickypack", labels=user)
+        if node:
+            pod["spec"]["nodeName"] = node
+        return pod
+
+    cluster.create_pods(
+        [session("big", "6", "full"), *(session(f"small-{i}", "500m", "many") for i in range(3))]
+    )
+    plain = tmp_path / "plain.yaml"
+    assert cli_main(["render", "scheduler-config", "--profiles", "stickypack", "-o", str(plain)]) == 0
+    cluster.start_scheduler(plain)
+    cluster.create_pod(pod=session("control", "500m"))
+    assert cluster.wait_bound(["control"]) == {"control": "full"}
+    cluster.stop_schedulers()
+    delete_pods(cluster, ["control"])
+
+    ext = extender(
+        cluster,
+        profile="stickypack",
+        score=["DrainForecast"],
+        pods={"manage": "component=singleuser-server"},
+    )
+    try:
+        out = tmp_path / "user.yaml"
+        args = ["render", "scheduler-config", "--profiles", "stickypack", "-o", str(out)]
+        assert cli_main([*args, "--extender-url", ext.url, "--extender-weight", "61"]) == 0
+        cluster.start_scheduler(out)
+        cluster.create_pod(pod=session("new", "500m"))
+        assert cluster.wait_bound(["new"]) == {"new": "many"}
+    finally:
+        ext.stop()

@@ -175,11 +175,13 @@ def test_slim_objects_keep_what_the_cache_reads() -> None:
     ]
     full["spec"]["overhead"] = {"cpu": "50m"}
     full["status"]["conditions"] = [{"type": "PodScheduled"}] * 10
+    full["metadata"]["creationTimestamp"] = "2026-12-05T18:00:00Z"
     slim = slim_pod(full)
     a, b = Pod.from_dict(full), Pod.from_dict(slim)
-    assert (a.requests, a.nonzero_cpu, a.nonzero_memory, a.build_repo, a.labels, a.node_name) == (
-        b.requests, b.nonzero_cpu, b.nonzero_memory, b.build_repo, b.labels, b.node_name,
+    assert (a.requests, a.nonzero_cpu, a.nonzero_memory, a.build_repo, a.labels, a.node_name, a.created) == (
+        b.requests, b.nonzero_cpu, b.nonzero_memory, b.build_repo, b.labels, b.node_name, b.created,
     )  # fmt: skip
+    assert b.created is not None  # DrainForecast reads pod ages from the watch
     assert b.requests["cpu"] == 1500 + 250 + 50
     assert len(str(slim)) < len(str(full)) / 10
     n = node("n1", taints=[{"key": "k", "effect": "NoSchedule"}])

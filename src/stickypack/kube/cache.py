@@ -110,6 +110,7 @@ def slim_pod(obj: dict[str, Any]) -> dict[str, Any]:
             "namespace": meta.get("namespace"),
             "uid": meta.get("uid"),
             "resourceVersion": meta.get("resourceVersion"),
+            "creationTimestamp": meta.get("creationTimestamp"),  # DrainForecast's pod ages
             "labels": meta.get("labels") or {},
             "annotations": {k: annotations[k] for k in KEPT_POD_ANNOTATIONS if k in annotations},
             "deletionTimestamp": meta.get("deletionTimestamp"),
