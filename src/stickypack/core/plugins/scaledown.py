@@ -193,10 +193,14 @@ class DrainForecast(ScorePlugin):
             },
         }
 
+    def _age_index(self, ages: np.ndarray) -> np.ndarray:
+        """Grid index of each age (seconds), capped at the last (the maximum session)."""
+        return np.minimum((ages / self._STEP_S).astype(np.int64), self._surv.shape[0] - 1)
+
     def still_running(self, ages: np.ndarray) -> np.ndarray:
         """P(a session of age ``ages`` (seconds) still runs ``horizon_s`` later)."""
         last = self._surv.shape[0] - 1
-        a = np.minimum((ages / self._STEP_S).astype(np.int64), last)
+        a = self._age_index(ages)
         later = self._surv[np.minimum(a + int(self.horizon_s / self._STEP_S), last)]
         now = self._surv[a]
         return np.divide(later, now, out=np.zeros_like(later), where=now > 0)
@@ -207,8 +211,7 @@ class DrainForecast(ScorePlugin):
         rows, ages = table.pod_ages(now)
         if rows.size == 0:
             return np.zeros(idx.shape[0])
-        last = self._log_ended.shape[0] - 1
-        ended = self._log_ended[np.minimum((ages / self._STEP_S).astype(np.int64), last)]
+        ended = self._log_ended[self._age_index(ages)]
         return np.bincount(rows, weights=ended, minlength=table.alloc.shape[0])[idx]
 
     def score(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
