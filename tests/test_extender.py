@@ -442,6 +442,37 @@ def test_rendezvous_scores_are_reused_across_decisions(monkeypatch) -> None:
     assert calls == [REPO]  # ranked once, reused by the next two decisions
 
 
+def test_rendezvous_scores_follow_the_builder_nodes_within_the_minute() -> None:
+    # The epoch was once keyed by id() of the builder-node list: a new list often got the
+    # freed list's id back, so for up to a minute a node whose builder pod had gone kept
+    # its rendezvous score.
+    w = World(6)
+    dind = {"component": "image-builder", "app": "binder"}
+
+    def builder(i: int) -> dict:
+        return {
+            "metadata": {"name": f"dind-{i}", "namespace": "binder", "uid": f"d{i}", "labels": dind},
+            "spec": {"nodeName": f"node-{i}", "containers": [{"name": "d"}]},
+            "status": {"phase": "Running"},
+        }
+
+    from stickypack.rendezvous import rendezvous_rank
+
+    for i in range(6):
+        w.cache.pod_event("ADDED", builder(i))
+    top = rendezvous_rank(w.names, REPO)[0]
+
+    def best(pod: str) -> str:
+        scores, _ = w.extender.prioritize({"Pod": build_pod(pod), "NodeNames": w.names})
+        return max(scores, key=lambda s: s["Score"])["Host"]
+
+    assert best("b1") == top
+    w.cache.pod_event("DELETED", builder(w.names.index(top)))
+    rest = [n for n in w.names if n != top]
+    assert w.cache.builder_nodes() == rest
+    assert best("b2") == rendezvous_rank(rest, REPO)[0] != top
+
+
 def test_other_context_cache_keys_last_one_decision() -> None:
     from stickypack.core.plugins import BuildLocality
 

@@ -219,7 +219,8 @@ class Extender:
         epoch = (
             id(history),
             getattr(history, "stickypack_version", None),
-            id(builders) if builders is not None else ("all", self.cache.nodeset_version),
+            # not id(builders): a new list may get a freed list's id
+            self.cache.builders_version,
             int(now // 60),
         )
         if epoch != self._epoch:

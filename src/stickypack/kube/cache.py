@@ -223,6 +223,9 @@ class ClusterCache:
         self.builds_recorded = 0
         #: Bumped when a node is added or removed (not on a status update).
         self.nodeset_version = 0
+        #: Bumped whenever :meth:`builder_nodes` may answer differently (a builder pod or
+        #: a node came or went), so callers can key caches of anything derived from it.
+        self.builders_version = 0
 
     # ---- nodes -----------------------------------------------------------------------------
 
@@ -239,7 +242,7 @@ class ClusterCache:
         self.table.upsert_node(name, **node_row(obj))
         if not known:
             self.nodeset_version += 1
-            self._builder_nodes_cache = None
+            self._builders_changed()
             i = self.table.index[name]
             for key in self._waiting.pop(name, ()):
                 placed = self._pods.get(key)
@@ -251,12 +254,16 @@ class ClusterCache:
                     self.table.add_pod(i, a.pod)
                     a.accounted = True
 
+    def _builders_changed(self) -> None:
+        self._builder_nodes_cache = None
+        self.builders_version += 1
+
     def _remove_node(self, name: str) -> None:
         if name not in self.table:
             return
         self.table.remove_node(name)
         self.nodeset_version += 1
-        self._builder_nodes_cache = None
+        self._builders_changed()
         for key, placed in self._pods.items():
             if placed.node == name and placed.accounted:
                 placed.accounted = False
@@ -281,7 +288,7 @@ class ClusterCache:
             else:
                 self._builders[key] = node
             if before != self._builders.get(key):
-                self._builder_nodes_cache = None
+                self._builders_changed()
         gone = kind == "DELETED" or phase in TERMINAL_PHASES
         # The pod is no longer assumed once the watch tells us anything about its binding.
         if node is not None or gone:

@@ -124,7 +124,7 @@ class BuildLocality(ScorePlugin):
 
     def rendezvous_scores(self, repo: str, table: NodeTable, ctx: SchedulingContext) -> dict[str, int]:
         """Node name -> rendezvous score (cached per repo in ``ctx.cache``)."""
-        key = self.RENDEZVOUS_CACHE_PREFIX + repo
+        key = f"{self.RENDEZVOUS_CACHE_PREFIX}{self.top_k}:{self.top_score}:{self.step}:{repo}"
         cached = ctx.cache.get(key)
         if cached is not None:
             return cached
