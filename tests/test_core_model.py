@@ -112,7 +112,7 @@ def test_quantities_past_int64_are_clamped_not_wrapped():
 
 def test_node_table_add_remove_reuse():
     t = NodeTable(capacity=1)
-    a = t.upsert_node("a", {"cpu": 1000, "memory": Gi, "pods": 10})
+    a = t.upsert_node("a", {"cpu": 1000, "memory": Gi, "pods": 10}, created=500.0)
     b = t.upsert_node("b", {"cpu": 2000, "memory": Gi, "pods": 10, "nvidia.com/gpu": 1})
     assert len(t) == 2 and t.alloc.shape[0] >= 2
     p = Pod("p", requests={"cpu": 300, "nvidia.com/gpu": 1}, annotations={"binder-repo": "r"})
@@ -126,6 +126,7 @@ def test_node_table_add_remove_reuse():
     assert "a" not in t and t.active_indices().tolist() == [b]
     c = t.upsert_node("c", {"cpu": 1})
     assert c == a  # the freed row is reused
+    assert t.created[c] == 0.0  # not a's creation time: a node without one counts as oldest
     assert set(t.node_names(t.active_indices())) == {"b", "c"}
 
 
@@ -214,6 +215,19 @@ def test_policy_errors_say_where():
         ("{plugin: LeastAllocated, weight: 100000000000000000000000}", "weight: Input should be less than"),
         ("{plugin: LeastAllocated, args: {resources: [{weight: 1}]}}", "resources as a list is of"),
         ("{plugin: MostAllocated, args: {resources: {cpu: 101}}}", "of 'cpu' must be an integer in 1..100"),
+        # an infinite utilization once crashed with OverflowError; 2.5 was cut to 2
+        (
+            "{plugin: RequestedToCapacityRatio, args: {shape: [{utilization: .inf, score: 1}]}}",
+            "shape points need integer utilization and score: inf is not an integer",
+        ),
+        (
+            "{plugin: RequestedToCapacityRatio, args: {shape: [{utilization: 2.5, score: 1}]}}",
+            "2.5 is not an integer",
+        ),
+        (
+            "{plugin: RequestedToCapacityRatio, args: {shape: [{utilization: '50', score: 1}]}}",
+            "'50' is not a number",
+        ),
     ],
 )
 def test_plugin_args_are_checked_against_their_types(entry, message):
@@ -265,7 +279,30 @@ def test_render_refuses_an_extender_url_kube_scheduler_could_not_use(url, messag
     assert message in capsys.readouterr().err
 
 
+def test_render_refuses_an_extender_weight_without_an_extender(capsys):
+    # it was once dropped without a word, leaving the operator's weight out of the config
+    assert main(["render", "scheduler-config", "--extender-weight", "197"]) == 2
+    assert "--extender-weight needs --extender-url" in capsys.readouterr().err
+
+
 def test_render_to_an_unwritable_path_is_a_clear_error(tmp_path, capsys):
     target = tmp_path / "missing-dir" / "config.yaml"
     assert main(["render", "scheduler-config", "--profiles", "stickypack", "--output", str(target)]) == 2
     assert f"cannot write {target}: No such file or directory" in capsys.readouterr().err
+
+
+def test_a_creation_time_without_a_zone_is_utc_whatever_the_local_zone(monkeypatch):
+    import time
+
+    def created(stamp: str) -> float | None:
+        return Pod.from_dict({"metadata": {"name": "p", "creationTimestamp": stamp}, "spec": {}}).created
+
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    try:
+        assert created("2026-12-02T10:00:00") == created("2026-12-02T10:00:00Z") == 1796205600.0
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+    with pytest.raises(PodSpecError, match="not-a-time"):
+        created("not-a-time")

@@ -226,6 +226,22 @@ def test_health_ready_and_metrics(world) -> None:
     assert 'stickypack_extender_requests_total{outcome="bad_request",verb="filter"}' in text
 
 
+def test_assumed_total_counts_each_pod_counted_early_once() -> None:
+    # it once counted every prioritize that predicted a node, also a pod already assumed,
+    # and missed the pod filter counts when it leaves one node
+    w = World(3)
+    metrics = Metrics()
+
+    def assumed() -> float:
+        return metrics.registry.get_sample_value("stickypack_extender_assumed_total") or 0.0
+
+    for _ in range(2):  # kube-scheduler retries the same pod
+        metrics.decision(w.extender.prioritize({"Pod": build_pod("p"), "NodeNames": w.names})[1])
+    assert assumed() == 1.0 and list(w.cache.assumed) == ["binder/p"]
+    metrics.decision(w.extender.filter({"Pod": build_pod("q"), "NodeNames": ["node-0"]})[1])
+    assert assumed() == 2.0 and w.cache.assumed["binder/q"] == "node-0"
+
+
 def test_not_ready_is_503() -> None:
     w = World(2)
     app = make_app(w.extender, ready=lambda: ["pods cache not synced"])

@@ -7,7 +7,13 @@ import pytest
 
 from stickypack.core import NodeTable, Pod, SchedulingContext, Taint, Toleration
 from stickypack.core.history import BuildHistory
-from stickypack.core.labels import NodeSelectorTerm, PreferredTerm, Requirement
+from stickypack.core.labels import (
+    DELETION_CANDIDATE_TAINT,
+    PREFER_NO_SCHEDULE,
+    NodeSelectorTerm,
+    PreferredTerm,
+    Requirement,
+)
 from stickypack.core.plugins import (
     BalancedAllocation,
     BuildHeadroom,
@@ -265,6 +271,17 @@ def test_drain_forecast_prefers_the_node_that_stays_busy():
     t.add_pod(t.slot("young"), pod(created=now - 7200, name="long"))
     ctx = SchedulingContext(now=now)
     assert DrainForecast().score(pod(), t, t.active_indices(), ctx).tolist() == [50, 100, 0]
+    # sessions that ended leave free slots behind, which count for no node
+    gone = [pod(created=now - 60, name=f"gone{k}") for k in range(3)]
+    for p in gone:
+        t.add_pod(t.slot("empty"), p)
+    for p in gone:
+        t.remove_pod(t.slot("empty"), p)
+    df = DrainForecast()
+    assert df.score(pod(), t, t.active_indices(), ctx).tolist() == [50, 100, 0]
+    rows, ages = t.pod_ages(now)
+    direct = [float(np.log1p(-df.still_running(ages[rows == i])).sum()) for i in t.active_indices()]
+    assert df.log_p_emptied(t, t.active_indices(), now) == pytest.approx(direct)
     # build pods and pods without a creation time do not count; ties go to the oldest node
     t2 = NodeTable()
     for name, created in (("old", 0.0), ("young", 100.0)):
@@ -361,6 +378,12 @@ def test_delay_for_locality_waits_for_the_history_node():
     ctx.now = 161.0
     assert delay.filter(build, t, only_free, ctx).tolist() == [True]  # waited long enough
     ctx.now = 110.0
+    # a node the autoscaler marked a deletion candidate: BuildLocality would not score it,
+    # so it is no node to wait for (it once was)
+    t.set_taints("full", [Taint(DELETION_CANDIDATE_TAINT, "", PREFER_NO_SCHEDULE)])
+    assert delay.filter(build, t, only_free, ctx).tolist() == [True]
+    t.set_taints("full", [])
+    assert delay.filter(build, t, only_free, ctx).tolist() == [False]
     t.remove_node("full")
     assert delay.filter(build, t, only_free, ctx).tolist() == [True]  # cache gone: no point
     user = Pod("u", created=100.0)

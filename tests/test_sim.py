@@ -329,6 +329,25 @@ def test_missing_trace_is_a_clear_error(tmp_path, capsys):
     assert "trace not found" in capsys.readouterr().err
 
 
+def test_a_day_name_that_is_no_date_is_reported_not_a_traceback(tmp_path, capsys):
+    trace = tmp_path / "events-2019-02-30.jsonl"
+    trace.write_text('{"timestamp": "2019-02-28T10:00:00", "provider": "GitHub", "spec": "a/b/main"}\n')
+    assert main(["simulate", "--trace", str(trace), "--policies", "default", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "the name's day 2019-02-30 is not a date" in out and "Traceback" not in out
+
+
+def test_a_trace_directory_that_cannot_be_listed_is_one_line(tmp_path, capsys, monkeypatch):
+    # tests run as root here, which lists any directory: make the listing fail as it would
+    def refuse(self):
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "iterdir", refuse)
+    assert main(["simulate", "--trace", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert f"Permission denied: '{tmp_path}'" in err and "Traceback" not in err
+
+
 def test_a_trace_of_only_bad_lines_says_where(tmp_path, capsys):
     trace = tmp_path / "events-junk.jsonl"
     trace.write_text('{"provider": "GitHub"}\nnot json\n')
@@ -415,6 +434,8 @@ def test_sim_config_overrides_and_errors(tmp_path, capsys):
         ("binder: {session_sigma: 50}\n", "binder.session_sigma must be in [0, 5]"),
         ("1: {a: 1}\nfoo: {}\n", "unknown section(s) 1, foo"),
         ("autoscaler: {'[/x]': 1}\n", "autoscaler.[/x]: unknown key"),
+        # every pool would get the one name, which prices are looked up by
+        ("pool: {name: big}\n", "pool.name: unknown key; valid: allocatable, labels, max_size"),
         ("pool: " + "[" * 5000 + "]" * 5000 + "\n", "not valid YAML: nested too deeply"),
     ],
 )

@@ -211,7 +211,7 @@ def _simulate(args: argparse.Namespace, console: Console) -> int:
     else:
         try:
             launches = read_launches(args.trace, errors)
-        except FileNotFoundError as exc:
+        except OSError as exc:  # a trace not found, or a directory that cannot be listed
             raise UsageError(str(exc)) from None
         if not launches:
             why = "the trace holds no readable launch events"
@@ -372,6 +372,8 @@ def _render(args: argparse.Namespace) -> int:
         return _write_output(args.output, _routing_yaml(args))
     profiles = [p.strip() for p in args.profiles.split(",") if p.strip()]
     extra: dict[str, Any] = {}
+    if args.extender_weight is not None and not args.extender_url:
+        raise UsageError("--extender-weight needs --extender-url (the extender it weighs)")
     if args.extender_url:
         _check_url(args.extender_url)
         weight = EXTENDER_WEIGHT if args.extender_weight is None else args.extender_weight

@@ -131,7 +131,7 @@ class NodeTable:
         """Add node ``name`` or replace its description; its pods' requests are kept.
 
         ``created``: the node's creation time in seconds (``metadata.creationTimestamp``);
-        kept from before when ``None``.
+        kept from before when ``None``, and 0 (the oldest possible) for a new node.
         """
         for rname, amount in allocatable.items():  # checked first: no half-registered node
             if not isinstance(amount, int | np.integer) or not 0 <= amount <= MAX_AMOUNT:
@@ -148,6 +148,7 @@ class NodeTable:
             self.nonzero[i] = 0
             self.builds[i] = 0
             self.build_starts[i] = 0
+            self.created[i] = 0.0  # not a removed node's time, when none is given
             for col in self.extra.values():
                 col[i] = 0
             self._active_idx = None

@@ -107,7 +107,7 @@ class Pod:
                 name=str(meta.get("name") or meta.get("generateName") or ""),
                 namespace=str(meta.get("namespace") or "default"),
                 uid=str(meta.get("uid") or ""),
-                created=_timestamp(meta.get("creationTimestamp")),
+                created=rfc3339_seconds(meta.get("creationTimestamp")),
                 requests=requests,
                 nonzero_cpu=nonzero[CPU],
                 nonzero_memory=nonzero[MEMORY],
@@ -193,10 +193,13 @@ def _pod_requests(spec: Mapping[str, Any]) -> tuple[ResourceList, ResourceList]:
     return {k: v for k, v in requests.items() if v}, nonzero
 
 
-def _timestamp(raw: object) -> float | None:
-    """An RFC 3339 timestamp (``2026-12-02T10:00:00Z``) in seconds since the epoch."""
+def rfc3339_seconds(raw: object) -> float | None:
+    """An RFC 3339 timestamp (``2026-12-02T10:00:00Z``) in seconds since the epoch, None
+    when absent. Without a zone it is read as UTC, as the API server writes it, so the
+    result does not depend on the machine's local time. ValueError when it is no time."""
     if not raw:
         return None
-    from datetime import datetime
+    from datetime import UTC, datetime
 
-    return datetime.fromisoformat(str(raw).replace("Z", "+00:00")).timestamp()
+    when = datetime.fromisoformat(str(raw).replace("Z", "+00:00"))
+    return (when if when.tzinfo is not None else when.replace(tzinfo=UTC)).timestamp()

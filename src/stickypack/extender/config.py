@@ -89,7 +89,7 @@ class ExtenderConfig(_Model):
     listen: ListenConfig = Field(default_factory=ListenConfig)
     #: A built-in policy name or the path of a policy YAML file.
     policy: str = "stickypack"
-    #: The profile of that policy to run (default: the one matching ``pods.manage``).
+    #: The profile of that policy to run (null: the policy's first profile).
     profile: str | None = "stickypack-builds"
     #: Filter plugins of the profile the extender runs. kube-scheduler runs the standard
     #: ones itself; the extender adds what it does not know (autoscaler deletion taint).

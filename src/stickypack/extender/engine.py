@@ -71,7 +71,10 @@ class Decision:
     managed: bool
     nodes: int
     passed: int = 0
+    #: The node prioritize predicts kube-scheduler will bind.
     top: str | None = None
+    #: The pod was counted on a node before the watch reported its binding.
+    assumed: bool = False
 
 
 def select_profile(policy: Policy, name: str | None) -> Profile:
@@ -267,11 +270,12 @@ class Extender:
         if self.load_bound and pod.build_repo is not None and keep.any():
             self._bound_loads(idx, known, keep, failed)
         passed = list(compress(known, keep.tolist()))
+        assumed = False
         if len(passed) == 1 and self.assume and pod.build_repo is not None:
             # kube-scheduler skips prioritize with one feasible node: count the pod now.
-            self.cache.assume(key, pod, passed[0])
+            assumed = self.cache.assume(key, pod, passed[0])
         result = _filter_result(passed, failed, unresolvable, items)
-        return result, Decision("filter", True, len(names), len(passed))
+        return result, Decision("filter", True, len(names), len(passed), assumed=assumed)
 
     def load_cap(self) -> int:
         """Most builds a node may run with one more build placed: ``max(min_load_cap,
@@ -327,11 +331,12 @@ class Extender:
                 scores[over] = 0
         out = _PriorityList(known, scores.tolist(), unknown)
         top_node = None
+        assumed = False
         if self.assume and pod.build_repo is not None and idx.size > 1:
             top_node = self._predict(pod, idx, known, scores, ctx)
             if top_node is not None:
-                self.cache.assume(key, pod, top_node)
-        return out, Decision("prioritize", True, len(names), top=top_node)
+                assumed = self.cache.assume(key, pod, top_node)
+        return out, Decision("prioritize", True, len(names), top=top_node, assumed=assumed)
 
     def _predict(
         self, pod: Pod, idx: np.ndarray, known: list[str], ext_scores: np.ndarray, ctx: SchedulingContext

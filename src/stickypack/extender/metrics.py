@@ -89,7 +89,7 @@ class Metrics:
         self.decisions.labels(decision.verb, "true" if decision.managed else "false").inc()
         if decision.verb == "filter" and decision.managed:
             self.filtered.inc(decision.nodes - decision.passed)
-        if decision.verb == "prioritize" and decision.top is not None:
+        if decision.assumed:
             self.assumed.inc()
 
     def add_source(self, source: Callable[[], Iterable[Any]]) -> None:

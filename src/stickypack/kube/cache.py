@@ -23,7 +23,6 @@ Everything runs on one event loop; no locks.
 
 from __future__ import annotations
 
-import datetime
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -32,7 +31,7 @@ from typing import Any
 
 from stickypack.core.labels import LABEL_KEY, LABEL_VALUE, Taint
 from stickypack.core.nodetable import NodeTable
-from stickypack.core.pod import Pod, PodSpecError
+from stickypack.core.pod import Pod, PodSpecError, rfc3339_seconds
 from stickypack.core.resources import parse_resource_list
 
 log = logging.getLogger(__name__)
@@ -155,7 +154,7 @@ def node_row(obj: Mapping[str, Any]) -> dict[str, Any]:
     stamp = meta.get("creationTimestamp")
     if stamp:
         try:
-            created = datetime.datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).timestamp()
+            created = rfc3339_seconds(stamp)
         except ValueError:
             created = None
     # The API server defaults a missing (nil) allocatable to capacity (SetDefaults_NodeStatus);
@@ -362,14 +361,16 @@ class ClusterCache:
 
     # ---- assumptions -----------------------------------------------------------------------
 
-    def assume(self, key: str, pod: Pod, node: str) -> None:
-        """Count ``pod`` on ``node`` until the watch reports its binding (or TTL)."""
+    def assume(self, key: str, pod: Pod, node: str) -> bool:
+        """Count ``pod`` on ``node`` until the watch reports its binding (or TTL). False,
+        and nothing done, when the pod is already placed or assumed."""
         if key in self._pods or key in self._assumed:
-            return
+            return False
         i = self.table.index.get(node)
         if i is not None:
             self.table.add_pod(i, pod)
         self._assumed[key] = _Assumed(node, pod, self.clock() + self.assume_ttl_s, i is not None)
+        return True
 
     def _drop_assumption(self, key: str) -> None:
         a = self._assumed.pop(key, None)

@@ -76,6 +76,8 @@ def _section(cls: type, raw: Any, where: str) -> Any:
         raise SimConfigError(f"{where}: must be a mapping of keys to values")
     names = {f.name: f for f in dataclasses.fields(cls)}
     hints = typing.get_type_hints(cls)
+    if cls is NodePool:  # overrides apply to every pool: a pool's name (prices and node
+        names.pop("name")  # names are looked up by it) must stay its own
     values: dict[str, Any] = {}
     for key, value in raw.items():
         if key not in names:

@@ -164,7 +164,13 @@ def _read_file(path: Path, errors: TraceErrors) -> Iterator[tuple[float, str, in
     (``events-YYYY-MM-DD``), a launch on another day is an error."""
     named = _DAY_IN_NAME.search(path.name)
     day_name = named.group(1) if named else ""
-    day = datetime.fromisoformat(day_name).replace(tzinfo=UTC).timestamp() if named else None
+    day: float | None = None
+    if named:
+        try:
+            day = datetime.fromisoformat(day_name).replace(tzinfo=UTC).timestamp()
+        except ValueError:
+            why = f"the name's day {day_name} is not a date; its launches are not checked against it"
+            errors.add(str(path), why)
     try:
         handle = _open(path)
         with handle as lines:  # type: ignore[attr-defined]

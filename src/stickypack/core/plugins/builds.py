@@ -284,11 +284,13 @@ class DelayForLocality(FilterPlugin):
         if ctx.now - pod.created >= self.max_wait_s:
             return passes
         over = self.bounds.over(table)
-        # worth waiting for: a history node that is not going away and not at a bound
+        # worth waiting for: a history node BuildLocality would score (not going away, not
+        # one the autoscaler has marked a deletion candidate, not at a bound)
+        gone = table.to_be_deleted | table.deletion_candidate | over
         worth = [
-            table.index[n]
+            i
             for n in ctx.history.nodes_for(repo, ctx.now)
-            if n in table.index and not table.to_be_deleted[table.index[n]] and not over[table.index[n]]
+            if (i := table.index.get(n)) is not None and not gone[i]
         ]
         if not worth or np.isin(worth, idx).any():
             return passes

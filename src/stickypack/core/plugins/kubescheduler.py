@@ -236,6 +236,17 @@ class MostAllocated(_ResourceScorer):
         return np.minimum(requested, alloc) * MAX_NODE_SCORE // alloc
 
 
+def _shape_int(value: object) -> int:
+    """An integer shape coordinate: an int, or a float with no fraction (YAML ``50.0``);
+    anything else (``2.5``, ``.inf``, ``"50"``, ``true``) is refused, as kube-scheduler's
+    int32 fields refuse it."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{value!r} is not a number")
+    if isinstance(value, float) and not value.is_integer():
+        raise ValueError(f"{value!r} is not an integer")
+    return int(value)
+
+
 class RequestedToCapacityRatio(_ResourceScorer):
     """A piecewise-linear function of integer utilization; shape scores 0..10 scaled x10.
 
@@ -248,7 +259,7 @@ class RequestedToCapacityRatio(_ResourceScorer):
         super().__init__(resources)
         raw = shape or [{"utilization": 0, "score": 0}, {"utilization": 100, "score": 10}]
         try:
-            points = [(int(p["utilization"]), int(p["score"])) for p in raw]
+            points = [(_shape_int(p["utilization"]), _shape_int(p["score"])) for p in raw]
         except (KeyError, TypeError, ValueError) as exc:
             raise PluginArgsError(f"shape points need integer utilization and score: {exc}") from exc
         if any(b[0] <= a[0] for a, b in itertools.pairwise(points)):
