@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from stickypack.cli import main
@@ -306,3 +307,29 @@ def test_a_creation_time_without_a_zone_is_utc_whatever_the_local_zone(monkeypat
         time.tzset()
     with pytest.raises(PodSpecError, match="not-a-time"):
         created("not-a-time")
+
+
+def test_a_plugin_of_ones_own_comes_from_a_new_registry_not_a_global():
+    from stickypack.core import BUILTIN_PLUGINS, SchedulingContext
+    from stickypack.core.framework import ScorePlugin
+
+    class Last(ScorePlugin):
+        """The last candidate row 100, the others 0."""
+
+        name = "Last"
+
+        def score(self, pod, table, idx, ctx):
+            return np.where(idx == idx.max(), 100, 0)
+
+    text = "name: mine\nprofiles:\n- name: p\n  filters: []\n  score: [Last]\n"
+    with pytest.raises(PolicyError, match="unknown score plugin 'Last'"):
+        policy_from_yaml(text)
+    with pytest.raises(TypeError):
+        BUILTIN_PLUGINS.scorers["Last"] = Last  # type: ignore[index]
+    mine = BUILTIN_PLUGINS.with_plugins(scorers={"Last": Last})
+    policy = policy_from_yaml(text, plugins=mine)
+    t = NodeTable()
+    for n in ("a", "b", "c"):
+        t.upsert_node(n, {"cpu": 1000, "memory": Gi, "pods": 10})
+    assert policy.select(Pod("x"), t, SchedulingContext(now=0.0), np.random.default_rng(0)) == 2
+    assert "Last" not in BUILTIN_PLUGINS.scorers and "MostAllocated" in mine.scorers

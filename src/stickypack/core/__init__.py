@@ -9,13 +9,22 @@ from stickypack.core.history import BuildHistory
 from stickypack.core.labels import Taint, Toleration
 from stickypack.core.nodetable import NodeTable
 from stickypack.core.pod import Pod, PodSpecError
-from stickypack.core.policy import Policy, PolicyError, policy_from_dict, policy_from_yaml
+from stickypack.core.policy import (
+    BUILTIN_PLUGINS,
+    PluginRegistry,
+    Policy,
+    PolicyError,
+    policy_from_dict,
+    policy_from_yaml,
+)
 from stickypack.core.quantity import QuantityError, int_value, milli_value, parse_quantity
 from stickypack.core.rendezvous import bounded_load_pick, rendezvous_rank, weighted_rendezvous_rank
 
 __all__ = [
+    "BUILTIN_PLUGINS",
     "BuildHistory",
     "NodeTable",
+    "PluginRegistry",
     "Pod",
     "PodSpecError",
     "Policy",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from stickypack.core.labels import NodeSelectorTerm, PreferredTerm, Toleration
@@ -22,7 +23,7 @@ from stickypack.core.resources import (
 #: Annotation BinderHub puts on build pods: the repository URL being built.
 BUILD_REPO_ANNOTATION = "binder-repo"
 #: Labels of BinderHub build pods.
-BUILD_LABELS = {"component": "binderhub-build"}
+BUILD_LABELS: Mapping[str, str] = MappingProxyType({"component": "binderhub-build"})
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,7 @@ import inspect
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -35,7 +36,7 @@ class PolicyError(ValueError):
     """A policy document that is not valid; the message says what and where."""
 
 
-FILTERS: dict[str, Callable[..., FilterPlugin]] = {
+_FILTERS: dict[str, Callable[..., FilterPlugin]] = {
     "NodeUnschedulable": p.NodeUnschedulable,
     "NodeReady": p.NodeReady,
     "NodeResourcesFit": p.NodeResourcesFitFilter,
@@ -81,7 +82,7 @@ def _call_with_args(factory: Callable[..., Any], args: Mapping[str, Any]) -> Any
 _ARGS_CONFIG = ConfigDict(allow_inf_nan=False)
 
 
-SCORERS: dict[str, Callable[..., ScorePlugin]] = {
+_SCORERS: dict[str, Callable[..., ScorePlugin]] = {
     "NodeResourcesFit": _node_resources_fit,
     "LeastAllocated": p.LeastAllocated,
     "MostAllocated": p.MostAllocated,
@@ -100,10 +101,46 @@ SCORERS: dict[str, Callable[..., ScorePlugin]] = {
     "LifetimeAware": p.LifetimeAware,
 }
 
-MUTATORS: dict[str, Callable[..., PodMutator]] = {
+_MUTATORS: dict[str, Callable[..., PodMutator]] = {
     "BinderHubStickyBuilds": p.BinderHubStickyBuilds,
     "BinderHubAntiAffinity": p.BinderHubAntiAffinity,
 }
+
+
+@dataclass(frozen=True)
+class PluginRegistry:
+    """The plugin names a policy may use, each with the factory that builds it from the
+    YAML ``args``. Read-only: :meth:`with_plugins` returns a new registry, so adding a plugin
+    changes no other caller's policies (no global state)."""
+
+    filters: Mapping[str, Callable[..., FilterPlugin]]
+    scorers: Mapping[str, Callable[..., ScorePlugin]]
+    mutators: Mapping[str, Callable[..., PodMutator]]
+
+    def __post_init__(self) -> None:
+        for name in ("filters", "scorers", "mutators"):
+            object.__setattr__(self, name, MappingProxyType(dict(getattr(self, name))))
+
+    def with_plugins(
+        self,
+        filters: Mapping[str, Callable[..., FilterPlugin]] | None = None,
+        scorers: Mapping[str, Callable[..., ScorePlugin]] | None = None,
+        mutators: Mapping[str, Callable[..., PodMutator]] | None = None,
+    ) -> PluginRegistry:
+        """This registry plus the given plugins (a name given again is replaced)."""
+        return PluginRegistry(
+            {**self.filters, **(filters or {})},
+            {**self.scorers, **(scorers or {})},
+            {**self.mutators, **(mutators or {})},
+        )
+
+
+#: The built-in plugins, as the YAML policies name them.
+BUILTIN_PLUGINS = PluginRegistry(_FILTERS, _SCORERS, _MUTATORS)
+#: Read-only views of :data:`BUILTIN_PLUGINS`, by kind.
+FILTERS = BUILTIN_PLUGINS.filters
+SCORERS = BUILTIN_PLUGINS.scorers
+MUTATORS = BUILTIN_PLUGINS.mutators
 
 
 #: Largest score weight: kube-scheduler's ``Plugin.Weight`` is an int32, which also keeps
@@ -200,8 +237,9 @@ def _message(msg: str) -> str:
     return msg
 
 
-def policy_from_dict(raw: Any, source: str = "<policy>") -> Policy:
-    """Validate and build a policy from its YAML/JSON structure."""
+def policy_from_dict(raw: Any, source: str = "<policy>", plugins: PluginRegistry = BUILTIN_PLUGINS) -> Policy:
+    """Validate and build a policy from its YAML/JSON structure, with the plugins of
+    ``plugins`` (the built-ins unless given)."""
     try:
         spec = _PolicySpec.model_validate(raw)
     except ValidationError as exc:
@@ -215,25 +253,30 @@ def policy_from_dict(raw: Any, source: str = "<policy>") -> Policy:
     for pi, prof in enumerate(spec.profiles):
         where = f"{source}: profiles[{pi}] ({prof.name})"
         filters = [
-            _build(FILTERS, _spec(f), f"{where}.filters[{i}]", "filter") for i, f in enumerate(prof.filters)
+            _build(plugins.filters, _spec(f), f"{where}.filters[{i}]", "filter")
+            for i, f in enumerate(prof.filters)
         ]
         scorers = [
-            WeightedScorer(_build(SCORERS, _spec(s), f"{where}.score[{i}]", "score"), _spec(s).weight)
+            WeightedScorer(_build(plugins.scorers, _spec(s), f"{where}.score[{i}]", "score"), _spec(s).weight)
             for i, s in enumerate(prof.score)
         ]
         mutators = [
-            _build(MUTATORS, _spec(m), f"{where}.mutate[{i}]", "mutate") for i, m in enumerate(prof.mutate)
+            _build(plugins.mutators, _spec(m), f"{where}.mutate[{i}]", "mutate")
+            for i, m in enumerate(prof.mutate)
         ]
         profiles.append(Profile(prof.name, filters, scorers, dict(prof.match.labels), mutators))
     return Policy(spec.name, spec.description, profiles, raw if isinstance(raw, dict) else {})
 
 
-def policy_from_yaml(text: str, source: str = "<policy>") -> Policy:
-    """Parse a YAML policy document (text, not a path: the core reads no files)."""
+def policy_from_yaml(
+    text: str, source: str = "<policy>", plugins: PluginRegistry = BUILTIN_PLUGINS
+) -> Policy:
+    """Parse a YAML policy document (text, not a path: the core reads no files); see
+    :func:`policy_from_dict` for ``plugins``."""
     try:
         raw = load_yaml(text, source)
     except YAMLTextError as exc:
         raise PolicyError(str(exc)) from None
     if not isinstance(raw, dict):
         raise PolicyError(f"{source}: a policy is a YAML mapping with name and profiles")
-    return policy_from_dict(raw, source)
+    return policy_from_dict(raw, source, plugins)

@@ -6,7 +6,7 @@ import functools
 from importlib import resources
 from pathlib import Path
 
-from stickypack.core.policy import Policy, PolicyError, policy_from_yaml
+from stickypack.core.policy import BUILTIN_PLUGINS, PluginRegistry, Policy, PolicyError, policy_from_yaml
 from stickypack.textfile import TextFileError, read_text_file
 
 #: Built-in policy names, in the order reports list them.
@@ -28,11 +28,13 @@ def load_builtin(name: str) -> Policy:
     return policy_from_yaml(builtin_text(name), source=f"builtin:{name}")
 
 
-def load_policy_file(path: str | Path) -> Policy:
-    """A user's policy from a YAML file; errors name the file and the field."""
+def load_policy_file(path: str | Path, plugins: PluginRegistry = BUILTIN_PLUGINS) -> Policy:
+    """A user's policy from a YAML file, built from ``plugins`` (the built-ins unless
+    given: ``BUILTIN_PLUGINS.with_plugins(...)`` adds one's own); errors name the file and
+    the field."""
     path = Path(path)
     try:
         text = read_text_file(path)
     except TextFileError as exc:
         raise PolicyError(str(exc)) from None
-    return policy_from_yaml(text, source=str(path))
+    return policy_from_yaml(text, source=str(path), plugins=plugins)
