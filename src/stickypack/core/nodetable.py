@@ -322,13 +322,6 @@ class NodeTable:
         live = self._t_row >= 0
         return self._t_row[live], np.maximum(now - self._t_created[live], 0.0)
 
-    def timed_slots(self) -> tuple[np.ndarray, np.ndarray]:
-        """``(rows, created)`` of every timed-pod slot, free ones included (row -1): a
-        read-only view for a scorer that passes over all timed pods per decision and can
-        send the free slots to a bin of their own, cheaper than selecting the live ones as
-        :meth:`pod_ages` does. Do not modify the arrays."""
-        return self._t_row, self._t_created
-
     # ---- views -------------------------------------------------------------------------
 
     def utilization(self, idx: np.ndarray) -> np.ndarray:

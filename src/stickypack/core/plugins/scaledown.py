@@ -208,12 +208,11 @@ class DrainForecast(ScorePlugin):
     def log_p_emptied(self, table: NodeTable, idx: np.ndarray, now: float) -> np.ndarray:
         """Per row of ``idx``: log P(the node has emptied by ``now + horizon_s``), from the
         pods on it now (0 for a node without timed pods; lower is busier)."""
-        rows, created = table.timed_slots()
-        ended = self._log_ended[self._age_index(np.maximum(now - created, 0.0))]
-        # Free slots (row -1) land in bin 0 and are dropped; each node's terms are summed
-        # in slot order, as over pod_ages' live entries.
-        sums = np.bincount(rows + 1, weights=ended, minlength=table.alloc.shape[0] + 1)
-        return sums[1:][idx]
+        rows, ages = table.pod_ages(now)
+        if rows.size == 0:
+            return np.zeros(idx.shape[0])
+        ended = self._log_ended[self._age_index(ages)]
+        return np.bincount(rows, weights=ended, minlength=table.alloc.shape[0])[idx]
 
     def score(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
         if idx.shape[0] == 1:
