@@ -141,7 +141,7 @@ def test_listing_is_throttled_and_shared_across_threads() -> None:
     assert api.pod_lists == 1
 
 
-def test_throttle_expires_and_does_not_cache_errors() -> None:
+def test_throttle_expires_and_keeps_errors_briefly() -> None:
     clock = [0.0]
     calls = []
 
@@ -152,11 +152,48 @@ def test_throttle_expires_and_does_not_cache_errors() -> None:
         return len(calls)
 
     th = Throttle(fn, 10, clock=lambda: clock[0])
+    assert th.error_ttl_s == 5.0
     assert th() == 1 and th() == 1
     clock[0] = 11
     with pytest.raises(OSError):
         th()
+    clock[0] = 15.9  # the failure is shared for 5 s: no second call yet
+    with pytest.raises(OSError):
+        th()
+    assert len(calls) == 2
+    clock[0] = 16
     assert th() == 3
+
+
+def test_callers_waiting_on_a_failing_call_share_its_error() -> None:
+    # once each waiting caller called the API again in turn, each waiting for its timeout
+    calls = []
+    started = threading.Event()
+
+    def fn() -> list[str]:
+        calls.append(1)
+        started.set()
+        time.sleep(0.2)  # the API server is slow to fail
+        raise TimeoutError("read timeout")
+
+    th = Throttle(fn, 30)
+    errors: list[str] = []
+
+    def caller() -> None:
+        try:
+            th()
+        except TimeoutError as exc:
+            errors.append(str(exc))
+
+    first = threading.Thread(target=caller)
+    first.start()
+    started.wait(5)
+    others = [threading.Thread(target=caller) for _ in range(7)]
+    for t in others:
+        t.start()
+    for t in [first, *others]:
+        t.join()
+    assert errors == ["read timeout"] * 8 and len(calls) == 1
 
 
 async def test_async_at_most_every_shares_one_call() -> None:

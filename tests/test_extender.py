@@ -56,7 +56,7 @@ def build_pod(name: str = "build-1", repo: str = REPO, node_name: str | None = N
 
 class World:
     def __init__(self, n: int = 6) -> None:
-        self.cache = ClusterCache(clock=lambda: NOW)
+        self.cache = ClusterCache(clock=lambda: NOW, ttl_clock=lambda: NOW)
         self.recorder = HistoryRecorder(None, clock=lambda: NOW)
         self.names = [f"node-{i}" for i in range(n)]
         for name in self.names:
@@ -549,7 +549,7 @@ def test_a_user_pod_extender_serves_drain_forecast_from_pod_ages() -> None:
             "status": {"phase": "Running"},
         }
 
-    cache = ClusterCache(clock=lambda: NOW)
+    cache = ClusterCache(clock=lambda: NOW, ttl_clock=lambda: NOW)
     for name in ("young", "old", "empty"):
         cache.node_event("ADDED", node(name))
     for k in range(3):

@@ -267,3 +267,52 @@ def test_api_errors_are_one_log_line() -> None:
     assert describe_error(exc) == 'HTTP 403 Forbidden: configmaps "h-0" is forbidden: no'
     assert "\n" in str(exc)  # what the log used to get
     assert describe_error(ConnectionError("refused\n  twice")) == "ConnectionError: refused twice"
+
+
+async def test_a_later_version_seen_during_our_write_is_not_overwritten_in_memory() -> None:
+    # Once commit() put the document it had written into the recorder's memory after the
+    # write returned, over a later version another replica had written (which the watch
+    # had delivered meanwhile): the next rebuild lost the other replica's entries.
+    class Slow(MemoryHistoryStore):
+        hook = None
+
+        async def write(self, part: str, doc: HistoryDoc, version: str | None) -> str:
+            stored = await super().write(part, doc, version)
+            if self.hook is not None:
+                hook, self.hook = self.hook, None
+                await hook()
+            return stored
+
+    store = Slow()
+    rec = HistoryRecorder(store, flush_interval_s=0, clock=lambda: NOW)
+    await rec.load()
+    rec.record("mine", "n1")
+
+    async def other_replica_writes_and_the_watch_delivers() -> None:
+        await commit(store, [Record("theirs", "n2", NOW)], Limits(), now=lambda: NOW)
+        doc, version = await store.read("0")
+        rec.on_stored("0", doc, version)
+
+    store.hook = other_replica_writes_and_the_watch_delivers
+    await rec.flush()
+    assert rec._docs["0"][1] == "2"  # the other replica's version, not ours ("1")
+    rec._rebuild()  # as any later change of another part would
+    assert rec.history.nodes_for("theirs", NOW) == ["n2"]
+    assert rec.history.nodes_for("mine", NOW) == ["n1"]
+
+
+async def test_a_part_whose_write_finds_it_gone_leaves_the_cache() -> None:
+    class NodeGone(MemoryHistoryStore):
+        async def write(self, part: str, doc: HistoryDoc, version: str | None) -> str | None:
+            return None if part == "0" else await super().write(part, doc, version)
+
+    store = NodeGone()
+    cache = {"0": (HistoryDoc({"r": {"n": NOW}}), "7")}
+    written = await commit(store, [Forget("n", NOW + 1)], Limits(), now=lambda: NOW + 1, cache=cache)
+    assert written == {} and cache == {}
+    rec = HistoryRecorder(store, clock=lambda: NOW)
+    rec._docs = {"0": (HistoryDoc({"r": {"n": NOW}}), "7")}
+    rec._rebuild()
+    assert rec.history.nodes_for("r", NOW) == ["n"]
+    rec.on_part_gone("0")
+    assert rec._docs == {} and rec.history.nodes_for("r", NOW) == []

@@ -113,3 +113,29 @@ def test_node_annotation_store(cluster: ControlPlane) -> None:
     assert docs["n2"][0].repos == {"https://github.com/o/x": {"n2": NOW}}
     annotations = {n["metadata"]["name"]: n["metadata"].get("annotations", {}) for n in cluster.nodes()}
     assert len(annotations["n1"]["stickypack.io/build-history"]) <= 2048
+
+
+def test_a_deleted_nodes_history_part_is_dropped_not_kept_forever(cluster: ControlPlane) -> None:
+    # a write to a deleted node once kept its document (with a tombstone) in the recorder's
+    # memory, one more for every node the cluster ever had
+    cluster.create_node("n-gone")
+    cluster.create_node("n-kept")
+
+    async def scenario(api: Any) -> Any:
+        from kubernetes_asyncio import client
+
+        store = NodeAnnotationHistoryStore(api)
+        rec = HistoryRecorder(store, flush_interval_s=0, clock=lambda: NOW)
+        await rec.load()
+        rec.record("https://github.com/o/a", "n-gone", NOW)
+        rec.record("https://github.com/o/b", "n-kept", NOW)
+        await rec.flush()
+        assert {"n-gone", "n-kept"} <= set(rec._docs)
+        await client.CoreV1Api(api).delete_node("n-gone")
+        rec.forget_node("n-gone", NOW + 1)  # what the node watch does when a node goes
+        await rec.flush()  # the write finds no node: 404
+        return set(rec._docs), rec.history.nodes_for("https://github.com/o/b", NOW + 2)
+
+    parts, kept = run(cluster, scenario)
+    assert "n-gone" not in parts and "n-kept" in parts
+    assert kept == ["n-kept"]

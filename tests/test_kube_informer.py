@@ -168,3 +168,111 @@ async def test_a_handler_error_does_not_stop_the_informer() -> None:
     inf = Informer("test", script, handler)
     await run_until_done(inf, script)
     assert seen == ["bad", "ok"]
+
+
+def recorder() -> tuple[list[tuple], Any]:
+    events: list[tuple] = []
+
+    def handler(kind: str, o: dict, old: Any, synthetic: bool = False) -> None:
+        events.append((kind, o["metadata"]["name"], o["metadata"].get("uid"), synthetic))
+
+    return events, handler
+
+
+def record_sleeps(inf: Informer) -> list[float]:
+    """Replace the informer's backoff sleep by a recorder (no waiting, no clock)."""
+    sleeps: list[float] = []
+
+    async def sleep(base: float) -> None:
+        sleeps.append(base)
+        await asyncio.sleep(0)
+
+    inf._sleep = sleep  # type: ignore[method-assign]
+    return sleeps
+
+
+async def test_a_relist_sees_an_object_deleted_and_created_again_under_its_name() -> None:
+    # BinderHub names build pods by repo: when a rebuild's pod replaced the old one during a
+    # watch gap, the relist once reported MODIFIED, and the old build's end was never seen
+    events, handler = recorder()
+    old, new = obj("build-r", "1"), obj("build-r", "7")
+    old["metadata"]["uid"], new["metadata"]["uid"] = "u1", "u2"
+    script = Script(
+        lists=[
+            FakeResponse(body={"metadata": {"resourceVersion": "1"}, "items": [old]}),
+            FakeResponse(body={"metadata": {"resourceVersion": "9"}, "items": [new]}),
+        ],
+        watches=[FakeResponse(chunks=[ev("ERROR", {"code": 410, "message": "too old"})])],
+    )
+    inf = Informer("test", script, handler, min_backoff_s=0.001)
+    record_sleeps(inf)
+    await run_until_done(inf, script)
+    assert events == [
+        ("ADDED", "build-r", "u1", False),
+        ("DELETED", "build-r", "u1", True),
+        ("ADDED", "build-r", "u2", False),
+    ]
+
+
+async def test_gone_again_after_a_list_and_watches_that_close_at_once_back_off() -> None:
+    # both once looped without a pause: a LIST per iteration, or a watch request per one
+    listing = {"metadata": {"resourceVersion": "5"}, "items": []}
+    gone = FakeResponse(chunks=[ev("ERROR", {"code": 410, "message": "too old"})])
+    script = Script(
+        lists=[FakeResponse(body=listing) for _ in range(4)],
+        watches=[
+            gone,
+            FakeResponse(chunks=[ev("ERROR", {"code": 410, "message": "too old"})]),
+            FakeResponse(chunks=[]),  # 200, then closed with nothing said
+            FakeResponse(chunks=[]),
+            FakeResponse(chunks=[ev("ADDED", obj("a", "6"))]),  # progress: backoff resets
+            FakeResponse(chunks=[]),
+        ],
+    )
+    inf = Informer("test", script, min_backoff_s=0.5, max_backoff_s=4.0)
+    sleeps = record_sleeps(inf)
+    await run_until_done(inf, script)
+    assert sleeps == [0.5, 1.0, 2.0, 4.0, 0.5]
+    assert inf.stats.relists_gone == 2 and set(inf.objects) == {"a"}
+
+
+async def test_an_unreadable_event_is_skipped_and_the_watch_goes_on() -> None:
+    # one bad event once failed every watch from the same resourceVersion, forever
+    events, handler = recorder()
+
+    def transform(o: dict) -> dict:
+        if o["metadata"]["name"] == "poison":
+            raise ValueError("cannot slim this")
+        return o
+
+    script = Script(
+        lists=[
+            FakeResponse(
+                body={"metadata": {"resourceVersion": "1"}, "items": [obj("poison", "1"), obj("a", "1")]}
+            )
+        ],
+        watches=[
+            FakeResponse(
+                chunks=[
+                    b"not json\n",
+                    b"[1, 2]\n",
+                    ev("ADDED", obj("poison", "2")),
+                    ev("ADDED", obj("b", "3")),
+                ]
+            ),
+            FakeResponse(chunks=[ev("ADDED", obj("c", "4"))]),
+        ],
+    )
+    inf = Informer("test", script, handler, transform=transform, min_backoff_s=0.001)
+    record_sleeps(inf)
+    await run_until_done(inf, script)
+    assert [e[1] for e in events] == ["a", "b", "c"]
+    assert inf.stats.bad_events == 4 and inf.stats.watch_errors == 0
+    watches = [c for c in script.calls if c.get("watch")]
+    assert [w["resource_version"] for w in watches] == ["1", "3", "4"]
+    from stickypack.extender.metrics import Metrics
+
+    metrics = Metrics()
+    metrics.watch_informers({"pods": inf})
+    bad = metrics.registry.get_sample_value("stickypack_extender_watch_bad_events_total", {"kind": "pods"})
+    assert bad == 4

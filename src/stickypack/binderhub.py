@@ -87,28 +87,51 @@ def default_anti_affinity() -> dict[str, Any]:
 class Throttle:
     """A shared-result throttle for a blocking function: at most one call per
     ``interval_s``; callers within the interval get the cached result; callers arriving
-    during a call wait for it and share its result. A call that raises is not cached (the
-    next caller retries)."""
+    during a call wait for it and share its result. A call that raises is shared too, with
+    the callers that waited for it and with those that come in the next ``error_ttl_s``
+    (default: the interval, at most 5 s): during an API outage each caller falls back at
+    once instead of waiting for a timeout of its own, one after another. Then the next
+    caller retries."""
 
-    def __init__(self, fn: Callable[[], Any], interval_s: float, clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        fn: Callable[[], Any],
+        interval_s: float,
+        clock: Callable[[], float] = time.monotonic,
+        error_ttl_s: float | None = None,
+    ):
         self.fn = fn
         self.interval_s = interval_s
+        self.error_ttl_s = min(interval_s, 5.0) if error_ttl_s is None else error_ttl_s
         self.clock = clock
         self.calls = 0
         self._lock = threading.Lock()
         self._at: float | None = None
         self._result: Any = None
+        self._error: Exception | None = None
+        self._error_at = 0.0
 
     def __call__(self) -> Any:
         if self._fresh():
             return self._result
+        self._raise_recent_error()
         with self._lock:
             if self._fresh():  # someone refreshed while we waited
                 return self._result
+            self._raise_recent_error()  # or failed while we waited
             self.calls += 1
-            result = self.fn()
-            self._result, self._at = result, self.clock()
+            try:
+                result = self.fn()
+            except Exception as exc:
+                self._error, self._error_at = exc, self.clock()
+                raise
+            self._result, self._at, self._error = result, self.clock(), None
             return result
+
+    def _raise_recent_error(self) -> None:
+        error = self._error
+        if error is not None and self.clock() - self._error_at < self.error_ttl_s:
+            raise error.with_traceback(None)  # not a traceback grown by every caller
 
     def _fresh(self) -> bool:
         return self._at is not None and self.clock() - self._at < self.interval_s
@@ -116,6 +139,7 @@ class Throttle:
     def clear(self) -> None:
         with self._lock:
             self._at = None
+            self._error = None
 
 
 def _to_dict(obj: Any) -> dict[str, Any]:

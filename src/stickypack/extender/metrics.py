@@ -15,6 +15,8 @@
 ``stickypack_extender_watch_connected``                by ``kind``: 1 while the watch is open
 ``stickypack_extender_watch_errors_total``             by ``kind``
 ``stickypack_extender_watch_relists_total``            by ``kind`` (410 Gone -> relist)
+``stickypack_extender_watch_bad_events_total``         by ``kind``: events or listed objects
+                                                       that could not be read (skipped)
 ``stickypack_extender_cache_nodes``                    nodes in the table
 ``stickypack_extender_history_repos``                  repos in the build history
 ``stickypack_extender_builds_recorded_total``          build ends recorded
@@ -115,12 +117,18 @@ class Metrics:
             relists = CounterMetricFamily(
                 "stickypack_extender_watch_relists", "Relists after 410 Gone.", labels=["kind"]
             )
+            bad = CounterMetricFamily(
+                "stickypack_extender_watch_bad_events",
+                "Events or listed objects that could not be read (skipped, logged).",
+                labels=["kind"],
+            )
             for kind, inf in informers.items():
                 stale.add_metric([kind], inf.staleness_s() if inf.synced.is_set() else float("inf"))
                 connected.add_metric([kind], 1.0 if inf.stats.connected else 0.0)
                 errors.add_metric([kind], inf.stats.watch_errors)
                 relists.add_metric([kind], inf.stats.relists_gone)
-            yield from (stale, connected, errors, relists)
+                bad.add_metric([kind], inf.stats.bad_events)
+            yield from (stale, connected, errors, relists, bad)
 
         self.add_source(source)
 

@@ -142,6 +142,7 @@ class ExtenderService:
         store = self.recorder.store
         meta = obj.get("metadata") or {}
         if kind == "DELETED":
+            self.recorder.on_part_gone(str(meta.get("name")))
             return
         new = (meta.get("annotations") or {}).get(store.annotation)
         before = ((old or {}).get("metadata") or {}).get("annotations") or {}

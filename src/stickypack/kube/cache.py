@@ -128,6 +128,7 @@ def slim_node(obj: dict[str, Any]) -> dict[str, Any]:
     return {
         "metadata": {
             "name": meta.get("name"),
+            "uid": meta.get("uid"),  # a node recreated under its name is a new node
             "resourceVersion": meta.get("resourceVersion"),
             "creationTimestamp": meta.get("creationTimestamp"),
             "labels": meta.get("labels") or {},
@@ -202,6 +203,7 @@ class ClusterCache:
         record_failed: bool = True,
         assume_ttl_s: float = 30.0,
         clock: Callable[[], float] = time.time,
+        ttl_clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.table = table if table is not None else NodeTable()
         self.build_selector = dict(DEFAULT_BUILD_SELECTOR if build_selector is None else build_selector)
@@ -212,7 +214,10 @@ class ClusterCache:
         self.on_node_deleted = on_node_deleted
         self.record_failed = record_failed
         self.assume_ttl_s = assume_ttl_s
+        #: Wall time, seconds: when builds ended (the history's timestamps).
         self.clock = clock
+        #: Seconds on a clock that does not jump: when assumptions expire.
+        self.ttl_clock = ttl_clock
         self._pods: dict[str, _Placed] = {}  # pod key -> placement
         self._waiting: dict[str, set[str]] = {}  # node name -> pod keys bound to it, node unknown
         self._assumed: dict[str, _Assumed] = {}  # pod key -> assumption
@@ -369,7 +374,7 @@ class ClusterCache:
         i = self.table.index.get(node)
         if i is not None:
             self.table.add_pod(i, pod)
-        self._assumed[key] = _Assumed(node, pod, self.clock() + self.assume_ttl_s, i is not None)
+        self._assumed[key] = _Assumed(node, pod, self.ttl_clock() + self.assume_ttl_s, i is not None)
         return True
 
     def _drop_assumption(self, key: str) -> None:
@@ -385,7 +390,7 @@ class ClusterCache:
     def expire_assumptions(self) -> int:
         if not self._assumed:
             return 0
-        now = self.clock()
+        now = self.ttl_clock()
         stale = [k for k, a in self._assumed.items() if a.expires <= now]
         for key in stale:
             self._drop_assumption(key)

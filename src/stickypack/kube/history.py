@@ -257,13 +257,14 @@ class Conflict(Exception):
 
 class HistoryStore(Protocol):
     """Where history documents live. Each *part* (a ConfigMap shard, a node) is one document
-    with a version string; ``write`` fails with :class:`Conflict` on a stale version."""
+    with a version string; ``write`` fails with :class:`Conflict` on a stale version and
+    returns the new version, or None when the part no longer exists (a deleted node)."""
 
     async def read_all(self) -> dict[str, tuple[HistoryDoc, str | None]]: ...
 
     async def read(self, part: str) -> tuple[HistoryDoc, str | None]: ...
 
-    async def write(self, part: str, doc: HistoryDoc, version: str | None) -> str: ...
+    async def write(self, part: str, doc: HistoryDoc, version: str | None) -> str | None: ...
 
     def parts_for(self, op: Op) -> list[str]: ...
 
@@ -454,7 +455,7 @@ class NodeAnnotationHistoryStore:
             out[str(item["metadata"]["name"])] = self.parse_node(item)
         return out
 
-    async def write(self, part: str, doc: HistoryDoc, version: str | None) -> str:
+    async def write(self, part: str, doc: HistoryDoc, version: str | None) -> str | None:
         from kubernetes_asyncio.client.exceptions import ApiException
 
         mine = {repo: nodes[part] for repo, nodes in doc.repos.items() if part in nodes}
@@ -479,7 +480,7 @@ class NodeAnnotationHistoryStore:
                 self.conflicts += 1
                 raise Conflict(part) from None
             if exc.status == 404:  # node gone: its history went with it
-                return ""
+                return None
             raise
         self.writes += 1
         return str((out.get("metadata") or {}).get("resourceVersion"))
@@ -497,8 +498,10 @@ async def commit(
     """Apply ``ops`` to the store, part by part, retrying conflicts (re-read, re-apply).
 
     ``cache`` (part -> last known document and version) saves the first read of each part;
-    it is updated with what was written. Returns the written parts. Raises the last error
-    after ``max_attempts`` conflicts on one part.
+    it is updated with what was written, unless it changed while the write was under way (a
+    watch brought another writer's later version: that one is kept), and a part found gone
+    leaves it. Returns the written parts. Raises the last error after ``max_attempts``
+    conflicts on one part.
     """
     by_part: dict[str, list[Op]] = {}
     for op in ops:
@@ -515,15 +518,22 @@ async def commit(
                     known = (last[0], known[1])  # write the last good copy back over the damage
             doc, version = known
             new = apply_ops(doc, part_ops, limits, now())
+            before = cache.get(part) if cache is not None else None
             try:
-                version = await store.write(part, new, version)
+                stored = await store.write(part, new, version)
             except Conflict:
                 known = None
                 await asyncio.sleep(min(0.5, 0.005 * 2**attempt) * random.random())
                 continue
-            written[part] = (new, version)
+            if stored is None:  # the part is gone, and its entries with it
+                if cache is not None:
+                    cache.pop(part, None)
+                break
+            written[part] = (new, stored)
             if cache is not None:
-                cache[part] = (new, version)
+                now_cached = cache.get(part)
+                if now_cached is before or (now_cached is not None and now_cached[1] == stored):
+                    cache[part] = (new, stored)
             break
         else:
             raise Conflict(f"{part}: still conflicting after {max_attempts} attempts")
@@ -633,6 +643,12 @@ class HistoryRecorder:
             self._docs[part] = (HistoryDoc(), None)
             self._rebuild()
 
+    def on_part_gone(self, part: str) -> None:
+        """A part will never be written again (its node was deleted): forget it entirely,
+        so the documents kept do not grow with every node the cluster ever had."""
+        if self._docs.pop(part, None) is not None:
+            self._rebuild()
+
     def _rebuild(self) -> None:
         now = self.clock()
         merged = HistoryDoc()
@@ -667,7 +683,10 @@ class HistoryRecorder:
             raise
         finally:
             self._inflight = []
-        self._docs.update(written)
+        # commit() has updated self._docs (its cache) with what it wrote, where no later
+        # version came in meanwhile, and dropped parts found gone
+        if set(written) != {p for op in ops for p in self.store.parts_for(op)}:
+            self._rebuild()
         self.flushes += 1
         self.last_flush_ok = self.clock()
         return len(ops)

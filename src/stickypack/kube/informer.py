@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import random
 import time
 from collections.abc import Awaitable, Callable
@@ -38,6 +39,10 @@ Obj = dict[str, Any]
 #: ``handler(kind, obj, old)``: kind is ``"ADDED"``, ``"MODIFIED"`` or ``"DELETED"``; ``old``
 #: is the previous copy (None for ADDED). Deletions found by a relist carry ``synthetic=True``.
 Handler = Callable[..., None]
+#: A watch that ends, or a 410 that comes, this many seconds or less after it started with
+#: nothing learned is not progress: retry after the backoff, not at once (client-go's
+#: reflector does the same for watches shorter than a second).
+QUICK_S = 1.0
 
 
 class WatchError(Exception):
@@ -62,6 +67,8 @@ class InformerStats:
     relists_gone: int = 0
     watch_errors: int = 0
     events: int = 0
+    #: Events and listed objects skipped because they could not be read (logged).
+    bad_events: int = 0
     connected: bool = False
     #: time.monotonic() of the last contact with the API server (event, bookmark, list)
     last_contact: float = field(default_factory=time.monotonic)
@@ -143,13 +150,20 @@ class Informer:
         backoff = self.min_backoff_s
         need_list = True
         last_list = 0.0
+        list_tried = -math.inf
         while not self._stop:
             try:
                 if need_list or time.monotonic() - last_list >= self.resync_s:
+                    list_tried = time.monotonic()
                     await self._relist()
                     last_list = time.monotonic()
                     need_list = False
-                await self._watch_once(deadline=last_list + self.resync_s)
+                watch_started = time.monotonic()
+                lines = await self._watch_once(deadline=last_list + self.resync_s)
+                if lines == 0 and time.monotonic() - watch_started < QUICK_S and not self._stop:
+                    # closed at once with nothing said (a proxy, a server going down): not
+                    # progress, so back off instead of reconnecting in a tight loop
+                    raise WatchError(0, "the watch closed at once with no events")
                 backoff = self.min_backoff_s
             except asyncio.CancelledError:
                 raise
@@ -157,8 +171,14 @@ class Informer:
                 self.stats.connected = False
                 if exc.status == 410:
                     self.stats.relists_gone += 1
-                    log.info("%s: %s; relisting", self.name, exc)
                     need_list = True
+                    if time.monotonic() - list_tried >= QUICK_S:
+                        log.info("%s: %s; relisting", self.name, exc)
+                        continue
+                    # gone again right after a list (e.g. an expiring continue token)
+                    log.warning("%s: %s again; relisting in %.1f s", self.name, exc, backoff)
+                    await self._sleep(backoff)
+                    backoff = min(backoff * 2, self.max_backoff_s)
                     continue
                 self.stats.watch_errors += 1
                 log.warning("%s: watch error %s; retrying in %.1f s", self.name, exc, backoff)
@@ -206,7 +226,10 @@ class Informer:
                 resp.release()
             page = orjson.loads(body)
             for obj in page.get("items") or ():
-                items[object_key(obj)] = self.transform(obj) if self.transform else obj
+                try:
+                    items[object_key(obj)] = self.transform(obj) if self.transform else obj
+                except Exception:  # one unreadable object must not fail every list
+                    self._bad("a listed object", obj)
             meta = page.get("metadata") or {}
             cont = meta.get("continue")
             if not cont:
@@ -221,6 +244,11 @@ class Informer:
         self.resource_version = rv
         for key, obj in items.items():
             prev = old.get(key)
+            if prev is not None and _uid(prev) != _uid(obj):
+                # deleted and created again under the same name while we were not watching
+                # (BinderHub names build pods by repo): the old one's end must be seen
+                self._dispatch("DELETED", prev, prev, synthetic=True)
+                prev = None
             if prev is None:
                 self._dispatch("ADDED", obj, None)
             elif _rv(prev) != _rv(obj):
@@ -230,7 +258,9 @@ class Informer:
                 self._dispatch("DELETED", prev, prev, synthetic=True)
         self.synced.set()
 
-    async def _watch_once(self, deadline: float) -> None:
+    async def _watch_once(self, deadline: float) -> int:
+        """One watch request until it ends; the number of lines (events) it brought."""
+        lines = 0
         timeout = max(1, min(self.watch_timeout_s, int(deadline - time.monotonic()) + 1))
         kw = self._selectors()
         resp = await self.list_call(
@@ -251,7 +281,7 @@ class Informer:
             buf = bytearray()
             async for chunk in resp.content.iter_any():
                 if self._stop:
-                    return
+                    return lines
                 buf += chunk
                 start = 0
                 while True:
@@ -261,40 +291,56 @@ class Informer:
                     line = bytes(buf[start:nl])
                     start = nl + 1
                     if line.strip():
+                        lines += 1
                         self._on_line(line)
                 if start:
                     del buf[:start]
             if buf.strip():
+                lines += 1
                 self._on_line(bytes(buf))
+            return lines
         finally:
             self._resp = None
             resp.release()
 
     def _on_line(self, line: bytes) -> None:
-        event = orjson.loads(line)
-        kind = event.get("type")
-        obj = event.get("object") or {}
         self.stats.last_contact = time.monotonic()
+        try:
+            event = orjson.loads(line)
+            kind = event.get("type")
+            obj = event.get("object") or {}
+            rv = (obj.get("metadata") or {}).get("resourceVersion")
+        except (orjson.JSONDecodeError, AttributeError):
+            # skipped, not retried: re-watching from the same version would bring it back
+            self._bad("an event", line[:200])
+            return
         if kind == "ERROR":
             raise WatchError(int(obj.get("code") or 500), str(obj.get("message") or obj))
-        rv = (obj.get("metadata") or {}).get("resourceVersion")
         if kind == "BOOKMARK":
             if rv:
                 self.resource_version = rv
             return
         self.stats.events += 1
-        if self.transform is not None:
-            obj = self.transform(obj)
-        key = object_key(obj)
-        if kind in ("ADDED", "MODIFIED"):
-            prev = self.objects.get(key)
-            self.objects[key] = obj
-            self._dispatch("MODIFIED" if prev is not None else "ADDED", obj, prev)
-        elif kind == "DELETED":
-            prev = self.objects.pop(key, None)
-            self._dispatch("DELETED", obj, prev)
+        try:
+            if self.transform is not None:
+                obj = self.transform(obj)
+            key = object_key(obj)
+        except Exception:
+            self._bad(f"a {kind} event", obj)
+        else:
+            if kind in ("ADDED", "MODIFIED"):
+                prev = self.objects.get(key)
+                self.objects[key] = obj
+                self._dispatch("MODIFIED" if prev is not None else "ADDED", obj, prev)
+            elif kind == "DELETED":
+                prev = self.objects.pop(key, None)
+                self._dispatch("DELETED", obj, prev)
         if rv:
             self.resource_version = rv
+
+    def _bad(self, what: str, raw: Any) -> None:
+        self.stats.bad_events += 1
+        log.exception("%s: skipped %s that could not be read: %.200r", self.name, what, raw)
 
     def _dispatch(self, kind: str, obj: Obj, old: Obj | None, synthetic: bool = False) -> None:
         for handler in self.handlers:
@@ -305,6 +351,10 @@ class Informer:
                     handler(kind, obj, old)
             except Exception:  # a handler bug must not stop the informer
                 log.exception("%s: handler failed on %s %s", self.name, kind, object_key(obj))
+
+
+def _uid(obj: Obj) -> str | None:
+    return (obj.get("metadata") or {}).get("uid")
 
 
 def _rv(obj: Obj) -> str | None:
