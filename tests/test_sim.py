@@ -688,3 +688,55 @@ def test_a_pool_slower_than_the_autoscaler_waits_is_refused(tmp_path, capsys):
     args = ["--scenario", "dask-burst", "--policies", "z2jh", "--sim-config", str(cfg)]
     result = by_policy(run_json(tmp_path, *args))
     assert result["z2jh"]["pending_p95_s"] >= 1200
+
+
+def test_binder_day_spans_the_whole_day_in_its_diurnal_shape():
+    # it once cut the thinned launch times at a count, which dropped the last two hours
+    import numpy as np
+
+    from stickypack.sim.workloads import LaunchJob, binder_day
+
+    for seed in (0, 1):
+        t = np.array([j.t for j in binder_day(seed).jobs if isinstance(j, LaunchJob)])
+        hourly = np.bincount((t // 3600).astype(int), minlength=24)
+        assert 12_800 - 500 < t.size < 12_800 + 500  # Poisson(12,800) +- 4.4 sd
+        assert t.max() > 23.5 * 3600 and hourly[22] > 0.3 * hourly.max() and hourly[23] > 0.3 * hourly.max()
+        assert hourly.argmax() in (13, 14, 15)
+        # rate 1 + 0.39 cos(...) over 24 h: the busiest hour ~5.8% of the day, the quietest ~2.5%
+        assert 0.052 < hourly.max() / t.size < 0.064 and 0.019 < hourly.min() / t.size < 0.031
+
+
+def test_every_policy_retires_the_same_dask_workers():
+    # the trims once drew from the tie-break stream, which each policy uses differently, so
+    # the policies were compared on different retirements
+    from stickypack.policies import load_builtin
+    from stickypack.sim.engine import Simulation
+    from stickypack.sim.workloads import dask_adapt
+
+    class Recording(Simulation):
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            self.retired: list[list[str]] = []
+
+        def _trim(self, job) -> None:
+            before = set(self.groups.get(job.group, {}))
+            super()._trim(job)
+            self.retired.append(sorted(before - set(self.groups.get(job.group, {}))))
+
+    retired = {}
+    for name in ("default", "z2jh", "stickypack"):
+        sim = Recording(load_builtin(name), dask_adapt(0), seed=0)
+        sim.run()
+        retired[name] = sim.retired
+    assert [len(r) for r in retired["z2jh"]] == [90, 90, 90]
+    assert retired["default"] == retired["z2jh"] == retired["stickypack"]
+
+
+def test_nodes_ready_at_once_take_the_pending_pods_in_the_same_scan(tmp_path):
+    # with provision_delay_s 0, new nodes once sat empty until the next scan (tainted as
+    # deletion candidates meanwhile): pods waited two scans, not one at most
+    cfg = tmp_path / "instant.yaml"
+    cfg.write_text("pool: {provision_delay_s: 0}\n")
+    result = run_json(tmp_path, "--scenario", "dask-burst", "--policies", "z2jh", "--sim-config", str(cfg))
+    row = by_policy(result)["z2jh"]
+    assert row["pods_unscheduled"] == 0 and row["pending_p95_s"] <= 10.0  # one scan interval

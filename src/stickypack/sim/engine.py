@@ -118,7 +118,11 @@ class Simulation:
         for pool in workload.pools:
             check_provisioning(pool, self.ca)
         self.cache_config = cache or CacheConfig()
+        #: Tie-breaks among equally scored nodes: each policy draws a different number.
         self.rng = np.random.default_rng([seed, 10])
+        #: Which Dask workers a trim retires: a stream of its own, so every policy retires
+        #: the same workers (drawn from the tie-break stream, they differed per policy).
+        self.trim_rng = np.random.default_rng([seed, 11])
         self.progress = progress
         self.table = NodeTable()
         self.history = BuildHistory(ttl_s=history_ttl_s)
@@ -249,7 +253,7 @@ class Simulation:
         if excess <= 0:
             return
         ids = sorted(members)
-        chosen = self.rng.choice(len(ids), size=excess, replace=False)
+        chosen = self.trim_rng.choice(len(ids), size=excess, replace=False)
         for k in sorted(int(c) for c in chosen):
             self._finish(members[ids[k]])
 
@@ -486,6 +490,9 @@ class Simulation:
         for _ in range(new):
             self._add_node(pool, requested_at=self.now, ready_at=self.now + pool.provision_delay_s)
         self.last_scale_up = self.now
+        if pool.provision_delay_s <= 0:
+            # the nodes are ready now: the pods go to them before scale-down sees them empty
+            self._retry_pending()
 
     def _scale_down(self) -> None:
         ca = self.ca

@@ -189,11 +189,12 @@ def binder_day(
     sharing 27% by a Zipf law (a third of them launched about once).
     """
     rng = np.random.default_rng([seed, 2])
-    n = int(rng.poisson(launches_per_day))
-    # thinning of a homogeneous process by the diurnal shape
-    times = np.sort(rng.random(int(n * 1.5)) * DAY)
-    keep = rng.random(times.size) < (1 + 0.39 * np.cos(2 * np.pi * (times / 3600 - 14) / 24)) / 1.39
-    times = times[keep][:n]
+    # thinning of a homogeneous Poisson process at the peak rate by the diurnal shape (the
+    # shape's mean is 1, its peak 1.39): a Poisson number of launches, over the whole day
+    # (cutting the kept times at a count once dropped the day's last two hours)
+    candidates = np.sort(rng.random(int(rng.poisson(launches_per_day * 1.39))) * DAY)
+    shape = (1 + 0.39 * np.cos(2 * np.pi * (candidates / 3600 - 14) / 24)) / 1.39
+    times = candidates[rng.random(candidates.size) < shape]
     tail = 1.0 / np.arange(1, 651) ** 1.1
     weights = np.concatenate(
         [[0.43], 0.30 * (0.8 ** np.arange(9)) / (0.8 ** np.arange(9)).sum(), 0.27 * tail / tail.sum()]
