@@ -237,6 +237,58 @@ def test_builds_are_scheduled_when_the_extender_is_killed(cluster: ControlPlane,
         log.close()
 
 
+def test_sigterm_writes_pending_history_and_exits_cleanly(cluster: ControlPlane, tmp_path) -> None:
+    # uvicorn raised the caught SIGTERM again on its way out, so the process died before the
+    # service could write the build history it had not flushed yet (and SIGINT gave a traceback)
+    cluster.create_node("node-0")
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cfg = tmp_path / "extender.yaml"
+    history = {"name": HISTORY["name"], "flush_interval_s": 3600}  # nothing written before the stop
+    cfg.write_text(yaml.safe_dump({"listen": {"host": "127.0.0.1", "port": port}, "history": history}))
+    log_path = tmp_path / "extender.log"
+    log = open(log_path, "wb")  # noqa: SIM115
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "stickypack.cli", "extender", "--config", str(cfg),
+         "--kubeconfig", str(cluster.kubeconfig)],
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        env={**os.environ, "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"},
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    first, repo = "https://github.com/org/written-at-once", "https://github.com/org/written-at-sigterm"
+    try:
+        wait_for(lambda: _ready(url), timeout=60, what="extender /readyz")
+
+        def pending() -> str:
+            text = httpx.get(url + "/metrics", timeout=5).text
+            return next(
+                line for line in text.splitlines() if line.startswith("stickypack_extender_history_pending")
+            )
+
+        # the first build end is written at once, the next waits out the flush interval
+        for name, built in (("term-1", first), ("term-2", repo)):
+            pod = build_pod(name, built)
+            pod["spec"]["nodeName"] = "node-0"  # bound: its deletion is a build's end
+            cluster.create_pod(pod=pod)
+            delete_pods(cluster, [name])
+            if built == first:
+                wait_for(lambda: first in stored_history(cluster), what="the first build end written")
+        wait_for(lambda: pending().endswith(" 1.0"), what="the second build end recorded, not yet written")
+        assert repo not in stored_history(cluster)
+        os.killpg(proc.pid, signal.SIGTERM)
+        assert proc.wait(30) == 0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        log.close()
+    assert "node-0" in stored_history(cluster)[repo]
+    text = log_path.read_text()
+    assert "extender stopped; build history written" in text and "Traceback" not in text
+
+
 def _ready(url: str) -> bool:
     try:
         return httpx.get(url + "/readyz", timeout=1).status_code == 200

@@ -15,6 +15,7 @@ import reprlib
 import socket
 import threading
 import time
+from collections.abc import Generator
 from pathlib import Path
 from typing import Any
 
@@ -319,23 +320,46 @@ def uvicorn_config(app: Any, host: str, port: int, log_level: str = "warning") -
         h11_max_incomplete_event_size=MAX_HEADER_BYTES,
         limit_concurrency=MAX_CONNECTIONS,
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
-        timeout_keep_alive=75,  # longer than Go's idle keep-alive of 90 s would be ideal; 75 s is safe
+        timeout_keep_alive=120,  # longer than Go's idle keep-alive (90 s): the client closes first
     )
+
+
+def _server(config: Any) -> Any:
+    """A uvicorn server that, after a SIGINT or SIGTERM, returns from ``serve()`` instead of
+    raising the signal again on the way out (what uvicorn >= 0.29 does, so the default
+    SIGTERM handler killed the process before the service could flush its build history,
+    and SIGINT ended in a traceback)."""
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self) -> Generator[None, None, None]:
+            with super().capture_signals():
+                try:
+                    yield
+                finally:
+                    captured = getattr(self, "_captured_signals", None)
+                    if isinstance(captured, list):
+                        captured.clear()  # we stop the service ourselves, then return
+
+    return Server(config)
 
 
 async def serve(config: ExtenderConfig, *, sock: socket.socket | None = None) -> None:
-    """Run the extender until SIGINT/SIGTERM (uvicorn handles the signals)."""
-    import uvicorn
-
+    """Run the extender until SIGINT/SIGTERM, then stop it: pending build history is
+    written, watches and the API client closed."""
     service = ExtenderService(config)
     await service.start()
-    server = uvicorn.Server(
-        uvicorn_config(service.app, config.listen.host, config.listen.port, config.log_level)
-    )
+    server = _server(uvicorn_config(service.app, config.listen.host, config.listen.port, config.log_level))
     try:
         await server.serve(sockets=[sock] if sock else None)
     finally:
         await service.stop()
+        left = len(service.recorder.pending) if service.recorder is not None else 0
+        if left:
+            log.warning("extender stopped; %d build history operations could not be written", left)
+        else:
+            log.info("extender stopped; build history written")
 
 
 class ServiceThread:
