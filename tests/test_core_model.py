@@ -273,11 +273,24 @@ def test_render_scheduler_config(tmp_path, capsys):
         ("ftp://x", "--extender-url must be http://HOST[:PORT]"),
         ("http://[::1", "Invalid IPv6 URL"),
         ("http://x:99999", "Port out of range"),
+        # kube-scheduler would have failed every call, and ignored the extender silently
+        ("https://x:8888", "the extender serves plain HTTP (no TLS)"),
+        ("http://x:8888/?a=b", "no query, fragment, user or spaces"),
+        ("http://x:8888/#f", "no query, fragment, user or spaces"),
+        ("http://u@x:8888", "no query, fragment, user or spaces"),
+        ("http://x:8888/a b", "no query, fragment, user or spaces"),
     ],
 )
 def test_render_refuses_an_extender_url_kube_scheduler_could_not_use(url, message, capsys):
     assert main(["render", "scheduler-config", "--extender-url", url]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_render_routing_refuses_a_namespace_longer_than_a_label_value(capsys):
+    # it is rendered as a kubernetes.io/metadata.name label value, which the API limits to 63
+    ns = "a" * 64
+    assert main(["render", "scheduler-routing", "--selector", "a=b", "--namespace", ns]) == 2
+    assert "is not a valid namespace name" in capsys.readouterr().err
 
 
 def test_render_refuses_an_extender_weight_without_an_extender(capsys):

@@ -208,6 +208,14 @@ def test_unknown_nodes_can_be_failed_instead(world) -> None:
         assert result["NodeNames"] == ["node-0"] and "ghost" in result["FailedAndUnresolvableNodes"]
         scores, _ = w.extender.prioritize({"Pod": build_pod("u"), "NodeNames": ["ghost", "node-1"]})
         assert {s["Host"] for s in scores} == {"ghost", "node-1"}
+        # names sent by a client are answered but not cached: a request of many made-up
+        # names once grew the reply cache by one entry each, for good
+        many = [f"made-up-{i}" for i in range(500)]
+        scores, _ = w.extender.prioritize({"Pod": build_pod("v"), "NodeNames": ["node-2", *many]})
+        reply = json.loads(scores.to_json())
+        assert reply[0]["Host"] == "node-2" and reply[1:] == [{"Host": n, "Score": 0} for n in many]
+        assert reply == list(scores)
+        assert not any(n.startswith("made-up-") for n in type(scores)._fragments)
     finally:
         w.extender.unknown_nodes = "reject"
         for key in list(w.cache.assumed):  # the clock is fixed: nothing would expire them
@@ -240,6 +248,15 @@ def test_assumed_total_counts_each_pod_counted_early_once() -> None:
     assert assumed() == 1.0 and list(w.cache.assumed) == ["binder/p"]
     metrics.decision(w.extender.filter({"Pod": build_pod("q"), "NodeNames": ["node-0"]})[1])
     assert assumed() == 2.0 and w.cache.assumed["binder/q"] == "node-0"
+
+
+def test_nodes_filtered_counts_what_the_filters_removed_not_unknown_names() -> None:
+    w = World(3)
+    w.extender.unknown_nodes = "fail"
+    metrics = Metrics()
+    names = [*w.names, "doomed", "ghost-1", "ghost-2"]  # doomed: the autoscaler's taint
+    metrics.decision(w.extender.filter({"Pod": build_pod("f"), "NodeNames": names})[1])
+    assert metrics.registry.get_sample_value("stickypack_extender_nodes_filtered_total") == 1.0
 
 
 def test_not_ready_is_503() -> None:
@@ -278,6 +295,19 @@ def test_config_errors_name_file_and_field(tmp_path) -> None:
     cfg = config_from_dict({"pods": {"manage": "component=binderhub-build,app=binder"}})
     assert cfg.pods.manage == {"component": "binderhub-build", "app": "binder"}
     assert load_config(None).profile == "stickypack-builds"
+    # these once passed --check and failed only against the cluster, or never flushed
+    for text, where in [
+        ("history: {namespace: NOT VALID}\n", "history.namespace"),
+        ("history: {name: Bad_Name!}\n", "history.name"),
+        ("history: {flush_interval_s: .inf}\n", "history.flush_interval_s"),
+        ("cluster: {resync_s: .inf}\n", "cluster.resync_s"),
+        ("cluster: {assume_ttl_s: .nan}\n", "cluster.assume_ttl_s"),
+    ]:
+        path.write_text(text)
+        with pytest.raises(ConfigError, match=where.replace(".", r"\.")):
+            load_config(path)
+    path.write_text("pods:\n  manage: {component: }\n")  # a null value is the empty value
+    assert load_config(path).pods.manage == {"component": ""}
 
 
 @pytest.mark.parametrize("command", ["extender", "forget-node n1"])
@@ -437,6 +467,20 @@ def test_a_stalled_body_gets_408_while_others_are_served() -> None:
         finally:
             stalled.close()
         assert 'outcome="timeout"' in client.get("/metrics").text
+
+
+def test_a_pod_asking_for_too_many_resources_is_a_bad_request(world) -> None:
+    # each new resource name was a column added to every node's row: thousands of made-up
+    # names in one request once blocked the service for minutes
+    w, _, client = world
+    pod = build_pod("greedy")
+    requests = {f"example.com/r{i}": "1" for i in range(40)}
+    pod["spec"]["containers"][0]["resources"]["requests"].update(requests)
+    columns = len(w.cache.table.resources)
+    r = post(client, "prioritize", {"Pod": pod, "NodeNames": w.names})
+    assert r.status_code == 400 and "42 distinct resources requested; at most 32" in r.json()["error"]
+    assert len(w.cache.table.resources) == columns
+    assert client.get("/healthz").status_code == 200
 
 
 def test_rendezvous_scores_are_reused_across_decisions(monkeypatch) -> None:

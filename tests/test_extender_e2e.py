@@ -289,6 +289,23 @@ def test_sigterm_writes_pending_history_and_exits_cleanly(cluster: ControlPlane,
     assert "extender stopped; build history written" in text and "Traceback" not in text
 
 
+def test_a_port_in_use_is_one_line_and_status_1(cluster: ControlPlane, tmp_path, capsys) -> None:
+    # uvicorn's own exit (status 3) once went past the one-line error and its status 1
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        cfg = tmp_path / "extender.yaml"
+        listen = {"host": "127.0.0.1", "port": port}
+        cfg.write_text(yaml.safe_dump({"listen": listen, "history": {"name": HISTORY["name"]}}))
+        rc = cli_main(["extender", "--config", str(cfg), "--kubeconfig", str(cluster.kubeconfig)])
+    assert rc == 1
+    err = capsys.readouterr().err
+    assert f"cannot serve on 127.0.0.1:{port}" in err and "Traceback" not in err
+
+
 def _ready(url: str) -> bool:
     try:
         return httpx.get(url + "/readyz", timeout=1).status_code == 200

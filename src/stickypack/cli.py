@@ -347,7 +347,10 @@ def _policies(console: Console) -> int:
 
 
 def _check_url(url: str) -> None:
-    """``--extender-url``: http(s)://host[:port][/path], or a usage error saying what is wrong."""
+    """``--extender-url``: http://host[:port][/path], or a usage error saying what is wrong.
+
+    kube-scheduler appends ``/filter`` and ``/prioritize`` to it and ignores a failing
+    extender (``ignorable``), so a URL it cannot use would silently turn the extender off."""
     from urllib.parse import urlsplit
 
     try:
@@ -355,8 +358,16 @@ def _check_url(url: str) -> None:
         parts.port  # noqa: B018 -- raises ValueError for a port out of range or not a number
     except ValueError as exc:
         raise UsageError(f"--extender-url {url!r}: {exc}") from None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise UsageError(f"--extender-url must be http://HOST[:PORT] or https://HOST[:PORT], got {url!r}")
+    if parts.scheme == "https":
+        raise UsageError(
+            f"--extender-url {url!r}: the extender serves plain HTTP (no TLS); use http://HOST[:PORT]"
+        )
+    if parts.scheme != "http" or not parts.hostname:
+        raise UsageError(f"--extender-url must be http://HOST[:PORT], got {url!r}")
+    if parts.query or parts.fragment or parts.username is not None or any(c.isspace() for c in url):
+        raise UsageError(
+            f"--extender-url {url!r}: no query, fragment, user or spaces (kube-scheduler appends /filter)"
+        )
 
 
 def _render(args: argparse.Namespace) -> int:
@@ -398,7 +409,7 @@ def _routing_yaml(args: argparse.Namespace) -> str:
 
     if not DNS_SUBDOMAIN.fullmatch(args.scheduler_name) or len(args.scheduler_name) > 200:
         raise UsageError(f"--scheduler-name {args.scheduler_name!r} is not a valid scheduler name")
-    if args.namespace is not None and not DNS_LABEL.fullmatch(args.namespace):
+    if args.namespace is not None and (not DNS_LABEL.fullmatch(args.namespace) or len(args.namespace) > 63):
         raise UsageError(f"--namespace {args.namespace!r} is not a valid namespace name")
     try:
         selector = parse_selector(args.selector)
@@ -467,6 +478,16 @@ def _extender(args: argparse.Namespace, console: Console) -> int:
         run = asyncio.run
     try:
         run(serve(config))
+    except SystemExit as exc:  # uvicorn exits with status 3 when it cannot listen
+        if exc.code in (0, None):
+            return 0
+        Console(stderr=True).print(
+            f"[red]stickypack extender: error:[/] cannot serve on {escape(config.listen.host)}:"
+            f"{config.listen.port} (the log line above says why)",
+            highlight=False,
+            soft_wrap=True,
+        )
+        return 1
     except Exception as exc:  # a start-up failure (kubeconfig, bad address): one line, status 1
         Console(stderr=True).print(
             f"[red]stickypack extender: error:[/] {type(exc).__name__}: {escape(str(exc))}",

@@ -20,6 +20,9 @@ from stickypack.core.resources import (
     parse_resource_list,
 )
 
+#: Most distinct resources (cpu, memory, extended) a pod may request: real pods ask for a
+#: handful; each name the node table has not seen adds a column to it.
+MAX_POD_RESOURCES = 32
 #: Annotation BinderHub puts on build pods: the repository URL being built.
 BUILD_REPO_ANNOTATION = "binder-repo"
 #: Labels of BinderHub build pods.
@@ -96,6 +99,10 @@ class Pod:
             meta = raw.get("metadata") or {}
             spec = raw.get("spec") or {}
             requests, nonzero = _pod_requests(spec)
+            if len(requests) > MAX_POD_RESOURCES:
+                # each new name is a column of every node's row: thousands of made-up names
+                # in one request once stalled the extender for minutes
+                raise ValueError(f"{len(requests)} distinct resources requested; at most {MAX_POD_RESOURCES}")
             affinity = (spec.get("affinity") or {}).get("nodeAffinity") or {}
             required = affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
             preferred = affinity.get("preferredDuringSchedulingIgnoredDuringExecution") or []

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from stickypack.core.labels import DNS_LABEL, DNS_SUBDOMAIN
 from stickypack.core.yamltext import YAMLTextError, load_yaml
 from stickypack.kube.cache import DEFAULT_BUILD_SELECTOR, DEFAULT_BUILDER_SELECTOR, parse_selector
 from stickypack.textfile import TextFileError, read_text_file
@@ -23,7 +24,8 @@ class ConfigError(ValueError):
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # infinity passed every ``ge``/``gt`` bound: an infinite flush interval never saved the history
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 def _selector(value: Any) -> dict[str, str]:
@@ -66,6 +68,21 @@ class HistoryConfig(_Model):
     max_bytes: int = Field(default=900_000, ge=1024, le=1_000_000)
     max_annotation_bytes: int = Field(default=64 * 1024, ge=1024, le=200 * 1024)
     flush_interval_s: float = Field(default=1.0, ge=0)
+
+    @field_validator("namespace")
+    @classmethod
+    def _namespace(cls, value: str | None) -> str | None:
+        if value is not None and (not DNS_LABEL.fullmatch(value) or len(value) > 63):
+            raise ValueError(f"{value!r} is not a valid namespace name (a DNS label)")
+        return value
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        # ConfigMaps are named <name>-<shard> (up to 64 shards): a DNS subdomain of <= 253
+        if not DNS_SUBDOMAIN.fullmatch(value) or len(value) > 249:
+            raise ValueError(f"{value!r} is not a valid ConfigMap name prefix (a DNS subdomain)")
+        return value
 
     def resolved_namespace(self) -> str:
         return self.namespace or os.environ.get("POD_NAMESPACE") or "default"

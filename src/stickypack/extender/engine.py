@@ -75,6 +75,8 @@ class Decision:
     top: str | None = None
     #: The pod was counted on a node before the watch reported its binding.
     assumed: bool = False
+    #: Known nodes the filter removed (its plugins, the load bound).
+    filtered: int = 0
 
 
 def select_profile(policy: Policy, name: str | None) -> Profile:
@@ -275,7 +277,8 @@ class Extender:
             # kube-scheduler skips prioritize with one feasible node: count the pod now.
             assumed = self.cache.assume(key, pod, passed[0])
         result = _filter_result(passed, failed, unresolvable, items)
-        return result, Decision("filter", True, len(names), len(passed), assumed=assumed)
+        filtered = len(known) - len(passed)  # by the filters and the load bound, not unknown names
+        return result, Decision("filter", True, len(names), len(passed), assumed=assumed, filtered=filtered)
 
     def load_cap(self) -> int:
         """Most builds a node may run with one more build placed: ``max(min_load_cap,
@@ -395,6 +398,7 @@ class _PriorityList(Sequence[dict[str, Any]]):
     def __init__(self, names: list[str], scores: list[int], unknown: list[str]) -> None:
         self._names = [*names, *unknown]
         self._scores = [*scores, *([0] * len(unknown))]
+        self._known = len(names)  # the cache holds the table's nodes only, not any name sent
         self._items: list[dict[str, Any]] | None = None
 
     def _list(self) -> list[dict[str, Any]]:
@@ -419,18 +423,24 @@ class _PriorityList(Sequence[dict[str, Any]]):
 
     def to_json(self) -> str:
         frags = self._fragments
+        known = self._names[: self._known]
         if len(frags) > 100_000:
             frags.clear()
         try:
-            entries = list(map(frags.__getitem__, self._names))
+            entries = list(map(frags.__getitem__, known))
         except KeyError:  # a node not seen before
-            for name in self._names:
+            for name in known:
                 if name not in frags:
                     host = '{"Host":' + json.dumps(name) + ',"Score":'
                     frags[name] = tuple(f"{host}{s}}}" for s in range(MAX_EXTENDER_PRIORITY + 1))
-            entries = list(map(frags.__getitem__, self._names))
+            entries = list(map(frags.__getitem__, known))
         # C-level maps pick each node's entry for its score: no Python code runs per node
-        return "[" + ",".join(map(getitem, entries, self._scores)) + "]"
+        out = ",".join(map(getitem, entries, self._scores))
+        unknown = self._names[self._known :]  # score 0 (unknown_nodes: fail), not cached
+        if unknown:
+            rest = ",".join('{"Host":' + json.dumps(n) + ',"Score":0}' for n in unknown)
+            out = f"{out},{rest}" if out else rest
+        return "[" + out + "]"
 
 
 def _filter_result(

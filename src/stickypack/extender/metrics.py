@@ -89,8 +89,8 @@ class Metrics:
 
     def decision(self, decision: Any) -> None:
         self.decisions.labels(decision.verb, "true" if decision.managed else "false").inc()
-        if decision.verb == "filter" and decision.managed:
-            self.filtered.inc(decision.nodes - decision.passed)
+        if decision.filtered:
+            self.filtered.inc(decision.filtered)
         if decision.assumed:
             self.assumed.inc()
 

@@ -47,7 +47,8 @@ def parse_selector(text: str | Mapping[str, str] | None) -> dict[str, str]:
     if text is None:
         return {}
     if isinstance(text, Mapping):
-        out = {str(k): str(v) for k, v in text.items()}
+        # YAML ``{component: }`` is a null value: the empty label value, not "None"
+        out = {str(k): "" if v is None else str(v) for k, v in text.items()}
     elif isinstance(text, str):
         out = {}
         for part in text.split(","):
