@@ -197,27 +197,31 @@ def test_no_build_on_a_node_the_autoscaler_deletes(
         ext.stop()
 
 
-def test_builds_are_scheduled_when_the_extender_is_killed(cluster: ControlPlane, tmp_path) -> None:
-    for i in range(4):
-        cluster.create_node(f"node-{i}", cpu="16", memory="64Gi")
-    assert cluster.kubeconfig is not None
+def extender_process(cp: ControlPlane, tmp_path: Path, history: dict) -> tuple[subprocess.Popen, str, Any]:
+    """``stickypack extender`` as its own process (its own session, so a signal reaches only
+    it) on a free loopback port: the process, its URL and its open log file (extender.log)."""
     import socket
 
+    assert cp.kubeconfig is not None
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     cfg = tmp_path / "extender.yaml"
-    cfg.write_text(
-        yaml.safe_dump({"listen": {"host": "127.0.0.1", "port": port}, "history": {"name": HISTORY["name"]}})
-    )
+    cfg.write_text(yaml.safe_dump({"listen": {"host": "127.0.0.1", "port": port}, "history": history}))
     log = open(tmp_path / "extender.log", "wb")  # noqa: SIM115
     proc = subprocess.Popen(
         [sys.executable, "-m", "stickypack.cli", "extender", "--config", str(cfg),
-         "--kubeconfig", str(cluster.kubeconfig)],
+         "--kubeconfig", str(cp.kubeconfig)],
         stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         env={**os.environ, "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"},
     )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
+    return proc, f"http://127.0.0.1:{port}", log
+
+
+def test_builds_are_scheduled_when_the_extender_is_killed(cluster: ControlPlane, tmp_path) -> None:
+    for i in range(4):
+        cluster.create_node(f"node-{i}", cpu="16", memory="64Gi")
+    proc, url, log = extender_process(cluster, tmp_path, {"name": HISTORY["name"]})
     try:
         wait_for(lambda: _ready(url), timeout=60, what="extender /readyz")
         cluster.start_scheduler(render_config(tmp_path, url))
@@ -241,23 +245,8 @@ def test_sigterm_writes_pending_history_and_exits_cleanly(cluster: ControlPlane,
     # uvicorn raised the caught SIGTERM again on its way out, so the process died before the
     # service could write the build history it had not flushed yet (and SIGINT gave a traceback)
     cluster.create_node("node-0")
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    cfg = tmp_path / "extender.yaml"
     history = {"name": HISTORY["name"], "flush_interval_s": 3600}  # nothing written before the stop
-    cfg.write_text(yaml.safe_dump({"listen": {"host": "127.0.0.1", "port": port}, "history": history}))
-    log_path = tmp_path / "extender.log"
-    log = open(log_path, "wb")  # noqa: SIM115
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "stickypack.cli", "extender", "--config", str(cfg),
-         "--kubeconfig", str(cluster.kubeconfig)],
-        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-        env={**os.environ, "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"},
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
+    proc, url, log = extender_process(cluster, tmp_path, history)
     first, repo = "https://github.com/org/written-at-once", "https://github.com/org/written-at-sigterm"
     try:
         wait_for(lambda: _ready(url), timeout=60, what="extender /readyz")
@@ -285,7 +274,7 @@ def test_sigterm_writes_pending_history_and_exits_cleanly(cluster: ControlPlane,
             os.killpg(proc.pid, signal.SIGKILL)
         log.close()
     assert "node-0" in stored_history(cluster)[repo]
-    text = log_path.read_text()
+    text = (tmp_path / "extender.log").read_text()
     assert "extender stopped; build history written" in text and "Traceback" not in text
 
 
