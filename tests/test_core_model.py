@@ -87,6 +87,20 @@ def test_pod_requests_like_kubernetes():
     assert pod.key == "ns/p" and pod.tolerations[0].operator == "Exists"
 
 
+def test_pod_level_resources_replace_the_containers_sum():
+    # PodLevelResources (beta, on by default since 1.34): they were once ignored, so such a
+    # pod counted as its containers' 100m
+    spec = {
+        "containers": [{"name": "c", "resources": {"requests": {"cpu": "100m", "nvidia.com/gpu": 1}}}],
+        "resources": {"requests": {"cpu": "2"}, "limits": {"cpu": "4", "memory": "4Gi"}},
+        "overhead": {"cpu": "10m"},
+    }
+    pod = Pod.from_dict({"metadata": {"name": "p"}, "spec": spec})
+    # cpu from the pod-level request, memory defaulted from its limit, the gpu from the container
+    assert pod.requests == {"cpu": 2010, "memory": 4 * Gi, "nvidia.com/gpu": 1}
+    assert (pod.nonzero_cpu, pod.nonzero_memory) == (2010, 4 * Gi)
+
+
 def test_bad_pod_dict_is_a_clear_error():
     with pytest.raises(PodSpecError, match="cannot read pod"):
         Pod.from_dict({"spec": {"containers": [{"resources": {"requests": {"cpu": "lots"}}}]}})

@@ -176,6 +176,7 @@ def test_slim_objects_keep_what_the_cache_reads() -> None:
         {"name": "side", "restartPolicy": "Always", "resources": {"requests": {"cpu": "250m"}}}
     ]
     full["spec"]["overhead"] = {"cpu": "50m"}
+    full["spec"]["resources"] = {"requests": {"memory": "3Gi"}}  # pod-level
     full["status"]["conditions"] = [{"type": "PodScheduled"}] * 10
     full["metadata"]["creationTimestamp"] = "2026-12-05T18:00:00Z"
     slim = slim_pod(full)
@@ -184,7 +185,7 @@ def test_slim_objects_keep_what_the_cache_reads() -> None:
         b.requests, b.nonzero_cpu, b.nonzero_memory, b.build_repo, b.labels, b.node_name, b.created,
     )  # fmt: skip
     assert b.created is not None  # DrainForecast reads pod ages from the watch
-    assert b.requests["cpu"] == 1500 + 250 + 50
+    assert b.requests["cpu"] == 1500 + 250 + 50 and b.requests["memory"] == 3 * 1024**3
     assert len(str(slim)) < len(str(full)) / 10
     n = node("n1", taints=[{"key": "k", "effect": "NoSchedule"}])
     n["status"]["images"] = [{"names": ["img"], "sizeBytes": 1}] * 50

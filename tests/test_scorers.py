@@ -567,3 +567,38 @@ def test_score_memo_is_bounded_and_steps_aside_for_many_nodes():
 
     many = np.arange(4)
     assert memo.scores(many, no_keys, lambda r: r * 2).tolist() == [0, 2, 4, 6]
+
+
+@pytest.mark.parametrize(
+    ("expression", "label", "matches"),
+    [
+        ({"key": "count", "operator": "Gt", "values": ["3"]}, "5", True),
+        # what kube's labels.NewRequirement refuses: the term matches no node (it once matched)
+        ({"key": "count", "operator": "Gt", "values": ["-1"]}, "5", False),  # not a label value
+        ({"key": "count", "operator": "Gt", "values": ["1", "2"]}, "5", False),
+        ({"key": "count", "operator": "In", "values": []}, "5", False),
+        ({"key": "count", "operator": "NotIn", "values": []}, "5", False),
+        ({"key": "count", "operator": "NotIn", "values": ["node one"]}, "5", False),
+        ({"key": "count", "operator": "Exists", "values": ["5"]}, "5", False),
+        ({"key": "bad key!", "operator": "Exists"}, "5", False),
+        ({"key": "count", "operator": "Near", "values": ["5"]}, "5", False),
+        # node label values are read as Go's ParseInt does
+        ({"key": "count", "operator": "Gt", "values": ["999"]}, "1_000", False),
+        ({"key": "count", "operator": "Gt", "values": ["1"]}, "99999999999999999999", False),
+        ({"key": "count", "operator": "Lt", "values": ["10"]}, "9", True),
+    ],
+)
+def test_node_affinity_terms_kube_cannot_parse_match_nothing(expression, label, matches) -> None:
+    term = NodeSelectorTerm.from_dict({"matchExpressions": [expression]})
+    assert term.matches({"count": label}, "n1") is matches
+
+
+def test_match_fields_need_metadata_name_in_or_not_in_and_one_value() -> None:
+    def term(field: dict) -> NodeSelectorTerm:
+        return NodeSelectorTerm.from_dict({"matchFields": [field]})
+
+    assert term({"key": "metadata.name", "operator": "In", "values": ["n1"]}).matches({}, "n1")
+    assert term({"key": "metadata.name", "operator": "NotIn", "values": ["n2"]}).matches({}, "n1")
+    assert not term({"key": "metadata.name", "operator": "In", "values": ["n1", "n2"]}).matches({}, "n1")
+    assert not term({"key": "metadata.name", "operator": "Exists"}).matches({}, "n1")
+    assert not term({"key": "metadata.uid", "operator": "NotIn", "values": ["x"]}).matches({}, "n1")

@@ -100,6 +100,26 @@ class Requirement:
             raise ValueError(f"node selector requirement values must be a list: {raw!r}")
         return cls(str(raw["key"]), str(raw["operator"]), tuple(str(v) for v in values))
 
+    def valid(self) -> bool:
+        """Whether kube's ``labels.NewRequirement`` accepts it: a label key; label values;
+        at least one value for In and NotIn, none for Exists and DoesNotExist, one integer
+        for Gt and Lt. A term holding an invalid requirement matches no node."""
+        if not LABEL_KEY.fullmatch(self.key) or not all(LABEL_VALUE.fullmatch(v) for v in self.values):
+            return False
+        n = len(self.values)
+        if self.operator in ("In", "NotIn"):
+            return n >= 1
+        if self.operator in ("Exists", "DoesNotExist"):
+            return n == 0
+        if self.operator in ("Gt", "Lt"):
+            return n == 1 and _int64(self.values[0]) is not None
+        return False
+
+    def valid_field(self) -> bool:
+        """A ``matchFields`` entry kube-scheduler can use: ``metadata.name``, In or NotIn,
+        exactly one value."""
+        return self.key == "metadata.name" and self.operator in ("In", "NotIn") and len(self.values) == 1
+
     def matches(self, labels: Mapping[str, str]) -> bool:
         op = self.operator
         present = self.key in labels
@@ -114,12 +134,23 @@ class Requirement:
         if op in ("Gt", "Lt"):
             if not present or len(self.values) != 1:
                 return False
-            try:
-                have, want = int(labels[self.key]), int(self.values[0])
-            except ValueError:
+            have, want = _int64(labels[self.key]), _int64(self.values[0])
+            if have is None or want is None:
                 return False
             return have > want if op == "Gt" else have < want
         return False
+
+
+_INT = re.compile(r"[+-]?[0-9]+")
+
+
+def _int64(text: str) -> int | None:
+    """Go's ``strconv.ParseInt(text, 10, 64)``, None where it fails (Python's ``int`` would
+    also take ``1_000``, spaces, other scripts' digits and any size)."""
+    if not _INT.fullmatch(text):
+        return None
+    value = int(text)
+    return value if -(2**63) <= value < 2**63 else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,17 +160,20 @@ class NodeSelectorTerm:
     expressions: tuple[Requirement, ...] = ()
     fields: tuple[Requirement, ...] = ()
 
+    #: False when a requirement is one kube-scheduler cannot parse: the term matches nothing.
+    usable: bool = True
+
     @classmethod
     def from_dict(cls, raw: Mapping[str, object]) -> NodeSelectorTerm:
-        exprs = cast(Sequence[Mapping[str, object]], raw.get("matchExpressions") or [])
-        fields_ = cast(Sequence[Mapping[str, object]], raw.get("matchFields") or [])
-        return cls(
-            tuple(Requirement.from_dict(e) for e in exprs),
-            tuple(Requirement.from_dict(f) for f in fields_),
-        )
+        raw_exprs = cast(Sequence[Mapping[str, object]], raw.get("matchExpressions") or [])
+        raw_fields = cast(Sequence[Mapping[str, object]], raw.get("matchFields") or [])
+        exprs = tuple(Requirement.from_dict(e) for e in raw_exprs)
+        fields_ = tuple(Requirement.from_dict(f) for f in raw_fields)
+        usable = all(r.valid() for r in exprs) and all(r.valid_field() for r in fields_)
+        return cls(exprs, fields_, usable)
 
     def matches(self, labels: Mapping[str, str], node_name: str) -> bool:
-        if not self.expressions and not self.fields:
+        if not self.usable or (not self.expressions and not self.fields):
             return False
         node_fields = {"metadata.name": node_name}
         return all(r.matches(labels) for r in self.expressions) and all(

@@ -26,9 +26,11 @@ _DECIMAL = {
     "P": Fraction(10**15),
     "E": Fraction(10**18),
 }
+# ASCII digits only, and no surrounding space: what resource.ParseQuantity takes (Python's
+# \d would take any Unicode digit)
 _QUANTITY = re.compile(
-    r"^(?P<num>[+-]?(?:\d+(?:\.\d*)?|\.\d+))"
-    r"(?:(?P<bin>Ki|Mi|Gi|Ti|Pi|Ei)|(?P<exp>[eE][+-]?\d+)|(?P<dec>[numkMGTPE]?))$"
+    r"(?P<num>[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))"
+    r"(?:(?P<bin>Ki|Mi|Gi|Ti|Pi|Ei)|(?P<exp>[eE][+-]?[0-9]+)|(?P<dec>[numkMGTPE]?))"
 )
 
 
@@ -59,7 +61,7 @@ def parse_quantity(value: str | int | float | Fraction) -> Fraction:
         value = repr(value)
     if not isinstance(value, str):
         raise QuantityError(f"not a quantity: {value!r}")
-    match = _QUANTITY.match(value.strip())
+    match = _QUANTITY.fullmatch(value)
     if match is None:
         raise QuantityError(f"not a quantity: {value!r}")
     number = Fraction(match["num"])
@@ -95,7 +97,7 @@ _MILLIS = {
     **{k: int(v * 1000) for k, v in _DECIMAL.items() if v >= 1},
     **{k: v * 1000 for k, v in _BINARY.items()},
 }
-_SIMPLE = re.compile(r"(\d{1,18})(" + "|".join(sorted(_MILLIS, key=len, reverse=True)) + ")")
+_SIMPLE = re.compile(r"([0-9]{1,18})(" + "|".join(sorted(_MILLIS, key=len, reverse=True)) + ")")
 
 
 def milli_value(value: str | int | float | Fraction) -> int:

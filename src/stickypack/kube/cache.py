@@ -101,7 +101,7 @@ def slim_pod(obj: dict[str, Any]) -> dict[str, Any]:
         "containers": _resources_only(spec.get("containers")),
         "initContainers": _resources_only(spec.get("initContainers"), ("restartPolicy",)),
     }
-    for key in ("nodeName", "overhead", "schedulerName"):
+    for key in ("nodeName", "overhead", "schedulerName", "resources"):  # resources: pod-level
         if key in spec:
             slim_spec[key] = spec[key]
     return {
