@@ -36,3 +36,37 @@ def test_a_spreading_policy_disagrees_with_the_packing_scheduler(cluster):
     cluster.start_scheduler(scheduler_config(["stickypack"]))
     cases = run_cases(cluster, load_builtin("default"), "stickypack", 25, seed=11)
     assert agreement(cases) < 0.8
+
+
+def test_pod_level_resources_decide_as_in_kube_scheduler(cluster):
+    """A pod whose pod-level cpu (4) does not fit the fuller node, though its container's (1)
+    would: kube-scheduler (PodLevelResources on) and the z2jh policy both take the emptier
+    node; reading the containers alone, MostAllocated would take the fuller one."""
+    import numpy as np
+
+    from stickypack.core import NodeTable, Pod, SchedulingContext
+    from stickypack.core.resources import parse_resource_list
+    from stickypack.testing.controlplane import pod_manifest
+
+    cluster.start_scheduler(scheduler_config(["stickypack"]))
+    table = NodeTable()
+    for name in ("full", "empty"):
+        cluster.create_node(name, cpu="8", memory="32Gi")
+        table.upsert_node(name, parse_resource_list({"cpu": "8", "memory": "32Gi", "pods": "110"}))
+    filler = pod_manifest("filler", cpu="5", memory="1Gi")
+    filler["spec"]["nodeName"] = "full"
+    cluster.create_pod(pod=filler)
+    table.add_pod(table.slot("full"), Pod.from_dict(filler))
+    pod = pod_manifest("pod-level", cpu="1", memory="1Gi", scheduler_name="stickypack")
+    pod["spec"]["resources"] = {"requests": {"cpu": "4", "memory": "1Gi"}}
+    created = cluster.create_pod(pod=pod)
+    assert created["spec"].get("resources", {}).get("requests", {}).get("cpu") == "4"  # the gate is on
+    assert cluster.wait_bound(["pod-level"])["pod-level"] == "empty"
+    z2jh = load_builtin("z2jh")
+
+    def chosen() -> int | None:
+        return z2jh.select(Pod.from_dict(pod), table, SchedulingContext(), np.random.default_rng(0))
+
+    assert chosen() == table.slot("empty")
+    del pod["spec"]["resources"]  # the containers alone: the fuller node
+    assert chosen() == table.slot("full")

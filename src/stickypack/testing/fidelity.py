@@ -24,6 +24,7 @@ import numpy as np
 
 from stickypack.core import NodeTable, Pod, SchedulingContext, Taint
 from stickypack.core.policy import Policy
+from stickypack.core.quantity import int_value, milli_value
 from stickypack.core.resources import parse_resource_list
 from stickypack.testing.controlplane import ControlPlane, pod_manifest
 
@@ -188,6 +189,14 @@ def _draw(rng: random.Random, index: int, scheduler_name: str) -> Case:
             for z in rng.sample("abc", rng.randint(1, 2))
         ]
         spec["affinity"] = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": terms}}
+    if rng.random() < 0.25:
+        # pod-level resources (PodLevelResources, on by default since 1.34): at least the
+        # containers' requests, as the API server checks; they replace those for scheduling
+        requests = spec["containers"][0].get("resources", {}).get("requests", {})
+        cpu_m = milli_value(requests.get("cpu", "0")) + rng.choice([0, 250, 1000])
+        mem = int_value(requests.get("memory", "0")) + rng.choice([0, 256, 1024]) * 1024**2
+        if cpu_m and mem:
+            spec["resources"] = {"requests": {"cpu": f"{cpu_m}m", "memory": str(mem)}}
     return Case(index, nodes, bound, raw)
 
 
