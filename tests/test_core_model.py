@@ -98,7 +98,9 @@ def test_pod_level_resources_replace_the_containers_sum():
     pod = Pod.from_dict({"metadata": {"name": "p"}, "spec": spec})
     # cpu from the pod-level request, memory defaulted from its limit, the gpu from the container
     assert pod.requests == {"cpu": 2010, "memory": 4 * Gi, "nvidia.com/gpu": 1}
-    assert (pod.nonzero_cpu, pod.nonzero_memory) == (2010, 4 * Gi)
+    # scoring reads the containers (100m, and 200Mi for none), as kube-scheduler v1.37.2 does:
+    # benchmarks/fidelity.py disagreed on 7 of 600 cases while the model scored pod-level ones
+    assert (pod.nonzero_cpu, pod.nonzero_memory) == (110, 200 * 1024**2)
 
 
 def test_bad_pod_dict_is_a_clear_error():

@@ -93,7 +93,8 @@ class Pod:
         Effective requests follow ``k8s.io/component-helpers/resource.PodRequests``: the sum
         over containers, at least the largest init container (restartable sidecar init
         containers add to both), replaced by the pod-level ``spec.resources`` where it sets
-        cpu, memory or hugepages, plus ``spec.overhead``. A container with limits but no
+        cpu, memory or hugepages (for fitting; scoring reads the containers', as
+        kube-scheduler v1.37.2 does), plus ``spec.overhead``. A container with limits but no
         requests gets requests equal to its limits, as the API server defaults them.
         """
         try:
@@ -194,16 +195,16 @@ def _pod_requests(spec: Mapping[str, Any]) -> tuple[ResourceList, ResourceList]:
         add_into(total, side)
         max_into(total, peak)
     # Pod-level resources (PodLevelResources, on by default since 1.34): where the pod sets
-    # cpu, memory or hugepages for itself, that replaces its containers' sum, for fitting
-    # and for scoring alike; requests default to the pod-level limits, as the API server
-    # defaults them
+    # cpu, memory or hugepages for itself, that replaces its containers' sum for fitting;
+    # requests default to the pod-level limits, as the API server defaults them. Scoring
+    # keeps the containers' non-zero requests: kube-scheduler v1.37.2 scores so
+    # (tests/test_fidelity.py, against the real one)
     level = spec.get("resources") or {}
     pod_level = parse_resource_list(level.get("limits"))
     pod_level.update(parse_resource_list(level.get("requests")))
     for name, amount in pod_level.items():
         if name in (CPU, MEMORY) or name.startswith("hugepages-"):
-            for total in totals:
-                total[name] = amount
+            totals[0][name] = amount
     overhead = parse_resource_list(spec.get("overhead"))
     for total in totals:
         add_into(total, overhead)
