@@ -192,11 +192,11 @@ def _draw(rng: random.Random, index: int, scheduler_name: str) -> Case:
     if rng.random() < 0.25:
         # pod-level resources (PodLevelResources, on by default since 1.34): at least the
         # containers' requests, as the API server checks; they replace those for scheduling
-        requests = spec["containers"][0].get("resources", {}).get("requests", {})
-        cpu_m = milli_value(requests.get("cpu", "0")) + rng.choice([0, 250, 1000])
-        mem = int_value(requests.get("memory", "0")) + rng.choice([0, 256, 1024]) * 1024**2
-        if cpu_m and mem:
-            spec["resources"] = {"requests": {"cpu": f"{cpu_m}m", "memory": str(mem)}}
+        container = spec["containers"][0].get("resources", {}).get("requests", {})
+        pod_cpu_m = milli_value(container.get("cpu", "0")) + rng.choice([0, 250, 1000])
+        pod_memory = int_value(container.get("memory", "0")) + rng.choice([0, 256, 1024]) * 1024**2
+        if pod_cpu_m and pod_memory:
+            spec["resources"] = {"requests": {"cpu": f"{pod_cpu_m}m", "memory": str(pod_memory)}}
     return Case(index, nodes, bound, raw)
 
 
