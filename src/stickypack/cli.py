@@ -403,13 +403,13 @@ def _render(args: argparse.Namespace) -> int:
 
 
 def _routing_yaml(args: argparse.Namespace) -> str:
-    from stickypack.core.labels import DNS_LABEL, DNS_SUBDOMAIN
+    from stickypack.core.labels import DNS_SUBDOMAIN, is_dns_label
     from stickypack.kube.cache import parse_selector
     from stickypack.render import scheduler_routing_yaml
 
     if not DNS_SUBDOMAIN.fullmatch(args.scheduler_name) or len(args.scheduler_name) > 200:
         raise UsageError(f"--scheduler-name {args.scheduler_name!r} is not a valid scheduler name")
-    if args.namespace is not None and (not DNS_LABEL.fullmatch(args.namespace) or len(args.namespace) > 63):
+    if args.namespace is not None and not is_dns_label(args.namespace):
         raise UsageError(f"--namespace {args.namespace!r} is not a valid namespace name")
     try:
         selector = parse_selector(args.selector)
@@ -501,7 +501,7 @@ def _extender(args: argparse.Namespace, console: Console) -> int:
 def _forget_node(args: argparse.Namespace, console: Console) -> int:
     import asyncio
 
-    from stickypack.core.labels import DNS_LABEL, DNS_SUBDOMAIN
+    from stickypack.core.labels import DNS_SUBDOMAIN, is_dns_label
     from stickypack.extender.server import history_limits, make_store
     from stickypack.kube.client import make_api_client
     from stickypack.kube.history import forget_node
@@ -511,7 +511,7 @@ def _forget_node(args: argparse.Namespace, console: Console) -> int:
         raise UsageError(f"{shown} is not a node name (a DNS subdomain: lowercase a-z, 0-9, '-', '.')")
     config = _load_extender_config(args)
     if args.namespace:
-        if len(args.namespace) > 63 or not DNS_LABEL.fullmatch(args.namespace):
+        if not is_dns_label(args.namespace):
             raise UsageError(f"--namespace {args.namespace!r} is not a namespace name (a DNS label)")
         config.history.namespace = args.namespace
     if config.history.store == "memory":

@@ -22,12 +22,18 @@ HOSTNAME_LABEL = "kubernetes.io/hostname"
 
 #: A DNS label (RFC 1123; a namespace's name; at most 63 characters, checked apart).
 DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+
 #: A DNS subdomain (RFC 1123; a node's name; at most 253 characters, checked apart).
 DNS_SUBDOMAIN = re.compile(rf"{DNS_LABEL.pattern}(\.{DNS_LABEL.pattern})*")
 #: A label key: an optional DNS-subdomain prefix and ``/``, then a name of 1-63 characters.
 LABEL_KEY = re.compile(rf"({DNS_SUBDOMAIN.pattern}/)?[A-Za-z0-9]([-A-Za-z0-9_.]{{0,61}}[A-Za-z0-9])?")
 #: A label value: empty, or like a label key's name.
 LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
+
+
+def is_dns_label(text: str) -> bool:
+    """A valid DNS label (RFC 1123): what a namespace's name must be."""
+    return len(text) <= 63 and DNS_LABEL.fullmatch(text) is not None
 
 
 @dataclass(frozen=True, slots=True)

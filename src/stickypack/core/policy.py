@@ -137,10 +137,6 @@ class PluginRegistry:
 
 #: The built-in plugins, as the YAML policies name them.
 BUILTIN_PLUGINS = PluginRegistry(_FILTERS, _SCORERS, _MUTATORS)
-#: Read-only views of :data:`BUILTIN_PLUGINS`, by kind.
-FILTERS = BUILTIN_PLUGINS.filters
-SCORERS = BUILTIN_PLUGINS.scorers
-MUTATORS = BUILTIN_PLUGINS.mutators
 
 
 #: Largest score weight: kube-scheduler's ``Plugin.Weight`` is an int32, which also keeps

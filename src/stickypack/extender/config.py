@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from stickypack.core.labels import DNS_LABEL, DNS_SUBDOMAIN
+from stickypack.core.labels import DNS_SUBDOMAIN, is_dns_label
 from stickypack.core.yamltext import YAMLTextError, load_yaml
 from stickypack.kube.cache import DEFAULT_BUILD_SELECTOR, DEFAULT_BUILDER_SELECTOR, parse_selector
 from stickypack.textfile import TextFileError, read_text_file
@@ -72,7 +72,7 @@ class HistoryConfig(_Model):
     @field_validator("namespace")
     @classmethod
     def _namespace(cls, value: str | None) -> str | None:
-        if value is not None and (not DNS_LABEL.fullmatch(value) or len(value) > 63):
+        if value is not None and not is_dns_label(value):
             raise ValueError(f"{value!r} is not a valid namespace name (a DNS label)")
         return value
 

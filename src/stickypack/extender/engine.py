@@ -69,10 +69,6 @@ class Decision:
 
     verb: str
     managed: bool
-    nodes: int
-    passed: int = 0
-    #: The node prioritize predicts kube-scheduler will bind.
-    top: str | None = None
     #: The pod was counted on a node before the watch reported its binding.
     assumed: bool = False
     #: Known nodes the filter removed (its plugins, the load bound).
@@ -250,7 +246,7 @@ class Extender:
         pod, key, names, items = self._parse(args)
         if not self.manages(pod):
             self._check_known(names)
-            decision = Decision("filter", False, len(names), len(names))
+            decision = Decision("filter", False)
             return _filter_result(list(names), {}, {}, items), decision
         idx, known, unknown = self._rows(names)
         failed: dict[str, str] = {}
@@ -278,7 +274,7 @@ class Extender:
             assumed = self.cache.assume(key, pod, passed[0])
         result = _filter_result(passed, failed, unresolvable, items)
         filtered = len(known) - len(passed)  # by the filters and the load bound, not unknown names
-        return result, Decision("filter", True, len(names), len(passed), assumed=assumed, filtered=filtered)
+        return result, Decision("filter", True, assumed=assumed, filtered=filtered)
 
     def load_cap(self) -> int:
         """Most builds a node may run with one more build placed: ``max(min_load_cap,
@@ -307,10 +303,10 @@ class Extender:
         pod, key, names, _ = self._parse(args)
         if not self.manages(pod):
             self._check_known(names)
-            return [], Decision("prioritize", False, len(names))
+            return [], Decision("prioritize", False)
         idx, known, unknown = self._rows(names)
         if idx.size == 0:
-            return [{"Host": n, "Score": 0} for n in unknown], Decision("prioritize", True, len(names))
+            return [{"Host": n, "Score": 0} for n in unknown], Decision("prioritize", True)
         self.cache.expire_assumptions()
         ctx = self._ctx()
         table = self.cache.table
@@ -339,7 +335,7 @@ class Extender:
             top_node = self._predict(pod, idx, known, scores, ctx)
             if top_node is not None:
                 assumed = self.cache.assume(key, pod, top_node)
-        return out, Decision("prioritize", True, len(names), top=top_node, assumed=assumed)
+        return out, Decision("prioritize", True, assumed=assumed)
 
     def _predict(
         self, pod: Pod, idx: np.ndarray, known: list[str], ext_scores: np.ndarray, ctx: SchedulingContext
@@ -396,14 +392,15 @@ class _PriorityList(Sequence[dict[str, Any]]):
     _fragments: dict[str, tuple[str, ...]] = {}  # noqa: RUF012
 
     def __init__(self, names: list[str], scores: list[int], unknown: list[str]) -> None:
-        self._names = [*names, *unknown]
-        self._scores = [*scores, *([0] * len(unknown))]
-        self._known = len(names)  # the cache holds the table's nodes only, not any name sent
+        self._known = names  # the table's nodes: their fragments are cached
+        self._scores = scores
+        self._unknown = unknown  # any name a request sent: score 0, not cached
         self._items: list[dict[str, Any]] | None = None
 
     def _list(self) -> list[dict[str, Any]]:
         if self._items is None:
-            self._items = [{"Host": n, "Score": s} for n, s in zip(self._names, self._scores, strict=True)]
+            pairs = [*zip(self._known, self._scores, strict=True), *((n, 0) for n in self._unknown)]
+            self._items = [{"Host": n, "Score": s} for n, s in pairs]
         return self._items
 
     @overload
@@ -414,7 +411,7 @@ class _PriorityList(Sequence[dict[str, Any]]):
         return self._list()[i]
 
     def __len__(self) -> int:
-        return len(self._names)
+        return len(self._known) + len(self._unknown)
 
     def __eq__(self, other: object) -> bool:
         return self._list() == list(other) if isinstance(other, Sequence) else NotImplemented
@@ -423,7 +420,7 @@ class _PriorityList(Sequence[dict[str, Any]]):
 
     def to_json(self) -> str:
         frags = self._fragments
-        known = self._names[: self._known]
+        known = self._known
         if len(frags) > 100_000:
             frags.clear()
         try:
@@ -436,9 +433,8 @@ class _PriorityList(Sequence[dict[str, Any]]):
             entries = list(map(frags.__getitem__, known))
         # C-level maps pick each node's entry for its score: no Python code runs per node
         out = ",".join(map(getitem, entries, self._scores))
-        unknown = self._names[self._known :]  # score 0 (unknown_nodes: fail), not cached
-        if unknown:
-            rest = ",".join('{"Host":' + json.dumps(n) + ',"Score":0}' for n in unknown)
+        if self._unknown:
+            rest = ",".join('{"Host":' + json.dumps(n) + ',"Score":0}' for n in self._unknown)
             out = f"{out},{rest}" if out else rest
         return "[" + out + "]"
 

@@ -113,6 +113,9 @@ class BuildLocality(ScorePlugin):
         self.top_k = top_k
         self.top_score = top_score
         self.step = step
+        # the ranking depends on these too: another BuildLocality sharing ctx.cache must not
+        # read this one's scores
+        self._cache_prefix = f"{self.RENDEZVOUS_CACHE_PREFIX}{top_k}:{top_score}:{step}:"
 
     def skip(self, pod: Pod) -> bool:
         return pod.build_repo is None
@@ -124,7 +127,7 @@ class BuildLocality(ScorePlugin):
 
     def rendezvous_scores(self, repo: str, table: NodeTable, ctx: SchedulingContext) -> dict[str, int]:
         """Node name -> rendezvous score (cached per repo in ``ctx.cache``)."""
-        key = f"{self.RENDEZVOUS_CACHE_PREFIX}{self.top_k}:{self.top_score}:{self.step}:{repo}"
+        key = self._cache_prefix + repo
         cached = ctx.cache.get(key)
         if cached is not None:
             return cached
