@@ -136,6 +136,7 @@ def test_render_options_and_errors() -> None:
         scheduler_config("stickypack")
 
 
+@pytest.mark.controlplane
 def test_rendered_scheduler_with_leader_election_keeps_off_the_default_lock(cluster: ControlPlane) -> None:
     """Leader election on in both: the default scheduler holds kube-system/kube-scheduler and
     the rendered one its own Lease, so both schedule (sharing a lock, one would wait)."""
@@ -150,6 +151,7 @@ def test_rendered_scheduler_with_leader_election_keeps_off_the_default_lock(clus
     }
 
 
+@pytest.mark.controlplane
 def test_rendered_scheduler_routing_sends_labelled_pods_to_the_scheduler(
     cluster: ControlPlane, capsys: pytest.CaptureFixture[str]
 ) -> None:

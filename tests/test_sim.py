@@ -497,6 +497,26 @@ def test_tie_breaks_are_drawn_apart_from_the_traffic():
     assert runs[0]["node_hours"] != runs[1]["node_hours"]
 
 
+def test_a_policys_run_does_not_depend_on_the_others_compared():
+    """One policy's metrics are the same alone, beside others, and under another name (what
+    ``benchmarks/policy_trials.py`` relies on to cache the built-ins' runs)."""
+    import dataclasses
+
+    from stickypack.policies import load_builtin
+    from stickypack.sim.runner import compare
+    from stickypack.sim.workloads import trace_workload
+
+    workload = trace_workload(read_launches([DATA / "events-2019-03-11.jsonl.gz"], TraceErrors()), 2, 1.0)
+    ours = load_builtin("stickypack")
+    renamed = dataclasses.replace(load_builtin("stickypack"), name="candidate")
+    alone = compare(lambda: workload, [ours], seed=2, jobs=1).runs[0].metrics
+    beside = compare(lambda: workload, [load_builtin("z2jh"), renamed], seed=2, jobs=1).runs
+    alone.pop("wall_s")
+    assert beside[1].policy == "candidate"
+    assert {k: v for k, v in beside[1].metrics.items() if k != "wall_s"} == alone
+    assert beside[0].metrics["node_hours"] != alone["node_hours"]
+
+
 @pytest.mark.parametrize(
     "args",
     [
