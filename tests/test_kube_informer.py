@@ -1,5 +1,8 @@
-"""The informer against a scripted API: list+watch with resourceVersion, bookmarks, 410 Gone
--> relist with synthetic deletions, reconnect with backoff after errors, split lines."""
+"""The informer's protocol handling against a scripted API, for what a real API server will
+not do on demand: an event split over chunks, a bookmark at a given point, a 410 right after
+a list, a 500, unreadable lines, a watch that closes at once. The same behaviours with the
+real kube-apiserver (reconnect and resume, a real 410 Gone after an etcd compaction, paged
+lists) are in tests/test_kube_live.py."""
 
 from __future__ import annotations
 

@@ -1,15 +1,20 @@
 """The informer and cache against the real API server, through a TCP proxy we can cut:
 changes made while the connection is down (a deletion included) are seen after the
-reconnect; a list is paged with the API server's continue tokens."""
+reconnect; when etcd has been compacted past the informer's resourceVersion meanwhile, the
+API server answers 410 Gone and the informer relists, delivering what it missed; a list is
+paged with the API server's continue tokens."""
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import functools
 import time
 from typing import Any
 from urllib.parse import urlparse
 
+import httpx
 import pytest
 
 from stickypack.kube.cache import ClusterCache, slim_node
@@ -110,6 +115,84 @@ def test_informer_reconnects_and_catches_up(cluster: ControlPlane) -> None:
     assert result["deleted"] == ["before"]  # the deletion missed while away is delivered
     assert result["errors"] >= 1
     assert result["relists"] == 1  # the watch resumed from its resourceVersion: no relist
+
+
+def test_informer_relists_after_a_real_410_gone(cluster: ControlPlane) -> None:
+    """etcd compacted past the informer's resourceVersion while it was cut off: the API server
+    (pod templates are served from etcd, not the watch cache: ``ControlPlane``) answers the
+    resumed watch with 410 Gone; the informer relists and delivers the deletion it missed as
+    a synthetic one (a resumed watch would have delivered it as a real event)."""
+    from kubernetes_asyncio import client
+
+    assert cluster.server is not None and cluster.etcd_url is not None
+    url = urlparse(cluster.server)
+    etcd = cluster.etcd_url
+
+    def compact_etcd() -> int:
+        key = base64.b64encode(b"/").decode()
+        revision = int(httpx.post(f"{etcd}/v3/kv/range", json={"key": key}).json()["header"]["revision"])
+        httpx.post(
+            f"{etcd}/v3/kv/compaction", json={"revision": revision, "physical": True}
+        ).raise_for_status()
+        return revision
+
+    def template(name: str) -> dict:
+        return {
+            "metadata": {"name": name},
+            "template": {"spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]}},
+        }
+
+    async def scenario(_: Any) -> dict:
+        proxy = Proxy(url.hostname or "127.0.0.1", url.port or 443)
+        await proxy.start()
+        cfg = cluster.client_configuration()
+        cfg.host = f"https://127.0.0.1:{proxy.port}"
+        api = client.ApiClient(configuration=cfg)
+        direct = client.ApiClient(configuration=cluster.client_configuration())
+        core = client.CoreV1Api(direct)
+        events: list[tuple[str, str, bool]] = []
+
+        def handler(kind: str, obj: dict, old: Any, synthetic: bool = False) -> None:
+            events.append((kind, obj["metadata"]["name"], synthetic))
+
+        await core.create_namespaced_pod_template("default", template("before"))
+        inf = Informer(
+            "podtemplates", functools.partial(client.CoreV1Api(api).list_namespaced_pod_template, "default"),
+            handler, min_backoff_s=0.05, max_backoff_s=0.2,
+        )  # fmt: skip
+        inf.start()
+        try:
+            await asyncio.wait_for(inf.synced.wait(), 30)
+            await proxy.cut()
+            await core.delete_namespaced_pod_template("before", "default")
+            await core.create_namespaced_pod_template("default", template("during"))
+            compacted = await asyncio.to_thread(compact_etcd)
+            await proxy.resume()
+            deadline = time.monotonic() + 30
+            while set(inf.objects) != {"default/during"} and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            return {
+                "objects": set(inf.objects),
+                "events": events,
+                "gone": inf.stats.relists_gone,
+                "lists": inf.stats.lists,
+                "listed_rv": int(inf.resource_version),
+                "compacted": compacted,
+            }
+        finally:
+            await inf.stop()
+            await api.close()
+            with contextlib.suppress(Exception):
+                await core.delete_namespaced_pod_template("during", "default")
+            await direct.close()
+            await proxy.cut()
+
+    result = cluster.call(scenario, timeout=90)
+    assert result["objects"] == {"default/during"}
+    assert result["gone"] >= 1 and result["lists"] >= 2
+    assert result["listed_rv"] >= result["compacted"]  # the relist's view is after the compaction
+    assert ("DELETED", "before", True) in result["events"]  # missed while away: from the relist
+    assert ("ADDED", "during", False) in result["events"]
 
 
 def test_builder_node_discovery_is_throttled_and_skips_unbound(cluster: ControlPlane) -> None:

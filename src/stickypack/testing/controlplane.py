@@ -728,6 +728,9 @@ class ControlPlane:
                     "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
                     # The endpoint reconciler refuses a loopback advertise address.
                     "--endpoint-reconciler-type=none",
+                    # Pod templates are watched from etcd itself, not the watch cache, so a
+                    # test can compact etcd and meet a real 410 Gone (tests/test_kube_live.py).
+                    "--watch-cache-sizes=podtemplates#0",
                     "--allow-privileged=true",
                     "--profiling=false",
                     f"--v={self.verbosity}",
