@@ -283,10 +283,16 @@ def test_api_calls_have_a_timeout_and_clients_of_one_cluster_share_a_throttle() 
 
 
 @pytest.mark.controlplane
-def test_default_scheduler_follows_the_affinity(cluster) -> None:
+@pytest.mark.parametrize("shards", [1, 2])
+def test_default_scheduler_follows_the_affinity(cluster, shards: int) -> None:
     """The real kube-scheduler (default profile, no extender) places a build on the node
-    the library ranks first: the history node, not the rendezvous top."""
+    the library ranks first: the history node, not the rendezvous top. With two history
+    shards the repo's record is in the second ConfigMap (``shard_of``, as the extender
+    writes it), and the library finds it there."""
+    from stickypack.kube.history import shard_of
     from stickypack.testing import pod_manifest
+
+    repo = next(r for r in (f"{REPO}-{i}" for i in range(100)) if shard_of(r, shards) == shards - 1)
 
     nodes = [f"node-{i}" for i in range(5)]
     for n in nodes:
@@ -298,17 +304,18 @@ def test_default_scheduler_follows_the_affinity(cluster) -> None:
         dind.append(pod)
     dind.append(pod_manifest("dind-unbound", labels={"component": "image-builder", "app": "binder"}))
     cluster.create_pods(dind)
-    built = rendezvous_rank(nodes, REPO)[-1]
+    built = rendezvous_rank(nodes, repo)[-1]
 
     # the sync kubernetes client BinderHub uses, on the real API server
     from kubernetes import client, config
 
     api = client.CoreV1Api(config.new_client_from_config(config_file=str(cluster.kubeconfig)))
-    doc = apply_ops(HistoryDoc(), [Record(REPO, built, NOW)], Limits(), NOW)
-    body = {"metadata": {"name": f"{DEFAULT_NAME}-0"}, "data": {DATA_KEY: doc.dumps()}}
+    doc = apply_ops(HistoryDoc(), [Record(repo, built, NOW)], Limits(), NOW)
+    name = f"{DEFAULT_NAME}-s{shards}"
+    body = {"metadata": {"name": f"{name}-{shards - 1}"}, "data": {DATA_KEY: doc.dumps()}}
     api.create_namespaced_config_map("default", body)
 
-    aff = enabled().affinity_for(api, "default", REPO)
+    aff = enabled(history_name=name, history_shards=shards).affinity_for(api, "default", repo)
     assert preferred(aff)[0][1] == built
     cluster.start_scheduler()
     pod = pod_manifest("build-1", labels={"component": "binderhub-build"})
