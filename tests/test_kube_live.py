@@ -25,20 +25,25 @@ pytestmark = pytest.mark.controlplane
 
 
 class Proxy:
-    """A loopback TCP proxy to ``target``; ``cut()`` drops every connection and refuses new
-    ones until ``resume()``."""
+    """A loopback TCP proxy to ``target``; ``cut()`` drops every connection and drops new
+    ones at once until ``resume()`` (the port stays bound, so nothing else can take it);
+    ``stop()`` closes it."""
 
     def __init__(self, host: str, port: int) -> None:
         self.target = (host, port)
         self.server: asyncio.AbstractServer | None = None
         self.writers: list[asyncio.StreamWriter] = []
         self.port = 0
+        self.is_cut = False
 
     async def start(self) -> None:
-        self.server = await asyncio.start_server(self._handle, "127.0.0.1", self.port)
+        self.server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
         self.port = self.server.sockets[0].getsockname()[1]
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self.is_cut:
+            writer.transport.abort()
+            return
         up_reader, up_writer = await asyncio.open_connection(*self.target)
         self.writers += [writer, up_writer]
 
@@ -53,15 +58,19 @@ class Proxy:
         await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
 
     async def cut(self) -> None:
-        assert self.server is not None
-        self.server.close()
+        self.is_cut = True
         for w in self.writers:
             w.transport.abort()
         self.writers.clear()
-        await self.server.wait_closed()
 
     async def resume(self) -> None:
-        await self.start()
+        self.is_cut = False
+
+    async def stop(self) -> None:
+        await self.cut()
+        assert self.server is not None
+        self.server.close()
+        await self.server.wait_closed()
 
 
 def test_informer_reconnects_and_catches_up(cluster: ControlPlane) -> None:
@@ -108,7 +117,7 @@ def test_informer_reconnects_and_catches_up(cluster: ControlPlane) -> None:
             await inf.stop()
             await api.close()
             await direct.close()
-            await proxy.cut()
+            await proxy.stop()
 
     result = cluster.call(scenario, timeout=90)
     assert result["nodes"] == {"during"}
@@ -185,7 +194,7 @@ def test_informer_relists_after_a_real_410_gone(cluster: ControlPlane) -> None:
             with contextlib.suppress(Exception):
                 await core.delete_namespaced_pod_template("during", "default")
             await direct.close()
-            await proxy.cut()
+            await proxy.stop()
 
     result = cluster.call(scenario, timeout=90)
     assert result["objects"] == {"default/during"}
