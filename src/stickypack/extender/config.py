@@ -121,7 +121,7 @@ class ExtenderConfig(_Model):
     score_scale: Literal["absolute", "max"] = "absolute"
     #: A request naming nodes the cache does not know: reject (HTTP 400, the scheduler then
     #: ignores the extender for that pod, as it is ignorable) or fail those nodes (filter:
-    #: FailedNodes; prioritize: score 0).
+    #: FailedAndUnresolvableNodes; prioritize: score 0).
     unknown_nodes: Literal["reject", "fail"] = "reject"
     #: Requests larger than this get HTTP 400 (bytes).
     max_request_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)

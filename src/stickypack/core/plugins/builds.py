@@ -190,8 +190,8 @@ class BuildLocality(ScorePlugin):
 class BuildSpread(ScorePlugin):
     """Even out builds over nodes: fewer builds started on a node so far score higher
     (min-max normalized over the candidates, 100 for the least used). Keeps one node from
-    taking a large share of a day's builds. A quiet node (see :func:`quiet_nodes`) scores
-    0: it is better left to empty.
+    taking a large share of a day's builds. With ``skip_quiet`` a quiet node (see
+    :func:`quiet_nodes`) scores 0: it is better left to empty.
 
     ``settle_s``: a node younger than this (seconds since it was created) has its score
     scaled by its age over ``settle_s``, so a node that just joined does not draw every
