@@ -870,6 +870,8 @@ class ControlPlane:
                     f"--secure-port={port}",
                     "--bind-address=127.0.0.1",
                     f"--cert-dir={directory / 'certs'}",
+                    # /metrics without credentials, on loopback (scheduler_cache_sizes)
+                    "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
                     f"--v={self.verbosity}",
                     *args,
                 ],
@@ -902,6 +904,27 @@ class ControlPlane:
         """Stop every scheduler started by :meth:`start_scheduler`."""
         for handle in list(self._schedulers):
             self.stop_scheduler(handle)
+
+    def scheduler_cache_sizes(self, handle: SchedulerHandle) -> dict[str, int]:
+        """The scheduler's ``scheduler_cache_size`` gauge by type (``nodes``, ``pods``,
+        ``assumed_pods``): what its cache holds, refreshed by kube-scheduler about once a
+        second. Empty when /metrics cannot be read."""
+        from prometheus_client.parser import text_string_to_metric_families
+
+        try:
+            status, body = _http_get(
+                f"https://127.0.0.1:{handle.port}/metrics", ssl._create_unverified_context()
+            )
+        except (OSError, ssl.SSLError):
+            return {}
+        if status != 200:
+            return {}
+        return {
+            sample.labels["type"]: int(sample.value)
+            for family in text_string_to_metric_families(body)
+            if family.name == "scheduler_cache_size"
+            for sample in family.samples
+        }
 
     @property
     def schedulers(self) -> list[SchedulerHandle]:

@@ -207,13 +207,18 @@ def run_cases(
     cases: int,
     seed: int,
     batch: int = 25,
-    settle_s: float = 1.0,
+    settle_timeout_s: float = 30.0,
     on_case: Callable[[Case], None] | None = None,
 ) -> list[Case]:
     """Run ``cases`` random cases against the real scheduler serving ``scheduler_name``
-    (already started on ``cp``); returns them with the real choice and the policy's top."""
+    (already started on ``cp``); returns them with the real choice and the policy's top.
+    Each batch's pods are created once the scheduler's cache holds exactly the batch's
+    nodes and bound pods (``ControlPlane.scheduler_cache_sizes``), or after ``settle_timeout_s`` seconds."""
     rng = random.Random(seed)
     done: list[Case] = []
+    handles = [h for h in cp.schedulers if scheduler_name in h.scheduler_names]
+    if not handles:
+        raise ValueError(f"no running scheduler serves {scheduler_name!r}")
     for start in range(0, cases, batch):
         group = [random_case(rng, i, scheduler_name) for i in range(start, min(start + batch, cases))]
         for case in group:
@@ -221,8 +226,16 @@ def run_cases(
                 cp.create_node(
                     n["name"], cpu=n["cpu"], memory=n["memory"], labels=n["labels"], taints=n["taints"]
                 )
-        cp.create_pods([b for case in group for b in case.bound])
-        time.sleep(settle_s)  # let the scheduler's informers see the nodes and bound pods
+        bound = [b for case in group for b in case.bound]
+        cp.create_pods(bound)
+        # the scheduler must see the nodes and bound pods before it places the batch
+        expected = {"nodes": sum(len(case.nodes) for case in group), "pods": len(bound)}
+        deadline = time.monotonic() + settle_timeout_s
+        while time.monotonic() < deadline:
+            sizes = [cp.scheduler_cache_sizes(h) for h in handles]
+            if all(all(size.get(k) == v for k, v in expected.items()) for size in sizes):
+                break
+            time.sleep(0.1)
         cp.create_pods([copy.deepcopy(case.pod) for case in group])
         names = [case.pod["metadata"]["name"] for case in group]
         try:
