@@ -84,21 +84,13 @@ def source_digest(days: list[str]) -> str:
     return h.hexdigest()[:16]
 
 
-def parse_seeds(text: str) -> list[int]:
-    """``0-4`` or ``0,2,5``."""
-    if "-" in text:
-        lo, hi = text.split("-", 1)
-        return list(range(int(lo), int(hi) + 1))
-    return [int(s) for s in text.split(",")]
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("candidates", nargs="+", type=Path, help="policy files")
     parser.add_argument("--scale", type=float, default=1.0)
-    parser.add_argument("--seeds", default="0-4")
+    parser.add_argument("--seeds", default="0-4", help="as simulate --seeds: 0-4, 0,3,7, 0-2,9")
     parser.add_argument("--plugins", type=Path, default=None, help="a Python file of extra plugins")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument(
@@ -106,11 +98,21 @@ def main() -> int:
     )
     args = parser.parse_args()
     days = sorted(str(p) for p in DATA.glob("events-*.jsonl.gz"))
-    seeds = parse_seeds(args.seeds)
+    from stickypack.cli import UsageError, parse_seeds
+
+    try:
+        seeds = parse_seeds(args.seeds)
+    except UsageError as exc:
+        parser.error(str(exc))
     plugins = str(args.plugins.resolve()) if args.plugins else None
-    for cand in args.candidates:
-        if not cand.is_file():
-            parser.error(f"{cand}: no such policy file")
+    from stickypack.core.policy import PolicyError
+    from stickypack.policies import load_policy_file
+
+    for cand in args.candidates:  # refused here, in one line, rather than in every worker
+        try:
+            load_policy_file(cand, plugins=_registry(plugins))
+        except PolicyError as exc:
+            parser.error(str(exc))
     args.cache.mkdir(parents=True, exist_ok=True)
     digest = source_digest(days)
     totals = dict.fromkeys(map(str, args.candidates), 0)
