@@ -108,6 +108,31 @@ def test_bad_pod_dict_is_a_clear_error():
         Pod.from_dict({"spec": {"containers": [{"resources": {"requests": {"cpu": "lots"}}}]}})
 
 
+def test_fractional_requests_are_summed_then_rounded():
+    """kube-scheduler adds a pod's quantities and rounds the total (memory, storage, extended
+    resources); cpu arrives rounded up to millicores per container, as the API server stores
+    it (tests/test_fidelity.py checks both on the real scheduler)."""
+    from fractions import Fraction
+
+    from stickypack.core.quantity import exact_value
+
+    assert exact_value("2Gi") == 2 * 1024**3 and isinstance(exact_value("2Gi"), int)
+    assert exact_value("500m") == Fraction(1, 2) and exact_value("0.5") == Fraction(1, 2)
+    assert exact_value("1e-3") == Fraction(1, 1000) and exact_value("1.5Ki") == 1536
+
+    def pod(requests: list[dict], **spec) -> Pod:
+        containers = [{"name": f"c{i}", "resources": {"requests": r}} for i, r in enumerate(requests)]
+        return Pod.from_dict({"metadata": {"name": "p"}, "spec": {"containers": containers, **spec}})
+
+    halves = pod([{"memory": "0.5", "cpu": "0.5m", "example.com/x": "500m"}] * 2)
+    assert halves.requests == {"memory": 1, "cpu": 2, "example.com/x": 1}
+    assert pod([{"memory": "0.4"}] * 2).requests == {"memory": 1}  # 0.8 rounds up once
+    assert pod([{"memory": "1.5"}], overhead={"memory": "0.5"}).requests == {"memory": 2}
+    assert pod(
+        [{"memory": "0.5"}], initContainers=[{"name": "i", "resources": {"requests": {"memory": "0.7"}}}]
+    ).requests == {"memory": 1}
+
+
 def test_quantities_past_int64_are_clamped_not_wrapped():
     # the API server takes "100Ei"; once it overflowed the node table's int64 columns (a
     # half-registered node, then 500s) or wrapped two 7Ei pods to a negative total

@@ -70,3 +70,41 @@ def test_pod_level_resources_decide_as_in_kube_scheduler(cluster):
     assert chosen() == table.slot("empty")
     del pod["spec"]["resources"]  # the containers alone: the fuller node
     assert chosen() == table.slot("full")
+
+
+def test_fractional_requests_add_up_as_in_kube_scheduler(cluster):
+    """Two containers of 0.5 bytes of memory need 1 byte: kube-scheduler adds the quantities
+    and rounds the pod's total, and binds the pod to a node of 1 byte. Two of 0.5 millicores
+    need 2 millicores: the API server stores cpu rounded up to millicores per container, so
+    the pod does not fit a node of 1 millicore. The model agrees on both, read from the pods
+    as the API server returns them and as written."""
+    import numpy as np
+
+    from stickypack.core import NodeTable, Pod, SchedulingContext
+    from stickypack.core.resources import parse_resource_list
+    from stickypack.testing.controlplane import pod_manifest
+
+    cluster.start_scheduler(None)
+    table = NodeTable()
+    for name, cpu, memory in (("one-byte", "1", "1"), ("one-millicore", "1m", "1Gi")):
+        cluster.create_node(name, cpu=cpu, memory=memory, labels={"size": name})
+        table.upsert_node(
+            name, parse_resource_list({"cpu": cpu, "memory": memory, "pods": "110"}), labels={"size": name}
+        )
+    pods = {}
+    for name, requests in (("memory-halves", {"memory": "0.5"}), ("cpu-halves", {"cpu": "0.5m"})):
+        pod = pod_manifest(name)
+        pod["spec"]["nodeSelector"] = {"size": "one-byte" if name == "memory-halves" else "one-millicore"}
+        pod["spec"]["containers"] = [
+            {"name": c, "image": "registry.k8s.io/pause:3.10", "resources": {"requests": requests}}
+            for c in ("a", "b")
+        ]
+        pods[name] = (pod, cluster.create_pod(pod=pod))
+    assert cluster.wait_bound(["memory-halves"])["memory-halves"] == "one-byte"
+    with pytest.raises(Exception, match="Insufficient cpu"):
+        cluster.wait_bound(["cpu-halves"], timeout=10)
+    policy, ctx = load_builtin("default"), SchedulingContext()
+    for name, fits in (("memory-halves", "one-byte"), ("cpu-halves", None)):
+        for manifest in pods[name]:  # as written, and as the API server returned it
+            chosen = policy.select(Pod.from_dict(manifest), table, ctx, np.random.default_rng(0))
+            assert chosen == (table.slot(fits) if fits else None), (name, manifest["spec"]["containers"])

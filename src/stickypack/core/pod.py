@@ -13,11 +13,12 @@ from stickypack.core.resources import (
     DEFAULT_MEMORY_REQUEST,
     DEFAULT_MILLI_CPU_REQUEST,
     MEMORY,
+    ExactResourceList,
     ResourceList,
     add_into,
-    clamp_amounts,
     max_into,
-    parse_resource_list,
+    parse_exact_resource_list,
+    round_up_amounts,
 )
 
 #: Most distinct resources (cpu, memory, extended) a pod may request: real pods ask for a
@@ -163,11 +164,12 @@ def _weight(raw: object) -> int:
     return int(raw)
 
 
-def _container_requests(container: Mapping[str, Any]) -> tuple[ResourceList, ResourceList]:
-    """(requests, non-zero requests) of one container."""
+def _container_requests(container: Mapping[str, Any]) -> tuple[ExactResourceList, ExactResourceList]:
+    """(requests, non-zero requests) of one container, not rounded yet (cpu in millicores,
+    the rest exact: kube-scheduler rounds the pod's sums)."""
     res = container.get("resources") or {}
-    requests = parse_resource_list(res.get("limits"))
-    requests.update(parse_resource_list(res.get("requests")))
+    requests = parse_exact_resource_list(res.get("limits"))
+    requests.update(parse_exact_resource_list(res.get("requests")))
     nonzero = dict(requests)
     nonzero.setdefault(CPU, DEFAULT_MILLI_CPU_REQUEST)
     nonzero.setdefault(MEMORY, DEFAULT_MEMORY_REQUEST)
@@ -175,12 +177,12 @@ def _container_requests(container: Mapping[str, Any]) -> tuple[ResourceList, Res
 
 
 def _pod_requests(spec: Mapping[str, Any]) -> tuple[ResourceList, ResourceList]:
-    totals: tuple[ResourceList, ResourceList] = ({}, {})
+    totals: tuple[ExactResourceList, ExactResourceList] = ({}, {})
     for container in spec.get("containers") or []:
         for total, part in zip(totals, _container_requests(container), strict=True):
             add_into(total, part)
-    sidecars: tuple[ResourceList, ResourceList] = ({}, {})
-    init_max: tuple[ResourceList, ResourceList] = ({}, {})
+    sidecars: tuple[ExactResourceList, ExactResourceList] = ({}, {})
+    init_max: tuple[ExactResourceList, ExactResourceList] = ({}, {})
     for container in spec.get("initContainers") or []:
         parts = _container_requests(container)
         if container.get("restartPolicy") == "Always":
@@ -200,15 +202,15 @@ def _pod_requests(spec: Mapping[str, Any]) -> tuple[ResourceList, ResourceList]:
     # keeps the containers' non-zero requests: kube-scheduler v1.37.2 scores so
     # (tests/test_fidelity.py, against the real one)
     level = spec.get("resources") or {}
-    pod_level = parse_resource_list(level.get("limits"))
-    pod_level.update(parse_resource_list(level.get("requests")))
+    pod_level = parse_exact_resource_list(level.get("limits"))
+    pod_level.update(parse_exact_resource_list(level.get("requests")))
     for name, amount in pod_level.items():
         if name in (CPU, MEMORY) or name.startswith("hugepages-"):
             totals[0][name] = amount
-    overhead = parse_resource_list(spec.get("overhead"))
+    overhead = parse_exact_resource_list(spec.get("overhead"))
     for total in totals:
         add_into(total, overhead)
-    requests, nonzero = (clamp_amounts(total) for total in totals)
+    requests, nonzero = (round_up_amounts(total) for total in totals)
     nonzero.setdefault(CPU, DEFAULT_MILLI_CPU_REQUEST)
     nonzero.setdefault(MEMORY, DEFAULT_MEMORY_REQUEST)
     return {k: v for k, v in requests.items() if v}, nonzero

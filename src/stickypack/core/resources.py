@@ -8,8 +8,9 @@ resources (``nvidia.com/gpu``...) in their own integer unit. A resource list is 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from fractions import Fraction
 
-from stickypack.core.quantity import QuantityError, int_value, milli_value
+from stickypack.core.quantity import QuantityError, ceil_fraction, exact_value, int_value, milli_value
 
 CPU = "cpu"
 MEMORY = "memory"
@@ -22,6 +23,9 @@ DEFAULT_MILLI_CPU_REQUEST = 100
 DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
 
 ResourceList = dict[str, int]
+#: A resource list before rounding: cpu in whole millicores, every other resource exact in
+#: its base unit (``int`` where whole, else ``Fraction``).
+ExactResourceList = dict[str, int | Fraction]
 
 
 #: Largest amount of one resource we hold (millicores, bytes, count): 2**50, about a
@@ -52,13 +56,36 @@ def parse_resource_list(raw: Mapping[str, object] | None) -> ResourceList:
     return clamp_amounts(out)
 
 
-def add_into(total: ResourceList, other: Mapping[str, int]) -> None:
+def parse_exact_resource_list(raw: Mapping[str, object] | None) -> ExactResourceList:
+    """A container's or a pod's ResourceList for summing as kube-scheduler sums it: cpu in
+    millicores rounded up per list (the API server stores cpu at millicore precision, so
+    two containers of ``0.5m`` request 2 millicores), every other resource exact (two
+    containers of ``0.5`` bytes of memory request 1 byte: kube-scheduler adds the quantities
+    and rounds the pod's total). Round with :func:`round_up_amounts`. A negative amount is
+    refused (``QuantityError``)."""
+    out: ExactResourceList = {}
+    for name, quantity in (raw or {}).items():
+        amount = milli_value(quantity) if name == CPU else exact_value(quantity)  # type: ignore[arg-type]
+        if amount < 0:
+            raise QuantityError(f"{name}: a negative quantity: {quantity!r}")
+        out[str(name)] = amount
+    return out
+
+
+def round_up_amounts(exact: ExactResourceList) -> ResourceList:
+    """Integer amounts (rounded up, as ``Quantity.Value()``), each at most :data:`MAX_AMOUNT`."""
+    return clamp_amounts(
+        {name: ceil_fraction(a) if isinstance(a, Fraction) else a for name, a in exact.items()}
+    )
+
+
+def add_into(total: ExactResourceList, other: Mapping[str, int | Fraction]) -> None:
     """``total += other``, per resource, in place."""
     for name, amount in other.items():
         total[name] = total.get(name, 0) + amount
 
 
-def max_into(total: ResourceList, other: Mapping[str, int]) -> None:
+def max_into(total: ExactResourceList, other: Mapping[str, int | Fraction]) -> None:
     """``total = max(total, other)``, per resource, in place."""
     for name, amount in other.items():
         if amount > total.get(name, 0):
