@@ -109,16 +109,10 @@ def test_bad_pod_dict_is_a_clear_error():
 
 
 def test_fractional_requests_are_summed_then_rounded():
-    """kube-scheduler adds a pod's quantities and rounds the total (memory, storage, extended
-    resources); cpu arrives rounded up to millicores per container, as the API server stores
-    it (tests/test_fidelity.py checks both on the real scheduler)."""
-    from fractions import Fraction
-
-    from stickypack.core.quantity import exact_value
-
-    assert exact_value("2Gi") == 2 * 1024**3 and isinstance(exact_value("2Gi"), int)
-    assert exact_value("500m") == Fraction(1, 2) and exact_value("0.5") == Fraction(1, 2)
-    assert exact_value("1e-3") == Fraction(1, 1000) and exact_value("1.5Ki") == 1536
+    """The API server stores every quantity rounded up to thousandths of its unit, and
+    kube-scheduler adds a pod's quantities and rounds the total once (tests/test_fidelity.py
+    checks it on the real scheduler)."""
+    from stickypack.core.quantity import QuantityError
 
     def pod(requests: list[dict], **spec) -> Pod:
         containers = [{"name": f"c{i}", "resources": {"requests": r}} for i, r in enumerate(requests)]
@@ -127,10 +121,14 @@ def test_fractional_requests_are_summed_then_rounded():
     halves = pod([{"memory": "0.5", "cpu": "0.5m", "example.com/x": "500m"}] * 2)
     assert halves.requests == {"memory": 1, "cpu": 2, "example.com/x": 1}
     assert pod([{"memory": "0.4"}] * 2).requests == {"memory": 1}  # 0.8 rounds up once
+    assert pod([{"memory": "0.9995"}, {"memory": "0.0005"}]).requests == {"memory": 2}  # 1.000 + 0.001
     assert pod([{"memory": "1.5"}], overhead={"memory": "0.5"}).requests == {"memory": 2}
-    assert pod(
-        [{"memory": "0.5"}], initContainers=[{"name": "i", "resources": {"requests": {"memory": "0.7"}}}]
-    ).requests == {"memory": 1}
+    init = [{"name": "i", "resources": {"requests": {"memory": "0.7"}}}]
+    assert pod([{"memory": "0.5"}, {"memory": "0.4"}], initContainers=init).requests == {"memory": 1}
+    assert pod([{"memory": "0.5"}]).nonzero_memory == 1 and pod([{}]).nonzero_memory == 200 * 1024**2
+    for negative in ("-0.4m", "-0.0001"):
+        with pytest.raises((PodSpecError, QuantityError), match="negative"):
+            pod([{"cpu": negative}])
 
 
 def test_quantities_past_int64_are_clamped_not_wrapped():

@@ -73,38 +73,47 @@ def test_pod_level_resources_decide_as_in_kube_scheduler(cluster):
 
 
 def test_fractional_requests_add_up_as_in_kube_scheduler(cluster):
-    """Two containers of 0.5 bytes of memory need 1 byte: kube-scheduler adds the quantities
-    and rounds the pod's total, and binds the pod to a node of 1 byte. Two of 0.5 millicores
-    need 2 millicores: the API server stores cpu rounded up to millicores per container, so
-    the pod does not fit a node of 1 millicore. The model agrees on both, read from the pods
-    as the API server returns them and as written."""
+    """The API server stores every quantity rounded up to thousandths of its unit, and
+    kube-scheduler adds a pod's quantities and rounds the total once: two containers of 0.5
+    bytes of memory need 1 byte (the pod binds to a node of 1 byte); 0.9995 and 0.0005 bytes
+    need 2 (1.000 + 0.001); two of 0.5 millicores need 2 millicores (the pod does not fit a
+    node of 1). The model agrees on each, read from the pods as written and as the API
+    server returns them."""
     import numpy as np
 
     from stickypack.core import NodeTable, Pod, SchedulingContext
     from stickypack.core.resources import parse_resource_list
     from stickypack.testing.controlplane import pod_manifest
 
+    cases = {  # pod: (its containers' requests, its node's cpu and memory, fits)
+        "memory-halves": ([{"memory": "0.5"}] * 2, ("1", "1"), True),
+        "memory-rounded": ([{"memory": "0.9995"}, {"memory": "0.0005"}], ("1", "1"), False),
+        "cpu-halves": ([{"cpu": "0.5m"}] * 2, ("1m", "1Gi"), False),
+    }
     cluster.start_scheduler(None)
     table = NodeTable()
-    for name, cpu, memory in (("one-byte", "1", "1"), ("one-millicore", "1m", "1Gi")):
-        cluster.create_node(name, cpu=cpu, memory=memory, labels={"size": name})
-        table.upsert_node(
-            name, parse_resource_list({"cpu": cpu, "memory": memory, "pods": "110"}), labels={"size": name}
-        )
     pods = {}
-    for name, requests in (("memory-halves", {"memory": "0.5"}), ("cpu-halves", {"cpu": "0.5m"})):
+    for name, (requests, (cpu, memory), _) in cases.items():
+        cluster.create_node(f"for-{name}", cpu=cpu, memory=memory, labels={"for": name})
+        allocatable = parse_resource_list({"cpu": cpu, "memory": memory, "pods": "110"})
+        table.upsert_node(f"for-{name}", allocatable, labels={"for": name})
         pod = pod_manifest(name)
-        pod["spec"]["nodeSelector"] = {"size": "one-byte" if name == "memory-halves" else "one-millicore"}
+        pod["spec"]["nodeSelector"] = {"for": name}
         pod["spec"]["containers"] = [
-            {"name": c, "image": "registry.k8s.io/pause:3.10", "resources": {"requests": requests}}
-            for c in ("a", "b")
+            {"name": f"c{i}", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": r}}
+            for i, r in enumerate(requests)
         ]
         pods[name] = (pod, cluster.create_pod(pod=pod))
-    assert cluster.wait_bound(["memory-halves"])["memory-halves"] == "one-byte"
+    assert cluster.wait_bound(["memory-halves"])["memory-halves"] == "for-memory-halves"
+    with pytest.raises(Exception, match="Insufficient memory"):
+        cluster.wait_bound(["memory-rounded"], timeout=10)
     with pytest.raises(Exception, match="Insufficient cpu"):
         cluster.wait_bound(["cpu-halves"], timeout=10)
     policy, ctx = load_builtin("default"), SchedulingContext()
-    for name, fits in (("memory-halves", "one-byte"), ("cpu-halves", None)):
+    for name, (_, _, fits) in cases.items():
         for manifest in pods[name]:  # as written, and as the API server returned it
             chosen = policy.select(Pod.from_dict(manifest), table, ctx, np.random.default_rng(0))
-            assert chosen == (table.slot(fits) if fits else None), (name, manifest["spec"]["containers"])
+            assert chosen == (table.slot(f"for-{name}") if fits else None), (
+                name,
+                manifest["spec"]["containers"],
+            )

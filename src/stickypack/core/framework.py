@@ -40,6 +40,11 @@ class SchedulingContext:
     cache: dict[str, Any] = field(default_factory=dict)
 
 
+class PluginContractError(RuntimeError):
+    """A plugin from outside the package broke its contract (a filter's mask or a scorer's
+    scores of the wrong type, length or range); the message names the plugin."""
+
+
 class FilterPlugin(abc.ABC):
     """Removes nodes: ``filter`` returns a boolean mask over ``idx`` (True: node passes)."""
 
@@ -58,13 +63,17 @@ class FilterPlugin(abc.ABC):
 
 
 class ScorePlugin(abc.ABC):
-    """Scores nodes: ``score`` returns int64 scores 0..100 over ``idx`` (normalized)."""
+    """Scores nodes: ``score`` returns int64 scores 0..100 over ``idx``."""
 
     name: ClassVar[str] = ""
 
     @abc.abstractmethod
     def score(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
-        """Integer scores 0..100 over ``idx``, normalized across them."""
+        """An int64 array with one score in 0..100 per entry of ``idx`` (NodeTable rows of
+        the feasible nodes), higher is better. Not called when :meth:`skip` is true, when
+        the plugin's weight is 0, or when only one node is feasible. Must not change
+        ``table``; ``ctx.cache`` is scratch space for one decision (keys beginning
+        ``rendezvous:`` are reserved: the extender keeps them across decisions)."""
 
     def skip(self, pod: Pod) -> bool:
         """True when the plugin has nothing to say about ``pod`` (kube's PreScore Skip)."""
@@ -87,8 +96,44 @@ class PodMutator(abc.ABC):
 
 @dataclass(slots=True)
 class WeightedScorer:
+    """A scorer and its weight in its profile (0..2**31-1, kube-scheduler's int32)."""
+
     plugin: ScorePlugin
     weight: int
+
+
+def check_mask(plugin: FilterPlugin, mask: Any, idx: np.ndarray) -> np.ndarray:
+    """``mask`` if it is a bool array of one verdict per entry of ``idx``, else
+    :class:`PluginContractError` naming the plugin."""
+    if not isinstance(mask, np.ndarray) or mask.dtype != np.bool_ or mask.shape != idx.shape:
+        raise PluginContractError(
+            f"filter plugin {plugin.name or type(plugin).__name__} returned {_shown(mask)}; "
+            f"expected a bool array of {idx.shape[0]} (one per candidate node)"
+        )
+    return mask
+
+
+def check_scores(plugin: ScorePlugin, scores: Any, idx: np.ndarray) -> np.ndarray:
+    """``scores`` if it is an int64 array of one score in 0..100 per entry of ``idx``, else
+    :class:`PluginContractError` naming the plugin."""
+    name = plugin.name or type(plugin).__name__
+    if not isinstance(scores, np.ndarray) or scores.dtype != np.int64 or scores.shape != idx.shape:
+        raise PluginContractError(
+            f"score plugin {name} returned {_shown(scores)}; "
+            f"expected an int64 array of {idx.shape[0]} (one per candidate node)"
+        )
+    if scores.size and (scores.min() < 0 or scores.max() > MAX_NODE_SCORE):
+        raise PluginContractError(
+            f"score plugin {name} returned scores {int(scores.min())}..{int(scores.max())}; "
+            f"scores are 0..{MAX_NODE_SCORE}"
+        )
+    return scores
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, np.ndarray):
+        return f"a {value.dtype} array of shape {value.shape}"
+    return f"a {type(value).__name__}"
 
 
 @dataclass(slots=True)
@@ -100,8 +145,12 @@ class Profile:
     scorers: list[WeightedScorer]
     match_labels: Mapping[str, str] = field(default_factory=dict)
     mutators: list[PodMutator] = field(default_factory=list)
+    #: Plugins whose every answer is checked (:func:`check_mask`, :func:`check_scores`):
+    #: those from outside the package (``PluginRegistry.with_plugins``).
+    checked: tuple[FilterPlugin | ScorePlugin, ...] = ()
 
     def matches(self, pod: Pod) -> bool:
+        """True when the pod carries every label of ``match_labels``."""
         labels = pod.labels
         return all(labels.get(k) == v for k, v in self.match_labels.items())
 
@@ -111,7 +160,10 @@ class Profile:
         for plugin in self.filters:
             if idx.size == 0:
                 break
-            idx = idx[plugin.filter(pod, table, idx, ctx)]
+            mask = plugin.filter(pod, table, idx, ctx)
+            if self.checked and plugin in self.checked:
+                mask = check_mask(plugin, mask, idx)
+            idx = idx[mask]
         return idx
 
     def scores(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
@@ -120,7 +172,10 @@ class Profile:
         for ws in self.scorers:
             if ws.weight == 0 or ws.plugin.skip(pod):
                 continue
-            total += ws.weight * ws.plugin.score(pod, table, idx, ctx)
+            scores = ws.plugin.score(pod, table, idx, ctx)
+            if self.checked and ws.plugin in self.checked:
+                scores = check_scores(ws.plugin, scores, idx)
+            total += ws.weight * scores
         return total
 
     def select(

@@ -13,11 +13,10 @@ from stickypack.core.resources import (
     DEFAULT_MEMORY_REQUEST,
     DEFAULT_MILLI_CPU_REQUEST,
     MEMORY,
-    ExactResourceList,
     ResourceList,
     add_into,
     max_into,
-    parse_exact_resource_list,
+    parse_milli_resource_list,
     round_up_amounts,
 )
 
@@ -164,25 +163,25 @@ def _weight(raw: object) -> int:
     return int(raw)
 
 
-def _container_requests(container: Mapping[str, Any]) -> tuple[ExactResourceList, ExactResourceList]:
-    """(requests, non-zero requests) of one container, not rounded yet (cpu in millicores,
-    the rest exact: kube-scheduler rounds the pod's sums)."""
+def _container_requests(container: Mapping[str, Any]) -> tuple[ResourceList, ResourceList]:
+    """(requests, non-zero requests) of one container in thousandths of each unit (cpu in
+    millicores): kube-scheduler rounds the pod's sums, not each container's."""
     res = container.get("resources") or {}
-    requests = parse_exact_resource_list(res.get("limits"))
-    requests.update(parse_exact_resource_list(res.get("requests")))
+    requests = parse_milli_resource_list(res.get("limits"))
+    requests.update(parse_milli_resource_list(res.get("requests")))
     nonzero = dict(requests)
     nonzero.setdefault(CPU, DEFAULT_MILLI_CPU_REQUEST)
-    nonzero.setdefault(MEMORY, DEFAULT_MEMORY_REQUEST)
+    nonzero.setdefault(MEMORY, DEFAULT_MEMORY_REQUEST * 1000)  # thousandths of a byte
     return requests, nonzero
 
 
 def _pod_requests(spec: Mapping[str, Any]) -> tuple[ResourceList, ResourceList]:
-    totals: tuple[ExactResourceList, ExactResourceList] = ({}, {})
+    totals: tuple[ResourceList, ResourceList] = ({}, {})
     for container in spec.get("containers") or []:
         for total, part in zip(totals, _container_requests(container), strict=True):
             add_into(total, part)
-    sidecars: tuple[ExactResourceList, ExactResourceList] = ({}, {})
-    init_max: tuple[ExactResourceList, ExactResourceList] = ({}, {})
+    sidecars: tuple[ResourceList, ResourceList] = ({}, {})
+    init_max: tuple[ResourceList, ResourceList] = ({}, {})
     for container in spec.get("initContainers") or []:
         parts = _container_requests(container)
         if container.get("restartPolicy") == "Always":
@@ -202,12 +201,12 @@ def _pod_requests(spec: Mapping[str, Any]) -> tuple[ResourceList, ResourceList]:
     # keeps the containers' non-zero requests: kube-scheduler v1.37.2 scores so
     # (tests/test_fidelity.py, against the real one)
     level = spec.get("resources") or {}
-    pod_level = parse_exact_resource_list(level.get("limits"))
-    pod_level.update(parse_exact_resource_list(level.get("requests")))
+    pod_level = parse_milli_resource_list(level.get("limits"))
+    pod_level.update(parse_milli_resource_list(level.get("requests")))
     for name, amount in pod_level.items():
         if name in (CPU, MEMORY) or name.startswith("hugepages-"):
             totals[0][name] = amount
-    overhead = parse_exact_resource_list(spec.get("overhead"))
+    overhead = parse_milli_resource_list(spec.get("overhead"))
     for total in totals:
         add_into(total, overhead)
     requests, nonzero = (round_up_amounts(total) for total in totals)

@@ -116,6 +116,10 @@ class PluginRegistry:
     filters: Mapping[str, Callable[..., FilterPlugin]]
     scorers: Mapping[str, Callable[..., ScorePlugin]]
     mutators: Mapping[str, Callable[..., PodMutator]]
+    #: Names of the filters and scorers added by :meth:`with_plugins`: a policy checks
+    #: every answer of theirs (a mask or scores of the wrong type, length or range is a
+    #: ``PluginContractError`` naming the plugin, not a wrong placement).
+    checked: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         for name in ("filters", "scorers", "mutators"):
@@ -127,11 +131,13 @@ class PluginRegistry:
         scorers: Mapping[str, Callable[..., ScorePlugin]] | None = None,
         mutators: Mapping[str, Callable[..., PodMutator]] | None = None,
     ) -> PluginRegistry:
-        """This registry plus the given plugins (a name given again is replaced)."""
+        """This registry plus the given plugins (a name given again is replaced); the
+        filters and scorers given are checked in use (:attr:`checked`)."""
         return PluginRegistry(
             {**self.filters, **(filters or {})},
             {**self.scorers, **(scorers or {})},
             {**self.mutators, **(mutators or {})},
+            self.checked | set(filters or {}) | set(scorers or {}),
         )
 
 
@@ -260,7 +266,15 @@ def policy_from_dict(raw: Any, source: str = "<policy>", plugins: PluginRegistry
             _build(plugins.mutators, _spec(m), f"{where}.mutate[{i}]", "mutate")
             for i, m in enumerate(prof.mutate)
         ]
-        profiles.append(Profile(prof.name, filters, scorers, dict(prof.match.labels), mutators))
+        checked = tuple(
+            plugin
+            for plugin, item in [
+                *zip(filters, prof.filters, strict=True),
+                *((ws.plugin, s) for ws, s in zip(scorers, prof.score, strict=True)),
+            ]
+            if _spec(item).plugin in plugins.checked
+        )
+        profiles.append(Profile(prof.name, filters, scorers, dict(prof.match.labels), mutators, checked))
     return Policy(spec.name, spec.description, profiles, raw if isinstance(raw, dict) else {})
 
 

@@ -107,16 +107,6 @@ def milli_value(value: str | int | float | Fraction) -> int:
     return ceil_fraction(parse_quantity(value) * 1000)
 
 
-def exact_value(value: str | int | float | Fraction) -> int | Fraction:
-    """A quantity exactly, in its base unit: an ``int`` when it is whole (``"2Gi"``), else a
-    ``Fraction`` (``"0.5"`` bytes, which the API server stores as ``500m``)."""
-    if type(value) is str and (simple := _SIMPLE.fullmatch(value)):
-        thousandths = int(simple[1]) * _MILLIS[simple[2]]
-        return thousandths // 1000 if thousandths % 1000 == 0 else Fraction(thousandths, 1000)
-    exact = parse_quantity(value)
-    return exact.numerator if exact.denominator == 1 else exact
-
-
 def int_value(value: str | int | float | Fraction) -> int:
     """A quantity as an integer, rounded up: memory ``"2Gi"`` -> 2147483648 bytes."""
     if type(value) is str and (simple := _SIMPLE.fullmatch(value)):

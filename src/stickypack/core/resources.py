@@ -8,9 +8,8 @@ resources (``nvidia.com/gpu``...) in their own integer unit. A resource list is 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from fractions import Fraction
 
-from stickypack.core.quantity import QuantityError, ceil_fraction, exact_value, int_value, milli_value
+from stickypack.core.quantity import QuantityError, int_value, milli_value, parse_quantity
 
 CPU = "cpu"
 MEMORY = "memory"
@@ -23,9 +22,6 @@ DEFAULT_MILLI_CPU_REQUEST = 100
 DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
 
 ResourceList = dict[str, int]
-#: A resource list before rounding: cpu in whole millicores, every other resource exact in
-#: its base unit (``int`` where whole, else ``Fraction``).
-ExactResourceList = dict[str, int | Fraction]
 
 
 #: Largest amount of one resource we hold (millicores, bytes, count): 2**50, about a
@@ -50,42 +46,42 @@ def parse_resource_list(raw: Mapping[str, object] | None) -> ResourceList:
     out: ResourceList = {}
     for name, quantity in (raw or {}).items():
         amount = milli_value(quantity) if name == CPU else int_value(quantity)  # type: ignore[arg-type]
-        if amount < 0:
+        if amount < 0 or (amount == 0 and parse_quantity(quantity) < 0):  # type: ignore[arg-type]
             raise QuantityError(f"{name}: a negative quantity: {quantity!r}")
         out[str(name)] = amount
     return clamp_amounts(out)
 
 
-def parse_exact_resource_list(raw: Mapping[str, object] | None) -> ExactResourceList:
-    """A container's or a pod's ResourceList for summing as kube-scheduler sums it: cpu in
-    millicores rounded up per list (the API server stores cpu at millicore precision, so
-    two containers of ``0.5m`` request 2 millicores), every other resource exact (two
-    containers of ``0.5`` bytes of memory request 1 byte: kube-scheduler adds the quantities
-    and rounds the pod's total). Round with :func:`round_up_amounts`. A negative amount is
-    refused (``QuantityError``)."""
-    out: ExactResourceList = {}
+def parse_milli_resource_list(raw: Mapping[str, object] | None) -> ResourceList:
+    """A container's or a pod's ResourceList in thousandths of each resource's unit, each
+    value rounded up there, as the API server stores it (``SetDefaults_ResourceList`` rounds
+    every quantity up to milli scale): cpu ``"0.5m"`` is 1 millicore, memory ``"0.5"`` is
+    500 thousandths of a byte. kube-scheduler adds these and rounds the pod's total once
+    (:func:`round_up_amounts`), so two containers of 0.5 bytes need 1 byte. A negative
+    amount is refused (``QuantityError``), as the API server refuses it."""
+    out: ResourceList = {}
     for name, quantity in (raw or {}).items():
-        amount = milli_value(quantity) if name == CPU else exact_value(quantity)  # type: ignore[arg-type]
-        if amount < 0:
+        amount = milli_value(quantity)  # type: ignore[arg-type]
+        if amount < 0 or (amount == 0 and parse_quantity(quantity) < 0):  # type: ignore[arg-type]
             raise QuantityError(f"{name}: a negative quantity: {quantity!r}")
         out[str(name)] = amount
     return out
 
 
-def round_up_amounts(exact: ExactResourceList) -> ResourceList:
-    """Integer amounts (rounded up, as ``Quantity.Value()``), each at most :data:`MAX_AMOUNT`."""
-    return clamp_amounts(
-        {name: ceil_fraction(a) if isinstance(a, Fraction) else a for name, a in exact.items()}
-    )
+def round_up_amounts(millis: ResourceList) -> ResourceList:
+    """Thousandths (:func:`parse_milli_resource_list`) to the units kube-scheduler counts:
+    cpu stays in millicores, every other resource is rounded up to whole units
+    (``Quantity.Value()``); each at most :data:`MAX_AMOUNT`."""
+    return clamp_amounts({name: v if name == CPU else -(-v // 1000) for name, v in millis.items()})
 
 
-def add_into(total: ExactResourceList, other: Mapping[str, int | Fraction]) -> None:
+def add_into(total: ResourceList, other: Mapping[str, int]) -> None:
     """``total += other``, per resource, in place."""
     for name, amount in other.items():
         total[name] = total.get(name, 0) + amount
 
 
-def max_into(total: ExactResourceList, other: Mapping[str, int | Fraction]) -> None:
+def max_into(total: ResourceList, other: Mapping[str, int]) -> None:
     """``total = max(total, other)``, per resource, in place."""
     for name, amount in other.items():
         if amount > total.get(name, 0):

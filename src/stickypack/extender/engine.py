@@ -30,7 +30,14 @@ from typing import Any, overload
 
 import numpy as np
 
-from stickypack.core.framework import FilterPlugin, Profile, SchedulingContext, WeightedScorer
+from stickypack.core.framework import (
+    FilterPlugin,
+    Profile,
+    SchedulingContext,
+    WeightedScorer,
+    check_mask,
+    check_scores,
+)
 from stickypack.core.history import BuildHistory
 from stickypack.core.plugins import BuildBounds, BuildLocality
 from stickypack.core.pod import Pod, PodSpecError
@@ -261,6 +268,8 @@ class Extender:
                 if live.size == 0:
                     break
                 ok = plugin.filter(pod, table, idx[live], ctx)
+                if plugin in self.profile.checked:  # a plugin from outside the package
+                    ok = check_mask(plugin, ok, idx[live])
                 for j in live[~ok]:
                     target = unresolvable if plugin.name in UNRESOLVABLE else failed
                     target[known[j]] = f"{plugin.name}: {FILTER_REASONS.get(plugin.name, 'filtered')}"
@@ -314,7 +323,10 @@ class Extender:
         for ws in self.scorers:
             if ws.weight == 0 or ws.plugin.skip(pod):
                 continue
-            total += ws.weight * ws.plugin.score(pod, table, idx, ctx)
+            part = ws.plugin.score(pod, table, idx, ctx)
+            if ws.plugin in self.profile.checked:  # a plugin from outside the package
+                part = check_scores(ws.plugin, part, idx)
+            total += ws.weight * part
         if self.score_scale == "max":
             top = int(total.max())
             scores = (total * MAX_EXTENDER_PRIORITY + top // 2) // top if top > 0 else np.zeros_like(total)
