@@ -10,9 +10,9 @@ and the load scale (the seed draws the sessions, build times, changes and tie-br
 policy draws from its own streams), so the built-ins' runs are cached under `--cache`, keyed
 by a digest of the package's source and the day's file.
 
-`--plugins FILE.py` adds the plugins a Python file defines, for prototypes that are not in
-the package: module-level dicts `SCORERS` and `FILTERS`, name -> plugin class
-(`benchmarks/trials/` holds the ones `docs/simulator.md` reports).
+`--plugins FILE.py` adds the plugins a Python file defines (as `stickypack simulate
+--plugins` does: docs/configuration.md, "Plugins of your own"), for prototypes that are
+not in the package (`benchmarks/trials/` holds the ones `docs/simulator.md` reports).
 
 Per candidate and seed it prints the days meeting the issue's criteria (N, H, S as in
 `trace_days.py`, and all three), the mean ratio of the candidate's node-hours to the best
@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import importlib.util
 import json
+import os
 import sys
 from concurrent.futures import ProcessPoolExecutor
 from functools import cache
@@ -43,17 +43,9 @@ KEPT = ("node_hours", "build_cache_hit_rate", "max_node_build_share", "builds")
 def _registry(plugins: str | None) -> Any:
     """The built-in plugins plus those of the file ``plugins`` (loaded once per process)."""
     from stickypack.core.policy import BUILTIN_PLUGINS
+    from stickypack.plugin_files import load_plugin_files
 
-    if plugins is None:
-        return BUILTIN_PLUGINS
-    spec = importlib.util.spec_from_file_location("trial_plugins", plugins)
-    if spec is None or spec.loader is None:
-        raise SystemExit(f"{plugins}: not a Python file")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return BUILTIN_PLUGINS.with_plugins(
-        filters=getattr(module, "FILTERS", None), scorers=getattr(module, "SCORERS", None)
-    )
+    return BUILTIN_PLUGINS if plugins is None else load_plugin_files([plugins])
 
 
 def run_one(job: tuple[str, str, int, float, str | None]) -> dict[str, float]:
@@ -74,14 +66,30 @@ def run_one(job: tuple[str, str, int, float, str | None]) -> dict[str, float]:
 
 
 def source_digest(days: list[str]) -> str:
-    """A digest of the package's source and the trace files, so a cache never outlives them."""
-    h = hashlib.sha256()
+    """A digest of the package's source, the trace files and the metrics kept, so a cache
+    never outlives any of them."""
+    h = hashlib.sha256(",".join(KEPT).encode())
     for path in sorted(SRC.rglob("*")):
         if path.suffix in {".py", ".yaml"}:
             h.update(str(path.relative_to(SRC)).encode() + b"\0" + path.read_bytes())
     for day in days:
-        h.update(Path(day).name.encode() + str(Path(day).stat().st_size).encode())
+        h.update(Path(day).name.encode() + b"\0" + Path(day).read_bytes())
     return h.hexdigest()[:16]
+
+
+def read_cache(path: Path) -> dict[str, Any] | None:
+    """The cached built-ins' runs, or None when absent or unreadable (a cache miss)."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def write_cache(path: Path, runs: dict[str, Any]) -> None:
+    """Written whole or not at all: an interrupted run leaves no half-written cache."""
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(runs), encoding="utf-8")
+    os.replace(tmp, path)
 
 
 def main() -> int:
@@ -98,6 +106,8 @@ def main() -> int:
     )
     args = parser.parse_args()
     days = sorted(str(p) for p in DATA.glob("events-*.jsonl.gz"))
+    if not days:
+        parser.error(f"no trace days (events-*.jsonl.gz) in {DATA}")
     from stickypack.cli import UsageError, parse_seeds
 
     try:
@@ -119,14 +129,13 @@ def main() -> int:
     with ProcessPoolExecutor(args.jobs) as pool:
         for seed in seeds:
             cached = args.cache / f"{digest}-seed{seed}-x{args.scale:g}.json"
-            if cached.exists():
-                base = json.loads(cached.read_text(encoding="utf-8"))
-            else:
+            base = read_cache(cached)
+            if base is None:
                 jobs = [(d, p, seed, args.scale, None) for d in days for p in BUILTINS]
                 base = {}
                 for (day, name, *_), m in zip(jobs, pool.map(run_one, jobs), strict=True):
                     base.setdefault(Path(day).name, {})[name] = m
-                cached.write_text(json.dumps(base), encoding="utf-8")
+                write_cache(cached, base)
             for cand in map(str, args.candidates):
                 jobs = [(d, cand, seed, args.scale, plugins) for d in days]
                 ok_n = ok_h = ok_s = every = 0

@@ -224,7 +224,15 @@ def extender_process(cp: ControlPlane, tmp_path: Path, history: dict) -> tuple[s
             env={**os.environ, "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"},
         )  # fmt: skip
         url = f"http://127.0.0.1:{port}"
-        wait_for(lambda p=proc, u=url: p.poll() is not None or _ready(u), timeout=60, what="extender /readyz")
+        try:
+            wait_for(
+                lambda p=proc, u=url: p.poll() is not None or _ready(u), timeout=60, what="extender /readyz"
+            )
+        except BaseException:  # never ready: do not leave it running in its own session
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+            log.close()
+            raise
         if proc.poll() is None:
             return proc, url, log
         log.close()

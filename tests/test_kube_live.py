@@ -45,6 +45,10 @@ class Proxy:
             writer.transport.abort()
             return
         up_reader, up_writer = await asyncio.open_connection(*self.target)
+        if self.is_cut:  # cut while connecting upstream
+            for w in (writer, up_writer):
+                w.transport.abort()
+            return
         self.writers += [writer, up_writer]
 
         async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:

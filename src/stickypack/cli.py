@@ -63,6 +63,13 @@ def _parser() -> argparse.ArgumentParser:
         help="a policy of your own (YAML); repeatable",
     )
     sim.add_argument(
+        "--plugins",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="Python file of your own plugins for --policy-file policies (docs/configuration.md); repeatable",
+    )
+    sim.add_argument(
         "--sim-config", type=Path, metavar="FILE", help="override model parameters (YAML; docs/simulator.md)"
     )
     sim.add_argument("--seed", type=int, default=None, help="seed of every random draw (default 0)")
@@ -85,7 +92,16 @@ def _parser() -> argparse.ArgumentParser:
         "--jobs", type=int, default=None, help="policies simulated in parallel (default: one per core)"
     )
 
-    sub.add_parser("policies", help="list the built-in policies")
+    pol = sub.add_parser("policies", help="list the built-in policies, or show one in full")
+    pol.add_argument(
+        "--show",
+        metavar="NAME|FILE",
+        default=None,
+        help="print a built-in policy or a policy file as YAML, every plugin argument given",
+    )
+    pol.add_argument(
+        "--plugins", action="append", default=[], metavar="FILE", help="Python file of your own plugins"
+    )
 
     render = sub.add_parser("render", help="write configuration for a real cluster")
     render_sub = render.add_subparsers(dest="what", required=True)
@@ -142,7 +158,17 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _simulate(args: argparse.Namespace, console: Console) -> int:
+    from stickypack.core import PluginContractError
+
+    try:
+        return _run_simulate(args, console)
+    except PluginContractError as exc:  # a plugin of --plugins answered out of contract
+        raise UsageError(str(exc)) from None
+
+
+def _run_simulate(args: argparse.Namespace, console: Console) -> int:
     from stickypack.core.policy import PolicyError
+    from stickypack.plugin_files import load_plugin_files
     from stickypack.policies import BUILTIN, DEFAULT_COMPARISON, load_builtin, load_policy_file
     from stickypack.sim.report import Comparison, SeedSweep, render_sweep_table, render_table, write_plots
     from stickypack.sim.runner import compare
@@ -171,7 +197,8 @@ def _simulate(args: argparse.Namespace, console: Console) -> int:
     if unknown:
         raise UsageError(f"unknown policy {', '.join(map(repr, unknown))}; valid: {', '.join(BUILTIN)}")
     try:
-        policies = [load_builtin(n) for n in names] + [load_policy_file(f) for f in args.policy_file]
+        plugins = load_plugin_files(args.plugins)
+        policies = [load_builtin(n) for n in names] + [load_policy_file(f, plugins) for f in args.policy_file]
     except PolicyError as exc:
         raise UsageError(str(exc)) from None
     if not policies:
@@ -330,10 +357,25 @@ def _check_outputs(args: argparse.Namespace) -> None:
         raise UsageError(f"--json: {args.json} is a directory; give a file name")
 
 
-def _policies(console: Console) -> int:
+def _policies(args: argparse.Namespace, console: Console) -> int:
     from rich.table import Table
 
     from stickypack.policies import BUILTIN, load_builtin
+
+    if args.show is not None:
+        import yaml
+
+        from stickypack.core.policy import PolicyError
+        from stickypack.plugin_files import load_plugin_files
+        from stickypack.policies import load_policy_file
+
+        try:
+            plugins = load_plugin_files(args.plugins)
+            policy = load_builtin(args.show) if args.show in BUILTIN else load_policy_file(args.show, plugins)
+        except PolicyError as exc:
+            raise UsageError(f"--show: {exc} (built-in policies: {', '.join(BUILTIN)})") from None
+        sys.stdout.write(yaml.safe_dump(policy.describe(), sort_keys=False, width=100))
+        return 0
 
     table = Table(title="built-in policies")
     table.add_column("name", style="bold")
@@ -546,7 +588,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "simulate":
             return _simulate(args, console)
         if args.command == "policies":
-            return _policies(console)
+            return _policies(args, console)
         if args.command == "render":
             return _render(args)
         if args.command == "extender":

@@ -4,7 +4,15 @@ Everything else in stickypack (the simulator, the live extender, BinderHub's lib
 drives these same objects.
 """
 
-from stickypack.core.framework import Profile, SchedulingContext
+from stickypack.core.framework import (
+    MAX_NODE_SCORE,
+    FilterPlugin,
+    PluginContractError,
+    PodMutator,
+    Profile,
+    SchedulingContext,
+    ScorePlugin,
+)
 from stickypack.core.history import BuildHistory
 from stickypack.core.labels import Taint, Toleration
 from stickypack.core.nodetable import NodeTable
@@ -22,16 +30,21 @@ from stickypack.core.rendezvous import bounded_load_pick, rendezvous_rank, weigh
 
 __all__ = [
     "BUILTIN_PLUGINS",
+    "MAX_NODE_SCORE",
     "BuildHistory",
+    "FilterPlugin",
     "NodeTable",
+    "PluginContractError",
     "PluginRegistry",
     "Pod",
+    "PodMutator",
     "PodSpecError",
     "Policy",
     "PolicyError",
     "Profile",
     "QuantityError",
     "SchedulingContext",
+    "ScorePlugin",
     "Taint",
     "Toleration",
     "bounded_load_pick",

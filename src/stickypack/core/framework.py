@@ -31,6 +31,10 @@ class SchedulingContext:
     ``history``: where repos were built. ``builder_nodes``: the nodes that can build (the
     nodes of BinderHub's builder DaemonSet); ``None`` means every node in the table.
     ``utilization_threshold``: the cluster-autoscaler's scale-down utilization threshold.
+    ``cache``: scratch space for one decision (the simulator clears it before each; keys
+    beginning ``rendezvous:`` are reserved: the extender keeps those while the builder
+    nodes stay the same). ``now``'s origin is the driver's: the simulator counts from the
+    run's start, the extender from the Unix epoch; compare times, not clock readings.
     """
 
     now: float = 0.0
@@ -59,6 +63,7 @@ class FilterPlugin(abc.ABC):
         """A mask over ``idx``: True where the node passes."""
 
     def describe(self) -> dict[str, Any]:
+        """The plugin as a policy file names it: ``{"plugin": name}`` (plus ``args``)."""
         return {"plugin": self.name}
 
 
@@ -80,6 +85,7 @@ class ScorePlugin(abc.ABC):
         return False
 
     def describe(self) -> dict[str, Any]:
+        """The plugin as a policy file names it: ``{"plugin": name}`` (plus ``args``)."""
         return {"plugin": self.name}
 
 
@@ -92,6 +98,10 @@ class PodMutator(abc.ABC):
     @abc.abstractmethod
     def mutate(self, pod: Pod, table: NodeTable, ctx: SchedulingContext) -> Pod:
         """The pod to create (the same object, changed, or a new one)."""
+
+    def describe(self) -> dict[str, Any]:
+        """The plugin as a policy file names it: ``{"plugin": name}`` (plus ``args``)."""
+        return {"plugin": self.name}
 
 
 @dataclass(slots=True)
@@ -200,9 +210,13 @@ class Profile:
         return int(idx[pick])
 
     def describe(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "match": {"labels": dict(self.match_labels)},
-            "filters": [f.describe() for f in self.filters],
-            "score": [{**s.plugin.describe(), "weight": s.weight} for s in self.scorers],
-        }
+        """The profile as a policy file writes it, every plugin argument given (defaults
+        included): ``stickypack policies --show``."""
+        out: dict[str, Any] = {"name": self.name}
+        if self.match_labels:
+            out["match"] = {"labels": dict(self.match_labels)}
+        if self.mutators:
+            out["mutate"] = [m.describe() for m in self.mutators]
+        out["filters"] = [f.describe() for f in self.filters]
+        out["score"] = [{**s.plugin.describe(), "weight": s.weight} for s in self.scorers]
+        return out

@@ -324,12 +324,6 @@ class NodeTable:
 
     # ---- views -------------------------------------------------------------------------
 
-    def utilization(self, idx: np.ndarray) -> np.ndarray:
-        """Cluster-autoscaler utilization of rows ``idx``: max(cpu, memory) requested over
-        allocatable, a float in [0, inf)."""
-        alloc = np.maximum(self.alloc[idx, :2], 1)
-        return (self.requested[idx, :2] / alloc).max(axis=1)
-
     def node_names(self, idx: Iterable[int]) -> list[str]:
         """Names of rows ``idx``."""
         names = self.names

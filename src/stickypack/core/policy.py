@@ -11,7 +11,7 @@ from __future__ import annotations
 import inspect
 import typing
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
@@ -180,14 +180,23 @@ class _PolicySpec(BaseModel):
 
 @dataclass(slots=True)
 class Policy:
-    """A named set of profiles. ``select`` is the one entry point both drivers use."""
+    """A named set of profiles; a pod is served by the first whose labels it matches."""
 
     name: str
     description: str
     profiles: list[Profile]
-    source: dict[str, Any] = field(default_factory=dict)
+
+    def describe(self) -> dict[str, Any]:
+        """The policy as a policy file writes it, every plugin argument given (defaults
+        included); :func:`policy_from_dict` reads it back to the same policy."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            "profiles": [p.describe() for p in self.profiles],
+        }
 
     def profile_for(self, pod: Pod) -> Profile:
+        """The first profile whose ``match`` labels the pod carries, else the last one."""
         for profile in self.profiles:
             if profile.matches(pod):
                 return profile
@@ -275,7 +284,7 @@ def policy_from_dict(raw: Any, source: str = "<policy>", plugins: PluginRegistry
             if _spec(item).plugin in plugins.checked
         )
         profiles.append(Profile(prof.name, filters, scorers, dict(prof.match.labels), mutators, checked))
-    return Policy(spec.name, spec.description, profiles, raw if isinstance(raw, dict) else {})
+    return Policy(spec.name, spec.description, profiles)
 
 
 def policy_from_yaml(

@@ -106,6 +106,8 @@ class ExtenderConfig(_Model):
     listen: ListenConfig = Field(default_factory=ListenConfig)
     #: A built-in policy name or the path of a policy YAML file.
     policy: str = "stickypack"
+    #: Python files of plugins of your own that ``policy`` may name (docs/configuration.md).
+    plugins: list[str] = Field(default_factory=list)
     #: The profile of that policy to run (null: the policy's first profile).
     profile: str | None = "stickypack-builds"
     #: Filter plugins of the profile the extender runs. kube-scheduler runs the standard

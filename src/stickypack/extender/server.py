@@ -15,7 +15,7 @@ import reprlib
 import socket
 import threading
 import time
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,12 +42,16 @@ log = logging.getLogger(__name__)
 POD_FIELD_SELECTOR = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
 
 
-def load_policy(name_or_path: str) -> Policy:
+def load_policy(name_or_path: str, plugin_files: Sequence[str] = ()) -> Policy:
+    """A built-in policy by name, or a policy file that may name the plugins of
+    ``plugin_files``; ``PolicyError`` in one line otherwise."""
+    from stickypack.plugin_files import load_plugin_files
     from stickypack.policies import BUILTIN, load_builtin, load_policy_file
 
+    plugins = load_plugin_files(plugin_files)
     if name_or_path in BUILTIN:
         return load_builtin(name_or_path)
-    return load_policy_file(Path(name_or_path))
+    return load_policy_file(Path(name_or_path), plugins)
 
 
 def make_store(config: ExtenderConfig, api_client: Any) -> Any:
@@ -77,7 +81,7 @@ class ExtenderService:
         self.config = config
         self.api_client = api_client
         self._own_client = api_client is None
-        policy = load_policy(config.policy)
+        policy = load_policy(config.policy, config.plugins)
         self.profile = select_profile(policy, config.profile)
         self.metrics = Metrics()
         self.recorder: HistoryRecorder | None = None

@@ -412,9 +412,6 @@ class ClusterCache:
             self._builder_nodes_cache = nodes
         return self._builder_nodes_cache or None
 
-    def pods_on(self, node: str) -> list[str]:
-        return sorted(k for k, p in self._pods.items() if p.node == node)
-
     def placement(self, key: str) -> str | None:
         placed = self._pods.get(key)
         return placed.node if placed else None

@@ -11,6 +11,7 @@ import heapq
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -55,12 +56,18 @@ class SimPod:
     bound_at: float | None = None
     ends: float | None = None
     done: bool = False
-    shape: tuple = ()
+    #: Pods of one retry key fail to fit alike (requests, tolerations, selectors, profile):
+    #: after one fails, the rest wait for the next event.
+    retry_key: tuple[Any, ...] = ()
+    #: (cpu millicores, memory bytes, 1 pod): what it adds to its node's requests.
     vec: np.ndarray | None = None
 
 
 @dataclass(slots=True, eq=False)
 class SimNode:
+    """A node of the simulated cluster: asked for at ``requested_at``, ready at ``ready_at``
+    (seconds from the run's start), its pods by uid, its build cache."""
+
     name: str
     pool: NodePool
     requested_at: float
@@ -184,6 +191,7 @@ class Simulation:
     # ---- run ----------------------------------------------------------------------------
 
     def run(self) -> RunResult:
+        """Replay the workload to its last pod's end; the metrics and the node series."""
         for pool in self.workload.pools:
             for _ in range(pool.min_size):
                 self._add_node(pool, requested_at=0.0, ready_at=0.0)
@@ -274,10 +282,10 @@ class Simulation:
         self.uid_counter += 1
         profile = self.policy.profile_for(pod)
         sp = SimPod(pod, profile, self.now, duration, end_at, group, launch, self.uid_counter)
-        # pending pods of one shape fail alike, so one failure skips the rest until the next
-        # event; a pod a pod-specific filter judges (a build waiting for its cache node) is
-        # its own shape, or it would hold up builds that could go now
-        sp.shape = (
+        # pending pods of one retry key fail alike, so one failure skips the rest until the
+        # next event; a pod a pod-specific filter judges (a build waiting for its cache node)
+        # is its own key, or it would hold up builds that could go now
+        sp.retry_key = (
             tuple(sorted(pod.requests.items())),
             pod.tolerations,
             tuple(sorted(pod.node_selector.items())),
@@ -388,12 +396,12 @@ class Simulation:
     def _retry_pending(self) -> None:
         failed: set[tuple] = set()
         for key, sp in list(self.pending.items()):
-            if sp.shape in failed:
+            if sp.retry_key in failed:
                 continue
             if self._try_bind(sp):
                 del self.pending[key]
             else:
-                failed.add(sp.shape)
+                failed.add(sp.retry_key)
 
     # ---- nodes and the autoscaler ----------------------------------------------------
 

@@ -26,7 +26,7 @@ from stickypack.core import NodeTable, Pod, SchedulingContext, Taint
 from stickypack.core.policy import Policy
 from stickypack.core.quantity import int_value, milli_value
 from stickypack.core.resources import parse_resource_list
-from stickypack.testing.controlplane import ControlPlane, pod_manifest
+from stickypack.testing.controlplane import ControlPlane, ControlPlaneError, SchedulerHandle, pod_manifest
 
 CASE_LABEL = "stickypack.io/case"
 _CPUS = ("2", "4", "8", "16")
@@ -200,6 +200,25 @@ def _draw(rng: random.Random, index: int, scheduler_name: str) -> Case:
     return Case(index, nodes, bound, raw)
 
 
+def wait_scheduler_cache(
+    cp: ControlPlane, handles: list[SchedulerHandle], nodes: int, pods: int, timeout_s: float
+) -> None:
+    """Wait until the cache of every scheduler in ``handles`` holds ``nodes`` nodes and
+    ``pods`` pods (``scheduler_cache_size``, which kube-scheduler refreshes about once a
+    second); ``ControlPlaneError`` with the last sizes seen after ``timeout_s`` seconds."""
+    deadline = time.monotonic() + timeout_s
+    want = {"nodes": nodes, "pods": pods}
+    while True:
+        sizes = [cp.scheduler_cache_sizes(h) for h in handles]
+        if all(all(size.get(k) == v for k, v in want.items()) for size in sizes):
+            return
+        if time.monotonic() > deadline:
+            raise ControlPlaneError(
+                f"kube-scheduler's cache did not reach {want} in {timeout_s:.0f} s (last: {sizes})"
+            )
+        time.sleep(0.1)
+
+
 def run_cases(
     cp: ControlPlane,
     policy: Policy,
@@ -211,9 +230,11 @@ def run_cases(
     on_case: Callable[[Case], None] | None = None,
 ) -> list[Case]:
     """Run ``cases`` random cases against the real scheduler serving ``scheduler_name``
-    (already started on ``cp``); returns them with the real choice and the policy's top.
-    Each batch's pods are created once the scheduler's cache holds exactly the batch's
-    nodes and bound pods (``ControlPlane.scheduler_cache_sizes``), or after ``settle_timeout_s`` seconds."""
+    (already started on ``cp``, a cluster with no nodes or pods); returns them with the real
+    choice and the policy's top. A batch's pods are created once the scheduler's cache is
+    seen empty and then holding exactly the batch's nodes and bound pods (so a reading from
+    before the batch cannot pass); ``ControlPlaneError`` after ``settle_timeout_s`` seconds
+    of either wait."""
     rng = random.Random(seed)
     done: list[Case] = []
     handles = [h for h in cp.schedulers if scheduler_name in h.scheduler_names]
@@ -221,6 +242,7 @@ def run_cases(
         raise ValueError(f"no running scheduler serves {scheduler_name!r}")
     for start in range(0, cases, batch):
         group = [random_case(rng, i, scheduler_name) for i in range(start, min(start + batch, cases))]
+        wait_scheduler_cache(cp, handles, 0, 0, settle_timeout_s)
         for case in group:
             for n in case.nodes:
                 cp.create_node(
@@ -229,13 +251,9 @@ def run_cases(
         bound = [b for case in group for b in case.bound]
         cp.create_pods(bound)
         # the scheduler must see the nodes and bound pods before it places the batch
-        expected = {"nodes": sum(len(case.nodes) for case in group), "pods": len(bound)}
-        deadline = time.monotonic() + settle_timeout_s
-        while time.monotonic() < deadline:
-            sizes = [cp.scheduler_cache_sizes(h) for h in handles]
-            if all(all(size.get(k) == v for k, v in expected.items()) for size in sizes):
-                break
-            time.sleep(0.1)
+        wait_scheduler_cache(
+            cp, handles, sum(len(case.nodes) for case in group), len(bound), settle_timeout_s
+        )
         cp.create_pods([copy.deepcopy(case.pod) for case in group])
         names = [case.pod["metadata"]["name"] for case in group]
         try:

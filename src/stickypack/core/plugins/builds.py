@@ -20,6 +20,7 @@ from stickypack.core.nodetable import NodeTable
 from stickypack.core.plugins.common import PluginArgsError, ScoreMemo, min_max_scores, node_state_keys
 from stickypack.core.plugins.scaledown import quiet_nodes
 from stickypack.core.pod import Pod
+from stickypack.core.quantity import QuantityError, int_value, milli_value
 from stickypack.core.rendezvous import rendezvous_rank
 from stickypack.core.resources import CPU, MEMORY, PODS
 
@@ -324,8 +325,6 @@ class BuildHeadroom(ScorePlugin):
     def __init__(
         self, cpu: str | int = "1", memory: str | int = "2G", builds: int = 1, skip_quiet: bool = False
     ) -> None:
-        from stickypack.core.quantity import QuantityError, int_value, milli_value
-
         if builds < 1:
             raise PluginArgsError("BuildHeadroom needs builds >= 1")
         try:

@@ -1,0 +1,201 @@
+"""Plugins of your own from a Python file: `simulate --plugins`, the extender's `plugins:`,
+their errors in one line, and the contract checks on their answers."""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from stickypack.cli import main
+from stickypack.core import NodeTable, PluginContractError, Pod, SchedulingContext
+from stickypack.plugin_files import PluginFileError, load_plugin_files
+from stickypack.policies import load_policy_file
+
+PLUGINS = '''
+import numpy as np
+
+from stickypack.core import MAX_NODE_SCORE, ScorePlugin
+
+CALLS = []
+
+
+class Youngest(ScorePlugin):
+    """The newest node scores 100, the oldest 0."""
+
+    name = "Youngest"
+
+    def __init__(self, scale: int = 1) -> None:
+        self.scale = scale
+
+    def score(self, pod, table, idx, ctx):
+        CALLS.append(len(idx))
+        order = np.argsort(np.argsort(-table.created[idx], kind="stable"), kind="stable")
+        top = max(len(idx) - 1, 1)
+        return (MAX_NODE_SCORE * (len(idx) - 1 - order) // top // self.scale).astype(np.int64)
+
+
+class Floats(ScorePlugin):
+    name = "Floats"
+
+    def score(self, pod, table, idx, ctx):
+        return np.full(len(idx), 50.0)
+
+
+class TooHigh(ScorePlugin):
+    name = "TooHigh"
+
+    def score(self, pod, table, idx, ctx):
+        return np.full(len(idx), 1000, dtype=np.int64)
+
+
+SCORERS = {"Youngest": Youngest, "Floats": Floats, "TooHigh": TooHigh}
+'''
+
+
+def policy(tmp_path: Path, scorer: str, name: str = "mine") -> Path:
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(
+        textwrap.dedent(f"""\
+            name: {name}
+            profiles:
+              - name: all
+                filters: [NodeUnschedulable, NodeResourcesFit]
+                score:
+                  - {{plugin: MostAllocated, weight: 1}}
+                  - {scorer}
+            """)
+    )
+    return path
+
+
+@pytest.fixture
+def plugin_file(tmp_path: Path) -> Path:
+    path = tmp_path / "my_plugins.py"
+    path.write_text(PLUGINS)
+    return path
+
+
+def test_simulate_runs_a_policy_with_a_plugin_of_ones_own(tmp_path, plugin_file, capsys) -> None:
+    out = tmp_path / "r.json"
+    mine = policy(tmp_path, "{plugin: Youngest, weight: 2, args: {scale: 2}}")
+    args = ["simulate", "--scenario", "dask-burst", "--policies", "z2jh", "--policy-file", str(mine)]
+    assert main([*args, "--plugins", str(plugin_file), "--jobs", "1", "--quiet", "--json", str(out)]) == 0
+    results = json.loads(out.read_text())["results"]
+    assert [r["policy"] for r in results] == ["z2jh", "mine"]
+    module = next(
+        m for n, m in sys.modules.items() if n.startswith("stickypack_plugins_") and hasattr(m, "CALLS")
+    )
+    assert module.CALLS and max(module.CALLS) >= 2  # it scored real decisions
+    assert main([*args]) == 2  # without --plugins the policy names an unknown plugin
+    assert "unknown score plugin 'Youngest'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("scorer", "message"),
+    [
+        ("Floats", "score plugin Floats returned a float64 array of shape"),
+        ("TooHigh", "score plugin TooHigh returned scores 1000..1000; scores are 0..100"),
+    ],
+)
+def test_a_plugin_out_of_contract_is_one_line(tmp_path, plugin_file, capsys, scorer, message) -> None:
+    args = ["simulate", "--scenario", "dask-burst", "--policy-file", str(policy(tmp_path, scorer))]
+    assert main([*args, "--plugins", str(plugin_file), "--jobs", "1", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_the_contract_is_checked_only_for_plugins_from_outside(tmp_path, plugin_file) -> None:
+    registry = load_plugin_files([plugin_file])
+    table = NodeTable()
+    for n in ("a", "b"):
+        table.upsert_node(n, {"cpu": 4000, "memory": 2**33, "pods": 110})
+    pod = Pod("p", requests={"cpu": 100})
+    ours = load_policy_file(policy(tmp_path, "Floats"), registry)
+    with pytest.raises(PluginContractError, match="Floats"):
+        ours.select(pod, table, SchedulingContext(), np.random.default_rng(0))
+    assert registry.checked == {"Youngest", "Floats", "TooHigh"}
+    assert ours.profiles[0].checked and not load_policy_file(policy(tmp_path, "NodeAge")).profiles[0].checked
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("def broken(:\n", "my_plugins.py:1: syntax error"),
+        ("raise RuntimeError('no GPU here')\n", "my_plugins.py: failed to load: RuntimeError: no GPU here"),
+        ("X = 1\n", "defines none of FILTERS, SCORERS, MUTATORS"),
+        ("SCORERS = [1]\n", "SCORERS must be a dict"),
+        ("SCORERS = {'A': 3}\n", "SCORERS['A'] must map a name to a plugin class"),
+        (
+            "from stickypack.core.plugins.scaledown import NodeAge\nSCORERS = {'NodeAge': NodeAge}\n",
+            "SCORERS names NodeAge, which is taken already",
+        ),
+    ],
+)
+def test_a_bad_plugin_file_is_one_line(tmp_path, capsys, text, message) -> None:
+    path = tmp_path / "my_plugins.py"
+    path.write_text(text)
+    with pytest.raises(PluginFileError, match=message.replace("[", r"\[").replace("(", r"\(")):
+        load_plugin_files([path])
+    args = ["simulate", "--scenario", "dask-burst", "--policy-file", str(policy(tmp_path, "NodeAge"))]
+    assert main([*args, "--plugins", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+    assert main([*args, "--plugins", str(tmp_path / "missing.py")]) == 2
+    assert "missing.py: no such plugin file" in capsys.readouterr().err
+
+
+def test_the_extender_takes_plugins_from_its_config(tmp_path, plugin_file, capsys) -> None:
+    mine = policy(tmp_path, "{plugin: Youngest, weight: 3}")
+    cfg = tmp_path / "extender.yaml"
+    cfg.write_text(
+        f"policy: {mine}\nplugins: [{plugin_file}]\nprofile: all\nfilters: []\nscore: [Youngest]\n"
+    )
+    assert main(["extender", "--config", str(cfg), "--check"]) == 0
+    assert "extender weight 3" in capsys.readouterr().out
+    cfg.write_text(f"policy: {mine}\nprofile: all\nfilters: []\nscore: [Youngest]\n")
+    assert main(["extender", "--config", str(cfg), "--check"]) == 2
+    assert "unknown score plugin 'Youngest'" in capsys.readouterr().err
+
+
+def test_the_documented_example_runs(tmp_path) -> None:
+    """The plugin file in docs/configuration.md, as written there, with a policy naming it."""
+    doc = (Path(__file__).resolve().parents[1] / "docs/configuration.md").read_text()
+    example = doc.split("```python\n# my_plugins.py\n", 1)[1].split("```", 1)[0]
+    path = tmp_path / "my_plugins.py"
+    path.write_text(example)
+    out = tmp_path / "r.json"
+    mine = policy(tmp_path, "{plugin: FewestPods, weight: 5}")
+    args = ["simulate", "--scenario", "dask-burst", "--policy-file", str(mine), "--plugins", str(path)]
+    assert main([*args, "--quiet", "--json", str(out)]) == 0
+    assert json.loads(out.read_text())["results"][0]["pods_scheduled"] > 0
+
+
+@pytest.mark.parametrize("name", ["default", "z2jh", "binderhub", "stickypack", "oracle"])
+def test_policies_show_writes_a_policy_file_that_reads_back_the_same(tmp_path, capsys, name) -> None:
+    """`stickypack policies --show` gives every argument, defaults included; the YAML it
+    prints is a policy file that loads to a policy with the same description."""
+    import yaml
+
+    from stickypack.policies import load_builtin
+
+    assert main(["policies", "--show", name]) == 0
+    shown = capsys.readouterr().out
+    path = tmp_path / "shown.yaml"
+    path.write_text(shown)
+    again = load_policy_file(path)
+    assert again.describe() == load_builtin(name).describe() == yaml.safe_load(shown)
+    if name == "stickypack":  # a default the built-in file leaves out is written
+        assert "horizon_s: 3600.0" in shown
+
+
+def test_policies_show_takes_a_file_with_its_plugins(tmp_path, plugin_file, capsys) -> None:
+    mine = policy(tmp_path, "{plugin: Youngest, weight: 2}")
+    assert main(["policies", "--show", str(mine), "--plugins", str(plugin_file)]) == 0
+    assert "plugin: Youngest" in capsys.readouterr().out
+    assert main(["policies", "--show", str(mine)]) == 2
+    assert "unknown score plugin 'Youngest'" in capsys.readouterr().err
