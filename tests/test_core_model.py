@@ -131,6 +131,38 @@ def test_fractional_requests_are_summed_then_rounded():
             pod([{"cpu": negative}])
 
 
+def test_a_bound_pod_adds_its_pod_level_requests_to_its_node():
+    """kube-scheduler scores a pod being placed by its containers' requests (100m / 200Mi
+    where a container sets none) but counts a bound pod's pod-level requests on its node
+    (NodeInfo), with the defaults only where neither level names the resource
+    (benchmarks/fidelity.py checks it against the real scheduler)."""
+
+    def pod(containers: list[dict], level: dict | None) -> Pod:
+        spec: dict = {
+            "containers": [{"name": f"c{i}", "resources": {"requests": r}} for i, r in enumerate(containers)]
+        }
+        if level is not None:
+            spec["resources"] = {"requests": level}
+        return Pod.from_dict({"metadata": {"name": "p"}, "spec": spec})
+
+    plain = pod([{"cpu": "200m"}], None)
+    assert (plain.nonzero_cpu, plain.bound_nonzero_cpu, plain.bound_nonzero_memory) == (200, None, None)
+    both = pod([{"cpu": "200m"}, {}], {"cpu": "1", "memory": "1Gi"})
+    assert (both.nonzero_cpu, both.nonzero_memory) == (300, 2 * 200 * 1024**2)  # scored by containers
+    assert (both.bound_nonzero_cpu, both.bound_nonzero_memory) == (1000, 1024**3)  # counted by pod level
+    cpu_only = pod([{"cpu": "200m", "memory": "100Mi"}, {}], {"cpu": "1"})
+    # memory: the containers' sum, no default for the container without one
+    assert (cpu_only.bound_nonzero_cpu, cpu_only.bound_nonzero_memory) == (1000, 100 * 1024**2)
+    neither = pod([{}, {}], {"cpu": "1"})
+    assert neither.bound_nonzero_memory == 2 * 200 * 1024**2  # named at neither level: defaults
+    table = NodeTable()
+    row = table.upsert_node("n", {"cpu": 4000, "memory": 8 * 1024**3, "pods": 110})
+    table.add_pod(row, both)
+    assert table.nonzero[row].tolist() == [1000, 1024**3]
+    table.remove_pod(row, both)
+    assert table.nonzero[row].tolist() == [0, 0]
+
+
 def test_quantities_past_int64_are_clamped_not_wrapped():
     # the API server takes "100Ei"; once it overflowed the node table's int64 columns (a
     # half-registered node, then 500s) or wrapped two 7Ei pods to a negative total

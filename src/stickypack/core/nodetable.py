@@ -272,8 +272,9 @@ class NodeTable:
                 col = self.ensure_resource(rname)
                 row = self.requested[i]
             row[col] += sign * amount
-        self.nonzero[i, 0] += sign * pod.nonzero_cpu
-        self.nonzero[i, 1] += sign * pod.nonzero_memory
+        cpu, memory = pod.bound_nonzero_cpu, pod.bound_nonzero_memory
+        self.nonzero[i, 0] += sign * (pod.nonzero_cpu if cpu is None else cpu)
+        self.nonzero[i, 1] += sign * (pod.nonzero_memory if memory is None else memory)
         if pod.build_repo is not None:
             self.builds[i] += sign
             if sign > 0:

@@ -48,8 +48,11 @@ class Pod:
 
     ``requests`` are the pod's effective requests as used for *fitting* (cpu in millicores,
     memory in bytes, extended resources in their unit; ``pods`` is not included, a pod counts
-    as one). ``nonzero_cpu``/``nonzero_memory`` are the requests used for *scoring*, with
-    100 millicores / 200 MiB for a container that sets none.
+    as one). ``nonzero_cpu``/``nonzero_memory`` are the requests used for *scoring* it, with
+    100 millicores / 200 MiB for a container that sets none. ``bound_nonzero_cpu`` /
+    ``bound_nonzero_memory``: what it adds to its node's non-zero requests once bound, where
+    that differs (kube-scheduler's ``NodeInfo`` counts pod-level requests there, while it
+    scores a pod being placed by its containers); ``None``: the same as ``nonzero_*``.
     """
 
     name: str
@@ -57,6 +60,8 @@ class Pod:
     requests: ResourceList = field(default_factory=dict)
     nonzero_cpu: int = DEFAULT_MILLI_CPU_REQUEST
     nonzero_memory: int = DEFAULT_MEMORY_REQUEST
+    bound_nonzero_cpu: int | None = None
+    bound_nonzero_memory: int | None = None
     labels: dict[str, str] = field(default_factory=dict)
     annotations: dict[str, str] = field(default_factory=dict)
     tolerations: tuple[Toleration, ...] = ()
@@ -100,7 +105,7 @@ class Pod:
         try:
             meta = raw.get("metadata") or {}
             spec = raw.get("spec") or {}
-            requests, nonzero = _pod_requests(spec)
+            requests, nonzero, bound_nonzero = _pod_requests(spec)
             if len(requests) > MAX_POD_RESOURCES:
                 # each new name is a column of every node's row: thousands of made-up names
                 # in one request once stalled the extender for minutes
@@ -121,6 +126,8 @@ class Pod:
                 requests=requests,
                 nonzero_cpu=nonzero[CPU],
                 nonzero_memory=nonzero[MEMORY],
+                bound_nonzero_cpu=bound_nonzero[CPU] if bound_nonzero else None,
+                bound_nonzero_memory=bound_nonzero[MEMORY] if bound_nonzero else None,
                 labels={str(k): str(v) for k, v in (meta.get("labels") or {}).items()},
                 annotations={str(k): str(v) for k, v in (meta.get("annotations") or {}).items()},
                 tolerations=tuple(Toleration.from_dict(t) for t in spec.get("tolerations") or []),
@@ -175,7 +182,9 @@ def _container_requests(container: Mapping[str, Any]) -> tuple[ResourceList, Res
     return requests, nonzero
 
 
-def _pod_requests(spec: Mapping[str, Any]) -> tuple[ResourceList, ResourceList]:
+def _pod_requests(spec: Mapping[str, Any]) -> tuple[ResourceList, ResourceList, ResourceList | None]:
+    """(requests for fitting, non-zero requests for scoring the pod, non-zero requests it
+    adds to its node once bound when pod-level requests make them differ, else None)."""
     totals: tuple[ResourceList, ResourceList] = ({}, {})
     for container in spec.get("containers") or []:
         for total, part in zip(totals, _container_requests(container), strict=True):
@@ -203,16 +212,24 @@ def _pod_requests(spec: Mapping[str, Any]) -> tuple[ResourceList, ResourceList]:
     level = spec.get("resources") or {}
     pod_level = parse_milli_resource_list(level.get("limits"))
     pod_level.update(parse_milli_resource_list(level.get("requests")))
+    pod_level_set = False
     for name, amount in pod_level.items():
         if name in (CPU, MEMORY) or name.startswith("hugepages-"):
             totals[0][name] = amount
+            pod_level_set = True
     overhead = parse_milli_resource_list(spec.get("overhead"))
     for total in totals:
         add_into(total, overhead)
     requests, nonzero = (round_up_amounts(total) for total in totals)
     nonzero.setdefault(CPU, DEFAULT_MILLI_CPU_REQUEST)
     nonzero.setdefault(MEMORY, DEFAULT_MEMORY_REQUEST)
-    return {k: v for k, v in requests.items() if v}, nonzero
+    bound_nonzero = None
+    if pod_level_set:
+        # NodeInfo (CalculateResource): with pod-level requests, cpu and memory are what the
+        # requests say (pod level, else the containers' sum); the 100m / 200Mi defaults only
+        # where neither level names the resource
+        bound_nonzero = {r: requests[r] if r in requests else nonzero[r] for r in (CPU, MEMORY)}
+    return {k: v for k, v in requests.items() if v}, nonzero, bound_nonzero
 
 
 def rfc3339_seconds(raw: object) -> float | None:

@@ -153,11 +153,22 @@ def _draw(rng: random.Random, index: int, scheduler_name: str) -> Case:
             n["name"], parse_resource_list({"cpu": n["cpu"], "memory": n["memory"], "pods": "110"})
         )
     bound = []
+    # its own stream, so the cases drawn before bound pods had pod-level resources stay
+    side = random.Random(f"{label}-pod-level")
     for k in range(rng.randint(0, 4 * len(nodes))):
         n = rng.choice(nodes)
         cpu, mem = rng.choice(_POD_CPU), rng.choice(_POD_MEM)
         raw = pod_manifest(f"{label}-b{k}", cpu=cpu, memory=mem)
         raw["spec"]["nodeName"] = n["name"]
+        if side.random() < 0.25:
+            # pod-level requests on a bound pod: its node counts them (cpu, memory or both)
+            level = {}
+            if side.random() < 0.7:
+                level["cpu"] = f"{milli_value(cpu or '0') + side.choice([100, 250, 1000])}m"
+            if side.random() < 0.7:
+                level["memory"] = str(int_value(mem or "0") + side.choice([64, 256, 1024]) * 1024**2)
+            if level:
+                raw["spec"]["resources"] = {"requests": level}
         p = Pod.from_dict(raw)
         i = table.slot(n["name"])
         if (table.requested[i, :2] + table.pod_vector(p)[:2] > table.alloc[i, :2]).any():
