@@ -36,15 +36,17 @@ class PolicyError(ValueError):
     """A policy document that is not valid; the message says what and where."""
 
 
-_FILTERS: dict[str, Callable[..., FilterPlugin]] = {
-    "NodeUnschedulable": p.NodeUnschedulable,
-    "NodeReady": p.NodeReady,
-    "NodeResourcesFit": p.NodeResourcesFitFilter,
-    "TaintToleration": p.TaintTolerationFilter,
-    "NodeAffinity": p.NodeAffinityFilter,
-    "ScaleDownAware": p.ScaleDownAwareFilter,
-    "DelayForLocality": p.DelayForLocality,
-}
+_FILTERS: Mapping[str, Callable[..., FilterPlugin]] = MappingProxyType(
+    {
+        "NodeUnschedulable": p.NodeUnschedulable,
+        "NodeReady": p.NodeReady,
+        "NodeResourcesFit": p.NodeResourcesFitFilter,
+        "TaintToleration": p.TaintTolerationFilter,
+        "NodeAffinity": p.NodeAffinityFilter,
+        "ScaleDownAware": p.ScaleDownAwareFilter,
+        "DelayForLocality": p.DelayForLocality,
+    }
+)
 
 
 def _node_resources_fit(strategy: str = "LeastAllocated", **args: Any) -> ScorePlugin:
@@ -82,29 +84,33 @@ def _call_with_args(factory: Callable[..., Any], args: Mapping[str, Any]) -> Any
 _ARGS_CONFIG = ConfigDict(allow_inf_nan=False)
 
 
-_SCORERS: dict[str, Callable[..., ScorePlugin]] = {
-    "NodeResourcesFit": _node_resources_fit,
-    "LeastAllocated": p.LeastAllocated,
-    "MostAllocated": p.MostAllocated,
-    "RequestedToCapacityRatio": p.RequestedToCapacityRatio,
-    "NodeResourcesBalancedAllocation": p.BalancedAllocation,
-    "TaintToleration": p.TaintTolerationScore,
-    "NodeAffinity": p.NodeAffinityScore,
-    "InterPodAffinity": p.BuildAntiAffinity,
-    "BuildLocality": p.BuildLocality,
-    "BuildHeadroom": p.BuildHeadroom,
-    "NodeAge": p.NodeAge,
-    "BuildSpread": p.BuildSpread,
-    "CacheKeeper": p.CacheKeeper,
-    "ScaleDownAware": p.ScaleDownAware,
-    "DrainForecast": p.DrainForecast,
-    "LifetimeAware": p.LifetimeAware,
-}
+_SCORERS: Mapping[str, Callable[..., ScorePlugin]] = MappingProxyType(
+    {
+        "NodeResourcesFit": _node_resources_fit,
+        "LeastAllocated": p.LeastAllocated,
+        "MostAllocated": p.MostAllocated,
+        "RequestedToCapacityRatio": p.RequestedToCapacityRatio,
+        "NodeResourcesBalancedAllocation": p.BalancedAllocation,
+        "TaintToleration": p.TaintTolerationScore,
+        "NodeAffinity": p.NodeAffinityScore,
+        "InterPodAffinity": p.BuildAntiAffinity,
+        "BuildLocality": p.BuildLocality,
+        "BuildHeadroom": p.BuildHeadroom,
+        "NodeAge": p.NodeAge,
+        "BuildSpread": p.BuildSpread,
+        "CacheKeeper": p.CacheKeeper,
+        "ScaleDownAware": p.ScaleDownAware,
+        "DrainForecast": p.DrainForecast,
+        "LifetimeAware": p.LifetimeAware,
+    }
+)
 
-_MUTATORS: dict[str, Callable[..., PodMutator]] = {
-    "BinderHubStickyBuilds": p.BinderHubStickyBuilds,
-    "BinderHubAntiAffinity": p.BinderHubAntiAffinity,
-}
+_MUTATORS: Mapping[str, Callable[..., PodMutator]] = MappingProxyType(
+    {
+        "BinderHubStickyBuilds": p.BinderHubStickyBuilds,
+        "BinderHubAntiAffinity": p.BinderHubAntiAffinity,
+    }
+)
 
 
 @dataclass(frozen=True)

@@ -234,8 +234,11 @@ class LifetimeAware(ScorePlugin):
         return EXPECTED_END_ANNOTATION not in pod.annotations
 
     def score(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
+        column = table.extra.get("expiry")
+        if column is None:  # no driver keeps the nodes' expiry (only the simulator does)
+            return np.full(idx.shape[0], MAX_NODE_SCORE, dtype=np.int64)
         end = float(pod.annotations[EXPECTED_END_ANNOTATION])
-        expiry = table.ensure_extra("expiry")[idx]
+        expiry = column[idx]
         extension = np.maximum(end - np.maximum(expiry, ctx.now), 0.0)
         top = extension.max()
         if top <= 0:
