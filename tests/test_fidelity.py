@@ -11,7 +11,7 @@ import pytest
 
 from stickypack.policies import load_builtin
 from stickypack.render import scheduler_config
-from stickypack.testing.fidelity import agreement, run_cases
+from stickypack.testing.fidelity import agreement, run_cases, wait_scheduler_cache
 
 pytestmark = pytest.mark.controlplane
 
@@ -90,13 +90,15 @@ def test_fractional_requests_add_up_as_in_kube_scheduler(cluster):
         "memory-rounded": ([{"memory": "0.9995"}, {"memory": "0.0005"}], ("1", "1"), False),
         "cpu-halves": ([{"cpu": "0.5m"}] * 2, ("1m", "1Gi"), False),
     }
-    cluster.start_scheduler(None)
+    scheduler = cluster.start_scheduler(None)
     table = NodeTable()
     pods = {}
-    for name, (requests, (cpu, memory), _) in cases.items():
+    for name, (_, (cpu, memory), _) in cases.items():
         cluster.create_node(f"for-{name}", cpu=cpu, memory=memory, labels={"for": name})
         allocatable = parse_resource_list({"cpu": cpu, "memory": memory, "pods": "110"})
         table.upsert_node(f"for-{name}", allocatable, labels={"for": name})
+    wait_scheduler_cache(cluster, [scheduler], len(cases), 0, 30)  # its first verdict is on resources
+    for name, (requests, _, _) in cases.items():
         pod = pod_manifest(name)
         pod["spec"]["nodeSelector"] = {"for": name}
         pod["spec"]["containers"] = [

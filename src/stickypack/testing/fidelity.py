@@ -254,31 +254,34 @@ def run_cases(
     for start in range(0, cases, batch):
         group = [random_case(rng, i, scheduler_name) for i in range(start, min(start + batch, cases))]
         wait_scheduler_cache(cp, handles, 0, 0, settle_timeout_s)
-        for case in group:
-            for n in case.nodes:
-                cp.create_node(
-                    n["name"], cpu=n["cpu"], memory=n["memory"], labels=n["labels"], taints=n["taints"]
-                )
-        bound = [b for case in group for b in case.bound]
-        cp.create_pods(bound)
-        # the scheduler must see the nodes and bound pods before it places the batch
-        wait_scheduler_cache(
-            cp, handles, sum(len(case.nodes) for case in group), len(bound), settle_timeout_s
-        )
-        cp.create_pods([copy.deepcopy(case.pod) for case in group])
-        names = [case.pod["metadata"]["name"] for case in group]
         try:
-            placed = cp.wait_bound(names, timeout=60.0)
-        except Exception:
-            placed = {k: v for k, v in cp.placements().items() if k in set(names) and v}
-        for case in group:
-            case.chosen = placed.get(case.pod["metadata"]["name"])
-            case.top = score_case(case, policy)
-            done.append(case)
-            if on_case is not None:
-                on_case(case)
-        cp.delete_all_pods()
-        cp.delete_all_nodes()
+            for case in group:
+                for n in case.nodes:
+                    cp.create_node(
+                        n["name"], cpu=n["cpu"], memory=n["memory"], labels=n["labels"], taints=n["taints"]
+                    )
+            nodes = sum(len(case.nodes) for case in group)
+            # the nodes first: a bound pod seen before its node makes a placeholder entry
+            # that the cache's node count includes
+            wait_scheduler_cache(cp, handles, nodes, 0, settle_timeout_s)
+            bound = [b for case in group for b in case.bound]
+            cp.create_pods(bound)
+            wait_scheduler_cache(cp, handles, nodes, len(bound), settle_timeout_s)
+            cp.create_pods([copy.deepcopy(case.pod) for case in group])
+            names = [case.pod["metadata"]["name"] for case in group]
+            try:
+                placed = cp.wait_bound(names, timeout=60.0)
+            except Exception:
+                placed = {k: v for k, v in cp.placements().items() if k in set(names) and v}
+            for case in group:
+                case.chosen = placed.get(case.pod["metadata"]["name"])
+                case.top = score_case(case, policy)
+                done.append(case)
+                if on_case is not None:
+                    on_case(case)
+        finally:  # a failed batch leaves no nodes or pods behind for the next caller
+            cp.delete_all_pods()
+            cp.delete_all_nodes()
     return done
 
 
