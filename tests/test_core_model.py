@@ -155,6 +155,19 @@ def test_a_bound_pod_adds_its_pod_level_requests_to_its_node():
     assert (cpu_only.bound_nonzero_cpu, cpu_only.bound_nonzero_memory) == (1000, 100 * 1024**2)
     neither = pod([{}, {}], {"cpu": "1"})
     assert neither.bound_nonzero_memory == 2 * 200 * 1024**2  # named at neither level: defaults
+    # pod-level limits alone: the API server takes the requests from the containers first
+    # (pkg/api/pod/util.go defaultPodLevelRequests), from the limits only where they have none
+    limited = Pod.from_dict(
+        {
+            "metadata": {"name": "p"},
+            "spec": {
+                "containers": [{"name": "c", "resources": {"requests": {"cpu": "200m"}}}],
+                "resources": {"limits": {"cpu": "1", "memory": "1Gi"}},
+            },
+        }
+    )
+    assert limited.requests == {"cpu": 200, "memory": 1024**3}
+    assert (limited.bound_nonzero_cpu, limited.bound_nonzero_memory) == (200, 1024**3)
     table = NodeTable()
     row = table.upsert_node("n", {"cpu": 4000, "memory": 8 * 1024**3, "pods": 110})
     table.add_pod(row, both)

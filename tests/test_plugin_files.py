@@ -199,3 +199,101 @@ def test_policies_show_takes_a_file_with_its_plugins(tmp_path, plugin_file, caps
     assert "plugin: Youngest" in capsys.readouterr().out
     assert main(["policies", "--show", str(mine)]) == 2
     assert "unknown score plugin 'Youngest'" in capsys.readouterr().err
+
+
+BUILD_CHECKS = """
+import numpy as np
+from stickypack.core import PodMutator, ScorePlugin
+
+
+class Misnamed(ScorePlugin):
+    name = "SomethingElse"
+
+    def score(self, pod, table, idx, ctx):
+        return np.zeros(len(idx), dtype=np.int64)
+
+
+class NotAPlugin:
+    name = "NotAPlugin"
+
+    def score(self, pod, table, idx, ctx):
+        return np.zeros(len(idx), dtype=np.int64)
+
+
+class Picky(ScorePlugin):
+    name = "Picky"
+
+    def __init__(self, level: int = 1) -> None:
+        if level > 3:
+            raise ValueError("level must be at most 3")
+        self.level = level
+
+    def score(self, pod, table, idx, ctx):
+        return np.full(len(idx), self.level, dtype=np.int64)
+
+
+class Forgetful(PodMutator):
+    name = "Forgetful"
+
+    def mutate(self, pod, table, ctx):
+        return None
+
+
+SCORERS = {"Misnamed": Misnamed, "NotAPlugin": NotAPlugin, "Picky": Picky}
+MUTATORS = {"Forgetful": Forgetful}
+"""
+
+
+@pytest.mark.parametrize(
+    ("scorer", "message"),
+    [
+        ("Misnamed", "Misnamed built a plugin named 'SomethingElse'; give its class name = 'Misnamed'"),
+        (
+            "NotAPlugin",
+            "NotAPlugin built a NotAPlugin, not a score plugin (subclass stickypack.core.ScorePlugin)",
+        ),
+        ("{plugin: Picky, args: {level: 5}}", "Picky failed to build: ValueError: level must be at most 3"),
+        (
+            "{plugin: Picky, args: {level: many}}",
+            "bad args for Picky: level: Input should be a valid integer",
+        ),
+    ],
+)
+def test_a_plugin_of_ones_own_is_checked_when_built(tmp_path, capsys, scorer, message) -> None:
+    path = tmp_path / "checks.py"
+    path.write_text(BUILD_CHECKS)
+    args = ["simulate", "--scenario", "dask-burst", "--policy-file", str(policy(tmp_path, scorer))]
+    assert main([*args, "--plugins", str(path), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_a_plugin_of_ones_own_shows_with_its_args_and_mutators_are_checked(tmp_path, capsys) -> None:
+    path = tmp_path / "checks.py"
+    path.write_text(BUILD_CHECKS)
+    mine = policy(tmp_path, "{plugin: Picky, weight: 2, args: {level: 2}}")
+    assert main(["policies", "--show", str(mine), "--plugins", str(path)]) == 0
+    shown = capsys.readouterr().out
+    assert "plugin: Picky\n    args:\n      level: 2\n" in shown
+    again = tmp_path / "again.yaml"
+    again.write_text(shown)
+    registry = load_plugin_files([path, path])  # the same file twice: loaded once, no clash
+    assert load_policy_file(again, registry).describe() == load_policy_file(mine, registry).describe()
+    text = mine.read_text().replace("  - name: all\n", "  - name: all\n    mutate: [Forgetful]\n")
+    mine.write_text(text)
+    args = ["simulate", "--scenario", "dask-burst", "--policy-file", str(mine), "--plugins", str(path)]
+    assert main([*args, "--quiet", "--jobs", "1"]) == 2
+    assert "mutate plugin Forgetful returned a NoneType; expected a Pod" in capsys.readouterr().err
+
+
+def test_plugins_without_the_policy_that_names_them_is_a_usage_error(tmp_path, plugin_file, capsys) -> None:
+    assert main(["simulate", "--scenario", "dask-burst", "--plugins", str(plugin_file)]) == 2
+    assert "--plugins is for the plugins a --policy-file names" in capsys.readouterr().err
+    assert main(["policies", "--plugins", str(plugin_file)]) == 2
+    assert "--plugins goes with --show FILE" in capsys.readouterr().err
+    with pytest.raises(PluginFileError, match="a directory, not a plugin file"):
+        load_plugin_files([tmp_path])
+    exits = tmp_path / "exits.py"
+    exits.write_text("import sys\nsys.exit(3)\n")
+    with pytest.raises(PluginFileError, match="failed to load: SystemExit: 3"):
+        load_plugin_files([exits])

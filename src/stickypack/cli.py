@@ -196,6 +196,8 @@ def _run_simulate(args: argparse.Namespace, console: Console) -> int:
     unknown = [n for n in names if n not in BUILTIN]
     if unknown:
         raise UsageError(f"unknown policy {', '.join(map(repr, unknown))}; valid: {', '.join(BUILTIN)}")
+    if args.plugins and not args.policy_file:
+        raise UsageError("--plugins is for the plugins a --policy-file names; give the policy file too")
     try:
         plugins = load_plugin_files(args.plugins)
         policies = [load_builtin(n) for n in names] + [load_policy_file(f, plugins) for f in args.policy_file]
@@ -362,6 +364,8 @@ def _policies(args: argparse.Namespace, console: Console) -> int:
 
     from stickypack.policies import BUILTIN, load_builtin
 
+    if args.plugins and args.show is None:
+        raise UsageError("--plugins goes with --show FILE (the policy file that names them)")
     if args.show is not None:
         import yaml
 

@@ -33,7 +33,11 @@ def load_plugin_files(paths: Iterable[str | Path], base: PluginRegistry = BUILTI
     earlier file already has is refused: a policy's meaning must not depend on which file
     was given last."""
     registry = base
+    seen: set[Path] = set()
     for path in map(Path, paths):
+        if path.resolve() in seen:  # the same file twice: its plugins once
+            continue
+        seen.add(path.resolve())
         found = _plugins_of(path)
         have = (registry.filters, registry.scorers, registry.mutators)
         for kind, plugins, taken in zip(KINDS, found, have, strict=True):
@@ -46,6 +50,8 @@ def load_plugin_files(paths: Iterable[str | Path], base: PluginRegistry = BUILTI
 
 def _plugins_of(path: Path) -> tuple[dict[str, Callable[..., Any]], ...]:
     """The FILTERS, SCORERS and MUTATORS of the file at ``path`` (empty where not defined)."""
+    if path.is_dir():
+        raise PluginFileError(f"{path}: a directory, not a plugin file")
     if not path.is_file():
         raise PluginFileError(f"{path}: no such plugin file")
     # a stable module name of its own, so the classes' module resolves (type hints, pickling)
@@ -60,7 +66,7 @@ def _plugins_of(path: Path) -> tuple[dict[str, Callable[..., Any]], ...]:
     except SyntaxError as exc:
         del sys.modules[name]
         raise PluginFileError(f"{path}:{exc.lineno}: syntax error: {exc.msg}") from None
-    except Exception as exc:  # the file's own code failed: say so in one line
+    except (Exception, SystemExit) as exc:  # the file's own code failed: say so in one line
         del sys.modules[name]
         raise PluginFileError(f"{path}: failed to load: {type(exc).__name__}: {exc}") from None
     found: list[dict[str, Callable[..., Any]]] = []

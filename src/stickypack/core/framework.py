@@ -53,6 +53,9 @@ class FilterPlugin(abc.ABC):
     """Removes nodes: ``filter`` returns a boolean mask over ``idx`` (True: node passes)."""
 
     name: ClassVar[str] = ""
+    #: The YAML ``args`` it was built from, kept for a plugin from outside the package so
+    #: the default :meth:`describe` can write them.
+    given_args: dict[str, Any] | None = None
     #: True when the verdict depends on more of the pod than its shape (requests,
     #: tolerations, selectors, affinity), e.g. its repo or its age: two pods of one shape can
     #: then get different answers, so a driver must not infer one's from the other's.
@@ -64,13 +67,14 @@ class FilterPlugin(abc.ABC):
 
     def describe(self) -> dict[str, Any]:
         """The plugin as a policy file names it: ``{"plugin": name}`` (plus ``args``)."""
-        return {"plugin": self.name}
+        return _described(self.name, self.given_args)
 
 
 class ScorePlugin(abc.ABC):
     """Scores nodes: ``score`` returns int64 scores 0..100 over ``idx``."""
 
     name: ClassVar[str] = ""
+    given_args: dict[str, Any] | None = None  # as FilterPlugin's
 
     @abc.abstractmethod
     def score(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
@@ -86,7 +90,7 @@ class ScorePlugin(abc.ABC):
 
     def describe(self) -> dict[str, Any]:
         """The plugin as a policy file names it: ``{"plugin": name}`` (plus ``args``)."""
-        return {"plugin": self.name}
+        return _described(self.name, self.given_args)
 
 
 class PodMutator(abc.ABC):
@@ -94,6 +98,7 @@ class PodMutator(abc.ABC):
     (BinderHub setting the affinity of its build pods). Returns the pod to schedule."""
 
     name: ClassVar[str] = ""
+    given_args: dict[str, Any] | None = None  # as FilterPlugin's
 
     @abc.abstractmethod
     def mutate(self, pod: Pod, table: NodeTable, ctx: SchedulingContext) -> Pod:
@@ -101,7 +106,7 @@ class PodMutator(abc.ABC):
 
     def describe(self) -> dict[str, Any]:
         """The plugin as a policy file names it: ``{"plugin": name}`` (plus ``args``)."""
-        return {"plugin": self.name}
+        return _described(self.name, self.given_args)
 
 
 @dataclass(slots=True)
@@ -140,9 +145,14 @@ def check_scores(plugin: ScorePlugin, scores: Any, idx: np.ndarray) -> np.ndarra
     return scores
 
 
+def _described(name: str, args: dict[str, Any] | None) -> dict[str, Any]:
+    return {"plugin": name, "args": dict(args)} if args else {"plugin": name}
+
+
 def _shown(value: Any) -> str:
     if isinstance(value, np.ndarray):
-        return f"a {value.dtype} array of shape {value.shape}"
+        article = "an" if str(value.dtype)[0] in "aeiou" else "a"
+        return f"{article} {value.dtype} array of shape {value.shape}"
     return f"a {type(value).__name__}"
 
 

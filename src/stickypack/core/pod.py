@@ -205,13 +205,22 @@ def _pod_requests(spec: Mapping[str, Any]) -> tuple[ResourceList, ResourceList, 
         add_into(total, side)
         max_into(total, peak)
     # Pod-level resources (PodLevelResources, on by default since 1.34): where the pod sets
-    # cpu, memory or hugepages for itself, that replaces its containers' sum for fitting;
-    # requests default to the pod-level limits, as the API server defaults them. Scoring
-    # keeps the containers' non-zero requests: kube-scheduler v1.37.2 scores so
-    # (tests/test_fidelity.py, against the real one)
+    # cpu, memory or hugepages for itself, that replaces its containers' sum for fitting.
+    # The API server defaults the pod-level requests as kube-scheduler then reads them:
+    # those given, then cpu and memory from the containers' sum, then the pod-level limits.
+    # Scoring the pod keeps the containers' non-zero requests: kube-scheduler v1.37.2 scores
+    # so (tests/test_fidelity.py, against the real one)
     level = spec.get("resources") or {}
-    pod_level = parse_milli_resource_list(level.get("limits"))
-    pod_level.update(parse_milli_resource_list(level.get("requests")))
+    level_requests = parse_milli_resource_list(level.get("requests"))
+    level_limits = parse_milli_resource_list(level.get("limits"))
+    pod_level: ResourceList = {}
+    if level_requests or level_limits:
+        pod_level = dict(level_requests)
+        for name in (CPU, MEMORY):
+            if name not in pod_level and name in totals[0]:
+                pod_level[name] = totals[0][name]
+        for name, amount in level_limits.items():
+            pod_level.setdefault(name, amount)
     pod_level_set = False
     for name, amount in pod_level.items():
         if name in (CPU, MEMORY) or name.startswith("hugepages-"):

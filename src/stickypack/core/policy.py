@@ -16,11 +16,12 @@ from types import MappingProxyType
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PydanticUserError, TypeAdapter, ValidationError
 
 from stickypack.core import plugins as p
 from stickypack.core.framework import (
     FilterPlugin,
+    PluginContractError,
     PodMutator,
     Profile,
     SchedulingContext,
@@ -66,7 +67,10 @@ def _call_with_args(factory: Callable[..., Any], args: Mapping[str, Any]) -> Any
     infinity for a float are refused). Raises ``PluginArgsError`` naming the argument."""
     signature = inspect.signature(factory)
     target = factory.__init__ if inspect.isclass(factory) else factory  # type: ignore[misc]
-    hints = typing.get_type_hints(target)
+    try:
+        hints = typing.get_type_hints(target)
+    except Exception:  # hints that do not resolve (a plugin of one's own): take values as given
+        hints = {}
     checked: dict[str, Any] = {}
     for name, value in args.items():
         param = signature.parameters.get(name)
@@ -75,7 +79,11 @@ def _call_with_args(factory: Callable[..., Any], args: Mapping[str, Any]) -> Any
             raise p.PluginArgsError(f"unknown argument {name!r}; valid: {valid}")
         hint = hints.get(name, Any)
         try:
-            checked[name] = TypeAdapter(hint, config=_ARGS_CONFIG).validate_python(value)
+            adapter = TypeAdapter(hint, config=_ARGS_CONFIG)
+        except PydanticUserError:  # a type pydantic cannot check (numpy arrays...): as given
+            adapter = TypeAdapter(Any)
+        try:
+            checked[name] = adapter.validate_python(value)
         except ValidationError as exc:
             raise p.PluginArgsError(f"{name}: {exc.errors()[0]['msg']} ({value!r})") from None
     return factory(**checked)
@@ -122,8 +130,8 @@ class PluginRegistry:
     filters: Mapping[str, Callable[..., FilterPlugin]]
     scorers: Mapping[str, Callable[..., ScorePlugin]]
     mutators: Mapping[str, Callable[..., PodMutator]]
-    #: Names of the filters and scorers added by :meth:`with_plugins`: a policy checks
-    #: every answer of theirs (a mask or scores of the wrong type, length or range is a
+    #: Names of the plugins added by :meth:`with_plugins`: a policy checks what they are
+    #: built as and every answer of theirs (a mask or scores of the wrong type, length or range is a
     #: ``PluginContractError`` naming the plugin, not a wrong placement).
     checked: frozenset[str] = frozenset()
 
@@ -138,12 +146,12 @@ class PluginRegistry:
         mutators: Mapping[str, Callable[..., PodMutator]] | None = None,
     ) -> PluginRegistry:
         """This registry plus the given plugins (a name given again is replaced); the
-        filters and scorers given are checked in use (:attr:`checked`)."""
+        plugins given are checked in use (:attr:`checked`)."""
         return PluginRegistry(
             {**self.filters, **(filters or {})},
             {**self.scorers, **(scorers or {})},
             {**self.mutators, **(mutators or {})},
-            self.checked | set(filters or {}) | set(scorers or {}),
+            self.checked | set(filters or {}) | set(scorers or {}) | set(mutators or {}),
         )
 
 
@@ -210,8 +218,14 @@ class Policy:
 
     def prepare(self, pod: Pod, table: NodeTable, ctx: SchedulingContext) -> Pod:
         """Apply the matching profile's mutators (once, when the pod is created)."""
-        for mutator in self.profile_for(pod).mutators:
-            pod = mutator.mutate(pod, table, ctx)
+        profile = self.profile_for(pod)
+        for mutator in profile.mutators:
+            changed = mutator.mutate(pod, table, ctx)
+            if profile.checked and mutator in profile.checked and not isinstance(changed, Pod):
+                raise PluginContractError(
+                    f"mutate plugin {mutator.name} returned a {type(changed).__name__}; expected a Pod"
+                )
+            pod = changed
         return pod
 
     def select(
@@ -225,16 +239,47 @@ def _spec(item: str | _PluginSpec) -> _PluginSpec:
     return _PluginSpec(plugin=item) if isinstance(item, str) else item
 
 
-def _build(registry: Mapping[str, Callable[..., Any]], spec: _PluginSpec, where: str, kind: str) -> Any:
+#: The class a plugin of each kind must be (checked for plugins from outside the package).
+_BASES: Mapping[str, Any] = MappingProxyType(
+    {"filter": FilterPlugin, "score": ScorePlugin, "mutate": PodMutator}
+)
+
+
+def _build(
+    registry: Mapping[str, Callable[..., Any]],
+    spec: _PluginSpec,
+    where: str,
+    kind: str,
+    checked: frozenset[str] = frozenset(),
+) -> Any:
     factory = registry.get(spec.plugin)
     if factory is None:
         raise PolicyError(
             f"{where}: unknown {kind} plugin {spec.plugin!r}; valid: {', '.join(sorted(registry))}"
         )
+    own = spec.plugin in checked  # from outside the package: its failures are the user's
     try:
-        return _call_with_args(factory, spec.args)
+        plugin: Any = _call_with_args(factory, spec.args)
     except (TypeError, p.PluginArgsError) as exc:
         raise PolicyError(f"{where}: bad args for {spec.plugin}: {exc}") from exc
+    except Exception as exc:
+        if not own:
+            raise
+        raise PolicyError(f"{where}: {spec.plugin} failed to build: {type(exc).__name__}: {exc}") from None
+    if own:
+        base = _BASES[kind]
+        if not isinstance(plugin, base):
+            raise PolicyError(
+                f"{where}: {spec.plugin} built a {type(plugin).__name__}, not a {kind} plugin "
+                f"(subclass stickypack.core.{base.__name__})"
+            )
+        if plugin.name != spec.plugin:
+            raise PolicyError(
+                f"{where}: {spec.plugin} built a plugin named {plugin.name!r}; give its class "
+                f"name = {spec.plugin!r} (the extender and policies --show go by it)"
+            )
+        plugin.given_args = dict(spec.args)
+    return plugin
 
 
 def _location(loc: tuple[int | str, ...]) -> str:
@@ -269,16 +314,19 @@ def policy_from_dict(raw: Any, source: str = "<policy>", plugins: PluginRegistry
     profiles = []
     for pi, prof in enumerate(spec.profiles):
         where = f"{source}: profiles[{pi}] ({prof.name})"
+        own = plugins.checked
         filters = [
-            _build(plugins.filters, _spec(f), f"{where}.filters[{i}]", "filter")
+            _build(plugins.filters, _spec(f), f"{where}.filters[{i}]", "filter", own)
             for i, f in enumerate(prof.filters)
         ]
         scorers = [
-            WeightedScorer(_build(plugins.scorers, _spec(s), f"{where}.score[{i}]", "score"), _spec(s).weight)
+            WeightedScorer(
+                _build(plugins.scorers, _spec(s), f"{where}.score[{i}]", "score", own), _spec(s).weight
+            )
             for i, s in enumerate(prof.score)
         ]
         mutators = [
-            _build(plugins.mutators, _spec(m), f"{where}.mutate[{i}]", "mutate")
+            _build(plugins.mutators, _spec(m), f"{where}.mutate[{i}]", "mutate", own)
             for i, m in enumerate(prof.mutate)
         ]
         checked = tuple(
@@ -286,6 +334,7 @@ def policy_from_dict(raw: Any, source: str = "<policy>", plugins: PluginRegistry
             for plugin, item in [
                 *zip(filters, prof.filters, strict=True),
                 *((ws.plugin, s) for ws, s in zip(scorers, prof.score, strict=True)),
+                *zip(mutators, prof.mutate, strict=True),
             ]
             if _spec(item).plugin in plugins.checked
         )

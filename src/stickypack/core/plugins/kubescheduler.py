@@ -319,6 +319,9 @@ class BalancedAllocation(ScorePlugin):
     def skip(self, pod: Pod) -> bool:
         return all(pod.requests.get(name, 0) == 0 for name, _ in self.resources)
 
+    def describe(self) -> dict[str, Any]:
+        return {"plugin": self.name, "args": {"resources": dict(self.resources)}}
+
     @staticmethod
     def _balance(fractions: list[np.ndarray], valid: list[np.ndarray], n_nodes: int) -> np.ndarray:
         if not fractions:
