@@ -315,7 +315,9 @@ class BuildHeadroom(ScorePlugin):
 
     For a pod that is not a build: 100 when, with the pod placed, ``builds`` build pods of
     the configured size (``cpu`` and ``memory`` as quantities, one pod slot each) still fit
-    on the node, else 0. A score, not a filter: when no node has room to spare, pods
+    on the node, else 0 (``cpu`` as a number means cores, as Kubernetes quantities do; the
+    room kept is ``room_cpu_m`` millicores and ``room_memory_bytes`` bytes). A score, not a
+    filter: when no node has room to spare, pods
     still take the last slots, and the cluster-autoscaler (which simulates the default
     filters) never sees a pod it thinks fits but the scheduler refuses.
     """
@@ -328,11 +330,11 @@ class BuildHeadroom(ScorePlugin):
         if builds < 1:
             raise PluginArgsError("BuildHeadroom needs builds >= 1")
         try:
-            self.cpu_m = milli_value(cpu) * builds
-            self.memory = int_value(memory) * builds
+            self.room_cpu_m = milli_value(cpu) * builds
+            self.room_memory_bytes = int_value(memory) * builds
         except QuantityError as exc:
             raise PluginArgsError(str(exc)) from None
-        self.slots = builds
+        self.builds = builds
         self.skip_quiet = skip_quiet
         self._memo = ScoreMemo()
 
@@ -343,9 +345,9 @@ class BuildHeadroom(ScorePlugin):
         r = table.rindex
         free = table.alloc[idx] - table.requested[idx]
         room = (
-            (free[:, r[CPU]] - pod.requests.get(CPU, 0) >= self.cpu_m)
-            & (free[:, r[MEMORY]] - pod.requests.get(MEMORY, 0) >= self.memory)
-            & (free[:, r[PODS]] - 1 >= self.slots)
+            (free[:, r[CPU]] - pod.requests.get(CPU, 0) >= self.room_cpu_m)
+            & (free[:, r[MEMORY]] - pod.requests.get(MEMORY, 0) >= self.room_memory_bytes)
+            & (free[:, r[PODS]] - 1 >= self.builds)
         )
         return np.where(room, MAX_NODE_SCORE, 0).astype(np.int64)
 
@@ -364,9 +366,9 @@ class BuildHeadroom(ScorePlugin):
         return {
             "plugin": self.name,
             "args": {
-                "cpu": f"{self.cpu_m // self.slots}m",
-                "memory": str(self.memory // self.slots),
-                "builds": self.slots,
+                "cpu": f"{self.room_cpu_m // self.builds}m",
+                "memory": str(self.room_memory_bytes // self.builds),
+                "builds": self.builds,
                 "skip_quiet": self.skip_quiet,
             },
         }
