@@ -46,7 +46,8 @@ class SchedulingContext:
 
 class PluginContractError(RuntimeError):
     """A plugin from outside the package broke its contract (a filter's mask or a scorer's
-    scores of the wrong type, length or range); the message names the plugin."""
+    scores of the wrong type, length or range, a mutator's result not a Pod); the message
+    names the plugin."""
 
 
 class FilterPlugin(abc.ABC):
@@ -165,9 +166,10 @@ class Profile:
     scorers: list[WeightedScorer]
     match_labels: Mapping[str, str] = field(default_factory=dict)
     mutators: list[PodMutator] = field(default_factory=list)
-    #: Plugins whose every answer is checked (:func:`check_mask`, :func:`check_scores`):
-    #: those from outside the package (``PluginRegistry.with_plugins``).
-    checked: tuple[FilterPlugin | ScorePlugin, ...] = ()
+    #: Plugins whose every answer is checked (:func:`check_mask`, :func:`check_scores`, a
+    #: mutator's result in ``Policy.prepare``): those from outside the package
+    #: (``PluginRegistry.with_plugins``).
+    checked: tuple[FilterPlugin | ScorePlugin | PodMutator, ...] = ()
 
     def matches(self, pod: Pod) -> bool:
         """True when the pod carries every label of ``match_labels``."""
