@@ -77,19 +77,27 @@ class Proxy:
         await self.server.wait_closed()
 
 
+async def proxied_client(cluster: ControlPlane) -> tuple[Proxy, Any]:
+    """A started :class:`Proxy` to the cluster's API server and a kubernetes_asyncio
+    ApiClient that goes through it."""
+    from kubernetes_asyncio import client
+
+    assert cluster.server is not None
+    url = urlparse(cluster.server)
+    proxy = Proxy(url.hostname or "127.0.0.1", url.port or 443)
+    await proxy.start()
+    cfg = cluster.client_configuration()
+    cfg.host = f"https://127.0.0.1:{proxy.port}"
+    return proxy, client.ApiClient(configuration=cfg)
+
+
 def test_informer_reconnects_and_catches_up(cluster: ControlPlane) -> None:
     from kubernetes_asyncio import client
 
     cluster.create_node("before")
-    assert cluster.server is not None
-    url = urlparse(cluster.server)
 
     async def scenario(_: Any) -> dict:
-        proxy = Proxy(url.hostname or "127.0.0.1", url.port or 443)
-        await proxy.start()
-        cfg = cluster.client_configuration()
-        cfg.host = f"https://127.0.0.1:{proxy.port}"
-        api = client.ApiClient(configuration=cfg)
+        proxy, api = await proxied_client(cluster)
         deleted: list[str] = []
         cache = ClusterCache(on_node_deleted=lambda n, when: deleted.append(n))
         inf = Informer(
@@ -137,8 +145,7 @@ def test_informer_relists_after_a_real_410_gone(cluster: ControlPlane) -> None:
     a synthetic one (a resumed watch would have delivered it as a real event)."""
     from kubernetes_asyncio import client
 
-    assert cluster.server is not None and cluster.etcd_url is not None
-    url = urlparse(cluster.server)
+    assert cluster.etcd_url is not None
     etcd = cluster.etcd_url
 
     def compact_etcd() -> int:
@@ -156,11 +163,7 @@ def test_informer_relists_after_a_real_410_gone(cluster: ControlPlane) -> None:
         }
 
     async def scenario(_: Any) -> dict:
-        proxy = Proxy(url.hostname or "127.0.0.1", url.port or 443)
-        await proxy.start()
-        cfg = cluster.client_configuration()
-        cfg.host = f"https://127.0.0.1:{proxy.port}"
-        api = client.ApiClient(configuration=cfg)
+        proxy, api = await proxied_client(cluster)
         direct = client.ApiClient(configuration=cluster.client_configuration())
         core = client.CoreV1Api(direct)
         events: list[tuple[str, str, bool]] = []

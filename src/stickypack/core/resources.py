@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from stickypack.core.quantity import QuantityError, int_value, milli_value, parse_quantity
+from stickypack.core.quantity import QuantityError, milli_value, parse_quantity
 
 CPU = "cpu"
 MEMORY = "memory"
@@ -43,13 +43,8 @@ def parse_resource_list(raw: Mapping[str, object] | None) -> ResourceList:
     """Turn a Kubernetes ResourceList (``{"cpu": "500m", "memory": "1Gi"}``) into integers,
     each at most :data:`MAX_AMOUNT`. A negative amount is refused (``QuantityError``), as the
     API server refuses it in requests, limits and a node's allocatable."""
-    out: ResourceList = {}
-    for name, quantity in (raw or {}).items():
-        amount = milli_value(quantity) if name == CPU else int_value(quantity)  # type: ignore[arg-type]
-        if amount < 0 or (amount == 0 and parse_quantity(quantity) < 0):  # type: ignore[arg-type]
-            raise QuantityError(f"{name}: a negative quantity: {quantity!r}")
-        out[str(name)] = amount
-    return clamp_amounts(out)
+    # rounding up to thousandths, then to whole units, is rounding up to whole units
+    return round_up_amounts(parse_milli_resource_list(raw))
 
 
 def parse_milli_resource_list(raw: Mapping[str, object] | None) -> ResourceList:
