@@ -287,3 +287,87 @@ def test_informer_pages_through_a_real_list_and_watches_from_its_version(cluster
     assert result["listed"] == set(names)
     assert result["continued"] == 2  # pages of 2, 2 and 1
     assert result["after"] == {*names, f"page-{mark}-late"} and result["lists"] == 1
+
+
+def _build_pod(name: str, node: str, repo: str) -> dict:
+    from stickypack.testing import pod_manifest
+
+    pod = pod_manifest(name, labels={"component": "binderhub-build"})
+    pod["metadata"]["annotations"] = {"binder-repo": repo}
+    pod["spec"]["nodeName"] = node
+    return pod
+
+
+async def _until(cond: Any, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond() and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+
+
+def test_build_pod_ends_are_seen_with_their_phase_through_the_extender_pod_watch(
+    cluster: ControlPlane,
+) -> None:
+    """The extender's pod informer (its field selector, its transform) feeds the cache: a build
+    pod that ends Failed is not recorded with ``record_failed=False``, and one that ends
+    Succeeded is recorded as Succeeded; both stop counting on their node at once. (With a
+    ``status.phase`` field selector the API server reported both as deletions carrying
+    their last running state: the Failed one was recorded, as "Deleted".) One that had
+    ended before the cache started is not recorded, even when it changes later."""
+    from kubernetes_asyncio import client
+
+    from stickypack.extender.server import POD_FIELD_SELECTOR
+    from stickypack.kube.cache import slim_pod
+
+    cluster.create_node("b1")
+
+    async def finished_before(api: Any) -> None:
+        core = client.CoreV1Api(api)
+        await core.create_namespaced_pod("default", _build_pod("old", "b1", "repo-old"))
+        pod = await core.read_namespaced_pod("old", "default")
+        pod.status.phase = "Succeeded"
+        await core.replace_namespaced_pod_status("old", "default", pod)
+
+    cluster.call(finished_before)
+
+    async def scenario(_: Any) -> dict:
+        api = client.ApiClient(configuration=cluster.client_configuration())
+        core = client.CoreV1Api(api)
+        ended: list[tuple[str, str, str]] = []
+        cache = ClusterCache(
+            on_build_end=lambda repo, node, when, phase: ended.append((repo, node, phase)),
+            record_failed=False,
+        )
+        nodes = Informer("nodes", core.list_node, cache.node_event, transform=slim_node)
+        pods = Informer(
+            "pods", core.list_pod_for_all_namespaces, cache.pod_event,
+            field_selector=POD_FIELD_SELECTOR, transform=slim_pod,
+        )  # fmt: skip
+        nodes.start()
+        pods.start()
+        try:
+            await asyncio.wait_for(nodes.synced.wait(), 30)
+            await asyncio.wait_for(pods.synced.wait(), 30)
+            # ended before the cache started: recorded then, if at all, not again now
+            assert "default/old" in pods.objects
+            old = await core.read_namespaced_pod("old", "default")
+            old.metadata.labels["touched"] = "yes"
+            await core.replace_namespaced_pod("old", "default", old)
+            for name, repo in (("fails", "repo-f"), ("succeeds", "repo-s")):
+                await core.create_namespaced_pod("default", _build_pod(name, "b1", repo))
+            i = cache.table.index["b1"]
+            await _until(lambda: cache.table.builds[i] == 2)
+            for name, phase in (("fails", "Failed"), ("succeeds", "Succeeded")):
+                pod = await core.read_namespaced_pod(name, "default")
+                pod.status.phase = phase
+                await core.replace_namespaced_pod_status(name, "default", pod)
+            await _until(lambda: cache.table.builds[i] == 0 and len(ended) >= 1)
+            await asyncio.sleep(0.5)
+            return {"ended": list(ended), "builds": int(cache.table.builds[i])}
+        finally:
+            await pods.stop()
+            await nodes.stop()
+            await api.close()
+
+    result = cluster.call(scenario, timeout=90)
+    assert result["builds"] == 0
+    assert result["ended"] == [("repo-s", "b1", "Succeeded")]

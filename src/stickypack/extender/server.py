@@ -37,9 +37,12 @@ from stickypack.kube.informer import Informer
 
 log = logging.getLogger(__name__)
 
-#: Pods the cache needs: bound and not terminated (kube-scheduler's own selection). A pod
-#: that terminates leaves the selection, which the watch reports as a deletion.
-POD_FIELD_SELECTOR = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
+#: Pods the cache needs: bound ones. Terminated pods are kept in the selection (kube-scheduler
+#: leaves them out): a pod leaving a watch's field selection is reported as a deletion that
+#: carries its state from *before* the change, so a build pod ending Failed or Succeeded
+#: would be seen as merely deleted (``record_failed`` ignored). The cache stops counting a
+#: pod once its phase is terminal.
+POD_FIELD_SELECTOR = "spec.nodeName!="
 
 
 def load_policy(name_or_path: str, plugin_files: Sequence[str] = ()) -> Policy:

@@ -8,7 +8,10 @@
 - a **build pod** (labels ``build_selector``, annotation ``binder-repo``) that *ends* while
   bound is reported to ``on_build_end(repo, node, when, phase)``. "Ends" means: its phase
   becomes Succeeded or Failed, or it is deleted (BinderHub deletes build pods when they
-  finish; on a cluster without kubelets, as in tests, deletion is the only end there is);
+  finish; on a cluster without kubelets, as in tests, deletion is the only end there is).
+  Feed it terminated pods too (no ``status.phase`` field selector: a pod leaving a watch's
+  selection comes as a deletion with its state from before, which hides the phase). A pod
+  first seen already terminated ended before the cache looked and is not reported;
 - a **builder pod** (labels ``builder_selector``, BinderHub's DinD/pink DaemonSet) marks its
   node as a candidate builder node (:meth:`builder_nodes`);
 - a Node deletion is reported to ``on_node_deleted(name, when)``.
@@ -301,7 +304,10 @@ class ClusterCache:
         if gone:
             self._unplace(key)
             if node is not None:
-                self._maybe_build_end(kind, meta, node, phase)
+                # first seen already terminated (a list at start-up): it ended before we
+                # looked, and was recorded then, if at all; re-recording it now would date
+                # it now, over a later forget of its node
+                self._maybe_build_end(kind, meta, node, phase, report=kind != "ADDED")
             return
         if node is None:
             return
@@ -346,7 +352,9 @@ class ClusterCache:
                 if not waiting:
                     del self._waiting[placed.node]
 
-    def _maybe_build_end(self, kind: str, meta: Mapping[str, Any], node: str, phase: str) -> None:
+    def _maybe_build_end(
+        self, kind: str, meta: Mapping[str, Any], node: str, phase: str, report: bool = True
+    ) -> None:
         repo = (meta.get("annotations") or {}).get("binder-repo")
         if not repo or not matches(meta.get("labels"), self.build_selector):
             return
@@ -356,7 +364,7 @@ class ClusterCache:
             self._ended.discard(uid)  # never seen again
         else:
             self._ended.add(uid)  # terminated but still there: report once
-        if not first:
+        if not first or not report:
             return
         phase = phase if phase in TERMINAL_PHASES else "Deleted"
         if phase == "Failed" and not self.record_failed:
