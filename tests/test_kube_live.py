@@ -371,3 +371,59 @@ def test_build_pod_ends_are_seen_with_their_phase_through_the_extender_pod_watch
     result = cluster.call(scenario, timeout=90)
     assert result["builds"] == 0
     assert result["ended"] == [("repo-s", "b1", "Succeeded")]
+
+
+def test_a_build_pod_outliving_its_deleted_node_does_not_bring_the_node_back(cluster: ControlPlane) -> None:
+    """A node dies (deleted, e.g. a preempted VM) with a build pod on it; the pod is deleted
+    later (pod GC). The node was forgotten when it went, and the build that died with it must
+    not put it back in the history: its image cache went with the machine."""
+    from kubernetes_asyncio import client
+
+    from stickypack.extender.server import POD_FIELD_SELECTOR
+    from stickypack.kube.cache import slim_pod
+    from stickypack.kube.history import HistoryRecorder
+
+    cluster.create_node("doomed")
+    cluster.create_node("alive")
+
+    async def scenario(_: Any) -> dict:
+        api = client.ApiClient(configuration=cluster.client_configuration())
+        core = client.CoreV1Api(api)
+        recorder = HistoryRecorder(None)
+        cache = ClusterCache(
+            on_build_end=lambda repo, node, when, phase: recorder.record(repo, node, when, phase),
+            on_node_deleted=recorder.forget_node,
+        )
+        nodes = Informer("nodes", core.list_node, cache.node_event, transform=slim_node)
+        pods = Informer(
+            "pods", core.list_pod_for_all_namespaces, cache.pod_event,
+            field_selector=POD_FIELD_SELECTOR, transform=slim_pod,
+        )  # fmt: skip
+        nodes.start()
+        pods.start()
+        try:
+            await asyncio.wait_for(nodes.synced.wait(), 30)
+            await asyncio.wait_for(pods.synced.wait(), 30)
+            await core.create_namespaced_pod("default", _build_pod("on-doomed", "doomed", "repo-d"))
+            await core.create_namespaced_pod("default", _build_pod("on-alive", "alive", "repo-a"))
+            await _until(lambda: cache.placement("default/on-doomed") and cache.placement("default/on-alive"))
+            await core.delete_node("doomed")
+            await _until(lambda: "doomed" not in cache.table)
+            for name in ("on-doomed", "on-alive"):
+                await core.delete_namespaced_pod(name, "default", grace_period_seconds=0)
+            await _until(lambda: cache.placement("default/on-doomed") is None and cache.builds_recorded >= 1)
+            await _until(lambda: bool(recorder.history.nodes_for("repo-a", time.time())))
+            await asyncio.sleep(0.3)
+            now = time.time()
+            return {
+                "d": recorder.history.nodes_for("repo-d", now),
+                "a": recorder.history.nodes_for("repo-a", now),
+            }
+        finally:
+            await pods.stop()
+            await nodes.stop()
+            await api.close()
+
+    result = cluster.call(scenario, timeout=90)
+    assert result["a"] == ["alive"]
+    assert result["d"] == []

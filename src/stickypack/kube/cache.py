@@ -14,7 +14,8 @@
   first seen already terminated ended before the cache looked and is not reported;
 - a **builder pod** (labels ``builder_selector``, BinderHub's DinD/pink DaemonSet) marks its
   node as a candidate builder node (:meth:`builder_nodes`);
-- a Node deletion is reported to ``on_node_deleted(name, when)``.
+- a Node deletion is reported to ``on_node_deleted(name, when)``; a build pod left on it
+  that ends afterwards (pod GC deletes it) is not reported: its cache died with the node.
 
 It also keeps *assumptions*, like kube-scheduler's assume cache: when the extender has told
 the scheduler where a build pod should go, it counts the pod there at once (so the next
@@ -224,6 +225,9 @@ class ClusterCache:
         self.ttl_clock = ttl_clock
         self._pods: dict[str, _Placed] = {}  # pod key -> placement
         self._waiting: dict[str, set[str]] = {}  # node name -> pod keys bound to it, node unknown
+        #: Nodes seen deleted whose pods are still there (waiting): a build on one that ends
+        #: now died with its machine and must not put the forgotten node back in the history.
+        self._deleted_nodes: set[str] = set()
         self._assumed: dict[str, _Assumed] = {}  # pod key -> assumption
         self._ended: set[str] = set()  # uids of build pods whose end was reported
         self._builders: dict[str, str] = {}  # builder pod key -> node
@@ -251,6 +255,7 @@ class ClusterCache:
         if not known:
             self.nodeset_version += 1
             self._builders_changed()
+            self._deleted_nodes.discard(name)
             i = self.table.index[name]
             for key in self._waiting.pop(name, ()):
                 placed = self._pods.get(key)
@@ -279,6 +284,8 @@ class ClusterCache:
         for a in self._assumed.values():
             if a.node == name:
                 a.accounted = False
+        if name in self._waiting:
+            self._deleted_nodes.add(name)
 
     # ---- pods ------------------------------------------------------------------------------
 
@@ -302,12 +309,13 @@ class ClusterCache:
         if node is not None or gone:
             self._drop_assumption(key)
         if gone:
+            # first seen already terminated (a list at start-up): it ended before we looked,
+            # and was recorded then, if at all; re-recording it now would date it now, over
+            # a later forget of its node. Nor is a build on a node deleted meanwhile recorded.
+            report = kind != "ADDED" and node not in self._deleted_nodes
             self._unplace(key)
             if node is not None:
-                # first seen already terminated (a list at start-up): it ended before we
-                # looked, and was recorded then, if at all; re-recording it now would date
-                # it now, over a later forget of its node
-                self._maybe_build_end(kind, meta, node, phase, report=kind != "ADDED")
+                self._maybe_build_end(kind, meta, node, phase, report=report)
             return
         if node is None:
             return
@@ -351,6 +359,7 @@ class ClusterCache:
                 waiting.discard(key)
                 if not waiting:
                     del self._waiting[placed.node]
+                    self._deleted_nodes.discard(placed.node)
 
     def _maybe_build_end(
         self, kind: str, meta: Mapping[str, Any], node: str, phase: str, report: bool = True
