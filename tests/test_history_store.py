@@ -139,3 +139,41 @@ def test_a_deleted_nodes_history_part_is_dropped_not_kept_forever(cluster: Contr
     parts, kept = run(cluster, scenario)
     assert "n-gone" not in parts and "n-kept" in parts
     assert kept == ["n-kept"]
+
+
+def test_a_node_whose_annotations_are_nearly_full_neither_blocks_nor_loses_the_others(
+    cluster: ControlPlane,
+) -> None:
+    """All annotations of a node share 256 KiB; another tool took almost all of it on one node.
+    The write there is refused (HTTP 422) at the full ``max_annotation_bytes``: the store keeps
+    the newest repos that fit instead, and the other nodes' history is written too (a refused
+    part once failed every flush, for every node, for ever)."""
+    from kubernetes_asyncio import client
+
+    cluster.create_node("crowded")
+    cluster.create_node("roomy")
+    blob = "x" * (256 * 1024 - 3000)
+
+    async def scenario(api: Any) -> Any:
+        core = client.CoreV1Api(api)
+        await core.patch_node("crowded", {"metadata": {"annotations": {"other.tool/blob": blob}}})
+        rec = HistoryRecorder(NodeAnnotationHistoryStore(api), flush_interval_s=0, clock=lambda: NOW + 100)
+        await rec.load()
+        for i in range(100):
+            rec.record(f"https://github.com/o/r{i:03d}", "crowded", NOW + i)
+        rec.record("https://github.com/o/x", "roomy", NOW)
+        error = None
+        try:
+            await rec.flush()
+        except Exception as exc:
+            error = exc
+        docs = await rec.store.read_all()  # type: ignore[union-attr]
+        return error, docs, rec.pending
+
+    error, docs, pending = run(cluster, scenario)
+    assert error is None and pending == []
+    assert docs["roomy"][0].repos == {"https://github.com/o/x": {"roomy": NOW}}
+    crowded = docs["crowded"][0].repos
+    assert 0 < len(crowded) < 100 and "https://github.com/o/r099" in crowded
+    annotations = {n["metadata"]["name"]: n["metadata"].get("annotations", {}) for n in cluster.nodes()}
+    assert annotations["crowded"]["other.tool/blob"] == blob

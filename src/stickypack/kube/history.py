@@ -396,8 +396,9 @@ class NodeAnnotationHistoryStore:
 
     A part is a node name; a forget of node N touches only N. The annotation is bounded to
     ``max_annotation_bytes`` (oldest repos dropped), because all annotations of an object
-    share a 256 KiB limit. Writes are JSON merge patches carrying ``resourceVersion`` (a
-    precondition: 409 on a stale one).
+    share a 256 KiB limit; when the node's other annotations leave less room than that (the
+    API server refuses the write, 422), the newest repos that fit are kept. Writes are JSON
+    merge patches carrying ``resourceVersion`` (a precondition: 409 on a stale one).
     """
 
     def __init__(
@@ -464,26 +465,38 @@ class NodeAnnotationHistoryStore:
         while ordered and len(text) > self.max_annotation_bytes:
             ordered = ordered[max(1, len(ordered) // 20) :]
             text = json.dumps(dict(ordered), separators=(",", ":"))
-        patch: dict[str, Any] = {"metadata": {"annotations": {self.annotation: text if ordered else None}}}
-        if version is not None:
-            patch["metadata"]["resourceVersion"] = version
-        try:
-            resp = await self.core.patch_node(
-                part,
-                patch,
-                _preload_content=False,
-                _content_type="application/merge-patch+json",  # type: ignore[call-arg]  # a client kwarg its stubs leave out
-            )
-            out = await read_json(resp)
-        except ApiException as exc:
-            if exc.status == 409:
-                self.conflicts += 1
-                raise Conflict(part) from None
-            if exc.status == 404:  # node gone: its history went with it
-                return None
-            raise
-        self.writes += 1
-        return str((out.get("metadata") or {}).get("resourceVersion"))
+        while True:
+            value = text if ordered else None
+            patch: dict[str, Any] = {"metadata": {"annotations": {self.annotation: value}}}
+            if version is not None:
+                patch["metadata"]["resourceVersion"] = version
+            try:
+                resp = await self.core.patch_node(
+                    part,
+                    patch,
+                    _preload_content=False,
+                    _content_type="application/merge-patch+json",  # type: ignore[call-arg]  # a client kwarg its stubs leave out
+                )
+                out = await read_json(resp)
+            except ApiException as exc:
+                if exc.status == 409:
+                    self.conflicts += 1
+                    raise Conflict(part) from None
+                if exc.status == 404:  # node gone: its history went with it
+                    return None
+                if exc.status == 422 and ordered:
+                    # all of a node's annotations share 256 KiB, and others took the room:
+                    # keep the newest half, down to none, rather than fail every write
+                    log.warning(
+                        "node %s: build history refused (%s); keeping the newest %d of %d repos",
+                        part, describe_error(exc), len(ordered) // 2, len(ordered),
+                    )  # fmt: skip
+                    ordered = ordered[len(ordered) - len(ordered) // 2 :]
+                    text = json.dumps(dict(ordered), separators=(",", ":"))
+                    continue
+                raise
+            self.writes += 1
+            return str((out.get("metadata") or {}).get("resourceVersion"))
 
 
 async def commit(
