@@ -612,6 +612,20 @@ def test_odd_trace_lines_and_files_are_counted_not_fatal(tmp_path):
     assert any(e.startswith(f"{tmp_path / 'corrupt.jsonl.gz'}: cannot read file") for e in errors.first)
 
 
+def test_a_number_too_long_to_convert_is_a_malformed_line(tmp_path, capsys):
+    # json.loads raises a plain ValueError (not JSONDecodeError) for an integer of more than
+    # 4300 digits (Python's int_max_str_digits): once a traceback that ended the run
+    day = [_launch_line(f"2019-03-04T10:0{i}:00+00:00") for i in range(4)]
+    huge = '{"timestamp": ' + "9" * 5000 + ', "provider": "GitHub", "spec": "o/r/master"}'
+    trace = tmp_path / "events-2019-03-04.jsonl"
+    trace.write_text("\n".join([*day, huge]) + "\n")
+    errors = TraceErrors()
+    assert len(read_launches([trace], errors)) == 4
+    assert errors.count == 1 and errors.first[0].startswith(f"{trace}:5: not JSON")
+    assert main(["simulate", "--trace", str(trace), "--policies", "default", "--quiet"]) == 0
+    assert "1 malformed trace line(s)" in capsys.readouterr().out
+
+
 def _seeded_simulation(policy: str, jobs: list, pool, seed_repos: dict[str, str], cache=None):
     """A Simulation whose nodes, as they join, hold ``seed_repos[node]``'s image and its
     history entry (as if built earlier in the replay); ``binds`` records (time, repo, node)

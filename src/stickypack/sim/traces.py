@@ -202,7 +202,7 @@ def _parse(line: bytes, where: str, errors: TraceErrors) -> tuple[float, str] | 
         return None
     try:
         event = json.loads(line)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, an int over 4300 digits
         errors.add(where, f"not JSON ({exc.msg if hasattr(exc, 'msg') else exc})")
         return None
     except RecursionError:
