@@ -626,6 +626,22 @@ def test_a_number_too_long_to_convert_is_a_malformed_line(tmp_path, capsys):
     assert "1 malformed trace line(s)" in capsys.readouterr().out
 
 
+def test_a_lone_surrogate_in_a_spec_is_a_malformed_line(tmp_path, capsys):
+    # "\ud800" is valid JSON to Python but no UTF-8 string: once a UnicodeEncodeError
+    # traceback from the rendezvous hash of the repo, after the trace was read
+    day = [_launch_line(f"2019-03-04T10:0{i}:00+00:00") for i in range(4)]
+    odd = '{"timestamp": "2019-03-04T10:05:00", "provider": "GitHub", "spec": "o\\ud800/r/main"}'
+    trace = tmp_path / "events-2019-03-04.jsonl"
+    trace.write_text("\n".join([*day, odd]) + "\n")
+    errors = TraceErrors()
+    launches = read_launches([trace], errors)
+    assert len(launches) == 4 and errors.count == 1
+    assert errors.first[0].startswith(f"{trace}:5: spec is not a repository spec")
+    args = ["simulate", "--trace", str(trace), "--policies", "binderhub,stickypack", "--quiet", "--jobs", "1"]
+    assert main(args) == 0
+    assert "1 malformed trace line(s)" in capsys.readouterr().out
+
+
 def _seeded_simulation(policy: str, jobs: list, pool, seed_repos: dict[str, str], cache=None):
     """A Simulation whose nodes, as they join, hold ``seed_repos[node]``'s image and its
     history entry (as if built earlier in the replay); ``binds`` records (time, repo, node)

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TypeGuard
 
 #: Providers whose ``spec`` is ``<org>/<repo>/<ref>`` with the repo in two path segments.
 _TWO_SEGMENT = {"GitHub": "https://github.com/", "Gist": "https://gist.github.com/"}
@@ -197,6 +198,18 @@ def _timestamp(raw: object) -> float:
     return (when if when.tzinfo is not None else when.replace(tzinfo=UTC)).timestamp()
 
 
+def _is_text(value: object) -> TypeGuard[str]:
+    """``value`` is a string that UTF-8 can encode (JSON's ``"\\ud800"`` is a lone surrogate,
+    which the repo's rendezvous hash could not encode)."""
+    if not isinstance(value, str):
+        return False
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _parse(line: bytes, where: str, errors: TraceErrors) -> tuple[float, str] | None:
     if not line.strip():
         return None
@@ -217,9 +230,9 @@ def _parse(line: bytes, where: str, errors: TraceErrors) -> tuple[float, str] | 
         if status != "success":
             return None
         provider, spec = event["provider"], event["spec"]
-        if not isinstance(provider, str) or not provider:
+        if not _is_text(provider) or not provider:
             raise ValueError(f"provider is not a name: {_brief(provider)}")
-        if not isinstance(spec, str) or not spec.strip("/"):
+        if not _is_text(spec) or not spec.strip("/"):
             raise ValueError(f"spec is not a repository spec: {_brief(spec)}")
         return ts, repo_url(provider, spec)
     except KeyError as exc:
