@@ -446,6 +446,20 @@ def test_sim_config_out_of_range_values_are_named(tmp_path, capsys, text, messag
     assert message in capsys.readouterr().err
 
 
+def test_a_lone_surrogate_in_yaml_is_refused_where_it_is(tmp_path, capsys):
+    # YAML's "\ud800" escape makes a str no output can encode: a policy named so once ended
+    # the run, after simulating, in a UnicodeEncodeError traceback printing the table
+    mine = tmp_path / "mine.yaml"
+    mine.write_text('name: "x\\ud800"\nprofiles: [{name: a, filters: [], score: []}]\n')
+    assert main(["simulate", "--scenario", "dask-adapt", "--policy-file", str(mine), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert f"{mine}:1:7: not valid YAML: " in err and "surrogate" in err and "Traceback" not in err
+    conf = tmp_path / "sc.yaml"
+    conf.write_text('pool:\n  labels: {"a\\udc80": b}\n')
+    assert main(["simulate", "--scenario", "dask-adapt", "--sim-config", str(conf), "--quiet"]) == 2
+    assert f"{conf}:2:12: not valid YAML: " in capsys.readouterr().err
+
+
 def test_node_records_account_for_every_build_and_every_lost_cache():
     from stickypack.policies import load_builtin
     from stickypack.sim.engine import Simulation

@@ -11,11 +11,28 @@ class YAMLTextError(ValueError):
     """Text that is not valid YAML; the message is one line: ``source:line:column: ...``."""
 
 
+class _Loader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses a string no output can encode."""
+
+    def construct_yaml_str(self, node: yaml.Node) -> str:
+        value: str = super().construct_yaml_str(node)
+        try:
+            value.encode()
+        except UnicodeEncodeError:  # a "\ud800" escape: a lone surrogate, not a character
+            raise yaml.constructor.ConstructorError(
+                None, None, "a lone surrogate escape is not a character", node.start_mark
+            ) from None
+        return value
+
+
+_Loader.add_constructor("tag:yaml.org,2002:str", _Loader.construct_yaml_str)
+
+
 def load_yaml(text: str, source: str) -> Any:
     """``yaml.safe_load(text)``; invalid YAML raises :class:`YAMLTextError` naming ``source``
     and, when the parser knows it, the line and column (1-based) of the problem."""
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_Loader)  # a SafeLoader: no Python objects
     except yaml.YAMLError as exc:
         raise YAMLTextError(describe_yaml_error(exc, source)) from None
     except RecursionError:  # the parser recurses once per level of nesting
