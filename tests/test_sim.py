@@ -460,6 +460,29 @@ def test_a_lone_surrogate_in_yaml_is_refused_where_it_is(tmp_path, capsys):
     assert f"{conf}:2:12: not valid YAML: " in capsys.readouterr().err
 
 
+def test_a_key_given_twice_in_yaml_is_refused_not_half_lost(tmp_path, capsys):
+    # once the second section silently replaced the first: scan_interval_s 30 was lost
+    conf = tmp_path / "sc.yaml"
+    conf.write_text(
+        "autoscaler: {scan_interval_s: 30}\ncache: {hit_time_fraction: 0.5}\n"
+        "autoscaler: {scale_down_unneeded_time_s: 300}\n"
+    )
+    assert main(["simulate", "--scenario", "dask-adapt", "--sim-config", str(conf), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert f"{conf}:3:1: not valid YAML: found duplicate key 'autoscaler'" in err
+    mine = tmp_path / "mine.yaml"
+    mine.write_text("name: a\nprofiles: [{name: p, filters: [], score: [], filters: [NodeReady]}]\n")
+    assert main(["simulate", "--scenario", "dask-adapt", "--policy-file", str(mine), "--quiet"]) == 2
+    assert f"{mine}:2:46: not valid YAML: found duplicate key 'filters'" in capsys.readouterr().err
+    # a merge key's values may be overridden, as YAML means them to be
+    merged = tmp_path / "merged.yaml"
+    merged.write_text(
+        "name: m\nprofiles:\n  - &b {name: p, match: {labels: {a: b}}, filters: [], score: []}\n"
+        "  - {<<: *b, name: q, match: {}}\n"
+    )
+    assert main(["simulate", "--scenario", "dask-adapt", "--policy-file", str(merged), "--quiet"]) == 0
+
+
 def test_node_records_account_for_every_build_and_every_lost_cache():
     from stickypack.policies import load_builtin
     from stickypack.sim.engine import Simulation

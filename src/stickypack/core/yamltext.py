@@ -12,7 +12,24 @@ class YAMLTextError(ValueError):
 
 
 class _Loader(yaml.SafeLoader):
-    """``yaml.SafeLoader`` that refuses a string no output can encode."""
+    """``yaml.SafeLoader`` that refuses a string no output can encode and a mapping key
+    given twice (the later value would silently replace the earlier; YAML forbids it)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # a merge key's values may be overridden, as YAML means them to be
+            key = self.construct_object(key_node)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    "while constructing a mapping",
+                    node.start_mark,
+                    f"found duplicate key {key!r}",
+                    key_node.start_mark,
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
 
     def construct_yaml_str(self, node: yaml.Node) -> str:
         value: str = super().construct_yaml_str(node)
