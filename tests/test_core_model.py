@@ -313,6 +313,9 @@ def test_policy_errors_say_where():
             "{plugin: RequestedToCapacityRatio, args: {shape: [{utilization: '50', score: 1}]}}",
             "'50' is not a number",
         ),
+        # a negative room to keep once let every node score 100 without a word
+        ("{plugin: BuildHeadroom, args: {cpu: '-1'}}", "BuildHeadroom needs cpu and memory >= 0"),
+        ("{plugin: BuildHeadroom, args: {memory: -2G}}", "BuildHeadroom needs cpu and memory >= 0"),
     ],
 )
 def test_plugin_args_are_checked_against_their_types(entry, message):

@@ -334,6 +334,8 @@ class BuildHeadroom(ScorePlugin):
             self.room_memory_bytes = int_value(memory) * builds
         except QuantityError as exc:
             raise PluginArgsError(str(exc)) from None
+        if self.room_cpu_m < 0 or self.room_memory_bytes < 0:
+            raise PluginArgsError(f"BuildHeadroom needs cpu and memory >= 0, got {cpu!r} and {memory!r}")
         self.builds = builds
         self.skip_quiet = skip_quiet
         self._memo = ScoreMemo()
