@@ -313,6 +313,8 @@ def test_policy_errors_say_where():
             "{plugin: RequestedToCapacityRatio, args: {shape: [{utilization: '50', score: 1}]}}",
             "'50' is not a number",
         ),
+        # an empty shape was once the default shape without a word (kube-scheduler refuses it)
+        ("{plugin: RequestedToCapacityRatio, args: {shape: []}}", "shape needs at least one point"),
         # a negative room to keep once let every node score 100 without a word
         ("{plugin: BuildHeadroom, args: {cpu: '-1'}}", "BuildHeadroom needs cpu and memory >= 0"),
         ("{plugin: BuildHeadroom, args: {memory: -2G}}", "BuildHeadroom needs cpu and memory >= 0"),

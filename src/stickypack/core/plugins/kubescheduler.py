@@ -257,7 +257,9 @@ class RequestedToCapacityRatio(_ResourceScorer):
 
     def __init__(self, resources: Any = None, shape: Any = None) -> None:
         super().__init__(resources)
-        raw = shape or [{"utilization": 0, "score": 0}, {"utilization": 100, "score": 10}]
+        raw = [{"utilization": 0, "score": 0}, {"utilization": 100, "score": 10}] if shape is None else shape
+        if isinstance(raw, list) and not raw:
+            raise PluginArgsError("shape needs at least one point")
         try:
             points = [(_shape_int(p["utilization"]), _shape_int(p["score"])) for p in raw]
         except (KeyError, TypeError, ValueError) as exc:
