@@ -289,6 +289,37 @@ def test_policy_errors_say_where():
 
 
 @pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        # each of these was once accepted without a word
+        ("name: ''\nprofiles:\n- {name: p, filters: [], score: []}\n", "name: String should have at least 1"),
+        ("name: x\nprofiles:\n- {name: '', filters: [], score: []}\n", "profiles[0].name: String should"),
+        (
+            "name: x\nprofiles:\n- {name: p, filters: [], score: []}\n- {name: p, filters: [], score: []}\n",
+            "profiles[1].name: 'p' is given twice",
+        ),
+        (
+            "name: x\nprofiles:\n- {name: p, filters: [{plugin: NodeAffinity, weight: 5}], score: []}\n",
+            "profiles[0].filters[0]: NodeAffinity takes no weight",
+        ),
+        (
+            "name: x\nprofiles:\n- {name: p, filters: [], score: [], mutate: [{plugin: BinderHubStickyBuilds,"
+            " weight: 0}]}\n",
+            "profiles[0].mutate[0]: BinderHubStickyBuilds takes no weight",
+        ),
+        (
+            "name: x\nprofiles:\n- {name: p, filters: [], score: [{plugin: NodeAffinity, weight: true}]}\n",
+            "profiles[0].score[0].weight: Value error, Input should be an integer, not true",
+        ),
+    ],
+)
+def test_policy_names_and_weights_that_say_nothing_are_refused(text, message):
+    with pytest.raises(PolicyError) as exc:
+        policy_from_yaml(text, source="mine.yaml")
+    assert message in str(exc.value) and str(exc.value).startswith("mine.yaml: invalid policy: ")
+
+
+@pytest.mark.parametrize(
     ("entry", "message"),
     [
         # NaN and infinity once passed the range check and crashed the run in math.ceil

@@ -16,7 +16,15 @@ from types import MappingProxyType
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, PydanticUserError, TypeAdapter, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PydanticUserError,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+)
 
 from stickypack.core import plugins as p
 from stickypack.core.framework import (
@@ -170,6 +178,13 @@ class _PluginSpec(BaseModel):
     weight: int = Field(default=1, ge=0, le=MAX_WEIGHT)
     args: dict[str, Any] = Field(default_factory=dict)
 
+    @field_validator("weight", mode="before")
+    @classmethod
+    def _not_a_boolean(cls, value: Any) -> Any:
+        if isinstance(value, bool):  # pydantic would read `true` as 1
+            raise ValueError(f"Input should be an integer, not {str(value).lower()}")
+        return value
+
 
 class _MatchSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -178,7 +193,7 @@ class _MatchSpec(BaseModel):
 
 class _ProfileSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    name: str
+    name: str = Field(min_length=1)
     match: _MatchSpec = Field(default_factory=_MatchSpec)
     mutate: list[str | _PluginSpec] = Field(default_factory=list)
     filters: list[str | _PluginSpec]
@@ -187,7 +202,7 @@ class _ProfileSpec(BaseModel):
 
 class _PolicySpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    name: str
+    name: str = Field(min_length=1)
     description: str = ""
     profiles: list[_ProfileSpec] = Field(min_length=1)
 
@@ -299,6 +314,24 @@ def _message(msg: str) -> str:
     return msg
 
 
+def _check_names_and_weights(spec: _PolicySpec, source: str) -> None:
+    """What the schema cannot say: profile names are unique (the extender's metrics and
+    ``render`` go by them), and only scorers have a weight (one on a filter or a mutator
+    would be silently ignored)."""
+    seen: set[str] = set()
+    for pi, prof in enumerate(spec.profiles):
+        if prof.name in seen:
+            raise PolicyError(f"{source}: invalid policy: profiles[{pi}].name: {prof.name!r} is given twice")
+        seen.add(prof.name)
+        for kind, items in (("filters", prof.filters), ("mutate", prof.mutate)):
+            for i, item in enumerate(items):
+                if isinstance(item, _PluginSpec) and "weight" in item.model_fields_set:
+                    raise PolicyError(
+                        f"{source}: invalid policy: profiles[{pi}].{kind}[{i}]: {item.plugin} "
+                        "takes no weight (only score plugins are weighed)"
+                    )
+
+
 def policy_from_dict(raw: Any, source: str = "<policy>", plugins: PluginRegistry = BUILTIN_PLUGINS) -> Policy:
     """Validate and build a policy from its YAML/JSON structure, with the plugins of
     ``plugins`` (the built-ins unless given)."""
@@ -311,6 +344,7 @@ def policy_from_dict(raw: Any, source: str = "<policy>", plugins: PluginRegistry
         useful = [e for e in errors if "str" not in e["loc"]] or errors
         problems = "; ".join(f"{_location(e['loc'])}: {_message(e['msg'])}" for e in useful)
         raise PolicyError(f"{source}: invalid policy: {problems}") from None
+    _check_names_and_weights(spec, source)
     profiles = []
     for pi, prof in enumerate(spec.profiles):
         where = f"{source}: profiles[{pi}] ({prof.name})"
