@@ -437,6 +437,19 @@ def test_sim_config_overrides_and_errors(tmp_path, capsys):
         # every pool would get the one name, which prices are looked up by
         ("pool: {name: big}\n", "pool.name: unknown key; valid: allocatable, labels, max_size"),
         ("pool: " + "[" * 5000 + "]" * 5000 + "\n", "not valid YAML: nested too deeply"),
+        # each of these was once taken without a word: cut to 2**50, read as 1, infinite
+        (
+            "pool: {allocatable: {memory: 1e300}}\n",
+            "pool.allocatable.memory must be > 0 and <= 1125899906842624",
+        ),
+        ("pool: {allocatable: {example.com/gpu: 1e300}}\n", "pool.allocatable.example.com/gpu must be >= 0"),
+        ("pool: {allocatable: {null: 1}}\n", "pool.allocatable: bad value {None: 1}: a resource name is"),
+        ("cache: {high_images: true}\n", "cache.high_images: bad value True: a number, not true or false"),
+        (
+            "binder: {changes_per_day: .inf}\n",
+            "binder.changes_per_day: bad value inf: must be a finite number",
+        ),
+        ("pool: {price_per_hour: .nan}\n", "pool.price_per_hour: bad value nan: must be a finite number"),
     ],
 )
 def test_sim_config_out_of_range_values_are_named(tmp_path, capsys, text, message):

@@ -63,11 +63,13 @@ def parse_milli_resource_list(raw: Mapping[str, object] | None) -> ResourceList:
     return out
 
 
-def round_up_amounts(millis: ResourceList) -> ResourceList:
+def round_up_amounts(millis: ResourceList, clamp: bool = True) -> ResourceList:
     """Thousandths (:func:`parse_milli_resource_list`) to the units kube-scheduler counts:
     cpu stays in millicores, every other resource is rounded up to whole units
-    (``Quantity.Value()``); each at most :data:`MAX_AMOUNT`."""
-    return clamp_amounts({name: v if name == CPU else -(-v // 1000) for name, v in millis.items()})
+    (``Quantity.Value()``); each at most :data:`MAX_AMOUNT` unless ``clamp`` is false (for
+    a caller that refuses larger ones rather than cut them)."""
+    units = {name: v if name == CPU else -(-v // 1000) for name, v in millis.items()}
+    return clamp_amounts(units) if clamp else units
 
 
 def add_into(total: ResourceList, other: Mapping[str, int]) -> None:

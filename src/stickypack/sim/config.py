@@ -16,6 +16,7 @@ file, the section and the key. Resource sizes take Kubernetes quantities (``450M
 from __future__ import annotations
 
 import dataclasses
+import math
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -25,7 +26,7 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from stickypack.core.quantity import QuantityError, int_value, milli_value
-from stickypack.core.resources import parse_resource_list
+from stickypack.core.resources import parse_milli_resource_list, round_up_amounts
 from stickypack.core.yamltext import YAMLTextError, load_yaml
 from stickypack.sim.model import (
     AutoscalerConfig,
@@ -88,9 +89,13 @@ def _section(cls: type, raw: Any, where: str) -> Any:
             elif key in _BYTES:
                 value = int_value(value)
             elif key == "allocatable":
-                value = parse_resource_list(value)
+                value = _allocatable(value)
             else:
+                if isinstance(value, bool) and hints[key] is not bool:  # pydantic reads true as 1
+                    raise ValueError("a number, not true or false")
                 value = TypeAdapter(hints[key]).validate_python(value, strict=False)
+                if isinstance(value, float) and not math.isfinite(value):
+                    raise ValueError("must be a finite number")
         except (ValidationError, QuantityError, TypeError, ValueError, AttributeError) as exc:
             raise SimConfigError(f"{where}.{key}: bad value {value!r}: {_short(exc)}") from None
         values[key] = value
@@ -104,6 +109,17 @@ def _section(cls: type, raw: Any, where: str) -> Any:
     except ValueError as exc:
         raise SimConfigError(f"{where}.{exc}") from None
     return values if cls is NodePool else built
+
+
+def _allocatable(value: Any) -> dict[str, int]:
+    """A pool's allocatable: resource names to quantities, in the model's units, not
+    clamped (the pool's range check refuses what is too large instead of cutting it)."""
+    if not isinstance(value, Mapping):
+        raise ValueError("a mapping of resource names to quantities")
+    for name in value:
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"a resource name is a non-empty string, got {name!r}")
+    return round_up_amounts(parse_milli_resource_list(value), clamp=False)
 
 
 def _millicores(value: Any) -> int:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from stickypack.core.resources import CPU, MEMORY, PODS
+from stickypack.core.resources import CPU, MAX_AMOUNT, MEMORY, PODS
 
 GiB = 1024**3
 #: Largest sizes the model takes (a node's allocatable, a pod's request): far above any real
@@ -55,6 +55,11 @@ class NodePool:
             amount = self.allocatable.get(resource, 0)
             limit = _MAX_SIZE[resource]
             _require(0 < amount <= limit, f"allocatable.{resource}", f"> 0 and <= {limit}", amount)
+        for resource, amount in self.allocatable.items():  # extended resources
+            if resource not in _MAX_SIZE:
+                _require(
+                    0 <= amount <= MAX_AMOUNT, f"allocatable.{resource}", f">= 0 and <= {MAX_AMOUNT}", amount
+                )
         _require(self.price_per_hour >= 0, "price_per_hour", ">= 0", self.price_per_hour)
         _require(self.min_size >= 0, "min_size", ">= 0", self.min_size)
         _require(self.max_size >= max(self.min_size, 1), "max_size", ">= min_size and >= 1", self.max_size)
