@@ -692,6 +692,20 @@ def test_a_lone_surrogate_in_a_spec_is_a_malformed_line(tmp_path, capsys):
     assert "1 malformed trace line(s)" in capsys.readouterr().out
 
 
+def test_a_status_that_is_not_a_word_is_a_malformed_line(tmp_path):
+    # a list or a number as status was once skipped as "not a success", uncounted
+    day = [_launch_line(f"2019-03-04T10:0{i}:00+00:00") for i in range(4)]
+    failed = json.dumps(
+        {"timestamp": "2019-03-04T10:06:00", "provider": "GitHub", "spec": "o/f/m", "status": "failure"}
+    )
+    odd = '{"timestamp": "2019-03-04T10:05:00", "provider": "GitHub", "spec": "o/r/m", "status": ["success"]}'
+    trace = tmp_path / "events-2019-03-04.jsonl"
+    trace.write_text("\n".join([*day, odd, failed]) + "\n")
+    errors = TraceErrors()
+    assert len(read_launches([trace], errors)) == 4  # the failed launch is not replayed, nor counted
+    assert errors.count == 1 and errors.first == [f"{trace}:5: status is not a word: ['success']"]
+
+
 def _seeded_simulation(policy: str, jobs: list, pool, seed_repos: dict[str, str], cache=None):
     """A Simulation whose nodes, as they join, hold ``seed_repos[node]``'s image and its
     history entry (as if built earlier in the replay); ``binds`` records (time, repo, node)

@@ -227,6 +227,8 @@ def _parse(line: bytes, where: str, errors: TraceErrors) -> tuple[float, str] | 
     try:
         ts = _timestamp(event["timestamp"])
         status = event.get("status", "success")
+        if not isinstance(status, str):  # a launch's outcome is a word ("success", "failure")
+            raise ValueError(f"status is not a word: {_brief(status)}")
         if status != "success":
             return None
         provider, spec = event["provider"], event["spec"]
