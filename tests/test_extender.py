@@ -250,6 +250,30 @@ def test_assumed_total_counts_each_pod_counted_early_once() -> None:
     assert assumed() == 2.0 and w.cache.assumed["binder/q"] == "node-0"
 
 
+def test_a_pod_scheduled_again_is_not_counted_against_itself() -> None:
+    # kube-scheduler schedules a pod again when its binding or a later step of its cycle
+    # failed; the extender's assumption from the first attempt once counted the pod on its
+    # predicted node, so the retry saw that node one build fuller: here it was filtered out
+    # at the load bound ("runs 3 builds", two of them real) and lost its score
+    from stickypack.rendezvous import rendezvous_rank
+
+    w = World(3)
+    top = rendezvous_rank(w.names, REPO)[0]
+    for i in range(2):  # two builds of other repos run on the repo's rendezvous top
+        running = build_pod(f"running-{i}", repo=f"https://github.com/org/other-{i}", node_name=top)
+        w.cache.pod_event("ADDED", {**running, "status": {"phase": "Running"}})
+    assert w.extender.load_cap() == 3  # room for this build there
+    with AppThread(w.app) as server, httpx.Client(base_url=server.url, timeout=10) as client:
+        for _attempt in range(2):
+            passed = post(client, "filter", {"Pod": build_pod("p"), "NodeNames": w.names}).json()
+            assert passed["NodeNames"] == w.names and passed["FailedNodes"] == {}
+            scores = post(client, "prioritize", {"Pod": build_pod("p"), "NodeNames": w.names}).json()
+            assert max(scores, key=lambda s: s["Score"])["Host"] == top
+            assert server.call(lambda: w.cache.assumed) == {"binder/p": top}
+        text = client.get("/metrics").text
+    assert "stickypack_extender_assumed_total 1.0" in text  # one pod counted early, once
+
+
 def test_nodes_filtered_counts_what_the_filters_removed_not_unknown_names() -> None:
     w = World(3)
     w.extender.unknown_nodes = "fail"

@@ -256,6 +256,7 @@ class Extender:
             decision = Decision("filter", False)
             return _filter_result(list(names), {}, {}, items), decision
         idx, known, unknown = self._rows(names)
+        prior = self.cache.unassume(key)  # a pod scheduled again is not counted against itself
         failed: dict[str, str] = {}
         unresolvable: dict[str, str] = {f"{n}": "unknown node (not in the extender's cache)" for n in unknown}
         keep = np.ones(idx.shape[0], dtype=bool)
@@ -281,9 +282,12 @@ class Extender:
         if len(passed) == 1 and self.assume and pod.build_repo is not None:
             # kube-scheduler skips prioritize with one feasible node: count the pod now.
             assumed = self.cache.assume(key, pod, passed[0])
+        elif prior is not None:
+            self.cache.assume(key, pod, prior)  # until prioritize, next, predicts again
         result = _filter_result(passed, failed, unresolvable, items)
         filtered = len(known) - len(passed)  # by the filters and the load bound, not unknown names
-        return result, Decision("filter", True, assumed=assumed, filtered=filtered)
+        # assumed_total counts each pod once, not each retry of it
+        return result, Decision("filter", True, assumed=assumed and prior is None, filtered=filtered)
 
     def load_cap(self) -> int:
         """Most builds a node may run with one more build placed: ``max(min_load_cap,
@@ -314,6 +318,7 @@ class Extender:
             self._check_known(names)
             return [], Decision("prioritize", False)
         idx, known, unknown = self._rows(names)
+        prior = self.cache.unassume(key)  # a pod scheduled again is not counted against itself
         if idx.size == 0:
             return [{"Host": n, "Score": 0} for n in unknown], Decision("prioritize", True)
         self.cache.expire_assumptions()
@@ -347,7 +352,7 @@ class Extender:
             top_node = self._predict(pod, idx, known, scores, ctx)
             if top_node is not None:
                 assumed = self.cache.assume(key, pod, top_node)
-        return out, Decision("prioritize", True, assumed=assumed)
+        return out, Decision("prioritize", True, assumed=assumed and prior is None)
 
     def _predict(
         self, pod: Pod, idx: np.ndarray, known: list[str], ext_scores: np.ndarray, ctx: SchedulingContext

@@ -395,6 +395,16 @@ class ClusterCache:
         self._assumed[key] = _Assumed(node, pod, self.ttl_clock() + self.assume_ttl_s, i is not None)
         return True
 
+    def unassume(self, key: str) -> str | None:
+        """Stop counting ``key``'s assumption, if any, and return the node it was on: the
+        pod is being scheduled again (its binding or a later step of kube-scheduler's cycle
+        failed, as its ForgetPod undoes), so it must not count against itself."""
+        a = self._assumed.get(key)
+        if a is None:
+            return None
+        self._drop_assumption(key)
+        return a.node
+
     def _drop_assumption(self, key: str) -> None:
         a = self._assumed.pop(key, None)
         if a is not None and a.accounted:
