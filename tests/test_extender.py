@@ -160,6 +160,12 @@ def test_assumption_moves_hot_repo_builds_along(world, with_filter: bool) -> Non
         ("prioritize", b"[1, 2]", "must be a JSON object"),
         ("filter", b'{"Pod": 5, "NodeNames": []}', "Pod must be a JSON object"),
         ("filter", b'{"Pod": {}}', "NodeNames must be a list"),
+        # once "ExtenderArgs.NodeNames must be a list of strings", of a request without NodeNames
+        ("filter", b'{"Pod": {}, "Nodes": {"items": [{"metadata": {"name": 5}}]}}',
+         "ExtenderArgs.Nodes.items[0].metadata.name must be a string"),
+        ("prioritize", b'{"Pod": {}, "NodeNames": null,'
+         b' "Nodes": {"items": [{"metadata": {"name": "n"}}, 7]}}',
+         "ExtenderArgs.Nodes.items[1].metadata.name missing"),
         ("prioritize", b'{"Pod": {}, "NodeNames": [1]}', "list of strings"),
         ("prioritize", b'{"Pod": {"spec": {"containers": [{"resources": {"requests": {"cpu": "lots"}}}]}},'
          b' "NodeNames": []}', "ExtenderArgs.Pod"),

@@ -163,10 +163,7 @@ class Extender:
             nodes = args.get("Nodes")
             if isinstance(nodes, dict) and isinstance(nodes.get("items"), list):
                 items = nodes["items"]
-                try:
-                    names = [n["metadata"]["name"] for n in items]
-                except (KeyError, TypeError):
-                    raise BadRequest("ExtenderArgs.Nodes.items[].metadata.name missing") from None
+                names = [_node_name(n, i) for i, n in enumerate(items)]
             else:
                 raise BadRequest("ExtenderArgs.NodeNames must be a list of node names (nodeCacheCapable)")
         if not isinstance(names, list) or not set(map(type, names)) <= {str}:
@@ -454,6 +451,18 @@ class _PriorityList(Sequence[dict[str, Any]]):
             rest = ",".join('{"Host":' + json.dumps(n) + ',"Score":0}' for n in self._unknown)
             out = f"{out},{rest}" if out else rest
         return "[" + out + "]"
+
+
+def _node_name(node: Any, i: int) -> str:
+    """``metadata.name`` of ``ExtenderArgs.Nodes.items[i]``; BadRequest naming the item."""
+    where = f"ExtenderArgs.Nodes.items[{i}].metadata.name"
+    meta = node.get("metadata") if isinstance(node, dict) else None
+    name = meta.get("name") if isinstance(meta, dict) else None
+    if name is None:
+        raise BadRequest(f"{where} missing")
+    if not isinstance(name, str):
+        raise BadRequest(f"{where} must be a string, not {type(name).__name__}")
+    return name
 
 
 def _filter_result(
