@@ -583,6 +583,29 @@ def test_unknown_paths_get_a_json_error(world) -> None:
         assert r.status_code == status and path in r.json()["error"]
 
 
+def test_the_verbs_answer_under_the_path_render_accepts(world, tmp_path) -> None:
+    # render takes --extender-url http://HOST[:PORT]/PATH and kube-scheduler posts to
+    # PATH/filter, which once got 404: the extender, ignorable, was silently never used
+    import yaml
+
+    from stickypack.cli import main
+
+    w, server, client = world
+    out = tmp_path / "s.yaml"
+    url = f"{server.url}/stickypack/"
+    args = ["render", "scheduler-config", "--profiles", "stickypack-builds", "--extender-url", url]
+    assert main([*args, "-o", str(out)]) == 0
+    prefix = yaml.safe_load(out.read_text())["extenders"][0]["urlPrefix"]
+    pod = build_pod("prefixed")
+    pod["metadata"]["labels"] = {"component": "singleuser-server"}  # passed through: no assumption
+    for verb in ("filter", "prioritize"):
+        body = json.dumps({"Pod": pod, "NodeNames": w.names})
+        r = httpx.post(f"{prefix}/{verb}", content=body, headers={"Content-Type": "application/json"})
+        assert r.status_code == 200, r.text
+        assert r.json() == post(client, verb, json.loads(body)).json()
+    assert client.post("/stickypack/filter/").status_code == 404
+
+
 def test_check_prints_the_weight_render_takes_for_a_custom_score_list(tmp_path, capsys) -> None:
     import yaml
 

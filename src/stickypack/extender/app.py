@@ -3,7 +3,8 @@
 Routes:
 
 ``POST /filter``, ``POST /prioritize``
-    kube-scheduler's extender verbs (JSON, see :mod:`stickypack.extender.engine`). A body
+    kube-scheduler's extender verbs (JSON, see :mod:`stickypack.extender.engine`), also
+    under a path (``/PATH/filter``: a ``urlPrefix`` with a path). A body
     that is not JSON, not an ``ExtenderArgs``, names unknown nodes, or is larger than
     ``max_request_bytes`` gets HTTP 400 with ``{"error": "<what is wrong>"}``; an unexpected
     failure gets HTTP 500 with the same shape. Nothing a client sends stops the service.
@@ -138,11 +139,19 @@ def make_app(
     async def not_allowed(request: Request) -> Response:
         return _error(f"{request.method} {request.url.path}: use POST with a JSON ExtenderArgs body", 405)
 
+    verbs = {"filter": verb("filter", extender.filter), "prioritize": verb("prioritize", extender.prioritize)}
     routes = [
-        Route("/filter", verb("filter", extender.filter), methods=["POST"]),
-        Route("/prioritize", verb("prioritize", extender.prioritize), methods=["POST"]),
-        Route("/filter", not_allowed, methods=["GET", "PUT", "DELETE", "PATCH"]),
-        Route("/prioritize", not_allowed, methods=["GET", "PUT", "DELETE", "PATCH"]),
+        # kube-scheduler posts to <urlPrefix>/<verb>, and a urlPrefix may have a path
+        # (``render --extender-url http://HOST:PORT/PATH``): the verbs answer under any path
+        route
+        for path in ("", "/{prefix:path}")
+        for name, endpoint in verbs.items()
+        for route in (
+            Route(f"{path}/{name}", endpoint, methods=["POST"]),
+            Route(f"{path}/{name}", not_allowed, methods=["GET", "PUT", "DELETE", "PATCH"]),
+        )
+    ]
+    routes += [
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
         Route("/metrics", metrics_endpoint, methods=["GET"]),
