@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -278,6 +279,37 @@ def test_a_pod_scheduled_again_is_not_counted_against_itself() -> None:
             assert server.call(lambda: w.cache.assumed) == {"binder/p": top}
         text = client.get("/metrics").text
     assert "stickypack_extender_assumed_total 1.0" in text  # one pod counted early, once
+
+
+def test_nodes_preemption_cannot_help_are_failed_as_unresolvable() -> None:
+    # the load bound and a build's wait for its history node were once "FailedNodes", which
+    # lets kube-scheduler's preemption evict pods there, for nothing: neither lowers a node's
+    # build count nor ends the wait
+    w = World(3)
+    for i in range(3):  # node-0 runs three builds: at the bound (min_load_cap 3)
+        running = build_pod(f"running-{i}", repo=f"https://github.com/org/other-{i}", node_name="node-0")
+        w.cache.pod_event("ADDED", {**running, "status": {"phase": "Running"}})
+    body, _ = w.extender.filter({"Pod": build_pod("b"), "NodeNames": w.names})
+    assert body["NodeNames"] == ["node-1", "node-2"] and body["FailedNodes"] == {}
+    assert body["FailedAndUnresolvableNodes"] == {"node-0": "LoadBound: node runs 3 builds, the bound is 3"}
+
+    profile = select_profile(load_builtin("stickypack"), "stickypack-builds")
+    delaying = Extender(
+        w.cache,
+        profile,
+        filter_names=("ScaleDownAware", "DelayForLocality"),
+        history=lambda: w.recorder.history,
+        clock=lambda: NOW,
+    )
+    w.recorder.record(REPO, "node-1", NOW - 600)  # node-1 built the repo; it is full (not asked)
+    young = build_pod("young")
+    young["metadata"]["creationTimestamp"] = datetime.fromtimestamp(NOW, UTC).isoformat()
+    body, _ = delaying.filter({"Pod": young, "NodeNames": ["node-2"]})
+    assert body["NodeNames"] == [] and body["FailedNodes"] == {}
+    assert list(body["FailedAndUnresolvableNodes"]) == ["node-2"]
+    assert body["FailedAndUnresolvableNodes"]["node-2"].startswith(
+        "DelayForLocality: the build waits for room"
+    )
 
 
 def test_nodes_filtered_counts_what_the_filters_removed_not_unknown_names() -> None:

@@ -53,6 +53,7 @@ FILTER_REASONS = {
     "TaintToleration": "node has a taint the pod does not tolerate",
     "NodeAffinity": "node does not match the pod's node selector or required affinity",
     "NodeReady": "node is not Ready",
+    "DelayForLocality": "the build waits for room on a node that built its repo (delay scheduling)",
 }
 #: Score plugins kube-scheduler runs itself (stickypack's own ones it does not know).
 KUBE_SCORERS = {
@@ -62,8 +63,18 @@ KUBE_SCORERS = {
     "NodeAffinity",
     "InterPodAffinity",
 }
-#: Filters whose failure preemption cannot resolve.
-UNRESOLVABLE = {"ScaleDownAware", "NodeUnschedulable", "TaintToleration", "NodeAffinity", "NodeReady"}
+#: Filters whose failure preemption cannot resolve (kube-scheduler's preemption would evict
+#: pods there for nothing). ``DelayForLocality`` fails only nodes other than the repo's full
+#: history nodes (those never reach the extender), and evictions there end no wait; the load
+#: bound counts builds, which evicting lower-priority pods does not lower either.
+UNRESOLVABLE = {
+    "ScaleDownAware",
+    "NodeUnschedulable",
+    "TaintToleration",
+    "NodeAffinity",
+    "NodeReady",
+    "DelayForLocality",
+}
 
 
 class BadRequest(ValueError):
@@ -273,7 +284,7 @@ class Extender:
                     target[known[j]] = f"{plugin.name}: {FILTER_REASONS.get(plugin.name, 'filtered')}"
                 keep[live[~ok]] = False
         if self.load_bound and pod.build_repo is not None and keep.any():
-            self._bound_loads(idx, known, keep, failed)
+            self._bound_loads(idx, known, keep, unresolvable)
         passed = list(compress(known, keep.tolist()))
         assumed = False
         if len(passed) == 1 and self.assume and pod.build_repo is not None:
@@ -299,7 +310,8 @@ class Extender:
     def _bound_loads(
         self, idx: np.ndarray, known: list[str], keep: np.ndarray, failed: dict[str, str]
     ) -> None:
-        """Drop nodes whose builds would exceed the load cap, unless none would be left."""
+        """Drop nodes whose builds would exceed the load cap, unless none would be left;
+        each goes into ``failed`` with its reason."""
         over, cap = self.over_load_cap(idx)
         over &= keep
         if not over.any() or not (keep & ~over).any():
