@@ -161,6 +161,10 @@ def test_assumptions_count_until_the_watch_confirms(cache: ClusterCache) -> None
 def test_parse_selector() -> None:
     assert parse_selector("a=b, c=d") == {"a": "b", "c": "d"}
     assert parse_selector({"x": 1}) == {"x": "1"}
+    assert parse_selector("a=b,a=b") == {"a": "b"}
+    # once {"a": "c"}, where Kubernetes requires both and so matches no pod
+    with pytest.raises(ValueError, match="a given twice with different values"):
+        parse_selector("a=b,a=c")
     with pytest.raises(ValueError, match="key=value"):
         parse_selector("a")
 

@@ -62,7 +62,10 @@ def parse_selector(text: str | Mapping[str, str] | None) -> dict[str, str]:
             key, sep, value = part.partition("=")
             if not sep or not key.strip() or value.startswith("="):
                 raise ValueError(f"label selector {text!r}: expected key=value[,key=value...]")
-            out[key.strip()] = value.strip()
+            key, value = key.strip(), value.strip()
+            if out.get(key, value) != value:  # Kubernetes would require both: no pod matches
+                raise ValueError(f"label selector {text!r}: {key} given twice with different values")
+            out[key] = value
     else:
         raise ValueError(f"a label selector is 'key=value,...' or a mapping, got {text!r}")
     for key, value in out.items():
