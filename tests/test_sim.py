@@ -854,3 +854,37 @@ def test_nodes_ready_at_once_take_the_pending_pods_in_the_same_scan(tmp_path):
     result = run_json(tmp_path, "--scenario", "dask-burst", "--policies", "z2jh", "--sim-config", str(cfg))
     row = by_policy(result)["z2jh"]
     assert row["pods_unscheduled"] == 0 and row["pending_p95_s"] <= 10.0  # one scan interval
+
+
+def _cpu_job(name: str, t: float, duration: float):
+    from stickypack.core.pod import Pod
+    from stickypack.core.resources import CPU, MEMORY
+    from stickypack.sim.workloads import PodJob
+
+    pod = Pod(name=name, requests={CPU: 1000, MEMORY: 2**30}, nonzero_cpu=1000, nonzero_memory=2**30)
+    return PodJob(t, pod, duration=duration)
+
+
+def _small_pool():
+    from stickypack.core.resources import CPU, MEMORY, PODS
+    from stickypack.sim.model import NodePool
+
+    return NodePool(name="p", allocatable={CPU: 4000, MEMORY: 16 * 2**30, PODS: 110}, min_size=0)
+
+
+def test_a_pod_created_at_a_scan_with_nothing_else_left_still_gets_its_node():
+    # The autoscaler leaves a pod created at the very instant of its scan to the next scan;
+    # the run once stopped there instead ("nothing can change"), with the pod unscheduled
+    # and no node-hours, as if it fit no node.
+    from stickypack.policies import load_builtin
+    from stickypack.sim.engine import Simulation
+    from stickypack.sim.workloads import Workload
+
+    jobs = [_cpu_job("p0", 10.0, 100.0)]  # the first scan is at 10 s
+    result = Simulation(load_builtin("z2jh"), Workload("at-a-scan", jobs, [_small_pool()]), seed=0).run()
+    m = result.metrics
+    assert (m["pods_scheduled"], m["pods_unscheduled"]) == (1, 0)
+    # asked at the 20 s scan, ready 210 s later, the pod runs 230-330 s
+    assert [(n.ready_at, n.deleted_at) for n in result.nodes] == [(230.0, None)]
+    assert m["node_hours"] * 3600 == pytest.approx(330 - 20)
+    assert m["pending_p95_s"] == pytest.approx(220.0)

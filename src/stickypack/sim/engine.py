@@ -220,8 +220,11 @@ class Simulation:
                 if cursor >= len(jobs) and self.live_pods == 0:
                     break
                 self._scan()
-                if cursor >= len(jobs) and not self.heap:
-                    break  # only pods that fit nowhere are left: nothing can change
+                # only pods that fit nowhere are left: nothing can change (but a pod created at
+                # this scan's instant is the next scan's to scale up for)
+                settled = all(sp.created < t for sp in self.pending.values())
+                if cursor >= len(jobs) and not self.heap and settled:
+                    break
                 self._push(t + self.ca.scan_interval_s, _SCAN, None)
             if self.progress is not None and t >= next_progress:
                 self.progress(min(t / max(last_job_t, 1.0), 1.0))
