@@ -339,3 +339,52 @@ def test_only_running_bound_pods_name_builder_nodes() -> None:
         builder("g", "node-2"),
     ]
     assert nodes_of_pods(pods) == ["node-1", "node-2"]
+
+
+#: A DNS subdomain of 255 characters: valid in form, but past the 253 a label key's prefix may have.
+LONG_PREFIX = ".".join(["a" * 63] * 4)
+
+
+def test_hostname_label_with_a_prefix_over_253_characters_is_refused() -> None:
+    # the API server refuses such a key in the build pod's affinity (422): BinderHub's own
+    # affinity must be used instead, as for any other configuration error
+    with pytest.raises(TraitError, match="is not a label key"):
+        enabled(hostname_label=f"{LONG_PREFIX}/hostname")
+    with pytest.raises(TraitError, match="not a valid label"):
+        enabled(builder_selector=f"{LONG_PREFIX}/component=image-builder")
+    assert enabled(hostname_label=f"{LONG_PREFIX[:253]}/hostname").hostname_label.endswith("/hostname")
+
+
+@pytest.mark.controlplane
+def test_label_keys_the_library_takes_are_the_ones_the_api_server_takes(cluster) -> None:
+    """A preferred node-affinity key is accepted by the real API server exactly when
+    ``StickyBuilds.hostname_label`` accepts it."""
+    from kubernetes_asyncio.client.exceptions import ApiException
+
+    from stickypack.testing import pod_manifest
+
+    keys = [
+        f"{LONG_PREFIX[:253]}/h",  # prefix of 253: fine
+        f"{LONG_PREFIX}/h",  # prefix of 255: refused
+        "kubernetes.io/" + "h" * 63,
+        "kubernetes.io/" + "h" * 64,
+        "Kubernetes.io/hostname",
+        "a/b/c",
+    ]
+    for i, key in enumerate(keys):
+        try:
+            enabled(hostname_label=key)
+            ours = True
+        except TraitError:
+            ours = False
+        pod = pod_manifest(f"key-{i}")
+        pod["spec"]["affinity"] = enabled().node_affinity(["node-1"])
+        term = pod["spec"]["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]
+        term["preference"]["matchExpressions"][0]["key"] = key
+        try:
+            cluster.create_pod(pod=pod)
+            theirs = True
+        except ApiException as exc:
+            assert exc.status == 422, exc
+            theirs = False
+        assert ours == theirs, (key, ours, theirs)

@@ -25,8 +25,11 @@ DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 
 #: A DNS subdomain (RFC 1123; a node's name; at most 253 characters, checked apart).
 DNS_SUBDOMAIN = re.compile(rf"{DNS_LABEL.pattern}(\.{DNS_LABEL.pattern})*")
-#: A label key: an optional DNS-subdomain prefix and ``/``, then a name of 1-63 characters.
-LABEL_KEY = re.compile(rf"({DNS_SUBDOMAIN.pattern}/)?[A-Za-z0-9]([-A-Za-z0-9_.]{{0,61}}[A-Za-z0-9])?")
+#: A label key: an optional DNS-subdomain prefix of at most 253 characters and ``/``, then a
+#: name of 1-63 characters (the API server refuses a longer prefix with 422).
+LABEL_KEY = re.compile(
+    rf"((?=[^/]{{1,253}}/){DNS_SUBDOMAIN.pattern}/)?[A-Za-z0-9]([-A-Za-z0-9_.]{{0,61}}[A-Za-z0-9])?"
+)
 #: A label value: empty, or like a label key's name.
 LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
 
