@@ -263,6 +263,53 @@ def test_builds_are_scheduled_when_the_extender_is_killed(cluster: ControlPlane,
         log.close()
 
 
+def test_a_hung_extender_costs_each_pod_two_timeouts_in_turn(cluster: ControlPlane, tmp_path) -> None:
+    """An extender that accepts connections and never answers (the operator guide's
+    "Extender down, slow or erring"): kube-scheduler waits out ``httpTimeout`` on filter
+    and again on prioritize for every pod, and places one pod at a time."""
+    import socket
+    import threading
+
+    for i in range(2):
+        cluster.create_node(f"node-{i}", cpu="16", memory="64Gi")
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(64)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:  # accept and hold every connection, never reply
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(server.accept()[0])
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        config = render_config(tmp_path, f"http://127.0.0.1:{server.getsockname()[1]}")
+        (entry,) = yaml.safe_load(config.read_text())["extenders"]
+        timeout = float(entry["httpTimeout"].removesuffix("s"))
+        cluster.start_scheduler(config)
+        names = ["hung-0", "hung-1"]
+        start = time.monotonic()
+        cluster.create_pods([build_pod(n, "https://github.com/org/r") for n in names])
+        cluster.wait_bound(names, timeout=60)
+        elapsed = time.monotonic() - start
+    finally:
+        stop.set()
+        thread.join(5)
+        for conn in held:
+            conn.close()
+        server.close()
+    # filter and prioritize each wait out the timeout (two feasible nodes: scoring runs), and
+    # the second pod waits for the first: the operator guide's "2 x httpTimeout, in turn"
+    per_pod = 2 * timeout
+    assert len(names) * per_pod - 0.5 <= elapsed < len(names) * per_pod + 10, elapsed
+
+
 def test_sigterm_writes_pending_history_and_exits_cleanly(cluster: ControlPlane, tmp_path) -> None:
     # uvicorn raised the caught SIGTERM again on its way out, so the process died before the
     # service could write the build history it had not flushed yet (and SIGINT gave a traceback)
