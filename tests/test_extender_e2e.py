@@ -370,6 +370,38 @@ def _ready(url: str) -> bool:
         return False
 
 
+def test_forget_node_forgets_one_node_and_prunes_nothing_else(
+    cluster: ControlPlane, tmp_path, capsys
+) -> None:
+    """An image cleaner runs ``forget-node`` with a configuration of its own (often none):
+    the entries the extender keeps under its own limits (here a TTL of 30 days and 5 nodes a
+    repo, where the defaults are 7 days and 3) survive; only the node's entries go."""
+    import json
+
+    from kubernetes_asyncio import client
+
+    from stickypack.kube.history import HistoryDoc
+
+    now = time.time()
+    old, wide = "https://github.com/x/old", "https://github.com/x/wide"
+    doc = HistoryDoc(
+        {old: {"node-a": now - 10 * 86400}, wide: {f"node-{c}": now - i for i, c in enumerate("bcdef")}}
+    )
+    cm = {"metadata": {"name": f"{HISTORY['name']}-0"}, "data": {"history.json": doc.dumps()}}
+    cluster.call(lambda api: client.CoreV1Api(api).create_namespaced_config_map("default", cm))
+    cfg = tmp_path / "cleaner.yaml"
+    cfg.write_text(yaml.safe_dump({"history": {"name": HISTORY["name"]}}))  # no ttl_s, no limits
+    argv = ["forget-node", "node-f", "--config", str(cfg), "--kubeconfig", str(cluster.kubeconfig)]
+    assert cli_main(argv) == 0
+    assert "1 build history entries dropped" in capsys.readouterr().out
+    stored = cluster.call(
+        lambda api: client.CoreV1Api(api).read_namespaced_config_map(f"{HISTORY['name']}-0", "default")
+    )
+    repos = json.loads(stored.data["history.json"])["repos"]
+    assert set(repos) == {old, wide}, repos
+    assert set(repos[wide]) == {"node-b", "node-c", "node-d", "node-e"}
+
+
 def test_forget_node_cli_reaches_the_running_extender(cluster: ControlPlane, tmp_path, capsys) -> None:
     for n in ("node-a", "node-b"):
         cluster.create_node(n)
