@@ -115,6 +115,26 @@ def test_node_annotation_store(cluster: ControlPlane) -> None:
     assert len(annotations["n1"]["stickypack.io/build-history"]) <= 2048
 
 
+def test_forgetting_a_node_that_is_gone_drops_nothing_on_either_store(cluster: ControlPlane) -> None:
+    # with node annotations, forget-node of a deleted node once failed on the 404 of its read
+    # (exit 1), where the ConfigMap store answered 0 entries dropped
+    cluster.create_node("n-here")
+
+    async def scenario(api: Any) -> Any:
+        annotations = NodeAnnotationHistoryStore(api)
+        await commit(annotations, [Record("https://github.com/o/a", "n-here", NOW)], Limits())
+        configmaps = ConfigMapHistoryStore(api, "default", "gone-test")
+        return (
+            await forget_node(annotations, "n-never-was", when=NOW + 1),
+            await forget_node(configmaps, "n-never-was", when=NOW + 1),
+            (await annotations.read_all())["n-here"][0].repos,
+        )
+
+    dropped_a, dropped_c, kept = run(cluster, scenario)
+    assert (dropped_a, dropped_c) == (0, 0)
+    assert kept == {"https://github.com/o/a": {"n-here": NOW}}
+
+
 def test_a_deleted_nodes_history_part_is_dropped_not_kept_forever(cluster: ControlPlane) -> None:
     # a write to a deleted node once kept its document (with a tombstone) in the recorder's
     # memory, one more for every node the cluster ever had

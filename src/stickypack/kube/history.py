@@ -445,8 +445,16 @@ class NodeAnnotationHistoryStore:
         return HistoryDoc(repos), meta.get("resourceVersion")
 
     async def read(self, part: str) -> tuple[HistoryDoc, str | None]:
-        resp = await self.core.read_node(part, _preload_content=False)
-        return self.parse_node(await read_json(resp))
+        from kubernetes_asyncio.client.exceptions import ApiException
+
+        try:
+            resp = await self.core.read_node(part, _preload_content=False)
+            body = await read_json(resp)
+        except ApiException as exc:
+            if exc.status == 404:  # node gone: its history went with it (write says the same)
+                return HistoryDoc(), None
+            raise
+        return self.parse_node(body)
 
     async def read_all(self) -> dict[str, tuple[HistoryDoc, str | None]]:
         resp = await self.core.list_node(_preload_content=False)
