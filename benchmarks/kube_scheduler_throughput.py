@@ -4,7 +4,8 @@ Usage: python benchmarks/kube_scheduler_throughput.py [--nodes 100,1000] [--pods
 
 For each cluster size: fake nodes (8 cpu, 32 GiB) on the local control plane, `--pods` bare
 pods (250m, 512Mi) created while no scheduler runs, then a kube-scheduler with the default
-profile (client qps/burst 5000) is started and timed from ready until every pod is bound.
+profile (client qps/burst 5000) is started and timed from its start (its start-up
+included) until every pod is bound.
 The simulator's `default` policy then places the same pods on a NodeTable of the same nodes.
 Prints pods per second of each and the ratio simulator / kube-scheduler; the last line holds
 all figures.
