@@ -252,7 +252,9 @@ def test_mixin_delegates_when_disabled_and_uses_executor_fields() -> None:
         ("hostname_label", "a b", "is not a label key"),  # once: 422 when the build pod was created
         ("list_interval", float("nan"), "must be a finite number >= 0"),
         ("history_ttl", -1.0, "must be a finite number >= 0"),
-        ("history_shards", 0, "history_shards must be >= 1"),
+        ("history_shards", 0, "history_shards must be in 1..64"),
+        # each shard is one read of up to 5 s, in turn, while a build waits
+        ("history_shards", 65, "history_shards must be in 1..64, got 65"),
         ("weights", [True], "weights must be 1..100"),
     ],
 )

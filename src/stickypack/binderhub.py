@@ -216,8 +216,8 @@ class StickyBuilds(Configurable):
 
     @validate("history_shards")
     def _check_shards(self, proposal: Any) -> int:
-        if proposal["value"] < 1:
-            raise TraitError("StickyBuilds.history_shards must be >= 1")
+        if not 1 <= proposal["value"] <= 64:  # the extender's range (history.shards)
+            raise TraitError(f"StickyBuilds.history_shards must be in 1..64, got {proposal['value']}")
         return int(proposal["value"])
 
     @validate("list_interval", "history_ttl")
