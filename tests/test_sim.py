@@ -450,6 +450,10 @@ def test_sim_config_overrides_and_errors(tmp_path, capsys):
             "binder.changes_per_day: bad value inf: must be a finite number",
         ),
         ("pool: {price_per_hour: .nan}\n", "pool.price_per_hour: bad value nan: must be a finite number"),
+        (
+            "pool: {labels: {'a b': x}}\n",
+            "a b=x is not a valid Kubernetes label",
+        ),
     ],
 )
 def test_sim_config_out_of_range_values_are_named(tmp_path, capsys, text, message):
