@@ -41,10 +41,49 @@ def test_parse_exact(text, value):
     assert parse_quantity(text) == value
 
 
-@pytest.mark.parametrize("bad", ["", "abc", "1.2.3", "10 Gi", "1Zi", "m", "1e", True, None, float("nan")])
+@pytest.mark.parametrize(
+    "bad", ["", "abc", "1.2.3", "10 Gi", "1Zi", "1e", ".e", "+e+", "1ee3", True, None, float("nan")]
+)
 def test_parse_rejects(bad):
     with pytest.raises(QuantityError):
         parse_quantity(bad)
+
+
+@pytest.mark.parametrize("text", ["+", "-", ".", "+.", "000", "m", "-m", "Ki", "+.Mi", "e3", "-.e5"])
+def test_a_mantissa_without_digits_is_zero(text):
+    """``resource.ParseQuantity`` (k8s.io/apimachinery v0.37.2, api/resource/quantity.go,
+    ``parseQuantityString``) takes a missing numerator as "0": ``"m"``, ``"."`` and ``"+"``
+    are 0, not errors (checked with a Go program on that module: each printed 0)."""
+    assert parse_quantity(text) == 0
+    assert milli_value(text) == 0 and int_value(text) == 0
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("1e4294967296", 1),  # 2**32 wraps to 0
+        ("1e4294967299", 1000),
+        ("3e+4294967298", 300),
+        ("2e-4294967293", 2000),
+        ("1e9223372036854775807", Fraction(1, 10)),  # int64 max wraps to -1
+        ("1e-9223372036854775808", 1),
+    ],
+)
+def test_an_exponent_wraps_to_int32_as_kubernetes_reads_it(text, value):
+    """``suffixHandler.interpret`` (api/resource/suffix.go) parses the exponent with
+    ``strconv.ParseInt(..., 10, 64)`` and keeps ``int32(parsed)``: ``1e4294967296`` is 1
+    (kube-scheduler counts such a pod as 1 cpu; the API server accepts and keeps that text).
+    Values printed by a Go program on k8s.io/apimachinery v0.37.2."""
+    assert parse_quantity(text) == value
+
+
+@pytest.mark.parametrize(
+    "text", ["1e9223372036854775808", "1e-9223372036854775809", "1e99999999999999999999", "1e" + "9" * 5000]
+)
+def test_an_exponent_beyond_int64_is_refused(text):
+    """``strconv.ParseInt`` fails there: "unable to parse quantity's suffix"."""
+    with pytest.raises(QuantityError):
+        parse_quantity(text)
 
 
 def test_rounding_up_like_kubernetes():

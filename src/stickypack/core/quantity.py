@@ -1,7 +1,8 @@
 """Kubernetes resource quantities, parsed exactly.
 
-A quantity is ``<sign><digits>[.<digits>][<suffix>]`` where the suffix is a binary SI suffix
-(``Ki Mi Gi Ti Pi Ei``), a decimal SI suffix (``n u m "" k M G T P E``) or a decimal exponent
+A quantity is ``<sign><digits>[.<digits>][<suffix>]`` (no digits at all is 0) where the
+suffix is a binary SI suffix (``Ki Mi Gi Ti Pi Ei``), a decimal SI suffix
+(``n u m "" k M G T P E``) or a decimal exponent
 (``e3``, ``E-2``), as in ``k8s.io/apimachinery/pkg/api/resource``. Values are returned as
 :class:`fractions.Fraction`, so nothing is lost to floating point; the scheduler's integer
 units are taken by rounding *up*, as ``Quantity.MilliValue()`` and ``Quantity.Value()`` do.
@@ -27,9 +28,10 @@ _DECIMAL = {
     "E": Fraction(10**18),
 }
 # ASCII digits only, and no surrounding space: what resource.ParseQuantity takes (Python's
-# \d would take any Unicode digit)
+# \d would take any Unicode digit). The numerator may have no digits at all ("m", ".", "+"):
+# parseQuantityString reads that as 0.
 _QUANTITY = re.compile(
-    r"(?P<num>[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))"
+    r"(?P<num>[+-]?[0-9]*(?:\.[0-9]*)?)"
     r"(?:(?P<bin>Ki|Mi|Gi|Ti|Pi|Ei)|(?P<exp>[eE][+-]?[0-9]+)|(?P<dec>[numkMGTPE]?))"
 )
 
@@ -61,14 +63,21 @@ def parse_quantity(value: str | int | float | Fraction) -> Fraction:
         value = repr(value)
     if not isinstance(value, str):
         raise QuantityError(f"not a quantity: {value!r}")
-    match = _QUANTITY.fullmatch(value)
+    match = _QUANTITY.fullmatch(value) if value else None
     if match is None:
         raise QuantityError(f"not a quantity: {value!r}")
-    number = Fraction(match["num"])
+    num = match["num"]
+    number = Fraction(num) if any(c.isdigit() for c in num) else Fraction(0)
     if match["bin"]:
         return number * _BINARY[match["bin"]]
     if match["exp"]:
-        return _scaled(number, int(match["exp"][1:]), len(match["num"]))
+        text = match["exp"][1:]
+        exponent = int(text) if len(text.lstrip("+-0")) <= 19 else 2**63
+        if not -(2**63) <= exponent < 2**63:  # strconv.ParseInt(..., 10, 64) fails
+            raise QuantityError(f"not a quantity: {value!r}")
+        # suffixHandler.interpret keeps int32(parsed): the exponent wraps around 2**32
+        exponent = (exponent + 2**31) % 2**32 - 2**31
+        return _scaled(number, exponent, len(num))
     return number * _DECIMAL[match["dec"] or ""]
 
 
