@@ -184,6 +184,17 @@ def test_node_affinity_score():
     assert scores(NodeAffinityScore(), p, t) == [25, 100, 0]
 
 
+def test_a_node_has_only_the_labels_it_carries():
+    # the node table once gave every node a kubernetes.io/hostname label of its name, so a
+    # live node without one matched hostname affinity here and not in kube-scheduler
+    t = NodeTable()
+    t.upsert_node("labelled", {"cpu": 1000}, labels={"kubernetes.io/hostname": "labelled"})
+    t.upsert_node("bare", {"cpu": 1000})
+    host_in = (Requirement("kubernetes.io/hostname", "In", ("labelled", "bare")),)
+    p = pod(preferred_terms=(PreferredTerm(10, NodeSelectorTerm(host_in)),))
+    assert scores(NodeAffinityScore(), p, t) == [100, 0]
+
+
 def test_filters():
     t = NodeTable()
     t.upsert_node("small", {"cpu": 400, "memory": 8 * Gi, "pods": 110})

@@ -14,7 +14,6 @@ import numpy as np
 
 from stickypack.core.labels import (
     DELETION_CANDIDATE_TAINT,
-    HOSTNAME_LABEL,
     NO_EXECUTE,
     NO_SCHEDULE,
     PREFER_NO_SCHEDULE,
@@ -158,7 +157,6 @@ class NodeTable:
         for rname, amount in allocatable.items():
             self.alloc[i, self.rindex[rname]] = amount
         lab = dict(labels or {})
-        lab.setdefault(HOSTNAME_LABEL, name)
         taints = tuple(taints)
         self.info[i] = NodeInfo(name, dict(allocatable), lab, taints, dict(annotations or {}))
         self.ready[i] = ready

@@ -17,7 +17,7 @@ import numpy as np
 
 from stickypack.core.framework import Profile, SchedulingContext
 from stickypack.core.history import BuildHistory
-from stickypack.core.labels import DELETION_CANDIDATE_TAINT, PREFER_NO_SCHEDULE, Taint
+from stickypack.core.labels import DELETION_CANDIDATE_TAINT, HOSTNAME_LABEL, PREFER_NO_SCHEDULE, Taint
 from stickypack.core.nodetable import NodeTable
 from stickypack.core.plugins import EXPECTED_END_ANNOTATION, LifetimeAware
 from stickypack.core.pod import Pod
@@ -424,7 +424,8 @@ class Simulation:
         node.slot = self.table.upsert_node(
             node.name,
             node.pool.allocatable,
-            labels={**node.pool.labels, "stickypack.io/pool": node.pool.name},
+            # kubelet's own labels: the hostname (BinderHub's sticky affinity names it)
+            labels={**node.pool.labels, "stickypack.io/pool": node.pool.name, HOSTNAME_LABEL: node.name},
             created=node.requested_at,
         )
         if self.needs_expiry:
