@@ -230,15 +230,32 @@ def test_unknown_nodes_can_be_failed_instead(world) -> None:
 
 
 def test_health_ready_and_metrics(world) -> None:
-    _, _, client = world
+    w, server, client = world
     assert client.get("/healthz").text == "ok"
     assert client.get("/readyz").status_code == 200
     assert client.get("/filter").status_code == 405
-    post(client, "prioritize", {"Pod": build_pod("m"), "NodeNames": ["node-0", "node-1"]})
+
+    def sample(name: str, labels: dict[str, str]) -> float:
+        return w.metrics.registry.get_sample_value(name, labels) or 0.0
+
+    requests = "stickypack_extender_requests_total"
+    bad_before = sample(requests, {"outcome": "bad_request", "verb": "filter"})
+    decided_before = sample("stickypack_extender_decisions_total", {"managed": "true", "verb": "prioritize"})
+    assert (
+        post(client, "prioritize", {"Pod": build_pod("m"), "NodeNames": ["node-0", "node-1"]}).status_code
+        == 200
+    )
+    assert client.post("/filter", content=b"{not json").status_code == 400  # this test's own bad request
     text = client.get("/metrics").text
     assert 'stickypack_extender_request_duration_seconds_bucket{le="0.005",verb="prioritize"}' in text
     assert 'stickypack_extender_decisions_total{managed="true",verb="prioritize"}' in text
     assert 'stickypack_extender_requests_total{outcome="bad_request",verb="filter"}' in text
+    # counted once each, whatever the tests before this one sent to the shared service
+    assert sample(requests, {"outcome": "bad_request", "verb": "filter"}) == bad_before + 1
+    assert sample("stickypack_extender_decisions_total", {"managed": "true", "verb": "prioritize"}) == (
+        decided_before + 1
+    )
+    server.call(lambda: w.cache._drop_assumption("binder/m"))
 
 
 def test_assumed_total_counts_each_pod_counted_early_once() -> None:
