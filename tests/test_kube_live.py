@@ -114,7 +114,8 @@ def test_informer_reconnects_and_catches_up(cluster: ControlPlane) -> None:
             # while the informer cannot reach the API server
             await core.delete_node("before")
             await core.create_node({"metadata": {"name": "during"}})
-            await asyncio.sleep(0.5)
+            # the informer has lost its watch (and fails to reconnect) before the way is open
+            await _until(lambda: inf.stats.watch_errors >= 1, "the informer to see the cut")
             await proxy.resume()
             deadline = time.monotonic() + 30
             while set(cache.table.index) != {"during"} and time.monotonic() < deadline:
@@ -298,9 +299,12 @@ def _build_pod(name: str, node: str, repo: str) -> dict:
     return pod
 
 
-async def _until(cond: Any, timeout: float = 30.0) -> None:
+async def _until(cond: Any, what: str, timeout: float = 30.0) -> None:
+    """Wait for ``cond()``; fail, naming ``what``, if it does not come within ``timeout``."""
     deadline = time.monotonic() + timeout
-    while not cond() and time.monotonic() < deadline:
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
         await asyncio.sleep(0.05)
 
 
@@ -317,6 +321,7 @@ def test_build_pod_ends_are_seen_with_their_phase_through_the_extender_pod_watch
 
     from stickypack.extender.server import POD_FIELD_SELECTOR
     from stickypack.kube.cache import slim_pod
+    from stickypack.testing import pod_manifest
 
     cluster.create_node("b1")
 
@@ -355,13 +360,18 @@ def test_build_pod_ends_are_seen_with_their_phase_through_the_extender_pod_watch
             for name, repo in (("fails", "repo-f"), ("succeeds", "repo-s")):
                 await core.create_namespaced_pod("default", _build_pod(name, "b1", repo))
             i = cache.table.index["b1"]
-            await _until(lambda: cache.table.builds[i] == 2)
+            await _until(lambda: cache.table.builds[i] == 2, "both builds counted on b1")
             for name, phase in (("fails", "Failed"), ("succeeds", "Succeeded")):
                 pod = await core.read_namespaced_pod(name, "default")
                 pod.status.phase = phase
                 await core.replace_namespaced_pod_status(name, "default", pod)
-            await _until(lambda: cache.table.builds[i] == 0 and len(ended) >= 1)
-            await asyncio.sleep(0.5)
+            await _until(lambda: cache.table.builds[i] == 0 and len(ended) >= 1, "both builds ended")
+            # a later pod: once the watch has delivered it, it has delivered every change
+            # before it (events come in resourceVersion order), so nothing is still on its way
+            marker = pod_manifest("marker")
+            marker["spec"]["nodeName"] = "b1"
+            await core.create_namespaced_pod("default", marker)
+            await _until(lambda: "default/marker" in pods.objects, "the marker pod")
             return {"ended": list(ended), "builds": int(cache.table.builds[i])}
         finally:
             await pods.stop()
@@ -406,14 +416,18 @@ def test_a_build_pod_outliving_its_deleted_node_does_not_bring_the_node_back(clu
             await asyncio.wait_for(pods.synced.wait(), 30)
             await core.create_namespaced_pod("default", _build_pod("on-doomed", "doomed", "repo-d"))
             await core.create_namespaced_pod("default", _build_pod("on-alive", "alive", "repo-a"))
-            await _until(lambda: cache.placement("default/on-doomed") and cache.placement("default/on-alive"))
+            await _until(
+                lambda: cache.placement("default/on-doomed") and cache.placement("default/on-alive"),
+                "both build pods placed in the cache",
+            )
             await core.delete_node("doomed")
-            await _until(lambda: "doomed" not in cache.table)
+            await _until(lambda: "doomed" not in cache.table, "the node deletion")
+            # on-doomed first: its deletion reaches the cache before on-alive's (one watch, in
+            # resourceVersion order), so once repo-a is recorded, repo-d's end has been handled
             for name in ("on-doomed", "on-alive"):
                 await core.delete_namespaced_pod(name, "default", grace_period_seconds=0)
-            await _until(lambda: cache.placement("default/on-doomed") is None and cache.builds_recorded >= 1)
-            await _until(lambda: bool(recorder.history.nodes_for("repo-a", time.time())))
-            await asyncio.sleep(0.3)
+            await _until(lambda: bool(recorder.history.nodes_for("repo-a", time.time())), "repo-a recorded")
+            assert cache.placement("default/on-doomed") is None
             now = time.time()
             return {
                 "d": recorder.history.nodes_for("repo-d", now),
