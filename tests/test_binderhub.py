@@ -266,22 +266,29 @@ def test_bad_configuration_is_refused(trait: str, value: Any, message: str) -> N
 def test_api_calls_have_a_timeout_and_clients_of_one_cluster_share_a_throttle() -> None:
     class Api(FakeApi):
         def __init__(self) -> None:
-            super().__init__([builder("d", "node-1")])
+            super().__init__([builder("d", "node-1")], history={REPO: {"node-1": NOW}})
             self.api_client = type(
                 "C", (), {"configuration": type("Cfg", (), {"host": "https://k8s:443"})()}
             )()
             self.timeouts: list[Any] = []
 
         def list_namespaced_pod(self, namespace: str, label_selector: str = "", **kwargs: Any) -> dict:
-            self.timeouts.append(kwargs.get("_request_timeout"))
+            self.timeouts.append(("pods", kwargs.get("_request_timeout")))
             return super().list_namespaced_pod(namespace, label_selector)
+
+        def read_namespaced_config_map(self, name: str, namespace: str, **kwargs: Any) -> Any:
+            self.timeouts.append(("history", kwargs.get("_request_timeout")))
+            return super().read_namespaced_config_map(name, namespace)
 
     first, second = Api(), Api()  # BinderHub may make a client per build
     sticky = enabled()
     sticky.affinity_for(first, "binder", REPO)
     sticky.affinity_for(second, "binder", REPO)
     assert first.pod_lists + second.pod_lists == 1  # one list for the cluster, not one per client
-    assert first.timeouts == [REQUEST_TIMEOUT_S]
+    # each call of the build's wait is bounded: a read of up to 5 s (the documented bound), the
+    # builder list and the history read alike (a call without one could hang a build for good)
+    assert REQUEST_TIMEOUT_S == 5.0
+    assert sorted(first.timeouts) == [("history", 5.0), ("pods", 5.0)]
 
 
 @pytest.mark.controlplane
