@@ -124,7 +124,11 @@ async def test_memory_store_conflict_detection() -> None:
     v1 = await store.write("0", doc, version)
     with pytest.raises(Conflict):
         await store.write("0", doc, version)  # stale (None) version
-    await store.write("0", doc, v1)
+    v2 = await store.write("0", doc, v1)  # the current version: accepted, a new version
+    assert (await store.read("0"))[1] == v2 != v1
+    with pytest.raises(Conflict):
+        await store.write("0", doc, v1)  # v1 is stale now
+    assert store.writes == 2 and store.conflicts == 2
 
 
 async def test_concurrent_writers_lose_no_entry() -> None:
