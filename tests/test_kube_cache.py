@@ -76,7 +76,7 @@ def test_nodes_and_pods_feed_the_table(cache: ClusterCache) -> None:
     t = cache.table
     assert t.alloc[t.slot("n1"), t.rindex["cpu"]] == 4000
     assert t.to_be_deleted[t.slot("n1")] and not t.to_be_deleted[t.slot("n2")]
-    assert t.created[t.slot("n1")] > 0
+    assert t.created[t.slot("n1")] == 1767225600.0  # 2026-01-01T00:00:00Z
     cache.pod_event("ADDED", pod("p1", "n2", cpu="500m"))
     cache.pod_event("MODIFIED", pod("p1", "n2", cpu="500m"))  # status change: counted once
     assert cpu_requested(cache, "n2") == 500
