@@ -401,7 +401,7 @@ def test_a_build_pod_outliving_its_deleted_node_does_not_bring_the_node_back(clu
         core = client.CoreV1Api(api)
         recorder = HistoryRecorder(None)
         cache = ClusterCache(
-            on_build_end=lambda repo, node, when, phase: recorder.record(repo, node, when, phase),
+            on_build_end=lambda repo, node, when, phase: recorder.record(repo, node, when),
             on_node_deleted=recorder.forget_node,
         )
         nodes = Informer("nodes", core.list_node, cache.node_event, transform=slim_node)

@@ -136,11 +136,6 @@ class Throttle:
     def _fresh(self) -> bool:
         return self._at is not None and self.clock() - self._at < self.interval_s
 
-    def clear(self) -> None:
-        with self._lock:
-            self._at = None
-            self._error = None
-
 
 def _to_dict(obj: Any) -> dict[str, Any]:
     """A kubernetes-client model or a dict -> dict with the API's (camelCase) keys."""

@@ -90,9 +90,6 @@ class NodeTable:
         self._t_keys: list[tuple[int, str] | None] = [None] * 64
         self._t_index: dict[tuple[int, str], int] = {}
         self._t_free: list[int] = list(range(63, -1, -1))
-        #: Bumped whenever a node's static description (labels, taints, flags) changes, so
-        #: callers can cache per-pod static filter results.
-        self.generation = 0
 
     # ---- nodes -------------------------------------------------------------------------
 
@@ -167,7 +164,6 @@ class NodeTable:
         self.soft_tainted[i] = any(t.effect == PREFER_NO_SCHEDULE for t in taints)
         self.to_be_deleted[i] = any(t.key == TO_BE_DELETED_TAINT for t in taints)
         self.deletion_candidate[i] = any(t.key == DELETION_CANDIDATE_TAINT for t in taints)
-        self.generation += 1
         return i
 
     def set_taints(self, name: str, taints: Iterable[Taint]) -> None:
@@ -200,7 +196,6 @@ class NodeTable:
             self._t_release(e)
         self._free.append(i)
         self._active_idx = None
-        self.generation += 1
 
     def ensure_resource(self, name: str) -> int:
         """Column of resource ``name``, adding a zero column if it is new."""

@@ -86,11 +86,6 @@ class Pod:
         """The repository this pod builds (BinderHub build pods), else ``None``."""
         return self.annotations.get(BUILD_REPO_ANNOTATION)
 
-    @property
-    def best_effort(self) -> bool:
-        """No cpu or memory request at all (kube's BestEffort for scheduling purposes)."""
-        return not self.requests.get(CPU) and not self.requests.get(MEMORY)
-
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> Pod:
         """Build from a Kubernetes pod (as JSON/YAML gives it, camelCase keys).

@@ -122,7 +122,7 @@ class ExtenderService:
 
     def _on_build_end(self, repo: str, node: str, when: float, phase: str) -> None:
         if self.recorder is not None:
-            self.recorder.record(repo, node, when, phase)
+            self.recorder.record(repo, node, when)
             log.info("build of %s ended (%s) on %s: recorded", _REPO_IN_LOG.repr(repo), phase, node)
 
     def _on_node_deleted(self, node: str, when: float) -> None:
@@ -352,14 +352,14 @@ def _server(config: Any) -> Any:
     return Server(config)
 
 
-async def serve(config: ExtenderConfig, *, sock: socket.socket | None = None) -> None:
+async def serve(config: ExtenderConfig) -> None:
     """Run the extender until SIGINT/SIGTERM, then stop it: pending build history is
     written, watches and the API client closed."""
     service = ExtenderService(config)
     await service.start()
     server = _server(uvicorn_config(service.app, config.listen.host, config.listen.port, config.log_level))
     try:
-        await server.serve(sockets=[sock] if sock else None)
+        await server.serve()
     finally:
         await service.stop()
         left = len(service.recorder.pending) if service.recorder is not None else 0
@@ -445,9 +445,6 @@ class ServiceThread:
             return fn()
 
         return asyncio.run_coroutine_threadsafe(wrap(), self.loop).result(timeout)
-
-    def run(self, coro: Any, timeout: float = 30.0) -> Any:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
 
     def stop(self) -> None:
         if self.server is not None:

@@ -10,7 +10,7 @@ class KubeconfigError(RuntimeError):
     """A kubeconfig file that exists but cannot be loaded; the message names the file."""
 
 
-async def make_api_client(kubeconfig: str | None = None, context: str | None = None) -> Any:
+async def make_api_client(kubeconfig: str | None = None) -> Any:
     """``kubernetes_asyncio.client.ApiClient`` for ``kubeconfig`` (else ``$KUBECONFIG``, else
     the in-cluster service account, else ``~/.kube/config``). Close it with ``await
     api.close()``."""
@@ -22,13 +22,13 @@ async def make_api_client(kubeconfig: str | None = None, context: str | None = N
         if not os.path.isfile(path):  # the library would print and then complain of a missing context
             raise FileNotFoundError(f"kubeconfig not found: {path}")
         try:
-            await config.load_kube_config(config_file=path, context=context, client_configuration=cfg)
+            await config.load_kube_config(config_file=path, client_configuration=cfg)
         except Exception as exc:  # the library's own errors say little of which file is wrong
             raise KubeconfigError(f"kubeconfig {path} cannot be used: {type(exc).__name__}: {exc}") from exc
     elif os.environ.get("KUBERNETES_SERVICE_HOST"):
         config.load_incluster_config(client_configuration=cfg)
     else:
-        await config.load_kube_config(context=context, client_configuration=cfg)
+        await config.load_kube_config(client_configuration=cfg)
     return client.ApiClient(configuration=cfg)
 
 

@@ -54,7 +54,6 @@ def at_most_every(
                 fut.add_done_callback(done)
             return await asyncio.shield(fut)
 
-        wrapper.cache_clear = lambda: state.update(at=None, result=None)  # type: ignore[attr-defined]
         return wrapper
 
     return deco

@@ -152,9 +152,6 @@ class HistoryDoc:
             sort_keys=False,
         )
 
-    def entries(self) -> int:
-        return sum(len(n) for n in self.repos.values())
-
 
 def _num(x: Any) -> bool:
     """A stored time: a finite number of seconds within float range (not a bool)."""
@@ -593,10 +590,8 @@ class HistoryRecorder:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._stop = False
-        self.flushes = 0
         self.flush_errors = 0
         self.dropped_ops = 0
-        self.last_flush_ok: float | None = None
 
     # ---- inputs ----------------------------------------------------------------------------
 
@@ -604,7 +599,7 @@ class HistoryRecorder:
         # a version the extender uses to know its cached locality scores are still valid
         self.history.stickypack_version = getattr(self.history, "stickypack_version", 0) + 1  # type: ignore[attr-defined]
 
-    def record(self, repo: str, node: str, when: float | None = None, phase: str = "") -> None:
+    def record(self, repo: str, node: str, when: float | None = None) -> None:
         when = self.clock() if when is None else when
         self.history.record(repo, node, when)
         self._touch()
@@ -708,8 +703,6 @@ class HistoryRecorder:
         # version came in meanwhile, and dropped parts found gone
         if set(written) != {p for op in ops for p in self.store.parts_for(op)}:
             self._rebuild()
-        self.flushes += 1
-        self.last_flush_ok = self.clock()
         return len(ops)
 
     async def run(self) -> None:

@@ -10,12 +10,11 @@ from stickypack.sim.model import CacheConfig
 class NodeCache:
     """Repos whose images a node holds, least recently used first."""
 
-    __slots__ = ("_images", "config", "pruned")
+    __slots__ = ("_images", "config")
 
     def __init__(self, config: CacheConfig) -> None:
         self.config = config
         self._images: OrderedDict[str, None] = OrderedDict()
-        self.pruned = 0
 
     def __contains__(self, repo: str) -> bool:
         return repo in self._images
@@ -31,5 +30,4 @@ class NodeCache:
         if len(self._images) > self.config.high_images:
             while len(self._images) > self.config.low_images:
                 pruned.append(self._images.popitem(last=False)[0])
-            self.pruned += len(pruned)
         return pruned

@@ -53,7 +53,6 @@ class SimPod:
     uid: int = 0
     slot: int = -1
     node: str | None = None
-    bound_at: float | None = None
     ends: float | None = None
     done: bool = False
     #: Pods of one retry key fail to fit alike (requests, tolerations, selectors, profile):
@@ -325,7 +324,7 @@ class Simulation:
         now = self.now
         self.table.add_pod(slot, sp.pod)
         node.pods[sp.uid] = sp
-        sp.slot, sp.node, sp.bound_at = slot, node.name, now
+        sp.slot, sp.node = slot, node.name
         self.scheduled += 1
         self.pending_s.append(now - sp.created)
         duration = sp.duration

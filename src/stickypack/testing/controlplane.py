@@ -653,10 +653,6 @@ class ControlPlane:
         (``etcd``, ``kube-apiserver``, ``scheduler-<name>``), running or not."""
         return {p.name: p.pid for p in self._all_processes}
 
-    def log_paths(self) -> dict[str, Path]:
-        """``{process name: log file}`` of every process started."""
-        return {p.name: p.log_path for p in self._all_processes}
-
     def _spawn(self, name: str, args: Sequence[str | Path]) -> _Process:
         assert self.work_dir is not None
         proc = _spawn(name, args, self.work_dir / f"{name}.log", cwd=self.work_dir)
