@@ -371,8 +371,8 @@ async def serve(config: ExtenderConfig) -> None:
 
 class ServiceThread:
     """An :class:`ExtenderService` and its uvicorn server in a background thread, on a free
-    port of 127.0.0.1. ``api_client_factory`` is an async callable returning an ApiClient
-    (default: from ``config.cluster.kubeconfig``)."""
+    port of 127.0.0.1. ``api_configuration``: a ``kubernetes_asyncio`` client Configuration
+    to connect with (default: the service's own client, from ``config.cluster.kubeconfig``)."""
 
     def __init__(
         self, config: ExtenderConfig, api_configuration: Any = None, *, ready_timeout: float = 60.0

@@ -25,7 +25,8 @@ Stores (see ``docs/operator-guide.md`` for the measured comparison):
     each node's annotation ``stickypack.io/build-history``: ``{repo: time}``, bounded to
     ``max_annotation_bytes``. RBAC: get and patch on Nodes, cluster-wide.
 :class:`MemoryHistoryStore`
-    in-process, for tests and the simulator; same semantics (resource versions, conflicts).
+    in-process, for tests and ``history.store: memory``; same semantics (resource versions,
+    conflicts).
 
 Document format (both stores)::
 
@@ -518,7 +519,7 @@ async def commit(
     ``cache`` (part -> last known document and version) saves the first read of each part;
     it is updated with what was written, unless it changed while the write was under way (a
     watch brought another writer's later version: that one is kept), and a part found gone
-    leaves it. Returns the written parts. Raises the last error after ``max_attempts``
+    leaves it. Returns the written parts. Raises :class:`Conflict` after ``max_attempts``
     conflicts on one part.
     """
     by_part: dict[str, list[Op]] = {}

@@ -35,8 +35,9 @@ class Comparison:
     trace_error_examples: list[str] = field(default_factory=list)
 
     def to_json(self, timing: bool = False) -> dict[str, Any]:
-        """``{"scenario", "seed", "results": [{"policy", <metric>...}]}``. Without
-        ``timing`` the measured ``wall_s`` is left out, so a seed reproduces it byte for byte."""
+        """``{"scenario", "seed", "load_scale", "results": [{"policy", <metric>...}]}``, plus
+        ``"malformed_trace_lines"`` when the trace had any. Without ``timing`` the measured
+        ``wall_s`` is left out, so a seed reproduces it byte for byte."""
         out: dict[str, Any] = {"scenario": self.scenario, "seed": self.seed, "load_scale": self.load_scale}
         if self.trace_errors:
             out["malformed_trace_lines"] = self.trace_errors

@@ -243,7 +243,7 @@ def dask_adapt(seed: int, model: DaskModel | None = None, rounds: int = 3) -> Wo
 
     Each round: 100 workers requested over 2 minutes, 20 minutes of work, a trim to 10
     workers (distributed chooses by data held, blind to nodes: modelled as a random
-    choice), 20 quiet minutes. Runs on 8-core nodes.
+    choice), 18 quiet minutes. Runs on 8-core nodes.
     """
     model = model or DaskModel()
     rng = np.random.default_rng([seed, 4])
