@@ -308,17 +308,17 @@ class Extender:
         return self.cache.table.builds[idx] + 1 > cap, cap
 
     def _bound_loads(
-        self, idx: np.ndarray, known: list[str], keep: np.ndarray, failed: dict[str, str]
+        self, idx: np.ndarray, known: list[str], keep: np.ndarray, unresolvable: dict[str, str]
     ) -> None:
         """Drop nodes whose builds would exceed the load cap, unless none would be left;
-        each goes into ``failed`` with its reason."""
+        each goes into ``unresolvable`` with its reason (preemption lowers no build count)."""
         over, cap = self.over_load_cap(idx)
         over &= keep
         if not over.any() or not (keep & ~over).any():
             return
         builds = self.cache.table.builds[idx]
         for j in np.flatnonzero(over):
-            failed[known[j]] = f"LoadBound: node runs {int(builds[j])} builds, the bound is {cap}"
+            unresolvable[known[j]] = f"LoadBound: node runs {int(builds[j])} builds, the bound is {cap}"
         keep &= ~over
 
     def prioritize(self, args: Any) -> tuple[Sequence[dict[str, Any]], Decision]:
