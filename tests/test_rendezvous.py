@@ -118,3 +118,8 @@ def test_bounded_load_never_exceeds_bound():
     # the hot key still lands on its own top node as often as the bound allows
     assert loads[rendezvous_rank(nodes, "hot")[0]] == max(loads.values())
     assert bounded_load_pick([], {}) is None
+    # c below 1 caps every bucket under the mean: once it silently returned the first bucket
+    with pytest.raises(ValueError, match="c >= 1"):
+        bounded_load_pick(["a", "b"], {"a": 1, "b": 1}, c=0.5)
+    # more than one new item may fit nowhere within the cap: the first bucket takes them
+    assert bounded_load_pick(["a", "b", "c"], {"a": 5, "b": 5, "c": 5}, c=1, extra=3) == "a"

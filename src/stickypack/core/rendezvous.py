@@ -56,7 +56,12 @@ def bounded_load_pick(
     Consistent hashing with bounded loads (Mirrokni, Thorup, Zadimoghaddam, 2018): with the
     new item counted (``extra``), a bucket may hold at most ``ceil(c * total / n)`` items,
     so no bucket gets more than ``c`` times its fair share. Returns ``None`` for no buckets.
+    ``c`` must be >= 1 (below it the cap is under the mean, and some bucket must exceed it);
+    ``ValueError`` otherwise. When no bucket can take ``extra`` more within the cap (only
+    possible for ``extra`` > 1), the first bucket.
     """
+    if not c >= 1:  # also NaN
+        raise ValueError(f"bounded_load_pick needs c >= 1, got {c!r}")
     if not ranked:
         return None
     total = sum(loads.get(b, 0) for b in ranked) + extra
@@ -64,4 +69,4 @@ def bounded_load_pick(
     for bucket in ranked:
         if loads.get(bucket, 0) + extra <= cap:
             return bucket
-    return ranked[0]
+    return ranked[0]  # none can take ``extra`` (> 1) more within the cap
