@@ -279,3 +279,26 @@ async def test_an_unreadable_event_is_skipped_and_the_watch_goes_on() -> None:
     metrics.watch_informers({"pods": inf})
     bad = metrics.registry.get_sample_value("stickypack_extender_watch_bad_events_total", {"kind": "pods"})
     assert bad == 4
+
+
+async def test_a_watch_that_made_progress_and_then_broke_reconnects_after_the_shortest_backoff() -> None:
+    # the backoff grown by refused connections (an API server restarting) once outlived the
+    # healthy watch that followed: when that watch was cut, the reconnect waited the old,
+    # long backoff while the cache fell behind
+    listing = {"metadata": {"resourceVersion": "5"}, "items": []}
+    script = Script(
+        lists=[FakeResponse(body=listing)],
+        watches=[
+            ConnectionRefusedError("refused"),
+            ConnectionRefusedError("refused"),
+            ConnectionRefusedError("refused"),
+            FakeResponse(
+                chunks=[ev("ADDED", obj("a", "6")), ev("ADDED", obj("b", "7")), ConnectionResetError()]
+            ),
+        ],
+    )
+    inf = Informer("test", script, min_backoff_s=0.5, max_backoff_s=30.0)
+    sleeps = record_sleeps(inf)
+    await run_until_done(inf, script)
+    assert set(inf.objects) == {"a", "b"}
+    assert sleeps == [0.5, 1.0, 2.0, 0.5]

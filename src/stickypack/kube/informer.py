@@ -120,6 +120,9 @@ class Informer:
         self._stop = False
         self._task: asyncio.Task[None] | None = None
         self._resp: Any = None
+        #: the current watch has brought an event or a bookmark (progress: the backoff resets
+        #: even when the watch then breaks)
+        self._progress = False
 
     # ---- public --------------------------------------------------------------------------
 
@@ -152,6 +155,7 @@ class Informer:
         last_list = 0.0
         list_tried = -math.inf
         while not self._stop:
+            self._progress = False
             try:
                 if need_list or time.monotonic() - last_list >= self.resync_s:
                     list_tried = time.monotonic()
@@ -169,6 +173,8 @@ class Informer:
                 raise
             except WatchError as exc:
                 self.stats.connected = False
+                if self._progress:
+                    backoff = self.min_backoff_s
                 if exc.status == 410:
                     self.stats.relists_gone += 1
                     need_list = True
@@ -186,6 +192,8 @@ class Informer:
                 backoff = min(backoff * 2, self.max_backoff_s)
             except Exception as exc:  # connection refused/reset, timeouts, bad JSON...
                 self.stats.connected = False
+                if self._progress:
+                    backoff = self.min_backoff_s
                 self.stats.watch_errors += 1
                 log.warning(
                     "%s: watch failed (%s); retrying in %.1f s", self.name, describe_error(exc), backoff
@@ -316,6 +324,7 @@ class Informer:
             return
         if kind == "ERROR":
             raise WatchError(int(obj.get("code") or 500), str(obj.get("message") or obj))
+        self._progress = True
         if kind == "BOOKMARK":
             if rv:
                 self.resource_version = rv
