@@ -441,3 +441,48 @@ def test_a_build_pod_outliving_its_deleted_node_does_not_bring_the_node_back(clu
     result = cluster.call(scenario, timeout=90)
     assert result["a"] == ["alive"]
     assert result["d"] == []
+
+
+def test_a_watch_cut_after_it_brought_events_reconnects_after_the_shortest_backoff(
+    cluster: ControlPlane,
+) -> None:
+    """Connections refused while the API server is away grow the backoff; the watch that
+    then works and brings events has made progress, so when it is cut the informer
+    reconnects after the shortest backoff, not the grown one (once it waited the latter)."""
+    from kubernetes_asyncio import client
+
+    async def scenario(_: Any) -> dict:
+        proxy, api = await proxied_client(cluster)
+        direct = client.ApiClient(configuration=cluster.client_configuration())
+        core = client.CoreV1Api(direct)
+        inf = Informer("nodes", client.CoreV1Api(api).list_node, min_backoff_s=0.05, max_backoff_s=30.0)
+        sleeps: list[float] = []
+
+        async def sleep(base: float) -> None:  # record the backoff, wait only a little
+            sleeps.append(base)
+            await asyncio.sleep(0.02)
+
+        inf._sleep = sleep  # type: ignore[method-assign]
+        inf.start()
+        try:
+            await asyncio.wait_for(inf.synced.wait(), 30)
+            await proxy.cut()
+            await _until(lambda: len(sleeps) >= 6, "six refused reconnects")
+            await proxy.resume()
+            await _until(lambda: inf.stats.connected, "the watch to reconnect")
+            await core.create_node({"metadata": {"name": "progress"}})
+            await _until(lambda: "progress" in inf.objects, "the new node through the watch")
+            before = len(sleeps)
+            grown = sleeps[-1]
+            await proxy.cut()
+            await _until(lambda: len(sleeps) > before, "the cut to be seen")
+            return {"grown": grown, "after_progress": sleeps[before]}
+        finally:
+            await inf.stop()
+            await api.close()
+            await direct.close()
+            await proxy.stop()
+
+    result = cluster.call(scenario, timeout=90)
+    assert result["grown"] >= 1.6
+    assert result["after_progress"] == 0.05
