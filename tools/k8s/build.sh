@@ -117,6 +117,19 @@ packages_for() { # component version -> "binary=package" pairs
   esac
 }
 
+download_modules() { # module-dir: `go mod download`, retried: cmd/go does not retry a failed
+  # request, so one hiccup of the module proxy would otherwise fail a cold build.
+  local attempt
+  for attempt in 1 2 3 4; do
+    if (cd "$here/$1" && go mod download); then return 0; fi
+    [[ $attempt == 4 ]] && break
+    log "downloading the modules of tools/k8s/$1 failed (attempt $attempt of 4); retrying"
+    sleep $((attempt * 5))
+  done
+  log "could not download the modules of tools/k8s/$1 (GOPROXY=$(go env GOPROXY))"
+  return 1
+}
+
 build_component() { # component version module-dir binaries...
   local name="$1" version="$2" mod="$3" dest="$cache/$1-$2" tmp ldflags pair b start
   local -a pkgs=()
@@ -127,6 +140,7 @@ build_component() { # component version module-dir binaries...
   tmp="$(mktemp -d "$dest/.build.XXXXXX")"
   # shellcheck disable=SC2064
   trap "rm -rf '$tmp'" EXIT
+  download_modules "$mod"
   ldflags="$(ldflags_for "$name" "$version")"
   for pair in $(packages_for "$name" "$version"); do pkgs+=("${pair#*=}"); done
   log "building $name $version (${pkgs[*]}) ..."
