@@ -189,3 +189,24 @@ def test_ci_fails_when_binaries_missing(tmp_path: Path) -> None:
     assert run.returncode != 0, run.stdout
     assert "CI=true" in run.stdout and "make k8s" in run.stdout, run.stdout
     assert "skipped" not in run.stdout.splitlines()[-1], run.stdout
+
+
+def test_go_modules_pin_the_versions_of_versions_env() -> None:
+    """tools/k8s/*/go.mod build the versions that versions.env names (and the cache is keyed by)."""
+    versions = pinned_versions()
+    k8s = REPO / "tools/k8s"
+    expected = {
+        k8s / "kubernetes/go.mod": ("k8s.io/kubernetes", versions["K8S_VERSION"]),
+        k8s / "etcd/go.mod": ("go.etcd.io/etcd/server/v3", versions["ETCD_VERSION"]),
+        k8s / "helm/go.mod": (
+            f"helm.sh/helm/{versions['HELM_VERSION'].split('.')[0]}",
+            versions["HELM_VERSION"],
+        ),
+    }
+    for gomod, (module, version) in expected.items():
+        required = {
+            parts[0]: parts[1]
+            for line in gomod.read_text().splitlines()
+            if len(parts := line.split()) >= 2 and parts[0] == module
+        }
+        assert required == {module: version}, gomod

@@ -51,13 +51,16 @@ gen_kubernetes() {
   } > "$dir/go.mod"
   rm -f "$dir/go.sum"
   (cd "$dir" && go get "k8s.io/kubernetes@$K8S_VERSION" \
-      && go get -tool k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-scheduler \
+      && go get -tool "k8s.io/kubernetes/cmd/kube-apiserver@$K8S_VERSION" \
+        "k8s.io/kubernetes/cmd/kube-scheduler@$K8S_VERSION" \
       && go mod tidy)
 }
 
 gen_simple() { # dir module-path module@version tool-package...
   local dir="$here/$1" modpath="$2" modver="$3"; shift 3
-  local gomod
+  local gomod p tools=()
+  # A tool package without @version means @upgrade: the module's latest release, not ours.
+  for p in "$@"; do tools+=("$p@${modver##*@}"); done
   gomod="$(download_field "$modver" GoMod)"
   mkdir -p "$dir"
   {
@@ -67,7 +70,7 @@ gen_simple() { # dir module-path module@version tool-package...
     sed -n 's/^go \(.*\)/go \1/p' "$gomod"
   } > "$dir/go.mod"
   rm -f "$dir/go.sum"
-  (cd "$dir" && go get "$modver" && go get -tool "$@" && go mod tidy)
+  (cd "$dir" && go get "$modver" && go get -tool "${tools[@]}" && go mod tidy)
 }
 
 gen_kubernetes
