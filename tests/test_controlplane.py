@@ -23,7 +23,8 @@ DEFAULT_CONFIG = {
 def test_binaries_dir_matches_build_script(monkeypatch: pytest.MonkeyPatch) -> None:
     """Python and tools/k8s/build.sh agree on where the binaries are."""
     monkeypatch.delenv("STICKYPACK_K8S_BIN", raising=False)
-    for cache in (None, "/tmp/stickypack-cache-check"):
+    # "~/..." too: a CI file's env value is not expanded by a shell, and Python expands it.
+    for cache in (None, "/tmp/stickypack-cache-check", "~/stickypack-cache-check"):
         env = dict(os.environ)
         env.pop("STICKYPACK_K8S_BIN", None)
         if cache:

@@ -29,6 +29,8 @@ source "$here/versions.env"
 RECIPE=2
 
 cache="${STICKYPACK_K8S_CACHE:-$HOME/.cache/stickypack/k8s}"
+# A value from a CI file is not tilde-expanded by a shell; Python's binaries_dir() expands it.
+case "$cache" in "~") cache="$HOME" ;; "~/"*) cache="$HOME/${cache#"~/"}" ;; esac
 bin_dir="$cache/bin-kubernetes-$K8S_VERSION-etcd-$ETCD_VERSION-helm-$HELM_VERSION"
 
 force=0
