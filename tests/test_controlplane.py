@@ -211,3 +211,37 @@ def test_go_modules_pin_the_versions_of_versions_env() -> None:
             if len(parts := line.split()) >= 2 and parts[0] == module
         }
         assert required == {module: version}, gomod
+
+
+FAKE_GO = r"""#!/usr/bin/env bash
+# Stands in for go: `go build -o OUT pkgs...` writes runnable stand-ins; the rest does nothing.
+[[ $1 == build ]] || exit 0
+out=""; pkgs=()
+while (($#)); do
+  case $1 in -o) out=$2; shift ;; -*) ;; */*) pkgs+=("$1") ;; esac
+  shift
+done
+for p in "${pkgs[@]}"; do
+  b=${p##*/}; [[ $p == go.etcd.io/* ]] && b=etcd
+  f=$out; [[ $out == */ ]] && f=$out$b
+  printf '#!/bin/sh\necho fake\n' >"$f"; chmod +x "$f"
+done
+"""
+
+
+def test_build_script_removes_what_a_killed_build_left(tmp_path: Path) -> None:
+    """A build killed with SIGKILL leaves its temporary directory (up to 200 MB of half-linked
+    binaries) in the cache; the next build removes it."""
+    fake = tmp_path / "fake-go"
+    fake.mkdir()
+    (fake / "go").write_text(FAKE_GO)
+    (fake / "go").chmod(0o755)
+    cache = tmp_path / "cache"
+    stale = cache / f"kubernetes-{pinned_versions()['K8S_VERSION']}" / ".build.killed"
+    stale.mkdir(parents=True)
+    (stale / "kube-apiserver").write_bytes(b"\0" * 1000)
+    env = dict(os.environ, STICKYPACK_K8S_CACHE=str(cache), PATH=f"{fake}:{os.environ['PATH']}")
+    env.pop("STICKYPACK_K8S_BIN", None)
+    subprocess.run([REPO / "tools/k8s/build.sh"], env=env, capture_output=True, check=True)
+    assert not stale.exists()
+    assert sorted(p.name for p in cache.glob("*/.build.*")) == []

@@ -139,6 +139,7 @@ build_component() { # component version module-dir binaries...
   start=$SECONDS
   mkdir -p "$dest"
   rm -f "$dest/.stamp"
+  rm -rf "$dest"/.build.*  # left by a build killed with SIGKILL (we hold the lock)
   tmp="$(mktemp -d "$dest/.build.XXXXXX")"
   # shellcheck disable=SC2064
   trap "rm -rf '$tmp'" EXIT
