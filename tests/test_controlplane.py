@@ -214,7 +214,8 @@ def test_go_modules_pin_the_versions_of_versions_env() -> None:
 
 
 FAKE_GO = r"""#!/usr/bin/env bash
-# Stands in for go: `go build -o OUT pkgs...` writes runnable stand-ins; the rest does nothing.
+# Stands in for go: `go build -o OUT pkgs...` writes stand-in binaries that print "fake" and
+# exit with $FAKE_BINARIES_EXIT (default 0); the other commands do nothing.
 [[ $1 == build ]] || exit 0
 out=""; pkgs=()
 while (($#)); do
@@ -224,24 +225,40 @@ done
 for p in "${pkgs[@]}"; do
   b=${p##*/}; [[ $p == go.etcd.io/* ]] && b=etcd
   f=$out; [[ $out == */ ]] && f=$out$b
-  printf '#!/bin/sh\necho fake\n' >"$f"; chmod +x "$f"
+  printf '#!/bin/sh\necho fake\nexit %s\n' "${FAKE_BINARIES_EXIT:-0}" >"$f"; chmod +x "$f"
 done
 """
+
+
+def _fake_go_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    """Environment for tools/k8s/build.sh with FAKE_GO first on PATH and a cache in tmp_path."""
+    fake = tmp_path / "fake-go"
+    fake.mkdir()
+    (fake / "go").write_text(FAKE_GO)
+    (fake / "go").chmod(0o755)
+    env = dict(os.environ, STICKYPACK_K8S_CACHE=str(tmp_path / "cache"), **extra)
+    env["PATH"] = f"{fake}:{env['PATH']}"
+    env.pop("STICKYPACK_K8S_BIN", None)
+    return env
 
 
 def test_build_script_removes_what_a_killed_build_left(tmp_path: Path) -> None:
     """A build killed with SIGKILL leaves its temporary directory (up to 200 MB of half-linked
     binaries) in the cache; the next build removes it."""
-    fake = tmp_path / "fake-go"
-    fake.mkdir()
-    (fake / "go").write_text(FAKE_GO)
-    (fake / "go").chmod(0o755)
+    env = _fake_go_env(tmp_path)
     cache = tmp_path / "cache"
     stale = cache / f"kubernetes-{pinned_versions()['K8S_VERSION']}" / ".build.killed"
     stale.mkdir(parents=True)
     (stale / "kube-apiserver").write_bytes(b"\0" * 1000)
-    env = dict(os.environ, STICKYPACK_K8S_CACHE=str(cache), PATH=f"{fake}:{os.environ['PATH']}")
-    env.pop("STICKYPACK_K8S_BIN", None)
     subprocess.run([REPO / "tools/k8s/build.sh"], env=env, capture_output=True, check=True)
     assert not stale.exists()
     assert sorted(p.name for p in cache.glob("*/.build.*")) == []
+
+
+def test_build_script_fails_every_time_on_binaries_that_do_not_run(tmp_path: Path) -> None:
+    """A built binary that does not run fails the build, and is not taken as built next time
+    (the stamp was once written before the check, so the second run passed)."""
+    env = _fake_go_env(tmp_path, FAKE_BINARIES_EXIT="3")
+    for _ in range(2):
+        run = subprocess.run([REPO / "tools/k8s/build.sh"], env=env, capture_output=True, text=True)
+        assert run.returncode != 0 and "does not run" in run.stderr, run.stderr

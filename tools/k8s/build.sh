@@ -132,6 +132,13 @@ download_modules() { # module-dir: `go mod download`, retried: cmd/go does not r
   return 1
 }
 
+check_runs() { # binary-path: a binary that does not print its version is no build
+  local out args=(--version)
+  [[ ${1##*/} == helm ]] && args=(version)
+  out="$("$1" "${args[@]}" 2>&1)" || { log "$1 does not run: $out"; exit 1; }
+  log "${1##*/}: ${out%%$'\n'*}"
+}
+
 build_component() { # component version module-dir binaries...
   local name="$1" version="$2" mod="$3" dest="$cache/$1-$2" tmp ldflags pair b start
   local -a pkgs=()
@@ -158,6 +165,8 @@ build_component() { # component version module-dir binaries...
       -ldflags "$ldflags" -o "$tmp/" "${pkgs[@]}")
   fi
   for b in "${@:4}"; do mv -f "$tmp/$b" "$dest/$b"; done
+  # Before the stamp: a build whose binary does not run must not count as done next time.
+  for b in "${@:4}"; do check_runs "$dest/$b"; done
   stamp_text "$name" "$version" "$mod" >"$tmp/.stamp"
   mv -f "$tmp/.stamp" "$dest/.stamp"
   rm -rf "$tmp"
@@ -176,13 +185,4 @@ for c in "${components[@]}"; do
   build_component $c
 done
 link_bin_dir
-check_runs() { # binary args...
-  local out
-  out="$("$bin_dir/$1" "${@:2}" 2>&1)" || { log "$bin_dir/$1 does not run: $out"; exit 1; }
-  log "$1: ${out%%$'\n'*}"
-}
-check_runs kube-apiserver --version
-check_runs kube-scheduler --version
-check_runs etcd --version
-check_runs helm version
 echo "$bin_dir"
