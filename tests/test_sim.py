@@ -307,6 +307,20 @@ def test_unwritable_outputs_fail_before_the_run(tmp_path, capsys):
     assert f"--json: {tmp_path} is a directory" in captured.err and "node-h" not in captured.out
 
 
+def test_a_usage_error_creates_no_output_directory(tmp_path, capsys):
+    # the output directories were made before the names were checked, so a typo left them
+    plots, out = tmp_path / "plots", tmp_path / "out"
+    outputs = ["--plots", str(plots), "--json", str(out / "r.json")]
+    for args in (
+        ["--scenario", "nope"],
+        ["--scenario", "dask-burst", "--policies", "fancy"],
+        ["--trace", str(tmp_path / "nope.jsonl")],
+    ):
+        assert main(["simulate", *args, *outputs, "--quiet"]) == 2
+        assert "error" in capsys.readouterr().err
+        assert not plots.exists() and not out.exists()
+
+
 def test_several_days_replay_back_to_back():
     errors = TraceErrors()
     days = [DATA / "events-2019-03-09.jsonl.gz", DATA / "events-2018-11-05.jsonl.gz"]

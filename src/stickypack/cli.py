@@ -188,7 +188,6 @@ def _run_simulate(args: argparse.Namespace, console: Console) -> int:
     if args.seed is not None and args.seed < 0:
         raise UsageError(f"--seed must be >= 0 (numpy seeds are non-negative), got {args.seed}")
     seeds = parse_seeds(args.seeds) if args.seeds is not None else [args.seed or 0]
-    _check_outputs(args)
     names = (
         [n.strip() for n in args.policies.split(",") if n.strip()]
         if args.policies
@@ -256,6 +255,7 @@ def _run_simulate(args: argparse.Namespace, console: Console) -> int:
             )
             return lambda: workload  # launch jobs hold no pods: one copy serves every policy
 
+    _check_outputs(args)  # after every input is checked: a usage error leaves no directory
     progress_cb = None
     done = 0  # seeds finished, for the progress bar
     if not args.quiet and sys.stderr.isatty():
@@ -345,7 +345,7 @@ def parse_seeds(spec: str) -> list[int]:
 
 def _check_outputs(args: argparse.Namespace) -> None:
     """Fail before a long run, not after it, when ``--json`` or ``--plots`` cannot be written:
-    create their directories now."""
+    create their directories now (once the other arguments and the inputs have been checked)."""
     dirs = [("--json", Path(args.json).parent)] if args.json else []
     if args.plots:
         dirs.append(("--plots", Path(args.plots)))
