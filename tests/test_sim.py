@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import gzip
+import io
 import itertools
 import json
 import time
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from stickypack.cli import main
-from stickypack.sim.metrics import BoundTracker, integrate_step, window_max_step
+from stickypack.sim.metrics import BoundTracker, Series, integrate_step, window_max_step
 from stickypack.sim.model import BinderModel
+from stickypack.sim.report import Comparison, PolicyRun, SeedSweep, render_sweep_table, render_table
 from stickypack.sim.traces import Launch, TraceErrors, read_launches, repo_url
 from stickypack.sim.workloads import binder_jobs
 
@@ -640,6 +643,29 @@ def test_a_policy_file_may_not_reuse_a_name(tmp_path, capsys):
     args = ["simulate", "--scenario", "dask-adapt", "--policies", "default", "--policy-file", str(mine)]
     assert main(args) == 2
     assert "policy 'default' is given twice" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("width", [100, 150])
+def test_a_narrow_terminal_folds_the_table_cells_never_cuts_them(width):
+    # rich cut cells to fit a terminal: "stickypa…" at 150 columns, node-hours 1234.6 as
+    # "123…" at 100, a number the JSON does not have
+    metrics = {"node_hours": 1234.56, "ratio_to_bound": 1.23456, "peak_nodes": 123, "builds": 4321}
+    metrics |= {"build_cache_hit_rate": 0.6471, "max_node_build_share": 0.1234, "wall_s": 123.45}
+    series = Series([], [], [], [], [], [], [])
+
+    def comparison(seed: int) -> Comparison:
+        cmp = Comparison("trace:events-2019-03-05.jsonl.gz", seed, 10.0)
+        for name in ("default", "z2jh", "binderhub", "stickypack"):
+            cmp.runs.append(PolicyRun(name, {**metrics, "node_hours": 1234.56 + 3.3 * seed}, series))
+        return cmp
+
+    console = Console(width=width, file=io.StringIO(), color_system=None)
+    render_table(comparison(0), console)
+    render_sweep_table(SeedSweep([comparison(0), comparison(1)]), console)
+    text = console.file.getvalue()
+    assert "\u2026" not in text
+    rows = [line for line in text.splitlines() if line.startswith("\u2502 stickypack ")]
+    assert len(rows) == 2
 
 
 def test_markup_in_names_and_trace_lines_is_printed_as_is(tmp_path, capsys):

@@ -175,9 +175,9 @@ def render_table(cmp: Comparison, console: Console) -> None:
         f"bound's final nodes {_span(cmp, 'lower_bound_final_nodes', '{:.0f}')}"
     )
     table = Table(title=escape(title))
-    table.add_column("policy", style="bold")
+    table.add_column("policy", style="bold", no_wrap=True)
     for _, header, _ in _COLUMNS:
-        table.add_column(header, justify="right")
+        table.add_column(header, justify="right", overflow="fold")
     for run in cmp.runs:
         cells = []
         for key, _, fmt in _COLUMNS:
@@ -228,12 +228,12 @@ def render_sweep_table(sweep: SeedSweep, console: Console) -> None:
         f"mean (min-max) over {n} seeds; lower bound {bound:.1f} node-h on average"
     )
     table = Table(title=escape(title))
-    table.add_column("policy", style="bold")
+    table.add_column("policy", style="bold", no_wrap=True)
     columns = [c for c in _COLUMNS if c[0] in _SWEEP_COLUMNS]
     for _, header, _ in columns:
-        table.add_column(header, justify="right")
-    table.add_column("fewest node-h", justify="right")
-    table.add_column("most hits", justify="right")
+        table.add_column(header, justify="right", overflow="fold")
+    table.add_column("fewest node-h", justify="right", overflow="fold")
+    table.add_column("most hits", justify="right", overflow="fold")
     policies = sweep.policies
     any_builds = any(sum(sweep.values(p, "builds")) for p in sweep.policies)
     for policy in sweep.policies:
