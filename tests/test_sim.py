@@ -190,6 +190,11 @@ def test_plots_written(tmp_path):
     for name in ("nodes.png", "build_time_cdf.png"):
         data = (tmp_path / "plots" / name).read_bytes()
         assert data.startswith(b"\x89PNG") and len(data) > 10_000
+    # a run without builds into the same directory once left binder-day's CDF there, as if
+    # it were the Dask run's
+    plots = ["--plots", str(tmp_path / "plots"), "--quiet"]
+    assert main(["simulate", "--scenario", "dask-adapt", "--policies", "z2jh", *plots]) == 0
+    assert sorted(f.name for f in (tmp_path / "plots").iterdir()) == ["nodes.png"]
 
 
 def test_unknown_names_exit_2_and_list_valid(capsys):

@@ -308,4 +308,6 @@ def write_plots(cmp: Comparison, directory: Path) -> list[Path]:
                 "build_time_cdf.png",
             )
         )
+    else:  # no builds: no CDF, and none left from an earlier run into the same directory
+        (directory / "build_time_cdf.png").unlink(missing_ok=True)
     return paths
