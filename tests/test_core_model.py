@@ -255,6 +255,19 @@ def test_build_history_bounds_and_forgetting():
     assert h.forget_node("n1") == 2 and len(h) == 0
 
 
+def test_a_late_older_record_does_not_make_its_repo_the_most_recent():
+    # once it moved r1 to the most recent end, so r2 (built later) was dropped instead
+    h = BuildHistory(ttl_s=1000, max_repos=2)
+    h.record("r1", "n1", 10)
+    h.record("r2", "n1", 20)
+    h.record("r1", "n2", 5)  # arrives late: older than r1's build on n1
+    h.record("r3", "n1", 30)
+    assert (h.nodes_for("r1", 40), h.nodes_for("r2", 40)) == ([], ["n1"])
+    h.record("r2", "n2", 35)  # a newer one does make it the most recent
+    h.record("r4", "n1", 40)
+    assert (h.nodes_for("r2", 50), h.nodes_for("r3", 50)) == (["n2", "n1"], [])
+
+
 def test_a_bare_scorer_name_is_weight_one():
     policy = policy_from_yaml("name: x\nprofiles:\n- name: p\n  filters: []\n  score: [TaintToleration]\n")
     ((scorer),) = policy.profiles[0].scorers

@@ -29,14 +29,19 @@ class BuildHistory:
         return len(self._repos)
 
     def record(self, repo: str, node: str, when: float) -> None:
-        """Remember that ``node`` finished a build of ``repo`` at ``when``."""
-        nodes = self._repos.pop(repo, {})
+        """Remember that ``node`` finished a build of ``repo`` at ``when``. The repo becomes
+        the most recently built unless it has a newer build already (a late, older record
+        does not save it from ``max_repos``)."""
+        nodes = self._repos.get(repo, {})
+        newest = max(nodes.values(), default=float("-inf"))
         if when >= nodes.get(node, float("-inf")):
             nodes[node] = when
         if len(nodes) > self.max_nodes_per_repo:
             keep = sorted(nodes.items(), key=lambda kv: (-kv[1], kv[0]))[: self.max_nodes_per_repo]
             nodes = dict(keep)
-        self._repos[repo] = nodes
+        self._repos[repo] = nodes  # a known repo keeps its place
+        if when >= newest:
+            self._repos.move_to_end(repo)
         while len(self._repos) > self.max_repos:
             self._repos.popitem(last=False)
 
