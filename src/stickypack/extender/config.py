@@ -121,6 +121,15 @@ class ExtenderConfig(_Model):
     #: ``weight`` in the scheduler config (default: that sum) keeps the policy's balance;
     #: max: the best candidate gets 10.
     score_scale: Literal["absolute", "max"] = "absolute"
+
+    @field_validator("filters", "score")
+    @classmethod
+    def _each_once(cls, names: list[str]) -> list[str]:
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:  # a score plugin named twice would count twice, a filter twice is a slip
+            raise ValueError(f"{', '.join(twice)} given more than once")
+        return names
+
     #: A request naming nodes the cache does not know: reject (HTTP 400, the scheduler then
     #: ignores the extender for that pod, as it is ignorable) or fail those nodes (filter:
     #: FailedAndUnresolvableNodes; prioritize: score 0).
