@@ -406,6 +406,44 @@ def test_delay_for_locality_waits_for_the_history_node():
     assert delay.filter(user, t, only_free, ctx).tolist() == [True]
 
 
+@pytest.mark.parametrize(
+    ("case", "node", "waits"),
+    [
+        ("cordoned", {"unschedulable": True}, False),
+        ("not ready", {"ready": False}, False),
+        ("NoSchedule taint", {"taints": [Taint("k", "v", "NoSchedule")]}, False),
+        ("tolerated taint", {"taints": [Taint("k", "v", "NoSchedule")]}, True),
+        ("too small", {"allocatable": {"cpu": 400, "memory": Gi, "pods": 110}}, False),
+        ("other pool", {"labels": {"pool": "b"}}, False),
+        ("full for now", {}, True),
+    ],
+)
+def test_delay_for_locality_does_not_wait_for_a_node_that_cannot_take_the_pod(case, node, waits):
+    """The build waits only for room: a history node it could not use with room to spare
+    (cordoned, not ready, an untolerated NoSchedule taint, allocatable smaller than the
+    pod, a required selector it does not match) is no node to wait for."""
+    from stickypack.core.plugins import DelayForLocality
+
+    t = NodeTable()
+    args = {"allocatable": {"cpu": 1000, "memory": Gi, "pods": 110}, "labels": {"pool": "a"}, **node}
+    t.upsert_node("hist", args.pop("allocatable"), **args)
+    t.upsert_node("free", {"cpu": 4000, "memory": 4 * Gi, "pods": 110}, labels={"pool": "a"})
+    history = BuildHistory()
+    history.record("r", "hist", 0.0)
+    tolerations = (Toleration("k", "Equal", "v", "NoSchedule"),) if case == "tolerated taint" else ()
+    build = Pod(
+        "b",
+        requests={"cpu": 500},
+        annotations={"binder-repo": "r"},
+        created=100.0,
+        node_selector={"pool": "a"},
+        tolerations=tolerations,
+    )
+    ctx = SchedulingContext(now=110.0, history=history)
+    only_free = np.array([t.slot("free")])  # "hist" failed the earlier filters
+    assert DelayForLocality(max_wait_s=60).filter(build, t, only_free, ctx).tolist() == [not waits]
+
+
 def test_balanced_allocation_fast_path_equals_general_path():
     import random
 

@@ -18,6 +18,12 @@ from stickypack.core.framework import (
 )
 from stickypack.core.nodetable import NodeTable
 from stickypack.core.plugins.common import PluginArgsError, ScoreMemo, min_max_scores, node_state_keys
+from stickypack.core.plugins.kubescheduler import (
+    NodeAffinityFilter,
+    NodeReady,
+    NodeUnschedulable,
+    TaintTolerationFilter,
+)
 from stickypack.core.plugins.scaledown import quiet_nodes
 from stickypack.core.pod import Pod
 from stickypack.core.quantity import QuantityError, int_value, milli_value
@@ -261,12 +267,23 @@ class DelayForLocality(FilterPlugin):
     up to ``max_wait_s`` seconds after the pod's creation, so
     the pod waits for room there instead of starting a cold build elsewhere (a cached build
     takes a fraction of the time; Zaharia et al., "Delay scheduling", EuroSys 2010). After
-    the wait, or when no history node is alive, every node passes. Place it last among the
-    filters. A pod without a creation time is never delayed.
+    the wait, or when no history node is alive, every node passes. A history node that room
+    would not open to the pod (cordoned, not ready, an untolerated NoSchedule/NoExecute
+    taint, a required node selector or affinity it does not match, allocatable smaller than
+    the pod's requests) is none to wait for. Place it last among the filters. A pod without
+    a creation time is never delayed.
     """
 
     name = "DelayForLocality"
     pod_specific = True  # the repo, its history and the pod's age decide
+    #: What kube-scheduler checks of a node besides its free room: a history node failing
+    #: one of these would not take the pod however long it waited.
+    _NOT_ROOM: ClassVar[tuple[FilterPlugin, ...]] = (
+        NodeUnschedulable(),
+        NodeReady(),
+        TaintTolerationFilter(),
+        NodeAffinityFilter(),
+    )
 
     def __init__(
         self,
@@ -298,7 +315,12 @@ class DelayForLocality(FilterPlugin):
         ]
         if not worth or np.isin(worth, idx).any():
             return passes
-        return ~passes
+        rows = np.array(worth, dtype=np.int64)
+        vec = table.pod_vector(pod)
+        could = ((table.alloc[rows] >= vec) | (vec == 0)).all(axis=1)  # fits once there is room
+        for plugin in self._NOT_ROOM:
+            could &= plugin.filter(pod, table, rows, ctx)
+        return passes if not could.any() else ~passes
 
     def describe(self) -> dict[str, Any]:
         return {
