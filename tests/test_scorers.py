@@ -656,3 +656,25 @@ def test_match_fields_need_metadata_name_in_or_not_in_and_one_value() -> None:
     assert not term({"key": "metadata.name", "operator": "In", "values": ["n1", "n2"]}).matches({}, "n1")
     assert not term({"key": "metadata.name", "operator": "Exists"}).matches({}, "n1")
     assert not term({"key": "metadata.uid", "operator": "NotIn", "values": ["x"]}).matches({}, "n1")
+
+
+@pytest.mark.parametrize(
+    ("end", "expected"),
+    [
+        ("100.0", [0, 44, 100]),  # extensions 90, 50, 0 (now 10): 100 - 100 * ext / 90
+        ("5.0", [100, 100, 100]),  # ends before every node's expiry and now
+        ("inf", [100, 100, 100]),  # outlives every node alike: no preference
+        ("nan", [100, 100, 100]),
+    ],
+)
+def test_lifetime_aware_scores_by_extension_and_stay_in_range(end, expected):
+    from stickypack.core.plugins import EXPECTED_END_ANNOTATION, LifetimeAware
+
+    t = NodeTable()
+    for name in ("a", "b", "c"):
+        t.upsert_node(name, {"cpu": 1000, "memory": Gi, "pods": 110})
+    t.ensure_extra("expiry")[t.active_indices()] = [0.0, 50.0, 200.0]
+    p = Pod("u", annotations={EXPECTED_END_ANNOTATION: end})
+    got = LifetimeAware().score(p, t, t.active_indices(), SchedulingContext(now=10.0))
+    assert got.dtype == np.int64
+    assert got.tolist() == expected

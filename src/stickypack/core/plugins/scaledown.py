@@ -238,6 +238,8 @@ class LifetimeAware(ScorePlugin):
         if column is None:  # no driver keeps the nodes' expiry (only the simulator does)
             return np.full(idx.shape[0], MAX_NODE_SCORE, dtype=np.int64)
         end = float(pod.annotations[EXPECTED_END_ANNOTATION])
+        if not math.isfinite(end):  # no end, or none known: no node is better than another
+            return np.full(idx.shape[0], MAX_NODE_SCORE, dtype=np.int64)
         expiry = column[idx]
         extension = np.maximum(end - np.maximum(expiry, ctx.now), 0.0)
         top = extension.max()
