@@ -6,6 +6,7 @@ treats as the end of the build (as a Succeeded/Failed phase would be)."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import signal
@@ -551,3 +552,107 @@ def test_user_pod_extender_drain_forecast_outweighs_packing(cluster: ControlPlan
         assert cluster.wait_bound(["new"]) == {"new": "many"}
     finally:
         ext.stop()
+
+
+class _FreezingProxy:
+    """A TCP relay to ``target`` on a free loopback port. :meth:`freeze` makes every open
+    connection go silent for good (a dead API server instance or a partition: no RST, no
+    FIN) and holds new ones unanswered; :meth:`thaw` relays new connections again."""
+
+    def __init__(self, target: tuple[str, int]) -> None:
+        import socket
+        import threading
+
+        self.target = target
+        self.server = socket.socket()
+        self.server.bind(("127.0.0.1", 0))
+        self.server.listen(64)
+        self.port = self.server.getsockname()[1]
+        self.frozen = False
+        self.dead: set[int] = set()  # ids of connection pairs that never relay again
+        self.socks: list[socket.socket] = []
+        self.closed = threading.Event()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        import socket
+        import threading
+
+        self.server.settimeout(0.1)
+        while not self.closed.is_set():
+            try:
+                conn = self.server.accept()[0]
+            except OSError:
+                continue
+            self.socks.append(conn)
+            if self.frozen:
+                self.dead.add(id(conn))
+                continue
+            up = socket.create_connection(self.target)
+            self.socks.append(up)
+            for a, b in ((conn, up), (up, conn)):
+                threading.Thread(target=self._relay, args=(a, b, id(conn)), daemon=True).start()
+
+    def _relay(self, src: Any, dst: Any, key: int) -> None:
+        src.settimeout(0.1)
+        while not self.closed.is_set():
+            if key in self.dead:
+                time.sleep(0.1)
+                continue
+            try:
+                data = src.recv(65536)
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            if not data:
+                return
+            if key in self.dead:
+                continue  # arrived as the connection died: lost
+            with contextlib.suppress(OSError):
+                dst.sendall(data)
+
+    def freeze(self) -> None:
+        self.frozen = True
+        self.dead.update(id(s) for s in self.socks)
+
+    def thaw(self) -> None:
+        self.frozen = False
+
+    def close(self) -> None:
+        self.closed.set()
+        for s in [self.server, *self.socks]:
+            with contextlib.suppress(OSError):
+                s.close()
+
+
+def test_a_history_write_into_a_dead_connection_times_out_and_is_retried(
+    cluster: ControlPlane, monkeypatch
+) -> None:
+    """The API server stops answering mid-write and never resets the connection (its
+    instance died, a partition): the write must time out and be retried on a new
+    connection, not wait forever while every later build end piles up unwritten."""
+    from urllib.parse import urlsplit
+
+    from stickypack.kube import history
+
+    monkeypatch.setattr(history, "STORE_REQUEST_TIMEOUT_S", 2.0)
+    assert cluster.server is not None
+    target = urlsplit(cluster.server)
+    proxy = _FreezingProxy((target.hostname or "127.0.0.1", target.port or 443))
+    api = cluster.client_configuration()
+    api.host = f"https://127.0.0.1:{proxy.port}"
+    cfg = config_from_dict({"history": {"flush_interval_s": 0.05, "name": HISTORY["name"]}})
+    ext = ServiceThread(cfg, api).start()
+    first, later = "https://github.com/o/before-freeze", "https://github.com/o/during-freeze"
+    try:
+        ext.call(lambda: ext.service.recorder.record(first, "node-a"))
+        wait_for(lambda: first in stored_history(cluster), what="the first write")
+        proxy.freeze()
+        ext.call(lambda: ext.service.recorder.record(later, "node-a"))
+        time.sleep(1.0)  # the write is under way, into a connection that will never answer
+        proxy.thaw()
+        wait_for(lambda: later in stored_history(cluster), timeout=20, what="the write retried")
+    finally:
+        ext.stop()
+        proxy.close()

@@ -71,6 +71,17 @@ MAX_PENDING_OPS = 10_000
 #: Most forgotten-node tombstones a document keeps (the newest): a node name is at most 253
 #: bytes, so they can never crowd the repos out of a document.
 MAX_TOMBSTONES = 1000
+#: Seconds a store request (read, write) may wait to connect, and then for each piece of
+#: the answer (an inactivity bound: a big document still arrives). Without them, a request
+#: sent into a connection the API server never answers again (its instance died, a
+#: partition: no reset) waited forever: no write again, or no history loaded, until a restart.
+STORE_CONNECT_TIMEOUT_S = 10.0
+STORE_REQUEST_TIMEOUT_S = 30.0
+
+
+def _timeout() -> tuple[float, float]:
+    """``_request_timeout`` of a store request: (connect, read)."""
+    return (STORE_CONNECT_TIMEOUT_S, STORE_REQUEST_TIMEOUT_S)
 
 
 # ---- operations and documents ---------------------------------------------------------------
@@ -327,7 +338,7 @@ class ConfigMapHistoryStore:
 
         try:
             resp = await self.core.read_namespaced_config_map(
-                self.configmap_name(part), self.namespace, _preload_content=False
+                self.configmap_name(part), self.namespace, _preload_content=False, _request_timeout=_timeout()
             )
             body = await read_json(resp)
         except ApiException as exc:
@@ -370,12 +381,12 @@ class ConfigMapHistoryStore:
         try:
             if version is None:
                 resp = await self.core.create_namespaced_config_map(
-                    self.namespace, body, _preload_content=False
+                    self.namespace, body, _preload_content=False, _request_timeout=_timeout()
                 )
             else:
                 body["metadata"]["resourceVersion"] = version
                 resp = await self.core.replace_namespaced_config_map(
-                    name, self.namespace, body, _preload_content=False
+                    name, self.namespace, body, _preload_content=False, _request_timeout=_timeout()
                 )
             out = await read_json(resp)
         except ApiException as exc:
@@ -446,7 +457,7 @@ class NodeAnnotationHistoryStore:
         from kubernetes_asyncio.client.exceptions import ApiException
 
         try:
-            resp = await self.core.read_node(part, _preload_content=False)
+            resp = await self.core.read_node(part, _preload_content=False, _request_timeout=_timeout())
             body = await read_json(resp)
         except ApiException as exc:
             if exc.status == 404:  # node gone: its history went with it (write says the same)
@@ -455,7 +466,7 @@ class NodeAnnotationHistoryStore:
         return self.parse_node(body)
 
     async def read_all(self) -> dict[str, tuple[HistoryDoc, str | None]]:
-        resp = await self.core.list_node(_preload_content=False)
+        resp = await self.core.list_node(_preload_content=False, _request_timeout=_timeout())
         body = await read_json(resp)
         out = {}
         for item in body.get("items") or ():
@@ -481,6 +492,7 @@ class NodeAnnotationHistoryStore:
                     part,
                     patch,
                     _preload_content=False,
+                    _request_timeout=_timeout(),
                     _content_type="application/merge-patch+json",  # type: ignore[call-arg]  # a client kwarg its stubs leave out
                 )
                 out = await read_json(resp)
