@@ -656,3 +656,34 @@ def test_a_history_write_into_a_dead_connection_times_out_and_is_retried(
     finally:
         ext.stop()
         proxy.close()
+
+
+def test_pending_history_ops_count_the_write_under_way(cluster: ControlPlane) -> None:
+    """``history_pending_ops`` is "operations not yet stored": a build end whose write is
+    waiting for an API server that does not answer is one of them."""
+    from urllib.parse import urlsplit
+
+    assert cluster.server is not None
+    target = urlsplit(cluster.server)
+    proxy = _FreezingProxy((target.hostname or "127.0.0.1", target.port or 443))
+    api = cluster.client_configuration()
+    api.host = f"https://127.0.0.1:{proxy.port}"
+    cfg = config_from_dict({"history": {"flush_interval_s": 0.05, "name": HISTORY["name"]}})
+    ext = ServiceThread(cfg, api).start()
+    repo = "https://github.com/o/unanswered"
+
+    def pending() -> float:
+        text = httpx.get(ext.url + "/metrics", timeout=5).text
+        samples = {s.name: s.value for f in text_string_to_metric_families(text) for s in f.samples}
+        return samples["stickypack_extender_history_pending_ops"]
+
+    try:
+        proxy.freeze()
+        ext.call(lambda: ext.service.recorder.record(repo, "node-a"))
+        wait_for(lambda: ext.call(lambda: bool(ext.service.recorder._inflight)), what="the write under way")
+        assert pending() == 1.0
+        assert repo not in stored_history(cluster)
+    finally:
+        proxy.thaw()
+        ext.stop()
+        proxy.close()

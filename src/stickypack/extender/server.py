@@ -257,7 +257,7 @@ class ExtenderService:
             yield GaugeMetricFamily(
                 "stickypack_extender_history_pending_ops",
                 "History operations not yet stored.",
-                value=len(rec.pending),
+                value=rec.unstored,
             )
             yield CounterMetricFamily(
                 "stickypack_extender_history_write_errors",

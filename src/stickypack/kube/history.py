@@ -606,6 +606,11 @@ class HistoryRecorder:
         self.flush_errors = 0
         self.dropped_ops = 0
 
+    @property
+    def unstored(self) -> int:
+        """Operations not yet in the store: queued, and in a write under way."""
+        return len(self._inflight) + len(self.pending)
+
     # ---- inputs ----------------------------------------------------------------------------
 
     def _touch(self) -> None:
