@@ -687,3 +687,25 @@ def test_pending_history_ops_count_the_write_under_way(cluster: ControlPlane) ->
         proxy.thaw()
         ext.stop()
         proxy.close()
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0:8888", "http://0.0.0.0", "not a host"])
+def test_check_refuses_a_listen_host_the_service_cannot_serve_on(
+    cluster: ControlPlane, tmp_path, capsys, host: str
+) -> None:
+    """``--check`` must not pass a configuration the service then refuses at start-up."""
+    cfg = tmp_path / "extender.yaml"
+    cfg.write_text(
+        yaml.safe_dump({"listen": {"host": host, "port": 0}, "history": {"name": HISTORY["name"]}})
+    )
+    argv = ["extender", "--config", str(cfg), "--kubeconfig", str(cluster.kubeconfig)]
+    checked = cli_main([*argv, "--check"])
+    err = capsys.readouterr().err
+    assert checked == 2, "--check passed it"
+    assert f"{cfg}: listen.host" in err and "Traceback" not in err
+
+
+def test_check_refuses_a_host_option_the_service_cannot_serve_on(cluster: ControlPlane, capsys) -> None:
+    argv = ["extender", "--host", "0.0.0.0:8888", "--kubeconfig", str(cluster.kubeconfig), "--check"]
+    assert cli_main(argv) == 2
+    assert "--host: Value error, '0.0.0.0:8888' is not an IP address" in capsys.readouterr().err

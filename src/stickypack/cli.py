@@ -497,6 +497,14 @@ def _extender(args: argparse.Namespace, console: Console) -> int:
 
     config = _load_extender_config(args)
     if args.host is not None:
+        from pydantic import ValidationError
+
+        from stickypack.extender.config import ListenConfig
+
+        try:
+            ListenConfig(host=args.host)
+        except ValidationError as exc:
+            raise UsageError(f"--host: {exc.errors()[0]['msg']}") from None
         config.listen.host = args.host
     if args.port is not None:
         if not 0 <= args.port <= 65535:

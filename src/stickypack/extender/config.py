@@ -7,7 +7,9 @@ number``. See ``docs/operator-guide.md`` for the reference.
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -34,9 +36,27 @@ def _selector(value: Any) -> dict[str, str]:
     return parse_selector(value)
 
 
+#: A host name (RFC 1123 labels), for ``listen.host``.
+_HOSTNAME = re.compile(
+    r"(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?"
+)
+
+
 class ListenConfig(_Model):
     host: str = "0.0.0.0"
     port: int = Field(default=8888, ge=0, le=65535)
+
+    @field_validator("host")
+    @classmethod
+    def _host(cls, value: str) -> str:
+        # "0.0.0.0:8888" or "http://0.0.0.0" passed --check and failed only at start-up
+        if value == "" or _HOSTNAME.fullmatch(value):
+            return value
+        try:
+            ipaddress.ip_address(value)
+        except ValueError:
+            raise ValueError(f"{value!r} is not an IP address or a host name (no port, no scheme)") from None
+        return value
 
 
 class PodsConfig(_Model):
