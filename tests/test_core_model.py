@@ -362,6 +362,9 @@ def test_policy_names_and_weights_that_say_nothing_are_refused(text, message):
         # a negative room to keep once let every node score 100 without a word
         ("{plugin: BuildHeadroom, args: {cpu: '-1'}}", "BuildHeadroom needs cpu and memory >= 0"),
         ("{plugin: BuildHeadroom, args: {memory: -2G}}", "BuildHeadroom needs cpu and memory >= 0"),
+        # true where a number is due was once read as 1 (one core, a top-1 ranking)
+        ("{plugin: BuildLocality, args: {top_k: true}}", "top_k: expected a number, not true"),
+        ("{plugin: BuildHeadroom, args: {cpu: true}}", "cpu: expected a number, not true"),
     ],
 )
 def test_plugin_args_are_checked_against_their_types(entry, message):

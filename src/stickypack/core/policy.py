@@ -12,7 +12,7 @@ import inspect
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from types import MappingProxyType
+from types import MappingProxyType, UnionType
 from typing import Any
 
 import numpy as np
@@ -86,6 +86,8 @@ def _call_with_args(factory: Callable[..., Any], args: Mapping[str, Any]) -> Any
             valid = ", ".join(q for q in signature.parameters if q != "self") or "none"
             raise p.PluginArgsError(f"unknown argument {name!r}; valid: {valid}")
         hint = hints.get(name, Any)
+        if isinstance(value, bool) and not _admits_bool(hint):  # pydantic would read true as 1
+            raise p.PluginArgsError(f"{name}: expected a number, not {str(value).lower()}")
         try:
             adapter = TypeAdapter(hint, config=_ARGS_CONFIG)
         except PydanticUserError:  # a type pydantic cannot check (numpy arrays...): as given
@@ -98,6 +100,19 @@ def _call_with_args(factory: Callable[..., Any], args: Mapping[str, Any]) -> Any
 
 
 _ARGS_CONFIG = ConfigDict(allow_inf_nan=False)
+
+
+def _admits_bool(hint: Any) -> bool:
+    """Whether an argument typed ``hint`` may be true or false (``bool``, ``Any``, ``object``,
+    or a union or literal with one of them)."""
+    if hint in (Any, bool, object):
+        return True
+    args = typing.get_args(hint)
+    if typing.get_origin(hint) is typing.Literal:
+        return any(isinstance(a, bool) for a in args)
+    if typing.get_origin(hint) in (typing.Union, UnionType):
+        return any(_admits_bool(a) for a in args)
+    return False
 
 
 _SCORERS: Mapping[str, Callable[..., ScorePlugin]] = MappingProxyType(
