@@ -364,6 +364,8 @@ def test_policy_names_and_weights_that_say_nothing_are_refused(text, message):
         ("{plugin: BuildHeadroom, args: {memory: -2G}}", "BuildHeadroom needs cpu and memory >= 0"),
         # true where a number is due was once read as 1 (one core, a top-1 ranking)
         ("{plugin: BuildLocality, args: {top_k: true}}", "top_k: expected a number, not true"),
+        # under one 10 s step of its table the horizon was read as 0 without a word
+        ("{plugin: DrainForecast, args: {horizon_s: 5}}", "DrainForecast horizon_s must be in [10, 604800]"),
         ("{plugin: BuildHeadroom, args: {cpu: true}}", "cpu: expected a number, not true"),
     ],
 )

@@ -155,8 +155,8 @@ class DrainForecast(ScorePlugin):
         idle_cull_s: float = 600.0,
         session_max_s: float = 21600.0,
     ) -> None:
-        if not 0 < horizon_s <= 7 * 86400:
-            raise PluginArgsError("DrainForecast horizon_s must be in (0, 604800]")
+        if not self._STEP_S <= horizon_s <= 7 * 86400:  # read on the survival table's grid
+            raise PluginArgsError(f"DrainForecast horizon_s must be in [{self._STEP_S:g}, 604800]")
         if session_median_s <= 0 or session_sigma <= 0:
             raise PluginArgsError("DrainForecast session_median_s and session_sigma must be > 0")
         if idle_cull_s < 0 or not idle_cull_s < session_max_s <= 7 * 86400:
