@@ -11,13 +11,15 @@ import base64
 import contextlib
 import functools
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 from urllib.parse import urlparse
 
 import httpx
 import pytest
 
-from stickypack.kube.cache import ClusterCache, slim_node
+from stickypack.extender.server import POD_FIELD_SELECTOR
+from stickypack.kube.cache import ClusterCache, slim_node, slim_pod
 from stickypack.kube.informer import Informer
 from stickypack.testing import ControlPlane
 
@@ -308,6 +310,26 @@ async def _until(cond: Any, what: str, timeout: float = 30.0) -> None:
         await asyncio.sleep(0.05)
 
 
+@contextlib.asynccontextmanager
+async def _watched_cache(core: Any, cache: ClusterCache) -> AsyncIterator[Informer]:
+    """``cache`` fed by the node and pod watches the extender runs (its pod field selector),
+    both listed; yields the pod informer."""
+    nodes = Informer("nodes", core.list_node, cache.node_event, transform=slim_node)
+    pods = Informer(
+        "pods", core.list_pod_for_all_namespaces, cache.pod_event,
+        field_selector=POD_FIELD_SELECTOR, transform=slim_pod,
+    )  # fmt: skip
+    nodes.start()
+    pods.start()
+    try:
+        await asyncio.wait_for(nodes.synced.wait(), 30)
+        await asyncio.wait_for(pods.synced.wait(), 30)
+        yield pods
+    finally:
+        await pods.stop()
+        await nodes.stop()
+
+
 def test_build_pod_ends_are_seen_with_their_phase_through_the_extender_pod_watch(
     cluster: ControlPlane,
 ) -> None:
@@ -319,8 +341,6 @@ def test_build_pod_ends_are_seen_with_their_phase_through_the_extender_pod_watch
     ended before the cache started is not recorded, even when it changes later."""
     from kubernetes_asyncio import client
 
-    from stickypack.extender.server import POD_FIELD_SELECTOR
-    from stickypack.kube.cache import slim_pod
     from stickypack.testing import pod_manifest
 
     cluster.create_node("b1")
@@ -342,40 +362,30 @@ def test_build_pod_ends_are_seen_with_their_phase_through_the_extender_pod_watch
             on_build_end=lambda repo, node, when, phase: ended.append((repo, node, phase)),
             record_failed=False,
         )
-        nodes = Informer("nodes", core.list_node, cache.node_event, transform=slim_node)
-        pods = Informer(
-            "pods", core.list_pod_for_all_namespaces, cache.pod_event,
-            field_selector=POD_FIELD_SELECTOR, transform=slim_pod,
-        )  # fmt: skip
-        nodes.start()
-        pods.start()
         try:
-            await asyncio.wait_for(nodes.synced.wait(), 30)
-            await asyncio.wait_for(pods.synced.wait(), 30)
-            # ended before the cache started: recorded then, if at all, not again now
-            assert "default/old" in pods.objects
-            old = await core.read_namespaced_pod("old", "default")
-            old.metadata.labels["touched"] = "yes"
-            await core.replace_namespaced_pod("old", "default", old)
-            for name, repo in (("fails", "repo-f"), ("succeeds", "repo-s")):
-                await core.create_namespaced_pod("default", _build_pod(name, "b1", repo))
-            i = cache.table.index["b1"]
-            await _until(lambda: cache.table.builds[i] == 2, "both builds counted on b1")
-            for name, phase in (("fails", "Failed"), ("succeeds", "Succeeded")):
-                pod = await core.read_namespaced_pod(name, "default")
-                pod.status.phase = phase
-                await core.replace_namespaced_pod_status(name, "default", pod)
-            await _until(lambda: cache.table.builds[i] == 0 and len(ended) >= 1, "both builds ended")
-            # a later pod: once the watch has delivered it, it has delivered every change
-            # before it (events come in resourceVersion order), so nothing is still on its way
-            marker = pod_manifest("marker")
-            marker["spec"]["nodeName"] = "b1"
-            await core.create_namespaced_pod("default", marker)
-            await _until(lambda: "default/marker" in pods.objects, "the marker pod")
-            return {"ended": list(ended), "builds": int(cache.table.builds[i])}
+            async with _watched_cache(core, cache) as pods:
+                # ended before the cache started: recorded then, if at all, not again now
+                assert "default/old" in pods.objects
+                old = await core.read_namespaced_pod("old", "default")
+                old.metadata.labels["touched"] = "yes"
+                await core.replace_namespaced_pod("old", "default", old)
+                for name, repo in (("fails", "repo-f"), ("succeeds", "repo-s")):
+                    await core.create_namespaced_pod("default", _build_pod(name, "b1", repo))
+                i = cache.table.index["b1"]
+                await _until(lambda: cache.table.builds[i] == 2, "both builds counted on b1")
+                for name, phase in (("fails", "Failed"), ("succeeds", "Succeeded")):
+                    pod = await core.read_namespaced_pod(name, "default")
+                    pod.status.phase = phase
+                    await core.replace_namespaced_pod_status(name, "default", pod)
+                await _until(lambda: cache.table.builds[i] == 0 and len(ended) >= 1, "both builds ended")
+                # a later pod: once the watch has delivered it, it has delivered every change
+                # before it (events come in resourceVersion order), so nothing is still on its way
+                marker = pod_manifest("marker")
+                marker["spec"]["nodeName"] = "b1"
+                await core.create_namespaced_pod("default", marker)
+                await _until(lambda: "default/marker" in pods.objects, "the marker pod")
+                return {"ended": list(ended), "builds": int(cache.table.builds[i])}
         finally:
-            await pods.stop()
-            await nodes.stop()
             await api.close()
 
     result = cluster.call(scenario, timeout=90)
@@ -389,8 +399,6 @@ def test_a_build_pod_outliving_its_deleted_node_does_not_bring_the_node_back(clu
     not put it back in the history: its image cache went with the machine."""
     from kubernetes_asyncio import client
 
-    from stickypack.extender.server import POD_FIELD_SELECTOR
-    from stickypack.kube.cache import slim_pod
     from stickypack.kube.history import HistoryRecorder
 
     cluster.create_node("doomed")
@@ -404,38 +412,30 @@ def test_a_build_pod_outliving_its_deleted_node_does_not_bring_the_node_back(clu
             on_build_end=lambda repo, node, when, phase: recorder.record(repo, node, when),
             on_node_deleted=recorder.forget_node,
         )
-        nodes = Informer("nodes", core.list_node, cache.node_event, transform=slim_node)
-        pods = Informer(
-            "pods", core.list_pod_for_all_namespaces, cache.pod_event,
-            field_selector=POD_FIELD_SELECTOR, transform=slim_pod,
-        )  # fmt: skip
-        nodes.start()
-        pods.start()
         try:
-            await asyncio.wait_for(nodes.synced.wait(), 30)
-            await asyncio.wait_for(pods.synced.wait(), 30)
-            await core.create_namespaced_pod("default", _build_pod("on-doomed", "doomed", "repo-d"))
-            await core.create_namespaced_pod("default", _build_pod("on-alive", "alive", "repo-a"))
-            await _until(
-                lambda: cache.placement("default/on-doomed") and cache.placement("default/on-alive"),
-                "both build pods placed in the cache",
-            )
-            await core.delete_node("doomed")
-            await _until(lambda: "doomed" not in cache.table, "the node deletion")
-            # on-doomed first: its deletion reaches the cache before on-alive's (one watch, in
-            # resourceVersion order), so once repo-a is recorded, repo-d's end has been handled
-            for name in ("on-doomed", "on-alive"):
-                await core.delete_namespaced_pod(name, "default", grace_period_seconds=0)
-            await _until(lambda: bool(recorder.history.nodes_for("repo-a", time.time())), "repo-a recorded")
-            assert cache.placement("default/on-doomed") is None
-            now = time.time()
-            return {
-                "d": recorder.history.nodes_for("repo-d", now),
-                "a": recorder.history.nodes_for("repo-a", now),
-            }
+            async with _watched_cache(core, cache):
+                await core.create_namespaced_pod("default", _build_pod("on-doomed", "doomed", "repo-d"))
+                await core.create_namespaced_pod("default", _build_pod("on-alive", "alive", "repo-a"))
+                await _until(
+                    lambda: cache.placement("default/on-doomed") and cache.placement("default/on-alive"),
+                    "both build pods placed in the cache",
+                )
+                await core.delete_node("doomed")
+                await _until(lambda: "doomed" not in cache.table, "the node deletion")
+                # on-doomed first: its deletion reaches the cache before on-alive's (one watch, in
+                # resourceVersion order), so once repo-a is recorded, repo-d's end has been handled
+                for name in ("on-doomed", "on-alive"):
+                    await core.delete_namespaced_pod(name, "default", grace_period_seconds=0)
+                await _until(
+                    lambda: bool(recorder.history.nodes_for("repo-a", time.time())), "repo-a recorded"
+                )
+                assert cache.placement("default/on-doomed") is None
+                now = time.time()
+                return {
+                    "d": recorder.history.nodes_for("repo-d", now),
+                    "a": recorder.history.nodes_for("repo-a", now),
+                }
         finally:
-            await pods.stop()
-            await nodes.stop()
             await api.close()
 
     result = cluster.call(scenario, timeout=90)
