@@ -626,24 +626,30 @@ class _FreezingProxy:
                 s.close()
 
 
-def test_a_history_write_into_a_dead_connection_times_out_and_is_retried(
-    cluster: ControlPlane, monkeypatch
-) -> None:
-    """The API server stops answering mid-write and never resets the connection (its
-    instance died, a partition): the write must time out and be retried on a new
-    connection, not wait forever while every later build end piles up unwritten."""
+def _extender_behind_freezing_proxy(cluster: ControlPlane) -> tuple[ServiceThread, _FreezingProxy]:
+    """An extender (history flushed every 50 ms) whose API server connections go through a
+    :class:`_FreezingProxy`, started."""
     from urllib.parse import urlsplit
 
-    from stickypack.kube import history
-
-    monkeypatch.setattr(history, "STORE_REQUEST_TIMEOUT_S", 2.0)
     assert cluster.server is not None
     target = urlsplit(cluster.server)
     proxy = _FreezingProxy((target.hostname or "127.0.0.1", target.port or 443))
     api = cluster.client_configuration()
     api.host = f"https://127.0.0.1:{proxy.port}"
     cfg = config_from_dict({"history": {"flush_interval_s": 0.05, "name": HISTORY["name"]}})
-    ext = ServiceThread(cfg, api).start()
+    return ServiceThread(cfg, api).start(), proxy
+
+
+def test_a_history_write_into_a_dead_connection_times_out_and_is_retried(
+    cluster: ControlPlane, monkeypatch
+) -> None:
+    """The API server stops answering mid-write and never resets the connection (its
+    instance died, a partition): the write must time out and be retried on a new
+    connection, not wait forever while every later build end piles up unwritten."""
+    from stickypack.kube import history
+
+    monkeypatch.setattr(history, "STORE_REQUEST_TIMEOUT_S", 2.0)
+    ext, proxy = _extender_behind_freezing_proxy(cluster)
     first, later = "https://github.com/o/before-freeze", "https://github.com/o/during-freeze"
     try:
         ext.call(lambda: ext.service.recorder.record(first, "node-a"))
@@ -661,15 +667,7 @@ def test_a_history_write_into_a_dead_connection_times_out_and_is_retried(
 def test_pending_history_ops_count_the_write_under_way(cluster: ControlPlane) -> None:
     """``history_pending_ops`` is "operations not yet stored": a build end whose write is
     waiting for an API server that does not answer is one of them."""
-    from urllib.parse import urlsplit
-
-    assert cluster.server is not None
-    target = urlsplit(cluster.server)
-    proxy = _FreezingProxy((target.hostname or "127.0.0.1", target.port or 443))
-    api = cluster.client_configuration()
-    api.host = f"https://127.0.0.1:{proxy.port}"
-    cfg = config_from_dict({"history": {"flush_interval_s": 0.05, "name": HISTORY["name"]}})
-    ext = ServiceThread(cfg, api).start()
+    ext, proxy = _extender_behind_freezing_proxy(cluster)
     repo = "https://github.com/o/unanswered"
 
     def pending() -> float:
