@@ -937,3 +937,27 @@ def test_a_pod_created_at_a_scan_with_nothing_else_left_still_gets_its_node():
     assert [(n.ready_at, n.deleted_at) for n in result.nodes] == [(230.0, None)]
     assert m["node_hours"] * 3600 == pytest.approx(330 - 20)
     assert m["pending_p95_s"] == pytest.approx(220.0)
+
+
+def test_repo_url_github_git_suffix_is_the_same_repo():
+    # BinderHub's GitHub provider strips a ".git" suffix from the repo name: both specs are
+    # https://github.com/jakevdp/PythonDataScienceHandbook (both in events-2019-03-04)
+    url = "https://github.com/jakevdp/PythonDataScienceHandbook"
+    assert repo_url("GitHub", "jakevdp/PythonDataScienceHandbook.git/master") == url
+    assert repo_url("GitHub", "jakevdp/PythonDataScienceHandbook/master") == url
+    # only a suffix, and case is kept (image names hash the case-sensitive slug)
+    assert repo_url("GitHub", "org/my.github.io/main") == "https://github.com/org/my.github.io"
+    qiskit = repo_url("GitHub", "Qiskit/qiskit-tutorial/master")
+    assert qiskit != repo_url("GitHub", "QISKit/qiskit-tutorial/master")
+
+
+def test_repo_url_unquotes_escaped_git_and_gitlab_urls():
+    # BinderHub unquotes the Git provider's URL and GitLab's namespace: an escaped spec the
+    # re-saved archive left as is ("%2f", "%2E") names the same repo as its decoded form
+    assert repo_url("GitLab", "d-e%2fdx-punch/master") == repo_url("GitLab", "d-e/dx-punch/master")
+    assert repo_url("GitLab", "group%2Fproject/main") == "gitlab:group/project"
+    # as BinderHub gets it (namespace escaped): the ref is all after the first slash
+    assert repo_url("GitLab", "group%2Fproject/feature/x") == "gitlab:group/project"
+    git = "git:github.com/sungykim/math3976"
+    assert repo_url("Git", "github%2Ecom/sungykim/math3976/65d3846abdee78fea9c05ccbad7e3dd85cc91914") == git
+    assert repo_url("Git", "github.com/sungykim/math3976/f9f00b4b0ece90b4db0ab9b2ef6f1d9c055d1961") == git

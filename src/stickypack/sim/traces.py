@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TypeGuard
+from urllib.parse import unquote
 
 #: Providers whose ``spec`` is ``<org>/<repo>/<ref>`` with the repo in two path segments.
 _TWO_SEGMENT = {"GitHub": "https://github.com/", "Gist": "https://gist.github.com/"}
@@ -57,19 +58,28 @@ def repo_url(provider: str, spec: str) -> str:
     """The repository URL BinderHub builds for a launch (the ref stripped).
 
     GitHub and Gist specs are ``org/repo/ref``: the first two segments (a branch name with
-    a slash shows as extra segments in the re-saved archive). Other git providers: all but
-    the last segment. DOI providers: the whole spec.
+    a slash shows as extra segments in the re-saved archive), a GitHub repo's ``.git``
+    suffix dropped. Other git providers (Git, GitLab): the URL or namespace, unquoted as
+    BinderHub does: the first segment when it holds an escaped slash (``group%2Fproject/ref``),
+    else all but the last segment (the re-saved archive decoded ``%2F``). DOI providers: the
+    whole spec.
     """
     spec = spec.strip("/")
     if provider in _TWO_SEGMENT:
         parts = spec.split("/")
         if len(parts) < 2:
             raise ValueError(f"{provider} spec needs org/repo: {spec!r}")
-        return _TWO_SEGMENT[provider] + "/".join(parts[:2])
+        org, repo = parts[0], parts[1]
+        if provider == "GitHub" and repo.endswith(".git"):  # BinderHub strips it
+            repo = repo[: -len(".git")]
+        return f"{_TWO_SEGMENT[provider]}{org}/{repo}"
     if provider in _NO_REF:
         return f"{provider.lower()}:{spec}"
-    head, _, _ = spec.rpartition("/")
-    return f"{provider.lower()}:{head or spec}"
+    # escaped as BinderHub gets it, the ref is after the first slash; with the slashes
+    # decoded (the re-saved archive), the ref is the last segment
+    first = spec.partition("/")[0]
+    head = first if "%2f" in first.lower() else spec.rpartition("/")[0] or spec
+    return f"{provider.lower()}:{unquote(head)}"
 
 
 def _open(path: Path) -> Iterable[bytes]:
