@@ -301,3 +301,59 @@ def test_plugins_without_the_policy_that_names_them_is_a_usage_error(tmp_path, p
     exits.write_text("import sys\nsys.exit(3)\n")
     with pytest.raises(PluginFileError, match="failed to load: SystemExit: 3"):
         load_plugin_files([exits])
+
+
+STATEFUL = """
+import numpy as np
+from stickypack.core import ScorePlugin
+
+
+class RoundRobin(ScorePlugin):
+    name = "RoundRobin"
+
+    def __init__(self) -> None:
+        self.calls = 0  # state kept between decisions, as a live service's plugin may
+
+    def score(self, pod, table, idx, ctx):
+        self.calls += 1
+        out = np.zeros(len(idx), dtype=np.int64)
+        out[self.calls % len(idx)] = 100
+        return out
+
+
+SCORERS = {"RoundRobin": RoundRobin}
+"""
+
+
+def test_a_plugin_keeping_state_starts_afresh_in_every_run(tmp_path, capsys) -> None:
+    """`--seeds` runs one seed after another in one process with `--jobs 1` and in fresh
+    forked workers otherwise: the JSON must not depend on it (a plugin's state of seed 0
+    carried into seed 1's run made it do so)."""
+    path = tmp_path / "stateful.py"
+    path.write_text(STATEFUL)
+    mine = policy(tmp_path, "{plugin: RoundRobin, weight: 2}")
+    args = ["simulate", "--scenario", "binder-day", "--policy-file", str(mine), "--plugins", str(path)]
+    outs = []
+    for jobs, seeds in (("1", "0-1"), ("1", "1"), ("2", "0-1")):
+        outs.append(tmp_path / f"r{jobs}-{seeds}.json")
+        assert (
+            main(
+                [
+                    *args,
+                    "--policies",
+                    "z2jh",
+                    "--seeds",
+                    seeds,
+                    "--jobs",
+                    jobs,
+                    "--quiet",
+                    "--json",
+                    str(outs[-1]),
+                ]
+            )
+            == 0
+        )
+    capsys.readouterr()
+    one_by_one, seed_1, forked = (json.loads(o.read_text())["runs"] for o in outs)
+    assert one_by_one == forked
+    assert one_by_one[1] == seed_1[0]

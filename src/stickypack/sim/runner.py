@@ -6,6 +6,7 @@ independent and seeded, so the results are the same as a sequential run's.
 
 from __future__ import annotations
 
+import copy
 import multiprocessing
 import os
 import time
@@ -32,7 +33,9 @@ def _run_one(index: int) -> RunResult:
 
 def _simulate(policy: Policy, workload: Workload, **options: object) -> RunResult:
     started = time.perf_counter()
-    result = Simulation(policy, workload, **options).run()  # type: ignore[arg-type]
+    # a fresh copy of the plugins for each run, as a forked worker has: a plugin that keeps
+    # state between decisions (one of --plugins) must not carry it into the next seed's run
+    result = Simulation(copy.deepcopy(policy), workload, **options).run()  # type: ignore[arg-type]
     result.metrics["wall_s"] = time.perf_counter() - started
     return result
 
