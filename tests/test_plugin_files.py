@@ -357,3 +357,69 @@ def test_a_plugin_keeping_state_starts_afresh_in_every_run(tmp_path, capsys) -> 
     one_by_one, seed_1, forked = (json.loads(o.read_text())["runs"] for o in outs)
     assert one_by_one == forked
     assert one_by_one[1] == seed_1[0]
+
+
+PER_DECISION = """
+import numpy as np
+from stickypack.core import ScorePlugin
+
+
+class FewestBuilds(ScorePlugin):
+    name = "FewestBuilds"
+
+    def score(self, pod, table, idx, ctx):
+        if "builds" not in ctx.cache:  # once per decision, kept in its scratch space
+            ctx.cache.update(builds=table.builds.copy())
+        builds = ctx.cache["builds"][idx]
+        return np.where(builds == builds.min(), 100, 0).astype(np.int64)
+
+
+SCORERS = {"FewestBuilds": FewestBuilds}
+"""
+
+
+@pytest.mark.parametrize(
+    "how", ["ctx.cache.update(builds=", "ctx.cache |= dict(builds=", "ctx.cache.setdefault('builds', "]
+)
+def test_the_extender_forgets_what_a_plugin_put_in_ctx_cache_after_each_decision(tmp_path, how) -> None:
+    """`ctx.cache` is scratch space for one decision, in the simulator (cleared before each)
+    and in the extender; a key set with `update` or `|=` once outlived its decision there,
+    so the next pod was scored on the first one's view of the cluster."""
+    from stickypack.extender.engine import Extender, select_profile
+    from stickypack.kube.cache import ClusterCache
+
+    now = 1_800_000_000.0
+
+    def node(name: str) -> dict:
+        status = {"allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"}}
+        return {
+            "metadata": {"name": name},
+            "status": {**status, "conditions": [{"type": "Ready", "status": "True"}]},
+        }
+
+    def build_pod(name: str, repo: str = "https://github.com/org/r", node_name: str | None = None) -> dict:
+        meta = {"name": name, "namespace": "binder", "uid": name, "labels": {"component": "binderhub-build"}}
+        spec = {"containers": [{"name": "b", "resources": {"requests": {"cpu": "1"}}}]}
+        if node_name:
+            spec["nodeName"] = node_name
+        return {"metadata": {**meta, "annotations": {"binder-repo": repo}}, "spec": spec}
+
+    path = tmp_path / "per_decision.py"
+    path.write_text(PER_DECISION.replace("ctx.cache.update(builds=", how))
+    mine = policy(tmp_path, "{plugin: FewestBuilds, weight: 1}")
+    profile = select_profile(load_policy_file(mine, load_plugin_files([path])), "all")
+    cache = ClusterCache(clock=lambda: now, ttl_clock=lambda: now)
+    for name in ("node-0", "node-1"):
+        cache.node_event("ADDED", node(name))
+    ext = Extender(
+        cache, profile, filter_names=[], score_names=["FewestBuilds"], clock=lambda: now, assume=False
+    )
+
+    def best(pod: str) -> list[str]:
+        scores, _ = ext.prioritize({"Pod": build_pod(pod), "NodeNames": ["node-0", "node-1"]})
+        return [s["Host"] for s in scores if s["Score"] == 10]
+
+    assert best("b1") == ["node-0", "node-1"]
+    running = build_pod("running", repo="https://github.com/org/other", node_name="node-0")
+    cache.pod_event("ADDED", {**running, "status": {"phase": "Running"}})
+    assert best("b2") == ["node-1"]  # node-0 now runs a build

@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import compress
 from operator import getitem
-from typing import Any, overload
+from typing import Any, Self, overload
 
 import numpy as np
 
@@ -402,6 +402,15 @@ class _EpochCache(dict[str, Any]):
         if key not in self:
             self[key] = default
         return self[key]
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        # dict.update and |= do not call __setitem__: their keys would outlive the decision
+        for key, value in dict(*args, **kwargs).items():
+            self[key] = value
+
+    def __ior__(self, other: Any) -> Self:  # type: ignore[override,misc]
+        self.update(other)
+        return self
 
     def new_decision(self) -> None:
         for key in self._scratch:
