@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import reprlib
 import sys
@@ -559,7 +558,7 @@ def _forget_node(args: argparse.Namespace, console: Console) -> int:
     from stickypack.core.labels import DNS_SUBDOMAIN, is_dns_label
     from stickypack.extender.server import make_store
     from stickypack.kube.client import make_api_client
-    from stickypack.kube.history import Limits, forget_node
+    from stickypack.kube.history import NO_LIMITS, forget_node
 
     if len(args.node) > 253 or not DNS_SUBDOMAIN.fullmatch(args.node):
         shown = reprlib.repr(args.node)  # cut: a name may be any length
@@ -572,14 +571,10 @@ def _forget_node(args: argparse.Namespace, console: Console) -> int:
     if config.history.store == "memory":
         raise UsageError("history.store is memory: there is no stored history to forget")
 
-    # Forget only: no expiry and no bounds. The extender applies its own limits on its next
-    # write; the ones of this (often partial) configuration would drop what it keeps.
-    keep_all = Limits(ttl_s=math.inf, max_nodes_per_repo=2**31, max_repos=2**31, max_bytes=0)
-
     async def run() -> int:
         api = await make_api_client(config.cluster.kubeconfig)
         try:
-            return await forget_node(make_store(config, api), args.node, keep_all)
+            return await forget_node(make_store(config, api), args.node, NO_LIMITS)
         finally:
             await api.close()
 

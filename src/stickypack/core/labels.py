@@ -34,6 +34,11 @@ LABEL_KEY = re.compile(
 LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
 
 
+def is_label(key: str, value: str) -> bool:
+    """``key=value`` is a label the API server takes."""
+    return bool(LABEL_KEY.fullmatch(key) and LABEL_VALUE.fullmatch(value))
+
+
 def is_dns_label(text: str) -> bool:
     """A valid DNS label (RFC 1123): what a namespace's name must be."""
     return len(text) <= 63 and DNS_LABEL.fullmatch(text) is not None

@@ -33,7 +33,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from stickypack.core.labels import LABEL_KEY, LABEL_VALUE, Taint
+from stickypack.core.labels import Taint, is_label
 from stickypack.core.nodetable import NodeTable
 from stickypack.core.pod import Pod, PodSpecError, rfc3339_seconds
 from stickypack.core.resources import parse_resource_list
@@ -69,7 +69,7 @@ def parse_selector(text: str | Mapping[str, str] | None) -> dict[str, str]:
     else:
         raise ValueError(f"a label selector is 'key=value,...' or a mapping, got {text!r}")
     for key, value in out.items():
-        if not LABEL_KEY.fullmatch(key) or not LABEL_VALUE.fullmatch(value):
+        if not is_label(key, value):
             raise ValueError(f"{key}={value} is not a valid label")
     return out
 

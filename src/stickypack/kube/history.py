@@ -111,6 +111,11 @@ class Limits:
     max_bytes: int = DEFAULT_MAX_BYTES
 
 
+#: No expiry and no bound (``max_bytes`` 0 is none): for a writer that only forgets, so it
+#: drops nothing the extender, with its own limits, keeps (``stickypack forget-node``).
+NO_LIMITS = Limits(ttl_s=math.inf, max_nodes_per_repo=2**31, max_repos=2**31, max_bytes=0)
+
+
 @dataclass
 class HistoryDoc:
     """One stored document. ``damaged``: what was stored could not be read at all (not JSON,

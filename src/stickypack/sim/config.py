@@ -25,7 +25,7 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from stickypack.core.labels import LABEL_KEY, LABEL_VALUE
+from stickypack.core.labels import is_label
 from stickypack.core.quantity import QuantityError, int_value, milli_value
 from stickypack.core.resources import parse_milli_resource_list, round_up_amounts
 from stickypack.core.yamltext import YAMLTextError, load_yaml
@@ -99,7 +99,7 @@ def _section(cls: type, raw: Any, where: str) -> Any:
                     raise ValueError("must be a finite number")
                 if key == "labels":  # node labels: policies' selectors match them as Kubernetes does
                     for k, v in value.items():
-                        if not LABEL_KEY.fullmatch(k) or not LABEL_VALUE.fullmatch(v):
+                        if not is_label(k, v):
                             raise ValueError(f"{k}={v} is not a valid Kubernetes label")
         except (ValidationError, QuantityError, TypeError, ValueError, AttributeError) as exc:
             raise SimConfigError(f"{where}.{key}: bad value {value!r}: {_short(exc)}") from None

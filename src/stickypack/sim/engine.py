@@ -221,8 +221,11 @@ class Simulation:
                 self._scan()
                 # only pods that fit nowhere are left: nothing can change (but a pod created at
                 # this scan's instant is the next scan's to scale up for)
-                settled = all(sp.created < t for sp in self.pending.values())
-                if cursor >= len(jobs) and not self.heap and settled:
+                if (
+                    cursor >= len(jobs)
+                    and not self.heap
+                    and all(sp.created < t for sp in self.pending.values())
+                ):
                     break
                 self._push(t + self.ca.scan_interval_s, _SCAN, None)
             if self.progress is not None and t >= next_progress:

@@ -23,6 +23,7 @@ from stickypack.core.plugins.kubescheduler import (
     NodeReady,
     NodeUnschedulable,
     TaintTolerationFilter,
+    fits_within,
 )
 from stickypack.core.plugins.scaledown import quiet_nodes
 from stickypack.core.pod import Pod
@@ -316,8 +317,7 @@ class DelayForLocality(FilterPlugin):
         if not worth or np.isin(worth, idx).any():
             return passes
         rows = np.array(worth, dtype=np.int64)
-        vec = table.pod_vector(pod)
-        could = ((table.alloc[rows] >= vec) | (vec == 0)).all(axis=1)  # fits once there is room
+        could = fits_within(table.pod_vector(pod), table.alloc[rows])  # fits once there is room
         for plugin in self._NOT_ROOM:
             could &= plugin.filter(pod, table, rows, ctx)
         return passes if not could.any() else ~passes

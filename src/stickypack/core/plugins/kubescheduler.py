@@ -63,6 +63,13 @@ class NodeReady(FilterPlugin):
         return table.ready[idx]
 
 
+def fits_within(vec: np.ndarray, room: np.ndarray) -> np.ndarray:
+    """Per row of ``room`` (one node's amounts per resource column): does a pod of
+    requests ``vec`` fit? A resource the pod does not request is not checked (as in
+    kube-scheduler)."""
+    return ((room >= vec) | (vec == 0)).all(axis=1)
+
+
 class NodeResourcesFitFilter(FilterPlugin):
     """The pod's real requests fit into allocatable minus requested, and a pod slot is free.
 
@@ -72,9 +79,7 @@ class NodeResourcesFitFilter(FilterPlugin):
     name = "NodeResourcesFit"
 
     def filter(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
-        vec = table.pod_vector(pod)
-        free = table.alloc[idx] - table.requested[idx]
-        return ((free >= vec) | (vec == 0)).all(axis=1)
+        return fits_within(table.pod_vector(pod), table.alloc[idx] - table.requested[idx])
 
 
 class TaintTolerationFilter(FilterPlugin):
