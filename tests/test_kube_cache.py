@@ -195,4 +195,6 @@ def test_slim_objects_keep_what_the_cache_reads() -> None:
     n["status"]["images"] = [{"names": ["img"], "sizeBytes": 1}] * 50
     n["status"]["conditions"].append({"type": "MemoryPressure", "status": "False"})
     assert node_row(slim_node(n)) == node_row(n)
-    assert "images" not in slim_node(n)["status"]
+    # ImageLocality reads status.images: each entry slimmed to its names and size
+    assert slim_node(n)["status"]["images"][0] == {"names": ["img"], "sizeBytes": 1}
+    assert node_row(n)["images"] == {"img": 1}

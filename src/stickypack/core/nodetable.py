@@ -53,6 +53,10 @@ class NodeTable:
     ``extra`` holds float columns an adapter may maintain (the simulator keeps ``expiry``,
     the latest end time of a node's pods, for the lifetime-aware oracle).
 
+    ``images``: per row, the images the node lists (``status.images``: each name, tag or
+    digest, to the image's size in bytes); ``image_rows``: per image name, the rows that
+    list it and its size there, so ImageLocality finds an image's nodes without a scan.
+
     Every bound pod that is not a build pod and has a creation time (``Pod.created``,
     seconds) is also listed with its row and that time (:meth:`pod_ages`), so a scorer can
     forecast when a node will empty (``DrainForecast``).
@@ -79,6 +83,8 @@ class NodeTable:
         self.extra: dict[str, np.ndarray] = {}
         self.names: list[str | None] = [None] * cap
         self.info: list[NodeInfo | None] = [None] * cap
+        self.images: list[dict[str, int]] = [{} for _ in range(cap)]
+        self.image_rows: dict[str, dict[int, int]] = {}
         self.index: dict[str, int] = {}
         self._free: list[int] = list(range(cap - 1, -1, -1))
         self._active_idx: np.ndarray | None = None
@@ -123,12 +129,18 @@ class NodeTable:
         ready: bool = True,
         unschedulable: bool = False,
         created: float | None = None,
+        images: Mapping[str, int] | None = None,
     ) -> int:
         """Add node ``name`` or replace its description; its pods' requests are kept.
 
         ``created``: the node's creation time in seconds (``metadata.creationTimestamp``);
         kept from before when ``None``, and 0 (the oldest possible) for a new node.
+        ``images``: image name -> size in bytes, as the node lists them; kept from before
+        when ``None``, none for a new node.
         """
+        for image, size in (images or {}).items():
+            if not isinstance(size, int | np.integer) or not 0 <= size <= MAX_AMOUNT:
+                raise ValueError(f"node {name}: image {image} size must be an integer in 0..{MAX_AMOUNT}")
         for rname, amount in allocatable.items():  # checked first: no half-registered node
             if not isinstance(amount, int | np.integer) or not 0 <= amount <= MAX_AMOUNT:
                 raise ValueError(f"node {name}: allocatable {rname} must be an integer in 0..{MAX_AMOUNT}")
@@ -160,6 +172,8 @@ class NodeTable:
         self.unschedulable[i] = unschedulable
         if created is not None:
             self.created[i] = created
+        if images is not None:
+            self.set_images(i, images)
         self.hard_tainted[i] = any(t.effect in (NO_SCHEDULE, NO_EXECUTE) for t in taints)
         self.soft_tainted[i] = any(t.effect == PREFER_NO_SCHEDULE for t in taints)
         self.to_be_deleted[i] = any(t.key == TO_BE_DELETED_TAINT for t in taints)
@@ -192,6 +206,7 @@ class NodeTable:
         self.requested[i] = 0
         self.nonzero[i] = 0
         self.builds[i] = 0
+        self.set_images(i, {})
         for e in np.flatnonzero(self._t_row == i).tolist():
             self._t_release(e)
         self._free.append(i)
@@ -233,7 +248,36 @@ class NodeTable:
         self.extra = {k: grow(v) for k, v in self.extra.items()}
         self.names.extend([None] * (new - old))
         self.info.extend([None] * (new - old))
+        self.images.extend({} for _ in range(new - old))
         self._free.extend(range(new - 1, old - 1, -1))
+
+    # ---- images ------------------------------------------------------------------------
+
+    def set_images(self, i: int, images: Mapping[str, int]) -> None:
+        """The node in row ``i`` lists exactly ``images`` (name -> size in bytes)."""
+        old = self.images[i]
+        for name in old.keys() - images.keys():
+            self._drop_image(i, name)
+        for name, size in images.items():
+            if old.get(name) != size:
+                self.add_image(i, name, int(size))
+
+    def add_image(self, i: int, name: str, size: int) -> None:
+        """The node in row ``i`` now lists image ``name`` of ``size`` bytes."""
+        self.images[i][name] = size
+        self.image_rows.setdefault(name, {})[i] = size
+
+    def remove_image(self, i: int, name: str) -> None:
+        """The node in row ``i`` no longer lists image ``name`` (no error if it did not)."""
+        if name in self.images[i]:
+            self._drop_image(i, name)
+
+    def _drop_image(self, i: int, name: str) -> None:
+        del self.images[i][name]
+        rows = self.image_rows[name]
+        del rows[i]
+        if not rows:
+            del self.image_rows[name]
 
     # ---- pods --------------------------------------------------------------------------
 

@@ -75,6 +75,9 @@ class Pod:
     uid: str = ""
     #: Creation time, seconds since the epoch (``metadata.creationTimestamp``), if known.
     created: float | None = None
+    #: Image of each init container, container and image volume, normalized as
+    #: kube-scheduler's ImageLocality looks them up (``:latest`` added where no tag is given).
+    images: tuple[str, ...] = ()
 
     @property
     def key(self) -> str:
@@ -153,9 +156,31 @@ class Pod:
                 owner_kind=str(controller["kind"]) if controller else None,
                 scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
                 node_name=spec.get("nodeName") or None,
+                images=_pod_images(spec),
             )
         except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
             raise PodSpecError(f"cannot read pod: {exc}") from exc
+
+
+def normalized_image_name(name: str) -> str:
+    """``name`` with ``:latest`` appended when it names no tag, as kube-scheduler's
+    ImageLocality does before looking it up on a node (a digest's ``@sha256:`` has a colon
+    after the last slash, so it is kept as is)."""
+    return name + ":latest" if name.rfind(":") <= name.rfind("/") else name
+
+
+def _pod_images(spec: Mapping[str, Any]) -> tuple[str, ...]:
+    """The images ImageLocality scores: init containers, containers, then image volumes."""
+    images = [
+        normalized_image_name(str(c.get("image") or ""))
+        for key in ("initContainers", "containers")
+        for c in spec.get(key) or []
+    ]
+    for volume in spec.get("volumes") or []:
+        source = volume.get("image")
+        if source is not None:
+            images.append(normalized_image_name(str(source.get("reference") or "")))
+    return tuple(images)
 
 
 def _weight(raw: object) -> int:

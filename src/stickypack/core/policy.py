@@ -125,6 +125,7 @@ _SCORERS: Mapping[str, Callable[..., ScorePlugin]] = MappingProxyType(
         "TaintToleration": p.TaintTolerationScore,
         "NodeAffinity": p.NodeAffinityScore,
         "InterPodAffinity": p.BuildAntiAffinity,
+        "ImageLocality": p.ImageLocality,
         "BuildLocality": p.BuildLocality,
         "BuildHeadroom": p.BuildHeadroom,
         "NodeAge": p.NodeAge,

@@ -36,7 +36,7 @@ from typing import Any
 from stickypack.core.labels import Taint, is_label
 from stickypack.core.nodetable import NodeTable
 from stickypack.core.pod import Pod, PodSpecError, rfc3339_seconds
-from stickypack.core.resources import parse_resource_list
+from stickypack.core.resources import MAX_AMOUNT, parse_resource_list
 
 log = logging.getLogger(__name__)
 
@@ -128,7 +128,7 @@ def slim_pod(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 def slim_node(obj: dict[str, Any]) -> dict[str, Any]:
-    """The fields of a Node the cache reads (no status.images, no managedFields...)."""
+    """The fields of a Node the cache reads (no managedFields, conditions but Ready...)."""
     meta = obj.get("metadata") or {}
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}
@@ -147,6 +147,11 @@ def slim_node(obj: dict[str, Any]) -> dict[str, Any]:
             "allocatable": status.get("allocatable"),
             "capacity": status.get("capacity"),
             "conditions": [c for c in status.get("conditions") or () if c.get("type") == "Ready"],
+            "images": [
+                {"names": i.get("names") or [], "sizeBytes": i.get("sizeBytes")}
+                for i in status.get("images") or ()
+                if isinstance(i, dict)
+            ],
         },
     }
 
@@ -179,7 +184,23 @@ def node_row(obj: Mapping[str, Any]) -> dict[str, Any]:
         "annotations": dict(meta.get("annotations") or {}),
         "ready": ready,
         "unschedulable": bool(spec.get("unschedulable")),
+        "images": node_images(status.get("images")),
     }
+
+
+def node_images(listed: Any) -> dict[str, int]:
+    """``status.images`` as ImageLocality reads it: every name of every image to its size
+    in bytes. Entries without a whole non-negative size are left out (kubelet writes
+    this list; the API server does not check it)."""
+    images: dict[str, int] = {}
+    for image in listed or ():
+        size = image.get("sizeBytes") if isinstance(image, Mapping) else None
+        if isinstance(size, bool) or not isinstance(size, int) or not 0 <= size <= MAX_AMOUNT:
+            continue
+        for name in image.get("names") or ():
+            if isinstance(name, str):
+                images[name] = size
+    return images
 
 
 @dataclass(slots=True)

@@ -68,7 +68,14 @@ class SimConfig:
 
 
 _MILLI = {"user_cpu_m", "build_cpu_m", "worker_cpu_m"}
-_BYTES = {"user_memory", "build_memory", "worker_memory"}
+_BYTES = {
+    "user_memory",
+    "build_memory",
+    "worker_memory",
+    "image_size_median",
+    "builder_image_size",
+    "worker_image_size",
+}
 
 
 def _section(cls: type, raw: Any, where: str) -> Any:

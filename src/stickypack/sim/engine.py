@@ -24,7 +24,7 @@ from stickypack.core.pod import Pod
 from stickypack.core.policy import Policy
 from stickypack.core.resources import CPU, MEMORY, PODS
 from stickypack.policies import load_builtin
-from stickypack.sim.cache import NodeCache
+from stickypack.sim.cache import NodeCache, NodeImages
 from stickypack.sim.metrics import (
     BoundTracker,
     Series,
@@ -74,6 +74,7 @@ class SimNode:
     slot: int = -1
     pods: dict[int, SimPod] = field(default_factory=dict)
     cache: NodeCache | None = None
+    images: NodeImages | None = None
     deleted_at: float | None = None
     unneeded_since: float | None = None
     builds: int = 0
@@ -167,6 +168,8 @@ class Simulation:
         self.build_outcomes = {"hit": 0, "first": 0, "lost": 0, "elsewhere": 0}
         # repo -> the node of its latest build (its keys: every repo built so far)
         self.last_build_node: dict[str, SimNode] = {}
+        #: Image name -> size in bytes, of every image a pod may run.
+        self.image_sizes: dict[str, int] = dict(workload.image_sizes)
         self.scheduled = 0
         self.unscheduled = 0
         self.all_nodes: list[SimNode] = []
@@ -248,6 +251,7 @@ class Simulation:
         if repo in self.building:
             self.waiting.setdefault(repo, []).append(job)
         elif job.needs_build:
+            self.image_sizes[job.image] = job.image_size
             self.pod_counter += 1
             pod = build_pod(f"build-{self.pod_counter}", repo, self.workload.binder)
             sp = self._create(pod, job.build_cold_s, None, None, launch=job)
@@ -258,7 +262,9 @@ class Simulation:
 
     def _start_session(self, job: LaunchJob) -> None:
         self.pod_counter += 1
-        self._create(user_pod(f"jupyter-{self.pod_counter}", self.workload.binder), job.session_s, None, None)
+        self.image_sizes[job.image] = job.image_size
+        pod = user_pod(f"jupyter-{self.pod_counter}", self.workload.binder, job.image)
+        self._create(pod, job.session_s, None, None)
 
     def _trim(self, job: TrimJob) -> None:
         members = self.groups.get(job.group, {})
@@ -326,6 +332,8 @@ class Simulation:
         node = self.by_slot[slot]
         now = self.now
         self.table.add_pod(slot, sp.pod)
+        for image in sp.pod.images:  # kubelet pulls what the node lacks
+            self._use_image(node, image)
         node.pods[sp.uid] = sp
         sp.slot, sp.node = slot, node.name
         self.scheduled += 1
@@ -392,6 +400,8 @@ class Simulation:
             assert node.cache is not None
             for pruned in node.cache.touch(repo):  # the image cleaner ran: those images are gone
                 self.history.forget(pruned, node.name)
+            if sp.launch.image:
+                self._use_image(node, sp.launch.image)  # the image it built
             self.building.pop(repo, None)
             for job in self.waiting.pop(repo, []):
                 self._start_session(job)
@@ -407,6 +417,15 @@ class Simulation:
                 del self.pending[key]
             else:
                 failed.add(sp.retry_key)
+
+    def _use_image(self, node: SimNode, image: str) -> None:
+        """``node`` holds ``image`` now; what its kubelet lists follows."""
+        assert node.images is not None
+        for name, size in node.images.touch(image, self.image_sizes.get(image, 0)):
+            if size is None:
+                self.table.remove_image(node.slot, name)
+            else:
+                self.table.add_image(node.slot, name, size)
 
     # ---- nodes and the autoscaler ----------------------------------------------------
 
@@ -433,6 +452,7 @@ class Simulation:
         if self.needs_expiry:
             self.table.extra["expiry"][node.slot] = 0.0
         node.cache = NodeCache(self.cache_config)
+        node.images = NodeImages(self.cache_config)
         self.nodes[node.name] = node
         self.by_slot[node.slot] = node
 
@@ -546,6 +566,7 @@ class Simulation:
         del self.by_slot[node.slot]
         node.deleted_at = self.now
         node.cache = None
+        node.images = None
         self.history.forget_node(node.name)
         self._record_nodes()
 

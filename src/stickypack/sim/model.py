@@ -106,17 +106,25 @@ class CacheConfig:
     image (base layers are shared). A deleted node's
     cache is gone. A build is a *hit* when its node built the same repo before (any ref);
     a hit takes ``hit_time_fraction`` of the cold build time.
+
+    What a node lists in ``status.images`` (kube-scheduler's ImageLocality reads it): every
+    image it built or pulled for a pod, the least recently used pruned by the same
+    thresholds, and of those only the ``node_status_max_images`` largest, as kubelet
+    reports them (``--node-status-max-images``; -1: all).
     """
 
     high_images: int = 200
     low_images: int = 150
     hit_time_fraction: float = 0.3
+    node_status_max_images: int = 50
 
     def __post_init__(self) -> None:
         _require(self.high_images >= 1, "high_images", ">= 1", self.high_images)
         low = self.low_images
         _require(0 <= low <= self.high_images, "low_images", "in [0, high_images]", low)
         _require(0 <= self.hit_time_fraction <= 1, "hit_time_fraction", "in [0, 1]", self.hit_time_fraction)
+        listed = self.node_status_max_images
+        _require(listed >= -1, "node_status_max_images", ">= -1 (-1: all)", listed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +143,9 @@ class BinderModel:
     ``build_max_s`` (BinderHub fails builds beyond an hour).
     Pods: mybinder.org's user pod guarantees (``user_cpu_m`` millicores, ``user_memory``
     bytes); build pods ``build_cpu_m`` / ``build_memory``.
+    Images: a user pod runs its repo's image, a new tag at each build; a repo's image is
+    lognormal in size (bytes; median ``image_size_median``, sigma ``image_size_sigma``,
+    drawn once per repo); build pods run repo2docker's image of ``builder_image_size``.
     """
 
     first_launch_build_prob: float = 0.3
@@ -150,6 +161,9 @@ class BinderModel:
     user_memory: int = 450_000_000
     build_cpu_m: int = 1000
     build_memory: int = 2_000_000_000
+    image_size_median: int = 2_500_000_000
+    image_size_sigma: float = 0.5
+    builder_image_size: int = 400_000_000
 
     def __post_init__(self) -> None:
         prob = self.first_launch_build_prob
@@ -161,20 +175,28 @@ class BinderModel:
         _require(self.build_max_s <= 86400, "build_max_s", "<= 1 day (86400)", self.build_max_s)
         for key in ("changes_per_day", "idle_cull_s"):
             _require(getattr(self, key) >= 0, key, ">= 0", getattr(self, key))
-        for key in ("session_sigma", "build_sigma"):
+        for key in ("image_size_median", "builder_image_size"):
+            _require(
+                0 <= getattr(self, key) <= MAX_BYTES, key, f">= 0 and <= {MAX_BYTES}", getattr(self, key)
+            )
+        for key in ("session_sigma", "build_sigma", "image_size_sigma"):
             _require(0 <= getattr(self, key) <= MAX_SIGMA, key, f"in [0, {MAX_SIGMA:g}]", getattr(self, key))
         _require_request(self, ("user_cpu_m", "build_cpu_m"), ("user_memory", "build_memory"))
 
 
 @dataclass(frozen=True, slots=True)
 class DaskModel:
-    """Dask worker pods (bare pods, as dask-gateway and classic dask-kubernetes make them)."""
+    """Dask worker pods (bare pods, as dask-gateway and classic dask-kubernetes make them),
+    running one image of ``worker_image_size`` bytes."""
 
     worker_cpu_m: int = 600
     worker_memory: int = int(2.25 * GiB)
+    worker_image_size: int = 1_000_000_000
 
     def __post_init__(self) -> None:
         _require_request(self, ("worker_cpu_m",), ("worker_memory",))
+        size = self.worker_image_size
+        _require(0 <= size <= MAX_BYTES, "worker_image_size", f">= 0 and <= {MAX_BYTES}", size)
 
 
 DASK_POOL = NodePool(

@@ -12,6 +12,7 @@ Three kinds of job drive the engine:
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -20,7 +21,7 @@ import numpy as np
 
 from stickypack.core.pod import BUILD_LABELS, BUILD_REPO_ANNOTATION, Pod
 from stickypack.core.resources import CPU, MEMORY
-from stickypack.sim.model import DASK_POOL, BinderModel, DaskModel, NodePool
+from stickypack.sim.model import DASK_POOL, MAX_BYTES, BinderModel, DaskModel, NodePool
 from stickypack.sim.traces import Launch
 
 DAY = 86400.0
@@ -42,6 +43,9 @@ class LaunchJob:
     session_s: float
     needs_build: bool
     build_cold_s: float
+    #: The repo's image for this launch (a new tag when it builds) and its size in bytes.
+    image: str = ""
+    image_size: int = 0
 
 
 @dataclass(slots=True)
@@ -63,6 +67,9 @@ class Workload:
     pools: list[NodePool]
     binder: BinderModel = field(default_factory=BinderModel)
     notes: list[str] = field(default_factory=list)
+    #: Sizes in bytes of the images its pods run besides the repos' (a launch carries its
+    #: repo image's): repo2docker's, Dask's.
+    image_sizes: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.jobs.sort(key=lambda j: j.t)
@@ -88,17 +95,36 @@ def _bare_pod(
     )
 
 
-def user_pod(name: str, model: BinderModel) -> Pod:
-    """A mybinder.org user server pod (bare: KubeSpawner creates it directly)."""
+#: The image build pods run (mybinder.org's repo2docker in 2019).
+BUILDER_IMAGE = "jupyter/repo2docker:0.8.0"
+#: The image Dask worker pods run (dask-gateway's default).
+DASK_WORKER_IMAGE = "ghcr.io/dask/dask-gateway:2024.1.0"
+
+
+def repo_image(repo: str, version: int) -> str:
+    """The image BinderHub names for ``repo`` at its ``version``-th build in a replay (0:
+    the image it had before), as ``<registry>/r2d-<digest of the repo>:<version>``."""
+    digest = hashlib.blake2b(repo.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+    return f"gcr.io/binder/r2d-{digest}:{version}"
+
+
+def user_pod(name: str, model: BinderModel, image: str = "") -> Pod:
+    """A mybinder.org user server pod (bare: KubeSpawner creates it directly) running
+    ``image`` (its repo's; none given: no image to score)."""
     labels = {"component": "singleuser-server", "app": "jupyterhub"}
-    return _bare_pod(name, "binder", model.user_cpu_m, model.user_memory, labels)
+    pod = _bare_pod(name, "binder", model.user_cpu_m, model.user_memory, labels)
+    if image:
+        pod.images = (image,)
+    return pod
 
 
 def build_pod(name: str, repo: str, model: BinderModel) -> Pod:
-    """A BinderHub build pod (bare), annotated with the repo it builds."""
+    """A BinderHub build pod (bare), annotated with the repo it builds, running repo2docker."""
     labels = {**BUILD_LABELS, "name": name}
     annotations = {BUILD_REPO_ANNOTATION: repo}
-    return _bare_pod(name, "binder", model.build_cpu_m, model.build_memory, labels, annotations)
+    pod = _bare_pod(name, "binder", model.build_cpu_m, model.build_memory, labels, annotations)
+    pod.images = (BUILDER_IMAGE,)
+    return pod
 
 
 def worker_pod(name: str, user: str, model: DaskModel) -> Pod:
@@ -108,7 +134,9 @@ def worker_pod(name: str, user: str, model: DaskModel) -> Pod:
         "app.kubernetes.io/component": "dask-worker",
         "gateway.dask.org/cluster": user,
     }
-    return _bare_pod(name, "dask", model.worker_cpu_m, model.worker_memory, labels)
+    pod = _bare_pod(name, "dask", model.worker_cpu_m, model.worker_memory, labels)
+    pod.images = (DASK_WORKER_IMAGE,)
+    return pod
 
 
 def _lognormal(rng: np.random.Generator, median: float, sigma: float, size: int) -> np.ndarray:
@@ -153,6 +181,11 @@ def binder_jobs(
         rng.exponential(DAY / model.changes_per_day, n) if model.changes_per_day > 0 else np.full(n, math.inf)
     )
     next_change: dict[str, float] = {}
+    # Image sizes from a stream of their own, one per repo in order of first launch, so
+    # adding them changed no other draw.
+    size_rng = np.random.default_rng([seed, 6])
+    version: dict[str, int] = {}
+    size: dict[str, int] = {}
     jobs: list[Job] = []
     for k, i in enumerate(order):
         t, repo = times[i], repos[i]
@@ -162,7 +195,14 @@ def binder_jobs(
         needs = bool(u[k] < model.first_launch_build_prob) if due is None else t >= due
         if due is None or needs:
             next_change[repo] = t + float(gap[k])
-        jobs.append(LaunchJob(t, repo, float(session[k]), needs, float(cold[k])))
+        if due is None:
+            drawn = _lognormal(size_rng, model.image_size_median, model.image_size_sigma, 1)[0]
+            size[repo] = int(min(drawn, MAX_BYTES))
+            version[repo] = 0
+        if needs:
+            version[repo] += 1
+        image = repo_image(repo, version[repo])
+        jobs.append(LaunchJob(t, repo, float(session[k]), needs, float(cold[k]), image, size[repo]))
     return jobs
 
 
@@ -176,7 +216,13 @@ def trace_workload(
 ) -> Workload:
     """A mybinder.org trace replay on one user pool (builds and users share it)."""
     model = model or BinderModel()
-    return Workload(name, binder_jobs(launches, model, seed, load_scale), [pool or NodePool()], model)
+    return Workload(
+        name,
+        binder_jobs(launches, model, seed, load_scale),
+        [pool or NodePool()],
+        model,
+        image_sizes={BUILDER_IMAGE: model.builder_image_size},
+    )
 
 
 def binder_day(
@@ -235,7 +281,7 @@ def dask_burst(seed: int, model: DaskModel | None = None) -> Workload:
                     group=f"late{u}",
                 )
             )
-    return Workload("dask-burst", jobs, [DASK_POOL])
+    return Workload("dask-burst", jobs, [DASK_POOL], image_sizes={DASK_WORKER_IMAGE: model.worker_image_size})
 
 
 def dask_adapt(seed: int, model: DaskModel | None = None, rounds: int = 3) -> Workload:
@@ -270,7 +316,7 @@ def dask_adapt(seed: int, model: DaskModel | None = None, rounds: int = 3) -> Wo
             made += 1
         jobs.append(TrimJob(t + 1320.0, "u0", 10))
         t += 2400.0
-    return Workload("dask-adapt", jobs, [pool])
+    return Workload("dask-adapt", jobs, [pool], image_sizes={DASK_WORKER_IMAGE: model.worker_image_size})
 
 
 #: Scenario name -> builder(seed, load_scale, binder model, dask model).

@@ -27,6 +27,7 @@ from stickypack.core.plugins.common import (
 from stickypack.core.plugins.kubescheduler import (
     BalancedAllocation,
     BuildAntiAffinity,
+    ImageLocality,
     LeastAllocated,
     MostAllocated,
     NodeAffinityFilter,
@@ -63,6 +64,7 @@ __all__ = [
     "CacheKeeper",
     "DelayForLocality",
     "DrainForecast",
+    "ImageLocality",
     "LeastAllocated",
     "LifetimeAware",
     "MostAllocated",

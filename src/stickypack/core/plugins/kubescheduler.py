@@ -1,6 +1,7 @@
 """kube-scheduler's plugins, with the integer arithmetic of
 ``k8s.io/kubernetes/pkg/scheduler/framework/plugins`` (noderesources, tainttoleration,
-nodeaffinity, nodeunschedulable, and interpodaffinity for the one case BinderHub uses), so the
+nodeaffinity, nodeunschedulable, imagelocality, and interpodaffinity for the one case BinderHub
+uses), so the
 simulator's ``default`` and ``z2jh`` policies choose the nodes the real scheduler chooses."""
 
 from __future__ import annotations
@@ -464,3 +465,45 @@ class BuildAntiAffinity(ScorePlugin):
         if hi == lo:
             return np.zeros(idx.shape[0], dtype=np.int64)
         return (MAX_NODE_SCORE * ((raw - lo) / (hi - lo))).astype(np.int64)
+
+
+#: ImageLocality's thresholds (bytes): an image sum under 23 MiB scores 0, one of 1000 MiB
+#: per image of the pod or more scores 100.
+IMAGE_MIN_THRESHOLD = 23 * 1024 * 1024
+IMAGE_MAX_CONTAINER_THRESHOLD = 1000 * 1024 * 1024
+
+
+class ImageLocality(ScorePlugin):
+    """Nodes that already list the pod's images score higher, by their size and how widely
+    they are spread (kube-scheduler's ImageLocality).
+
+    Per node, each image of the pod (``Pod.images``) the node lists adds
+    ``int(size * (nodes listing it / all nodes))`` bytes (spread over many nodes it counts in
+    full, on one of many it counts little, so pods do not pile where a rare image is); the
+    sum, clamped to [23 MiB, 1000 MiB x the pod's image count], maps linearly onto 0..100.
+    All nodes are the table's, feasible or not, as kube-scheduler counts its snapshot's.
+    """
+
+    name = "ImageLocality"
+
+    def skip(self, pod: Pod) -> bool:
+        return not pod.images
+
+    def score(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
+        sums = np.zeros(idx.shape[0], dtype=np.int64)
+        total = len(table)
+        position = np.full(table.alloc.shape[0], -1, dtype=np.int64)
+        position[idx] = np.arange(idx.shape[0])
+        for name in pod.images:
+            listed = table.image_rows.get(name)
+            if not listed:
+                continue
+            spread = len(listed) / total
+            rows = np.fromiter(listed.keys(), dtype=np.int64, count=len(listed))
+            sizes = np.fromiter(listed.values(), dtype=np.float64, count=len(listed))
+            at = position[rows]
+            mine = at >= 0
+            sums[at[mine]] += (sizes[mine] * spread).astype(np.int64)  # Go: int64(float64(size) * spread)
+        top = IMAGE_MAX_CONTAINER_THRESHOLD * len(pod.images)
+        clamped = np.clip(sums, IMAGE_MIN_THRESHOLD, top)
+        return MAX_NODE_SCORE * (clamped - IMAGE_MIN_THRESHOLD) // (top - IMAGE_MIN_THRESHOLD)
