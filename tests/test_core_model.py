@@ -484,3 +484,48 @@ def test_a_plugin_of_ones_own_comes_from_a_new_registry_not_a_global():
         t.upsert_node(n, {"cpu": 1000, "memory": Gi, "pods": 10})
     assert policy.select(Pod("x"), t, SchedulingContext(now=0.0), np.random.default_rng(0)) == 2
     assert "Last" not in BUILTIN_PLUGINS.scorers and "MostAllocated" in mine.scorers
+
+
+def test_pod_images_are_read_as_image_locality_looks_them_up():
+    pod = Pod.from_dict(
+        {
+            "metadata": {"name": "p"},
+            "spec": {
+                "initContainers": [{"name": "i", "image": "busybox"}],
+                "containers": [
+                    {"name": "a", "image": "registry:5000/team/app"},  # the port's colon is before the slash
+                    {"name": "b", "image": "quay.io/x/y:1.2"},
+                    {"name": "c", "image": "x/y@sha256:abc"},
+                ],
+                "volumes": [{"name": "v", "image": {"reference": "data/set"}}, {"name": "w", "emptyDir": {}}],
+            },
+        }
+    )
+    assert pod.images == (
+        "busybox:latest",
+        "registry:5000/team/app:latest",
+        "quay.io/x/y:1.2",
+        "x/y@sha256:abc",
+        "data/set:latest",
+    )
+
+
+def test_node_table_keeps_which_nodes_list_each_image():
+    t = NodeTable()
+    a = t.upsert_node("a", {"cpu": 1000}, images={"img:1": 5, "img:latest": 5, "other:2": 7})
+    b = t.upsert_node("b", {"cpu": 1000}, images={"img:1": 5})
+    assert t.image_rows["img:1"] == {a: 5, b: 5} and t.image_rows["other:2"] == {a: 7}
+    t.set_taints("a", [])  # a description update without images keeps them
+    assert t.images[a] == {"img:1": 5, "img:latest": 5, "other:2": 7}
+    t.upsert_node("a", {"cpu": 1000}, images={"img:1": 6})  # the list replaced
+    assert t.image_rows["img:1"] == {a: 6, b: 5} and "other:2" not in t.image_rows
+    t.remove_image(b, "img:1")
+    t.remove_image(b, "never-listed")
+    assert t.image_rows["img:1"] == {a: 6}
+    t.remove_node("a")
+    assert t.image_rows == {}
+    c = t.upsert_node("c", {"cpu": 1000})  # a reused row lists nothing of its old node
+    assert c == a and t.images[c] == {}
+    with pytest.raises(ValueError, match="image img size"):
+        t.upsert_node("d", {"cpu": 1000}, images={"img": -1})
+    assert "d" not in t

@@ -961,3 +961,51 @@ def test_repo_url_unquotes_escaped_git_and_gitlab_urls():
     git = "git:github.com/sungykim/math3976"
     assert repo_url("Git", "github%2Ecom/sungykim/math3976/65d3846abdee78fea9c05ccbad7e3dd85cc91914") == git
     assert repo_url("Git", "github.com/sungykim/math3976/f9f00b4b0ece90b4db0ab9b2ef6f1d9c055d1961") == git
+
+
+def test_a_node_lists_its_largest_images_and_the_cleaner_prunes_the_oldest():
+    from stickypack.sim.cache import NodeImages
+    from stickypack.sim.model import CacheConfig
+
+    images = NodeImages(CacheConfig(high_images=4, low_images=2, node_status_max_images=2))
+    assert images.touch("a", 10) == [("a", 10)]
+    assert images.touch("b", 30) == [("b", 30)]
+    assert images.touch("c", 5) == []  # held, but smaller than both listed
+    assert images.touch("d", 20) == [("a", None), ("d", 20)]  # pushes the smallest listed out
+    assert images.touch("b", 30) == []  # already held: only its use is recorded
+    assert images.listed == {"b": 30, "d": 20}
+    # a fifth image: the cleaner keeps the 2 most recently used (b, e), so d goes, and the
+    # largest remaining moves into the list
+    assert images.touch("e", 1) == [("d", None), ("e", 1)]
+    assert images.listed == {"b": 30, "e": 1} and "a" not in images and "d" not in images
+    unlimited = NodeImages(CacheConfig(node_status_max_images=-1))
+    for k in range(60):
+        unlimited.touch(f"i{k}", k)
+    assert len(unlimited.listed) == 60
+
+
+def test_user_pods_run_their_repos_image_a_new_tag_at_each_build():
+    model = BinderModel(first_launch_build_prob=1.0, changes_per_day=0.0)
+    launches = [Launch(0.0, "https://github.com/a/b"), Launch(60.0, "https://github.com/a/b"),
+                Launch(120.0, "https://github.com/c/d")]  # fmt: skip
+    jobs = binder_jobs(launches, model, seed=0)
+    first, again, other = jobs
+    assert first.needs_build and not again.needs_build
+    assert first.image == again.image and first.image.endswith(":1")  # built once, run twice
+    assert other.image != first.image and first.image_size == again.image_size > 0
+    never = binder_jobs(launches, BinderModel(first_launch_build_prob=0.0), seed=0)
+    assert never[0].image.endswith(":0")  # the image it had before the replay
+
+
+def test_image_sizes_are_a_model_parameter(tmp_path):
+    from stickypack.sim.config import SimConfigError, load_sim_config
+
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        "binder: {image_size_median: 1Gi, builder_image_size: 0}\ncache: {node_status_max_images: -1}\n"
+    )
+    config = load_sim_config(path)
+    assert config.binder.image_size_median == 1024**3 and config.cache.node_status_max_images == -1
+    path.write_text("cache: {node_status_max_images: -2}\n")
+    with pytest.raises(SimConfigError, match="node_status_max_images must be >= -1"):
+        load_sim_config(path)
