@@ -88,7 +88,7 @@ def test_both_profiles_in_one_scheduler(cluster: ControlPlane) -> None:
     assert cluster.wait_bound(["packed", "spread"], timeout=30) == {"packed": "n1", "spread": "n1"}
 
 
-def test_rendered_stickypack_profile_matches_z2jh_scoring() -> None:
+def test_rendered_stickypack_profile_packs_with_z2jh_weights_without_image_locality() -> None:
     config = scheduler_config(["stickypack"], kubeconfig="/k/config")
     assert config["apiVersion"] == "kubescheduler.config.k8s.io/v1"
     assert config["kind"] == "KubeSchedulerConfiguration"
@@ -102,11 +102,11 @@ def test_rendered_stickypack_profile_matches_z2jh_scoring() -> None:
     assert profile["schedulerName"] == "stickypack"
     score = profile["plugins"]["score"]
     assert {"name": "NodeResourcesBalancedAllocation"} in score["disabled"]
+    assert {"name": "ImageLocality"} in score["disabled"]  # as the simulated stickypack policy
     assert {p["name"]: p["weight"] for p in score["enabled"]} == {
         "NodeAffinity": 14631,
         "InterPodAffinity": 1331,
         "NodeResourcesFit": 121,
-        "ImageLocality": 11,
     }
     (fit,) = profile["pluginConfig"]
     assert fit["name"] == "NodeResourcesFit"

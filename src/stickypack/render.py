@@ -7,18 +7,23 @@
 Profiles:
 
 ``stickypack``
-    Packing, equivalent to the scoring of the zero-to-jupyterhub user-scheduler
-    (``jupyterhub/values.yaml`` ``scheduling.userScheduler``): NodeResourcesBalancedAllocation
-    disabled for scoring; NodeAffinity 14631, InterPodAffinity 1331, NodeResourcesFit 121
-    with the ``MostAllocated`` strategy (cpu 1, memory 1), ImageLocality 11; TaintToleration,
-    PodTopologySpread and VolumeBinding keep their default weights. The weights are powers of
-    11, so a higher plugin always dominates the sum of the lower ones.
+    Packing, the scoring of the zero-to-jupyterhub user-scheduler
+    (``jupyterhub/values.yaml`` ``scheduling.userScheduler``) without ImageLocality:
+    NodeResourcesBalancedAllocation and ImageLocality disabled for scoring; NodeAffinity
+    14631, InterPodAffinity 1331, NodeResourcesFit 121 with the ``MostAllocated`` strategy
+    (cpu 1, memory 1); TaintToleration, PodTopologySpread and VolumeBinding keep their
+    default weights. The weights are powers of 11, so a higher plugin always dominates the
+    sum of the lower ones. ImageLocality (z2jh: 11) is off because it draws a session to the
+    nodes that list its image, against the packing order: the simulated ``stickypack``
+    policy with it met the issue's per-day criteria on fewer trace days (docs/simulator.md,
+    "Images"), so the simulated policy has none and the rendered profile matches it.
 ``default-scheduler``
     kube-scheduler's defaults (LeastAllocated spreading), under its usual name.
 ``stickypack-builds``
     For BinderHub build pods, used with the stickypack extender (:func:`extender_entry`):
-    NodeResourcesFit ``MostAllocated`` (cpu 1, memory 1), BalancedAllocation off, the other
-    plugins at their default weights; the extender adds build locality and scale-down
+    NodeResourcesFit ``MostAllocated`` (cpu 1, memory 1), BalancedAllocation and
+    ImageLocality off (as the simulated policy's build profile), the other plugins at their
+    default weights; the extender adds build locality and scale-down
     awareness. kube-scheduler calls an extender for *every* profile of its configuration.
 
 :func:`scheduler_routing` renders the other half: a ``MutatingAdmissionPolicy`` that sends
@@ -41,12 +46,12 @@ import yaml
 API_VERSION = "kubescheduler.config.k8s.io/v1"
 KIND = "KubeSchedulerConfiguration"
 
-#: Score weights of the z2jh user-scheduler, also used by the ``stickypack`` profile.
+#: Score weights of the z2jh user-scheduler (which also weighs ImageLocality 11), used by
+#: the ``stickypack`` profile.
 PACKING_SCORE_WEIGHTS: dict[str, int] = {
     "NodeAffinity": 14631,
     "InterPodAffinity": 1331,
     "NodeResourcesFit": 121,
-    "ImageLocality": 11,
 }
 
 
@@ -65,11 +70,12 @@ def _stickypack_profile() -> dict[str, Any]:
         "schedulerName": "stickypack",
         "plugins": {
             "score": {
-                # BalancedAllocation is turned off so it cannot pull pods apart; the four
+                # BalancedAllocation is turned off so it cannot pull pods apart; the three
                 # re-weighted plugins must be disabled before they can be enabled again
                 # with another weight.
                 "disabled": [
                     {"name": "NodeResourcesBalancedAllocation"},
+                    {"name": "ImageLocality"},
                     *({"name": name} for name in PACKING_SCORE_WEIGHTS),
                 ],
                 "enabled": [
@@ -90,7 +96,9 @@ def _stickypack_builds_profile() -> dict[str, Any]:
     """Build pods: pack (MostAllocated) and let the extender add locality."""
     return {
         "schedulerName": "stickypack-builds",
-        "plugins": {"score": {"disabled": [{"name": "NodeResourcesBalancedAllocation"}]}},
+        "plugins": {
+            "score": {"disabled": [{"name": "NodeResourcesBalancedAllocation"}, {"name": "ImageLocality"}]}
+        },
         "pluginConfig": [_most_allocated_args()],
     }
 
