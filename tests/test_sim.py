@@ -1009,3 +1009,25 @@ def test_image_sizes_are_a_model_parameter(tmp_path):
     path.write_text("cache: {node_status_max_images: -2}\n")
     with pytest.raises(SimConfigError, match="node_status_max_images must be >= -1"):
         load_sim_config(path)
+
+
+def test_a_simulated_node_lists_the_images_of_the_pods_it_ran_and_built():
+    from stickypack.policies import load_builtin
+    from stickypack.sim.engine import Simulation
+    from stickypack.sim.model import NodePool
+    from stickypack.sim.workloads import BUILDER_IMAGE, trace_workload
+
+    model = BinderModel(first_launch_build_prob=1.0, changes_per_day=0.0, builder_image_size=123)
+    launches = [Launch(0.0, "https://github.com/a/b"), Launch(3600.0, "https://github.com/c/d")]
+    workload = trace_workload(launches, seed=0, model=model, pool=NodePool(min_size=1))
+    sim = Simulation(load_builtin("z2jh"), workload, seed=0)
+    sim.run()
+    (node,) = sim.nodes.values()
+    listed = sim.table.images[node.slot]
+    jobs = workload.jobs
+    assert listed == {
+        BUILDER_IMAGE: 123,
+        jobs[0].image: jobs[0].image_size,
+        jobs[1].image: jobs[1].image_size,
+    }
+    assert all(sim.table.image_rows[name] == {node.slot: size} for name, size in listed.items())
