@@ -21,6 +21,7 @@ from stickypack.core.plugins import (
     BuildSpread,
     CacheKeeper,
     DrainForecast,
+    ImageLocality,
     LeastAllocated,
     MostAllocated,
     NodeAffinityFilter,
@@ -678,3 +679,125 @@ def test_lifetime_aware_scores_by_extension_and_stay_in_range(end, expected):
     got = LifetimeAware().score(p, t, t.active_indices(), SchedulingContext(now=10.0))
     assert got.dtype == np.int64
     assert got.tolist() == expected
+
+
+# ---- ImageLocality: kube-scheduler's thresholds are 23 MiB and 1000 MiB per image of the pod;
+# a node's sum maps to 100 * (sum - 23 MiB) // (1000 MiB * images - 23 MiB), the sum clamped.
+
+MiB = 1024**2
+
+
+def image_pod(containers=(), init=(), volumes=()) -> Pod:
+    spec = {
+        "containers": [{"name": f"c{i}", "image": image} for i, image in enumerate(containers)],
+        "initContainers": [{"name": f"i{i}", "image": image} for i, image in enumerate(init)],
+        "volumes": [{"name": f"v{i}", "image": {"reference": ref}} for i, ref in enumerate(volumes)]
+        + [{"name": "scratch", "emptyDir": {}}],
+    }
+    return Pod.from_dict({"metadata": {"name": "p"}, "spec": spec})
+
+
+def image_nodes(*listed: dict[str, int]) -> NodeTable:
+    """Nodes n0, n1, ... listing ``listed[i]`` (name -> bytes), added in that order."""
+    t = NodeTable()
+    for i, images in enumerate(listed):
+        t.upsert_node(f"n{i}", {"cpu": 1000, "memory": Gi, "pods": 110}, images=images)
+    return t
+
+
+def test_image_locality_reads_a_name_without_tag_as_latest():
+    p = image_pod(["reg.example/app", "reg.example:5000/team/tool"])
+    # a colon before the last slash is a registry port, not a tag
+    assert p.images == ("reg.example/app:latest", "reg.example:5000/team/tool:latest")
+    # n0 lists reg.example/app:latest, n1 only the bare name, which nothing normalized matches:
+    # n0: 400 MiB * 1/2 = 200 MiB of 2000 -> 100 * (200 - 23) // (2000 - 23) = 8
+    t = image_nodes({"reg.example/app:latest": 400 * MiB}, {"reg.example/app": 400 * MiB})
+    assert scores(ImageLocality(), p, t) == [8, 0]
+
+
+def test_image_locality_keeps_a_digest_reference():
+    digest = "reg.example/app@sha256:" + "ab" * 32
+    p = image_pod([digest])
+    assert p.images == (digest,)
+    # n0 lists it, n1 a name with :latest after the digest: 500 MiB * 1/2 -> 100 * 227 // 977 = 23
+    t = image_nodes({digest: 500 * MiB}, {f"{digest}:latest": 500 * MiB})
+    assert scores(ImageLocality(), p, t) == [23, 0]
+
+
+def test_image_locality_scales_by_the_share_of_nodes_listing_the_image():
+    t = image_nodes({"a:1": 800 * MiB}, {"a:1": 800 * MiB}, {"b:1": 800 * MiB}, {})
+    # a:1 on 2 of 4 nodes: 400 MiB -> 100 * 377 // 977 = 38; b:1 on 1 of 4: 200 MiB -> 18
+    assert scores(ImageLocality(), image_pod(["a:1"]), t) == [38, 38, 0, 0]
+    assert scores(ImageLocality(), image_pod(["b:1"]), t) == [0, 0, 18, 0]
+    # all nodes count, not only those scored: n2 alone still sees a:1 spread over 2 of 4
+    assert ImageLocality().score(image_pod(["a:1"]), t, np.array([1]), CTX).tolist() == [38]
+    # Go truncates int64(float64(size) * (2.0 / 3.0)): 1 GiB on 2 of 3 nodes is 715827882 bytes
+    t3 = image_nodes({"c:1": Gi}, {"c:1": Gi}, {})
+    assert int(float(Gi) * (2 / 3)) == 715827882
+    assert scores(ImageLocality(), image_pod(["c:1"]), t3) == [
+        100 * (715827882 - 23 * MiB) // (977 * MiB)
+    ] * 2 + [0]
+
+
+def test_image_locality_clamps_at_23_mib_and_at_1000_mib_per_image():
+    # one node listing a:1 (spread 1): at or below 23 MiB -> 0; 10 MiB more -> 100 * 10 // 977 = 1
+    for size, expected in ((5 * MiB, 0), (23 * MiB, 0), (23 * MiB + 1, 0), (33 * MiB - 1, 1), (33 * MiB, 1)):
+        assert scores(ImageLocality(), image_pod(["a:1"]), image_nodes({"a:1": size})) == [expected], size
+    big = image_nodes({"a:1": 1500 * MiB, "b:1": 1500 * MiB})
+    assert scores(ImageLocality(), image_pod(["a:1"]), big) == [100]  # 1500 clamped to 1000
+    # two images, one listed: 1500 of 2000 MiB -> 100 * 1477 // 1977 = 74; both: 3000 -> 2000
+    assert scores(ImageLocality(), image_pod(["a:1", "x:1"]), big) == [74]
+    assert scores(ImageLocality(), image_pod(["a:1", "b:1"]), big) == [100]
+    # exactly 1000 MiB per image scores 100, a byte less 99
+    assert scores(ImageLocality(), image_pod(["a:1"]), image_nodes({"a:1": 1000 * MiB})) == [100]
+    assert scores(ImageLocality(), image_pod(["a:1"]), image_nodes({"a:1": 1000 * MiB - 1})) == [99]
+
+
+def test_image_locality_counts_init_containers_and_image_volumes():
+    p = image_pod(["app:1"], init=["init:1"], volumes=["data:1"])
+    assert p.images == ("init:1", "app:1", "data:1")  # three images: up to 3000 MiB
+    t = image_nodes({"init:1": 2000 * MiB, "data:1": 2000 * MiB}, {"app:1": 2000 * MiB})
+    # each on 1 of 2 nodes: 1000 MiB each; n0 2000 -> 100 * 1977 // 2977 = 66; n1 1000 -> 32
+    assert scores(ImageLocality(), p, t) == [66, 32]
+    # one image in two containers counts twice, and twice the threshold: 2000 of 2000
+    assert scores(ImageLocality(), image_pod(["app:1", "app:1"]), t) == [0, 100]
+
+
+def test_image_locality_a_node_may_list_one_image_under_two_names():
+    from stickypack.kube.cache import node_images
+
+    n0 = node_images([{"names": ["app:1", "app:latest"], "sizeBytes": 500 * MiB}])
+    n1 = node_images([{"names": ["app:1"], "sizeBytes": 500 * MiB}, {"names": ["app:1"], "sizeBytes": 9}])
+    assert n0 == {"app:1": 500 * MiB, "app:latest": 500 * MiB}
+    assert n1 == {"app:1": 500 * MiB}  # a name listed twice: the first entry's size
+    t = image_nodes(n0, n1)
+    p = image_pod(["app:1"], init=["app"])  # app:1 and app:latest, two images: up to 2000 MiB
+    # n0: app:1 on 2 of 2 (500) + app:latest on 1 of 2 (250) = 750 -> 100 * 727 // 1977 = 36
+    # n1: app:1 only, 500 -> 100 * 477 // 1977 = 24
+    assert scores(ImageLocality(), p, t) == [36, 24]
+
+
+def test_image_locality_counts_the_size_of_the_first_node_to_list_a_name():
+    """kube-scheduler's cache keeps one size per image name: the first node's to list it,
+    while any node lists it; a node update re-lists the node's images."""
+    t = image_nodes({"x:1": 100 * MiB}, {"x:1": 3000 * MiB})
+    # both count 100 MiB (spread 1): 100 * 77 // 977 = 7; by its own size n1 would score 100
+    assert t.image_size == {"x:1": 100 * MiB}
+    assert scores(ImageLocality(), image_pod(["x:1"]), t) == [7, 7]
+    t.remove_node("n0")  # n1 still lists it: the size stays n0's
+    assert scores(ImageLocality(), image_pod(["x:1"]), t) == [7]
+    t.upsert_node("n1", {"cpu": 1000, "memory": Gi, "pods": 110}, images={"x:1": 3000 * MiB})
+    assert t.image_size == {"x:1": 3000 * MiB}  # re-listed by its only node: its own size
+    assert scores(ImageLocality(), image_pod(["x:1"]), t) == [100]
+    t.upsert_node("n2", {"cpu": 1000, "memory": Gi, "pods": 110}, images={"x:1": 10 * MiB})
+    assert t.image_size == {"x:1": 3000 * MiB}
+    t.set_images(t.slot("n1"), {})
+    t.set_images(t.slot("n2"), {"x:1": 10 * MiB})
+    assert t.image_size == {"x:1": 10 * MiB} and t.image_rows == {"x:1": {t.slot("n2"): 10 * MiB}}
+    t.remove_image(t.slot("n2"), "x:1")
+    assert t.image_size == {} and t.image_rows == {}
+
+
+def test_image_locality_scores_nothing_for_images_no_node_lists():
+    t = image_nodes({"a:1": 5000 * MiB}, {})
+    assert scores(ImageLocality(), image_pod(["b:1"], init=["a"]), t) == [0, 0]

@@ -55,7 +55,11 @@ class NodeTable:
 
     ``images``: per row, the images the node lists (``status.images``: each name, tag or
     digest, to the image's size in bytes); ``image_rows``: per image name, the rows that
-    list it and its size there, so ImageLocality finds an image's nodes without a scan.
+    list it and its size there, so ImageLocality finds an image's nodes without a scan;
+    ``image_size``: per image name, the one size ImageLocality counts on every node, as
+    kube-scheduler's cache keeps it: the size given by the first row to list the name, kept
+    while any row lists it (nodes that list one name with different sizes all count the
+    first's; a node update re-lists its images, so a name only it lists takes its new size).
 
     Every bound pod that is not a build pod and has a creation time (``Pod.created``,
     seconds) is also listed with its row and that time (:meth:`pod_ages`), so a scorer can
@@ -85,6 +89,7 @@ class NodeTable:
         self.info: list[NodeInfo | None] = [None] * cap
         self.images: list[dict[str, int]] = [{} for _ in range(cap)]
         self.image_rows: dict[str, dict[int, int]] = {}
+        self.image_size: dict[str, int] = {}
         self.index: dict[str, int] = {}
         self._free: list[int] = list(range(cap - 1, -1, -1))
         self._active_idx: np.ndarray | None = None
@@ -254,18 +259,25 @@ class NodeTable:
     # ---- images ------------------------------------------------------------------------
 
     def set_images(self, i: int, images: Mapping[str, int]) -> None:
-        """The node in row ``i`` lists exactly ``images`` (name -> size in bytes)."""
-        old = self.images[i]
-        for name in old.keys() - images.keys():
+        """The node in row ``i`` lists exactly ``images`` (name -> size in bytes).
+
+        As kube-scheduler's cache takes a node update: the row's old names are all dropped,
+        then the new ones added, so a name no other row lists takes the size given here."""
+        for name in list(self.images[i]):
             self._drop_image(i, name)
         for name, size in images.items():
-            if old.get(name) != size:
-                self.add_image(i, name, int(size))
+            self.add_image(i, name, int(size))
 
     def add_image(self, i: int, name: str, size: int) -> None:
-        """The node in row ``i`` now lists image ``name`` of ``size`` bytes."""
+        """The node in row ``i`` now lists image ``name`` of ``size`` bytes (``image_size``
+        becomes ``size`` unless another row lists the name already)."""
+        if name in self.images[i]:
+            self._drop_image(i, name)
         self.images[i][name] = size
-        self.image_rows.setdefault(name, {})[i] = size
+        rows = self.image_rows.setdefault(name, {})
+        if not rows:
+            self.image_size[name] = size
+        rows[i] = size
 
     def remove_image(self, i: int, name: str) -> None:
         """The node in row ``i`` no longer lists image ``name`` (no error if it did not)."""
@@ -278,6 +290,7 @@ class NodeTable:
         del rows[i]
         if not rows:
             del self.image_rows[name]
+            del self.image_size[name]
 
     # ---- pods --------------------------------------------------------------------------
 

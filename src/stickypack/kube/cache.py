@@ -199,7 +199,7 @@ def node_images(listed: Any) -> dict[str, int]:
             continue
         for name in image.get("names") or ():
             if isinstance(name, str):
-                images[name] = size
+                images.setdefault(name, size)  # a name listed twice: the first, as the cache takes it
     return images
 
 

@@ -481,7 +481,9 @@ class ImageLocality(ScorePlugin):
     ``int(size * (nodes listing it / all nodes))`` bytes (spread over many nodes it counts in
     full, on one of many it counts little, so pods do not pile where a rare image is); the
     sum, clamped to [23 MiB, 1000 MiB x the pod's image count], maps linearly onto 0..100.
-    All nodes are the table's, feasible or not, as kube-scheduler counts its snapshot's.
+    All nodes are the table's, feasible or not, as kube-scheduler counts its snapshot's. The
+    size is the image name's one size in the cluster (``NodeTable.image_size``: the first
+    node to list it gives it, as in kube-scheduler's cache), not each node's own.
     """
 
     name = "ImageLocality"
@@ -498,12 +500,10 @@ class ImageLocality(ScorePlugin):
             listed = table.image_rows.get(name)
             if not listed:
                 continue
-            spread = len(listed) / total
-            rows = np.fromiter(listed.keys(), dtype=np.int64, count=len(listed))
-            sizes = np.fromiter(listed.values(), dtype=np.float64, count=len(listed))
-            at = position[rows]
-            mine = at >= 0
-            sums[at[mine]] += (sizes[mine] * spread).astype(np.int64)  # Go: int64(float64(size) * spread)
+            # Go: int64(float64(size) * (float64(numNodes) / float64(totalNumNodes)))
+            scaled = int(float(table.image_size[name]) * (len(listed) / total))
+            at = position[np.fromiter(listed.keys(), dtype=np.int64, count=len(listed))]
+            sums[at[at >= 0]] += scaled
         top = IMAGE_MAX_CONTAINER_THRESHOLD * len(pod.images)
         clamped = np.clip(sums, IMAGE_MIN_THRESHOLD, top)
         return MAX_NODE_SCORE * (clamped - IMAGE_MIN_THRESHOLD) // (top - IMAGE_MIN_THRESHOLD)
