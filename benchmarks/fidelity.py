@@ -1,11 +1,12 @@
 """Fidelity: do stickypack's `default` and `z2jh` policies choose what kube-scheduler chooses?
 
-Usage: python benchmarks/fidelity.py --cases 300 --seed 1 [--policy default|z2jh|both]
+Usage: python benchmarks/fidelity.py --cases 300 --seed 1 [--policy default|z2jh|both] [--images]
 
 Starts the local control plane (tools/k8s/build.sh builds it), runs random cases against the
 real kube-scheduler (default profile; the rendered `stickypack` profile, which has the z2jh
 user-scheduler's scoring), prints each disagreement with its case, and as its last line
-`agreement: X (k/n)` over all policies run.
+`agreement: X (k/n)` over all policies run. `--images`: nodes list images and pods run them
+(ImageLocality scores; see `stickypack.testing.fidelity`).
 """
 
 from __future__ import annotations
@@ -27,13 +28,16 @@ def main() -> int:
     parser.add_argument("--cases", type=int, default=300)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--policy", choices=["default", "z2jh", "both"], default="both")
+    parser.add_argument("--images", action="store_true", help="nodes list images that pods run")
     args = parser.parse_args()
     names = ["default", "z2jh"] if args.policy == "both" else [args.policy]
     all_cases = []
     with ControlPlane() as cp:
         cp.start_scheduler(scheduler_config(sorted({REAL[n][0] for n in names})))
         for name in names:
-            cases = run_cases(cp, load_builtin(name), REAL[name][1], args.cases, args.seed)
+            cases = run_cases(
+                cp, load_builtin(name), REAL[name][1], args.cases, args.seed, images=args.images
+            )
             bad = [c for c in cases if not c.agrees]
             for case in bad:
                 print(f"[{name}] disagreement\n{case.describe()}")

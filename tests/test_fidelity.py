@@ -2,7 +2,8 @@
 
 Random cases (node sizes, bound pods, taints, tolerations, preferred affinity) placed by the
 real kube-scheduler of the local control plane; the node it binds must be among the policy's
-top-scoring nodes. `benchmarks/fidelity.py --cases 300` runs the long version.
+top-scoring nodes. With images (nodes' `status.images`, the pod's images), ImageLocality
+scores too. `benchmarks/fidelity.py --cases 300 [--images]` runs the long version.
 """
 
 from __future__ import annotations
@@ -118,3 +119,169 @@ def test_fractional_requests_add_up_as_in_kube_scheduler(cluster):
                 name,
                 manifest["spec"]["containers"],
             )
+
+
+# ---- ImageLocality -----------------------------------------------------------------------
+
+IMAGE_CASES = 60
+IMAGE_BATCH = 25
+
+
+def _without_image_locality(name: str):
+    """Built-in policy ``name`` with ImageLocality taken out of every profile."""
+    import yaml
+
+    from stickypack.core.policy import policy_from_dict
+    from stickypack.policies import builtin_text
+
+    raw = yaml.safe_load(builtin_text(name))
+    for profile in raw["profiles"]:
+        profile["score"] = [s for s in profile["score"] if s.get("plugin") != "ImageLocality"]
+    return policy_from_dict(raw, source=f"{name} without ImageLocality")
+
+
+@pytest.mark.parametrize(
+    ("policy", "profile"),
+    [("default", "default-scheduler"), ("z2jh", "stickypack")],
+)
+def test_policy_agrees_with_kube_scheduler_when_nodes_list_images(cluster, policy, profile):
+    """Random cases whose nodes list images (``status.images``) that the pod runs in its
+    containers, init containers and image volumes: the real choice is among the policy's
+    best. In many cases ImageLocality narrows the policy's best (without it more nodes tie
+    or another wins), so a wrong image score would show as disagreement."""
+    import dataclasses
+
+    from stickypack.testing.fidelity import score_case
+
+    cluster.start_scheduler(scheduler_config([profile]))
+    cases = run_cases(
+        cluster, load_builtin(policy), profile, IMAGE_CASES, seed=7, batch=IMAGE_BATCH, images=True
+    )
+    bad = [c.describe() for c in cases if not c.agrees]
+    assert len(cases) == IMAGE_CASES
+    assert all(c.lists_images for c in cases)
+    assert all(c.chosen is not None for c in cases), "\n".join(bad)
+    assert agreement(cases) >= 0.975, "\n".join(bad)
+    without = _without_image_locality(policy)
+    batches = [cases[b : b + IMAGE_BATCH] for b in range(0, IMAGE_CASES, IMAGE_BATCH)]
+    changed = [
+        c
+        for batch in batches
+        for c in batch
+        if set(score_case(dataclasses.replace(c), without, batch)) != set(c.top)
+    ]
+    assert len(changed) >= 8, [c.index for c in changed]
+
+
+MiB = 1024**2
+
+
+def test_image_locality_decides_as_in_kube_scheduler(cluster):
+    """Constructed cases under the packing profile (ImageLocality 11 against MostAllocated
+    121): in each group ``full`` holds a filler pod, so MostAllocated prefers it by 2
+    points (242); the other nodes list images the pod runs. kube-scheduler's choice is the
+    z2jh policy's, and where ImageLocality decides, the policy without it would choose
+    ``full``. All 17 nodes count: an image on one node counts 1/17 of its size.
+
+    ``container``, ``init``, ``volume``: 14 GiB in the pod's container, init container or
+    image volume (the pod's other image is listed nowhere) counts 843 MiB: 83 points of one
+    image, 41 of two (x 11 > 242), so ``img``. ``tagless``: the pod's ``reg.example/tagless``
+    is ``reg.example/tagless:latest``, which ``img`` lists (``bare`` lists the name as
+    written). ``rare``: 3 GiB counts 180 MiB, 16 points (176 < 242), so ``full``, though
+    the size in full would win. ``first-small`` and ``first-big``: two nodes list one name,
+    with 50 MiB and 14 GiB, and kube-scheduler counts on both the size of the first node to
+    list it: 50 MiB first, both count 5.9 MiB (0 points), so ``full``; 14 GiB first, both
+    1686 MiB (100), so either."""
+    from stickypack.core import NodeTable, Pod, SchedulingContext
+    from stickypack.core.resources import parse_resource_list
+    from stickypack.kube.cache import node_images
+    from stickypack.testing.controlplane import pod_manifest
+
+    def listing(name: str, size: int) -> list[dict]:
+        return [
+            {"names": [f"reg.example/{name}:v1", f"reg.example/{name}@sha256:{'0' * 64}"], "sizeBytes": size}
+        ]
+
+    huge = 14 * 1024 * MiB
+    tagless = "reg.example/tagless"
+    groups = {  # group: (nodes after `full`, in creation order, with their images; where the pod
+        # runs which image; the nodes it goes to)
+        "container": (
+            [("img", listing("container", huge))],
+            ("container", "reg.example/container:v1"),
+            {"img"},
+        ),
+        "init": ([("img", listing("init", huge))], ("init", "reg.example/init:v1"), {"img"}),
+        "volume": (
+            [("img", listing("volume", huge))],
+            ("volume", f"reg.example/volume@sha256:{'0' * 64}"),
+            {"img"},
+        ),
+        "tagless": (
+            [
+                ("bare", [{"names": [tagless], "sizeBytes": huge}]),
+                ("img", [{"names": [f"{tagless}:latest"], "sizeBytes": huge}]),
+            ],
+            ("container", tagless),
+            {"img"},
+        ),
+        "rare": ([("img", listing("rare", 3 * 1024 * MiB))], ("container", "reg.example/rare:v1"), {"full"}),
+        "first-small": (
+            [("a", listing("first-small", 50 * MiB)), ("b", listing("first-small", huge))],
+            ("container", "reg.example/first-small:v1"),
+            {"full"},
+        ),
+        "first-big": (
+            [("b", listing("first-big", huge)), ("a", listing("first-big", 50 * MiB))],
+            ("container", "reg.example/first-big:v1"),
+            {"a", "b"},
+        ),
+    }
+    handle = cluster.start_scheduler(scheduler_config(["stickypack"]))
+    table = NodeTable()
+    allocatable = parse_resource_list({"cpu": "8", "memory": "32Gi", "pods": "110"})
+    for group, (listed, _, _) in groups.items():
+        for suffix, images in [("full", []), *listed]:
+            name = f"{group}-{suffix}"
+            cluster.create_node(name, cpu="8", memory="32Gi", labels={"for": group}, images=images)
+            table.upsert_node(name, allocatable, labels={"for": group}, images=node_images(images))
+    assert len(table) == 17
+    stored = {n["metadata"]["name"]: n["status"].get("images") for n in cluster.nodes()}
+    assert stored["init-img"] == listing("init", huge)  # written through the status subresource
+    fillers = []
+    for group in groups:
+        filler = pod_manifest(f"{group}-filler", cpu="250m", memory="512Mi")
+        filler["spec"]["nodeName"] = f"{group}-full"
+        fillers.append(filler)
+        table.add_pod(table.slot(f"{group}-full"), Pod.from_dict(filler))
+    cluster.create_pods(fillers)
+    wait_scheduler_cache(cluster, [handle], len(table), len(fillers), 30)
+
+    pods = {}
+    for group, (_, (where, image), _) in groups.items():
+        pod = pod_manifest(f"{group}-pod", scheduler_name="stickypack", node_selector={"for": group})
+        spec = pod["spec"]
+        spec["containers"][0]["image"] = image if where == "container" else "reg.example/nowhere:v1"
+        if where == "init":
+            spec["initContainers"] = [{"name": "init", "image": image}]
+        if where == "volume":
+            spec["volumes"] = [{"name": "data", "image": {"reference": image, "pullPolicy": "IfNotPresent"}}]
+        pods[group] = pod
+    created = {p["metadata"]["name"]: p for p in cluster.create_pods(list(pods.values()))}
+    assert created["volume-pod"]["spec"]["volumes"][0]["image"]  # the API server kept the image volume
+    chosen = cluster.wait_bound(list(created))
+
+    z2jh, without = load_builtin("z2jh"), _without_image_locality("z2jh")
+
+    def best(policy, pod: Pod) -> set[str]:
+        profile = policy.profile_for(pod)
+        idx = profile.feasible(pod, table, SchedulingContext())
+        totals = profile.scores(pod, table, idx, SchedulingContext())
+        return set(table.node_names(idx[totals == totals.max()]))
+
+    for group, (_, _, expected) in groups.items():
+        pod = Pod.from_dict(created[f"{group}-pod"])
+        nodes = {f"{group}-{n}" for n in expected}
+        assert chosen[f"{group}-pod"] in nodes, (group, chosen)  # kube-scheduler
+        assert best(z2jh, pod) == nodes, group  # the policy
+        assert best(without, pod) == {f"{group}-full"}, group  # images decide where not `full`

@@ -940,6 +940,7 @@ class ControlPlane:
         ready: bool = True,
         *,
         ephemeral_storage: str = "100Gi",
+        images: Sequence[Mapping[str, Any]] | None = None,
     ) -> dict[str, Any]:
         """Create a Node and fill its status through the status subresource.
 
@@ -949,6 +950,8 @@ class ControlPlane:
         ``taints``: ``"key=value:Effect"``, ``"key:Effect"`` or taint dicts. ``ready=False``
         sets the Ready condition to False and adds the ``node.kubernetes.io/not-ready:
         NoSchedule`` taint that the (absent) node lifecycle controller would add.
+        ``images``: ``status.images`` as a kubelet lists them, entries ``{"names": [...],
+        "sizeBytes": n}`` (kube-scheduler's ImageLocality reads them); none when None.
         Returns the Node as a dict (JSON field names).
         """
         node_labels = {
@@ -988,6 +991,8 @@ class ControlPlane:
             ],
             "addresses": [{"type": "Hostname", "address": name}],
         }
+        if images:
+            status["images"] = [{"names": list(i["names"]), "sizeBytes": int(i["sizeBytes"])} for i in images]
 
         async def create(core: Any) -> Any:
             created = self._to_dict(await core.create_node(body))

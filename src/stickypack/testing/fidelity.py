@@ -9,14 +9,39 @@ the policy's top-scoring nodes (kube-scheduler breaks ties at random).
 Cases run in batches: every case gets its own nodes, labelled ``stickypack.io/case``, and
 its pod a node selector for that label, so one scheduler places a whole batch at once and
 each pod only ever sees its own case's nodes.
+
+With ``images=True`` (:func:`random_case`, :func:`run_cases`) a case's nodes also list
+images in ``status.images`` (written through the status subresource with the rest of the
+status, as a kubelet reports them; kube-scheduler's cache reads ``node.Status.Images``) and
+the pod runs some of them in its containers, init containers and an image volume, so
+ImageLocality scores. Sizes span from under ImageLocality's 23 MiB floor to 8 GiB, its
+thresholds drawn now and then. An image has one to three names (tags, a digest, or a bare
+name that a pod's tagless reference, read as ``:latest``, never matches). The case's own
+images (their names carry the case's label, so no other case lists them) are listed on
+one or several of its nodes, a quarter of them with a different size on each node
+(kube-scheduler counts on every node the size of the first node to list the name, as
+``NodeTable.image_size`` does); a few shared images, the same names in every case, are
+listed by any node with probability 0.4. Half the cases give every node a twin (same
+size, labels, taints and bound pods), so that images decide for the packing profile too.
+
+ImageLocality reads two cluster-wide counts: the nodes that list an image name, and all
+the nodes. The real scheduler counts them over the whole batch (:func:`run_cases` runs on
+a cluster with no other nodes, and waits until the scheduler's cache is empty before a
+batch, so no earlier node's images linger). So :func:`run_cases` scores every case in a
+table of the whole batch's nodes and bound pods (:func:`score_case` with ``batch``): the
+other cases' nodes are infeasible for the pod (its node selector) but count, for the
+number of nodes and for the shared images' listers. Nodes are created in the order the
+table adds them, so the first node to list a name is the same in both. A case scored
+alone (no ``batch``) gets its image scores wrong: use that only for cases without images.
 """
 
 from __future__ import annotations
 
 import copy
+import math
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +51,7 @@ from stickypack.core import NodeTable, Pod, SchedulingContext, Taint
 from stickypack.core.policy import Policy
 from stickypack.core.quantity import int_value, milli_value
 from stickypack.core.resources import parse_resource_list
+from stickypack.kube.cache import node_images
 from stickypack.testing.controlplane import ControlPlane, ControlPlaneError, SchedulerHandle, pod_manifest
 
 CASE_LABEL = "stickypack.io/case"
@@ -33,6 +59,16 @@ _CPUS = ("2", "4", "8", "16")
 _MEMS = ("4Gi", "8Gi", "16Gi", "32Gi", "64Gi")
 _POD_CPU = (None, "100m", "250m", "500m", "1", "1500m", "2")
 _POD_MEM = (None, "128Mi", "512Mi", "1Gi", "2Gi", "3Gi", "4Gi")
+_MIB = 1024**2
+#: Image sizes drawn now and then: ImageLocality's thresholds (23 MiB, 1000 MiB) and around.
+_EDGE_SIZES = (0, 1, 23 * _MIB - 1, 23 * _MIB, 23 * _MIB + 1, 1000 * _MIB - 1, 1000 * _MIB, 2000 * _MIB)
+#: Images any node of any case may list (names, size): how many nodes list one is counted
+#: across the whole batch, as kube-scheduler counts it across the cluster.
+_SHARED_IMAGES: tuple[tuple[tuple[str, ...], int], ...] = (
+    (("reg.example/shared/notebook:2025.1", f"reg.example/shared/notebook@sha256:{'1' * 64}"), 3400 * _MIB),
+    (("reg.example/shared/base:latest", "reg.example/shared/base:v2"), 700 * _MIB),
+    (("reg.example/shared/tiny:1",), 9 * _MIB),
+)
 
 
 @dataclass
@@ -48,6 +84,11 @@ class Case:
     scores: dict[str, int] = field(default_factory=dict)
 
     @property
+    def lists_images(self) -> bool:
+        """Whether a node of the case lists images."""
+        return any(n.get("images") for n in self.nodes)
+
+    @property
     def agrees(self) -> bool:
         return self.chosen is not None and self.chosen in self.top
 
@@ -60,18 +101,23 @@ class Case:
                 f"  node {n['name']} cpu={n['cpu']} memory={n['memory']} labels={n['labels']} "
                 f"taints={n['taints']} score={self.scores.get(n['name'])} pods={reqs}"
             )
+            if n.get("images"):
+                lines.append(f"    images={[(i['names'], i['sizeBytes']) for i in n['images']]}")
         spec = self.pod["spec"]
         lines.append(
             f"  pod requests={spec['containers'][0]['resources'].get('requests', {})} "
             f"tolerations={spec.get('tolerations')} affinity={spec.get('affinity')} "
             f"nodeSelector={spec.get('nodeSelector')}"
         )
+        if self.lists_images:
+            lines.append(f"  pod images={list(Pod.from_dict(self.pod).images)}")
         return "\n".join(lines)
 
 
-def _node_table(case: Case) -> NodeTable:
+def _node_table(cases: Sequence[Case]) -> NodeTable:
+    """The nodes and bound pods of ``cases``, nodes added in the order they are created."""
     table = NodeTable()
-    for n in case.nodes:
+    for n in (n for case in cases for n in case.nodes):
         alloc = parse_resource_list(
             {"cpu": n["cpu"], "memory": n["memory"], "pods": "110", "ephemeral-storage": "100Gi"}
         )
@@ -82,8 +128,8 @@ def _node_table(case: Case) -> NodeTable:
             **n["labels"],
         }
         taints = [Taint.from_dict(_taint_dict(t)) for t in n["taints"]]
-        table.upsert_node(n["name"], alloc, labels=labels, taints=taints)
-    for raw in case.bound:
+        table.upsert_node(n["name"], alloc, labels=labels, taints=taints, images=node_images(n.get("images")))
+    for raw in (raw for case in cases for raw in case.bound):
         table.add_pod(table.slot(raw["spec"]["nodeName"]), Pod.from_dict(raw))
     return table
 
@@ -94,9 +140,13 @@ def _taint_dict(spec: str) -> dict[str, str]:
     return {"key": key, "value": value, "effect": effect}
 
 
-def score_case(case: Case, policy: Policy) -> list[str]:
-    """The policy's top-scoring feasible nodes for the case (names); sets ``case.scores``."""
-    table = _node_table(case)
+def score_case(case: Case, policy: Policy, batch: Sequence[Case] = ()) -> list[str]:
+    """The policy's top-scoring feasible nodes for the case (names); sets ``case.scores``.
+
+    ``batch``: the cases whose nodes and bound pods the cluster held with this one (the case
+    itself, by its index, may be among them), all in the table as the real scheduler sees
+    them; only the case's own when empty."""
+    table = _node_table(batch if any(c.index == case.index for c in batch) else [*batch, case])
     pod = Pod.from_dict(case.pod)
     ctx = SchedulingContext()
     profile = policy.profile_for(pod)
@@ -110,17 +160,88 @@ def score_case(case: Case, policy: Policy) -> list[str]:
     return table.node_names(idx[totals == totals.max()])
 
 
-def random_case(rng: random.Random, index: int, scheduler_name: str) -> Case:
-    """A case whose pod fits at least one node (re-drawn until it does)."""
+def random_case(rng: random.Random, index: int, scheduler_name: str, images: bool = False) -> Case:
+    """A case whose pod fits at least one node (re-drawn until it does); with ``images``,
+    its nodes list images and its pod runs some (see the module's notes; drawn from a
+    stream of their own, so ``rng`` draws the same cases with images or without)."""
     while True:
         case = _draw(rng, index, scheduler_name)
-        table = _node_table(case)
+        table = _node_table([case])
         pod = Pod.from_dict(case.pod)
         # feasibility by the default filters only; scoring differences are what we test
         from stickypack.policies import load_builtin
 
         if load_builtin("default").profiles[0].feasible(pod, table, SchedulingContext()).size:
+            if images:
+                _add_images(case, random.Random(f"c{index}-images"))
             return case
+
+
+def _image_size(rng: random.Random) -> int:
+    """Bytes: log-uniform from 256 KiB to 8 GiB, or now and then a threshold of ImageLocality."""
+    if rng.random() < 0.15:
+        return rng.choice(_EDGE_SIZES)
+    return int(math.exp(rng.uniform(math.log(256 * 1024), math.log(8 * 1024**3))))
+
+
+def _add_images(case: Case, rng: random.Random) -> None:
+    """Give the case's nodes images (``status.images`` entries: names unique to the case,
+    and the shared ones) and its pod containers, init containers and an image volume that
+    run some of them.
+
+    Image volumes need the ``ImageVolume`` feature (on by default since Kubernetes 1.35)."""
+    label = case.nodes[0]["labels"][CASE_LABEL]
+    if rng.random() < 0.5:
+        # every node gets a twin (size, labels, taints, bound pods): only images tell the
+        # two apart, so they decide for the packing profile too, not only between ties
+        for node in list(case.nodes):
+            twin = {**copy.deepcopy(node), "name": f"{label}-n{len(case.nodes)}"}
+            case.nodes.append(twin)
+            for raw in [b for b in case.bound if b["spec"]["nodeName"] == node["name"]]:
+                raw = copy.deepcopy(raw)
+                raw["metadata"]["name"] = f"{label}-t{len(case.bound)}"
+                raw["spec"]["nodeName"] = twin["name"]
+                case.bound.append(raw)
+    listed: dict[str, list[dict[str, Any]]] = {n["name"]: [] for n in case.nodes}
+    refs: list[str] = []  # what a pod may run: names nodes list, and names they do not
+    for shared_names, shared_size in _SHARED_IMAGES:
+        refs += [*shared_names, shared_names[0].rsplit(":", 1)[0]]  # and the name without tag
+        for n in case.nodes:
+            if rng.random() < 0.4:
+                listed[n["name"]].append({"names": list(shared_names), "sizeBytes": shared_size})
+    for k in range(rng.randint(1, 4)):
+        repo = rng.choice(
+            [f"reg.example/{label}/app{k}", f"reg.example:5000/{label}/app{k}", f"{label}-tool{k}"]
+        )
+        digest = f"{repo}@sha256:{rng.getrandbits(256):064x}"
+        names = [digest]
+        tag = rng.choice(["v1", "3.11-slim", "latest", None])
+        if tag is None:
+            names.append(repo)  # a bare name: `repo` in a pod means repo:latest, never this
+        else:
+            names.append(f"{repo}:{tag}")
+            if rng.random() < 0.3:
+                names.append(f"{repo}:{'latest' if tag != 'latest' else 'stable'}")
+        rng.shuffle(names)
+        refs += [*names, repo]
+        size = _image_size(rng)
+        per_node = rng.random() < 0.25  # each node its own size (the first lister's counts)
+        for n in rng.sample(case.nodes, rng.randint(1, len(case.nodes))):
+            listed[n["name"]].append({"names": names, "sizeBytes": _image_size(rng) if per_node else size})
+    refs.append(f"reg.example/{label}/absent:v1")
+    for n in case.nodes:
+        rng.shuffle(listed[n["name"]])
+        n["images"] = listed[n["name"]]
+    spec = case.pod["spec"]
+    spec["containers"][0]["image"] = rng.choice(refs)
+    spec["containers"] += [{"name": f"side{j}", "image": rng.choice(refs)} for j in range(rng.randint(0, 2))]
+    init = [{"name": f"init{j}", "image": rng.choice(refs)} for j in range(rng.choice([0, 0, 1, 2]))]
+    if init:
+        spec["initContainers"] = init
+    if rng.random() < 0.2:
+        spec["volumes"] = [
+            {"name": "data", "image": {"reference": rng.choice(refs), "pullPolicy": "IfNotPresent"}}
+        ]
 
 
 def _draw(rng: random.Random, index: int, scheduler_name: str) -> Case:
@@ -239,26 +360,33 @@ def run_cases(
     batch: int = 25,
     settle_timeout_s: float = 30.0,
     on_case: Callable[[Case], None] | None = None,
+    images: bool = False,
 ) -> list[Case]:
     """Run ``cases`` random cases against the real scheduler serving ``scheduler_name``
     (already started on ``cp``, a cluster with no nodes or pods); returns them with the real
-    choice and the policy's top. A batch's pods are created once the scheduler's cache is
-    seen empty and then holding exactly the batch's nodes and bound pods (so a reading from
-    before the batch cannot pass); ``ControlPlaneError`` after ``settle_timeout_s`` seconds
-    of either wait."""
+    choice and the policy's top, scored among the whole batch's nodes. ``images``: nodes
+    list images and pods run them (:func:`random_case`). A batch's pods are created once
+    the scheduler's cache is seen empty and then holding exactly the batch's nodes and
+    bound pods (so a reading from before the batch cannot pass); ``ControlPlaneError``
+    after ``settle_timeout_s`` seconds of either wait."""
     rng = random.Random(seed)
     done: list[Case] = []
     handles = [h for h in cp.schedulers if scheduler_name in h.scheduler_names]
     if not handles:
         raise ValueError(f"no running scheduler serves {scheduler_name!r}")
     for start in range(0, cases, batch):
-        group = [random_case(rng, i, scheduler_name) for i in range(start, min(start + batch, cases))]
+        group = [random_case(rng, i, scheduler_name, images) for i in range(start, min(start + batch, cases))]
         wait_scheduler_cache(cp, handles, 0, 0, settle_timeout_s)
         try:
             for case in group:
                 for n in case.nodes:
                     cp.create_node(
-                        n["name"], cpu=n["cpu"], memory=n["memory"], labels=n["labels"], taints=n["taints"]
+                        n["name"],
+                        cpu=n["cpu"],
+                        memory=n["memory"],
+                        labels=n["labels"],
+                        taints=n["taints"],
+                        images=n.get("images"),
                     )
             nodes = sum(len(case.nodes) for case in group)
             # the nodes first: a bound pod seen before its node makes a placeholder entry
@@ -275,7 +403,7 @@ def run_cases(
                 placed = {k: v for k, v in cp.placements().items() if k in set(names) and v}
             for case in group:
                 case.chosen = placed.get(case.pod["metadata"]["name"])
-                case.top = score_case(case, policy)
+                case.top = score_case(case, policy, group)
                 done.append(case)
                 if on_case is not None:
                     on_case(case)
