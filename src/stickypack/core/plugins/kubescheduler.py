@@ -492,18 +492,37 @@ class ImageLocality(ScorePlugin):
         return not pod.images
 
     def score(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
-        sums = np.zeros(idx.shape[0], dtype=np.int64)
+        n = idx.shape[0]
         total = len(table)
+        top = IMAGE_MAX_CONTAINER_THRESHOLD * len(pod.images)
+        if len(pod.images) == 1:  # the common case, without the per-node sums: every node
+            listed = table.image_rows.get(pod.images[0])  # that lists it scores alike
+            out = np.zeros(n, dtype=np.int64)
+            if listed:
+                value = _image_priority(self._scaled(table, pod.images[0], len(listed), total), top)
+                if value:
+                    out[np.fromiter((i in listed for i in idx.tolist()), dtype=bool, count=n)] = value
+            return out
+        sums = np.zeros(n, dtype=np.int64)
         position = np.full(table.alloc.shape[0], -1, dtype=np.int64)
-        position[idx] = np.arange(idx.shape[0])
+        position[idx] = np.arange(n)
         for name in pod.images:
             listed = table.image_rows.get(name)
             if not listed:
                 continue
-            # Go: int64(float64(size) * (float64(numNodes) / float64(totalNumNodes)))
-            scaled = int(float(table.image_size[name]) * (len(listed) / total))
             at = position[np.fromiter(listed.keys(), dtype=np.int64, count=len(listed))]
-            sums[at[at >= 0]] += scaled
-        top = IMAGE_MAX_CONTAINER_THRESHOLD * len(pod.images)
-        clamped = np.clip(sums, IMAGE_MIN_THRESHOLD, top)
+            sums[at[at >= 0]] += self._scaled(table, name, len(listed), total)
+        clamped = np.minimum(np.maximum(sums, IMAGE_MIN_THRESHOLD), top)
         return MAX_NODE_SCORE * (clamped - IMAGE_MIN_THRESHOLD) // (top - IMAGE_MIN_THRESHOLD)
+
+    @staticmethod
+    def _scaled(table: NodeTable, name: str, listing: int, total: int) -> int:
+        """What image ``name`` adds on a node that lists it, in bytes."""
+        # Go: int64(float64(size) * (float64(numNodes) / float64(totalNumNodes)))
+        return int(float(table.image_size[name]) * (listing / total))
+
+
+def _image_priority(image_sum: int, top: int) -> int:
+    """kube-scheduler's calculatePriority: a node's image sum (bytes) onto 0..100."""
+    clamped = min(max(image_sum, IMAGE_MIN_THRESHOLD), top)
+    return MAX_NODE_SCORE * (clamped - IMAGE_MIN_THRESHOLD) // (top - IMAGE_MIN_THRESHOLD)
