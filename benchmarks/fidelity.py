@@ -20,7 +20,7 @@ from stickypack.testing.controlplane import ControlPlane
 from stickypack.testing.fidelity import agreement, run_cases
 
 # our policy name -> (rendered profile, schedulerName)
-REAL = {"default": ("default-scheduler", "default-scheduler"), "z2jh": ("stickypack", "stickypack")}
+REAL = {"default": ("default-scheduler", "default-scheduler"), "z2jh": ("z2jh", "z2jh")}
 
 
 def main() -> int:

@@ -207,3 +207,16 @@ def test_rendered_scheduler_routing_sends_labelled_pods_to_the_scheduler(
     finally:
         cluster.call(lambda api: apply(api, delete=True))
         cluster.delete_all_pods()
+
+
+def test_rendered_z2jh_profile_is_the_user_schedulers_scoring_with_image_locality() -> None:
+    (profile,) = scheduler_config(["z2jh"])["profiles"]
+    assert profile["schedulerName"] == "z2jh"
+    score = profile["plugins"]["score"]
+    assert {"name": "ImageLocality"} in score["disabled"]  # disabled to be re-weighted
+    assert {p["name"]: p["weight"] for p in score["enabled"]} == {
+        "NodeAffinity": 14631,
+        "InterPodAffinity": 1331,
+        "NodeResourcesFit": 121,
+        "ImageLocality": 11,
+    }

@@ -21,7 +21,7 @@ CASES = 40
 
 @pytest.mark.parametrize(
     ("policy", "profile"),
-    [("default", "default-scheduler"), ("z2jh", "stickypack")],
+    [("default", "default-scheduler"), ("z2jh", "z2jh")],
 )
 def test_policy_agrees_with_kube_scheduler(cluster, policy, profile):
     cluster.start_scheduler(scheduler_config([profile]))
@@ -142,7 +142,7 @@ def _without_image_locality(name: str):
 
 @pytest.mark.parametrize(
     ("policy", "profile"),
-    [("default", "default-scheduler"), ("z2jh", "stickypack")],
+    [("default", "default-scheduler"), ("z2jh", "z2jh")],
 )
 def test_policy_agrees_with_kube_scheduler_when_nodes_list_images(cluster, policy, profile):
     """Random cases whose nodes list images (``status.images``) that the pod runs in its
@@ -177,7 +177,7 @@ MiB = 1024**2
 
 
 def test_image_locality_decides_as_in_kube_scheduler(cluster):
-    """Constructed cases under the packing profile (ImageLocality 11 against MostAllocated
+    """Constructed cases under the z2jh profile (ImageLocality 11 against MostAllocated
     121): in each group ``full`` holds a filler pod, so MostAllocated prefers it by 2
     points (242); the other nodes list images the pod runs. kube-scheduler's choice is the
     z2jh policy's, and where ImageLocality decides, the policy without it would choose
@@ -237,7 +237,7 @@ def test_image_locality_decides_as_in_kube_scheduler(cluster):
             {"a", "b"},
         ),
     }
-    handle = cluster.start_scheduler(scheduler_config(["stickypack"]))
+    handle = cluster.start_scheduler(scheduler_config(["z2jh"]))
     table = NodeTable()
     allocatable = parse_resource_list({"cpu": "8", "memory": "32Gi", "pods": "110"})
     for group, (listed, _, _) in groups.items():
@@ -259,7 +259,7 @@ def test_image_locality_decides_as_in_kube_scheduler(cluster):
 
     pods = {}
     for group, (_, (where, image), _) in groups.items():
-        pod = pod_manifest(f"{group}-pod", scheduler_name="stickypack", node_selector={"for": group})
+        pod = pod_manifest(f"{group}-pod", scheduler_name="z2jh", node_selector={"for": group})
         spec = pod["spec"]
         spec["containers"][0]["image"] = image if where == "container" else "reg.example/nowhere:v1"
         if where == "init":

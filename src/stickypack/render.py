@@ -17,6 +17,10 @@ Profiles:
     nodes that list its image, against the packing order: the simulated ``stickypack``
     policy with it met the issue's per-day criteria on fewer trace days (docs/simulator.md,
     "Images"), so the simulated policy has none and the rendered profile matches it.
+``z2jh``
+    The zero-to-jupyterhub user-scheduler's scoring exactly, ImageLocality 11 included
+    (what the simulator's ``z2jh`` policy models, and what the fidelity tests compare it
+    with), for a cluster that wants it as z2jh ships it.
 ``default-scheduler``
     kube-scheduler's defaults (LeastAllocated spreading), under its usual name.
 ``stickypack-builds``
@@ -46,13 +50,14 @@ import yaml
 API_VERSION = "kubescheduler.config.k8s.io/v1"
 KIND = "KubeSchedulerConfiguration"
 
-#: Score weights of the z2jh user-scheduler (which also weighs ImageLocality 11), used by
-#: the ``stickypack`` profile.
+#: Score weights of the z2jh user-scheduler but ImageLocality's, used by the ``stickypack``
+#: profile; the ``z2jh`` profile adds :data:`Z2JH_IMAGE_LOCALITY_WEIGHT`.
 PACKING_SCORE_WEIGHTS: dict[str, int] = {
     "NodeAffinity": 14631,
     "InterPodAffinity": 1331,
     "NodeResourcesFit": 121,
 }
+Z2JH_IMAGE_LOCALITY_WEIGHT = 11
 
 
 def _most_allocated_args() -> dict[str, Any]:
@@ -64,27 +69,35 @@ def _most_allocated_args() -> dict[str, Any]:
     }
 
 
-def _stickypack_profile() -> dict[str, Any]:
-    """Packing profile: fill the most-allocated node that fits (z2jh user-scheduler scoring)."""
+def _packing_profile(scheduler_name: str, weights: Mapping[str, int]) -> dict[str, Any]:
+    """Fill the most-allocated node that fits, scoring with ``weights`` (plugin -> weight)."""
+    # BalancedAllocation is turned off so it cannot pull pods apart, ImageLocality too
+    # unless weighted here; a re-weighted plugin must be disabled before it can be enabled
+    # again with another weight.
+    disabled = [{"name": "NodeResourcesBalancedAllocation"}]
+    if "ImageLocality" not in weights:
+        disabled.append({"name": "ImageLocality"})
+    disabled += [{"name": name} for name in weights]
     return {
-        "schedulerName": "stickypack",
+        "schedulerName": scheduler_name,
         "plugins": {
             "score": {
-                # BalancedAllocation is turned off so it cannot pull pods apart; the three
-                # re-weighted plugins must be disabled before they can be enabled again
-                # with another weight.
-                "disabled": [
-                    {"name": "NodeResourcesBalancedAllocation"},
-                    {"name": "ImageLocality"},
-                    *({"name": name} for name in PACKING_SCORE_WEIGHTS),
-                ],
-                "enabled": [
-                    {"name": name, "weight": weight} for name, weight in PACKING_SCORE_WEIGHTS.items()
-                ],
+                "disabled": disabled,
+                "enabled": [{"name": name, "weight": weight} for name, weight in weights.items()],
             }
         },
         "pluginConfig": [_most_allocated_args()],
     }
+
+
+def _stickypack_profile() -> dict[str, Any]:
+    """Packing profile: the z2jh user-scheduler's scoring without ImageLocality."""
+    return _packing_profile("stickypack", PACKING_SCORE_WEIGHTS)
+
+
+def _z2jh_profile() -> dict[str, Any]:
+    """The z2jh user-scheduler's scoring, ImageLocality 11 included."""
+    return _packing_profile("z2jh", {**PACKING_SCORE_WEIGHTS, "ImageLocality": Z2JH_IMAGE_LOCALITY_WEIGHT})
 
 
 def _default_profile() -> dict[str, Any]:
@@ -138,6 +151,7 @@ def extender_entry(
 #: Profile name -> builder returning one ``profiles[]`` entry (a fresh dict on each call).
 PROFILE_BUILDERS: dict[str, Callable[[], dict[str, Any]]] = {
     "stickypack": _stickypack_profile,
+    "z2jh": _z2jh_profile,
     "default-scheduler": _default_profile,
     "stickypack-builds": _stickypack_builds_profile,
 }
