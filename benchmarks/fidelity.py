@@ -3,8 +3,8 @@
 Usage: python benchmarks/fidelity.py --cases 300 --seed 1 [--policy default|z2jh|both] [--images]
 
 Starts the local control plane (tools/k8s/build.sh builds it), runs random cases against the
-real kube-scheduler (default profile; the rendered `stickypack` profile, which has the z2jh
-user-scheduler's scoring), prints each disagreement with its case, and as its last line
+real kube-scheduler (default profile; the rendered `z2jh` profile, the z2jh user-scheduler's
+scoring with ImageLocality 11), prints each disagreement with its case, and as its last line
 `agreement: X (k/n)` over all policies run. `--images`: nodes list images and pods run them
 (ImageLocality scores; see `stickypack.testing.fidelity`).
 """
