@@ -496,13 +496,12 @@ class ImageLocality(ScorePlugin):
         total = len(table)
         top = IMAGE_MAX_CONTAINER_THRESHOLD * len(pod.images)
         if len(pod.images) == 1:  # the common case, without the per-node sums: every node
-            listed = table.image_rows.get(pod.images[0])  # that lists it scores alike
-            out = np.zeros(n, dtype=np.int64)
-            if listed:
-                value = _image_priority(self._scaled(table, pod.images[0], len(listed), total), top)
-                if value:
-                    out[np.fromiter((i in listed for i in idx.tolist()), dtype=bool, count=n)] = value
-            return out
+            image = pod.images[0]  # that lists it scores alike
+            rows = table.image_rows.get(image, {})
+            value = _image_priority(self._scaled(table, image, len(rows), total), top) if rows else 0
+            if not value:
+                return np.zeros(n, dtype=np.int64)
+            return np.array([value if i in rows else 0 for i in idx.tolist()], dtype=np.int64)
         sums = np.zeros(n, dtype=np.int64)
         position = np.full(table.alloc.shape[0], -1, dtype=np.int64)
         position[idx] = np.arange(n)
