@@ -1031,3 +1031,20 @@ def test_a_simulated_node_lists_the_images_of_the_pods_it_ran_and_built():
         jobs[1].image: jobs[1].image_size,
     }
     assert all(sim.table.image_rows[name] == {node.slot: size} for name, size in listed.items())
+
+
+def test_binder_day_draws_as_many_repos_as_a_trace_day():
+    # The 15 trace days: 490-728 distinct repos, 41-52% of them launched once, the ten most
+    # launched taking 72-81% of launches (docs/simulator.md, "binder-day"); the old model drew
+    # ~450 distinct repos.
+    from collections import Counter
+
+    from stickypack.sim.workloads import binder_day
+
+    for seed in (0, 1):
+        launches = Counter(job.repo for job in binder_day(seed).jobs)
+        total = sum(launches.values())
+        once = sum(1 for n in launches.values() if n == 1)
+        top = sum(n for _, n in launches.most_common(10))
+        assert 550 <= len(launches) <= 700 and 0.35 <= once / len(launches) <= 0.55
+        assert 0.70 <= top / total <= 0.80
