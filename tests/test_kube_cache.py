@@ -198,3 +198,29 @@ def test_slim_objects_keep_what_the_cache_reads() -> None:
     # ImageLocality reads status.images: each entry slimmed to its names and size
     assert slim_node(n)["status"]["images"][0] == {"names": ["img"], "sizeBytes": 1}
     assert node_row(n)["images"] == {"img": 1}
+
+
+@pytest.mark.parametrize(
+    "images",
+    [
+        5,
+        True,
+        {"names": ["a:1"], "sizeBytes": 1},
+        [{"names": 7, "sizeBytes": 1}],
+        [{"names": [None, 3, "a:1"], "sizeBytes": 1}, "junk", None, [1, 2]],
+        [{"names": True, "sizeBytes": 1}],
+    ],
+)
+def test_a_malformed_status_images_never_loses_the_node(cache: ClusterCache, images: Any) -> None:
+    # a `names` or `status.images` that is not a list once raised TypeError in slim_node or
+    # node_row: the informer skipped the whole Node (never added, or never updated again)
+    from stickypack.kube.cache import node_row, slim_node
+
+    n = node("n1")
+    n["status"]["images"] = images
+    for obj in (n, slim_node(n)):
+        assert node_row(obj)["images"] in ({}, {"a:1": 1})
+    cache.node_event("ADDED", slim_node(n))
+    assert "n1" in cache.table
+    cache.node_event("MODIFIED", n)
+    assert cache.table.images[cache.table.slot("n1")] in ({}, {"a:1": 1})

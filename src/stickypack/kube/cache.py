@@ -148,8 +148,8 @@ def slim_node(obj: dict[str, Any]) -> dict[str, Any]:
             "capacity": status.get("capacity"),
             "conditions": [c for c in status.get("conditions") or () if c.get("type") == "Ready"],
             "images": [
-                {"names": i.get("names") or [], "sizeBytes": i.get("sizeBytes")}
-                for i in status.get("images") or ()
+                {"names": _list(i.get("names")), "sizeBytes": i.get("sizeBytes")}
+                for i in _list(status.get("images"))
                 if isinstance(i, dict)
             ],
         },
@@ -188,16 +188,23 @@ def node_row(obj: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def _list(value: Any) -> list[Any]:
+    """``value`` if it is a list, else none (a field of the wrong type is not read)."""
+    return value if isinstance(value, list) else []
+
+
 def node_images(listed: Any) -> dict[str, int]:
     """``status.images`` as ImageLocality reads it: every name of every image to its size
-    in bytes. Entries without a whole non-negative size are left out (kubelet writes
-    this list; the API server does not check it)."""
+    in bytes. Entries without a whole non-negative size, and anything not shaped like the
+    API's list, are left out (kubelet writes this list; the API server does not check it)."""
     images: dict[str, int] = {}
-    for image in listed or ():
-        size = image.get("sizeBytes") if isinstance(image, Mapping) else None
+    for image in _list(listed):
+        if not isinstance(image, Mapping):
+            continue
+        size = image.get("sizeBytes")
         if isinstance(size, bool) or not isinstance(size, int) or not 0 <= size <= MAX_AMOUNT:
             continue
-        for name in image.get("names") or ():
+        for name in _list(image.get("names")):
             if isinstance(name, str):
                 images.setdefault(name, size)  # a name listed twice: the first, as the cache takes it
     return images
