@@ -224,3 +224,29 @@ def test_a_malformed_status_images_never_loses_the_node(cache: ClusterCache, ima
     assert "n1" in cache.table
     cache.node_event("MODIFIED", n)
     assert cache.table.images[cache.table.slot("n1")] in ({}, {"a:1": 1})
+
+
+def test_an_image_without_sizebytes_is_listed_with_size_zero() -> None:
+    # ContainerImage.SizeBytes is `json:"sizeBytes,omitempty"`: an image of 0 bytes comes
+    # without the key (and a null decodes to 0 in Go). kube-scheduler still counts it: the
+    # node is among the image's listers, and the first lister's 0 is the size every node
+    # counts. Once such entries were dropped.
+    from stickypack.core import NodeTable, SchedulingContext
+    from stickypack.core.plugins import ImageLocality
+    from stickypack.kube.cache import node_images, node_row, slim_node
+
+    assert node_images([{"names": ["a:1"]}, {"names": ["b:1"], "sizeBytes": None}]) == {"a:1": 0, "b:1": 0}
+    n = node("n1")
+    n["status"]["images"] = [{"names": ["a:1"]}]
+    assert node_row(slim_node(n))["images"] == {"a:1": 0}
+    table = NodeTable()
+    first = node("first")
+    first["status"]["images"] = [{"names": ["big:1"]}]  # 0 bytes, listed first
+    second = node("second")
+    second["status"]["images"] = [{"names": ["big:1"], "sizeBytes": 4000 * 1024**2}]
+    for obj in (first, second, node("third")):
+        table.upsert_node(obj["metadata"]["name"], **{**node_row(obj), "created": None})
+    assert table.image_size["big:1"] == 0 and len(table.image_rows["big:1"]) == 2
+    p = Pod(name="p", namespace="ns", requests={}, images=("big:1",))
+    idx = table.active_indices()
+    assert ImageLocality().score(p, table, idx, SchedulingContext()).tolist() == [0, 0, 0]

@@ -195,13 +195,17 @@ def _list(value: Any) -> list[Any]:
 
 def node_images(listed: Any) -> dict[str, int]:
     """``status.images`` as ImageLocality reads it: every name of every image to its size
-    in bytes. Entries without a whole non-negative size, and anything not shaped like the
-    API's list, are left out (kubelet writes this list; the API server does not check it)."""
+    in bytes. A missing or null ``sizeBytes`` is 0 (``omitempty``: kubelet leaves out a 0,
+    and kube-scheduler counts such an image, at 0 bytes); entries with another size that is
+    not a whole number in 0..MAX_AMOUNT, and anything not shaped like the API's list, are
+    left out (kubelet writes this list; the API server does not check it)."""
     images: dict[str, int] = {}
     for image in _list(listed):
         if not isinstance(image, Mapping):
             continue
         size = image.get("sizeBytes")
+        if size is None:
+            size = 0
         if isinstance(size, bool) or not isinstance(size, int) or not 0 <= size <= MAX_AMOUNT:
             continue
         for name in _list(image.get("names")):
