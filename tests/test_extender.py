@@ -719,3 +719,41 @@ def test_a_user_pod_extender_serves_drain_forecast_from_pod_ages() -> None:
     assert r.status_code == 200
     scores = {s["Host"]: s["Score"] for s in r.json()}
     assert scores["old"] > scores["young"] > scores["empty"]
+
+
+def test_the_prediction_counts_kube_schedulers_image_locality() -> None:
+    # ImageLocality is one of kube-scheduler's own scorers: the extender's prediction of the
+    # node kube-scheduler binds (the pod counted there early) once left it out, and so
+    # assumed the build on the rendezvous top while the scheduler went to the image's node
+    from stickypack.core.policy import policy_from_dict
+    from stickypack.rendezvous import rendezvous_rank
+
+    policy = policy_from_dict(
+        {
+            "name": "images",
+            "profiles": [
+                {
+                    "name": "builds",
+                    "filters": ["NodeResourcesFit"],
+                    "score": [{"plugin": "BuildLocality"}, {"plugin": "ImageLocality", "weight": 100}],
+                }
+            ],
+        }
+    )
+    cache = ClusterCache(clock=lambda: NOW, ttl_clock=lambda: NOW)
+    names = ["node-0", "node-1", "node-2"]
+    top = rendezvous_rank(names, REPO)[0]
+    holder = next(n for n in names if n != top)
+    for name in names:
+        obj = node(name)
+        if name == holder:
+            obj["status"]["images"] = [{"names": ["quay.io/r2d:1"], "sizeBytes": 3000 * 1024**2}]
+        cache.node_event("ADDED", obj)
+    extender = Extender(
+        cache, policy.profiles[0], filter_names=[], score_names=["BuildLocality"], clock=lambda: NOW
+    )
+    pod = build_pod("img")
+    pod["spec"]["containers"][0]["image"] = "quay.io/r2d:1"
+    scores, _ = extender.prioritize({"Pod": pod, "NodeNames": names})
+    assert max(scores, key=lambda s: s["Score"])["Host"] == top  # the extender's own part
+    assert cache.assumed == {"binder/img": holder}  # kube-scheduler's total: the image wins

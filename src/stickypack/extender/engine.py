@@ -62,6 +62,7 @@ KUBE_SCORERS = {
     "TaintToleration",
     "NodeAffinity",
     "InterPodAffinity",
+    "ImageLocality",
 }
 #: Filters whose failure preemption cannot resolve (kube-scheduler's preemption would evict
 #: pods there for nothing). ``DelayForLocality`` fails only nodes other than the repo's full
