@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -801,3 +803,12 @@ def test_image_locality_counts_the_size_of_the_first_node_to_list_a_name():
 def test_image_locality_scores_nothing_for_images_no_node_lists():
     t = image_nodes({"a:1": 5000 * MiB}, {})
     assert scores(ImageLocality(), image_pod(["b:1"], init=["a"]), t) == [0, 0]
+
+
+def test_image_locality_the_simulator_docs_example():
+    # docs/simulator.md ("Images"): the median repo image, 2.5 GB, listed by one node of five:
+    # 500 MB of 1000 MiB -> 100 * (500000000 - 23 MiB) // (977 MiB) = 46 (the docs said 49)
+    t = image_nodes({"r:1": 2_500_000_000}, {}, {}, {}, {})
+    assert scores(ImageLocality(), image_pod(["r:1"]), t) == [46, 0, 0, 0, 0]
+    doc = (Path(__file__).parents[1] / "docs" / "simulator.md").read_text()
+    assert "a 2.5 GB image on one node of five scores 46" in " ".join(doc.split())
