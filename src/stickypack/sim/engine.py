@@ -248,10 +248,10 @@ class Simulation:
 
     def _launch(self, job: LaunchJob) -> None:
         repo = job.repo
+        self.image_sizes[job.image] = job.image_size  # what its build makes, its session runs
         if repo in self.building:
             self.waiting.setdefault(repo, []).append(job)
         elif job.needs_build:
-            self.image_sizes[job.image] = job.image_size
             self.pod_counter += 1
             pod = build_pod(f"build-{self.pod_counter}", repo, self.workload.binder)
             sp = self._create(pod, job.build_cold_s, None, None, launch=job)
@@ -262,7 +262,6 @@ class Simulation:
 
     def _start_session(self, job: LaunchJob) -> None:
         self.pod_counter += 1
-        self.image_sizes[job.image] = job.image_size
         pod = user_pod(f"jupyter-{self.pod_counter}", self.workload.binder, job.image)
         self._create(pod, job.session_s, None, None)
 
