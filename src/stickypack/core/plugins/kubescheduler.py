@@ -511,8 +511,7 @@ class ImageLocality(ScorePlugin):
                 continue
             at = position[np.fromiter(listed.keys(), dtype=np.int64, count=len(listed))]
             sums[at[at >= 0]] += self._scaled(table, name, len(listed), total)
-        clamped = np.minimum(np.maximum(sums, IMAGE_MIN_THRESHOLD), top)
-        return MAX_NODE_SCORE * (clamped - IMAGE_MIN_THRESHOLD) // (top - IMAGE_MIN_THRESHOLD)
+        return np.array([_image_priority(x, top) for x in sums.tolist()], dtype=np.int64)
 
     @staticmethod
     def _scaled(table: NodeTable, name: str, listing: int, total: int) -> int:
