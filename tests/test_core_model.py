@@ -301,6 +301,18 @@ def test_policy_errors_say_where():
     )
 
 
+def test_dask_retirement_is_read_shown_and_checked():
+    base = "name: x\nprofiles:\n- {name: p, filters: [], score: []}\n"
+    assert policy_from_yaml(base).dask_retirement == "distributed"
+    policy = policy_from_yaml(base + "dask_retirement: node-aware\n")
+    assert policy.dask_retirement == "node-aware" and policy.describe()["dask_retirement"] == "node-aware"
+    with pytest.raises(PolicyError) as exc:
+        policy_from_yaml(base + "dask_retirement: emptiest\n", source="mine.yaml")
+    assert str(exc.value) == (
+        "mine.yaml: invalid policy: dask_retirement: Input should be 'distributed' or 'node-aware'"
+    )
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [

@@ -869,30 +869,59 @@ def test_binder_day_spans_the_whole_day_in_its_diurnal_shape():
         assert 0.052 < hourly.max() / t.size < 0.064 and 0.019 < hourly.min() / t.size < 0.031
 
 
-def test_every_policy_retires_the_same_dask_workers():
-    # the trims once drew from the tie-break stream, which each policy uses differently, so
-    # the policies were compared on different retirements
-    from stickypack.policies import load_builtin
-    from stickypack.sim.engine import Simulation
-    from stickypack.sim.workloads import dask_adapt
+class _RecordingTrims:
+    """A simulation that records, per trim, the workers it retired and the nodes they were on."""
 
-    class Recording(Simulation):
-        def __init__(self, *args, **kwargs) -> None:
-            super().__init__(*args, **kwargs)
-            self.retired: list[list[str]] = []
+    @staticmethod
+    def run(name: str):
+        from stickypack.policies import load_builtin
+        from stickypack.sim.engine import Simulation
+        from stickypack.sim.workloads import dask_adapt
 
-        def _trim(self, job) -> None:
-            before = set(self.groups.get(job.group, {}))
-            super()._trim(job)
-            self.retired.append(sorted(before - set(self.groups.get(job.group, {}))))
+        class Recording(Simulation):
+            def __init__(self, *args, **kwargs) -> None:
+                super().__init__(*args, **kwargs)
+                self.retired: list[list[str]] = []
+                self.kept_nodes: list[set[str | None]] = []
 
-    retired = {}
-    for name in ("default", "z2jh", "stickypack"):
+            def _trim(self, job) -> None:
+                before = set(self.groups.get(job.group, {}))
+                super()._trim(job)
+                after = self.groups.get(job.group, {})
+                self.retired.append(sorted(before - set(after)))
+                self.kept_nodes.append({sp.node for sp in after.values()})
+
         sim = Recording(load_builtin(name), dask_adapt(0), seed=0)
         sim.run()
-        retired[name] = sim.retired
+        return sim
+
+
+def test_every_policy_with_distributed_retirement_retires_the_same_dask_workers():
+    # the trims once drew from the tie-break stream, which each policy uses differently, so
+    # the policies were compared on different retirements
+    retired = {name: _RecordingTrims.run(name).retired for name in ("default", "z2jh", "binderhub")}
     assert [len(r) for r in retired["z2jh"]] == [90, 90, 90]
-    assert retired["default"] == retired["z2jh"] == retired["stickypack"]
+    assert retired["default"] == retired["z2jh"] == retired["binderhub"]
+
+
+def test_node_aware_retirement_keeps_the_dask_workers_on_the_fewest_nodes():
+    from stickypack.policies import load_builtin
+
+    assert load_builtin("stickypack").dask_retirement == "node-aware"
+    assert load_builtin("z2jh").dask_retirement == "distributed"
+    ours, theirs = _RecordingTrims.run("stickypack"), _RecordingTrims.run("z2jh")
+    assert [len(r) for r in ours.retired] == [90, 90, 90]
+    # a node (7,910 millicores, 29 GiB) holds 12 workers (600 millicores, 2.25 GiB): the
+    # 10 kept are those of the fullest node
+    assert [len(nodes) for nodes in ours.kept_nodes] == [1, 1, 1]
+    assert all(len(nodes) >= 5 for nodes in theirs.kept_nodes)  # random retirement pins many
+
+
+def test_dask_adapt_node_aware_retirement_lets_nodes_go(tmp_path):
+    r = by_policy(run_json(tmp_path, "--scenario", "dask-adapt", "--policies", "z2jh,stickypack"))
+    assert r["stickypack"]["final_nodes"] == r["stickypack"]["lower_bound_final_nodes"] == 1
+    assert r["z2jh"]["final_nodes"] >= 5
+    assert r["stickypack"]["node_hours"] < 0.9 * r["z2jh"]["node_hours"]
 
 
 def test_nodes_ready_at_once_take_the_pending_pods_in_the_same_scan(tmp_path):

@@ -13,7 +13,7 @@ import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType, UnionType
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import (
@@ -221,6 +221,7 @@ class _PolicySpec(BaseModel):
     name: str = Field(min_length=1)
     description: str = ""
     profiles: list[_ProfileSpec] = Field(min_length=1)
+    dask_retirement: Literal["distributed", "node-aware"] = "distributed"
 
 
 @dataclass(slots=True)
@@ -230,6 +231,11 @@ class Policy:
     name: str
     description: str
     profiles: list[Profile]
+    #: Which workers a Dask cluster retires when it shrinks: ``distributed`` (its own
+    #: choice, by data held, blind to nodes) or ``node-aware`` (stickypack.dask's plugin:
+    #: :func:`stickypack.core.retirement.retirement_order`, so whole nodes empty). Not a
+    #: kube-scheduler setting: it says what the deployment the policy stands for does.
+    dask_retirement: str = "distributed"
 
     def describe(self) -> dict[str, Any]:
         """The policy as a policy file writes it, every plugin argument given (defaults
@@ -238,6 +244,7 @@ class Policy:
             "name": self.name,
             "description": self.description,
             "profiles": [p.describe() for p in self.profiles],
+            "dask_retirement": self.dask_retirement,
         }
 
     def profile_for(self, pod: Pod) -> Profile:
@@ -389,7 +396,7 @@ def policy_from_dict(raw: Any, source: str = "<policy>", plugins: PluginRegistry
             if _spec(item).plugin in plugins.checked
         )
         profiles.append(Profile(prof.name, filters, scorers, dict(prof.match.labels), mutators, checked))
-    return Policy(spec.name, spec.description, profiles)
+    return Policy(spec.name, spec.description, profiles, spec.dask_retirement)
 
 
 def policy_from_yaml(

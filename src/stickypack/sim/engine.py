@@ -23,6 +23,7 @@ from stickypack.core.plugins import EXPECTED_END_ANNOTATION, LifetimeAware
 from stickypack.core.pod import Pod
 from stickypack.core.policy import Policy
 from stickypack.core.resources import CPU, MEMORY, PODS
+from stickypack.core.retirement import choose_retirements
 from stickypack.policies import load_builtin
 from stickypack.sim.cache import NodeCache, NodeImages
 from stickypack.sim.metrics import (
@@ -271,6 +272,10 @@ class Simulation:
         if excess <= 0:
             return
         ids = sorted(members)
+        if self.policy.dask_retirement == "node-aware":
+            for uid in choose_retirements({uid: members[uid].node for uid in ids}, excess):
+                self._finish(members[uid])
+            return
         chosen = self.trim_rng.choice(len(ids), size=excess, replace=False)
         for k in sorted(int(c) for c in chosen):
             self._finish(members[ids[k]])

@@ -1,0 +1,108 @@
+"""Node-aware retirement on a real Dask scheduler with real workers, over loopback TCP.
+
+Workers load ``stickypack.dask`` as a preload and report the node named by
+``STICKYPACK_NODE_NAME``; the scheduler loads it too and orders the workers it may close.
+The scheduler is then asked what dask-kubernetes (``n=``) and dask-gateway (``target=``)
+ask it when a cluster shrinks.
+"""
+
+from __future__ import annotations
+
+import logging
+from contextlib import AsyncExitStack
+
+import pytest
+from distributed import Client, Scheduler, Worker
+
+from stickypack.dask import NODE_ENV, NodeAwareRetirement, worker_node
+
+#: Three nodes holding 3, 1 and 2 workers.
+LAYOUT = [
+    ("a1", "node-a"),
+    ("b1", "node-b"),
+    ("a2", "node-a"),
+    ("c1", "node-c"),
+    ("a3", "node-a"),
+    ("c2", "node-c"),
+]
+
+
+async def _cluster(stack: AsyncExitStack, monkeypatch, preload: list[str], layout=LAYOUT) -> Scheduler:
+    scheduler = await stack.enter_async_context(Scheduler(host="127.0.0.1", dashboard=False, preload=preload))
+    for name, node in layout:
+        if node is None:
+            monkeypatch.delenv(NODE_ENV, raising=False)
+        else:
+            monkeypatch.setenv(NODE_ENV, node)  # read by the preload as the worker starts
+        await stack.enter_async_context(
+            Worker(scheduler.address, name=name, nthreads=1, dashboard=False, preload=preload)
+        )
+    assert len(scheduler.workers) == len(layout)
+    return scheduler
+
+
+def _nodes_left(scheduler: Scheduler, closed: list[str]) -> set[str | None]:
+    return {worker_node(ws) for ws in scheduler.workers.values() if ws.name not in closed}
+
+
+async def test_workers_report_their_node_and_the_scheduler_closes_whole_nodes(monkeypatch):
+    async with AsyncExitStack() as stack:
+        s = await _cluster(stack, monkeypatch, ["stickypack.dask"])
+        assert any(isinstance(p, NodeAwareRetirement) for p in s.plugins.values())
+        assert {ws.name: worker_node(ws) for ws in s.workers.values()} == dict(LAYOUT)
+        # dask-kubernetes asks for n workers, dask-gateway for a target count
+        by_n = s.workers_to_close(n=3, attribute="name")
+        by_target = s.workers_to_close(target=3, attribute="name")
+        assert sorted(by_n) == sorted(by_target) == ["b1", "c1", "c2"]
+        assert _nodes_left(s, by_n) == {"node-a"}
+        # retiring them really ends those workers
+        await s.retire_workers(names=by_n, close_workers=True)
+        assert sorted(ws.name for ws in s.workers.values()) == ["a1", "a2", "a3"]
+
+
+def _by_address(scheduler: Scheduler) -> list[str]:
+    """Worker names in address order: distributed's own order among alike workers (it closes
+    from the end of it)."""
+    return [scheduler.workers[address].name for address in sorted(scheduler.workers)]
+
+
+async def test_without_the_plugin_distributed_is_blind_to_nodes(monkeypatch):
+    # the same workers, with a scheduler that does not load the plugin: it closes the last
+    # in address order (the ports, so it may split every node)
+    async with AsyncExitStack() as stack:
+        s = await _cluster(stack, monkeypatch, [])
+        assert s.workers_to_close(n=3, attribute="name") == _by_address(s)[:-4:-1]
+
+
+async def test_data_held_still_comes_first(monkeypatch):
+    # the hook orders candidates; distributed keeps workers holding data longest
+    async with AsyncExitStack() as stack:
+        s = await _cluster(stack, monkeypatch, ["stickypack.dask"])
+        async with Client(s.address, asynchronous=True) as client:
+            held = client.submit(lambda: b"x" * 1_000_000, workers=["c1"], pure=False)
+            await held
+            closed = s.workers_to_close(n=3, attribute="name")
+            assert "c1" not in closed
+            # node-b, then node-c's other worker, then one of node-a's
+            assert len(closed) == 3 and {"b1", "c2"} < set(closed)
+            assert dict(LAYOUT)[(set(closed) - {"b1", "c2"}).pop()] == "node-a"
+
+
+async def test_workers_that_report_no_node_keep_distributeds_order_and_are_warned_about(monkeypatch, caplog):
+    layout = [("x1", None), ("x2", None), ("x3", None)]
+    with caplog.at_level(logging.WARNING, logger="stickypack.dask"):
+        async with AsyncExitStack() as stack:
+            s = await _cluster(stack, monkeypatch, ["stickypack.dask"], layout)
+            assert [worker_node(ws) for ws in s.workers.values()] == [None, None, None]
+            assert s.workers_to_close(n=2, attribute="name") == _by_address(s)[:-3:-1]  # distributed's own
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("STICKYPACK_NODE_NAME is not set" in m for m in messages)
+    assert any("3 of 3 workers report no node" in m for m in messages)
+
+
+@pytest.mark.parametrize("reported", [None, "", 5])
+def test_a_node_that_is_not_a_name_is_no_node(reported):
+    class FakeState:  # only ``extra`` is read
+        extra = {} if reported is None else {"stickypack-node": reported}
+
+    assert worker_node(FakeState()) is None  # type: ignore[arg-type]
