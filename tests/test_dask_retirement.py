@@ -9,6 +9,10 @@ ask it when a cluster shrinks.
 from __future__ import annotations
 
 import logging
+import os
+import subprocess
+import sys
+import time
 from contextlib import AsyncExitStack
 
 import pytest
@@ -106,3 +110,58 @@ def test_a_node_that_is_not_a_name_is_no_node(reported):
         extra = {} if reported is None else {"stickypack-node": reported}
 
     assert worker_node(FakeState()) is None  # type: ignore[arg-type]
+
+
+def test_the_documented_environment_configures_the_dask_commands(tmp_path):
+    # docs/operator-guide.md: the preload through DASK_DISTRIBUTED__* variables and the node
+    # from STICKYPACK_NODE_NAME, with distributed's own commands (workers under a nanny)
+    scheduler_file = tmp_path / "scheduler.json"
+    env = {**os.environ, "DASK_DISTRIBUTED__SCHEDULER__PRELOAD": "stickypack.dask"}
+    command = [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", "0"]
+    procs = [
+        subprocess.Popen(
+            [*command, "--no-dashboard", "--scheduler-file", str(scheduler_file)],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+    ]
+    try:
+        for name, node in (("w1", "node-b"), ("w2", "node-a"), ("w3", "node-a")):
+            worker_env = {
+                **os.environ,
+                "DASK_DISTRIBUTED__WORKER__PRELOAD": "stickypack.dask",
+                "STICKYPACK_NODE_NAME": node,
+            }
+            worker = [sys.executable, "-m", "distributed.cli.dask_worker", "--name", name, "--nthreads", "1"]
+            procs.append(
+                subprocess.Popen(
+                    [*worker, "--no-dashboard", "--scheduler-file", str(scheduler_file)],
+                    env=worker_env,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+            )
+        deadline = time.monotonic() + 60
+        while not scheduler_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        with Client(scheduler_file=str(scheduler_file), timeout=60) as client:
+            client.wait_for_workers(3, timeout=60)
+
+            def ask(dask_scheduler: Scheduler) -> tuple[dict, list[str], list[str]]:
+                nodes = {ws.name: worker_node(ws) for ws in dask_scheduler.workers.values()}
+                return (
+                    nodes,
+                    list(dask_scheduler.plugins),
+                    dask_scheduler.workers_to_close(n=1, attribute="name"),
+                )
+
+            nodes, plugins, closed = client.run_on_scheduler(ask)
+        assert nodes == {"w1": "node-b", "w2": "node-a", "w3": "node-a"}
+        assert NodeAwareRetirement.name in plugins
+        assert closed == ["w1"]  # the node of one worker empties
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.wait(timeout=30)
