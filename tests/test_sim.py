@@ -1077,3 +1077,13 @@ def test_binder_day_draws_as_many_repos_as_a_trace_day():
         top = sum(n for _, n in launches.most_common(10))
         assert 550 <= len(launches) <= 700 and 0.35 <= once / len(launches) <= 0.55
         assert 0.70 <= top / total <= 0.80
+
+
+def test_dask_adapt_trims_to_the_workers_asked_and_refuses_impossible_counts():
+    from stickypack.sim.workloads import PodJob, TrimJob, dask_adapt
+
+    jobs = dask_adapt(0, keep=30).jobs
+    assert [j.keep for j in jobs if isinstance(j, TrimJob)] == [30, 30, 30]
+    assert sum(isinstance(j, PodJob) for j in jobs) == 100 + 70 + 70  # rounds top up to 100
+    with pytest.raises(ValueError, match=r"keep must be 0\.\.100 workers, not 101"):
+        dask_adapt(0, keep=101)

@@ -286,13 +286,16 @@ def dask_burst(seed: int, model: DaskModel | None = None) -> Workload:
     return Workload("dask-burst", jobs, [DASK_POOL], image_sizes={DASK_WORKER_IMAGE: model.worker_image_size})
 
 
-def dask_adapt(seed: int, model: DaskModel | None = None, rounds: int = 3) -> Workload:
-    """One user's adaptive cluster grows to 100 workers, trims to 10, ``rounds`` times.
+def dask_adapt(seed: int, model: DaskModel | None = None, rounds: int = 3, keep: int = 10) -> Workload:
+    """One user's adaptive cluster grows to 100 workers, trims to ``keep`` (10), ``rounds``
+    times.
 
-    Each round: 100 workers requested over 2 minutes, 20 minutes of work, a trim to 10
-    workers (distributed chooses by data held, blind to nodes: modelled as a random
-    choice), 18 quiet minutes. Runs on 8-core nodes.
+    Each round: 100 workers requested over 2 minutes, 20 minutes of work, a trim to
+    ``keep`` workers (which ones: the policy's ``dask_retirement``), 18 quiet minutes.
+    Runs on 8-core nodes.
     """
+    if not 0 <= keep <= 100:
+        raise ValueError(f"keep must be 0..100 workers, not {keep}")
     model = model or DaskModel()
     rng = np.random.default_rng([seed, 4])
     pool = NodePool(
@@ -306,7 +309,7 @@ def dask_adapt(seed: int, model: DaskModel | None = None, rounds: int = 3) -> Wo
     made = 0
     end = rounds * 2400.0 + 600.0
     for _ in range(rounds):
-        for _ in range(100 - (10 if made else 0)):
+        for _ in range(100 - (keep if made else 0)):
             jobs.append(
                 PodJob(
                     t + float(rng.random() * 120),
@@ -316,7 +319,7 @@ def dask_adapt(seed: int, model: DaskModel | None = None, rounds: int = 3) -> Wo
                 )
             )
             made += 1
-        jobs.append(TrimJob(t + 1320.0, "u0", 10))
+        jobs.append(TrimJob(t + 1320.0, "u0", keep))
         t += 2400.0
     return Workload("dask-adapt", jobs, [pool], image_sizes={DASK_WORKER_IMAGE: model.worker_image_size})
 
