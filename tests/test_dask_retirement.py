@@ -8,6 +8,7 @@ ask it when a cluster shrinks.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import subprocess
@@ -16,7 +17,7 @@ import time
 from contextlib import AsyncExitStack
 
 import pytest
-from distributed import Client, Scheduler, Worker
+from distributed import Client, Event, Scheduler, Worker, secede
 
 from stickypack.dask import NODE_ENV, NodeAwareRetirement, worker_node
 
@@ -79,17 +80,68 @@ async def test_without_the_plugin_distributed_is_blind_to_nodes(monkeypatch):
 
 
 async def test_data_held_still_comes_first(monkeypatch):
-    # the hook orders candidates; distributed keeps workers holding data longest
+    # the hook orders candidates; distributed keeps workers holding data longest, so node-c
+    # (c1 holds data) cannot empty before the others: its idle c2 is not spent on it
     async with AsyncExitStack() as stack:
         s = await _cluster(stack, monkeypatch, ["stickypack.dask"])
         async with Client(s.address, asynchronous=True) as client:
             held = client.submit(lambda: b"x" * 1_000_000, workers=["c1"], pure=False)
             await held
-            closed = s.workers_to_close(n=3, attribute="name")
-            assert "c1" not in closed
-            # node-b, then node-c's other worker, then one of node-a's
-            assert len(closed) == 3 and {"b1", "c2"} < set(closed)
-            assert dict(LAYOUT)[(set(closed) - {"b1", "c2"}).pop()] == "node-a"
+            closed = s.workers_to_close(n=4, attribute="name")
+            assert sorted(closed) == ["a1", "a2", "a3", "b1"]
+            assert _nodes_left(s, closed) == {"node-c"}
+
+
+#: Two nodes of three workers each.
+TWO_NODES = [
+    ("x1", "node-x"),
+    ("x2", "node-x"),
+    ("x3", "node-x"),
+    ("y1", "node-y"),
+    ("y2", "node-y"),
+    ("y3", "node-y"),
+]
+
+
+def _wait_for_event(name: str) -> int:
+    Event(name).wait()
+    return 1
+
+
+def _long_running(name: str) -> int:
+    secede()  # a long-running task: distributed never closes its worker
+    Event(name).wait()
+    return 1
+
+
+@pytest.mark.parametrize("task", ["busy", "long-running", "data"])
+async def test_a_node_holding_a_worker_distributed_keeps_goes_last(monkeypatch, task):
+    # node-x holds a worker distributed closes last (busy, or holding data) or never (a
+    # long-running task): closing node-x's other two first would empty no node, closing
+    # node-y's three empties one
+    async with AsyncExitStack() as stack:
+        s = await _cluster(stack, monkeypatch, ["stickypack.dask"], TWO_NODES)
+        async with Client(s.address, asynchronous=True) as client:
+            event = Event(f"release-{task}", client=client)
+            if task == "data":
+                future = client.submit(lambda: b"x" * 1_000_000, workers=["x1"], pure=False)
+                await future  # held while ``future`` is
+            else:
+                func = _wait_for_event if task == "busy" else _long_running
+                future = client.submit(func, f"release-{task}", workers=["x1"], pure=False)
+                started = (lambda ws: ws.processing) if task == "busy" else (lambda ws: ws.long_running)
+                while not any(started(ws) for ws in s.workers.values()):
+                    await asyncio.sleep(0.01)
+            try:
+                for closed in (
+                    s.workers_to_close(n=3, attribute="name"),
+                    s.workers_to_close(target=3, attribute="name"),
+                    s.workers_to_close(target=3, key=lambda ws: ws.name, attribute="name"),
+                ):
+                    assert sorted(closed) == ["y1", "y2", "y3"]
+            finally:
+                await event.set()
+            await future
 
 
 async def test_workers_that_report_no_node_keep_distributeds_order_and_are_warned_about(monkeypatch, caplog):

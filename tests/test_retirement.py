@@ -45,3 +45,48 @@ def test_no_choice_of_as_many_workers_leaves_fewer_nodes_occupied(worker_nodes, 
         for combo in itertools.combinations(worker_nodes, min(count, len(worker_nodes)))
     )
     assert _occupied(worker_nodes, chosen) == best
+
+
+def test_a_node_holding_a_worker_the_caller_keeps_longer_goes_after_those_that_can_empty():
+    # x1 costs more (distributed: busy, or holding data) than every other worker
+    workers = {"x1": "x", "x2": "x", "x3": "x", "y1": "y", "y2": "y", "y3": "y"}
+    cost = {"x1": 1}.get
+    order = retirement_order(workers, cost=lambda w: cost(w, 0))
+    assert order == ["y1", "y2", "y3", "x1", "x2", "x3"]  # (the retirer takes x1 last)
+    # node x also holds a worker the caller may not retire at all (a long-running task): it
+    # cannot empty, so it goes last even though it lists fewest
+    listed = {"x2": "x", "y1": "y", "y2": "y"}
+    assert retirement_order(listed, node_workers={"x": 2, "y": 2}) == ["y1", "y2", "x2"]
+    assert retirement_order(listed) == ["x2", "y1", "y2"]  # blind to x's other worker
+
+
+def _retired_by(order: list[str], cost: dict[str, int], count: int) -> list[str]:
+    """What a retirer that sorts by cost first (stable: ``order`` among equal costs), as
+    distributed does, retires."""
+    return sorted(order, key=lambda w: cost[w])[:count]
+
+
+@given(
+    st.dictionaries(
+        st.text("abcdefgh", min_size=1, max_size=2),
+        st.tuples(st.sampled_from(["n0", "n1", "n2", "n3"]), st.integers(0, 2)),
+        max_size=8,
+    ),
+    st.integers(0, 9),
+)
+def test_with_costs_no_choice_the_retirer_could_make_leaves_fewer_nodes_occupied(workers, count):
+    nodes = {w: node for w, (node, _) in workers.items()}
+    cost = {w: c for w, (_, c) in workers.items()}
+    count = min(count, len(workers))
+    chosen = _retired_by(retirement_order(nodes, cost=cost.__getitem__), cost, count)
+    # whatever order it is given, the retirer takes the cheaper workers first: the choice is
+    # only which of the workers at the last cost it reaches
+    by_cost = sorted(workers, key=lambda w: cost[w])
+    if count:
+        last = cost[by_cost[count - 1]]
+        cheaper = [w for w in by_cost if cost[w] < last]
+        alike = [w for w in by_cost if cost[w] == last]
+        options = [cheaper + list(c) for c in itertools.combinations(alike, count - len(cheaper))]
+    else:
+        options = [[]]
+    assert _occupied(nodes, chosen) == min(_occupied(nodes, option) for option in options)

@@ -22,7 +22,10 @@ variables ``DASK_DISTRIBUTED__SCHEDULER__PRELOAD=stickypack.dask`` and
 The hook can order the candidates but not override distributed's own rules, which come
 first: busy workers go last, then workers holding more data. Among idle workers holding
 alike (in particular none, as when a cluster shrinks after its work is done and its results
-gathered), the node order decides. Workers that report no node go first, in distributed's
+gathered), the node order decides; so a node goes by the worker of it distributed closes
+last (a node with a busy worker, or one holding data, after the nodes that can empty
+before it), and a node holding a worker distributed never closes (one running a
+long-running task) goes last. Workers that report no node go first, in distributed's
 order; if none reports one, nothing changes.
 
 Needs ``distributed >= 2024.4.2`` (the hook) wherever the scheduler and the workers run:
@@ -33,6 +36,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections import Counter
 from typing import Any
 
 from distributed import Scheduler, SchedulerPlugin, Worker
@@ -72,6 +76,9 @@ class NodeAwareRetirement(SchedulerPlugin):
         self, scheduler: Scheduler, workers: list[WorkerState]
     ) -> list[WorkerState]:
         placed = [(ws, node) for ws in workers if (node := worker_node(ws)) is not None]
+        # every worker of a node counts, also those distributed may not close (a long-running
+        # task): a node holding one cannot empty
+        node_workers = Counter(node for ws in scheduler.workers.values() if (node := worker_node(ws)))
         unplaced = [ws for ws in workers if worker_node(ws) is None]
         if unplaced and not self._warned_unplaced:
             self._warned_unplaced = True
@@ -85,7 +92,14 @@ class NodeAwareRetirement(SchedulerPlugin):
             )
         # distributed closes from the end: the unplaced ones first, in its own order, then
         # the rest in ours
-        return retirement_order(placed)[::-1] + unplaced
+        order = retirement_order(placed, cost=_distributed_cost, node_workers=node_workers)
+        return order[::-1] + unplaced
+
+
+def _distributed_cost(ws: WorkerState) -> tuple[bool, int]:
+    """The order in which distributed's ``workers_to_close`` takes workers, whatever the
+    plugin says: idle before busy, then least data first."""
+    return bool(ws.processing), ws.nbytes
 
 
 def _report_node(worker: Worker) -> None:
