@@ -217,3 +217,74 @@ def test_the_documented_environment_configures_the_dask_commands(tmp_path):
             proc.terminate()
         for proc in procs:
             proc.wait(timeout=30)
+
+
+#: A scheduler preload that takes options, as dask-gateway's ``dask_gateway.scheduler_preload``
+#: (its scheduler command: ``<scheduler_cmd> ... --preload dask_gateway.scheduler_preload
+#: --dg-api-address ... --dg-heartbeat-period ...``).
+GATEWAY_LIKE_PRELOAD = """
+import click
+
+@click.command()
+@click.option("--dg-api-address", default=":0")
+@click.option("--dg-heartbeat-period", default=15.0, type=float)
+def dask_setup(scheduler, dg_api_address, dg_heartbeat_period):
+    scheduler.gateway_like = [dg_api_address, dg_heartbeat_period]
+"""
+
+
+def _scheduler_plugins(
+    tmp_path, name: str, command: list[str], env: dict[str, str]
+) -> tuple[list[str], object]:
+    """Start ``dask scheduler`` with ``command`` (its arguments) and ``env``: its plugins' names
+    and what the gateway-like preload received."""
+    scheduler_file = tmp_path / f"{name}.json"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "distributed.cli.dask_scheduler",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--no-dashboard",
+            "--scheduler-file",
+            str(scheduler_file),
+            *command,
+        ],
+        env={**os.environ, **env},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not scheduler_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        with Client(scheduler_file=str(scheduler_file), timeout=60) as client:
+            return client.run_on_scheduler(
+                lambda dask_scheduler: (
+                    list(dask_scheduler.plugins),
+                    getattr(dask_scheduler, "gateway_like", None),
+                )
+            )
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_a_scheduler_command_that_names_a_preload_needs_ours_on_it_too(tmp_path):
+    # docs/operator-guide.md, dask-gateway: distributed reads distributed.scheduler.preload
+    # only when the command line names none, and dask-gateway's scheduler command names its
+    # own; so the environment variable is ignored there, and the scheduler_cmd the guide
+    # gives (``--preload stickypack.dask`` in front of dask-gateway's arguments) works
+    gateway_like = tmp_path / "gateway_like.py"
+    gateway_like.write_text(GATEWAY_LIKE_PRELOAD)
+    gateway_args = ["--preload", str(gateway_like), "--dg-api-address", ":8788", "--dg-heartbeat-period", "0"]
+    env_only = {"DASK_DISTRIBUTED__SCHEDULER__PRELOAD": "stickypack.dask"}
+    plugins, received = _scheduler_plugins(tmp_path, "env", gateway_args, env_only)
+    assert NodeAwareRetirement.name not in plugins and received == [":8788", 0.0]
+    plugins, received = _scheduler_plugins(
+        tmp_path, "cmd", ["--preload", "stickypack.dask", *gateway_args], {}
+    )
+    assert NodeAwareRetirement.name in plugins and received == [":8788", 0.0]

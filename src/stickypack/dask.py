@@ -8,7 +8,9 @@ workers to close. This module makes that choice node-aware, with two halves load
 Dask preload module (``--preload stickypack.dask``, or the config keys
 ``distributed.scheduler.preload`` and ``distributed.worker.preload``, e.g. the environment
 variables ``DASK_DISTRIBUTED__SCHEDULER__PRELOAD=stickypack.dask`` and
-``DASK_DISTRIBUTED__WORKER__PRELOAD=stickypack.dask``):
+``DASK_DISTRIBUTED__WORKER__PRELOAD=stickypack.dask``; distributed reads those only where
+the command line names no ``--preload``, and dask-gateway's scheduler command names its own,
+so there ``--preload stickypack.dask`` goes on its ``scheduler_cmd``):
 
 - **On each worker** it reports the name of the node the worker runs on, read from the
   environment variable ``STICKYPACK_NODE_NAME`` (give it ``spec.nodeName`` through the
