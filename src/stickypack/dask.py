@@ -1,7 +1,9 @@
 """Dask: a shrinking cluster retires its workers node by node, so whole nodes empty.
 
-Dask workers on Kubernetes are bare pods (dask-gateway) or one-replica Deployments
-(dask-kubernetes); either way one worker left on a node keeps that node. When a cluster
+Dask workers on Kubernetes are bare pods (dask-gateway), which the cluster autoscaler does
+not evict, so one worker left on a node keeps that node; the dask-kubernetes operator's are
+one-replica Deployments, whose pod the autoscaler may evict instead, killing that worker
+(restarted elsewhere without what it held). When a cluster
 scales down, distributed's ``Scheduler.workers_to_close`` picks idle workers holding the
 least data, blind to nodes; dask-gateway and the dask-kubernetes operator both ask it which
 workers to close. This module makes that choice node-aware, with two halves loaded as a
