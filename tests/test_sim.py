@@ -883,9 +883,11 @@ class _RecordingTrims:
                 super().__init__(*args, **kwargs)
                 self.retired: list[list[str]] = []
                 self.kept_nodes: list[set[str | None]] = []
+                self.unplaced: list[int] = []
 
             def _trim(self, job) -> None:
                 before = set(self.groups.get(job.group, {}))
+                self.unplaced.append(sum(sp.node is None for sp in self.groups.get(job.group, {}).values()))
                 super()._trim(job)
                 after = self.groups.get(job.group, {})
                 self.retired.append(sorted(before - set(after)))
@@ -914,6 +916,7 @@ def test_node_aware_retirement_keeps_the_dask_workers_on_the_fewest_nodes():
     # a node (7,910 millicores, 29 GiB) holds 12 workers (600 millicores, 2.25 GiB): the
     # 10 kept are those of the fullest node
     assert [len(nodes) for nodes in ours.kept_nodes] == [1, 1, 1]
+    assert ours.unplaced == [0, 0, 0]  # every worker placed: the plugin's case (docs/simulator.md)
     assert all(len(nodes) >= 5 for nodes in theirs.kept_nodes)  # random retirement pins many
 
 
