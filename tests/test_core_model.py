@@ -541,3 +541,14 @@ def test_node_table_keeps_which_nodes_list_each_image():
     with pytest.raises(ValueError, match="image img size"):
         t.upsert_node("d", {"cpu": 1000}, images={"img": -1})
     assert "d" not in t
+
+
+def test_a_policy_built_in_code_refuses_an_unknown_dask_retirement():
+    import dataclasses
+
+    policy = policy_from_yaml("name: x\nprofiles:\n- {name: p, filters: [], score: []}\n")
+    assert dataclasses.replace(policy, dask_retirement="node-aware").dask_retirement == "node-aware"
+    with pytest.raises(
+        PolicyError, match=r"policy x: dask_retirement 'node_aware'; valid: distributed, node-aware"
+    ):
+        dataclasses.replace(policy, dask_retirement="node_aware")

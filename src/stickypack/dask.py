@@ -3,13 +3,13 @@
 Dask workers on Kubernetes are bare pods (dask-gateway), which the cluster autoscaler does
 not evict, so one worker left on a node keeps that node; the dask-kubernetes operator's are
 one-replica Deployments, whose pod the autoscaler may evict instead, killing that worker
-(restarted elsewhere without what it held). When a cluster
-scales down, distributed's ``Scheduler.workers_to_close`` picks idle workers holding the
-least data, blind to nodes; dask-gateway and the dask-kubernetes operator both ask it which
-workers to close. This module makes that choice node-aware, with two halves loaded as a
-Dask preload module (``--preload stickypack.dask``, or the config keys
-``distributed.scheduler.preload`` and ``distributed.worker.preload``, e.g. the environment
-variables ``DASK_DISTRIBUTED__SCHEDULER__PRELOAD=stickypack.dask`` and
+(restarted elsewhere without what it held). When a cluster scales down, distributed's
+``Scheduler.workers_to_close`` picks idle workers holding the least data, blind to nodes;
+dask-gateway and the dask-kubernetes operator both ask it which workers to close. This
+module makes that choice node-aware, with two halves loaded as a Dask preload module
+(``--preload stickypack.dask``, or the config keys ``distributed.scheduler.preload`` and
+``distributed.worker.preload``, e.g. the environment variables
+``DASK_DISTRIBUTED__SCHEDULER__PRELOAD=stickypack.dask`` and
 ``DASK_DISTRIBUTED__WORKER__PRELOAD=stickypack.dask``; distributed reads those only where
 the command line names no ``--preload``, and dask-gateway's scheduler command names its own,
 so there ``--preload stickypack.dask`` goes on its ``scheduler_cmd``):

@@ -224,6 +224,10 @@ class _PolicySpec(BaseModel):
     dask_retirement: Literal["distributed", "node-aware"] = "distributed"
 
 
+#: The values of :attr:`Policy.dask_retirement`.
+DASK_RETIREMENTS = ("distributed", "node-aware")
+
+
 @dataclass(slots=True)
 class Policy:
     """A named set of profiles; a pod is served by the first whose labels it matches."""
@@ -236,6 +240,13 @@ class Policy:
     #: :func:`stickypack.core.retirement.retirement_order`, so whole nodes empty). Not a
     #: kube-scheduler setting: it says what the deployment the policy stands for does.
     dask_retirement: str = "distributed"
+
+    def __post_init__(self) -> None:
+        if self.dask_retirement not in DASK_RETIREMENTS:
+            raise PolicyError(
+                f"policy {self.name}: dask_retirement {self.dask_retirement!r}; "
+                f"valid: {', '.join(DASK_RETIREMENTS)}"
+            )
 
     def describe(self) -> dict[str, Any]:
         """The policy as a policy file writes it, every plugin argument given (defaults
