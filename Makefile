@@ -16,6 +16,7 @@ venv: $(BIN)/stickypack
 
 demo: venv
 	$(BIN)/stickypack simulate --scenario dask-burst --plots out/dask-burst --json out/dask-burst.json
+	$(BIN)/stickypack simulate --scenario dask-adapt --plots out/dask-adapt --json out/dask-adapt.json
 	$(BIN)/stickypack simulate --trace $(TRACE) --plots out/trace --json out/trace.json
 
 k8s:
