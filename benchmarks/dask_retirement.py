@@ -19,23 +19,21 @@ import statistics
 import sys
 
 
-def seeds_arg(text: str) -> list[int]:
-    if "-" in text:
-        first, last = text.split("-", 1)
-        return list(range(int(first), int(last) + 1))
-    return [int(s) for s in text.split(",")]
-
-
 def main() -> int:
+    from stickypack.cli import UsageError, parse_seeds
     from stickypack.policies import load_builtin
     from stickypack.sim.engine import Simulation
     from stickypack.sim.workloads import dask_adapt
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=seeds_arg, default=seeds_arg("0-4"))
+    parser.add_argument("--seeds", default="0-4", help="as simulate --seeds: 0-4, 0,3,7")
     parser.add_argument("--keep", default="10,30,50")
     parser.add_argument("--policy", default="z2jh")
     args = parser.parse_args()
+    try:
+        seeds = parse_seeds(args.seeds)
+    except UsageError as exc:
+        parser.error(str(exc))
     keeps = [int(k) for k in args.keep.split(",")]
     base = load_builtin(args.policy)
     variants = {
@@ -43,13 +41,13 @@ def main() -> int:
         "node-aware": dataclasses.replace(base, dask_retirement="node-aware"),
     }
     ratios = []
-    print(f"dask-adapt, policy {args.policy}, seeds {args.seeds[0]}-{args.seeds[-1]}: mean over seeds")
+    print(f"dask-adapt, policy {args.policy}, seeds {args.seeds}: mean over seeds")
     print("| keep | distributed node-h | node-aware node-h | ratio | final nodes distributed | node-aware |")
     print("|---|---|---|---|---|---|")
     for keep in keeps:
         hours: dict[str, list[float]] = {name: [] for name in variants}
         final: dict[str, list[int]] = {name: [] for name in variants}
-        for seed in args.seeds:
+        for seed in seeds:
             for name, policy in variants.items():
                 result = Simulation(policy, dask_adapt(seed, keep=keep), seed=seed).run()
                 hours[name].append(result.metrics["node_hours"])

@@ -216,16 +216,17 @@ class _ProfileSpec(BaseModel):
     score: list[str | _PluginSpec]  # a bare name is weight 1
 
 
+#: How a Dask cluster picks the workers it retires (:attr:`Policy.dask_retirement`).
+DaskRetirement = Literal["distributed", "node-aware"]
+DASK_RETIREMENTS: tuple[str, ...] = typing.get_args(DaskRetirement)
+
+
 class _PolicySpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str = Field(min_length=1)
     description: str = ""
     profiles: list[_ProfileSpec] = Field(min_length=1)
-    dask_retirement: Literal["distributed", "node-aware"] = "distributed"
-
-
-#: The values of :attr:`Policy.dask_retirement`.
-DASK_RETIREMENTS = ("distributed", "node-aware")
+    dask_retirement: DaskRetirement = "distributed"
 
 
 @dataclass(slots=True)
