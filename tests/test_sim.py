@@ -869,39 +869,37 @@ def test_binder_day_spans_the_whole_day_in_its_diurnal_shape():
         assert 0.052 < hourly.max() / t.size < 0.064 and 0.019 < hourly.min() / t.size < 0.031
 
 
-class _RecordingTrims:
-    """A simulation that records, per trim, the workers it retired and the nodes they were on."""
+def _record_trims(name: str):
+    """dask-adapt (seed 0) under a built-in policy, recording per trim the workers retired,
+    the nodes of those kept and how many were not placed yet."""
+    from stickypack.policies import load_builtin
+    from stickypack.sim.engine import Simulation
+    from stickypack.sim.workloads import dask_adapt
 
-    @staticmethod
-    def run(name: str):
-        from stickypack.policies import load_builtin
-        from stickypack.sim.engine import Simulation
-        from stickypack.sim.workloads import dask_adapt
+    class Recording(Simulation):
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            self.retired: list[list[str]] = []
+            self.kept_nodes: list[set[str | None]] = []
+            self.unplaced: list[int] = []
 
-        class Recording(Simulation):
-            def __init__(self, *args, **kwargs) -> None:
-                super().__init__(*args, **kwargs)
-                self.retired: list[list[str]] = []
-                self.kept_nodes: list[set[str | None]] = []
-                self.unplaced: list[int] = []
+        def _trim(self, job) -> None:
+            before = set(self.groups.get(job.group, {}))
+            self.unplaced.append(sum(sp.node is None for sp in self.groups.get(job.group, {}).values()))
+            super()._trim(job)
+            after = self.groups.get(job.group, {})
+            self.retired.append(sorted(before - set(after)))
+            self.kept_nodes.append({sp.node for sp in after.values()})
 
-            def _trim(self, job) -> None:
-                before = set(self.groups.get(job.group, {}))
-                self.unplaced.append(sum(sp.node is None for sp in self.groups.get(job.group, {}).values()))
-                super()._trim(job)
-                after = self.groups.get(job.group, {})
-                self.retired.append(sorted(before - set(after)))
-                self.kept_nodes.append({sp.node for sp in after.values()})
-
-        sim = Recording(load_builtin(name), dask_adapt(0), seed=0)
-        sim.run()
-        return sim
+    sim = Recording(load_builtin(name), dask_adapt(0), seed=0)
+    sim.run()
+    return sim
 
 
 def test_every_policy_with_distributed_retirement_retires_the_same_dask_workers():
     # the trims once drew from the tie-break stream, which each policy uses differently, so
     # the policies were compared on different retirements
-    retired = {name: _RecordingTrims.run(name).retired for name in ("default", "z2jh", "binderhub")}
+    retired = {name: _record_trims(name).retired for name in ("default", "z2jh", "binderhub")}
     assert [len(r) for r in retired["z2jh"]] == [90, 90, 90]
     assert retired["default"] == retired["z2jh"] == retired["binderhub"]
 
@@ -911,7 +909,7 @@ def test_node_aware_retirement_keeps_the_dask_workers_on_the_fewest_nodes():
 
     assert load_builtin("stickypack").dask_retirement == "node-aware"
     assert load_builtin("z2jh").dask_retirement == "distributed"
-    ours, theirs = _RecordingTrims.run("stickypack"), _RecordingTrims.run("z2jh")
+    ours, theirs = _record_trims("stickypack"), _record_trims("z2jh")
     assert [len(r) for r in ours.retired] == [90, 90, 90]
     # a node (7,910 millicores, 29 GiB) holds 12 workers (600 millicores, 2.25 GiB): the
     # 10 kept are those of the fullest node
