@@ -130,7 +130,9 @@ async def test_a_node_holding_a_worker_distributed_keeps_goes_last(monkeypatch, 
                 func = _wait_for_event if task == "busy" else _long_running
                 future = client.submit(func, f"release-{task}", workers=["x1"], pure=False)
                 started = (lambda ws: ws.processing) if task == "busy" else (lambda ws: ws.long_running)
+                deadline = time.monotonic() + 30
                 while not any(started(ws) for ws in s.workers.values()):
+                    assert time.monotonic() < deadline, f"the {task} task never started"
                     await asyncio.sleep(0.01)
             try:
                 for closed in (
