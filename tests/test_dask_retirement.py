@@ -14,7 +14,9 @@ import os
 import subprocess
 import sys
 import time
-from contextlib import AsyncExitStack
+from collections.abc import Callable, Iterator
+from contextlib import AsyncExitStack, contextmanager
+from pathlib import Path
 
 import pytest
 from distributed import Client, Event, Scheduler, Worker, secede
@@ -166,40 +168,59 @@ def test_a_node_that_is_not_a_name_is_no_node(reported):
     assert worker_node(FakeState()) is None  # type: ignore[arg-type]
 
 
+#: distributed's own commands, on loopback, without their dashboards.
+DASK_SCHEDULER = [
+    *(sys.executable, "-m", "distributed.cli.dask_scheduler"),
+    *("--host", "127.0.0.1", "--port", "0", "--no-dashboard"),
+]
+DASK_WORKER = [sys.executable, "-m", "distributed.cli.dask_worker", "--no-dashboard"]
+
+
+@contextmanager
+def _processes() -> Iterator[Callable[[list[str], dict[str, str]], None]]:
+    """A function that starts a command with extra environment variables; every process it
+    started is ended when the block ends."""
+    procs: list[subprocess.Popen] = []
+
+    def start(command: list[str], env: dict[str, str]) -> None:
+        procs.append(
+            subprocess.Popen(
+                command, env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            )
+        )
+
+    try:
+        yield start
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.wait(timeout=30)
+
+
+def _client(scheduler_file: Path) -> Client:
+    """A client of the scheduler that writes ``scheduler_file`` (once it has)."""
+    deadline = time.monotonic() + 60
+    while not scheduler_file.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return Client(scheduler_file=str(scheduler_file), timeout=60)
+
+
 def test_the_documented_environment_configures_the_dask_commands(tmp_path):
     # docs/operator-guide.md: the preload through DASK_DISTRIBUTED__* variables and the node
     # from STICKYPACK_NODE_NAME, with distributed's own commands (workers under a nanny)
     scheduler_file = tmp_path / "scheduler.json"
-    env = {**os.environ, "DASK_DISTRIBUTED__SCHEDULER__PRELOAD": "stickypack.dask"}
-    command = [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", "0"]
-    procs = [
-        subprocess.Popen(
-            [*command, "--no-dashboard", "--scheduler-file", str(scheduler_file)],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+    with _processes() as start:
+        start(
+            [*DASK_SCHEDULER, "--scheduler-file", str(scheduler_file)],
+            {"DASK_DISTRIBUTED__SCHEDULER__PRELOAD": "stickypack.dask"},
         )
-    ]
-    try:
         for name, node in (("w1", "node-b"), ("w2", "node-a"), ("w3", "node-a")):
-            worker_env = {
-                **os.environ,
-                "DASK_DISTRIBUTED__WORKER__PRELOAD": "stickypack.dask",
-                "STICKYPACK_NODE_NAME": node,
-            }
-            worker = [sys.executable, "-m", "distributed.cli.dask_worker", "--name", name, "--nthreads", "1"]
-            procs.append(
-                subprocess.Popen(
-                    [*worker, "--no-dashboard", "--scheduler-file", str(scheduler_file)],
-                    env=worker_env,
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                )
+            start(
+                [*DASK_WORKER, "--name", name, "--nthreads", "1", "--scheduler-file", str(scheduler_file)],
+                {"DASK_DISTRIBUTED__WORKER__PRELOAD": "stickypack.dask", "STICKYPACK_NODE_NAME": node},
             )
-        deadline = time.monotonic() + 60
-        while not scheduler_file.exists() and time.monotonic() < deadline:
-            time.sleep(0.1)
-        with Client(scheduler_file=str(scheduler_file), timeout=60) as client:
+        with _client(scheduler_file) as client:
             client.wait_for_workers(3, timeout=60)
 
             def ask(dask_scheduler: Scheduler) -> tuple[dict, list[str], list[str]]:
@@ -211,14 +232,9 @@ def test_the_documented_environment_configures_the_dask_commands(tmp_path):
                 )
 
             nodes, plugins, closed = client.run_on_scheduler(ask)
-        assert nodes == {"w1": "node-b", "w2": "node-a", "w3": "node-a"}
-        assert NodeAwareRetirement.name in plugins
-        assert closed == ["w1"]  # the node of one worker empties
-    finally:
-        for proc in procs:
-            proc.terminate()
-        for proc in procs:
-            proc.wait(timeout=30)
+    assert nodes == {"w1": "node-b", "w2": "node-a", "w3": "node-a"}
+    assert NodeAwareRetirement.name in plugins
+    assert closed == ["w1"]  # the node of one worker empties
 
 
 #: A scheduler preload that takes options, as dask-gateway's ``dask_gateway.scheduler_preload``
@@ -241,38 +257,15 @@ def _scheduler_plugins(
     """Start ``dask scheduler`` with ``command`` (its arguments) and ``env``: its plugins' names
     and what the gateway-like preload received."""
     scheduler_file = tmp_path / f"{name}.json"
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "distributed.cli.dask_scheduler",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            "0",
-            "--no-dashboard",
-            "--scheduler-file",
-            str(scheduler_file),
-            *command,
-        ],
-        env={**os.environ, **env},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while not scheduler_file.exists() and time.monotonic() < deadline:
-            time.sleep(0.1)
-        with Client(scheduler_file=str(scheduler_file), timeout=60) as client:
+    with _processes() as start:
+        start([*DASK_SCHEDULER, "--scheduler-file", str(scheduler_file), *command], env)
+        with _client(scheduler_file) as client:
             return client.run_on_scheduler(
                 lambda dask_scheduler: (
                     list(dask_scheduler.plugins),
                     getattr(dask_scheduler, "gateway_like", None),
                 )
             )
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
 
 
 def test_a_scheduler_command_that_names_a_preload_needs_ours_on_it_too(tmp_path):

@@ -79,11 +79,12 @@ class NodeAwareRetirement(SchedulerPlugin):
     def valid_workers_downscaling(
         self, scheduler: Scheduler, workers: list[WorkerState]
     ) -> list[WorkerState]:
-        placed = [(ws, node) for ws in workers if (node := worker_node(ws)) is not None]
+        nodes = [(ws, worker_node(ws)) for ws in workers]
+        placed = [(ws, node) for ws, node in nodes if node is not None]
+        unplaced = [ws for ws, node in nodes if node is None]
         # every worker of a node counts, also those distributed may not close (a long-running
         # task): a node holding one cannot empty
         node_workers = Counter(node for ws in scheduler.workers.values() if (node := worker_node(ws)))
-        unplaced = [ws for ws in workers if worker_node(ws) is None]
         if unplaced and not self._warned_unplaced:
             self._warned_unplaced = True
             logger.warning(

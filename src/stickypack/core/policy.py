@@ -240,7 +240,7 @@ class Policy:
     #: choice, by data held, blind to nodes) or ``node-aware`` (stickypack.dask's plugin:
     #: :func:`stickypack.core.retirement.retirement_order`, so whole nodes empty). Not a
     #: kube-scheduler setting: it says what the deployment the policy stands for does.
-    dask_retirement: str = "distributed"
+    dask_retirement: DaskRetirement = "distributed"
 
     def __post_init__(self) -> None:
         if self.dask_retirement not in DASK_RETIREMENTS:
