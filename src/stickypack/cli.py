@@ -4,6 +4,7 @@
 ``stickypack policies``  list the built-in policies
 ``stickypack render``    write configuration for a real cluster (KubeSchedulerConfiguration)
 ``stickypack extender``  run the kube-scheduler extender (sticky builds)
+``stickypack webhook``   run the admission webhook that gives labelled pods a schedulerName
 ``stickypack forget-node``  forget a node's build history (for an image cleaner)
 """
 
@@ -133,6 +134,29 @@ def _parser() -> argparse.ArgumentParser:
     routing.add_argument("--namespace", default=None, help="only pods of this namespace (default: all)")
     routing.add_argument("--output", "-o", type=Path, default=None, help="file to write (default: stdout)")
 
+    hook_cfg = render_sub.add_parser(
+        "webhook-config",
+        help="the MutatingWebhookConfiguration that registers `stickypack webhook` (any Kubernetes)",
+    )
+    hook_cfg.add_argument(
+        "--config", type=Path, default=None, metavar="FILE", help="webhook YAML configuration (its routes)"
+    )
+    where = hook_cfg.add_mutually_exclusive_group(required=True)
+    where.add_argument("--url", default=None, help="the webhook's https://HOST[:PORT]/mutate")
+    where.add_argument(
+        "--service", default=None, metavar="NAMESPACE/NAME[:PORT]", help="the webhook's Service (port 443)"
+    )
+    hook_cfg.add_argument(
+        "--ca-bundle", type=Path, default=None, metavar="FILE", help="PEM of the CA that signed its cert"
+    )
+    hook_cfg.add_argument(
+        "--inject-ca-from",
+        default=None,
+        metavar="NAMESPACE/CERTIFICATE",
+        help="let cert-manager fill in the CA bundle from this Certificate",
+    )
+    hook_cfg.add_argument("--output", "-o", type=Path, default=None, help="file to write (default: stdout)")
+
     sched.add_argument(
         "--extender-weight",
         type=int,
@@ -148,6 +172,14 @@ def _parser() -> argparse.ArgumentParser:
     ext.add_argument("--host", default=None, help="listen address (overrides listen.host)")
     ext.add_argument("--port", type=int, default=None, help="listen port (overrides listen.port)")
     ext.add_argument("--check", action="store_true", help="validate the configuration and exit")
+
+    hook = sub.add_parser("webhook", help="run the admission webhook giving labelled pods a schedulerName")
+    hook.add_argument("--config", type=Path, default=None, metavar="FILE", help="webhook YAML configuration")
+    hook.add_argument("--host", default=None, help="listen address (overrides listen.host)")
+    hook.add_argument("--port", type=int, default=None, help="listen port (overrides listen.port)")
+    hook.add_argument("--tls-cert", default=None, metavar="FILE", help="PEM certificate (tls.cert_file)")
+    hook.add_argument("--tls-key", default=None, metavar="FILE", help="PEM private key (tls.key_file)")
+    hook.add_argument("--check", action="store_true", help="validate the configuration and exit")
 
     forget = sub.add_parser("forget-node", help="forget a node's build history (its image cache is gone)")
     forget.add_argument("node", metavar="NODE")
@@ -427,6 +459,8 @@ def _render(args: argparse.Namespace) -> int:
 
     if args.what == "scheduler-routing":
         return _write_output(args.output, _routing_yaml(args))
+    if args.what == "webhook-config":
+        return _write_output(args.output, _webhook_config_yaml(args))
     profiles = [p.strip() for p in args.profiles.split(",") if p.strip()]
     extra: dict[str, Any] = {}
     if args.extender_weight is not None and not args.extender_url:
@@ -464,6 +498,67 @@ def _routing_yaml(args: argparse.Namespace) -> str:
         raise UsageError(f"--selector: {exc}") from None
 
 
+def _webhook_config_yaml(args: argparse.Namespace) -> str:
+    from urllib.parse import urlsplit
+
+    from stickypack.core.labels import DNS_SUBDOMAIN, is_dns_label
+    from stickypack.render import webhook_configuration_yaml
+    from stickypack.textfile import TextFileError, read_text_file
+    from stickypack.webhook.config import ConfigError, load_config
+
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None
+    service: tuple[str, str, int] | None = None
+    if args.url is not None:
+        try:
+            parts = urlsplit(args.url)
+            parts.port  # noqa: B018 -- raises ValueError for a port out of range or not a number
+        except ValueError as exc:
+            raise UsageError(f"--url {args.url!r}: {exc}") from None
+        if parts.scheme != "https" or not parts.hostname or parts.query or parts.fragment or parts.username:
+            raise UsageError(
+                f"--url must be https://HOST[:PORT]/PATH (the API server calls webhooks over HTTPS "
+                f"only; no query, fragment or user), got {args.url!r}"
+            )
+    else:
+        text, _, port_text = args.service.partition(":")
+        namespace, slash, name = text.partition("/")
+        if not slash or not is_dns_label(namespace) or not is_dns_label(name):
+            raise UsageError(f"--service must be NAMESPACE/NAME[:PORT], got {args.service!r}")
+        try:
+            port = int(port_text) if port_text else 443
+        except ValueError:
+            port = 0
+        if not 1 <= port <= 65535:
+            raise UsageError(f"--service {args.service!r}: the port must be in 1..65535")
+        service = (namespace, name, port)
+    ca = None
+    if args.ca_bundle is not None:
+        try:
+            ca = read_text_file(args.ca_bundle).encode("ascii", "replace")
+        except TextFileError as exc:
+            raise UsageError(str(exc)) from None
+        from cryptography import x509
+
+        try:
+            x509.load_pem_x509_certificates(ca)
+        except ValueError as exc:
+            raise UsageError(f"--ca-bundle {args.ca_bundle}: not PEM certificates ({exc})") from None
+    if args.inject_ca_from is not None:
+        namespace, slash, name = args.inject_ca_from.partition("/")
+        if not slash or not is_dns_label(namespace) or not DNS_SUBDOMAIN.fullmatch(name):
+            raise UsageError(f"--inject-ca-from must be NAMESPACE/CERTIFICATE, got {args.inject_ca_from!r}")
+    return webhook_configuration_yaml(
+        config.scheduler_routes(),
+        url=args.url,
+        service=service,
+        ca_bundle=ca,
+        inject_ca_from=args.inject_ca_from,
+    )
+
+
 def _write_output(path: Path | None, text: str) -> int:
     if path:
         try:
@@ -488,27 +583,11 @@ def _load_extender_config(args: argparse.Namespace) -> ExtenderConfig:
 
 
 def _extender(args: argparse.Namespace, console: Console) -> int:
-    import asyncio
-    import logging
-
     from stickypack.core.policy import PolicyError
     from stickypack.extender.server import ExtenderService, serve
 
     config = _load_extender_config(args)
-    if args.host is not None:
-        from pydantic import ValidationError
-
-        from stickypack.extender.config import ListenConfig
-
-        try:
-            ListenConfig(host=args.host)
-        except ValidationError as exc:
-            raise UsageError(f"--host: {exc.errors()[0]['msg']}") from None
-        config.listen.host = args.host
-    if args.port is not None:
-        if not 0 <= args.port <= 65535:
-            raise UsageError(f"--port must be in 0..65535, got {args.port}")
-        config.listen.port = args.port
+    _listen_overrides(args, config.listen)
     try:
         service = ExtenderService(config)  # loads the policy and checks the plugin names
     except PolicyError as exc:
@@ -521,9 +600,33 @@ def _extender(args: argparse.Namespace, console: Console) -> int:
             f"render scheduler-config --extender-weight {weight})"
         )
         return 0
-    logging.basicConfig(
-        level=config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    return _run_service("extender", serve(config), config.listen.host, config.listen.port, config.log_level)
+
+
+def _listen_overrides(args: argparse.Namespace, listen: Any) -> None:
+    """``--host`` and ``--port`` into a service's ``listen`` section, checked."""
+    if args.host is not None:
+        from pydantic import ValidationError
+
+        from stickypack.extender.config import ListenConfig
+
+        try:
+            ListenConfig(host=args.host)
+        except ValidationError as exc:
+            raise UsageError(f"--host: {exc.errors()[0]['msg']}") from None
+        listen.host = args.host
+    if args.port is not None:
+        if not 0 <= args.port <= 65535:
+            raise UsageError(f"--port must be in 0..65535, got {args.port}")
+        listen.port = args.port
+
+
+def _run_service(name: str, main: Coroutine[Any, Any, None], host: str, port: int, log_level: str) -> int:
+    """Run a service's coroutine until it stops; a failure to start is one line, status 1."""
+    import asyncio
+    import logging
+
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         import uvloop  # a faster event loop when installed (it is a dependency on Linux)
 
@@ -531,25 +634,63 @@ def _extender(args: argparse.Namespace, console: Console) -> int:
     except ImportError:
         run = asyncio.run
     try:
-        run(serve(config))
+        run(main)
     except SystemExit as exc:  # uvicorn exits with status 3 when it cannot listen
         if exc.code in (0, None):
             return 0
         Console(stderr=True).print(
-            f"[red]stickypack extender: error:[/] cannot serve on {escape(config.listen.host)}:"
-            f"{config.listen.port} (the log line above says why)",
+            f"[red]stickypack {name}: error:[/] cannot serve on {escape(host)}:{port} "
+            "(the log line above says why)",
             highlight=False,
             soft_wrap=True,
         )
         return 1
-    except Exception as exc:  # a start-up failure (kubeconfig, bad address): one line, status 1
+    except Exception as exc:  # a start-up failure (kubeconfig, bad address, certificate): one line
         Console(stderr=True).print(
-            f"[red]stickypack extender: error:[/] {type(exc).__name__}: {escape(str(exc))}",
+            f"[red]stickypack {name}: error:[/] {type(exc).__name__}: {escape(str(exc))}",
             highlight=False,
             soft_wrap=True,
         )
         return 1
     return 0
+
+
+def _webhook(args: argparse.Namespace, console: Console) -> int:
+    import ssl
+
+    from stickypack.webhook.config import ConfigError, load_config
+    from stickypack.webhook.server import serve
+
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None
+    _listen_overrides(args, config.listen)
+    if (args.tls_cert is None) != (args.tls_key is None):
+        raise UsageError("give both --tls-cert and --tls-key, or neither")
+    if args.tls_cert is not None:
+        config.tls.cert_file, config.tls.key_file = args.tls_cert, args.tls_key
+    if config.tls.cert_file and config.tls.key_file:
+        try:  # a bad certificate is found now, not when the first TLS handshake fails
+            ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(
+                config.tls.cert_file, config.tls.key_file
+            )
+        except (OSError, ssl.SSLError) as exc:
+            raise UsageError(
+                f"TLS certificate {config.tls.cert_file} / key {config.tls.key_file}: {exc}"
+            ) from None
+    routes = ", ".join(f"{r.name} -> {r.scheduler_name}" for r in config.routes)
+    if args.check:
+        console.print(f"configuration ok; routes: {escape(routes)}", highlight=False)
+        return 0
+    if not config.tls.cert_file:
+        Console(stderr=True).print(
+            "stickypack webhook: warning: no TLS certificate; the API server calls webhooks over "
+            "HTTPS only (serve plain HTTP behind a TLS-terminating proxy, or for tests)",
+            highlight=False,
+            soft_wrap=True,
+        )
+    return _run_service("webhook", serve(config), config.listen.host, config.listen.port, config.log_level)
 
 
 def _forget_node(args: argparse.Namespace, console: Console) -> int:
@@ -605,6 +746,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _render(args)
         if args.command == "extender":
             return _extender(args, console)
+        if args.command == "webhook":
+            return _webhook(args, console)
         if args.command == "forget-node":
             return _forget_node(args, console)
     except UsageError as exc:

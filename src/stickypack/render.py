@@ -31,7 +31,9 @@ Profiles:
     awareness. kube-scheduler calls an extender for *every* profile of its configuration.
 
 :func:`scheduler_routing` renders the other half: a ``MutatingAdmissionPolicy`` that sends
-labelled pods (build pods, Dask workers) to one of these schedulers.
+labelled pods (build pods, Dask workers) to one of these schedulers (Kubernetes 1.36+);
+:func:`webhook_configuration` the ``MutatingWebhookConfiguration`` that does the same
+through the stickypack webhook, on any Kubernetes.
 
 This module only builds data; it starts nothing. The CLI (``stickypack render
 scheduler-config`` and ``render scheduler-routing``) prints :func:`scheduler_config_yaml` and
@@ -40,12 +42,15 @@ scheduler-config`` and ``render scheduler-routing``) prints :func:`scheduler_con
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import yaml
+
+from stickypack.core.routing import SchedulerRoute
 
 API_VERSION = "kubescheduler.config.k8s.io/v1"
 KIND = "KubeSchedulerConfiguration"
@@ -301,3 +306,88 @@ def scheduler_routing_yaml(
     return yaml.safe_dump_all(
         scheduler_routing(scheduler_name, selector, namespace), sort_keys=False, default_flow_style=False
     )
+
+
+#: Name of the rendered ``MutatingWebhookConfiguration``.
+WEBHOOK_CONFIGURATION_NAME = "stickypack-scheduler-routing"
+#: Seconds the API server waits for the webhook before its ``failurePolicy`` (Ignore) applies.
+WEBHOOK_TIMEOUT_S = 5
+
+
+def webhook_configuration(
+    routes: Sequence[SchedulerRoute],
+    *,
+    url: str | None = None,
+    service: tuple[str, str, int] | None = None,
+    ca_bundle: bytes | None = None,
+    inject_ca_from: str | None = None,
+    timeout_s: int = WEBHOOK_TIMEOUT_S,
+) -> dict[str, Any]:
+    """A ``MutatingWebhookConfiguration`` (``admissionregistration.k8s.io/v1``, any
+    Kubernetes since 1.16) that sends the creation of the pods ``routes`` may match to the
+    stickypack webhook (``stickypack webhook``): at ``url`` (``https://HOST[:PORT]/mutate``)
+    or at the Service ``service`` = ``(namespace, name, port)``, path ``/mutate``.
+
+    One webhook entry per route, with the route's pod selector as ``objectSelector`` and its
+    namespaces as ``namespaceSelector``, so the API server calls the webhook only for pods a
+    route may match; the webhook itself applies the routes in order (first match wins).
+    ``failurePolicy: Ignore``: while the webhook is down or slow (``timeout_s``), pods are
+    created unchanged, for the default scheduler. ``ca_bundle``: PEM of the CA that signed
+    the webhook's certificate; ``inject_ca_from`` (``namespace/certificate``) lets
+    cert-manager fill it in instead.
+    """
+    if (url is None) == (service is None):
+        raise ValueError("give the webhook's url or its service, not both")
+    if not routes:
+        raise ValueError("no routes: the configuration would call the webhook for nothing")
+    client: dict[str, Any]
+    if url is not None:
+        client = {"url": url}
+    else:
+        assert service is not None
+        namespace, name, port = service
+        client = {"service": {"namespace": namespace, "name": name, "port": port, "path": "/mutate"}}
+    if ca_bundle:
+        client["caBundle"] = base64.b64encode(ca_bundle).decode("ascii")
+    pods = {
+        "operations": ["CREATE"],
+        "apiGroups": [""],
+        "apiVersions": ["v1"],
+        "resources": ["pods"],
+        "scope": "Namespaced",
+    }
+    webhooks = []
+    for route in routes:
+        entry: dict[str, Any] = {
+            "name": f"{route.name}.routing.stickypack.io",
+            "admissionReviewVersions": ["v1"],
+            "sideEffects": "None",
+            "failurePolicy": "Ignore",
+            "matchPolicy": "Equivalent",
+            "reinvocationPolicy": "Never",
+            "timeoutSeconds": timeout_s,
+            "clientConfig": copy.deepcopy(client),
+            "rules": [copy.deepcopy(pods)],
+            "objectSelector": route.pods.to_dict(),
+        }
+        if route.namespaces:
+            entry["namespaceSelector"] = {
+                "matchExpressions": [
+                    {"key": NAMESPACE_NAME_LABEL, "operator": "In", "values": list(route.namespaces)}
+                ]
+            }
+        webhooks.append(entry)
+    metadata: dict[str, Any] = {"name": WEBHOOK_CONFIGURATION_NAME}
+    if inject_ca_from:
+        metadata["annotations"] = {"cert-manager.io/inject-ca-from": inject_ca_from}
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingWebhookConfiguration",
+        "metadata": metadata,
+        "webhooks": webhooks,
+    }
+
+
+def webhook_configuration_yaml(routes: Sequence[SchedulerRoute], **kwargs: Any) -> str:
+    """:func:`webhook_configuration` as YAML."""
+    return yaml.safe_dump(webhook_configuration(routes, **kwargs), sort_keys=False, default_flow_style=False)

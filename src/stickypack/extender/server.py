@@ -310,16 +310,26 @@ MAX_CONNECTIONS = 1024
 GRACEFUL_SHUTDOWN_S = 5
 
 
-def uvicorn_config(app: Any, host: str, port: int, log_level: str = "warning") -> Any:
-    """The extender's uvicorn settings (``stickypack extender``, the tests' ServiceThread,
-    ``benchmarks/extender_latency.py``): h11, which bounds a request's headers, rather than
-    httptools, which buffers any amount."""
+def uvicorn_config(
+    app: Any,
+    host: str,
+    port: int,
+    log_level: str = "warning",
+    *,
+    ssl_certfile: str | None = None,
+    ssl_keyfile: str | None = None,
+) -> Any:
+    """The services' uvicorn settings (``stickypack extender`` and ``webhook``, the tests'
+    threads, ``benchmarks/extender_latency.py``): h11, which bounds a request's headers,
+    rather than httptools, which buffers any amount; TLS when given a certificate and key."""
     import uvicorn
 
     return uvicorn.Config(
         app,
         host=host,
         port=port,
+        ssl_certfile=ssl_certfile,
+        ssl_keyfile=ssl_keyfile,
         log_level=log_level,
         access_log=False,
         lifespan="off",
@@ -331,7 +341,7 @@ def uvicorn_config(app: Any, host: str, port: int, log_level: str = "warning") -
     )
 
 
-def _server(config: Any) -> Any:
+def quiet_server(config: Any) -> Any:
     """A uvicorn server that, after a SIGINT or SIGTERM, returns from ``serve()`` instead of
     raising the signal again on the way out (what uvicorn >= 0.29 does, so the default
     SIGTERM handler killed the process before the service could flush its build history,
@@ -357,7 +367,8 @@ async def serve(config: ExtenderConfig) -> None:
     written, watches and the API client closed."""
     service = ExtenderService(config)
     await service.start()
-    server = _server(uvicorn_config(service.app, config.listen.host, config.listen.port, config.log_level))
+    listen = config.listen
+    server = quiet_server(uvicorn_config(service.app, listen.host, listen.port, config.log_level))
     try:
         await server.serve()
     finally:

@@ -1,0 +1,211 @@
+"""The webhook's HTTP service (ASGI, Starlette): a mutating admission webhook.
+
+Routes:
+
+``POST /mutate``
+    An ``AdmissionReview`` (``admission.k8s.io/v1`` or ``v1beta1``) of a Pod being
+    created. The answer is always ``allowed: true`` (the webhook never refuses a pod); when a
+    route of the configuration matches, it carries a JSON Patch that sets the pod's
+    ``schedulerName`` and the annotation ``stickypack.io/scheduler-route``
+    (:func:`stickypack.core.routing.route_pod`). A review of anything else (another kind,
+    another operation, a subresource) is allowed unchanged. A body that is not JSON, not an
+    ``AdmissionReview`` with a ``request.uid``, not a Pod where one should be, or larger than
+    ``max_request_bytes`` gets HTTP 400 with ``{"error": "<what is wrong, where>"}``; an
+    unexpected failure gets HTTP 500 with the same shape. The API server then applies the
+    webhook's ``failurePolicy`` (``Ignore`` as rendered: the pod is created unchanged).
+    Nothing a client sends stops the service.
+``GET /healthz``, ``GET /readyz``
+    200 while the process serves (the webhook needs nothing from the cluster to be ready).
+``GET /metrics``
+    Prometheus text format:
+
+    ================================================  ==========================================
+    ``stickypack_webhook_request_duration_seconds``   histogram: time to answer a review
+    ``stickypack_webhook_reviews_total``              by ``outcome`` (routed, unchanged,
+                                                      ignored, bad_request, too_large, error,
+                                                      ...) and ``route`` (the matching route's
+                                                      name, else empty)
+    ================================================  ==========================================
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import orjson
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from starlette.applications import Starlette
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from stickypack.core.routing import SchedulerRoute, route_pod
+from stickypack.extender.app import TooLarge, read_body
+from stickypack.extender.engine import BadRequest
+from stickypack.extender.metrics import LATENCY_BUCKETS
+
+log = logging.getLogger(__name__)
+
+JSON = "application/json"
+REVIEW_VERSIONS = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
+
+
+class WebhookMetrics:
+    """The webhook's Prometheus metrics (one registry per app, so tests can run several)."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.latency = Histogram(
+            "stickypack_webhook_request_duration_seconds",
+            "Time to answer an AdmissionReview.",
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.reviews = Counter(
+            "stickypack_webhook_reviews",
+            "AdmissionReviews by outcome and matching route.",
+            ["outcome", "route"],
+            registry=self.registry,
+        )
+
+    def observe(self, outcome: str, route: str, seconds: float) -> None:
+        self.latency.observe(seconds)
+        self.reviews.labels(outcome, route).inc()
+
+    def render(self) -> tuple[bytes, str]:
+        return generate_latest(self.registry), CONTENT_TYPE_LATEST
+
+
+def _json(body: Any, status: int = 200) -> Response:
+    return Response(orjson.dumps(body), status_code=status, media_type=JSON)
+
+
+def _error(message: str, status: int = 400) -> Response:
+    return _json({"error": message}, status)
+
+
+def review(routes: Sequence[SchedulerRoute], body: Any) -> tuple[dict[str, Any], str, str]:
+    """The ``AdmissionReview`` answering ``body`` (parsed JSON), the outcome for the
+    metrics and the matching route's name (or ""). Raises :class:`BadRequest` naming what is
+    wrong with ``body``."""
+    if not isinstance(body, Mapping):
+        raise BadRequest("the body is not a JSON object (an AdmissionReview)")
+    version, kind = body.get("apiVersion"), body.get("kind")
+    if kind != "AdmissionReview" or version not in REVIEW_VERSIONS:
+        raise BadRequest(
+            f"expected kind AdmissionReview, apiVersion {' or '.join(REVIEW_VERSIONS)}; "
+            f"got kind {kind!r}, apiVersion {version!r}"
+        )
+    request = body.get("request")
+    if not isinstance(request, Mapping):
+        raise BadRequest("request: missing or not an object")
+    uid = request.get("uid")
+    if not isinstance(uid, str) or not uid:
+        raise BadRequest("request.uid: missing or not a string")
+    response: dict[str, Any] = {"uid": uid, "allowed": True}
+    answer = {"apiVersion": version, "kind": "AdmissionReview", "response": response}
+    target = request.get("kind")
+    group_kind = (target.get("group"), target.get("kind")) if isinstance(target, Mapping) else None
+    if group_kind != ("", "Pod") or request.get("operation") != "CREATE" or request.get("subResource"):
+        return answer, "ignored", ""
+    pod = request.get("object")
+    if not isinstance(pod, Mapping):
+        raise BadRequest("request.object: missing or not an object (a Pod)")
+    namespace = request.get("namespace")
+    if namespace is None:
+        metadata = pod.get("metadata")
+        namespace = metadata.get("namespace") if isinstance(metadata, Mapping) else None
+    if not isinstance(namespace, str):
+        raise BadRequest("request.namespace: missing or not a string")
+    try:
+        decision = route_pod(routes, pod, namespace)
+    except ValueError as exc:
+        raise BadRequest(f"request.object: {exc}") from None
+    if decision.patch:
+        response["patchType"] = "JSONPatch"
+        response["patch"] = base64.b64encode(orjson.dumps(decision.patch)).decode("ascii")
+        log.debug("%s/%s: %s (route %s)", namespace, _pod_name(pod), decision.reason, decision.route)
+        return answer, "routed", decision.route or ""
+    return answer, "unchanged", decision.route or ""
+
+
+def _pod_name(pod: Mapping[str, Any]) -> str:
+    metadata = pod.get("metadata")
+    if not isinstance(metadata, Mapping):
+        return "?"
+    return str(metadata.get("name") or metadata.get("generateName") or "?")
+
+
+def make_app(
+    routes: Sequence[SchedulerRoute],
+    *,
+    metrics: WebhookMetrics | None = None,
+    max_request_bytes: int = 4 * 1024 * 1024,
+    body_timeout_s: float = 10.0,
+) -> Starlette:
+    """The ASGI app serving ``routes`` (first match wins). A body not received within
+    ``body_timeout_s`` seconds gets 408."""
+    metrics = metrics or WebhookMetrics()
+    routes = tuple(routes)
+
+    async def mutate(request: Request) -> Response:
+        start = time.perf_counter()
+        outcome, route = "error", ""
+        try:
+            try:
+                async with asyncio.timeout(body_timeout_s):
+                    raw = await read_body(request, max_request_bytes)
+            except TimeoutError:
+                outcome = "timeout"
+                return _error(f"request body not received within {body_timeout_s:g} s", 408)
+            try:
+                body = orjson.loads(raw)
+            except orjson.JSONDecodeError as exc:
+                raise BadRequest(f"request body is not valid JSON: {str(exc)[:200]}") from None
+            answer, outcome, route = review(routes, body)
+            return _json(answer)
+        except TooLarge as exc:
+            outcome = "too_large"
+            return _error(str(exc))
+        except BadRequest as exc:
+            outcome = "bad_request"
+            return _error(str(exc))
+        except ClientDisconnect:
+            outcome = "disconnected"
+            return _error("client disconnected", 400)
+        except Exception as exc:  # never let a request take the service down
+            log.exception("mutate failed")
+            return _error(f"internal error: {type(exc).__name__}: {exc}", 500)
+        finally:
+            metrics.observe(outcome, route, time.perf_counter() - start)
+
+    async def ok(request: Request) -> Response:
+        return Response("ok", media_type="text/plain")
+
+    async def metrics_endpoint(request: Request) -> Response:
+        body, content_type = metrics.render()
+        return Response(body, media_type=content_type)
+
+    async def not_found(request: Request, exc: Exception) -> Response:
+        return _error(f"{request.method} {request.url.path}: no such endpoint; use POST /mutate", 404)
+
+    async def method_not_allowed(request: Request, exc: Exception) -> Response:
+        return _error(f"{request.method} {request.url.path}: method not allowed", 405)
+
+    app = Starlette(
+        routes=[
+            Route("/mutate", mutate, methods=["POST"]),
+            Route("/healthz", ok, methods=["GET"]),
+            Route("/readyz", ok, methods=["GET"]),
+            Route("/metrics", metrics_endpoint, methods=["GET"]),
+        ],
+        exception_handlers={404: not_found, 405: method_not_allowed},
+    )
+    app.router.redirect_slashes = False
+    return app
