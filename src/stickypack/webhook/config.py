@@ -67,7 +67,8 @@ class RouteConfig(_Model):
         try:
             selector = LabelSelector.from_dict(value)
         except SelectorError as exc:
-            raise ValueError(str(exc)) from None
+            hint = " (write 'key=value,...' or {matchLabels: {...}, matchExpressions: [...]})"
+            raise ValueError(f"{exc}{hint}") from None
         if selector.empty:
             raise ValueError("an empty selector would route every pod; name the pods' labels")
         return selector

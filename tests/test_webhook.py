@@ -1,0 +1,680 @@
+"""The scheduler-routing webhook: the pure routing rules, the service over real TLS on
+loopback (wire format, bad input, fuzzing, metrics), its command line, and, on the real
+kube-apiserver and kube-scheduler, pods created without a scheduler name reaching the
+packing scheduler through the rendered ``MutatingWebhookConfiguration``."""
+
+from __future__ import annotations
+
+import base64
+import json
+import signal
+import ssl
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import trustme
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from stickypack.cli import main
+from stickypack.core.routing import (
+    ROUTE_ANNOTATION,
+    LabelSelector,
+    SchedulerRoute,
+    SelectorError,
+    route_pod,
+)
+from stickypack.render import scheduler_config
+from stickypack.testing import ControlPlane, pod_manifest
+from stickypack.webhook.config import ConfigError, WebhookConfig, config_from_dict, load_config
+from stickypack.webhook.server import WebhookThread
+
+# ---------------------------------------------------------------------------- routing rules
+
+
+def _route(name: str, scheduler: str, selector: dict, namespaces: tuple[str, ...] = ()) -> SchedulerRoute:
+    return SchedulerRoute(name, scheduler, LabelSelector.from_dict(selector), namespaces)
+
+
+def _pod(
+    labels: dict[str, str] | None = None, scheduler: str | None = "default-scheduler", **meta: Any
+) -> dict:
+    spec: dict[str, Any] = {"containers": [{"name": "c", "image": "x"}]}
+    if scheduler is not None:
+        spec["schedulerName"] = scheduler
+    return {"metadata": {"name": "p", "labels": labels or {}, **meta}, "spec": spec}
+
+
+def _apply(pod: dict, patch: list[dict]) -> dict:
+    """Apply the "add" operations route_pod emits (JSON Pointer, RFC 6901)."""
+    pod = json.loads(json.dumps(pod))
+    for op in patch:
+        assert op["op"] == "add"
+        *parents, last = [t.replace("~1", "/").replace("~0", "~") for t in op["path"].split("/")[1:]]
+        target = pod
+        for token in parents:
+            target = target[token]
+        target[last] = op["value"]
+    return pod
+
+
+def test_label_selector_follows_kubernetes_semantics() -> None:
+    sel = LabelSelector.from_dict(
+        {
+            "matchLabels": {"app": "dask"},
+            "matchExpressions": [
+                {"key": "tier", "operator": "In", "values": ["a", "b"]},
+                {"key": "gpu", "operator": "DoesNotExist"},
+                {"key": "team", "operator": "Exists"},
+                {"key": "env", "operator": "NotIn", "values": ["prod"]},
+            ],
+        }
+    )
+    base = {"app": "dask", "tier": "a", "team": "x"}
+    assert sel.matches(base)
+    assert sel.matches({**base, "env": "dev"})
+    assert not sel.matches({**base, "env": "prod"})
+    assert not sel.matches({**base, "gpu": "1"})
+    assert not sel.matches({**base, "tier": "c"})
+    assert not sel.matches({k: v for k, v in base.items() if k != "team"})
+    assert not sel.matches({**base, "app": "other"})
+    assert LabelSelector.from_dict({}).matches({"anything": "x"})  # empty matches all
+    assert LabelSelector.from_dict(sel.to_dict()) == sel
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ({"matchLabels": {"a": "b c"}}, "matchLabels: a=b c is not a valid label"),
+        ({"matchExpressions": [{"key": "a", "operator": "Gt", "values": ["1"]}]}, "operator 'Gt' is not"),
+        ({"matchExpressions": [{"key": "a", "operator": "In"}]}, "In needs at least one value"),
+        (
+            {"matchExpressions": [{"key": "a", "operator": "Exists", "values": ["x"]}]},
+            "Exists takes no values",
+        ),
+        ({"matchExpressions": [{"key": "-a", "operator": "Exists"}]}, "key '-a' is not a valid label key"),
+        ({"matchExpressions": {"key": "a"}}, "matchExpressions must be a list"),
+        ({"matchLabel": {"a": "b"}}, "unknown label selector field(s) matchLabel"),
+        ("a=b", "a label selector is a mapping"),
+    ],
+)
+def test_bad_label_selectors_say_what_is_wrong(raw: object, message: str) -> None:
+    with pytest.raises(SelectorError, match=None) as err:
+        LabelSelector.from_dict(raw)
+    assert message in str(err.value)
+
+
+def test_route_pod_first_match_wins_and_sets_scheduler_and_annotation() -> None:
+    routes = [
+        _route("builds", "stickypack-builds", {"matchLabels": {"component": "binderhub-build"}}, ("binder",)),
+        _route("workers", "stickypack", {"matchLabels": {"dask.org/component": "worker"}}),
+        _route(
+            "all-dask", "other", {"matchExpressions": [{"key": "dask.org/component", "operator": "Exists"}]}
+        ),
+    ]
+    worker = _pod({"dask.org/component": "worker"})
+    decision = route_pod(routes, worker, "team-a")
+    assert decision.route == "workers"
+    routed = _apply(worker, decision.patch)
+    assert routed["spec"]["schedulerName"] == "stickypack"
+    assert routed["metadata"]["annotations"] == {ROUTE_ANNOTATION: "workers"}
+    # an existing annotation map keeps its entries ("/" in the key escaped as ~1)
+    annotated = _pod({"dask.org/component": "worker"}, annotations={"keep": "me"})
+    decision = route_pod(routes, annotated, "team-a")
+    assert "~1" in decision.patch[1]["path"]
+    assert _apply(annotated, decision.patch)["metadata"]["annotations"] == {
+        "keep": "me",
+        ROUTE_ANNOTATION: "workers",
+    }
+    # no schedulerName at all is the default scheduler too
+    assert route_pod(routes, _pod({"dask.org/component": "worker"}, scheduler=None), "x").route == "workers"
+    # the namespace list
+    build = _pod({"component": "binderhub-build"})
+    assert route_pod(routes, build, "binder").route == "builds"
+    assert route_pod(routes, build, "elsewhere").route is None
+    assert route_pod(routes, _pod({"dask.org/component": "scheduler"}), "x").route == "all-dask"
+
+
+def test_route_pod_keeps_a_named_scheduler_and_leaves_unmatched_pods() -> None:
+    routes = [_route("workers", "stickypack", {"matchLabels": {"dask.org/component": "worker"}})]
+    named = route_pod(routes, _pod({"dask.org/component": "worker"}, scheduler="mine"), "x")
+    assert (named.route, named.patch) == (None, [])
+    assert "mine" in named.reason
+    already = route_pod(routes, _pod({"dask.org/component": "worker"}, scheduler="stickypack"), "x")
+    assert (already.route, already.patch) == ("workers", [])
+    plain = route_pod(routes, _pod({"app": "web"}), "x")
+    assert (plain.route, plain.patch, plain.reason) == (None, [], "no route matches")
+    with pytest.raises(ValueError, match=r"metadata\.labels"):
+        route_pod(routes, {"metadata": {"labels": {"a": 1}}, "spec": {}}, "x")
+    with pytest.raises(ValueError, match="not a Pod"):
+        route_pod(routes, {"metadata": {}, "spec": []}, "x")
+
+
+def test_a_route_must_name_pods() -> None:
+    with pytest.raises(SelectorError, match="empty pod selector"):
+        SchedulerRoute("r", "stickypack", LabelSelector())
+    with pytest.raises(SelectorError, match="not a DNS label"):
+        _route("Bad_Name", "stickypack", {"matchLabels": {"a": "b"}})
+
+
+# ---------------------------------------------------------------------------- configuration
+
+
+def test_default_configuration_routes_dask_workers_of_gateway_and_operator() -> None:
+    routes = WebhookConfig().scheduler_routes()
+    gateway = _pod({"app.kubernetes.io/component": "dask-worker", "gateway.dask.org/instance": "g"})
+    operator = _pod({"dask.org/component": "worker", "dask.org/cluster-name": "c"})
+    assert route_pod(routes, gateway, "any").route == "dask-gateway-workers"
+    assert route_pod(routes, operator, "any").route == "dask-kubernetes-workers"
+    assert route_pod(routes, _pod({"app.kubernetes.io/component": "dask-scheduler"}), "any").route is None
+    assert {r.scheduler_name for r in routes} == {"stickypack"}
+
+
+def test_configuration_errors_name_file_and_field(tmp_path: Path) -> None:
+    path = tmp_path / "webhook.yaml"
+    path.write_text(
+        "routes:\n"
+        "  - name: workers\n"
+        "    pod_selector: {matchExpressions: [{key: a, operator: Gt, values: ['1']}]}\n"
+        "  - name: workers\n"
+        "    scheduler_name: Not A Name\n"
+        "    pod_selector: a=b\n"
+    )
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    text = str(err.value)
+    assert text.startswith(f"{path}: ")
+    assert "routes.0.pod_selector: matchExpressions[0]: operator 'Gt'" in text
+    assert "routes.1.scheduler_name: 'Not A Name' is not a valid scheduler name" in text
+    path.write_text("routes:\n  - name: a\n    pod_selector: x=1\n  - name: a\n    pod_selector: y=2\n")
+    with pytest.raises(ConfigError, match=r"route name\(s\) a given more than once"):
+        load_config(path)
+    path.write_text("routes: [{name: a, pod_selector: ''}]\n")
+    with pytest.raises(ConfigError, match="an empty selector would route every pod"):
+        load_config(path)
+    path.write_text("tls: {cert_file: c.pem}\n")
+    with pytest.raises(ConfigError, match=r"tls: .*give both cert_file and key_file"):
+        load_config(path)
+    path.write_text("- a\n")
+    with pytest.raises(ConfigError, match="must be a YAML mapping"):
+        load_config(path)
+    path.write_text("routes: [\n")
+    with pytest.raises(ConfigError, match=str(path)):
+        load_config(path)
+    assert config_from_dict({"routes": [{"name": "a", "pod_selector": "x=1", "namespaces": ["n"]}]}).routes[
+        0
+    ].namespaces == ["n"]
+
+
+# ---------------------------------------------------------------------------- the service
+
+
+@pytest.fixture(scope="module")
+def tls(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """A CA and a serving certificate for 127.0.0.1 (what the API server checks)."""
+    ca = trustme.CA()
+    cert = ca.issue_cert("127.0.0.1", "localhost")
+    folder = tmp_path_factory.mktemp("webhook-tls")
+    cert.cert_chain_pems[0].write_to_path(str(folder / "tls.crt"))
+    cert.private_key_pem.write_to_path(str(folder / "tls.key"))
+    ca.cert_pem.write_to_path(str(folder / "ca.crt"))
+    context = ssl.create_default_context()
+    ca.configure_trust(context)
+    return {
+        "cert": str(folder / "tls.crt"),
+        "key": str(folder / "tls.key"),
+        "ca": folder / "ca.crt",
+        "ctx": context,
+    }
+
+
+def _config(tls: dict[str, Any], routes: list[dict] | None = None, **extra: Any) -> WebhookConfig:
+    raw: dict[str, Any] = {"tls": {"cert_file": tls["cert"], "key_file": tls["key"]}, **extra}
+    if routes is not None:
+        raw["routes"] = routes
+    return config_from_dict(raw)
+
+
+@pytest.fixture(scope="module")
+def service(tls: dict[str, Any]) -> Iterator[WebhookThread]:
+    with WebhookThread(_config(tls, max_request_bytes=64 * 1024)) as thread:
+        yield thread
+
+
+def _review(pod: dict, namespace: str = "team-a", **request: Any) -> dict:
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": str(uuid.uuid4()),
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "operation": "CREATE",
+            "namespace": namespace,
+            "object": pod,
+            **request,
+        },
+    }
+
+
+def _post(service: WebhookThread, tls: dict[str, Any], body: Any, raw: bytes | None = None) -> httpx.Response:
+    content = raw if raw is not None else json.dumps(body).encode()
+    with httpx.Client(verify=tls["ctx"]) as client:
+        return client.post(
+            f"{service.url}/mutate", content=content, headers={"content-type": "application/json"}
+        )
+
+
+def test_service_answers_a_review_over_tls_with_a_json_patch(service: WebhookThread, tls: dict) -> None:
+    assert service.url.startswith("https://")
+    review = _review(_pod({"dask.org/component": "worker"}))
+    response = _post(service, tls, review)
+    assert response.status_code == 200, response.text
+    answer = response.json()
+    assert answer["apiVersion"] == "admission.k8s.io/v1" and answer["kind"] == "AdmissionReview"
+    assert answer["response"]["uid"] == review["request"]["uid"]
+    assert answer["response"]["allowed"] is True
+    assert answer["response"]["patchType"] == "JSONPatch"
+    patch = json.loads(base64.b64decode(answer["response"]["patch"]))
+    assert _apply(review["request"]["object"], patch)["spec"]["schedulerName"] == "stickypack"
+    # unmatched pods, other kinds, other operations: allowed, no patch
+    for other in (
+        _review(_pod({"app": "web"})),
+        _review(_pod({"dask.org/component": "worker"}), operation="UPDATE"),
+        _review({"metadata": {}}, kind={"group": "apps", "version": "v1", "kind": "Deployment"}),
+        _review(_pod({"dask.org/component": "worker"}), subResource="status"),
+    ):
+        answer = _post(service, tls, other).json()["response"]
+        assert answer == {"uid": other["request"]["uid"], "allowed": True}
+    # v1beta1 reviews are answered in kind
+    old = _review(_pod({"dask.org/component": "worker"}))
+    old["apiVersion"] = "admission.k8s.io/v1beta1"
+    assert _post(service, tls, old).json()["apiVersion"] == "admission.k8s.io/v1beta1"
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (b"{not json", "request body is not valid JSON"),
+        (b"[1, 2]", "the body is not a JSON object"),
+        (b'{"kind": "Pod", "apiVersion": "v1"}', "expected kind AdmissionReview"),
+        (b'{"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1"}', "request: missing"),
+        (b'{"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1", "request": {}}', "request.uid"),
+    ],
+)
+def test_bad_requests_get_400_with_what_is_wrong(
+    service: WebhookThread, tls: dict, body: bytes, message: str
+) -> None:
+    response = _post(service, tls, None, raw=body)
+    assert response.status_code == 400
+    assert message in response.json()["error"]
+
+
+def test_bad_pods_and_oversized_bodies_get_400_and_the_service_keeps_serving(
+    service: WebhookThread, tls: dict
+) -> None:
+    bad = _review({"metadata": {"labels": {"a": 1}}, "spec": {}})
+    response = _post(service, tls, bad)
+    assert response.status_code == 400
+    assert response.json()["error"] == "request.object: metadata.labels must map strings to strings"
+    no_object = _review(_pod())
+    del no_object["request"]["object"]
+    assert "request.object: missing" in _post(service, tls, no_object).json()["error"]
+    huge = _review(_pod({"dask.org/component": "worker"}, annotations={"big": "x" * 100_000}))
+    response = _post(service, tls, huge)
+    assert response.status_code == 400
+    assert "exceeds the limit of 65536 bytes" in response.json()["error"]
+    with httpx.Client(verify=tls["ctx"]) as client:
+        assert client.get(f"{service.url}/mutate").status_code == 405
+        assert client.get(f"{service.url}/nope").status_code == 404
+        assert client.get(f"{service.url}/healthz").text == "ok"
+    assert _post(service, tls, _review(_pod({"dask.org/component": "worker"}))).status_code == 200
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    body=st.recursive(
+        st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+        max_leaves=12,
+    ),
+    labels=st.dictionaries(st.text(max_size=12), st.text(max_size=12) | st.integers(), max_size=3),
+    where=st.sampled_from(["body", "object", "labels", "spec"]),
+)
+def test_fuzzed_reviews_get_200_or_400_never_500(
+    service: WebhookThread, tls: dict, body: object, labels: dict, where: str
+) -> None:
+    review = _review(_pod({"dask.org/component": "worker"}))
+    if where == "body":
+        sent: object = body
+    elif where == "object":
+        review["request"]["object"] = body
+        sent = review
+    elif where == "labels":
+        review["request"]["object"]["metadata"]["labels"] = labels
+        sent = review
+    else:
+        review["request"]["object"]["spec"] = body
+        sent = review
+    response = _post(service, tls, sent)
+    assert response.status_code in (200, 400), response.text
+    if response.status_code == 400:
+        assert response.json()["error"]
+    else:
+        assert response.json()["response"]["allowed"] is True
+
+
+def test_metrics_count_reviews_by_outcome_and_route(tls: dict) -> None:
+    with WebhookThread(_config(tls)) as thread:
+        _post(thread, tls, _review(_pod({"dask.org/component": "worker"})))
+        _post(thread, tls, _review(_pod({"app": "web"})))
+        _post(thread, tls, None, raw=b"nope")
+        with httpx.Client(verify=tls["ctx"]) as client:
+            text = client.get(f"{thread.url}/metrics").text
+    assert 'stickypack_webhook_reviews_total{outcome="routed",route="dask-kubernetes-workers"} 1.0' in text
+    assert 'stickypack_webhook_reviews_total{outcome="unchanged",route=""} 1.0' in text
+    assert 'stickypack_webhook_reviews_total{outcome="bad_request",route=""} 1.0' in text
+    assert "stickypack_webhook_request_duration_seconds_count 3.0" in text
+
+
+# ---------------------------------------------------------------------------- command line
+
+
+def test_render_webhook_config(tmp_path: Path, tls: dict, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = tmp_path / "webhook.yaml"
+    cfg.write_text(
+        "routes:\n"
+        "  - {name: builds, scheduler_name: stickypack-builds, pod_selector: component=binderhub-build,"
+        " namespaces: [binder]}\n"
+        "  - {name: workers, pod_selector: {matchExpressions: [{key: dask.org/component, operator: In,"
+        " values: [worker]}]}}\n"
+    )
+    argv = ["render", "webhook-config", "--config", str(cfg), "--service", "sp/stickypack-webhook:8443"]
+    assert main([*argv, "--ca-bundle", str(tls["ca"])]) == 0
+    doc = yaml.safe_load(capsys.readouterr().out)
+    assert doc["kind"] == "MutatingWebhookConfiguration"
+    builds, workers = doc["webhooks"]
+    assert builds["name"] == "builds.routing.stickypack.io"
+    assert builds["clientConfig"]["service"] == {
+        "namespace": "sp",
+        "name": "stickypack-webhook",
+        "port": 8443,
+        "path": "/mutate",
+    }
+    assert base64.b64decode(builds["clientConfig"]["caBundle"]) == tls["ca"].read_bytes()
+    assert builds["objectSelector"] == {"matchLabels": {"component": "binderhub-build"}}
+    assert builds["namespaceSelector"]["matchExpressions"][0]["values"] == ["binder"]
+    assert "namespaceSelector" not in workers
+    assert workers["objectSelector"]["matchExpressions"][0]["key"] == "dask.org/component"
+    assert {w["failurePolicy"] for w in doc["webhooks"]} == {"Ignore"}
+    assert {w["sideEffects"] for w in doc["webhooks"]} == {"None"}
+    assert main(["render", "webhook-config", "--url", "https://h/mutate", "--inject-ca-from", "sp/cert"]) == 0
+    doc = yaml.safe_load(capsys.readouterr().out)
+    assert doc["metadata"]["annotations"] == {"cert-manager.io/inject-ca-from": "sp/cert"}
+    assert "caBundle" not in doc["webhooks"][0]["clientConfig"]
+    not_pem = tmp_path / "x.pem"
+    not_pem.write_text("hello")
+    for bad, message in [
+        (["--url", "http://h/mutate"], "--url must be https://"),
+        (["--service", "nope"], "--service must be NAMESPACE/NAME[:PORT]"),
+        (["--service", "a/b:99999"], "the port must be in 1..65535"),
+        (["--url", "https://h/m", "--ca-bundle", str(not_pem)], "not PEM certificates"),
+        (["--url", "https://h/m", "--ca-bundle", str(tmp_path / "none")], "cannot read"),
+        (["--url", "https://h/m", "--config", str(tmp_path / "none")], "cannot read"),
+    ]:
+        assert main(["render", "webhook-config", *bad]) == 2, bad
+        err = capsys.readouterr().err
+        assert message in err and "Traceback" not in err, (bad, err)
+
+
+def test_webhook_command_serves_tls_and_stops_on_sigterm(tmp_path: Path, tls: dict) -> None:
+    from stickypack.extender.server import loopback_socket
+
+    sock = loopback_socket()  # a free port: bound, then released for the child
+    port = sock.getsockname()[1]
+    sock.close()
+    argv = [sys.executable, "-m", "stickypack.cli", "webhook", "--host", "127.0.0.1", "--port", str(port)]
+    tls_args = ["--tls-cert", tls["cert"], "--tls-key", tls["key"]]
+    log = tmp_path / "webhook.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen([*argv, *tls_args], stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                response = httpx.get(f"https://127.0.0.1:{port}/readyz", verify=tls["ctx"], timeout=1)
+                break
+            except httpx.HTTPError:
+                assert proc.poll() is None, log.read_text()
+                assert time.monotonic() < deadline, log.read_text()
+                time.sleep(0.1)
+        assert response.text == "ok"
+        review = _review(_pod({"app.kubernetes.io/component": "dask-worker"}))
+        answer = httpx.post(f"https://127.0.0.1:{port}/mutate", json=review, verify=tls["ctx"]).json()
+        assert answer["response"]["patchType"] == "JSONPatch"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) == 0, log.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert "Traceback" not in log.read_text()
+
+
+def test_webhook_command_checks_its_inputs(
+    tmp_path: Path, tls: dict, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["webhook", "--check"]) == 0
+    assert "dask-gateway-workers -> stickypack" in capsys.readouterr().out
+    junk = tmp_path / "junk.pem"
+    junk.write_text("not a certificate")
+    for bad, message in [
+        (["--tls-cert", tls["cert"]], "give both --tls-cert and --tls-key"),
+        (["--tls-cert", str(junk), "--tls-key", tls["key"]], f"TLS certificate {junk}"),
+        (["--tls-cert", tls["cert"], "--tls-key", str(tmp_path / "missing")], "TLS certificate"),
+        (["--port", "70000"], "--port must be in 0..65535"),
+        (["--host", "http://x"], "--host:"),
+        (["--config", str(tmp_path / "missing.yaml")], "cannot read"),
+    ]:
+        assert main(["webhook", "--check", *bad]) == 2, bad
+        err = capsys.readouterr().err
+        assert message in err and "Traceback" not in err, (bad, err)
+
+
+# ---------------------------------------------------------------------------- real control plane
+
+
+def _ensure_namespace(cp: ControlPlane, name: str) -> None:
+    from kubernetes_asyncio.client.exceptions import ApiException
+
+    async def create(core: Any) -> None:
+        try:
+            await core.create_namespace({"metadata": {"name": name}})
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+
+    cp._core(create)
+    cp._wait_for_namespace(name)
+
+
+def _register(cp: ControlPlane, doc: dict, *, delete: bool = False) -> None:
+    from kubernetes_asyncio import client
+
+    async def go(api: Any) -> None:
+        admission = client.AdmissionregistrationV1Api(api)
+        if delete:
+            await admission.delete_mutating_webhook_configuration(doc["metadata"]["name"])
+        else:
+            await admission.create_mutating_webhook_configuration(doc)
+
+    cp.call(go)
+
+
+@pytest.fixture
+def routed_cluster(
+    cluster: ControlPlane, tls: dict, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> Iterator[tuple[ControlPlane, WebhookThread, str]]:
+    """The control plane with the webhook serving the default routes plus a build route for
+    namespace ``binder``, registered from ``stickypack render webhook-config``; yields the
+    cluster, the webhook and a label value unique to this test."""
+    mark = uuid.uuid4().hex[:8]
+    routes = [
+        {
+            "name": "builds",
+            "scheduler_name": "stickypack-builds",
+            "namespaces": ["binder"],
+            "pod_selector": f"component=binderhub-build,test={mark}",
+        },
+        {
+            "name": "dask-gateway-workers",
+            "pod_selector": f"app.kubernetes.io/component=dask-worker,test={mark}",
+        },
+        {
+            "name": "dask-kubernetes-workers",
+            "pod_selector": {"matchLabels": {"dask.org/component": "worker", "test": mark}},
+        },
+    ]
+    cfg = tmp_path / "webhook.yaml"
+    cfg.write_text(
+        yaml.safe_dump({"routes": routes, "tls": {"cert_file": tls["cert"], "key_file": tls["key"]}})
+    )
+    for ns in ("binder", "team-a", "team-b"):
+        _ensure_namespace(cluster, ns)
+    with WebhookThread(load_config(cfg)) as thread:
+        url = f"{thread.url}/mutate"
+        assert (
+            main(
+                [
+                    "render",
+                    "webhook-config",
+                    "--config",
+                    str(cfg),
+                    "--url",
+                    url,
+                    "--ca-bundle",
+                    str(tls["ca"]),
+                ]
+            )
+            == 0
+        )
+        doc = yaml.safe_load(capsys.readouterr().out)
+        _register(cluster, doc)
+        try:
+            labels = {"dask.org/component": "worker", "test": mark}
+            deadline = time.monotonic() + 20
+            for i in range(200):  # the API server picks a new configuration up within a second or so
+                probe = cluster.create_pod(
+                    pod=pod_manifest(f"probe-{i}", labels=labels, cpu=None, memory=None)
+                )
+                if probe["spec"]["schedulerName"] == "stickypack" or time.monotonic() > deadline:
+                    break
+                time.sleep(0.2)
+            assert probe["spec"]["schedulerName"] == "stickypack", "the API server never called the webhook"
+            cluster.delete_all_pods()
+            yield cluster, thread, mark
+        finally:
+            _register(cluster, doc, delete=True)
+            cluster.delete_all_pods()
+
+
+@pytest.mark.controlplane
+def test_api_server_routes_pods_through_the_webhook(
+    routed_cluster: tuple[ControlPlane, WebhookThread, str],
+) -> None:
+    """The real kube-apiserver calls the webhook over TLS (checked against the rendered
+    caBundle) and applies its patch; pods the routes do not name keep their scheduler."""
+    cluster, thread, mark = routed_cluster
+    before = _reviews(thread)
+
+    def create(name: str, namespace: str, labels: dict[str, str], **kw: Any) -> dict:
+        return cluster.create_pod(pod=pod_manifest(name, namespace=namespace, labels=labels, **kw))
+
+    gateway = create("gw", "team-a", {"app.kubernetes.io/component": "dask-worker", "test": mark})
+    operator = create("op", "team-b", {"dask.org/component": "worker", "test": mark})
+    build = create("build", "binder", {"component": "binderhub-build", "test": mark})
+    stray_build = create("stray-build", "team-a", {"component": "binderhub-build", "test": mark})
+    named = create("named", "team-a", {"dask.org/component": "worker", "test": mark}, scheduler_name="mine")
+    plain = create("plain", "team-a", {"app": "web"})
+    assert gateway["spec"]["schedulerName"] == "stickypack"
+    assert gateway["metadata"]["annotations"][ROUTE_ANNOTATION] == "dask-gateway-workers"
+    assert operator["spec"]["schedulerName"] == "stickypack"
+    assert operator["metadata"]["annotations"][ROUTE_ANNOTATION] == "dask-kubernetes-workers"
+    assert build["spec"]["schedulerName"] == "stickypack-builds"
+    assert stray_build["spec"]["schedulerName"] == "default-scheduler"  # not in namespace binder
+    assert named["spec"]["schedulerName"] == "mine"
+    assert plain["spec"]["schedulerName"] == "default-scheduler"
+    assert ROUTE_ANNOTATION not in (plain["metadata"].get("annotations") or {})
+    # the API server called the webhook only for pods a route's selectors may match: not
+    # for "plain", nor for "stray-build" (the builds route's namespaceSelector); "named" was
+    # sent (its labels match) and left unchanged
+    sent = _reviews(thread) - before
+    assert sent == Counter(
+        {("routed", "dask-gateway-workers"): 1, ("routed", "dask-kubernetes-workers"): 1,
+         ("routed", "builds"): 1, ("unchanged", ""): 1}
+    ), sent  # fmt: skip
+
+
+def _reviews(thread: WebhookThread) -> Counter[tuple[str, str]]:
+    """The webhook's review counts by (outcome, route), from its Prometheus counter."""
+    counts: Counter[tuple[str, str]] = Counter()
+    for metric in thread.metrics.reviews.collect():
+        for sample in metric.samples:
+            if sample.name.endswith("_total"):
+                counts[(sample.labels["outcome"], sample.labels["route"])] = int(sample.value)
+    return counts
+
+
+@pytest.mark.controlplane
+def test_routed_dask_workers_are_packed_by_the_real_scheduler(
+    routed_cluster: tuple[ControlPlane, WebhookThread, str],
+) -> None:
+    """The Dask story without touching the pods' spec: twenty workers of two users in two
+    namespaces, created for the default scheduler, reach the ``stickypack`` profile through
+    the webhook and land on the fewest nodes that hold them (3 of 20)."""
+    cluster, _, mark = routed_cluster
+    cluster.start_scheduler(scheduler_config(["stickypack", "default-scheduler"]))
+    for i in range(20):
+        cluster.create_node(f"node-{i:02d}", cpu="8", memory="32Gi")
+    placed: dict[str, str] = {}
+    for namespace, label in (("team-a", "app.kubernetes.io/component"), ("team-b", "dask.org/component")):
+        value = "dask-worker" if label.startswith("app.") else "worker"
+        pods = [
+            pod_manifest(
+                f"worker-{i}", namespace=namespace, cpu="1", memory="4Gi", labels={label: value, "test": mark}
+            )
+            for i in range(10)
+        ]
+        created = cluster.create_pods(pods)
+        assert {p["spec"]["schedulerName"] for p in created} == {"stickypack"}
+        placed |= {
+            f"{namespace}/{k}": v
+            for k, v in cluster.wait_bound([p["metadata"]["name"] for p in pods], namespace=namespace).items()
+        }
+    assert len(placed) == 20
+    assert len(set(placed.values())) == 3, placed
+
+
+@pytest.mark.controlplane
+def test_pods_are_created_unchanged_while_the_webhook_is_down(
+    routed_cluster: tuple[ControlPlane, WebhookThread, str],
+) -> None:
+    """failurePolicy Ignore: with the webhook stopped, a Dask worker is still created (for the
+    default scheduler), without waiting out the timeout."""
+    cluster, thread, mark = routed_cluster
+    thread.stop()
+    start = time.monotonic()
+    pod = cluster.create_pod(
+        pod=pod_manifest("orphan", namespace="team-a", labels={"dask.org/component": "worker", "test": mark})
+    )
+    assert pod["spec"]["schedulerName"] == "default-scheduler"
+    assert time.monotonic() - start < 5
