@@ -1,0 +1,88 @@
+"""What the scheduler-routing webhook adds to each pod creation, on the real API server.
+
+    python benchmarks/webhook_latency.py [--pods 300]
+
+Starts the local control plane (etcd, kube-apiserver) and the webhook over TLS on loopback
+(``stickypack webhook``'s app, in a background thread), registers the configuration
+``stickypack render webhook-config`` writes, and times ``--pods`` pod creations one at a
+time, alternating a pod a route matches (the API server calls the webhook and applies its
+patch) with one no route names (its selectors keep the API server from calling), so both
+see the same API server and etcd. Prints the p50 and p99 of each, checks every routed pod
+got the route's scheduler, and ends with ``ratio: X`` (p50 with the webhook / p50 without).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+import trustme
+
+from stickypack.render import webhook_configuration
+from stickypack.testing import ControlPlane
+from stickypack.webhook.config import config_from_dict
+from stickypack.webhook.server import WebhookThread
+
+
+def _quantile(values: list[float], q: float) -> float:
+    return statistics.quantiles(values, n=100, method="inclusive")[int(q * 100) - 1]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pods", type=int, default=300, help="pods to create of each kind")
+    args = parser.parse_args()
+
+    ca = trustme.CA()
+    cert = ca.issue_cert("127.0.0.1")
+    with tempfile.TemporaryDirectory() as tmp, ControlPlane() as cp:
+        crt, key = Path(tmp) / "tls.crt", Path(tmp) / "tls.key"
+        cert.cert_chain_pems[0].write_to_path(str(crt))
+        cert.private_key_pem.write_to_path(str(key))
+        config = config_from_dict({"tls": {"cert_file": str(crt), "key_file": str(key)}})
+        with WebhookThread(config) as hook:
+            doc = webhook_configuration(
+                config.scheduler_routes(), url=f"{hook.url}/mutate", ca_bundle=ca.cert_pem.bytes()
+            )
+
+            async def register(api: Any) -> None:
+                from kubernetes_asyncio import client
+
+                await client.AdmissionregistrationV1Api(api).create_mutating_webhook_configuration(doc)
+
+            cp.call(register)
+            routed_labels = {"dask.org/component": "worker"}
+            deadline = time.monotonic() + 30
+            i = 0
+            while cp.create_pod(f"probe-{i}", labels=routed_labels)["spec"]["schedulerName"] != "stickypack":
+                if time.monotonic() > deadline:
+                    raise SystemExit("the API server never called the webhook")
+                i += 1
+                time.sleep(0.2)
+            cp.delete_all_pods()
+            times: dict[str, list[float]] = {"routed": [], "plain": []}
+            for n in range(args.pods):
+                for kind, labels in (("routed", routed_labels), ("plain", {"app": "web"})):
+                    start = time.perf_counter()
+                    pod = cp.create_pod(f"{kind}-{n}", labels=labels)
+                    times[kind].append(time.perf_counter() - start)
+                    want = "stickypack" if kind == "routed" else "default-scheduler"
+                    if pod["spec"]["schedulerName"] != want:
+                        raise SystemExit(f"{kind}-{n}: schedulerName {pod['spec']['schedulerName']}")
+    for kind, values in times.items():
+        print(
+            f"{kind:7s} pod creation: p50 {1000 * statistics.median(values):.2f} ms, "
+            f"p99 {1000 * _quantile(values, 0.99):.2f} ms ({len(values)} pods)"
+        )
+    print(f"ratio: {statistics.median(times['routed']) / statistics.median(times['plain']):.2f}")
+
+
+if __name__ == "__main__":
+    main()
