@@ -6,6 +6,7 @@
 ``stickypack extender``  run the kube-scheduler extender (sticky builds)
 ``stickypack webhook``   run the admission webhook that gives labelled pods a schedulerName
 ``stickypack forget-node``  forget a node's build history (for an image cleaner)
+``stickypack inspect``   what a live cluster looks like to the autoscaler, or where a pod would go and why
 """
 
 from __future__ import annotations
@@ -180,6 +181,39 @@ def _parser() -> argparse.ArgumentParser:
     hook.add_argument("--tls-cert", default=None, metavar="FILE", help="PEM certificate (tls.cert_file)")
     hook.add_argument("--tls-key", default=None, metavar="FILE", help="PEM private key (tls.key_file)")
     hook.add_argument("--check", action="store_true", help="validate the configuration and exit")
+
+    insp = sub.add_parser(
+        "inspect",
+        help="a live cluster's nodes as the autoscaler sees them, or where a pod would go and why",
+    )
+    insp.add_argument("--kubeconfig", default=None, help="kubeconfig (default: $KUBECONFIG or in-cluster)")
+    insp.add_argument(
+        "--pod",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="a Pod (YAML or JSON): explain where the policy would place it, node by node",
+    )
+    insp.add_argument(
+        "--config",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="an extender configuration: its policy, profile, threshold and build history",
+    )
+    insp.add_argument(
+        "--policy", default=None, help="a built-in policy or a policy file (default: stickypack)"
+    )
+    insp.add_argument(
+        "--profile", default=None, help="the policy's profile (default: the one matching the pod)"
+    )
+    insp.add_argument(
+        "--threshold",
+        type=float,
+        default=None,
+        help="the autoscaler's scale-down utilization threshold (default 0.5, or the config's)",
+    )
+    insp.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
     forget = sub.add_parser("forget-node", help="forget a node's build history (its image cache is gone)")
     forget.add_argument("node", metavar="NODE")
@@ -693,6 +727,197 @@ def _webhook(args: argparse.Namespace, console: Console) -> int:
     return _run_service("webhook", serve(config), config.listen.host, config.listen.port, config.log_level)
 
 
+def _inspect(args: argparse.Namespace, console: Console) -> int:
+    import asyncio
+    import json
+    import math
+
+    from stickypack.core.yamltext import YAMLTextError, load_yaml
+    from stickypack.extender.config import ExtenderConfig
+    from stickypack.textfile import TextFileError, read_text_file
+
+    config = _load_extender_config(args) if args.config else ExtenderConfig()
+    if args.kubeconfig:
+        config.cluster.kubeconfig = args.kubeconfig
+    threshold = config.cluster.utilization_threshold if args.threshold is None else args.threshold
+    if not (math.isfinite(threshold) and 0 < threshold <= 1):
+        raise UsageError(f"--threshold must be in (0, 1], got {threshold}")
+    pod_dict: dict[str, Any] | None = None
+    if args.pod is not None:
+        try:
+            raw = load_yaml(read_text_file(args.pod), str(args.pod))
+        except (TextFileError, YAMLTextError) as exc:
+            raise UsageError(str(exc)) from None
+        if (
+            not isinstance(raw, dict)
+            or raw.get("kind", "Pod") != "Pod"
+            or not isinstance(raw.get("spec"), dict)
+        ):
+            raise UsageError(f"{args.pod}: not a Pod (a mapping with kind: Pod and a spec)")
+        pod_dict = raw
+    try:
+        report = asyncio.run(_inspect_cluster(args, config, threshold, pod_dict))
+    except UsageError:
+        raise
+    except Exception as exc:  # kubeconfig, network, RBAC: one line, status 1
+        from stickypack.kube.client import describe_error
+
+        Console(stderr=True).print(
+            f"[red]stickypack inspect: error:[/] {escape(describe_error(exc))}",
+            highlight=False,
+            soft_wrap=True,
+        )
+        return 1
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        _print_inspection(console, report)
+    return 0
+
+
+async def _inspect_cluster(
+    args: argparse.Namespace, config: ExtenderConfig, threshold: float, pod_dict: dict[str, Any] | None
+) -> dict[str, Any]:
+    """The report ``stickypack inspect`` prints, as JSON-ready data."""
+    from stickypack.core.explain import explain_placement, node_report
+    from stickypack.core.framework import SchedulingContext
+    from stickypack.core.pod import Pod, PodSpecError
+    from stickypack.core.policy import PolicyError
+    from stickypack.extender.engine import select_profile
+    from stickypack.extender.server import history_limits, load_policy, make_store
+    from stickypack.kube.cache import ClusterCache
+    from stickypack.kube.client import make_api_client
+    from stickypack.kube.history import HistoryRecorder
+    from stickypack.kube.snapshot import take_snapshot
+
+    policy = profile = pod = None
+    if pod_dict is not None:
+        try:
+            pod = Pod.from_dict(pod_dict)
+        except PodSpecError as exc:
+            raise UsageError(f"{args.pod}: {exc}") from None
+        try:
+            policy = load_policy(args.policy or config.policy, config.plugins)
+            if args.profile:
+                profile = select_profile(policy, args.profile)
+            elif args.config and config.profile:
+                profile = select_profile(policy, config.profile)
+            else:
+                profile = policy.profile_for(pod)
+        except PolicyError as exc:
+            raise UsageError(str(exc)) from None
+    api = await make_api_client(config.cluster.kubeconfig)
+    try:
+        cache = ClusterCache(
+            build_selector=config.pods.build_selector, builder_selector=config.pods.builder_selector
+        )
+        snap = await take_snapshot(api, cache)
+        history = None
+        if pod is not None and args.config:
+            recorder = HistoryRecorder(make_store(config, api), history_limits(config))
+            await recorder.load()
+            history = recorder.history
+    finally:
+        await api.close()
+    table = snap.cache.table
+    if pod is None:
+        nodes = node_report(table, snap.pods_by_node)
+        verdicts = [r.verdict(threshold) for r in nodes]
+        return {
+            "threshold": threshold,
+            "nodes": [
+                {
+                    "node": r.node,
+                    "ready": r.ready,
+                    "unschedulable": r.unschedulable,
+                    "autoscaler": r.autoscaler,
+                    "cpu": round(r.cpu, 4),
+                    "memory": round(r.memory, 4),
+                    "utilization": round(r.utilization, 4),
+                    "pods": r.pods,
+                    "builds": r.builds,
+                    "pinning": list(r.pinning),
+                    "verdict": v,
+                }
+                for r, v in zip(nodes, verdicts, strict=True)
+            ],
+            "summary": {v: verdicts.count(v) for v in ("busy", "pinned", "removable", "empty")},
+            "unreadable_pods": snap.unreadable,
+        }
+    assert policy is not None and profile is not None
+    import time
+
+    ctx = SchedulingContext(
+        now=time.time(),
+        history=history,
+        builder_nodes=snap.cache.builder_nodes(),
+        utilization_threshold=threshold,
+    )
+    pod = policy.prepare(pod, table, ctx)
+    explanation = explain_placement(profile, pod, table, ctx)
+    return {
+        "pod": pod.key,
+        "policy": policy.name,
+        "profile": explanation.profile,
+        "weights": dict(explanation.weights),
+        "best": explanation.best,
+        "nodes": [
+            {"node": v.node, "filtered_by": v.filtered_by, "scores": dict(v.scores), "total": v.total}
+            for v in explanation.verdicts
+        ],
+        "history": "from the extender's store" if history is not None else "none (give --config)",
+    }
+
+
+def _print_inspection(console: Console, report: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    if "pod" not in report:
+        table = Table(title=f"nodes as the cluster-autoscaler sees them (threshold {report['threshold']:g})")
+        for column in ("node", "cpu", "memory", "pods", "builds", "autoscaler", "verdict", "pinned by"):
+            table.add_column(
+                column, justify="right" if column in ("cpu", "memory", "pods", "builds") else "left"
+            )
+        for n in report["nodes"]:
+            state = n["autoscaler"] or (
+                "not ready" if not n["ready"] else "cordoned" if n["unschedulable"] else ""
+            )
+            pinning = n["pinning"]
+            shown = ", ".join(pinning[:3]) + (f" (+{len(pinning) - 3})" if len(pinning) > 3 else "")
+            table.add_row(
+                n["node"], f"{n['cpu']:.0%}", f"{n['memory']:.0%}", str(n["pods"]), str(n["builds"]),
+                state, n["verdict"], shown,
+            )  # fmt: skip
+        console.print(table)
+        summary = report["summary"]
+        console.print(
+            f"{len(report['nodes'])} nodes: {summary['busy']} busy, {summary['pinned']} under the threshold "
+            f"but pinned by bare pods, {summary['removable']} removable, {summary['empty']} empty",
+            highlight=False,
+        )
+        return
+    plugins = list(report["weights"])
+    table = Table(title=f"{report['pod']}: policy {report['policy']}, profile {report['profile']}")
+    table.add_column("node")
+    for name in plugins:
+        table.add_column(f"{name} x{report['weights'][name]}", justify="right")
+    table.add_column("total", justify="right")
+    for n in report["nodes"]:
+        if n["filtered_by"]:
+            table.add_row(n["node"], *["" for _ in plugins], f"filtered by {n['filtered_by']}")
+        else:
+            table.add_row(n["node"], *[str(n["scores"][p]) for p in plugins], str(n["total"]))
+    console.print(table)
+    console.print(f"build history: {report['history']}", highlight=False)
+    best = report["best"]
+    console.print(
+        f"best: {', '.join(best)}" + (" (kube-scheduler picks one at random)" if len(best) > 1 else "")
+        if best
+        else "best: none (no node passes the filters)",
+        highlight=False,
+    )
+
+
 def _forget_node(args: argparse.Namespace, console: Console) -> int:
     import asyncio
 
@@ -748,6 +973,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _extender(args, console)
         if args.command == "webhook":
             return _webhook(args, console)
+        if args.command == "inspect":
+            return _inspect(args, console)
         if args.command == "forget-node":
             return _forget_node(args, console)
     except UsageError as exc:

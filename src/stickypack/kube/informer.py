@@ -126,6 +126,13 @@ class Informer:
 
     # ---- public --------------------------------------------------------------------------
 
+    async def list_once(self) -> dict[str, Obj]:
+        """One paged list of the kind (selectors and transform applied), without watching
+        or touching :attr:`objects`: ``{namespace/name: object}``. Raises
+        :class:`WatchError` on an HTTP error."""
+        items, _ = await self._list()
+        return items
+
     def add_handler(self, handler: Handler) -> None:
         self.handlers.append(handler)
 

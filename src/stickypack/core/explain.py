@@ -1,0 +1,175 @@
+"""Why: why a profile sends a pod where it does, and why a node stays up.
+
+:func:`explain_placement` runs a :class:`~stickypack.core.framework.Profile` on a pod as
+:meth:`Profile.select` does, but keeps every step: the filter that removed each node, and
+each scorer's score (0..100) and weight on every feasible node. :func:`node_report` says
+of each node what the cluster-autoscaler sees: its utilization, whether it is under the
+scale-down threshold, and the pods that keep it from being removed (bare pods: the
+autoscaler does not evict a pod no controller would recreate).
+
+Pure: a node table and pods in, dataclasses out (``stickypack inspect`` prints them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from stickypack.core.framework import Profile, SchedulingContext
+from stickypack.core.nodetable import NodeTable
+from stickypack.core.pod import Pod
+
+#: The cluster-autoscaler's pod annotation: "true" lets it evict a pod it otherwise would
+#: not, "false" keeps any pod from being evicted.
+SAFE_TO_EVICT_ANNOTATION = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+#: Set by the kubelet on the mirror pods of static pods (the autoscaler ignores them).
+MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
+#: Controllers whose pods the cluster-autoscaler may move (they are recreated elsewhere).
+MOVABLE_OWNERS = frozenset({"ReplicaSet", "ReplicationController", "StatefulSet", "Job"})
+
+
+@dataclass(frozen=True, slots=True)
+class NodeVerdict:
+    """One node's part in a placement: ``filtered_by`` is the first filter that removed it
+    (None: feasible); for a feasible node ``scores`` maps each scorer to its score 0..100 and
+    ``total`` is ``sum(weight * score)``."""
+
+    node: str
+    filtered_by: str | None = None
+    scores: Mapping[str, int] = field(default_factory=dict)
+    total: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PlacementExplanation:
+    """``verdicts``: feasible nodes by total, highest first (ties by name), then the
+    filtered ones by name. ``best``: the nodes with the highest total (kube-scheduler picks
+    one of them at random); empty when no node fits. ``weights``: each scorer's weight."""
+
+    profile: str
+    verdicts: list[NodeVerdict]
+    best: list[str]
+    weights: Mapping[str, int]
+
+
+def explain_placement(
+    profile: Profile, pod: Pod, table: NodeTable, ctx: SchedulingContext
+) -> PlacementExplanation:
+    """Every node of ``table`` judged for ``pod`` by ``profile``: filters in order, then
+    each scorer on the nodes left (scored even when one node is left, which
+    :meth:`Profile.select` skips)."""
+    idx = table.active_indices()
+    filtered: dict[int, str] = {}
+    for plugin in profile.filters:
+        if idx.size == 0:
+            break
+        mask = np.asarray(plugin.filter(pod, table, idx, ctx), dtype=bool)
+        for row in idx[~mask]:
+            filtered[int(row)] = plugin.name
+        idx = idx[mask]
+    per_plugin: dict[str, np.ndarray] = {}
+    weights: dict[str, int] = {}
+    total = np.zeros(idx.shape[0], dtype=np.int64)
+    for ws in profile.scorers:
+        if ws.weight == 0 or ws.plugin.skip(pod) or idx.size == 0:
+            continue
+        scores = np.asarray(ws.plugin.score(pod, table, idx, ctx), dtype=np.int64)
+        per_plugin[ws.plugin.name] = scores
+        weights[ws.plugin.name] = ws.weight
+        total += ws.weight * scores
+    names = table.node_names(idx)
+    feasible = [
+        NodeVerdict(name, None, {p: int(s[k]) for p, s in per_plugin.items()}, int(total[k]))
+        for k, name in enumerate(names)
+    ]
+    feasible.sort(key=lambda v: (-(v.total or 0), v.node))
+    rejected = sorted(
+        (
+            NodeVerdict(name, plugin)
+            for name, plugin in zip(table.node_names(filtered), filtered.values(), strict=True)
+        ),
+        key=lambda v: v.node,
+    )
+    top = feasible[0].total if feasible else None
+    best = [v.node for v in feasible if v.total == top]
+    return PlacementExplanation(profile.name, feasible + rejected, best, weights)
+
+
+def pins_node(pod: Pod) -> bool:
+    """Whether the cluster-autoscaler would refuse to remove ``pod``'s node for it: a pod
+    no controller would recreate (a bare pod), unless annotated safe to evict; any pod
+    annotated ``safe-to-evict: "false"``. DaemonSet and mirror pods never pin (they are
+    not moved). Not seen here: PodDisruptionBudgets, local storage, and kube-system pods
+    without a budget, which pin too (FAQ.md, "What types of pods can prevent CA from
+    removing a node?")."""
+    if pod.owner_kind == "DaemonSet" or MIRROR_POD_ANNOTATION in pod.annotations:
+        return False
+    safe = pod.annotations.get(SAFE_TO_EVICT_ANNOTATION)
+    if safe == "false":
+        return True
+    if safe == "true":
+        return False
+    return pod.owner_kind not in MOVABLE_OWNERS
+
+
+@dataclass(frozen=True, slots=True)
+class NodeReport:
+    """A node as the cluster-autoscaler weighs it. ``cpu`` and ``memory``: requested over
+    allocatable (fractions); ``utilization`` their max; ``pods``: pods bound to it;
+    ``pinning``: the keys (``namespace/name``) of those that keep it from being removed;
+    ``builds``: build pods running on it; ``autoscaler``: ``deleting``
+    (``ToBeDeletedByClusterAutoscaler``), ``candidate``
+    (``DeletionCandidateOfClusterAutoscaler``) or empty."""
+
+    node: str
+    cpu: float
+    memory: float
+    utilization: float
+    pods: int
+    pinning: tuple[str, ...]
+    builds: int
+    autoscaler: str
+    ready: bool
+    unschedulable: bool
+
+    def verdict(self, threshold: float) -> str:
+        """``empty``, ``removable`` (under ``threshold``, nothing pins it), ``pinned``
+        (under ``threshold``, held by bare pods) or ``busy`` (at or over it)."""
+        if self.pods == 0:
+            return "empty"
+        if self.utilization >= threshold:
+            return "busy"
+        return "pinned" if self.pinning else "removable"
+
+
+def node_report(table: NodeTable, pods_by_node: Mapping[str, Iterable[Pod]]) -> list[NodeReport]:
+    """One :class:`NodeReport` per node of ``table``, by name; ``pods_by_node``: the pods
+    bound to each node (the ones the table's requests count)."""
+    out = []
+    for row in table.active_indices():
+        i = int(row)
+        name = table.node_names([i])[0]
+        alloc = np.maximum(table.alloc[i, :2], 1)
+        cpu, memory = (table.requested[i, :2] / alloc).tolist()
+        pods: Sequence[Pod] = list(pods_by_node.get(name, ()))
+        autoscaler = (
+            "deleting" if table.to_be_deleted[i] else "candidate" if table.deletion_candidate[i] else ""
+        )
+        out.append(
+            NodeReport(
+                node=name,
+                cpu=cpu,
+                memory=memory,
+                utilization=max(cpu, memory),
+                pods=len(pods),
+                pinning=tuple(sorted(p.key for p in pods if pins_node(p))),
+                builds=int(table.builds[i]),
+                autoscaler=autoscaler,
+                ready=bool(table.ready[i]),
+                unschedulable=bool(table.unschedulable[i]),
+            )
+        )
+    out.sort(key=lambda r: r.node)
+    return out

@@ -1,0 +1,227 @@
+"""``stickypack inspect``: the pure explanations (core.explain) and the command on the real
+control plane: nodes as the cluster-autoscaler sees them, and a pod's placement explained
+node by node, checked against where the real kube-scheduler binds it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from stickypack.cli import main
+from stickypack.core.explain import explain_placement, node_report, pins_node
+from stickypack.core.framework import SchedulingContext
+from stickypack.core.nodetable import NodeTable
+from stickypack.core.pod import Pod
+from stickypack.policies import load_builtin
+from stickypack.render import scheduler_config
+from stickypack.testing import ControlPlane, pod_manifest
+
+GI = 1024**3
+
+
+def _table(nodes: dict[str, tuple[int, int]]) -> NodeTable:
+    """Nodes of (millicores, GiB)."""
+    table = NodeTable()
+    for name, (cpu_m, mem_gi) in nodes.items():
+        table.upsert_node(name, {"cpu": cpu_m, "memory": mem_gi * GI, "pods": 110})
+    return table
+
+
+def _pod(name: str, cpu: str, memory: str, owner: str | None = None, **annotations: str) -> Pod:
+    raw = pod_manifest(name, cpu=cpu, memory=memory)
+    raw["metadata"]["annotations"] = annotations
+    if owner:
+        raw["metadata"]["ownerReferences"] = [
+            {"apiVersion": "v1", "kind": owner, "name": "o", "uid": "u", "controller": True}
+        ]
+    return Pod.from_dict(raw)
+
+
+def test_pins_node_follows_the_autoscalers_rules() -> None:
+    assert pins_node(_pod("bare", "1", "1Gi"))
+    assert not pins_node(_pod("rs", "1", "1Gi", owner="ReplicaSet"))
+    assert not pins_node(_pod("job", "1", "1Gi", owner="Job"))
+    assert not pins_node(_pod("ds", "1", "1Gi", owner="DaemonSet"))
+    assert pins_node(_pod("custom", "1", "1Gi", owner="DaskWorkerGroup"))  # not a controller CA knows
+    safe = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+    assert not pins_node(_pod("bare-safe", "1", "1Gi", **{safe: "true"}))
+    assert pins_node(_pod("rs-unsafe", "1", "1Gi", owner="ReplicaSet", **{safe: "false"}))
+    assert not pins_node(_pod("mirror", "1", "1Gi", **{"kubernetes.io/config.mirror": "x"}))
+
+
+def test_explain_placement_agrees_with_profile_select() -> None:
+    """The explanation's best nodes are exactly those select() may pick, its totals are
+    the profile's, and each removed node names the filter that removed it."""
+    rng = np.random.default_rng(7)
+    policy = load_builtin("z2jh")
+    for case in range(50):
+        table = _table(
+            {f"n{i}": (int(rng.integers(2, 9)) * 1000, int(rng.integers(4, 33))) for i in range(8)}
+        )
+        for i in range(8):
+            for k in range(int(rng.integers(0, 4))):
+                pod = _pod(f"p{i}-{k}", f"{int(rng.integers(1, 20)) * 100}m", f"{int(rng.integers(1, 9))}Gi")
+                row = table.index[f"n{i}"]
+                if (
+                    table.requested[row, :2] + (pod.requests["cpu"], pod.requests["memory"])
+                    <= table.alloc[row, :2]
+                ).all():
+                    table.add_pod(row, pod)
+        pod = _pod("new", f"{int(rng.integers(1, 40)) * 100}m", f"{int(rng.integers(1, 12))}Gi")
+        profile = policy.profile_for(pod)
+        ctx = SchedulingContext()
+        explanation = explain_placement(profile, pod, table, ctx)
+        feasible = profile.feasible(pod, table, ctx)
+        assert {v.node for v in explanation.verdicts if v.filtered_by is None} == set(
+            table.node_names(feasible)
+        )
+        assert all(v.filtered_by == "NodeResourcesFit" for v in explanation.verdicts if v.filtered_by), case
+        if feasible.size:
+            totals = dict(
+                zip(
+                    table.node_names(feasible),
+                    profile.scores(pod, table, feasible, ctx).tolist(),
+                    strict=True,
+                )
+            )
+            assert {v.node: v.total for v in explanation.verdicts if v.filtered_by is None} == totals
+            picks = {
+                table.node_names([profile.select(pod, table, ctx, np.random.default_rng(s))])[0]
+                for s in range(30)
+            }
+            assert picks <= set(explanation.best), case
+            for v in explanation.verdicts:
+                if v.total is not None:
+                    assert v.total == sum(explanation.weights[p] * s for p, s in v.scores.items())
+        else:
+            assert explanation.best == []
+
+
+def test_node_report_verdicts() -> None:
+    table = _table({"busy": (4000, 16), "pinned": (4000, 16), "removable": (4000, 16), "empty": (4000, 16)})
+    pods = {
+        "busy": [_pod("big", "3", "1Gi")],
+        "pinned": [_pod("user", "500m", "1Gi"), _pod("ds", "100m", "100Mi", owner="DaemonSet")],
+        "removable": [_pod("web", "500m", "1Gi", owner="ReplicaSet")],
+    }
+    for node, placed in pods.items():
+        for pod in placed:
+            table.add_pod(table.index[node], pod)
+    reports = {r.node: r for r in node_report(table, pods)}
+    assert {n: r.verdict(0.5) for n, r in reports.items()} == {
+        "busy": "busy",
+        "pinned": "pinned",
+        "removable": "removable",
+        "empty": "empty",
+    }
+    assert reports["pinned"].pinning == ("default/user",)
+    assert reports["busy"].utilization == pytest.approx(0.75)
+    assert reports["busy"].verdict(0.8) == "pinned"  # under a higher threshold, held by its bare pod
+
+
+# ---------------------------------------------------------------------------- real control plane
+
+
+def _bind(
+    cp: ControlPlane, name: str, node: str, cpu: str, memory: str, owner: str | None = None, **labels: str
+) -> None:
+    raw = pod_manifest(name, cpu=cpu, memory=memory, labels=labels)
+    raw["spec"]["nodeName"] = node
+    if owner:
+        uid = "0b5e3f1c-0000-4000-8000-000000000000"  # no owner exists: nothing collects the pod
+        ref = {
+            "apiVersion": "apps/v1",
+            "kind": owner,
+            "name": f"{name}-owner",
+            "uid": uid,
+            "controller": True,
+        }
+        raw["metadata"]["ownerReferences"] = [ref]
+    cp.create_pod(pod=raw)
+
+
+@pytest.mark.controlplane
+def test_inspect_nodes_on_a_real_cluster(cluster: ControlPlane, capsys: pytest.CaptureFixture[str]) -> None:
+    cluster.create_node("busy", cpu="4", memory="16Gi")
+    cluster.create_node("pinned", cpu="4", memory="16Gi")
+    cluster.create_node("removable", cpu="4", memory="16Gi")
+    cluster.create_node("empty", cpu="4", memory="16Gi")
+    cluster.create_node(
+        "going", cpu="4", memory="16Gi", taints=["DeletionCandidateOfClusterAutoscaler=1:PreferNoSchedule"]
+    )
+    _bind(cluster, "jupyter-alice", "busy", "3", "2Gi")
+    _bind(cluster, "jupyter-bob", "pinned", "500m", "1Gi")
+    _bind(cluster, "dask-worker-1", "pinned", "500m", "1Gi")
+    _bind(cluster, "web-1", "removable", "500m", "1Gi", owner="ReplicaSet")
+    _bind(cluster, "proxy-1", "going", "100m", "100Mi", owner="DaemonSet")
+    assert main(["inspect", "--kubeconfig", str(cluster.kubeconfig), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    nodes = {n["node"]: n for n in report["nodes"]}
+    assert {n: v["verdict"] for n, v in nodes.items()} == {
+        "busy": "busy",
+        "pinned": "pinned",
+        "removable": "removable",
+        "empty": "empty",
+        "going": "removable",
+    }
+    assert nodes["pinned"]["pinning"] == ["default/dask-worker-1", "default/jupyter-bob"]
+    assert nodes["going"]["autoscaler"] == "candidate"
+    assert nodes["busy"]["cpu"] == pytest.approx(0.75)
+    assert report["summary"] == {"busy": 1, "pinned": 1, "removable": 2, "empty": 1}
+    assert main(["inspect", "--kubeconfig", str(cluster.kubeconfig), "--threshold", "0.8"]) == 0
+    out = capsys.readouterr().out
+    assert "5 nodes: 0 busy, 2 under the threshold but pinned by bare pods, 2 removable, 1 empty" in out
+
+
+@pytest.mark.controlplane
+def test_inspect_pod_explains_where_the_real_scheduler_binds_it(
+    cluster: ControlPlane, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``inspect --pod`` with the z2jh policy names the node the real kube-scheduler, run
+    with the rendered z2jh profile, then binds the same pod to; the nodes it cannot fit are
+    shown filtered."""
+    for name, used in (("a", "1"), ("b", "2500m"), ("c", "500m")):
+        cluster.create_node(name, cpu="4", memory="16Gi")
+        _bind(cluster, f"user-{name}", name, used, "1Gi")
+    cluster.create_node("small", cpu="1", memory="1Gi")
+    pod = pod_manifest("jupyter-new", cpu="1", memory="2Gi", scheduler_name="z2jh")
+    path = tmp_path / "pod.yaml"
+    path.write_text(yaml.safe_dump(pod))
+    argv = ["inspect", "--kubeconfig", str(cluster.kubeconfig), "--pod", str(path), "--policy", "z2jh"]
+    assert main([*argv, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    verdicts = {n["node"]: n for n in report["nodes"]}
+    assert verdicts["small"]["filtered_by"] == "NodeResourcesFit"
+    assert report["best"] == ["b"]  # the fullest node that fits: MostAllocated
+    assert [n["node"] for n in report["nodes"]][:3] == ["b", "a", "c"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "filtered by NodeResourcesFit" in out and "best: b" in out
+    cluster.start_scheduler(scheduler_config(["z2jh"]))
+    cluster.create_pod(pod=pod)
+    assert cluster.wait_bound(["jupyter-new"], timeout=30) == {"jupyter-new": "b"}
+    # once bound, the pod counts on b: b is full, and the next one goes to a
+    assert main([*argv, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["best"] == ["a"]
+
+
+def test_inspect_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    not_pod = tmp_path / "svc.yaml"
+    not_pod.write_text("kind: Service\nspec: {}\n")
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("spec: [\n")
+    missing_kubeconfig = ["--kubeconfig", str(tmp_path / "nope")]
+    for argv, message, status in [
+        (["--pod", str(not_pod)], "not a Pod", 2),
+        (["--pod", str(broken)], str(broken), 2),
+        (["--threshold", "0"], "--threshold must be in (0, 1]", 2),
+        (["--threshold", "nan"], "--threshold must be in (0, 1]", 2),
+        ([*missing_kubeconfig], "kubeconfig not found", 1),
+    ]:
+        assert main(["inspect", *argv]) == status, argv
+        err = capsys.readouterr().err
+        assert message in err and "Traceback" not in err, (argv, err)
