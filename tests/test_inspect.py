@@ -225,3 +225,44 @@ def test_inspect_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFix
         assert main(["inspect", *argv]) == status, argv
         err = capsys.readouterr().err
         assert message in err and "Traceback" not in err, (argv, err)
+
+
+@pytest.mark.controlplane
+def test_inspect_build_pod_reads_the_extenders_history(
+    cluster: ControlPlane, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With ``--config``, a build pod is explained with the extender's policy, profile and
+    stored build history: the node that built the repo ranks first on BuildLocality."""
+    import time
+    import uuid
+
+    from stickypack.kube.history import ConfigMapHistoryStore, HistoryRecorder
+
+    name = f"inspect-history-{uuid.uuid4().hex[:6]}"
+    repo = "https://github.com/org/repo"
+    for node in ("n1", "n2", "n3"):
+        cluster.create_node(node, cpu="8", memory="32Gi")
+
+    async def record(api: object) -> None:
+        recorder = HistoryRecorder(ConfigMapHistoryStore(api, "default", name), flush_interval_s=0)
+        recorder.record(repo, "n2", time.time())
+        await recorder.flush()
+
+    cluster.call(record)
+    config = tmp_path / "extender.yaml"
+    config.write_text(yaml.safe_dump({"history": {"namespace": "default", "name": name}}))
+    build = pod_manifest("build-1", cpu="1", memory="1Gi", labels={"component": "binderhub-build"})
+    build["metadata"]["annotations"] = {"binder-repo": repo}
+    path = tmp_path / "build.yaml"
+    path.write_text(yaml.safe_dump(build))
+    argv = ["inspect", "--kubeconfig", str(cluster.kubeconfig), "--pod", str(path), "--config", str(config)]
+    assert main([*argv, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["profile"] == "stickypack-builds"
+    assert report["history"] == "from the extender's store"
+    scores = {n["node"]: n["scores"]["BuildLocality"] for n in report["nodes"]}
+    assert scores["n2"] == max(scores.values()) and list(scores.values()).count(scores["n2"]) == 1
+    assert report["best"] == ["n2"]
+    # without the history the repo's first build goes by rendezvous rank alone
+    assert main(["inspect", "--kubeconfig", str(cluster.kubeconfig), "--pod", str(path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["history"] == "none (give --config)"
