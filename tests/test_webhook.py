@@ -678,3 +678,29 @@ def test_pods_are_created_unchanged_while_the_webhook_is_down(
     )
     assert pod["spec"]["schedulerName"] == "default-scheduler"
     assert time.monotonic() - start < 5
+
+
+@pytest.mark.controlplane
+def test_api_server_applies_the_patch_to_every_annotation_shape(
+    routed_cluster: tuple[ControlPlane, WebhookThread, str],
+) -> None:
+    """A patch the API server cannot apply fails the pod's creation (an internal error, which
+    ``failurePolicy: Ignore`` does not cover), so each shape a routed pod's annotations can
+    have reaches the real API server: none, empty, others (the route annotation's ``/`` is
+    escaped as ``~1`` in the patch's JSON Pointer), and a stale route annotation."""
+    cluster, _, mark = routed_cluster
+    labels = {"dask.org/component": "worker", "test": mark}
+    shapes: dict[str, dict[str, str] | None] = {
+        "none": None,
+        "empty": {},
+        "others": {"keep": "me", "example.com/other": "x"},
+        "stale": {ROUTE_ANNOTATION: "old-route", "keep": "me"},
+    }
+    for name, existing in shapes.items():
+        manifest = pod_manifest(f"ann-{name}", namespace="team-a", labels=labels)
+        if existing is not None:
+            manifest["metadata"]["annotations"] = existing
+        pod = cluster.create_pod(pod=manifest)
+        assert pod["spec"]["schedulerName"] == "stickypack", name
+        want = {**(existing or {}), ROUTE_ANNOTATION: "dask-kubernetes-workers"}
+        assert pod["metadata"]["annotations"] == want, name
