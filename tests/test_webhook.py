@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import signal
 import ssl
 import subprocess
@@ -157,6 +158,34 @@ def test_route_pod_keeps_a_named_scheduler_and_leaves_unmatched_pods() -> None:
         route_pod(routes, {"metadata": {"labels": {"a": 1}}, "spec": {}}, "x")
     with pytest.raises(ValueError, match="not a Pod"):
         route_pod(routes, {"metadata": {}, "spec": []}, "x")
+
+
+@pytest.mark.parametrize(
+    ("pod", "message"),
+    [
+        ({"spec": {}}, "not a Pod: metadata and spec must be mappings"),
+        ({"metadata": None, "spec": {}}, "not a Pod: metadata and spec must be mappings"),
+        ({"metadata": {"labels": []}, "spec": {}}, "metadata.labels must map strings to strings"),
+        ({"metadata": {"labels": ""}, "spec": {}}, "metadata.labels must map strings to strings"),
+        ({"metadata": {"annotations": "x"}, "spec": {}}, "metadata.annotations must map strings"),
+        ({"metadata": {"annotations": ["a"]}, "spec": {}}, "metadata.annotations must map strings"),
+        ({"metadata": {"annotations": {"a": 1}}, "spec": {}}, "metadata.annotations must map strings"),
+        ({"metadata": {}, "spec": {"schedulerName": 0}}, "spec.schedulerName must be a string"),
+        ({"metadata": {}, "spec": {"schedulerName": False}}, "spec.schedulerName must be a string"),
+    ],
+)
+def test_route_pod_refuses_what_is_not_a_pod_rather_than_patch_it(pod: dict, message: str) -> None:
+    """A route whose selector matches a pod without labels (DoesNotExist) would otherwise
+    answer with a patch that cannot apply to the object (``/metadata/annotations`` of an
+    object without metadata), or silently drop what it cannot read."""
+    routes = [_route("r", "s", {"matchExpressions": [{"key": "x", "operator": "DoesNotExist"}]})]
+    with pytest.raises(ValueError, match=re.escape(message)):
+        route_pod(routes, pod, "n")
+    # null where the API server leaves a field out is the field left out
+    pod = {"metadata": {"labels": None, "annotations": None}, "spec": {"schedulerName": None}}
+    routed = _apply(pod, route_pod(routes, pod, "n").patch)
+    assert routed["metadata"]["annotations"] == {ROUTE_ANNOTATION: "r"}
+    assert routed["spec"]["schedulerName"] == "s"
 
 
 def test_a_route_must_name_pods() -> None:
@@ -326,6 +355,10 @@ def test_bad_pods_and_oversized_bodies_get_400_and_the_service_keeps_serving(
     response = _post(service, tls, bad)
     assert response.status_code == 400
     assert response.json()["error"] == "request.object: metadata.labels must map strings to strings"
+    no_metadata = _review({"spec": {"containers": []}})
+    response = _post(service, tls, no_metadata)
+    assert response.status_code == 400
+    assert response.json()["error"].startswith("request.object: the object is not a Pod")
     no_object = _review(_pod())
     del no_object["request"]["object"]
     assert "request.object: missing" in _post(service, tls, no_object).json()["error"]

@@ -157,36 +157,48 @@ def _pointer(token: str) -> str:
     return token.replace("~", "~0").replace("/", "~1")
 
 
+def _string_map(value: object) -> bool:
+    """Absent (None) or a mapping of strings to strings, as ``labels`` and ``annotations``."""
+    if value is None:
+        return True
+    if not isinstance(value, Mapping):
+        return False
+    return all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
+
+
 def route_pod(routes: Sequence[SchedulerRoute], pod: Mapping[str, Any], namespace: str) -> RouteDecision:
     """The first of ``routes`` that matches ``pod`` (a Pod as a dict, as an AdmissionReview
-    carries it) created in ``namespace``, and the patch that sends the pod there.
+    carries it) created in ``namespace``, and the patch that sends the pod there. The patch
+    applies to ``pod`` as given (RFC 6902): its annotations absent, null, empty or not.
 
-    Raises ``ValueError`` when ``pod`` is not shaped like a Pod (metadata and spec mappings,
-    string labels)."""
-    metadata = pod.get("metadata") or {}
+    Raises ``ValueError`` when ``pod`` is not shaped like a Pod: ``metadata`` and ``spec``
+    mappings; ``metadata.labels`` and ``metadata.annotations`` absent (or null) or mappings
+    of strings to strings; ``spec.schedulerName`` absent (or null) or a string."""
+    metadata = pod.get("metadata")
     spec = pod.get("spec")
     if not isinstance(metadata, Mapping) or not isinstance(spec, Mapping):
         raise ValueError("the object is not a Pod: metadata and spec must be mappings")
-    labels = metadata.get("labels") or {}
-    if not isinstance(labels, Mapping) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in labels.items()
-    ):
+    labels = metadata.get("labels")
+    if not _string_map(labels):
         raise ValueError("metadata.labels must map strings to strings")
-    current = spec.get("schedulerName") or DEFAULT_SCHEDULER
-    if not isinstance(current, str):
+    annotations = metadata.get("annotations")
+    if not _string_map(annotations):
+        raise ValueError("metadata.annotations must map strings to strings")
+    current = spec.get("schedulerName")
+    if current is not None and not isinstance(current, str):
         raise ValueError("spec.schedulerName must be a string")
-    route = next((r for r in routes if r.matches(labels, namespace)), None)
+    current = current or DEFAULT_SCHEDULER
+    route = next((r for r in routes if r.matches(labels or {}, namespace)), None)
     if route is None:
         return RouteDecision(None, [], "no route matches")
     if current == route.scheduler_name:
         return RouteDecision(route.name, [], "already names the route's scheduler")
     if current != DEFAULT_SCHEDULER:
         return RouteDecision(None, [], f"names its own scheduler {current!r}")
-    annotations = metadata.get("annotations")
-    if isinstance(annotations, Mapping) and annotations:
+    if annotations:
         path = f"/metadata/annotations/{_pointer(ROUTE_ANNOTATION)}"
         note: dict[str, Any] = {"op": "add", "path": path, "value": route.name}
-    else:
+    else:  # absent, null or empty: "add" creates the member or replaces its value
         note = {"op": "add", "path": "/metadata/annotations", "value": {ROUTE_ANNOTATION: route.name}}
     # "add" of an object member replaces it when present (RFC 6902 4.1)
     patch = [{"op": "add", "path": "/spec/schedulerName", "value": route.scheduler_name}, note]
