@@ -106,6 +106,12 @@ def test_label_selector_follows_kubernetes_semantics() -> None:
         ({"matchExpressions": {"key": "a"}}, "matchExpressions must be a list"),
         ({"matchLabel": {"a": "b"}}, "unknown label selector field(s) matchLabel"),
         ("a=b", "a label selector is a mapping"),
+        # wrong types are refused, not read as empty (as the API server refuses them)
+        ({"matchLabels": []}, "matchLabels must be a mapping"),
+        ({"matchLabels": {"a": "b"}, "matchExpressions": {}}, "matchExpressions must be a list"),
+        ({"matchLabels": {"a": "b"}, "matchExpressions": ""}, "matchExpressions must be a list"),
+        ({"matchExpressions": [{"key": "a", "operator": "Exists", "values": {}}]}, "values must be a list"),
+        ({"matchExpressions": [{"key": "a", "operator": "Exists", "values": 0}]}, "values must be a list"),
     ],
 )
 def test_bad_label_selectors_say_what_is_wrong(raw: object, message: str) -> None:

@@ -54,7 +54,9 @@ class LabelSelector:
         unknown = sorted(set(raw) - {"matchLabels", "matchExpressions"})
         if unknown:
             raise SelectorError(f"unknown label selector field(s) {', '.join(map(str, unknown))}")
-        labels_raw = raw.get("matchLabels") or {}
+        labels_raw = raw.get("matchLabels")
+        if labels_raw is None:  # null, as the API reads it: no labels
+            labels_raw = {}
         if not isinstance(labels_raw, Mapping):
             raise SelectorError(f"matchLabels must be a mapping of label to value, got {labels_raw!r}")
         labels: dict[str, str] = {}
@@ -66,7 +68,9 @@ class LabelSelector:
             if not LABEL_KEY.fullmatch(key) or not LABEL_VALUE.fullmatch(text):
                 raise SelectorError(f"matchLabels: {key}={text} is not a valid label")
             labels[key] = text
-        exprs_raw = raw.get("matchExpressions") or []
+        exprs_raw = raw.get("matchExpressions")
+        if exprs_raw is None:
+            exprs_raw = []
         if not isinstance(exprs_raw, Sequence) or isinstance(exprs_raw, str):
             raise SelectorError(f"matchExpressions must be a list, got {exprs_raw!r}")
         expressions = tuple(_requirement(i, e) for i, e in enumerate(exprs_raw))
@@ -101,7 +105,9 @@ def _requirement(index: int, raw: object) -> Requirement:
     unknown = sorted(set(raw) - {"key", "operator", "values"})
     if unknown:
         raise SelectorError(f"{where}: unknown field(s) {', '.join(map(str, unknown))}")
-    key, operator, values = raw.get("key"), raw.get("operator"), raw.get("values") or []
+    key, operator, values = raw.get("key"), raw.get("operator"), raw.get("values")
+    if values is None:
+        values = []
     if not isinstance(key, str) or not LABEL_KEY.fullmatch(key):
         raise SelectorError(f"{where}: key {key!r} is not a valid label key")
     if operator not in SELECTOR_OPERATORS:
