@@ -199,6 +199,11 @@ def test_a_route_must_name_pods() -> None:
         SchedulerRoute("r", "stickypack", LabelSelector())
     with pytest.raises(SelectorError, match="not a DNS label"):
         _route("Bad_Name", "stickypack", {"matchLabels": {"a": "b"}})
+    # the API server validates the patched pod: a bad schedulerName would fail its creation
+    with pytest.raises(SelectorError, match="'Not A Name' is not a valid scheduler name"):
+        _route("r", "Not A Name", {"matchLabels": {"a": "b"}})
+    with pytest.raises(SelectorError, match="is not a valid scheduler name"):
+        _route("r", "a" * 254, {"matchLabels": {"a": "b"}})
 
 
 # ---------------------------------------------------------------------------- configuration

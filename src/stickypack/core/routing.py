@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from stickypack.core.labels import LABEL_KEY, LABEL_VALUE, Requirement, is_dns_label
+from stickypack.core.labels import DNS_SUBDOMAIN, LABEL_KEY, LABEL_VALUE, Requirement, is_dns_label
 
 #: The scheduler a pod gets when it names none (kube-apiserver's defaulting).
 DEFAULT_SCHEDULER = "default-scheduler"
@@ -127,7 +127,9 @@ def _requirement(index: int, raw: object) -> Requirement:
 class SchedulerRoute:
     """Pods matching ``pods`` (created in one of ``namespaces``, or anywhere when it is
     empty) go to the scheduler ``scheduler_name``. ``name`` identifies the route in the
-    pod's annotation, the metrics and the rendered webhook entry."""
+    pod's annotation, the metrics and the rendered webhook entry. Raises
+    :class:`SelectorError` for a name or namespace that is not a DNS label, a scheduler
+    name that is not a DNS subdomain, or an empty pod selector."""
 
     name: str
     scheduler_name: str
@@ -137,6 +139,11 @@ class SchedulerRoute:
     def __post_init__(self) -> None:
         if not is_dns_label(self.name):
             raise SelectorError(f"route name {self.name!r} is not a DNS label (lower case, digits, '-')")
+        if len(self.scheduler_name) > 253 or not DNS_SUBDOMAIN.fullmatch(self.scheduler_name):
+            # the API server validates the patched pod: its creation would fail
+            raise SelectorError(
+                f"route {self.name}: {self.scheduler_name!r} is not a valid scheduler name (a DNS subdomain)"
+            )
         if self.pods.empty:
             raise SelectorError(f"route {self.name}: an empty pod selector would route every pod")
         bad = [n for n in self.namespaces if not is_dns_label(n)]
