@@ -377,6 +377,11 @@ def test_bad_pods_and_oversized_bodies_get_400_and_the_service_keeps_serving(
     response = _post(service, tls, huge)
     assert response.status_code == 400
     assert "exceeds the limit of 65536 bytes" in response.json()["error"]
+    # what is echoed back of a bad value is cut short (the body may be up to the limit)
+    response = _post(service, tls, {"kind": "AdmissionReview", "apiVersion": "v" * 50_000})
+    assert response.status_code == 400
+    assert "expected kind AdmissionReview" in response.json()["error"]
+    assert len(response.json()["error"]) < 500
     with httpx.Client(verify=tls["ctx"]) as client:
         assert client.get(f"{service.url}/mutate").status_code == 405
         assert client.get(f"{service.url}/nope").status_code == 404

@@ -90,6 +90,13 @@ def _error(message: str, status: int = 400) -> Response:
     return _json({"error": message}, status)
 
 
+def _brief(value: object, limit: int = 80) -> str:
+    """``repr(value)``, cut to ``limit`` characters: an error echoes what it got, not
+    megabytes of it."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."
+
+
 def review(routes: Sequence[SchedulerRoute], body: Any) -> tuple[dict[str, Any], str, str]:
     """The ``AdmissionReview`` answering ``body`` (parsed JSON), the outcome for the
     metrics and the matching route's name (or ""). Raises :class:`BadRequest` naming what is
@@ -100,7 +107,7 @@ def review(routes: Sequence[SchedulerRoute], body: Any) -> tuple[dict[str, Any],
     if kind != "AdmissionReview" or version not in REVIEW_VERSIONS:
         raise BadRequest(
             f"expected kind AdmissionReview, apiVersion {' or '.join(REVIEW_VERSIONS)}; "
-            f"got kind {kind!r}, apiVersion {version!r}"
+            f"got kind {_brief(kind)}, apiVersion {_brief(version)}"
         )
     request = body.get("request")
     if not isinstance(request, Mapping):
