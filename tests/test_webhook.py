@@ -474,6 +474,9 @@ def test_render_webhook_config(tmp_path: Path, tls: dict, capsys: pytest.Capture
     not_pem.write_text("hello")
     for bad, message in [
         (["--url", "http://h/mutate"], "--url must be https://"),
+        # the API server would POST to /, which the webhook answers 404: nothing routed
+        (["--url", "https://h"], "--url needs the webhook's path"),
+        (["--url", "https://h:8443/"], "--url needs the webhook's path"),
         (["--service", "nope"], "--service must be NAMESPACE/NAME[:PORT]"),
         (["--service", "a/b:99999"], "the port must be in 1..65535"),
         (["--url", "https://h/m", "--ca-bundle", str(not_pem)], "not PEM certificates"),

@@ -556,6 +556,11 @@ def _webhook_config_yaml(args: argparse.Namespace) -> str:
                 f"--url must be https://HOST[:PORT]/PATH (the API server calls webhooks over HTTPS "
                 f"only; no query, fragment or user), got {args.url!r}"
             )
+        if parts.path in ("", "/"):
+            raise UsageError(
+                f"--url needs the webhook's path, e.g. https://{parts.netloc}/mutate (the API server "
+                f"would POST to /, which `stickypack webhook` answers 404), got {args.url!r}"
+            )
     else:
         text, _, port_text = args.service.partition(":")
         namespace, slash, name = text.partition("/")
