@@ -756,3 +756,22 @@ def test_api_server_applies_the_patch_to_every_annotation_shape(
         assert pod["spec"]["schedulerName"] == "stickypack", name
         want = {**(existing or {}), ROUTE_ANNOTATION: "dask-kubernetes-workers"}
         assert pod["metadata"]["annotations"] == want, name
+
+
+@pytest.mark.controlplane
+def test_a_pod_two_routes_match_goes_to_the_first_though_both_entries_call(
+    routed_cluster: tuple[ControlPlane, WebhookThread, str],
+) -> None:
+    """The rendered configuration has one entry per route, so the API server calls the
+    webhook once for each route whose selectors match: the first call routes the pod by the
+    first matching route, the second finds it already there and leaves it (``unchanged``)."""
+    cluster, thread, mark = routed_cluster
+    before = _reviews(thread)
+    labels = {"app.kubernetes.io/component": "dask-worker", "dask.org/component": "worker", "test": mark}
+    pod = cluster.create_pod(pod=pod_manifest("both", namespace="team-a", labels=labels))
+    assert pod["spec"]["schedulerName"] == "stickypack"
+    assert pod["metadata"]["annotations"] == {ROUTE_ANNOTATION: "dask-gateway-workers"}
+    sent = _reviews(thread) - before
+    assert sent == Counter(
+        {("routed", "dask-gateway-workers"): 1, ("unchanged", "dask-gateway-workers"): 1}
+    ), sent
