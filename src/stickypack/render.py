@@ -323,10 +323,12 @@ def webhook_configuration(
     inject_ca_from: str | None = None,
     timeout_s: int = WEBHOOK_TIMEOUT_S,
 ) -> dict[str, Any]:
-    """A ``MutatingWebhookConfiguration`` (``admissionregistration.k8s.io/v1``, any
-    Kubernetes since 1.16) that sends the creation of the pods ``routes`` may match to the
-    stickypack webhook (``stickypack webhook``): at ``url`` (``https://HOST[:PORT]/mutate``)
-    or at the Service ``service`` = ``(namespace, name, port)``, path ``/mutate``.
+    """A ``MutatingWebhookConfiguration`` (``admissionregistration.k8s.io/v1``, Kubernetes
+    1.16+; a route's ``namespaces`` need 1.21+, whose API server puts the
+    ``kubernetes.io/metadata.name`` label on every namespace) that sends the creation of
+    the pods ``routes`` may match to the stickypack webhook (``stickypack webhook``): at
+    ``url`` (``https://HOST[:PORT]/mutate``) or at the Service ``service`` = ``(namespace,
+    name, port)``, path ``/mutate``.
 
     One webhook entry per route, with the route's pod selector as ``objectSelector`` and its
     namespaces as ``namespaceSelector``, so the API server calls the webhook only for pods a
