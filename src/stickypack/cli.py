@@ -562,14 +562,16 @@ def _webhook_config_yaml(args: argparse.Namespace) -> str:
                 f"would POST to /, which `stickypack webhook` answers 404), got {args.url!r}"
             )
     else:
-        text, _, port_text = args.service.partition(":")
+        text, colon, port_text = args.service.partition(":")
         namespace, slash, name = text.partition("/")
-        if not slash or not is_dns_label(namespace) or not is_dns_label(name):
+        if (
+            not slash
+            or not is_dns_label(namespace)
+            or not is_dns_label(name)
+            or (colon and not (port_text.isascii() and port_text.isdigit()))
+        ):
             raise UsageError(f"--service must be NAMESPACE/NAME[:PORT], got {args.service!r}")
-        try:
-            port = int(port_text) if port_text else 443
-        except ValueError:
-            port = 0
+        port = int(port_text) if colon else 443
         if not 1 <= port <= 65535:
             raise UsageError(f"--service {args.service!r}: the port must be in 1..65535")
         service = (namespace, name, port)
