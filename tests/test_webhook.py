@@ -470,6 +470,12 @@ def test_render_webhook_config(tmp_path: Path, tls: dict, capsys: pytest.Capture
     doc = yaml.safe_load(capsys.readouterr().out)
     assert doc["metadata"]["annotations"] == {"cert-manager.io/inject-ca-from": "sp/cert"}
     assert "caBundle" not in doc["webhooks"][0]["clientConfig"]
+    # without a CA bundle the API server checks the certificate against its system roots,
+    # which a Service's (``NAME.NAMESPACE.svc``) never passes: nothing would be routed
+    assert main(["render", "webhook-config", "--service", "sp/hook"]) == 0
+    captured = capsys.readouterr()
+    assert yaml.safe_load(captured.out)["kind"] == "MutatingWebhookConfiguration"
+    assert "warning: no --ca-bundle or --inject-ca-from" in captured.err
     not_pem = tmp_path / "x.pem"
     not_pem.write_text("hello")
     for bad, message in [

@@ -591,6 +591,14 @@ def _webhook_config_yaml(args: argparse.Namespace) -> str:
         namespace, slash, name = args.inject_ca_from.partition("/")
         if not slash or not is_dns_label(namespace) or not DNS_SUBDOMAIN.fullmatch(name):
             raise UsageError(f"--inject-ca-from must be NAMESPACE/CERTIFICATE, got {args.inject_ca_from!r}")
+    if service is not None and ca is None and args.inject_ca_from is None:
+        Console(stderr=True).print(
+            "stickypack render: warning: no --ca-bundle or --inject-ca-from: the API server will "
+            "check the webhook's certificate against its system trust roots, which a Service's "
+            "certificate rarely passes (then every pod is created unrouted)",
+            highlight=False,
+            soft_wrap=True,
+        )
     return webhook_configuration_yaml(
         config.scheduler_routes(),
         url=args.url,
