@@ -466,6 +466,16 @@ def test_render_webhook_config(tmp_path: Path, tls: dict, capsys: pytest.Capture
     assert workers["objectSelector"]["matchExpressions"][0]["key"] == "dask.org/component"
     assert {w["failurePolicy"] for w in doc["webhooks"]} == {"Ignore"}
     assert {w["sideEffects"] for w in doc["webhooks"]} == {"None"}
+    for entry in doc["webhooks"]:  # the rest of what docs/configuration.md promises
+        assert entry["timeoutSeconds"] == 5
+        assert entry["reinvocationPolicy"] == "Never"
+        assert entry["matchPolicy"] == "Equivalent"
+        assert entry["admissionReviewVersions"] == ["v1"]
+        assert entry["rules"] == [
+            {"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"],
+             "scope": "Namespaced"}
+        ]  # fmt: skip
+    assert doc["metadata"]["name"] == "stickypack-scheduler-routing"
     assert main(["render", "webhook-config", "--url", "https://h/mutate", "--inject-ca-from", "sp/cert"]) == 0
     doc = yaml.safe_load(capsys.readouterr().out)
     assert doc["metadata"]["annotations"] == {"cert-manager.io/inject-ca-from": "sp/cert"}
