@@ -488,6 +488,10 @@ def test_render_webhook_config(tmp_path: Path, tls: dict, capsys: pytest.Capture
     assert "warning: no --ca-bundle or --inject-ca-from" in captured.err
     not_pem = tmp_path / "x.pem"
     not_pem.write_text("hello")
+    # a PEM with the key too (a "combined" file) would put the private key into a
+    # cluster-scoped object anyone who may read webhook configurations can read
+    with_key = tmp_path / "combined.pem"
+    with_key.write_bytes(tls["ca"].read_bytes() + Path(tls["key"]).read_bytes())
     for bad, message in [
         (["--url", "http://h/mutate"], "--url must be https://"),
         # the API server would POST to /, which the webhook answers 404: nothing routed
@@ -499,6 +503,7 @@ def test_render_webhook_config(tmp_path: Path, tls: dict, capsys: pytest.Capture
         (["--service", "a/b: 80"], "--service must be NAMESPACE/NAME[:PORT]"),
         (["--service", "a/b:8_0"], "--service must be NAMESPACE/NAME[:PORT]"),
         (["--url", "https://h/m", "--ca-bundle", str(not_pem)], "not PEM certificates"),
+        (["--url", "https://h/m", "--ca-bundle", str(with_key)], "PRIVATE KEY' PEM block"),
         (["--url", "https://h/m", "--ca-bundle", str(tmp_path / "none")], "cannot read"),
         (["--url", "https://h/m", "--config", str(tmp_path / "none")], "cannot read"),
     ]:

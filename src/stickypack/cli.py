@@ -533,6 +533,7 @@ def _routing_yaml(args: argparse.Namespace) -> str:
 
 
 def _webhook_config_yaml(args: argparse.Namespace) -> str:
+    import re
     from urllib.parse import urlsplit
 
     from stickypack.core.labels import DNS_SUBDOMAIN, is_dns_label
@@ -587,6 +588,12 @@ def _webhook_config_yaml(args: argparse.Namespace) -> str:
             x509.load_pem_x509_certificates(ca)
         except ValueError as exc:
             raise UsageError(f"--ca-bundle {args.ca_bundle}: not PEM certificates ({exc})") from None
+        other = sorted({m for m in re.findall(rb"-----BEGIN ([^-]+)-----", ca) if m != b"CERTIFICATE"})
+        if other:  # e.g. a combined cert-and-key file: the key must not reach the cluster object
+            raise UsageError(
+                f"--ca-bundle {args.ca_bundle}: found a '{other[0].decode()}' PEM block; give the CA's "
+                "certificate(s) alone (the bundle is copied into a cluster-wide object)"
+            )
     if args.inject_ca_from is not None:
         namespace, slash, name = args.inject_ca_from.partition("/")
         if not slash or not is_dns_label(namespace) or not DNS_SUBDOMAIN.fullmatch(name):
