@@ -23,7 +23,7 @@ from rich.console import Console
 from rich.markup import escape
 
 if TYPE_CHECKING:  # the extender's modules load only for its subcommands
-    from stickypack.extender.config import ExtenderConfig
+    from stickypack.extender.config import ExtenderConfig, ListenConfig
 
 EXIT_USAGE = 2
 
@@ -659,7 +659,7 @@ def _extender(args: argparse.Namespace, console: Console) -> int:
     return _run_service("extender", serve(config), config.listen.host, config.listen.port, config.log_level)
 
 
-def _listen_overrides(args: argparse.Namespace, listen: Any) -> None:
+def _listen_overrides(args: argparse.Namespace, listen: ListenConfig) -> None:
     """``--host`` and ``--port`` into a service's ``listen`` section, checked."""
     if args.host is not None:
         from pydantic import ValidationError
