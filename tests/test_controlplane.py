@@ -262,3 +262,42 @@ def test_build_script_fails_every_time_on_binaries_that_do_not_run(tmp_path: Pat
     for _ in range(2):
         run = subprocess.run([REPO / "tools/k8s/build.sh"], env=env, capture_output=True, text=True)
         assert run.returncode != 0 and "does not run" in run.stderr, run.stderr
+
+
+@pytest.mark.controlplane
+def test_service_account_kubeconfig_authenticates_as_the_account(cluster: ControlPlane) -> None:
+    """A kubeconfig with a token minted for a ServiceAccount: the API server sees that
+    account (not the admin), and it has no right the account was not given."""
+    import asyncio
+    import uuid
+
+    from kubernetes_asyncio import client
+    from kubernetes_asyncio.client.exceptions import ApiException
+
+    from stickypack.kube.client import make_api_client
+
+    name = f"probe-{uuid.uuid4().hex[:8]}"
+    cluster.call(
+        lambda api: client.CoreV1Api(api).create_namespaced_service_account(
+            "default", {"metadata": {"name": name}}
+        )
+    )
+    path = cluster.service_account_kubeconfig(name)
+    assert path.stat().st_mode & 0o077 == 0
+
+    async def probe() -> tuple[str, int]:
+        api = await make_api_client(str(path))
+        try:
+            review = await client.AuthenticationV1Api(api).create_self_subject_review({})
+            try:
+                await client.CoreV1Api(api).list_node()
+                status = 200
+            except ApiException as exc:
+                status = exc.status
+            return review.status.user_info.username, status
+        finally:
+            await api.close()
+
+    username, status = asyncio.run(probe())
+    assert username == f"system:serviceaccount:default:{name}"
+    assert status == 403

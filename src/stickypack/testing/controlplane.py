@@ -65,7 +65,7 @@ __all__ = [
 
 T = TypeVar("T")
 
-#: Binaries a ControlPlane needs (helm is built too, but not used here).
+#: Binaries a ControlPlane needs (helm is built too: ``find_binaries(names=["helm"])``).
 REQUIRED_BINARIES: tuple[str, ...] = ("etcd", "kube-apiserver", "kube-scheduler")
 #: Environment variable naming a directory that holds the binaries.
 BIN_ENV = "STICKYPACK_K8S_BIN"
@@ -805,6 +805,35 @@ class ControlPlane:
                     raise ControlPlaneError(f"namespace {name!r} not available: {e}") from e
             time.sleep(0.1)
 
+    def service_account_kubeconfig(
+        self, name: str, namespace: str = "default", *, expiration_seconds: int = 3600
+    ) -> Path:
+        """Mint a token for the ServiceAccount ``namespace/name`` (TokenRequest API, valid
+        ``expiration_seconds``, at least 600) and write a kubeconfig that authenticates with
+        it to ``<work_dir>/sa-<namespace>-<name>.kubeconfig``; returns that path. Whatever
+        uses it has exactly the ServiceAccount's RBAC rights, as a pod running as it would.
+
+        Raises:
+            kubernetes_asyncio.client.exceptions.ApiException: 404 when there is no such
+                ServiceAccount.
+        """
+        if self.server is None or self._certs is None or self.work_dir is None:
+            raise ControlPlaneError("control plane not started")
+        body = {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {"expirationSeconds": expiration_seconds},
+        }
+        review = self._core(lambda core: core.create_namespaced_service_account_token(name, namespace, body))
+        user = f"system:serviceaccount:{namespace}:{name}"
+        config = _kubeconfig(self.server, self._certs)
+        config["users"] = [{"name": user, "user": {"token": review.status.token}}]
+        config["contexts"] = [{"name": "stickypack", "context": {"cluster": "stickypack", "user": user}}]
+        path = self.work_dir / f"sa-{namespace}-{name}.kubeconfig"
+        path.write_text(yaml.safe_dump(config))
+        path.chmod(0o600)
+        return path
+
     # ------------------------------------------------------------------ schedulers
 
     def start_scheduler(
@@ -815,6 +844,7 @@ class ControlPlane:
         timeout: float | None = None,
         args: Sequence[str] = (),
         leader_elect: bool = False,
+        kubeconfig: str | os.PathLike[str] | None = None,
     ) -> SchedulerHandle:
         """Start a kube-scheduler with a ``KubeSchedulerConfiguration`` and wait until its
         /readyz answers ok.
@@ -833,6 +863,11 @@ class ControlPlane:
             args: extra kube-scheduler flags.
             leader_elect: run leader election (readiness is then waited for as usual;
                 a scheduler that does not hold its lock does not schedule).
+            kubeconfig: connect as this kubeconfig's user instead of the admin (e.g. a
+                ServiceAccount's, :meth:`service_account_kubeconfig`), and delegate
+                authentication and authorization with it too, as a scheduler running
+                in-cluster does with its ServiceAccount (it then reads
+                ``kube-system/extension-apiserver-authentication``).
 
         Several schedulers may run at once (each on its own secure port).
         """
@@ -840,7 +875,13 @@ class ControlPlane:
             raise ControlPlaneError("control plane not running")
         cfg = _load_scheduler_config(config)
         connection = cfg.setdefault("clientConnection", {})
-        connection["kubeconfig"] = str(self.kubeconfig)
+        connection["kubeconfig"] = str(kubeconfig if kubeconfig is not None else self.kubeconfig)
+        if kubeconfig is not None:
+            delegation = [
+                f"--authentication-kubeconfig={kubeconfig}",
+                f"--authorization-kubeconfig={kubeconfig}",
+            ]
+            args = [*delegation, *args]
         connection.setdefault("qps", 5000)
         connection.setdefault("burst", 5000)
         election = dict(cfg.get("leaderElection") or {})
