@@ -1,0 +1,987 @@
+"""The Helm chart (charts/stickypack) with the real helm binary, and installed into the local
+control plane: its objects, its scheduler configurations (the committed output of
+``stickypack render scheduler-config``), and its RBAC, used for real: the kube-scheduler and
+the extender run with tokens of the chart's ServiceAccounts.
+
+helm is found like the control plane's binaries (:func:`stickypack.testing.find_binaries`):
+with ``CI=true`` a missing binary fails the tests, otherwise they are skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from prometheus_client.parser import text_string_to_metric_families
+
+from stickypack.cli import main as cli_main
+from stickypack.extender.config import ClusterConfig, ExtenderConfig, HistoryConfig, PodsConfig
+from stickypack.render import scheduler_routing
+from stickypack.testing import BinariesNotFoundError, ControlPlane, ControlPlaneError, find_binaries
+from stickypack.testing.controlplane import pinned_versions
+
+REPO = Path(__file__).resolve().parents[1]
+CHART = REPO / "charts" / "stickypack"
+FILES = CHART / "files"
+#: The committed scheduler configurations and the `stickypack render` arguments that write them.
+RENDERED: dict[str, list[str]] = {
+    "scheduler-stickypack.yaml": ["--profiles", "stickypack"],
+    "scheduler-stickypack-builds.yaml": [
+        "--profiles",
+        "stickypack-builds",
+        "--extender-url",
+        "http://stickypack-extender:8888",
+    ],
+}
+#: Kinds the chart creates, with their API path pieces: (group/version, plural, namespaced).
+KINDS: dict[str, tuple[str, str, bool]] = {
+    "ConfigMap": ("v1", "configmaps", True),
+    "ServiceAccount": ("v1", "serviceaccounts", True),
+    "Service": ("v1", "services", True),
+    "Deployment": ("apps/v1", "deployments", True),
+    "Role": ("rbac.authorization.k8s.io/v1", "roles", True),
+    "RoleBinding": ("rbac.authorization.k8s.io/v1", "rolebindings", True),
+    "ClusterRole": ("rbac.authorization.k8s.io/v1", "clusterroles", False),
+    "ClusterRoleBinding": ("rbac.authorization.k8s.io/v1", "clusterrolebindings", False),
+    "MutatingAdmissionPolicy": ("admissionregistration.k8s.io/v1", "mutatingadmissionpolicies", False),
+    "MutatingAdmissionPolicyBinding": (
+        "admissionregistration.k8s.io/v1",
+        "mutatingadmissionpolicybindings",
+        False,
+    ),
+}
+
+
+# --------------------------------------------------------------------------- helm
+
+
+@dataclass(frozen=True)
+class Helm:
+    """The helm binary with its own cache/config/data directories (nothing of the user's)."""
+
+    path: Path
+    home: Path
+
+    def run(
+        self, *args: str, kubeconfig: Path | None = None, check: bool = True
+    ) -> subprocess.CompletedProcess:
+        env = {
+            **os.environ,
+            "HELM_CACHE_HOME": str(self.home / "cache"),
+            "HELM_CONFIG_HOME": str(self.home / "config"),
+            "HELM_DATA_HOME": str(self.home / "data"),
+            "NO_PROXY": "127.0.0.1,localhost",
+            "no_proxy": "127.0.0.1,localhost",
+        }
+        env.pop("KUBECONFIG", None)
+        cmd = [str(self.path), *args]
+        if kubeconfig is not None:
+            cmd += ["--kubeconfig", str(kubeconfig)]
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+        if check and done.returncode != 0:
+            raise AssertionError(f"{' '.join(cmd)} exited {done.returncode}:\n{done.stderr}{done.stdout}")
+        return done
+
+    def template(self, *sets: str, namespace: str = "binder", release: str = "stickypack") -> list[dict]:
+        """``helm template`` with ``--set`` values: the objects, parsed."""
+        args = ["template", release, str(CHART), "--namespace", namespace]
+        for value in sets:
+            args += ["--set", value]
+        return [doc for doc in yaml.safe_load_all(self.run(*args).stdout) if doc]
+
+
+@pytest.fixture(scope="session")
+def helm(tmp_path_factory: pytest.TempPathFactory) -> Helm:
+    try:
+        path = find_binaries(names=["helm"])["helm"]
+    except BinariesNotFoundError as e:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"CI=true and {e}", pytrace=False)
+        pytest.skip(f"{e} (skipped outside CI; run `make k8s` first)")
+    return Helm(path, tmp_path_factory.mktemp("helm-home"))
+
+
+def find(docs: list[dict], kind: str, name: str | None = None) -> list[dict]:
+    return [d for d in docs if d["kind"] == kind and (name is None or d["metadata"]["name"] == name)]
+
+
+def one(docs: list[dict], kind: str, name: str) -> dict:
+    found = find(docs, kind, name)
+    assert len(found) == 1, (
+        f"{kind} {name}: {len(found)} found in {[(d['kind'], d['metadata']['name']) for d in docs]}"
+    )
+    return found[0]
+
+
+def committed(name: str) -> dict:
+    return yaml.safe_load((FILES / name).read_text())
+
+
+def scheduler_config_of(docs: list[dict], configmap: str) -> dict:
+    return yaml.safe_load(one(docs, "ConfigMap", configmap)["data"]["config.yaml"])
+
+
+def rules(docs: list[dict], kind: str, name: str) -> list[dict]:
+    return one(docs, kind, name)["rules"]
+
+
+# --------------------------------------------------------------------------- no cluster
+
+
+@pytest.mark.parametrize("name", sorted(RENDERED))
+def test_committed_scheduler_configs_are_what_render_writes(name: str, tmp_path: Path) -> None:
+    """files/ holds `stickypack render scheduler-config` output, byte for byte: one source of
+    truth for the profiles. A change to stickypack.render must be rendered into the chart."""
+    out = tmp_path / name
+    assert cli_main(["render", "scheduler-config", *RENDERED[name], "-o", str(out)]) == 0
+    command = " ".join(
+        ["stickypack render scheduler-config", *RENDERED[name], "-o", f"charts/stickypack/files/{name}"]
+    )
+    assert (FILES / name).read_text() == out.read_text(), (
+        f"charts/stickypack/files/{name} differs from what stickypack renders now; regenerate it: {command}"
+    )
+
+
+def test_scheduler_image_matches_the_tested_kubernetes_minor() -> None:
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    tag = values["scheduler"]["image"]["tag"]
+    pinned = pinned_versions()["K8S_VERSION"]
+    assert tag.split(".")[:2] == pinned.split(".")[:2], f"scheduler.image.tag {tag} vs versions.env {pinned}"
+
+
+def test_every_value_is_commented_and_in_the_schema() -> None:
+    """Each key of values.yaml that the chart defines (not the free-form maps it passes on,
+    like resources or extender.config) has a comment line right above it, and
+    values.schema.json knows it (the schema forbids unknown keys)."""
+    text = (CHART / "values.yaml").read_text()
+    lines = text.splitlines()
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    uncommented: list[str] = []
+
+    def walk(node: yaml.Node, spec: dict, where: str) -> None:
+        assert isinstance(node, yaml.MappingNode)
+        for key_node, value_node in node.value:
+            key = f"{where}{key_node.value}"
+            assert key_node.value in spec["properties"], f"{key} is not in values.schema.json"
+            line = key_node.start_mark.line
+            if not lines[line - 1].strip().startswith("#"):
+                uncommented.append(key)
+            child = spec["properties"][key_node.value]
+            if "properties" in child and isinstance(value_node, yaml.MappingNode) and value_node.value:
+                walk(value_node, child, f"{key}.")
+
+    walk(yaml.compose(text), schema, "")
+    assert not uncommented, f"keys of values.yaml without a comment line above: {uncommented}"
+
+
+def test_schema_knows_the_extenders_configuration_keys() -> None:
+    """extender.config in the schema has the extender's keys (pydantic models), but listen
+    (the chart's) and cluster.kubeconfig (in-cluster)."""
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    config = schema["properties"]["extender"]["properties"]["config"]
+    assert set(config["properties"]) == set(ExtenderConfig.model_fields) - {"listen"}
+    for key, model in (("pods", PodsConfig), ("history", HistoryConfig), ("cluster", ClusterConfig)):
+        expected = set(model.model_fields) - ({"kubeconfig"} if key == "cluster" else set())
+        assert set(config["properties"][key]["properties"]) == expected, key
+
+
+def test_lint_passes(helm: Helm) -> None:
+    out = helm.run("lint", "--strict", str(CHART)).stdout
+    assert "0 chart(s) failed" in out
+
+
+def test_defaults_render_every_component_with_the_committed_configs(helm: Helm, tmp_path: Path) -> None:
+    docs = helm.template()
+    for doc in docs:
+        assert doc["apiVersion"] and doc["kind"] in KINDS and doc["metadata"]["name"], doc
+        assert doc["metadata"]["labels"]["app.kubernetes.io/instance"] == "stickypack"
+    # the release named stickypack: the extender's Service is the URL committed in files/
+    one(docs, "Service", "stickypack-extender")
+    assert scheduler_config_of(docs, "stickypack-scheduler") == committed("scheduler-stickypack.yaml")
+    assert scheduler_config_of(docs, "stickypack-build-scheduler") == committed(
+        "scheduler-stickypack-builds.yaml"
+    )
+    # both schedulers: the official image, the pinned tag, in-cluster (no kubeconfig)
+    for name in ("stickypack-scheduler", "stickypack-build-scheduler"):
+        pod = one(docs, "Deployment", name)["spec"]["template"]["spec"]
+        (container,) = pod["containers"]
+        assert container["image"] == f"registry.k8s.io/kube-scheduler:{pinned_versions()['K8S_VERSION']}"
+        assert "--config=/etc/stickypack/config.yaml" in container["command"]
+        assert pod["serviceAccountName"] == "stickypack-scheduler"
+        assert "clientConnection" not in scheduler_config_of(docs, name) or (
+            "kubeconfig" not in scheduler_config_of(docs, name)["clientConnection"]
+        )
+    # the extender: its command, probes, metrics, and a configuration the extender accepts
+    pod = one(docs, "Deployment", "stickypack-extender")["spec"]["template"]
+    (container,) = pod["spec"]["containers"]
+    assert container["command"] == ["stickypack", "extender", "--config", "/etc/stickypack/extender.yaml"]
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert pod["metadata"]["annotations"]["prometheus.io/scrape"] == "true"
+    assert {
+        "name": "POD_NAMESPACE",
+        "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}},
+    } in container["env"]
+    config = yaml.safe_load(one(docs, "ConfigMap", "stickypack-extender")["data"]["extender.yaml"])
+    assert (
+        config["listen"] == {"host": "0.0.0.0", "port": 8888} and config["history"]["namespace"] == "binder"
+    )
+    path = tmp_path / "extender.yaml"
+    path.write_text(yaml.safe_dump(config))
+    assert cli_main(["extender", "--config", str(path), "--check"]) == 0
+    # routing off, webhook absent
+    assert not find(docs, "MutatingAdmissionPolicy")
+
+
+def test_default_rbac_is_the_operator_guides_table(helm: Helm) -> None:
+    docs = helm.template()
+    bound = {
+        d["roleRef"]["name"]: (d["kind"], d["metadata"].get("namespace"), d["subjects"])
+        for d in docs
+        if d["kind"] in ("ClusterRoleBinding", "RoleBinding")
+    }
+    scheduler = [{"kind": "ServiceAccount", "name": "stickypack-scheduler", "namespace": "binder"}]
+    extender = [{"kind": "ServiceAccount", "name": "stickypack-extender", "namespace": "binder"}]
+    assert bound == {
+        "system:kube-scheduler": ("ClusterRoleBinding", None, scheduler),
+        "system:volume-scheduler": ("ClusterRoleBinding", None, scheduler),
+        "extension-apiserver-authentication-reader": ("RoleBinding", "kube-system", scheduler),
+        "stickypack-extender": ("ClusterRoleBinding", None, extender),
+        "stickypack-extender-history": ("RoleBinding", "binder", extender),
+    }
+    assert rules(docs, "ClusterRole", "stickypack-extender") == [
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
+    ]
+    history = one(docs, "Role", "stickypack-extender-history")
+    assert history["metadata"]["namespace"] == "binder"
+    assert history["rules"] == [
+        {
+            "apiGroups": [""],
+            "resources": ["configmaps"],
+            "verbs": ["get", "list", "watch", "create", "update"],
+        }
+    ]
+    assert not find(docs, "Role", "stickypack-scheduler-leases")  # one replica each: no election
+
+
+def _names(docs: list[dict]) -> set[tuple[str, str]]:
+    return {(d["kind"], d["metadata"]["name"]) for d in docs}
+
+
+def test_each_component_toggles_on_its_own(helm: Helm) -> None:
+    everything = _names(helm.template("routing.enabled=true"))
+
+    no_schedulers = _names(helm.template("scheduler.enabled=false"))
+    assert not {n for n in no_schedulers if "scheduler" in n[1]}
+    assert ("Deployment", "stickypack-extender") in no_schedulers
+
+    packing_only = helm.template("scheduler.builds.enabled=false")
+    assert ("Deployment", "stickypack-scheduler") in _names(packing_only)
+    assert ("Deployment", "stickypack-build-scheduler") not in _names(packing_only)
+    assert ("ClusterRoleBinding", "stickypack-scheduler-kube-scheduler") in _names(packing_only)
+
+    builds_only = _names(helm.template("scheduler.packing.enabled=false"))
+    assert ("Deployment", "stickypack-build-scheduler") in builds_only
+    assert ("Deployment", "stickypack-scheduler") not in builds_only
+
+    none = _names(helm.template("scheduler.packing.enabled=false", "scheduler.builds.enabled=false"))
+    assert not {n for n in none if "scheduler" in n[1]}
+
+    external = "http://extender.elsewhere.svc:9000/x"
+    no_extender = helm.template("extender.enabled=false", f"scheduler.builds.extenderURL={external}/")
+    assert not {n for n in _names(no_extender) if "extender" in n[1]}
+    (entry,) = scheduler_config_of(no_extender, "stickypack-build-scheduler")["extenders"]
+    assert entry["urlPrefix"] == external  # the trailing slash cut, as render does
+
+    routed = {n for n in everything if n[0].startswith("MutatingAdmissionPolicy")}
+    assert routed == {
+        ("MutatingAdmissionPolicy", "stickypack-route-to-stickypack-builds"),
+        ("MutatingAdmissionPolicyBinding", "stickypack-route-to-stickypack-builds"),
+    }
+    assert everything - routed == _names(helm.template())
+
+
+def test_builds_without_an_extender_is_a_clear_error(helm: Helm) -> None:
+    done = helm.run("template", "x", str(CHART), "--set", "extender.enabled=false", check=False)
+    assert done.returncode != 0
+    assert "scheduler.builds needs an extender" in done.stderr
+
+
+def test_replicas_turn_leader_election_and_its_lease_role_on(helm: Helm) -> None:
+    docs = helm.template("scheduler.builds.replicas=2")
+    builds = scheduler_config_of(docs, "stickypack-build-scheduler")
+    assert builds["leaderElection"] == {
+        **committed("scheduler-stickypack-builds.yaml")["leaderElection"],
+        "leaderElect": True,
+    }
+    assert scheduler_config_of(docs, "stickypack-scheduler")["leaderElection"]["leaderElect"] is False
+    role = one(docs, "Role", "stickypack-scheduler-leases")
+    assert role["metadata"]["namespace"] == "kube-system"
+    assert role["rules"] == [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+        {
+            "apiGroups": ["coordination.k8s.io"],
+            "resources": ["leases"],
+            "resourceNames": ["stickypack-builds-scheduler"],
+            "verbs": ["get", "update"],
+        },
+    ]
+    both = helm.template("scheduler.builds.replicas=2", "scheduler.packing.replicas=3")
+    names = rules(both, "Role", "stickypack-scheduler-leases")[1]["resourceNames"]
+    assert names == ["stickypack-scheduler", "stickypack-builds-scheduler"]
+    assert one(both, "Deployment", "stickypack-scheduler")["spec"]["replicas"] == 3
+
+
+@pytest.mark.parametrize(
+    ("store", "node_verbs", "history_role"),
+    [
+        ("configmap", ["get", "list", "watch"], True),
+        ("node-annotations", ["get", "list", "watch", "patch"], False),
+        ("memory", ["get", "list", "watch"], False),
+    ],
+)
+def test_history_store_decides_the_extenders_rights(
+    helm: Helm, store: str, node_verbs: list[str], history_role: bool
+) -> None:
+    docs = helm.template(f"extender.config.history.store={store}", "extender.config.history.namespace=hist")
+    assert rules(docs, "ClusterRole", "stickypack-extender")[0]["verbs"] == node_verbs
+    roles = find(docs, "Role", "stickypack-extender-history")
+    assert bool(roles) == history_role
+    if history_role:
+        assert roles[0]["metadata"]["namespace"] == "hist"
+        assert one(docs, "RoleBinding", "stickypack-extender-history")["metadata"]["namespace"] == "hist"
+
+
+def test_extender_settings_reach_its_configuration(helm: Helm) -> None:
+    docs = helm.template(
+        "extender.port=9999",
+        "extender.config.filters={ScaleDownAware,DelayForLocality}",
+        "extender.files.mine\\.yaml=name: mine",
+        "scheduler.builds.extenderWeight=20",
+        "extender.service.port=80",
+    )
+    data = one(docs, "ConfigMap", "stickypack-extender")["data"]
+    config = yaml.safe_load(data["extender.yaml"])
+    assert config["listen"]["port"] == 9999
+    assert config["filters"] == ["ScaleDownAware", "DelayForLocality"]
+    assert data["mine.yaml"] == "name: mine"
+    (container,) = one(docs, "Deployment", "stickypack-extender")["spec"]["template"]["spec"]["containers"]
+    assert container["ports"] == [{"name": "http", "containerPort": 9999}]
+    (entry,) = scheduler_config_of(docs, "stickypack-build-scheduler")["extenders"]
+    assert entry["weight"] == 20 and entry["urlPrefix"] == "http://stickypack-extender:80"
+    assert one(docs, "Service", "stickypack-extender")["spec"]["ports"][0]["port"] == 80
+
+
+def test_routing_is_what_render_scheduler_routing_writes(helm: Helm, tmp_path: Path) -> None:
+    routes = [
+        {
+            "schedulerName": "stickypack-builds",
+            "selector": {"component": "binderhub-build"},
+            "namespace": "binder",
+        },
+        {"schedulerName": "stickypack", "selector": {"app.kubernetes.io/component": "dask-worker", "a": "b"}},
+    ]
+    values = tmp_path / "routes.yaml"
+    values.write_text(yaml.safe_dump({"routing": {"enabled": True, "routes": routes}}))
+    out = helm.run("template", "stickypack", str(CHART), "-f", str(values)).stdout
+    docs = [d for d in yaml.safe_load_all(out) if d and d["kind"].startswith("MutatingAdmissionPolicy")]
+    expected = [
+        doc
+        for route in routes
+        for doc in scheduler_routing(route["schedulerName"], route["selector"], route.get("namespace"))
+    ]
+    for doc in docs:
+        assert doc["metadata"].pop("labels")["app.kubernetes.io/component"] == "routing"
+
+    def key(doc: dict) -> tuple[str, str]:
+        return doc["kind"], doc["metadata"]["name"]
+
+    assert sorted(docs, key=key) == sorted(expected, key=key)  # helm orders objects by kind
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ("scheduler.packing.replicas=-1", "at '/scheduler/packing/replicas': minimum: got -1, want 0"),
+        ("extender.replicas=-2", "at '/extender/replicas': minimum: got -2, want 0"),
+        ("scheduler.replica=2", "at '/scheduler': additional properties 'replica' not allowed"),
+        ("extender.config.history.store=etcd", "at '/extender/config/history/store': value must be one of"),
+        (
+            "extender.config.listen.port=1",
+            "at '/extender/config': additional properties 'listen' not allowed",
+        ),
+        ("scheduler.builds.extenderURL=https://x:1", "'https://x:1' does not match pattern"),
+        ("extender.port=70000", "at '/extender/port': maximum: got 70,000, want 65,535"),
+        ("routing.routes[0].schedulerName=Bad_Name", "at '/routing/routes/0'"),
+        ("scheduler.logLevel=loud", "at '/scheduler/logLevel': got string, want integer"),
+    ],
+)
+def test_bad_values_fail_with_a_schema_error_naming_the_key(helm: Helm, setting: str, message: str) -> None:
+    done = helm.run("template", "x", str(CHART), "--set", setting, check=False)
+    assert done.returncode != 0
+    assert "values don't meet the specifications of the schema" in done.stderr
+    assert message in done.stderr, done.stderr
+
+
+def test_duplicate_routes_and_the_reserved_webhook_fail_clearly(helm: Helm, tmp_path: Path) -> None:
+    values = tmp_path / "v.yaml"
+    route = {"schedulerName": "stickypack", "selector": {"a": "b"}}
+    values.write_text(yaml.safe_dump({"routing": {"enabled": True, "routes": [route, route]}}))
+    done = helm.run("template", "x", str(CHART), "-f", str(values), check=False)
+    assert done.returncode != 0 and "two routes name schedulerName stickypack" in done.stderr
+    done = helm.run("template", "x", str(CHART), "--set", "webhook.enabled=true", check=False)
+    assert done.returncode != 0 and "no webhook component yet" in done.stderr
+
+
+# --------------------------------------------------------------------------- the control plane
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _api_path(doc: dict, namespace: str) -> str:
+    group_version, plural, namespaced = KINDS[doc["kind"]]
+    base = "/api/v1" if group_version == "v1" else f"/apis/{group_version}"
+    ns = doc["metadata"].get("namespace") or namespace
+    return f"{base}/namespaces/{ns}/{plural}" if namespaced else f"{base}/{plural}"
+
+
+def _request(
+    cp: ControlPlane, method: str, path: str, body: Any = None, query: list | None = None
+) -> tuple[int, Any]:
+    """A raw API request as the admin: (HTTP status, JSON body)."""
+
+    async def go(api: Any) -> tuple[int, Any]:
+        resp = await api.call_api(
+            path,
+            method,
+            query_params=query or [],
+            header_params={"Accept": "application/json", "Content-Type": "application/json"},
+            body=body,
+            _preload_content=False,
+        )
+        try:
+            raw = await resp.read()
+        finally:
+            resp.release()
+        return resp.status, json.loads(raw or b"{}")
+
+    return cp.call(go)
+
+
+def _get(cp: ControlPlane, doc: dict, namespace: str) -> int:
+    return _request(cp, "GET", f"{_api_path(doc, namespace)}/{doc['metadata']['name']}")[0]
+
+
+def _access(
+    cp: ControlPlane,
+    user: str,
+    verb: str,
+    resource: str,
+    namespace: str = "",
+    name: str = "",
+    group: str = "",
+) -> bool:
+    review = {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SubjectAccessReview",
+        "spec": {
+            "user": user,
+            "groups": ["system:serviceaccounts", "system:authenticated"],
+            "resourceAttributes": {
+                "verb": verb,
+                "resource": resource,
+                "group": group,
+                "namespace": namespace,
+                "name": name,
+            },
+        },
+    }
+    status, body = _request(cp, "POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", review)
+    assert status == 201, body
+    return bool(body["status"].get("allowed"))
+
+
+@pytest.mark.controlplane
+@pytest.mark.parametrize(
+    "sets",
+    [
+        (),
+        ("routing.enabled=true", "scheduler.builds.replicas=2", "scheduler.packing.replicas=2"),
+        ("scheduler.enabled=false",),
+        ("extender.enabled=false", "scheduler.builds.extenderURL=http://x:1"),
+        ("extender.config.history.store=node-annotations", "extender.files.p\\.yaml=x"),
+    ],
+    ids=["defaults", "routing-and-leader-election", "no-scheduler", "no-extender", "node-annotations"],
+)
+def test_the_api_server_accepts_every_object(
+    controlplane: ControlPlane, helm: Helm, sets: tuple[str, ...]
+) -> None:
+    """Each object of each variant, sent to the real API server as a dry run with strict
+    field validation: a misspelt or misplaced field is an error, not silently dropped."""
+    docs = helm.template(*sets, namespace="default")
+    assert docs
+    for doc in docs:
+        status, body = _request(
+            controlplane,
+            "POST",
+            _api_path(doc, "default"),
+            doc,
+            [("dryRun", "All"), ("fieldValidation", "Strict")],
+        )
+        assert status == 201, f"{doc['kind']} {doc['metadata']['name']}: HTTP {status} {body.get('message')}"
+
+
+@dataclass
+class Installed:
+    cp: ControlPlane
+    helm: Helm
+    namespace: str
+    release: str
+    extender_port: int
+    route_label: dict[str, str]
+    manifest: list[dict]
+
+    def configmap(self, name: str) -> dict:
+        from kubernetes_asyncio import client
+
+        cm = self.cp.call(lambda api: client.CoreV1Api(api).read_namespaced_config_map(name, self.namespace))
+        return cm.data
+
+    def kubeconfig(self, account: str) -> Path:
+        return self.cp.service_account_kubeconfig(f"{self.release}-{account}", self.namespace)
+
+
+@pytest.fixture(scope="module")
+def installed(
+    controlplane: ControlPlane, helm: Helm, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Installed]:
+    """The chart installed with helm into a namespace of its own (release "stickypack"): the
+    builds scheduler with two replicas (leader election) asking an extender on a loopback
+    port, and a route for pods with a label of this run."""
+    assert controlplane.kubeconfig is not None
+    namespace = f"sp-helm-{uuid.uuid4().hex[:6]}"
+    port = _free_port()
+    route_label = {"stickypack-helm-test": uuid.uuid4().hex[:8]}
+    values = tmp_path_factory.mktemp("values") / "values.yaml"
+    values.write_text(
+        yaml.safe_dump(
+            {
+                "scheduler": {"builds": {"replicas": 2, "extenderURL": f"http://127.0.0.1:{port}"}},
+                "extender": {"config": {"history": {"flush_interval_s": 0.05}}},
+                "routing": {
+                    "enabled": True,
+                    "routes": [
+                        {"schedulerName": "stickypack", "selector": route_label, "namespace": namespace}
+                    ],
+                },
+            }
+        )
+    )
+    release = "stickypack"
+    helm.run(
+        "install", release, str(CHART), "--namespace", namespace, "--create-namespace", "-f", str(values),
+        kubeconfig=controlplane.kubeconfig,
+    )  # fmt: skip
+    manifest = helm.run(
+        "get", "manifest", release, "--namespace", namespace, kubeconfig=controlplane.kubeconfig
+    )
+    docs = [d for d in yaml.safe_load_all(manifest.stdout) if d]
+    try:
+        yield Installed(controlplane, helm, namespace, release, port, route_label, docs)
+    finally:
+        helm.run(
+            "uninstall", release, "--namespace", namespace, kubeconfig=controlplane.kubeconfig, check=False
+        )
+
+
+@pytest.mark.controlplane
+def test_install_creates_every_object_with_the_committed_configs(installed: Installed) -> None:
+    kinds = {d["kind"] for d in installed.manifest}
+    assert kinds == set(KINDS), kinds  # every kind the chart has, with these values
+    missing = [
+        (d["kind"], d["metadata"]["name"])
+        for d in installed.manifest
+        if _get(installed.cp, d, installed.namespace) != 200
+    ]
+    assert not missing
+    status = installed.helm.run(
+        "status",
+        installed.release,
+        "--namespace",
+        installed.namespace,
+        "-o",
+        "json",
+        kubeconfig=installed.cp.kubeconfig,
+    )
+    assert json.loads(status.stdout)["info"]["status"] == "deployed"
+    packing = yaml.safe_load(installed.configmap("stickypack-scheduler")["config.yaml"])
+    assert packing == committed("scheduler-stickypack.yaml")
+    builds = yaml.safe_load(installed.configmap("stickypack-build-scheduler")["config.yaml"])
+    expected = committed("scheduler-stickypack-builds.yaml")
+    expected["leaderElection"]["leaderElect"] = True  # two replicas
+    expected["extenders"][0]["urlPrefix"] = f"http://127.0.0.1:{installed.extender_port}"
+    assert builds == expected
+
+
+def _scheduler_config(installed: Installed, configmap: str) -> dict:
+    return yaml.safe_load(installed.configmap(configmap)["config.yaml"])
+
+
+@pytest.mark.controlplane
+def test_schedulers_run_with_the_charts_service_account_alone(
+    installed: Installed, cluster: ControlPlane
+) -> None:
+    """kube-scheduler, authenticated by a token of the chart's scheduler ServiceAccount and
+    nothing else, with the chart's configurations: both profiles bind pods, the builds
+    scheduler holds its own Lease (leader election, two replicas), and its log shows no
+    request refused (the authentication reader RoleBinding included)."""
+    from kubernetes_asyncio import client
+
+    kubeconfig = installed.kubeconfig("scheduler")
+    cluster.create_node("n1", cpu="8", memory="32Gi")
+    cluster.create_node("n2", cpu="8", memory="32Gi")
+    packing = _scheduler_config(installed, "stickypack-scheduler")
+    builds = _scheduler_config(installed, "stickypack-build-scheduler")
+    handles = [
+        cluster.start_scheduler(packing, kubeconfig=kubeconfig, timeout=30),
+        cluster.start_scheduler(
+            builds, kubeconfig=kubeconfig, leader_elect=builds["leaderElection"]["leaderElect"], timeout=30
+        ),
+    ]
+    pods = [f"user-{i}" for i in range(3)]
+    cluster.create_pods(
+        [
+            *({"metadata": {"name": n}, **_pod_spec("stickypack")} for n in pods),
+            *({"metadata": {"name": f"build-{i}"}, **_pod_spec("stickypack-builds")} for i in range(2)),
+        ]
+    )
+    placed = cluster.wait_bound([*pods, "build-0", "build-1"], timeout=30)
+    assert len(set(placed[p] for p in pods)) == 1  # packed onto one node
+    lease = cluster.call(
+        lambda api: client.CoordinationV1Api(api).read_namespaced_lease(
+            "stickypack-builds-scheduler", "kube-system"
+        )
+    )
+    assert lease.spec.holder_identity
+    for handle in handles:
+        log = handle.log_path.read_text()
+        assert "forbidden" not in log, log[-3000:]
+        assert "Unable to get configmap/extension-apiserver-authentication" not in log
+
+
+def _pod_spec(scheduler: str) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "spec": {
+            "schedulerName": scheduler,
+            "terminationGracePeriodSeconds": 0,
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "registry.k8s.io/pause:3.10",
+                    "resources": {"requests": {"cpu": "1", "memory": "1Gi"}},
+                }
+            ],
+        },
+    }
+
+
+def _service_account(cp: ControlPlane, namespace: str, name: str) -> None:
+    from kubernetes_asyncio import client
+
+    cp.call(
+        lambda api: client.CoreV1Api(api).create_namespaced_service_account(
+            namespace, {"metadata": {"name": name}}
+        )
+    )
+
+
+@pytest.mark.controlplane
+def test_without_the_charts_bindings_the_scheduler_does_not_run(
+    installed: Installed, cluster: ControlPlane
+) -> None:
+    """The rights come from the chart's bindings: an account without them cannot start the
+    scheduler (its informers are refused), and one bound like the chart but without the
+    authentication reader RoleBinding logs the error the operator guide quotes."""
+    namespace = installed.namespace
+    _service_account(cluster, namespace, "nobody")
+    config = _scheduler_config(installed, "stickypack-scheduler")
+    was_failed = cluster.failed
+    with pytest.raises(ControlPlaneError, match="not healthy") as failed:
+        cluster.start_scheduler(
+            config, kubeconfig=cluster.service_account_kubeconfig("nobody", namespace), timeout=5
+        )
+    log = Path(re.search(r"log (/\S+\.log):", str(failed.value)).group(1)).read_text()  # type: ignore[union-attr]
+    assert f'nodes is forbidden: User \\"system:serviceaccount:{namespace}:nobody\\"' in log
+    cluster.failed = was_failed  # an expected failure: no reason to keep the logs
+
+    _service_account(cluster, namespace, "no-reader")
+    for role in ("system:kube-scheduler", "system:volume-scheduler"):
+        binding = {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": f"{namespace}-no-reader-{role.split(':')[1]}"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+            "subjects": [{"kind": "ServiceAccount", "name": "no-reader", "namespace": namespace}],
+        }
+        assert (
+            _request(cluster, "POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", binding)[0]
+            == 201
+        )
+    try:
+        handle = cluster.start_scheduler(
+            config, kubeconfig=cluster.service_account_kubeconfig("no-reader", namespace), timeout=30
+        )
+        cluster.create_node("n1")
+        cluster.create_pod(pod={"metadata": {"name": "p"}, **_pod_spec("stickypack")})
+        assert cluster.wait_bound(["p"], timeout=30) == {"p": "n1"}
+        assert "Unable to get configmap/extension-apiserver-authentication" in handle.log_path.read_text()
+    finally:
+        for role in ("kube-scheduler", "volume-scheduler"):
+            _request(
+                cluster,
+                "DELETE",
+                f"/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/{namespace}-no-reader-{role}",
+            )
+
+
+def _extender_process(
+    installed: Installed, tmp_path: Path, kubeconfig: Path
+) -> tuple[subprocess.Popen, Callable[[str], tuple[int, str]]]:
+    """`stickypack extender` with the chart's extender.yaml (from its ConfigMap), as the
+    Deployment runs it, but on loopback and with a ServiceAccount's kubeconfig."""
+    config = tmp_path / "extender.yaml"
+    config.write_text(installed.configmap("stickypack-extender")["extender.yaml"])
+    log = tmp_path / "extender.log"
+    port = installed.extender_port
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "stickypack.cli", "extender", "--config", str(config),
+             "--kubeconfig", str(kubeconfig), "--host", "127.0.0.1", "--port", str(port)],
+            stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+            env={**os.environ, "POD_NAMESPACE": installed.namespace, "NO_PROXY": "127.0.0.1,localhost",
+                 "no_proxy": "127.0.0.1,localhost"},
+        )  # fmt: skip
+
+    def get(path: str) -> tuple[int, str]:
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        try:
+            with opener.open(f"http://127.0.0.1:{port}{path}", timeout=2) as resp:
+                return resp.status, resp.read().decode()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read().decode()
+        except OSError as exc:
+            return 0, repr(exc)
+
+    return proc, get
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+
+
+def _wait(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.1)
+
+
+def _metrics(text: str) -> dict[str, float]:
+    return {
+        s.name + json.dumps(s.labels, sort_keys=True): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+@pytest.mark.controlplane
+def test_extender_runs_with_the_charts_service_account_alone(
+    installed: Installed, cluster: ControlPlane, tmp_path: Path
+) -> None:
+    """`stickypack extender` with the chart's configuration and a token of the chart's
+    extender ServiceAccount: it becomes ready (nodes, pods and its history listed and
+    watched), scores build pods for the chart's build scheduler (same account rights as
+    in-cluster), and writes the build history ConfigMap (created, then updated)."""
+    from kubernetes_asyncio import client
+
+    for i in range(3):
+        cluster.create_node(f"n{i}", cpu="8", memory="32Gi")
+    proc, get = _extender_process(installed, tmp_path, installed.kubeconfig("extender"))
+    try:
+        _wait(lambda: proc.poll() is not None or get("/readyz")[0] == 200, 30, "extender /readyz")
+        assert proc.poll() is None, (tmp_path / "extender.log").read_text()
+        assert get("/healthz")[0] == 200
+        builds = _scheduler_config(installed, "stickypack-build-scheduler")
+        cluster.start_scheduler(builds, kubeconfig=installed.kubeconfig("scheduler"), timeout=30)
+        repos = ["https://github.com/org/one", "https://github.com/org/two"]
+        for i, repo in enumerate(repos):
+            meta = {"name": f"build-{i}", "labels": {"component": "binderhub-build"}}
+            pod = {
+                "metadata": {**meta, "annotations": {"binder-repo": repo}},
+                **_pod_spec("stickypack-builds"),
+            }
+            cluster.create_pod(pod=pod)
+            node = cluster.wait_bound([f"build-{i}"], timeout=30)[f"build-{i}"]
+            cluster.call(
+                lambda api, i=i: client.CoreV1Api(api).delete_namespaced_pod(f"build-{i}", "default")
+            )
+
+            def stored(repo: str = repo, node: str = node) -> bool:
+                try:
+                    data = installed.configmap("stickypack-build-history-0")
+                except Exception:
+                    return False
+                return node in json.loads(data["history.json"])["repos"].get(repo, {})
+
+            _wait(stored, 20, f"{repo} recorded on {node}")
+        samples = _metrics(get("/metrics")[1])
+        assert samples["stickypack_extender_cache_nodes{}"] == 3
+        decided = samples.get(
+            'stickypack_extender_decisions_total{"managed": "true", "verb": "prioritize"}', 0
+        )
+        assert (
+            decided
+            + samples.get('stickypack_extender_decisions_total{"managed": "true", "verb": "filter"}', 0)
+            >= 2
+        )
+        assert not any(
+            v for k, v in samples.items() if k.startswith("stickypack_extender_history_write_errors")
+        )
+    finally:
+        _stop(proc)
+    log = (tmp_path / "extender.log").read_text()
+    assert "403" not in log and "Forbidden" not in log, log[-3000:]
+
+
+@pytest.mark.controlplane
+def test_without_the_charts_bindings_the_extender_is_never_ready(
+    installed: Installed, cluster: ControlPlane, tmp_path: Path
+) -> None:
+    _service_account(cluster, installed.namespace, "no-rights")
+    proc, get = _extender_process(
+        installed, tmp_path, cluster.service_account_kubeconfig("no-rights", installed.namespace)
+    )
+    try:
+        _wait(lambda: proc.poll() is not None or get("/readyz")[0] != 0, 30, "the extender to answer")
+        time.sleep(1.0)  # time enough to list, had it the rights (it is ready in well under that)
+        status, body = get("/readyz")
+        assert status == 503 and "nodes cache not synced" in body and "pods cache not synced" in body
+    finally:
+        _stop(proc)
+
+
+@pytest.mark.controlplane
+def test_the_accounts_have_no_right_beyond_the_table(installed: Installed) -> None:
+    """The rights the operator guide's table grants, and nothing more (SubjectAccessReview)."""
+    ns = installed.namespace
+    scheduler = f"system:serviceaccount:{ns}:stickypack-scheduler"
+    extender = f"system:serviceaccount:{ns}:stickypack-extender"
+    cp = installed.cp
+    granted = [
+        (extender, "list", "nodes", "", "", ""),
+        (extender, "watch", "pods", "", "", ""),
+        (extender, "update", "configmaps", ns, "stickypack-build-history-0", ""),
+        (scheduler, "create", "bindings", "default", "", ""),
+        (scheduler, "update", "leases", "kube-system", "stickypack-builds-scheduler", "coordination.k8s.io"),
+        (scheduler, "get", "configmaps", "kube-system", "extension-apiserver-authentication", ""),
+    ]
+    refused = [
+        (extender, "patch", "nodes", "", "n1", ""),  # configmap store: no node writes
+        (extender, "create", "configmaps", "default", "", ""),  # only in its history namespace
+        (extender, "get", "secrets", ns, "", ""),
+        (extender, "create", "bindings", "default", "", ""),
+        (
+            scheduler,
+            "update",
+            "leases",
+            "kube-system",
+            "stickypack-scheduler",
+            "coordination.k8s.io",
+        ),  # 1 replica
+        (scheduler, "get", "secrets", ns, "", ""),
+        (scheduler, "update", "configmaps", ns, "stickypack-build-history-0", ""),
+    ]
+    assert [_access(cp, *g) for g in granted] == [True] * len(granted)
+    assert [_access(cp, *r) for r in refused] == [False] * len(refused)
+
+
+@pytest.mark.controlplane
+def test_routing_gives_labelled_pods_the_routes_scheduler(
+    installed: Installed, cluster: ControlPlane
+) -> None:
+    deadline = time.monotonic() + 20
+    for i in range(100):  # the API server picks a new policy up within a second or so
+        probe = cluster.create_pod(
+            pod={
+                "metadata": {"name": f"probe-{i}", "labels": installed.route_label},
+                **_pod_spec("default-scheduler"),
+            },
+            namespace=installed.namespace,
+        )
+        if probe["spec"]["schedulerName"] != "default-scheduler" or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert probe["spec"]["schedulerName"] == "stickypack"
+    elsewhere = cluster.create_pod(
+        pod={
+            "metadata": {"name": "elsewhere", "labels": installed.route_label},
+            **_pod_spec("default-scheduler"),
+        }
+    )
+    assert elsewhere["spec"]["schedulerName"] == "default-scheduler"  # the route's namespace only
+
+
+@pytest.mark.controlplane
+def test_uninstall_removes_what_it_installed(installed: Installed) -> None:
+    """Last in this file (the module's release is gone after it). The build history the
+    extender wrote is not the chart's and stays."""
+    cp = installed.cp
+    history = {"kind": "ConfigMap", "metadata": {"name": "stickypack-build-history-0"}}
+    had_history = _get(cp, history, installed.namespace) == 200  # if the extender test wrote one
+    assert not find(installed.manifest, "ConfigMap", "stickypack-build-history-0")
+    installed.helm.run(
+        "uninstall", installed.release, "--namespace", installed.namespace, kubeconfig=cp.kubeconfig
+    )
+
+    def gone() -> list[tuple[str, str]]:
+        return [
+            (d["kind"], d["metadata"]["name"])
+            for d in installed.manifest
+            if _get(cp, d, installed.namespace) != 404
+        ]
+
+    _wait(lambda: not gone(), 20, "the release's objects to go")
+    listed = installed.helm.run("list", "--namespace", installed.namespace, "-q", kubeconfig=cp.kubeconfig)
+    assert listed.stdout.strip() == ""
+    assert (_get(cp, history, installed.namespace) == 200) == had_history
