@@ -31,12 +31,14 @@ def _table(nodes: dict[str, tuple[int, int]]) -> NodeTable:
     return table
 
 
-def _pod(name: str, cpu: str, memory: str, owner: str | None = None, **annotations: str) -> Pod:
+def _pod(
+    name: str, cpu: str, memory: str, owner: str | None = None, controller: bool = True, **annotations: str
+) -> Pod:
     raw = pod_manifest(name, cpu=cpu, memory=memory)
     raw["metadata"]["annotations"] = annotations
     if owner:
         raw["metadata"]["ownerReferences"] = [
-            {"apiVersion": "v1", "kind": owner, "name": "o", "uid": "u", "controller": True}
+            {"apiVersion": "v1", "kind": owner, "name": "o", "uid": "u", "controller": controller}
         ]
     return Pod.from_dict(raw)
 
@@ -51,6 +53,26 @@ def test_pins_node_follows_the_autoscalers_rules() -> None:
     assert not pins_node(_pod("bare-safe", "1", "1Gi", **{safe: "true"}))
     assert pins_node(_pod("rs-unsafe", "1", "1Gi", owner="ReplicaSet", **{safe: "false"}))
     assert not pins_node(_pod("mirror", "1", "1Gi", **{"kubernetes.io/config.mirror": "x"}))
+
+
+def test_pins_node_reads_only_the_controller_and_every_annotation_value() -> None:
+    """The autoscaler asks the pod's *controller* (an owner reference with controller: true;
+    metav1.GetControllerOf), takes ``cluster-autoscaler.kubernetes.io/daemonset-pod: "true"``
+    for a DaemonSet pod, and waits for a pod annotated ``safe-to-evict: "on-completion"``
+    to finish (CA 1.36+): that pod holds its node, whoever owns it."""
+    safe = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+    assert pins_node(_pod("owned-not-controlled", "1", "1Gi", owner="ReplicaSet", controller=False))
+    assert _pod("owned-not-controlled", "1", "1Gi", owner="ReplicaSet", controller=False).owner_kind is None
+    assert not pins_node(
+        _pod("ds-like", "1", "1Gi", **{"cluster-autoscaler.kubernetes.io/daemonset-pod": "true"})
+    )
+    assert pins_node(
+        _pod("not-ds", "1", "1Gi", **{"cluster-autoscaler.kubernetes.io/daemonset-pod": "false"})
+    )
+    assert pins_node(_pod("rs-waits", "1", "1Gi", owner="ReplicaSet", **{safe: "on-completion"}))
+    assert pins_node(_pod("bare-waits", "1", "1Gi", **{safe: "on-completion"}))
+    assert not pins_node(_pod("ds-waits", "1", "1Gi", owner="DaemonSet", **{safe: "on-completion"}))
+    assert not pins_node(_pod("ds-unsafe", "1", "1Gi", owner="DaemonSet", **{safe: "false"}))
 
 
 def test_explain_placement_agrees_with_profile_select() -> None:
@@ -123,6 +145,34 @@ def test_node_report_verdicts() -> None:
     assert reports["busy"].verdict(0.8) == "pinned"  # under a higher threshold, held by its bare pod
 
 
+def test_a_node_with_only_daemonset_and_mirror_pods_is_empty() -> None:
+    """The autoscaler calls a node empty when nothing but DaemonSet and mirror pods runs on
+    it (every node of a real cluster runs kube-proxy or a CNI DaemonSet); their requests
+    still count in its utilization (--ignore-daemonsets-utilization is off by default)."""
+    table = _table({"ds-only": (4000, 16), "ds-heavy": (4000, 16), "with-web": (4000, 16)})
+    pods = {
+        "ds-only": [
+            _pod("proxy", "100m", "100Mi", owner="DaemonSet"),
+            _pod("etcd", "100m", "100Mi", **{"kubernetes.io/config.mirror": "x"}),
+        ],
+        "ds-heavy": [_pod("agent", "3", "1Gi", owner="DaemonSet")],
+        "with-web": [
+            _pod("proxy2", "100m", "100Mi", owner="DaemonSet"),
+            _pod("web", "100m", "100Mi", owner="ReplicaSet"),
+        ],
+    }
+    for node, placed in pods.items():
+        for pod in placed:
+            table.add_pod(table.index[node], pod)
+    reports = {r.node: r for r in node_report(table, pods)}
+    assert reports["ds-only"].pods == 2 and reports["ds-only"].cpu == pytest.approx(0.05)
+    assert {n: r.verdict(0.5) for n, r in reports.items()} == {
+        "ds-only": "empty",
+        "ds-heavy": "busy",  # DaemonSet requests count: 75% is not under the threshold
+        "with-web": "removable",
+    }
+
+
 # ---------------------------------------------------------------------------- real control plane
 
 
@@ -166,15 +216,17 @@ def test_inspect_nodes_on_a_real_cluster(cluster: ControlPlane, capsys: pytest.C
         "pinned": "pinned",
         "removable": "removable",
         "empty": "empty",
-        "going": "removable",
+        "going": "empty",  # a DaemonSet pod alone: empty to the autoscaler
     }
     assert nodes["pinned"]["pinning"] == ["default/dask-worker-1", "default/jupyter-bob"]
     assert nodes["going"]["autoscaler"] == "candidate"
+    assert (nodes["going"]["pods"], nodes["going"]["daemon_pods"]) == (1, 1)
+    assert nodes["going"]["cpu"] == pytest.approx(0.025)  # its requests count all the same
     assert nodes["busy"]["cpu"] == pytest.approx(0.75)
-    assert report["summary"] == {"busy": 1, "pinned": 1, "removable": 2, "empty": 1}
+    assert report["summary"] == {"busy": 1, "pinned": 1, "removable": 1, "empty": 2}
     assert main(["inspect", "--kubeconfig", str(cluster.kubeconfig), "--threshold", "0.8"]) == 0
     out = capsys.readouterr().out
-    assert "5 nodes: 0 busy, 2 under the threshold but pinned by bare pods, 2 removable, 1 empty" in out
+    assert "5 nodes: 0 busy, 2 under the threshold but pinned, 1 removable, 2 empty" in out
 
 
 @pytest.mark.controlplane

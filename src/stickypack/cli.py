@@ -857,6 +857,7 @@ async def _inspect_cluster(
                     "memory": round(r.memory, 4),
                     "utilization": round(r.utilization, 4),
                     "pods": r.pods,
+                    "daemon_pods": r.daemon_pods,
                     "builds": r.builds,
                     "pinning": list(r.pinning),
                     "verdict": v,
@@ -914,7 +915,7 @@ def _print_inspection(console: Console, report: dict[str, Any]) -> None:
         summary = report["summary"]
         console.print(
             f"{len(report['nodes'])} nodes: {summary['busy']} busy, {summary['pinned']} under the threshold "
-            f"but pinned by bare pods, {summary['removable']} removable, {summary['empty']} empty",
+            f"but pinned, {summary['removable']} removable, {summary['empty']} empty",
             highlight=False,
         )
         return

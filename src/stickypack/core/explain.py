@@ -22,10 +22,15 @@ from stickypack.core.nodetable import NodeTable
 from stickypack.core.pod import Pod
 
 #: The cluster-autoscaler's pod annotation: "true" lets it evict a pod it otherwise would
-#: not, "false" keeps any pod from being evicted.
+#: not, "false" keeps any pod from being evicted, "on-completion" (CA 1.36+) makes it wait
+#: for the pod to finish before it removes the node.
 SAFE_TO_EVICT_ANNOTATION = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+#: Values of :data:`SAFE_TO_EVICT_ANNOTATION` that hold a (non-DaemonSet, non-mirror) pod's node.
+HOLDING_SAFE_TO_EVICT = frozenset({"false", "on-completion"})
 #: Set by the kubelet on the mirror pods of static pods (the autoscaler ignores them).
 MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
+#: ``"true"``: the autoscaler treats the pod as a DaemonSet pod, whatever owns it.
+DAEMONSET_POD_ANNOTATION = "cluster-autoscaler.kubernetes.io/daemonset-pod"
 #: Controllers whose pods the cluster-autoscaler may move (they are recreated elsewhere).
 MOVABLE_OWNERS = frozenset({"ReplicaSet", "ReplicationController", "StatefulSet", "Job"})
 
@@ -97,28 +102,44 @@ def explain_placement(
     return PlacementExplanation(profile.name, feasible + rejected, best, weights)
 
 
+def is_daemon_pod(pod: Pod) -> bool:
+    """A DaemonSet pod (its controller is a DaemonSet, or it is annotated
+    ``daemonset-pod: "true"``) or a mirror pod: the autoscaler never moves these, a node
+    running nothing else is empty to it, and their requests count in its utilization
+    unless ``--ignore-daemonsets-utilization`` / ``--ignore-mirror-pods-utilization``."""
+    return (
+        pod.owner_kind == "DaemonSet"
+        or pod.annotations.get(DAEMONSET_POD_ANNOTATION) == "true"
+        or MIRROR_POD_ANNOTATION in pod.annotations
+    )
+
+
 def pins_node(pod: Pod) -> bool:
-    """Whether the cluster-autoscaler would refuse to remove ``pod``'s node for it: a pod
-    no controller would recreate (a bare pod), unless annotated safe to evict; any pod
-    annotated ``safe-to-evict: "false"``. DaemonSet and mirror pods never pin (they are
-    not moved). Not seen here: PodDisruptionBudgets, local storage, and kube-system pods
-    without a budget, which pin too (FAQ.md, "What types of pods can prevent CA from
-    removing a node?")."""
-    if pod.owner_kind == "DaemonSet" or MIRROR_POD_ANNOTATION in pod.annotations:
+    """Whether the cluster-autoscaler would refuse to remove ``pod``'s node for it, in the
+    order of its drainability rules: DaemonSet and mirror pods never pin
+    (:func:`is_daemon_pod`); ``safe-to-evict: "true"`` never pins; ``"on-completion"``
+    holds the node until the pod finishes; a pod whose controller is none of
+    :data:`MOVABLE_OWNERS` (a bare pod, or a custom controller's) pins; ``"false"`` pins
+    any pod. Not seen here: PodDisruptionBudgets, local storage, kube-system pods without
+    a budget, and whether the controller still exists, which can pin too (FAQ.md, "What
+    types of pods can prevent CA from removing a node?")."""
+    if is_daemon_pod(pod):
         return False
     safe = pod.annotations.get(SAFE_TO_EVICT_ANNOTATION)
-    if safe == "false":
-        return True
     if safe == "true":
         return False
+    if safe in HOLDING_SAFE_TO_EVICT:
+        return True
     return pod.owner_kind not in MOVABLE_OWNERS
 
 
 @dataclass(frozen=True, slots=True)
 class NodeReport:
     """A node as the cluster-autoscaler weighs it. ``cpu`` and ``memory``: requested over
-    allocatable (fractions); ``utilization`` their max; ``pods``: pods bound to it;
-    ``pinning``: the keys (``namespace/name``) of those that keep it from being removed;
+    allocatable (fractions; every bound pod counts, DaemonSet and mirror pods too, as the
+    autoscaler counts by default); ``utilization`` their max; ``pods``: pods bound to it;
+    ``daemon_pods``: how many of those are DaemonSet or mirror pods; ``pinning``: the keys
+    (``namespace/name``) of those that keep it from being removed (:func:`pins_node`);
     ``builds``: build pods running on it; ``autoscaler``: ``deleting``
     (``ToBeDeletedByClusterAutoscaler``), ``candidate``
     (``DeletionCandidateOfClusterAutoscaler``) or empty."""
@@ -128,6 +149,7 @@ class NodeReport:
     memory: float
     utilization: float
     pods: int
+    daemon_pods: int
     pinning: tuple[str, ...]
     builds: int
     autoscaler: str
@@ -135,12 +157,13 @@ class NodeReport:
     unschedulable: bool
 
     def verdict(self, threshold: float) -> str:
-        """``empty``, ``removable`` (under ``threshold``, nothing pins it), ``pinned``
-        (under ``threshold``, held by bare pods) or ``busy`` (at or over it)."""
-        if self.pods == 0:
-            return "empty"
+        """``busy`` (utilization at or over ``threshold``), else ``empty`` (no pods but
+        DaemonSet and mirror pods), ``pinned`` (held by pods, :func:`pins_node`) or
+        ``removable`` (nothing pins it)."""
         if self.utilization >= threshold:
             return "busy"
+        if self.pods == self.daemon_pods:
+            return "empty"
         return "pinned" if self.pinning else "removable"
 
 
@@ -164,6 +187,7 @@ def node_report(table: NodeTable, pods_by_node: Mapping[str, Iterable[Pod]]) -> 
                 memory=memory,
                 utilization=max(cpu, memory),
                 pods=len(pods),
+                daemon_pods=sum(1 for p in pods if is_daemon_pod(p)),
                 pinning=tuple(sorted(p.key for p in pods if pins_node(p))),
                 builds=int(table.builds[i]),
                 autoscaler=autoscaler,

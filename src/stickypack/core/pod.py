@@ -69,6 +69,7 @@ class Pod:
     required_terms: tuple[NodeSelectorTerm, ...] | None = None
     preferred_terms: tuple[PreferredTerm, ...] = ()
     pod_anti_affinity: tuple[PodAffinityTerm, ...] = ()
+    #: Kind of the pod's controller (the owner reference with ``controller: true``), if any.
     owner_kind: str | None = None
     scheduler_name: str = "default-scheduler"
     node_name: str | None = None
@@ -115,7 +116,8 @@ class Pod:
                 "preferredDuringSchedulingIgnoredDuringExecution"
             ) or []
             owners = meta.get("ownerReferences") or []
-            controller = next((o for o in owners if o.get("controller")), owners[0] if owners else None)
+            # the controller only (metav1.GetControllerOf): another owner recreates nothing
+            controller = next((o for o in owners if o.get("controller") is True), None)
             return cls(
                 name=str(meta.get("name") or meta.get("generateName") or ""),
                 namespace=str(meta.get("namespace") or "default"),
