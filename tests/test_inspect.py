@@ -318,3 +318,62 @@ def test_inspect_build_pod_reads_the_extenders_history(
     # without the history the repo's first build goes by rendezvous rank alone
     assert main(["inspect", "--kubeconfig", str(cluster.kubeconfig), "--pod", str(path), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["history"] == "none (give --config)"
+
+
+@pytest.mark.controlplane
+def test_inspect_given_profile_runs_its_own_mutators(
+    cluster: ControlPlane, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--profile`` names the profile that places the pod, and only that profile's mutators
+    apply: a build-labelled pod sent to z2jh's user-scheduler gets no BinderHub
+    anti-affinity (the default-scheduler profile's mutator), so it packs onto the fuller
+    node, where the real kube-scheduler binds it."""
+    repo = "https://github.com/org/repo"
+    for name in ("a", "b"):
+        cluster.create_node(name, cpu="4", memory="16Gi")
+    _bind(cluster, "user-a", "a", "1", "1Gi")
+    old_build = pod_manifest("build-old", cpu="2", memory="1Gi", labels={"component": "binderhub-build"})
+    old_build["metadata"]["annotations"] = {"binder-repo": repo}
+    old_build["spec"]["nodeName"] = "b"
+    cluster.create_pod(pod=old_build)
+    pod = pod_manifest(
+        "build-new", cpu="500m", memory="1Gi", scheduler_name="z2jh", labels={"component": "binderhub-build"}
+    )
+    pod["metadata"]["annotations"] = {"binder-repo": repo}
+    path = tmp_path / "pod.yaml"
+    path.write_text(yaml.safe_dump(pod))
+    argv = ["inspect", "--kubeconfig", str(cluster.kubeconfig), "--pod", str(path), "--policy", "z2jh"]
+    assert main([*argv, "--profile", "user-scheduler", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["profile"] == "user-scheduler"
+    assert "InterPodAffinity" not in report["weights"]  # skipped: the pod has no anti-affinity
+    assert report["best"] == ["b"]
+    # without --profile the labels choose z2jh's default-scheduler profile and its mutator
+    assert main([*argv, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["profile"] == "default-scheduler" and "InterPodAffinity" in report["weights"]
+    cluster.start_scheduler(scheduler_config(["z2jh"]))
+    cluster.create_pod(pod=pod)
+    assert cluster.wait_bound(["build-new"], timeout=30) == {"build-new": "b"}
+
+
+@pytest.mark.controlplane
+def test_inspect_with_config_explains_unmanaged_pods_with_their_own_profile(
+    cluster: ControlPlane, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The extender's profile (``profile`` of ``--config``) places only the pods it manages
+    (``pods.manage``); any other pod is explained with the policy's profile for it."""
+    cluster.create_node("n1", cpu="4", memory="16Gi")
+    config = tmp_path / "extender.yaml"
+    config.write_text(yaml.safe_dump({"history": {"store": "memory"}}))
+    user = tmp_path / "user.yaml"
+    user.write_text(yaml.safe_dump(pod_manifest("jupyter-x", cpu="1", memory="1Gi")))
+    argv = ["inspect", "--kubeconfig", str(cluster.kubeconfig), "--config", str(config), "--json"]
+    assert main([*argv, "--pod", str(user)]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["policy"] == "stickypack" and report["profile"] == "stickypack"
+    assert "BuildLocality" not in report["weights"]
+    build = pod_manifest("build-x", cpu="1", memory="1Gi", labels={"component": "binderhub-build"})
+    (tmp_path / "build.yaml").write_text(yaml.safe_dump(build))
+    assert main([*argv, "--pod", str(tmp_path / "build.yaml")]) == 0
+    assert json.loads(capsys.readouterr().out)["profile"] == "stickypack-builds"

@@ -205,7 +205,10 @@ def _parser() -> argparse.ArgumentParser:
         "--policy", default=None, help="a built-in policy or a policy file (default: stickypack)"
     )
     insp.add_argument(
-        "--profile", default=None, help="the policy's profile (default: the one matching the pod)"
+        "--profile",
+        default=None,
+        help="the policy's profile (default: the extender's for a pod it manages (--config), "
+        "else the one matching the pod)",
     )
     insp.add_argument(
         "--threshold",
@@ -807,7 +810,7 @@ async def _inspect_cluster(
     from stickypack.core.policy import PolicyError
     from stickypack.extender.engine import select_profile
     from stickypack.extender.server import history_limits, load_policy, make_store
-    from stickypack.kube.cache import ClusterCache
+    from stickypack.kube.cache import ClusterCache, matches
     from stickypack.kube.client import make_api_client
     from stickypack.kube.history import HistoryRecorder
     from stickypack.kube.snapshot import take_snapshot
@@ -822,10 +825,10 @@ async def _inspect_cluster(
             policy = load_policy(args.policy or config.policy, config.plugins)
             if args.profile:
                 profile = select_profile(policy, args.profile)
-            elif args.config and config.profile:
+            elif args.config and matches(pod.labels, config.pods.manage):
+                # the extender places the pods it manages with its profile (null: the first)
                 profile = select_profile(policy, config.profile)
-            else:
-                profile = policy.profile_for(pod)
+            # else: the policy's profile for the pod, once its mutators have run (as simulated)
         except PolicyError as exc:
             raise UsageError(str(exc)) from None
     api = await make_api_client(config.cluster.kubeconfig)
@@ -867,7 +870,7 @@ async def _inspect_cluster(
             "summary": {v: verdicts.count(v) for v in ("busy", "pinned", "removable", "empty")},
             "unreadable_pods": snap.unreadable,
         }
-    assert policy is not None and profile is not None
+    assert policy is not None
     import time
 
     ctx = SchedulingContext(
@@ -876,7 +879,9 @@ async def _inspect_cluster(
         builder_nodes=snap.cache.builder_nodes(),
         utilization_threshold=threshold,
     )
-    pod = policy.prepare(pod, table, ctx)
+    pod = policy.prepare(pod, table, ctx, profile)
+    if profile is None:
+        profile = policy.profile_for(pod)
     explanation = explain_placement(profile, pod, table, ctx)
     return {
         "pod": pod.key,

@@ -266,9 +266,13 @@ class Policy:
                 return profile
         return self.profiles[-1]
 
-    def prepare(self, pod: Pod, table: NodeTable, ctx: SchedulingContext) -> Pod:
-        """Apply the matching profile's mutators (once, when the pod is created)."""
-        profile = self.profile_for(pod)
+    def prepare(
+        self, pod: Pod, table: NodeTable, ctx: SchedulingContext, profile: Profile | None = None
+    ) -> Pod:
+        """Apply the mutators of ``profile`` (default: the one matching the pod) once, when
+        the pod is created."""
+        if profile is None:
+            profile = self.profile_for(pod)
         for mutator in profile.mutators:
             changed = mutator.mutate(pod, table, ctx)
             if profile.checked and mutator in profile.checked and not isinstance(changed, Pod):
