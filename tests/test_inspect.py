@@ -377,3 +377,60 @@ def test_inspect_with_config_explains_unmanaged_pods_with_their_own_profile(
     (tmp_path / "build.yaml").write_text(yaml.safe_dump(build))
     assert main([*argv, "--pod", str(tmp_path / "build.yaml")]) == 0
     assert json.loads(capsys.readouterr().out)["profile"] == "stickypack-builds"
+
+
+@pytest.mark.controlplane
+def test_inspect_table_terminated_cordoned_not_ready_and_unreadable(
+    cluster: ControlPlane, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The table as the operator guide describes it, on the real API server: a terminated
+    pod neither counts nor pins; a cordoned and a not-ready node say so; a pod that cannot
+    be read (34 distinct resources; the API server takes it) is counted and named, not
+    fatal, in the table and in a placement's explanation."""
+    from kubernetes_asyncio import client
+
+    cluster.create_node("work", cpu="4", memory="16Gi")
+    cluster.create_node("cordoned", cpu="4", memory="16Gi")
+    cluster.create_node("down", cpu="4", memory="16Gi", ready=False)
+    _bind(cluster, "jupyter-live", "work", "1", "1Gi")
+    _bind(cluster, "jupyter-done", "work", "3", "1Gi")
+    _bind(cluster, "web-1", "cordoned", "500m", "1Gi", owner="ReplicaSet")
+    weird = pod_manifest("weird", cpu="1", memory="1Gi")
+    extended = {f"example.com/r{i}": "1" for i in range(33)}
+    weird["spec"]["containers"][0]["resources"] = {"requests": {**extended, "cpu": "1"}, "limits": extended}
+    weird["spec"]["nodeName"] = "work"
+    cluster.create_pod(pod=weird)
+
+    async def finish_and_cordon(api: object) -> None:
+        core = client.CoreV1Api(api)
+        await core.patch_namespaced_pod_status("jupyter-done", "default", {"status": {"phase": "Succeeded"}})
+        await core.patch_node("cordoned", {"spec": {"unschedulable": True}})
+
+    cluster.call(finish_and_cordon)
+    kubeconfig = ["--kubeconfig", str(cluster.kubeconfig)]
+    assert main(["inspect", *kubeconfig, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    nodes = {n["node"]: n for n in report["nodes"]}
+    assert nodes["work"]["cpu"] == pytest.approx(0.25)  # the Succeeded pod's 3 cpu do not count
+    assert nodes["work"]["pods"] == 1 and nodes["work"]["pinning"] == ["default/jupyter-live"]
+    assert nodes["cordoned"]["unschedulable"] and not nodes["down"]["ready"]
+    assert report["unreadable_pods"] == ["default/weird"]
+    assert main(["inspect", *kubeconfig]) == 0
+    out = capsys.readouterr().out
+    rows = {line.split("│")[1].strip(): line for line in out.splitlines() if line.startswith("│")}
+    assert [c.strip() for c in rows["work"].split("│")[2:9]] == [
+        "25%", "6%", "1", "0", "", "pinned", "default/jupyter-live"
+    ]  # fmt: skip
+    assert "cordoned" in rows["cordoned"].split("│")[6] and "removable" in rows["cordoned"]
+    assert "not ready" in rows["down"].split("│")[6] and "empty" in rows["down"]
+    assert "3 nodes: 0 busy, 1 under the threshold but pinned, 1 removable, 1 empty" in out
+    assert "1 pod could not be read and is not counted: default/weird" in out
+    pod = tmp_path / "pod.yaml"
+    pod.write_text(yaml.safe_dump(pod_manifest("new", cpu="1", memory="1Gi")))
+    assert main(["inspect", *kubeconfig, "--pod", str(pod), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["unreadable_pods"] == ["default/weird"]
+    verdicts = {n["node"]: n["filtered_by"] for n in report["nodes"]}
+    assert verdicts == {"work": None, "cordoned": "NodeUnschedulable", "down": "TaintToleration"}
+    assert main(["inspect", *kubeconfig, "--pod", str(pod)]) == 0
+    assert "1 pod could not be read and is not counted: default/weird" in capsys.readouterr().out

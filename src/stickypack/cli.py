@@ -894,6 +894,7 @@ async def _inspect_cluster(
             for v in explanation.verdicts
         ],
         "history": "from the extender's store" if history is not None else "none (give --config)",
+        "unreadable_pods": snap.unreadable,
     }
 
 
@@ -923,6 +924,7 @@ def _print_inspection(console: Console, report: dict[str, Any]) -> None:
             f"but pinned, {summary['removable']} removable, {summary['empty']} empty",
             highlight=False,
         )
+        _print_unreadable(console, report["unreadable_pods"])
         return
     plugins = list(report["weights"])
     table = Table(title=f"{report['pod']}: policy {report['policy']}, profile {report['profile']}")
@@ -944,6 +946,19 @@ def _print_inspection(console: Console, report: dict[str, Any]) -> None:
         else "best: none (no node passes the filters)",
         highlight=False,
     )
+    _print_unreadable(console, report["unreadable_pods"])
+
+
+def _print_unreadable(console: Console, keys: list[str]) -> None:
+    """The pods the snapshot skipped (their requests are missing from every node), if any."""
+    if keys:
+        shown = ", ".join(keys[:5]) + (f" (+{len(keys) - 5})" if len(keys) > 5 else "")
+        few = (
+            "1 pod could not be read and is"
+            if len(keys) == 1
+            else f"{len(keys)} pods could not be read and are"
+        )
+        console.print(f"{few} not counted: {escape(shown)}", highlight=False, soft_wrap=True)
 
 
 def _forget_node(args: argparse.Namespace, console: Console) -> int:
