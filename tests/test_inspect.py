@@ -434,3 +434,16 @@ def test_inspect_table_terminated_cordoned_not_ready_and_unreadable(
     assert verdicts == {"work": None, "cordoned": "NodeUnschedulable", "down": "TaintToleration"}
     assert main(["inspect", *kubeconfig, "--pod", str(pod)]) == 0
     assert "1 pod could not be read and is not counted: default/weird" in capsys.readouterr().out
+
+
+@pytest.mark.controlplane
+def test_inspect_prints_names_from_the_pod_file_literally(
+    cluster: ControlPlane, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The pod file is not checked by an API server: a name that reads as console markup
+    is printed as written (it once raised rich's MarkupError, a traceback)."""
+    cluster.create_node("n1", cpu="4", memory="16Gi")
+    path = tmp_path / "pod.yaml"
+    path.write_text(yaml.safe_dump(pod_manifest("x[/bold]", cpu="1", memory="1Gi")))
+    assert main(["inspect", "--kubeconfig", str(cluster.kubeconfig), "--pod", str(path)]) == 0
+    assert "default/x[/bold]: policy stickypack" in capsys.readouterr().out

@@ -927,14 +927,16 @@ def _print_inspection(console: Console, report: dict[str, Any]) -> None:
         _print_unreadable(console, report["unreadable_pods"])
         return
     plugins = list(report["weights"])
-    table = Table(title=f"{report['pod']}: policy {report['policy']}, profile {report['profile']}")
+    # the pod file, a policy file and plugin files are not checked by an API server: their
+    # names are printed as written, never read as console markup
+    table = Table(title=escape(f"{report['pod']}: policy {report['policy']}, profile {report['profile']}"))
     table.add_column("node")
     for name in plugins:
-        table.add_column(f"{name} x{report['weights'][name]}", justify="right")
+        table.add_column(escape(f"{name} x{report['weights'][name]}"), justify="right")
     table.add_column("total", justify="right")
     for n in report["nodes"]:
         if n["filtered_by"]:
-            table.add_row(n["node"], *["" for _ in plugins], f"filtered by {n['filtered_by']}")
+            table.add_row(n["node"], *["" for _ in plugins], escape(f"filtered by {n['filtered_by']}"))
         else:
             table.add_row(n["node"], *[str(n["scores"][p]) for p in plugins], str(n["total"]))
     console.print(table)
