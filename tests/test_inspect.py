@@ -447,3 +447,41 @@ def test_inspect_prints_names_from_the_pod_file_literally(
     path.write_text(yaml.safe_dump(pod_manifest("x[/bold]", cpu="1", memory="1Gi")))
     assert main(["inspect", "--kubeconfig", str(cluster.kubeconfig), "--pod", str(path)]) == 0
     assert "default/x[/bold]: policy stickypack" in capsys.readouterr().out
+
+
+def test_explain_placement_checks_outside_plugins_as_select_does() -> None:
+    """A plugin from outside the package (``Profile.checked``) that breaks its contract is
+    a :class:`PluginContractError` naming it, in the explanation as in ``select``, not a
+    score of 150 shown as if kube-scheduler could give it."""
+    from stickypack.core.framework import (
+        FilterPlugin,
+        PluginContractError,
+        Profile,
+        ScorePlugin,
+        WeightedScorer,
+    )
+
+    class Loud(ScorePlugin):
+        name = "Loud"
+
+        def score(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
+            return np.full(idx.shape[0], 150, dtype=np.int64)
+
+    class Sloppy(FilterPlugin):
+        name = "Sloppy"
+
+        def filter(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
+            return np.ones(idx.shape[0], dtype=np.int64)  # not a bool mask
+
+    table = _table({"a": (4000, 16), "b": (4000, 16)})
+    pod, ctx = _pod("p", "1", "1Gi"), SchedulingContext()
+    loud = Loud()
+    profile = Profile("p", [], [WeightedScorer(loud, 1)], checked=(loud,))
+    with pytest.raises(PluginContractError, match="Loud"):
+        profile.select(pod, table, ctx, np.random.default_rng(0))
+    with pytest.raises(PluginContractError, match="Loud"):
+        explain_placement(profile, pod, table, ctx)
+    sloppy = Sloppy()
+    profile = Profile("p", [sloppy], [], checked=(sloppy,))
+    with pytest.raises(PluginContractError, match="Sloppy"):
+        explain_placement(profile, pod, table, ctx)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from stickypack.core.framework import Profile, SchedulingContext
+from stickypack.core.framework import Profile, SchedulingContext, check_mask, check_scores
 from stickypack.core.nodetable import NodeTable
 from stickypack.core.pod import Pod
 
@@ -64,13 +64,16 @@ def explain_placement(
 ) -> PlacementExplanation:
     """Every node of ``table`` judged for ``pod`` by ``profile``: filters in order, then
     each scorer on the nodes left (scored even when one node is left, which
-    :meth:`Profile.select` skips)."""
+    :meth:`Profile.select` skips). A plugin of ``profile.checked`` that breaks its
+    contract raises :class:`~stickypack.core.framework.PluginContractError`, as there."""
     idx = table.active_indices()
     filtered: dict[int, str] = {}
     for plugin in profile.filters:
         if idx.size == 0:
             break
-        mask = np.asarray(plugin.filter(pod, table, idx, ctx), dtype=bool)
+        mask = plugin.filter(pod, table, idx, ctx)
+        if plugin in profile.checked:
+            mask = check_mask(plugin, mask, idx)
         for row in idx[~mask]:
             filtered[int(row)] = plugin.name
         idx = idx[mask]
@@ -80,7 +83,9 @@ def explain_placement(
     for ws in profile.scorers:
         if ws.weight == 0 or ws.plugin.skip(pod) or idx.size == 0:
             continue
-        scores = np.asarray(ws.plugin.score(pod, table, idx, ctx), dtype=np.int64)
+        scores = ws.plugin.score(pod, table, idx, ctx)
+        if ws.plugin in profile.checked:
+            scores = check_scores(ws.plugin, scores, idx)
         per_plugin[ws.plugin.name] = scores
         weights[ws.plugin.name] = ws.weight
         total += ws.weight * scores
