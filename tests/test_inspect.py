@@ -485,3 +485,80 @@ def test_explain_placement_checks_outside_plugins_as_select_does() -> None:
     profile = Profile("p", [sloppy], [], checked=(sloppy,))
     with pytest.raises(PluginContractError, match="Sloppy"):
         explain_placement(profile, pod, table, ctx)
+
+
+async def test_snapshot_keeps_only_what_it_reads_of_each_pod(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A big cluster's pods are listed page by page and slimmed as each page arrives (as
+    the extender's informers do): what the snapshot holds across pages is what it reads of
+    each pod, not the full objects (managedFields, status, last-applied annotations...).
+    What pins_node and the node table read survives the slimming."""
+    import orjson
+    from kubernetes_asyncio import client
+
+    from stickypack.kube.informer import Informer
+    from stickypack.kube.snapshot import take_snapshot
+
+    n_pods, bulk = 2000, "x" * 4000  # 24 MB of fields nobody reads
+
+    def pod(i: int) -> dict:
+        raw = pod_manifest(f"p{i}", cpu="10m", memory="10Mi")
+        raw["metadata"].update(
+            uid=f"u{i}",
+            managedFields=[{"manager": "kubelet", "fieldsV1": bulk}],
+            annotations={"cluster-autoscaler.kubernetes.io/safe-to-evict": "false", "other": bulk},
+            ownerReferences=[{"kind": "ReplicaSet", "name": "rs", "uid": "r", "controller": True}],
+        )
+        raw["spec"]["nodeName"] = "n1"
+        raw["status"] = {"phase": "Running", "message": bulk}
+        return raw
+
+    class Response:
+        def __init__(self, body: bytes) -> None:
+            self.status, self.body = 200, body
+
+        async def read(self) -> bytes:
+            return self.body
+
+        def release(self) -> None:
+            pass
+
+    pages: list[int] = []
+
+    class Core:
+        def __init__(self, api: object) -> None:
+            pass
+
+        async def list_node(self, **kw: object) -> Response:
+            node = {"metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "1000", "memory": "1Ti"}}}
+            return Response(orjson.dumps({"metadata": {}, "items": [node]}))
+
+        async def list_pod_for_all_namespaces(
+            self, *, limit: int, _continue: str = "0", **kw: object
+        ) -> Response:
+            start = int(_continue)
+            end = min(start + limit, n_pods)
+            pages.append(end - start)
+            page = {
+                "metadata": {"continue": str(end) if end < n_pods else ""},
+                "items": [pod(i) for i in range(start, end)],
+            }
+            return Response(orjson.dumps(page))
+
+    held: list[int] = []
+    list_once = Informer.list_once
+
+    async def measured(self: Informer) -> dict:
+        items = await list_once(self)
+        held.append(len(orjson.dumps(items)))
+        return items
+
+    monkeypatch.setattr(client, "CoreV1Api", Core)
+    monkeypatch.setattr(Informer, "list_once", measured)
+    snap = await take_snapshot(object())
+    assert pages == [500] * 4
+    assert held[1] < n_pods * 1000, held  # under 1 kB a pod; listed in full, 12 kB
+    pods = snap.pods_by_node["n1"]
+    assert len(pods) == n_pods and not snap.unreadable
+    assert pods[0].owner_kind == "ReplicaSet" and pins_node(pods[0])  # safe-to-evict "false" kept
+    assert "other" not in pods[0].annotations
+    assert snap.cache.table.requested[snap.cache.table.index["n1"], 0] == 10 * n_pods

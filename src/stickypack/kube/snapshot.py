@@ -1,15 +1,44 @@
 """A one-time snapshot of a cluster, for ``stickypack inspect``: nodes and bound pods listed
 once (paged, as the extender's informers list them) into a :class:`ClusterCache`, and the
-pods each node holds."""
+pods each node holds.
+
+Each page is slimmed as it arrives (:func:`snapshot_pod`, :func:`~stickypack.kube.cache.slim_node`),
+so a big cluster costs a page of full objects at a time plus what is read of every pod, not
+every full object at once (managedFields, status and last-applied annotations are most of a
+pod)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
+from stickypack.core.explain import (
+    DAEMONSET_POD_ANNOTATION,
+    MIRROR_POD_ANNOTATION,
+    SAFE_TO_EVICT_ANNOTATION,
+)
 from stickypack.core.pod import Pod, PodSpecError
-from stickypack.kube.cache import TERMINAL_PHASES, ClusterCache
+from stickypack.kube.cache import TERMINAL_PHASES, ClusterCache, slim_node, slim_pod
 from stickypack.kube.informer import Informer
+
+#: Pod annotations :func:`~stickypack.core.explain.pins_node` reads.
+AUTOSCALER_ANNOTATIONS = (SAFE_TO_EVICT_ANNOTATION, MIRROR_POD_ANNOTATION, DAEMONSET_POD_ANNOTATION)
+
+
+def snapshot_pod(obj: dict[str, Any]) -> dict[str, Any]:
+    """:func:`~stickypack.kube.cache.slim_pod` (what the node table reads) plus what the
+    autoscaler's rules read: the controller's owner reference and
+    :data:`AUTOSCALER_ANNOTATIONS`."""
+    slim = slim_pod(obj)
+    meta = obj.get("metadata") or {}
+    annotations = meta.get("annotations") or {}
+    slim["metadata"]["annotations"].update(
+        {k: annotations[k] for k in AUTOSCALER_ANNOTATIONS if k in annotations}
+    )
+    owners = [o for o in meta.get("ownerReferences") or () if o.get("controller") is True]
+    if owners:
+        slim["metadata"]["ownerReferences"] = [{"kind": owners[0].get("kind"), "controller": True}]
+    return slim
 
 
 @dataclass
@@ -31,9 +60,9 @@ async def take_snapshot(api_client: Any, cache: ClusterCache | None = None) -> S
 
     core = client.CoreV1Api(api_client)
     cache = cache if cache is not None else ClusterCache(clock=lambda: 0.0)
-    nodes = await Informer("nodes", core.list_node).list_once()
+    nodes = await Informer("nodes", core.list_node, transform=slim_node).list_once()
     pods = await Informer(
-        "pods", core.list_pod_for_all_namespaces, field_selector="spec.nodeName!="
+        "pods", core.list_pod_for_all_namespaces, field_selector="spec.nodeName!=", transform=snapshot_pod
     ).list_once()
     for obj in nodes.values():
         cache.node_event("ADDED", obj)
