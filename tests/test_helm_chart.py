@@ -438,14 +438,12 @@ def test_bad_values_fail_with_a_schema_error_naming_the_key(helm: Helm, setting:
     assert message in done.stderr, done.stderr
 
 
-def test_duplicate_routes_and_the_reserved_webhook_fail_clearly(helm: Helm, tmp_path: Path) -> None:
+def test_duplicate_routes_fail_clearly(helm: Helm, tmp_path: Path) -> None:
     values = tmp_path / "v.yaml"
     route = {"schedulerName": "stickypack", "selector": {"a": "b"}}
     values.write_text(yaml.safe_dump({"routing": {"enabled": True, "routes": [route, route]}}))
     done = helm.run("template", "x", str(CHART), "-f", str(values), check=False)
     assert done.returncode != 0 and "two routes name schedulerName stickypack" in done.stderr
-    done = helm.run("template", "x", str(CHART), "--set", "webhook.enabled=true", check=False)
-    assert done.returncode != 0 and "no webhook component yet" in done.stderr
 
 
 # --------------------------------------------------------------------------- the control plane

@@ -107,3 +107,74 @@ extender's URL (and weight, if given). Call with (dict "root" $ "file" "..." "re
 {{- end }}
 {{- toYaml $config }}
 {{- end }}
+
+{{/* The webhook's Service and ServiceAccount name. The certificate is for
+<this>.<namespace>.svc. */}}
+{{- define "stickypack.webhook.serviceName" -}}
+{{ include "stickypack.fullname" . }}-webhook
+{{- end }}
+
+{{/* The Secret with the webhook's tls.crt and tls.key: webhook.tls.secretName, else the
+chart's (generated) or cert-manager's <fullname>-webhook-tls. */}}
+{{- define "stickypack.webhook.secretName" -}}
+{{- .Values.webhook.tls.secretName | default (printf "%s-webhook-tls" (include "stickypack.fullname" .)) }}
+{{- end }}
+
+{{/* The webhook's webhook.yaml: the values' config, with the chart's listen (0.0.0.0:8443)
+and tls (the Secret mounted in /tls). */}}
+{{- define "stickypack.webhook.config" -}}
+{{- $config := deepCopy (.Values.webhook.config | default dict) }}
+{{- $_ := set $config "listen" (dict "host" "0.0.0.0" "port" 8443) }}
+{{- $_ := set $config "tls" (dict "cert_file" "/tls/tls.crt" "key_file" "/tls/tls.key") }}
+{{- toYaml $config }}
+{{- end }}
+
+{{/* A webhook route's pod_selector as the metav1.LabelSelector the API server reads (JSON):
+"key=value,..." becomes matchLabels (as the webhook parses it: parts trimmed, empty parts
+skipped); a mapping keeps matchLabels and matchExpressions, empty parts and empty values
+left out (as `stickypack render webhook-config` writes it). Call with (dict "route" $route). */}}
+{{- define "stickypack.webhook.objectSelector" -}}
+{{- $route := .route }}
+{{- $raw := $route.pod_selector }}
+{{- $out := dict }}
+{{- if kindIs "string" $raw }}
+{{- $labels := dict }}
+{{- range $part := splitList "," $raw }}
+{{- $part = trim $part }}
+{{- if $part }}
+{{- $kv := splitList "=" $part }}
+{{- if ne (len $kv) 2 }}
+{{- fail (printf "webhook.config.routes: route %s: pod_selector %q: expected key=value[,key=value...]" $route.name $raw) }}
+{{- end }}
+{{- $key := trim (index $kv 0) }}
+{{- $value := trim (index $kv 1) }}
+{{- if and (hasKey $labels $key) (ne (get $labels $key) $value) }}
+{{- fail (printf "webhook.config.routes: route %s: pod_selector %q: %s given twice with different values" $route.name $raw $key) }}
+{{- end }}
+{{- $_ := set $labels $key $value }}
+{{- end }}
+{{- end }}
+{{- if $labels }}
+{{- $_ := set $out "matchLabels" $labels }}
+{{- end }}
+{{- else if kindIs "map" $raw }}
+{{- with $raw.matchLabels }}
+{{- $_ := set $out "matchLabels" . }}
+{{- end }}
+{{- $expressions := list }}
+{{- range $e := $raw.matchExpressions | default list }}
+{{- $expression := dict "key" $e.key "operator" $e.operator }}
+{{- with $e.values }}
+{{- $_ := set $expression "values" . }}
+{{- end }}
+{{- $expressions = append $expressions $expression }}
+{{- end }}
+{{- if $expressions }}
+{{- $_ := set $out "matchExpressions" $expressions }}
+{{- end }}
+{{- end }}
+{{- if not $out }}
+{{- fail (printf "webhook.config.routes: route %s: an empty pod_selector would route every pod; name the pods' labels" $route.name) }}
+{{- end }}
+{{- toJson $out }}
+{{- end }}
