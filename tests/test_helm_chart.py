@@ -9,6 +9,7 @@ with ``CI=true`` a missing binary fails the tests, otherwise they are skipped.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -33,6 +34,7 @@ from stickypack.extender.config import ClusterConfig, ExtenderConfig, HistoryCon
 from stickypack.render import scheduler_routing
 from stickypack.testing import BinariesNotFoundError, ControlPlane, ControlPlaneError, find_binaries
 from stickypack.testing.controlplane import pinned_versions
+from stickypack.webhook.config import WebhookConfig, config_from_dict, load_config
 
 REPO = Path(__file__).resolve().parents[1]
 CHART = REPO / "charts" / "stickypack"
@@ -50,6 +52,7 @@ RENDERED: dict[str, list[str]] = {
 #: Kinds the chart creates, with their API path pieces: (group/version, plural, namespaced).
 KINDS: dict[str, tuple[str, str, bool]] = {
     "ConfigMap": ("v1", "configmaps", True),
+    "Secret": ("v1", "secrets", True),
     "ServiceAccount": ("v1", "serviceaccounts", True),
     "Service": ("v1", "services", True),
     "Deployment": ("apps/v1", "deployments", True),
@@ -61,6 +64,11 @@ KINDS: dict[str, tuple[str, str, bool]] = {
     "MutatingAdmissionPolicyBinding": (
         "admissionregistration.k8s.io/v1",
         "mutatingadmissionpolicybindings",
+        False,
+    ),
+    "MutatingWebhookConfiguration": (
+        "admissionregistration.k8s.io/v1",
+        "mutatingwebhookconfigurations",
         False,
     ),
 }
@@ -96,9 +104,23 @@ class Helm:
             raise AssertionError(f"{' '.join(cmd)} exited {done.returncode}:\n{done.stderr}{done.stdout}")
         return done
 
-    def template(self, *sets: str, namespace: str = "binder", release: str = "stickypack") -> list[dict]:
-        """``helm template`` with ``--set`` values: the objects, parsed."""
+    def values_file(self, values: dict) -> Path:
+        """``values`` written to a file for ``-f`` (lists and PEM text survive, unlike ``--set``)."""
+        path = self.home / f"values-{uuid.uuid4().hex[:8]}.yaml"
+        path.write_text(yaml.safe_dump(values))
+        return path
+
+    def template(
+        self,
+        *sets: str,
+        namespace: str = "binder",
+        release: str = "stickypack",
+        values: dict | None = None,
+    ) -> list[dict]:
+        """``helm template`` with ``--set`` values (and ``values`` as a file): the objects, parsed."""
         args = ["template", release, str(CHART), "--namespace", namespace]
+        if values is not None:
+            args += ["-f", str(self.values_file(values))]
         for value in sets:
             args += ["--set", value]
         return [doc for doc in yaml.safe_load_all(self.run(*args).stdout) if doc]
@@ -444,6 +466,359 @@ def test_duplicate_routes_fail_clearly(helm: Helm, tmp_path: Path) -> None:
     values.write_text(yaml.safe_dump({"routing": {"enabled": True, "routes": [route, route]}}))
     done = helm.run("template", "x", str(CHART), "-f", str(values), check=False)
     assert done.returncode != 0 and "two routes name schedulerName stickypack" in done.stderr
+
+
+# --------------------------------------------------------------------------- the webhook (helm template)
+
+#: Routes exercising every pod_selector form the chart translates (a string with spaces and
+#: empty parts, matchLabels with matchExpressions, namespaces, another scheduler).
+WEBHOOK_ROUTES: list[dict] = [
+    {
+        "name": "builds",
+        "scheduler_name": "stickypack-builds",
+        "pod_selector": " component = binderhub-build ,, app=binder,",
+        "namespaces": ["binder", "binder-staging"],
+    },
+    {
+        "name": "workers",
+        "pod_selector": {
+            "matchLabels": {"app.kubernetes.io/component": "dask-worker"},
+            "matchExpressions": [
+                {"key": "tier", "operator": "In", "values": ["a", "b"]},
+                {"key": "example.org/no-route", "operator": "DoesNotExist"},
+            ],
+        },
+    },
+    {"name": "only-expressions", "pod_selector": {"matchExpressions": [{"key": "x", "operator": "Exists"}]}},
+]
+
+
+def _own_ca_pem() -> str:
+    """The PEM of a CA of the user's own (webhook.tls.secretName mode)."""
+    import trustme
+
+    return trustme.CA().cert_pem.bytes().decode()
+
+
+def _tls_values(mode: str, ca_pem: str) -> dict:
+    return {
+        "generated": {},
+        "secret": {"secretName": "my-webhook-tls", "caBundle": ca_pem},
+        "cert-manager": {
+            "certManager": {"enabled": True, "issuerRef": {"name": "my-issuer", "kind": "ClusterIssuer"}}
+        },
+    }[mode]
+
+
+def _render_webhook_config(
+    tmp_path: Path, webhook_yaml: str, service: str, ca_pem: str | None, inject: str | None
+) -> dict:
+    """What `stickypack render webhook-config` writes for this webhook.yaml and Service."""
+    config = tmp_path / "webhook.yaml"
+    config.write_text(webhook_yaml)
+    out = tmp_path / "webhook-config.yaml"
+    args = ["render", "webhook-config", "--config", str(config), "--service", service, "-o", str(out)]
+    if ca_pem is not None:
+        (tmp_path / "ca.crt").write_text(ca_pem)
+        args += ["--ca-bundle", str(tmp_path / "ca.crt")]
+    if inject is not None:
+        args += ["--inject-ca-from", inject]
+    assert cli_main(args) == 0
+    return yaml.safe_load(out.read_text())
+
+
+def _b64(text: str) -> str:
+    return base64.b64decode(text).decode()
+
+
+def test_webhook_defaults_are_the_webhooks_own() -> None:
+    """values.yaml's webhook.config is `stickypack webhook`'s default configuration (the two
+    Dask routes, its limits), written out."""
+    values = yaml.safe_load((CHART / "values.yaml").read_text())["webhook"]
+    assert values["enabled"] is False and values["replicas"] == 2
+    chart = config_from_dict(values["config"]).model_dump(exclude={"listen", "tls"})
+    assert chart == WebhookConfig().model_dump(exclude={"listen", "tls"})
+    assert set(values["config"]) == set(WebhookConfig.model_fields) - {"listen", "tls"}
+
+
+def test_webhook_component_objects(helm: Helm, tmp_path: Path) -> None:
+    """webhook.enabled adds exactly the webhook's objects; its Deployment runs the extender's
+    image as the operator guide says, as restricted as the extender; its account has no
+    token and no binding; its webhook.yaml is one `stickypack webhook` loads."""
+    plain = helm.template()
+    docs = helm.template("webhook.enabled=true")
+    added = _names(docs) - _names(plain)
+    assert added == {
+        ("ServiceAccount", "stickypack-webhook"),
+        ("ConfigMap", "stickypack-webhook"),
+        ("Secret", "stickypack-webhook-tls"),
+        ("Deployment", "stickypack-webhook"),
+        ("Service", "stickypack-webhook"),
+        ("MutatingWebhookConfiguration", "stickypack-scheduler-routing"),
+    }
+    assert _names(plain) <= _names(docs)
+    for doc in docs:
+        if (doc["kind"], doc["metadata"]["name"]) in added:
+            assert doc["metadata"]["labels"]["app.kubernetes.io/component"] == "webhook"
+    account = one(docs, "ServiceAccount", "stickypack-webhook")
+    assert account["automountServiceAccountToken"] is False
+    bound = [s for d in docs if d["kind"].endswith("Binding") for s in d["subjects"]]
+    assert not [s for s in bound if s["name"] == "stickypack-webhook"]  # no RBAC at all
+    deployment = one(docs, "Deployment", "stickypack-webhook")
+    assert deployment["spec"]["replicas"] == 2
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == "stickypack-webhook" and pod["automountServiceAccountToken"] is False
+    (container,) = pod["containers"]
+    extender_pod = one(docs, "Deployment", "stickypack-extender")["spec"]["template"]["spec"]
+    (extender,) = extender_pod["containers"]
+    assert container["image"] == extender["image"] == "stickypack:0.1.0"
+    assert container["imagePullPolicy"] == extender["imagePullPolicy"]
+    assert container["command"] == [
+        "stickypack", "webhook", "--config", "/etc/stickypack/webhook.yaml",
+        "--tls-cert", "/tls/tls.crt", "--tls-key", "/tls/tls.key",
+    ]  # fmt: skip
+    assert container["ports"] == [{"name": "https", "containerPort": 8443}]
+    for probe, path in (("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")):
+        assert container[probe]["httpGet"] == {"path": path, "port": "https", "scheme": "HTTPS"}
+    assert container["securityContext"] == extender["securityContext"]
+    assert pod["securityContext"] == extender_pod["securityContext"]
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes[mounts["/tls"]]["secret"] == {"secretName": "stickypack-webhook-tls"}
+    assert volumes[mounts["/etc/stickypack"]]["configMap"] == {"name": "stickypack-webhook"}
+    service = one(docs, "Service", "stickypack-webhook")["spec"]
+    assert service["ports"] == [{"name": "https", "port": 443, "targetPort": "https"}]
+    assert service["selector"] == deployment["spec"]["template"]["metadata"]["labels"]
+    text = one(docs, "ConfigMap", "stickypack-webhook")["data"]["webhook.yaml"]
+    (tmp_path / "webhook.yaml").write_text(text)
+    config = load_config(tmp_path / "webhook.yaml")
+    assert (config.listen.host, config.listen.port) == ("0.0.0.0", 8443)
+    assert (config.tls.cert_file, config.tls.key_file) == ("/tls/tls.crt", "/tls/tls.key")
+    assert [r.name for r in config.routes] == ["dask-gateway-workers", "dask-kubernetes-workers"]
+
+    own = helm.template(
+        "webhook.enabled=true",
+        "webhook.image.repository=registry.example.org/hook",
+        "webhook.image.tag=1.2",
+        "webhook.image.pullPolicy=Always",
+        "webhook.replicas=3",
+    )
+    hook = one(own, "Deployment", "stickypack-webhook")
+    (container,) = hook["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == "registry.example.org/hook:1.2" and container["imagePullPolicy"] == "Always"
+    assert hook["spec"]["replicas"] == 3
+    same = helm.template("webhook.enabled=true", "extender.image.repository=r/x", "extender.image.tag=v9")
+    (container,) = one(same, "Deployment", "stickypack-webhook")["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == "r/x:v9"
+
+
+def test_webhook_config_changes_roll_the_pods(helm: Helm) -> None:
+    def annotations(*sets: str) -> dict:
+        docs = helm.template("webhook.enabled=true", *sets)
+        return one(docs, "Deployment", "stickypack-webhook")["spec"]["template"]["metadata"]["annotations"]
+
+    before, after = annotations(), annotations("webhook.config.log_level=debug")
+    assert before["checksum/config"] != after["checksum/config"]
+    # generated mode: the certificate's checksum too (a new certificate needs a restart)
+    assert "checksum/tls" in before
+
+
+@pytest.mark.parametrize(
+    ("mode", "release", "namespace"),
+    [
+        ("generated", "stickypack", "binder"),
+        ("secret", "hub", "team-a"),
+        ("cert-manager", "stickypack", "sp"),
+    ],
+)
+def test_webhook_configuration_is_what_render_writes(
+    helm: Helm, tmp_path: Path, mode: str, release: str, namespace: str
+) -> None:
+    """In each TLS mode, the chart's MutatingWebhookConfiguration is, but for its labels,
+    what `stickypack render webhook-config --config <the ConfigMap's webhook.yaml> --service
+    <namespace>/<Service>:443` writes with the mode's CA (--ca-bundle of the generated
+    Secret's ca.crt or of webhook.tls.caBundle; --inject-ca-from the Certificate). Mode
+    cert-manager is checked here only: the test control plane has no cert-manager CRDs."""
+    ca_pem = _own_ca_pem()
+    values = {
+        "webhook": {"enabled": True, "config": {"routes": WEBHOOK_ROUTES}, "tls": _tls_values(mode, ca_pem)}
+    }
+    lint = helm.run("lint", "--strict", str(CHART), "-f", str(helm.values_file(values)))
+    assert "0 chart(s) failed" in lint.stdout
+    docs = helm.template(values=values, release=release, namespace=namespace)
+    fullname = "stickypack" if release == "stickypack" else f"{release}-stickypack"
+    service = f"{fullname}-webhook"
+    mwc = one(docs, "MutatingWebhookConfiguration", "stickypack-scheduler-routing")
+    assert mwc["metadata"].pop("labels")["app.kubernetes.io/instance"] == release
+    webhook_yaml = one(docs, "ConfigMap", f"{fullname}-webhook")["data"]["webhook.yaml"]
+    secrets = find(docs, "Secret")
+    pod = one(docs, "Deployment", f"{fullname}-webhook")["spec"]["template"]
+    (tls_volume,) = [v for v in pod["spec"]["volumes"] if v["name"] == "tls"]
+    if mode == "generated":
+        (secret,) = secrets
+        assert (
+            secret["type"] == "kubernetes.io/tls" and secret["metadata"]["name"] == f"{fullname}-webhook-tls"
+        )
+        ca, inject = _b64(secret["data"]["ca.crt"]), None
+        assert "checksum/tls" in pod["metadata"]["annotations"]
+    elif mode == "secret":
+        assert not secrets and not find(docs, "Certificate")  # the user's Secret
+        ca, inject = ca_pem, None
+        assert tls_volume["secret"]["secretName"] == "my-webhook-tls"
+    else:
+        assert not secrets  # cert-manager writes it
+        ca, inject = None, f"{namespace}/{fullname}-webhook"
+        certificate = one(docs, "Certificate", f"{fullname}-webhook")
+        assert certificate["apiVersion"] == "cert-manager.io/v1"
+        assert certificate["spec"] == {
+            "secretName": f"{fullname}-webhook-tls",
+            "dnsNames": [f"{service}.{namespace}.svc", f"{service}.{namespace}.svc.cluster.local"],
+            "duration": "2160h",
+            "issuerRef": {"name": "my-issuer", "kind": "ClusterIssuer", "group": "cert-manager.io"},
+        }
+        assert tls_volume["secret"]["secretName"] == certificate["spec"]["secretName"]
+    rendered = _render_webhook_config(tmp_path, webhook_yaml, f"{namespace}/{service}:443", ca, inject)
+    assert mwc == rendered
+    assert [w["name"] for w in mwc["webhooks"]] == [
+        f"{r['name']}.routing.stickypack.io" for r in WEBHOOK_ROUTES
+    ]
+    # what the translation gave, spelled out (render's side is tested in tests/test_webhook.py)
+    builds, workers, expressions = mwc["webhooks"]
+    assert builds["objectSelector"] == {"matchLabels": {"component": "binderhub-build", "app": "binder"}}
+    assert builds["namespaceSelector"]["matchExpressions"][0]["values"] == ["binder", "binder-staging"]
+    assert (
+        workers["objectSelector"] == WEBHOOK_ROUTES[1]["pod_selector"] and "namespaceSelector" not in workers
+    )
+    assert expressions["objectSelector"] == {"matchExpressions": [{"key": "x", "operator": "Exists"}]}
+
+
+def test_generated_certificate_is_valid_for_the_service(helm: Helm) -> None:
+    """`helm template` (no cluster: lookup finds nothing) generates a new CA each time; the
+    certificate is for the Service's names, signed by the CA in the caBundle."""
+    first = helm.template(
+        "webhook.enabled=true", "webhook.tls.validityDays=30", release="hub", namespace="ns"
+    )
+    secret = one(first, "Secret", "hub-stickypack-webhook-tls")["data"]
+    (entry, *_) = one(first, "MutatingWebhookConfiguration", "stickypack-scheduler-routing")["webhooks"]
+    assert entry["clientConfig"]["caBundle"] == secret["ca.crt"]
+    cert = _check_serving_certificate(
+        secret, entry["clientConfig"]["caBundle"], "hub-stickypack-webhook.ns.svc"
+    )
+    lifetime = cert.not_valid_after_utc - cert.not_valid_before_utc
+    assert 29 <= lifetime.days <= 31
+    again = one(
+        helm.template("webhook.enabled=true", release="hub", namespace="ns"),
+        "Secret",
+        "hub-stickypack-webhook-tls",
+    )
+    assert again["data"]["ca.crt"] != secret["ca.crt"]
+
+
+def _check_serving_certificate(data: dict[str, str], ca_bundle: str, host: str) -> Any:
+    """The Secret's tls.crt (base64 ``data``) chains to the CA of ``ca_bundle`` (base64 PEM),
+    is a serving certificate for ``host`` and ``host.cluster.local``, valid now, and matches
+    tls.key. Returns the certificate."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.x509.oid import ExtendedKeyUsageOID
+    from cryptography.x509.verification import PolicyBuilder, Store
+
+    cert = x509.load_pem_x509_certificate(base64.b64decode(data["tls.crt"]))
+    authorities = x509.load_pem_x509_certificates(base64.b64decode(ca_bundle))
+    for name in (host, f"{host}.cluster.local"):
+        verifier = PolicyBuilder().store(Store(authorities)).build_server_verifier(x509.DNSName(name))
+        chain = verifier.verify(cert, [])  # raises unless signed by the bundle's CA, valid for name, now
+        assert chain[-1] in authorities
+    with pytest.raises(x509.verification.VerificationError):
+        PolicyBuilder().store(Store(authorities)).build_server_verifier(x509.DNSName(f"x{host}")).verify(
+            cert, []
+        )
+    usage = cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+    assert ExtendedKeyUsageOID.SERVER_AUTH in usage
+    key = serialization.load_pem_private_key(base64.b64decode(data["tls.key"]), password=None)
+    assert key.public_key().public_bytes(
+        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    ) == cert.public_key().public_bytes(
+        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    return cert
+
+
+def _one_route(pod_selector: Any, **route: Any) -> dict:
+    return {"config": {"routes": [{"name": "d", "pod_selector": pod_selector, **route}]}}
+
+
+ROUTE0 = "at '/webhook/config/routes/0"
+PEM = "-----BEGIN CERTIFICATE-----\nx\n-----END CERTIFICATE-----\n"
+
+
+@pytest.mark.parametrize(
+    ("webhook", "message"),
+    [
+        (_one_route("a=b", name="Dask"), f"{ROUTE0}/name': 'Dask' does not match pattern"),
+        (_one_route(""), f"{ROUTE0}/pod_selector': 'anyOf' failed"),
+        (_one_route(" , "), f"{ROUTE0}/pod_selector': 'anyOf' failed"),
+        (_one_route("a==b"), f"{ROUTE0}/pod_selector': 'anyOf' failed"),
+        (
+            _one_route({"matchLabels": {}}),
+            f"{ROUTE0}/pod_selector/matchLabels': minProperties: got 0, want 1",
+        ),
+        (
+            _one_route({"matchExpressions": [{"key": "a", "operator": "In"}]}),
+            f"{ROUTE0}/pod_selector/matchExpressions/0': missing property 'values'",
+        ),
+        (
+            _one_route({"matchExpressions": [{"key": "a", "operator": "Gt", "values": ["1"]}]}),
+            f"{ROUTE0}/pod_selector/matchExpressions/0/operator': value must be one of",
+        ),
+        (_one_route("a=b", namespaces=["Team"]), f"{ROUTE0}/namespaces/0': 'Team' does not match pattern"),
+        ({"config": {"routes": []}}, "at '/webhook/config/routes': minItems: got 0, want 1"),
+        ({"config": {"max_request_bytes": 10}}, "at '/webhook/config/max_request_bytes': minimum: got 10"),
+        ({"config": {"listen": {"port": 1}}}, "at '/webhook/config': additional properties 'listen'"),
+        ({"tls": {"secretName": "s", "caBundle": "LS0tLS1CRUdJTi"}}, "at '/webhook/tls/caBundle': 'anyOf'"),
+        (
+            {"tls": {"secretName": "s", "caBundle": PEM + "-----BEGIN PRIVATE KEY-----\n"}},
+            "at '/webhook/tls/caBundle': 'not' failed",
+        ),
+        ({"replicas": -1}, "at '/webhook/replicas': minimum: got -1, want 0"),
+        ({"image": {"pullPolicy": "Sometimes"}}, "at '/webhook/image/pullPolicy': value must be one of"),
+    ],
+)
+def test_bad_webhook_values_fail_with_a_schema_error_naming_the_key(
+    helm: Helm, webhook: dict, message: str
+) -> None:
+    values = helm.values_file({"webhook": {"enabled": True, **webhook}})
+    done = helm.run("template", "x", str(CHART), "-f", str(values), check=False)
+    assert done.returncode != 0
+    assert "values don't meet the specifications of the schema" in done.stderr
+    assert message in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize(
+    ("webhook", "message"),
+    [
+        (
+            {
+                "config": {
+                    "routes": [{"name": "d", "pod_selector": "a=b"}, {"name": "d", "pod_selector": "c=d"}]
+                }
+            },
+            "two routes named d",
+        ),
+        (_one_route("a=b,a=c"), "a given twice with different values"),
+        ({"tls": {"secretName": "mine"}}, "webhook.tls.secretName needs webhook.tls.caBundle"),
+        ({"tls": {"caBundle": PEM}}, "webhook.tls.caBundle is for webhook.tls.secretName"),
+        ({"tls": {"certManager": {"enabled": True}}}, "needs webhook.tls.certManager.issuerRef.name"),
+        (
+            {"tls": {"secretName": "s", "certManager": {"enabled": True, "issuerRef": {"name": "i"}}}},
+            "not both",
+        ),
+    ],
+)
+def test_webhook_values_the_schema_cannot_check_fail_clearly(helm: Helm, webhook: dict, message: str) -> None:
+    values = helm.values_file({"webhook": {"enabled": True, **webhook}})
+    done = helm.run("template", "x", str(CHART), "-f", str(values), check=False)
+    assert done.returncode != 0 and message in done.stderr, done.stderr
 
 
 # --------------------------------------------------------------------------- the control plane
