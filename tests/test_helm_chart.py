@@ -10,11 +10,13 @@ with ``CI=true`` a missing binary fails the tests, otherwise they are skipped.
 from __future__ import annotations
 
 import base64
+import http.client
 import json
 import os
 import re
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -895,23 +897,40 @@ def _access(
 
 @pytest.mark.controlplane
 @pytest.mark.parametrize(
-    "sets",
+    ("sets", "webhook"),
     [
-        (),
-        ("routing.enabled=true", "scheduler.builds.replicas=2", "scheduler.packing.replicas=2"),
-        ("scheduler.enabled=false",),
-        ("extender.enabled=false", "scheduler.builds.extenderURL=http://x:1"),
-        ("extender.config.history.store=node-annotations", "extender.files.p\\.yaml=x"),
+        ((), None),
+        (("routing.enabled=true", "scheduler.builds.replicas=2", "scheduler.packing.replicas=2"), None),
+        (("scheduler.enabled=false",), None),
+        (("extender.enabled=false", "scheduler.builds.extenderURL=http://x:1"), None),
+        (("extender.config.history.store=node-annotations", "extender.files.p\\.yaml=x"), None),
+        ((), "generated"),
+        ((), "secret"),
     ],
-    ids=["defaults", "routing-and-leader-election", "no-scheduler", "no-extender", "node-annotations"],
+    ids=[
+        "defaults",
+        "routing-and-leader-election",
+        "no-scheduler",
+        "no-extender",
+        "node-annotations",
+        "webhook-generated-tls",
+        "webhook-own-secret",
+    ],
 )
 def test_the_api_server_accepts_every_object(
-    controlplane: ControlPlane, helm: Helm, sets: tuple[str, ...]
+    controlplane: ControlPlane, helm: Helm, sets: tuple[str, ...], webhook: str | None
 ) -> None:
     """Each object of each variant, sent to the real API server as a dry run with strict
-    field validation: a misspelt or misplaced field is an error, not silently dropped."""
-    docs = helm.template(*sets, namespace="default")
+    field validation: a misspelt or misplaced field is an error, not silently dropped. (The
+    webhook's cert-manager mode is not here: the control plane has no cert-manager CRDs.)"""
+    values = None
+    if webhook is not None:
+        tls = _tls_values(webhook, _own_ca_pem())
+        values = {"webhook": {"enabled": True, "config": {"routes": WEBHOOK_ROUTES}, "tls": tls}}
+    docs = helm.template(*sets, namespace="default", values=values)
     assert docs
+    if webhook is not None:
+        assert find(docs, "MutatingWebhookConfiguration")
     for doc in docs:
         status, body = _request(
             controlplane,
@@ -931,6 +950,7 @@ class Installed:
     release: str
     extender_port: int
     route_label: dict[str, str]
+    webhook_label: dict[str, str]
     manifest: list[dict]
 
     def configmap(self, name: str) -> dict:
@@ -949,11 +969,30 @@ def installed(
 ) -> Iterator[Installed]:
     """The chart installed with helm into a namespace of its own (release "stickypack"): the
     builds scheduler with two replicas (leader election) asking an extender on a loopback
-    port, and a route for pods with a label of this run."""
+    port, a route for pods with a label of this run, and the webhook (generated TLS) with two
+    routes for pods with another label of this run: one in this namespace only, to
+    stickypack-builds ("key=value" selector), one with matchExpressions."""
     assert controlplane.kubeconfig is not None
     namespace = f"sp-helm-{uuid.uuid4().hex[:6]}"
     port = _free_port()
     route_label = {"stickypack-helm-test": uuid.uuid4().hex[:8]}
+    webhook_label = {"stickypack-helm-webhook": uuid.uuid4().hex[:8]}
+    ((key, value),) = webhook_label.items()
+    webhook_routes = [
+        {
+            "name": "helm-test",
+            "scheduler_name": "stickypack-builds",
+            "pod_selector": f"{key}={value}",
+            "namespaces": [namespace],
+        },
+        {
+            "name": "helm-test-tiers",
+            "pod_selector": {
+                "matchLabels": webhook_label,
+                "matchExpressions": [{"key": "tier", "operator": "In", "values": ["a", "b"]}],
+            },
+        },
+    ]
     values = tmp_path_factory.mktemp("values") / "values.yaml"
     values.write_text(
         yaml.safe_dump(
@@ -966,6 +1005,7 @@ def installed(
                         {"schedulerName": "stickypack", "selector": route_label, "namespace": namespace}
                     ],
                 },
+                "webhook": {"enabled": True, "config": {"routes": webhook_routes}},
             }
         )
     )
@@ -979,7 +1019,7 @@ def installed(
     )
     docs = [d for d in yaml.safe_load_all(manifest.stdout) if d]
     try:
-        yield Installed(controlplane, helm, namespace, release, port, route_label, docs)
+        yield Installed(controlplane, helm, namespace, release, port, route_label, webhook_label, docs)
     finally:
         helm.run(
             "uninstall", release, "--namespace", namespace, kubeconfig=controlplane.kubeconfig, check=False
@@ -1278,6 +1318,7 @@ def test_the_accounts_have_no_right_beyond_the_table(installed: Installed) -> No
     ns = installed.namespace
     scheduler = f"system:serviceaccount:{ns}:stickypack-scheduler"
     extender = f"system:serviceaccount:{ns}:stickypack-extender"
+    webhook = f"system:serviceaccount:{ns}:stickypack-webhook"
     cp = installed.cp
     granted = [
         (extender, "list", "nodes", "", "", ""),
@@ -1302,6 +1343,11 @@ def test_the_accounts_have_no_right_beyond_the_table(installed: Installed) -> No
         ),  # 1 replica
         (scheduler, "get", "secrets", ns, "", ""),
         (scheduler, "update", "configmaps", ns, "stickypack-build-history-0", ""),
+        # the webhook reads nothing from the API server: not even its own objects
+        (webhook, "get", "secrets", ns, "stickypack-webhook-tls", ""),
+        (webhook, "get", "configmaps", ns, "stickypack-webhook", ""),
+        (webhook, "list", "pods", "", "", ""),
+        (webhook, "get", "mutatingwebhookconfigurations", "", "", "admissionregistration.k8s.io"),
     ]
     assert [_access(cp, *g) for g in granted] == [True] * len(granted)
     assert [_access(cp, *r) for r in refused] == [False] * len(refused)
@@ -1333,11 +1379,243 @@ def test_routing_gives_labelled_pods_the_routes_scheduler(
     assert elsewhere["spec"]["schedulerName"] == "default-scheduler"  # the route's namespace only
 
 
+# --------------------------------------------------------------------------- the webhook, installed
+
+WEBHOOK_CONFIGURATION = {
+    "kind": "MutatingWebhookConfiguration",
+    "metadata": {"name": "stickypack-scheduler-routing"},
+}
+
+
+def _object(cp: ControlPlane, kind: str, name: str, namespace: str) -> dict:
+    status, body = _request(cp, "GET", f"{_api_path({'kind': kind, 'metadata': {}}, namespace)}/{name}")
+    assert status == 200, f"{kind} {name}: HTTP {status} {body.get('message')}"
+    return body
+
+
+def _text(cp: ControlPlane, path: str) -> str:
+    """A non-JSON GET as the admin (the API server's /metrics)."""
+
+    async def go(api: Any) -> str:
+        resp = await api.call_api(path, "GET", header_params={"Accept": "text/plain"}, _preload_content=False)
+        try:
+            return (await resp.read()).decode()
+        finally:
+            resp.release()
+
+    return cp.call(go)
+
+
+def _fail_open_count(cp: ControlPlane, webhook: str) -> float:
+    """kube-apiserver's apiserver_admission_webhook_fail_open_count for one webhook entry:
+    the calls that failed and were ignored (failurePolicy Ignore)."""
+    total = 0.0
+    for family in text_string_to_metric_families(_text(cp, "/metrics")):
+        if family.name == "apiserver_admission_webhook_fail_open_count":
+            total += sum(s.value for s in family.samples if s.labels.get("name") == webhook)
+    return total
+
+
+def _installed_webhook(installed: Installed) -> tuple[dict, dict, str]:
+    """The installed Secret's data, MutatingWebhookConfiguration and webhook.yaml."""
+    cp, ns = installed.cp, installed.namespace
+    secret = _object(cp, "Secret", "stickypack-webhook-tls", ns)
+    config = _object(cp, "MutatingWebhookConfiguration", "stickypack-scheduler-routing", ns)
+    return secret["data"], config, installed.configmap("stickypack-webhook")["webhook.yaml"]
+
+
+@pytest.mark.controlplane
+def test_installed_webhook_configuration_equals_renders_and_fails_open(
+    installed: Installed, cluster: ControlPlane, tmp_path: Path
+) -> None:
+    """The API server holds the chart's MutatingWebhookConfiguration: every field `stickypack
+    render webhook-config` writes for the installed webhook.yaml, Service and CA, as written
+    (the API server adds its defaults). No webhook pod runs (no kubelet): the Service has no
+    endpoints, the API server's call fails, and a pod a route matches is created unchanged
+    (failurePolicy Ignore), within the entry's timeoutSeconds; the API server's fail-open
+    counter for the entry shows it did call."""
+    data, stored, webhook_yaml = _installed_webhook(installed)
+    ns = installed.namespace
+    assert stored["metadata"]["labels"]["app.kubernetes.io/instance"] == installed.release
+    rendered = _render_webhook_config(
+        tmp_path, webhook_yaml, f"{ns}/stickypack-webhook:443", _b64(data["ca.crt"]), None
+    )
+    assert len(stored["webhooks"]) == len(rendered["webhooks"]) == 2
+    for got, want in zip(stored["webhooks"], rendered["webhooks"], strict=True):
+        assert {key: got[key] for key in want} == want
+    status, slices = _request(
+        cluster,
+        "GET",
+        f"/apis/discovery.k8s.io/v1/namespaces/{ns}/endpointslices",
+        query=[("labelSelector", "kubernetes.io/service-name=stickypack-webhook")],
+    )
+    assert status == 200 and not [e for s in slices["items"] for e in s.get("endpoints") or []]
+    entry = "helm-test.routing.stickypack.io"
+    timeout = stored["webhooks"][0]["timeoutSeconds"]
+    before = _fail_open_count(cluster, entry)
+    deadline = time.monotonic() + 20
+    for i in range(100):  # the API server picks a new configuration up within a second or so
+        start = time.monotonic()
+        pod = cluster.create_pod(
+            pod={
+                "metadata": {"name": f"hooked-{i}", "labels": installed.webhook_label},
+                **_pod_spec("default-scheduler"),
+            },
+            namespace=ns,
+        )
+        took = time.monotonic() - start
+        assert pod["spec"]["schedulerName"] == "default-scheduler"
+        assert "stickypack.io/scheduler-route" not in (pod["metadata"].get("annotations") or {})
+        assert took < timeout + 2, f"creating a pod took {took:.1f} s (timeoutSeconds {timeout})"
+        if _fail_open_count(cluster, entry) > before or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert _fail_open_count(cluster, entry) > before, "the API server never called the webhook entry"
+
+
+def _https(
+    port: int,
+    context: ssl.SSLContext,
+    server_hostname: str,
+    method: str,
+    path: str,
+    body: bytes | None = None,
+) -> tuple[int, bytes]:
+    """An HTTPS request to 127.0.0.1:``port`` that checks the certificate as the API server
+    does for the Service: against ``context``'s CA, for ``server_hostname``."""
+    with (
+        socket.create_connection(("127.0.0.1", port), timeout=5) as raw,
+        context.wrap_socket(raw, server_hostname=server_hostname) as tls,
+    ):
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+        conn.sock = tls  # already connected: HTTP over this TLS socket
+        headers = {"Host": f"{server_hostname}:443", "Content-Type": "application/json"}
+        conn.request(method, path, body=body, headers=headers)
+        response = conn.getresponse()
+        return response.status, response.read()
+
+
+def _admission_review(pod: dict, namespace: str) -> bytes:
+    return json.dumps(
+        {
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "request": {
+                "uid": str(uuid.uuid4()),
+                "kind": {"group": "", "version": "v1", "kind": "Pod"},
+                "resource": {"group": "", "version": "v1", "resource": "pods"},
+                "operation": "CREATE",
+                "namespace": namespace,
+                "object": pod,
+            },
+        }
+    ).encode()
+
+
+@pytest.mark.controlplane
+def test_the_webhook_serves_the_installed_certificate_and_configuration(
+    installed: Installed, tmp_path: Path
+) -> None:
+    """`stickypack webhook` run as the Deployment runs it (its command, the installed
+    ConfigMap's webhook.yaml, the installed Secret's tls.crt and tls.key), on loopback: a TLS
+    client that trusts only the installed caBundle and checks the name
+    stickypack-webhook.<namespace>.svc (what the API server checks) gets the JSON Patch
+    for a pod the route matches; the certificate is refused for another name and by the
+    system's trust roots. The generated certificate also checks out with cryptography."""
+    data, stored, webhook_yaml = _installed_webhook(installed)
+    ns = installed.namespace
+    host = f"stickypack-webhook.{ns}.svc"
+    ca_bundle = stored["webhooks"][0]["clientConfig"]["caBundle"]
+    assert {w["clientConfig"]["caBundle"] for w in stored["webhooks"]} == {ca_bundle}
+    _check_serving_certificate(data, ca_bundle, host)
+    files = {"webhook.yaml": webhook_yaml.encode()}
+    files |= {name: base64.b64decode(data[name]) for name in ("tls.crt", "tls.key")}
+    for name, content in files.items():
+        (tmp_path / name).write_bytes(content)
+    port = _free_port()
+    log = tmp_path / "webhook.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "stickypack.cli", "webhook", "--config", str(tmp_path / "webhook.yaml"),
+             "--tls-cert", str(tmp_path / "tls.crt"), "--tls-key", str(tmp_path / "tls.key"),
+             "--host", "127.0.0.1", "--port", str(port)],
+            stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+    trusted = ssl.create_default_context(cadata=_b64(ca_bundle))
+
+    def ready() -> bool:
+        if proc.poll() is not None:
+            raise AssertionError(f"stickypack webhook exited {proc.returncode}: {log.read_text()}")
+        try:
+            return _https(port, trusted, host, "GET", "/readyz")[0] == 200
+        except OSError:
+            return False
+
+    try:
+        _wait(ready, 20, "stickypack webhook /readyz over TLS")
+        assert _https(port, trusted, f"{host}.cluster.local", "GET", "/healthz")[0] == 200
+        pod = {"metadata": {"name": "p", "labels": installed.webhook_label}, **_pod_spec("default-scheduler")}
+        status, body = _https(port, trusted, host, "POST", "/mutate", _admission_review(pod, ns))
+        assert status == 200, body
+        response = json.loads(body)["response"]
+        assert response["allowed"] is True and response["patchType"] == "JSONPatch"
+        patch = json.loads(base64.b64decode(response["patch"]))
+        assert patch == [
+            {"op": "add", "path": "/spec/schedulerName", "value": "stickypack-builds"},
+            {
+                "op": "add",
+                "path": "/metadata/annotations",
+                "value": {"stickypack.io/scheduler-route": "helm-test"},
+            },
+        ]
+        # the route is for this namespace only: the webhook itself leaves the pod elsewhere alone
+        status, body = _https(port, trusted, host, "POST", "/mutate", _admission_review(pod, "elsewhere"))
+        assert status == 200 and "patch" not in json.loads(body)["response"]
+        with pytest.raises(ssl.SSLCertVerificationError, match=r"mismatch|not valid"):
+            _https(port, trusted, f"other.{ns}.svc", "GET", "/readyz")
+        with pytest.raises(ssl.SSLCertVerificationError, match="unable to get local issuer"):
+            _https(port, ssl.create_default_context(), host, "GET", "/readyz")
+    finally:
+        _stop(proc)
+
+
+@pytest.mark.controlplane
+def test_upgrade_keeps_the_generated_certificate(installed: Installed) -> None:
+    """`helm upgrade` finds the Secret (lookup) and keeps the CA and certificate, in the Secret,
+    the caBundle and the pods' checksum/tls; a changed webhook.config changes checksum/config
+    (the pods roll). `helm template`, where lookup finds nothing, would generate a new CA."""
+    cp, ns = installed.cp, installed.namespace
+
+    def annotations() -> dict:
+        deployment = _object(cp, "Deployment", "stickypack-webhook", ns)
+        return deployment["spec"]["template"]["metadata"]["annotations"]
+
+    data, stored, _ = _installed_webhook(installed)
+    before = annotations()
+    installed.helm.run(
+        "upgrade", installed.release, str(CHART), "--namespace", ns, "--reuse-values",
+        "--set", "webhook.config.log_level=debug", kubeconfig=cp.kubeconfig,
+    )  # fmt: skip
+    data_after, stored_after, webhook_yaml = _installed_webhook(installed)
+    after = annotations()
+    assert data_after == data
+    assert [w["clientConfig"]["caBundle"] for w in stored_after["webhooks"]] == [
+        w["clientConfig"]["caBundle"] for w in stored["webhooks"]
+    ]
+    assert after["checksum/tls"] == before["checksum/tls"]
+    assert yaml.safe_load(webhook_yaml)["log_level"] == "debug"
+    assert after["checksum/config"] != before["checksum/config"]
+    offline = installed.helm.template("webhook.enabled=true", namespace=ns)
+    assert one(offline, "Secret", "stickypack-webhook-tls")["data"]["ca.crt"] != data["ca.crt"]
+
+
 @pytest.mark.controlplane
 def test_uninstall_removes_what_it_installed(installed: Installed) -> None:
     """Last in this file (the module's release is gone after it). The build history the
-    extender wrote is not the chart's and stays."""
+    extender wrote is not the chart's and stays; the cluster-wide webhook configuration
+    goes (pods stop being sent to a webhook that is no more)."""
     cp = installed.cp
+    assert _get(cp, WEBHOOK_CONFIGURATION, installed.namespace) == 200
     history = {"kind": "ConfigMap", "metadata": {"name": "stickypack-build-history-0"}}
     had_history = _get(cp, history, installed.namespace) == 200  # if the extender test wrote one
     assert not find(installed.manifest, "ConfigMap", "stickypack-build-history-0")
@@ -1353,6 +1631,8 @@ def test_uninstall_removes_what_it_installed(installed: Installed) -> None:
         ]
 
     _wait(lambda: not gone(), 20, "the release's objects to go")
+    assert _get(cp, WEBHOOK_CONFIGURATION, installed.namespace) == 404
+    assert find(installed.manifest, "MutatingWebhookConfiguration", "stickypack-scheduler-routing")
     listed = installed.helm.run("list", "--namespace", installed.namespace, "-q", kubeconfig=cp.kubeconfig)
     assert listed.stdout.strip() == ""
     assert (_get(cp, history, installed.namespace) == 200) == had_history
