@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from kubernetes_asyncio import client
 
 from stickypack.cli import main
 from stickypack.core.explain import explain_placement, node_report, pins_node
@@ -143,6 +144,14 @@ def test_node_report_verdicts() -> None:
     assert reports["pinned"].pinning == ("default/user",)
     assert reports["busy"].utilization == pytest.approx(0.75)
     assert reports["busy"].verdict(0.8) == "pinned"  # under a higher threshold, held by its bare pod
+    table.upsert_node(
+        "removable",
+        {"cpu": 4000, "memory": 16 * GI, "pods": 110},
+        annotations={"cluster-autoscaler.kubernetes.io/scale-down-disabled": "true"},
+    )
+    (report,) = (r for r in node_report(table, pods) if r.node == "removable")
+    assert report.scale_down_disabled and report.verdict(0.5) == "disabled"
+    assert report.verdict(0.1) == "busy"
 
 
 def test_a_node_with_only_daemonset_and_mirror_pods_is_empty() -> None:
@@ -208,6 +217,12 @@ def test_inspect_nodes_on_a_real_cluster(cluster: ControlPlane, capsys: pytest.C
     _bind(cluster, "dask-worker-1", "pinned", "500m", "1Gi")
     _bind(cluster, "web-1", "removable", "500m", "1Gi", owner="ReplicaSet")
     _bind(cluster, "proxy-1", "going", "100m", "100Mi", owner="DaemonSet")
+    cluster.create_node("kept", cpu="4", memory="16Gi")
+    _bind(cluster, "jupyter-carol", "kept", "500m", "1Gi")
+    disabled = {"cluster-autoscaler.kubernetes.io/scale-down-disabled": "true"}
+    cluster.call(
+        lambda api: client.CoreV1Api(api).patch_node("kept", {"metadata": {"annotations": disabled}})
+    )
     assert main(["inspect", "--kubeconfig", str(cluster.kubeconfig), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     nodes = {n["node"]: n for n in report["nodes"]}
@@ -217,16 +232,18 @@ def test_inspect_nodes_on_a_real_cluster(cluster: ControlPlane, capsys: pytest.C
         "removable": "removable",
         "empty": "empty",
         "going": "empty",  # a DaemonSet pod alone: empty to the autoscaler
+        "kept": "disabled",  # the autoscaler never removes it, pinned or not
     }
+    assert nodes["kept"]["scale_down_disabled"] and nodes["kept"]["pinning"] == ["default/jupyter-carol"]
     assert nodes["pinned"]["pinning"] == ["default/dask-worker-1", "default/jupyter-bob"]
     assert nodes["going"]["autoscaler"] == "candidate"
     assert (nodes["going"]["pods"], nodes["going"]["daemon_pods"]) == (1, 1)
     assert nodes["going"]["cpu"] == pytest.approx(0.025)  # its requests count all the same
     assert nodes["busy"]["cpu"] == pytest.approx(0.75)
-    assert report["summary"] == {"busy": 1, "pinned": 1, "removable": 1, "empty": 2}
+    assert report["summary"] == {"busy": 1, "disabled": 1, "pinned": 1, "removable": 1, "empty": 2}
     assert main(["inspect", "--kubeconfig", str(cluster.kubeconfig), "--threshold", "0.8"]) == 0
     out = capsys.readouterr().out
-    assert "5 nodes: 0 busy, 2 under the threshold but pinned, 1 removable, 2 empty" in out
+    assert "6 nodes: 0 busy, 2 under the threshold but pinned, 1 removable, 2 empty, 1 with scale-down" in out
 
 
 @pytest.mark.controlplane

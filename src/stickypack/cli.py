@@ -855,6 +855,7 @@ async def _inspect_cluster(
                     "node": r.node,
                     "ready": r.ready,
                     "unschedulable": r.unschedulable,
+                    "scale_down_disabled": r.scale_down_disabled,
                     "autoscaler": r.autoscaler,
                     "cpu": round(r.cpu, 4),
                     "memory": round(r.memory, 4),
@@ -867,7 +868,7 @@ async def _inspect_cluster(
                 }
                 for r, v in zip(nodes, verdicts, strict=True)
             ],
-            "summary": {v: verdicts.count(v) for v in ("busy", "pinned", "removable", "empty")},
+            "summary": {v: verdicts.count(v) for v in ("busy", "disabled", "pinned", "removable", "empty")},
             "unreadable_pods": snap.unreadable,
         }
     assert policy is not None
@@ -921,7 +922,8 @@ def _print_inspection(console: Console, report: dict[str, Any]) -> None:
         summary = report["summary"]
         console.print(
             f"{len(report['nodes'])} nodes: {summary['busy']} busy, {summary['pinned']} under the threshold "
-            f"but pinned, {summary['removable']} removable, {summary['empty']} empty",
+            f"but pinned, {summary['removable']} removable, {summary['empty']} empty"
+            + (f", {summary['disabled']} with scale-down disabled" if summary["disabled"] else ""),
             highlight=False,
         )
         _print_unreadable(console, report["unreadable_pods"])

@@ -31,6 +31,8 @@ HOLDING_SAFE_TO_EVICT = frozenset({"false", "on-completion"})
 MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
 #: ``"true"``: the autoscaler treats the pod as a DaemonSet pod, whatever owns it.
 DAEMONSET_POD_ANNOTATION = "cluster-autoscaler.kubernetes.io/daemonset-pod"
+#: A node annotation: "true" keeps the cluster-autoscaler from ever removing the node.
+SCALE_DOWN_DISABLED_ANNOTATION = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
 #: Controllers whose pods the cluster-autoscaler may move (they are recreated elsewhere).
 MOVABLE_OWNERS = frozenset({"ReplicaSet", "ReplicationController", "StatefulSet", "Job"})
 
@@ -147,7 +149,8 @@ class NodeReport:
     (``namespace/name``) of those that keep it from being removed (:func:`pins_node`);
     ``builds``: build pods running on it; ``autoscaler``: ``deleting``
     (``ToBeDeletedByClusterAutoscaler``), ``candidate``
-    (``DeletionCandidateOfClusterAutoscaler``) or empty."""
+    (``DeletionCandidateOfClusterAutoscaler``) or empty; ``scale_down_disabled``: the node
+    carries ``cluster-autoscaler.kubernetes.io/scale-down-disabled: "true"``."""
 
     node: str
     cpu: float
@@ -160,16 +163,24 @@ class NodeReport:
     autoscaler: str
     ready: bool
     unschedulable: bool
+    scale_down_disabled: bool = False
 
     def verdict(self, threshold: float) -> str:
-        """``busy`` (utilization at or over ``threshold``), else ``empty`` (no pods but
-        DaemonSet and mirror pods), ``pinned`` (held by pods, :func:`pins_node`) or
-        ``removable`` (nothing pins it)."""
+        """``busy`` (utilization at or over ``threshold``), else ``disabled`` (the node
+        opts out of scale-down), ``empty`` (no pods but DaemonSet and mirror pods),
+        ``pinned`` (held by pods, :func:`pins_node`) or ``removable`` (nothing pins it)."""
         if self.utilization >= threshold:
             return "busy"
+        if self.scale_down_disabled:
+            return "disabled"
         if self.pods == self.daemon_pods:
             return "empty"
         return "pinned" if self.pinning else "removable"
+
+
+def _annotation(table: NodeTable, row: int, key: str) -> str | None:
+    info = table.info[row]
+    return info.annotations.get(key) if info is not None else None
 
 
 def node_report(table: NodeTable, pods_by_node: Mapping[str, Iterable[Pod]]) -> list[NodeReport]:
@@ -198,6 +209,7 @@ def node_report(table: NodeTable, pods_by_node: Mapping[str, Iterable[Pod]]) -> 
                 autoscaler=autoscaler,
                 ready=bool(table.ready[i]),
                 unschedulable=bool(table.unschedulable[i]),
+                scale_down_disabled=_annotation(table, i, SCALE_DOWN_DISABLED_ANNOTATION) == "true",
             )
         )
     out.sort(key=lambda r: r.node)
