@@ -74,6 +74,25 @@ async def read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
+class BodyTimeout(BadRequest):
+    """The request body did not arrive in time (HTTP 408)."""
+
+
+async def read_json(request: Request, limit: int, timeout_s: float) -> Any:
+    """The request's body parsed as JSON. Raises :class:`TooLarge` above ``limit`` bytes,
+    :class:`BodyTimeout` when the body is not received within ``timeout_s`` seconds (a
+    stalled client holds no request open), :class:`BadRequest` when it is not JSON."""
+    try:
+        async with asyncio.timeout(timeout_s):
+            body = await read_body(request, limit)
+    except TimeoutError:
+        raise BodyTimeout(f"request body not received within {timeout_s:g} s") from None
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise BadRequest(f"request body is not valid JSON: {str(exc)[:200]}") from None
+
+
 def make_app(
     extender: Extender,
     *,
@@ -92,19 +111,13 @@ def make_app(
             start = time.perf_counter()
             outcome = "ok"
             try:
-                try:
-                    async with asyncio.timeout(body_timeout_s):
-                        body = await read_body(request, max_request_bytes)
-                except TimeoutError:
-                    outcome = "timeout"
-                    return _error(f"request body not received within {body_timeout_s:g} s", 408)
-                try:
-                    args = orjson.loads(body)
-                except orjson.JSONDecodeError as exc:
-                    raise BadRequest(f"request body is not valid JSON: {str(exc)[:200]}") from None
+                args = await read_json(request, max_request_bytes, body_timeout_s)
                 result, decision = fn(args)
                 metrics.decision(decision)
                 return _json(result)
+            except BodyTimeout as exc:
+                outcome = "timeout"
+                return _error(str(exc), 408)
             except TooLarge as exc:
                 outcome = "too_large"
                 return _error(str(exc))

@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Generator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from stickypack.core.policy import Policy
 from stickypack.extender.app import make_app
@@ -471,10 +471,14 @@ class ServiceThread:
 
 class AppThread:
     """Serve an ASGI ``app`` with uvicorn on a free 127.0.0.1 port in a background thread
-    (an extender over a hand-made cache: fuzzing and latency benchmarks without a cluster)."""
+    (an extender over a hand-made cache: fuzzing and latency benchmarks without a cluster;
+    the webhook's tests), over TLS when given a certificate and key (``url`` is then
+    ``https://...``)."""
 
-    def __init__(self, app: Any) -> None:
+    def __init__(self, app: Any, *, ssl_certfile: str | None = None, ssl_keyfile: str | None = None) -> None:
         self.app = app
+        self.ssl_certfile = ssl_certfile
+        self.ssl_keyfile = ssl_keyfile
         self.port: int | None = None
         self.server: Any = None
         self.loop = asyncio.new_event_loop()
@@ -483,7 +487,8 @@ class AppThread:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        scheme = "https" if self.ssl_certfile else "http"
+        return f"{scheme}://127.0.0.1:{self.port}"
 
     def _run(self) -> None:
         import uvicorn
@@ -491,8 +496,11 @@ class AppThread:
         asyncio.set_event_loop(self.loop)
         sock = loopback_socket()
         self.port = sock.getsockname()[1]
-        self.server = uvicorn.Server(uvicorn_config(self.app, "127.0.0.1", self.port))
-        self.server.install_signal_handlers = lambda: None
+        config = uvicorn_config(
+            self.app, "127.0.0.1", self.port, ssl_certfile=self.ssl_certfile, ssl_keyfile=self.ssl_keyfile
+        )
+        self.server = uvicorn.Server(config)
+        self.server.install_signal_handlers = lambda: None  # not the main thread
 
         async def main() -> None:
             serving = asyncio.ensure_future(self.server.serve(sockets=[sock]))
@@ -505,6 +513,7 @@ class AppThread:
             self.loop.run_until_complete(main())
         finally:
             self._started.set()
+            sock.close()
 
     def call(self, fn: Any, timeout: float = 30.0) -> Any:
         async def wrap() -> Any:
@@ -512,7 +521,7 @@ class AppThread:
 
         return asyncio.run_coroutine_threadsafe(wrap(), self.loop).result(timeout)
 
-    def start(self) -> AppThread:
+    def start(self) -> Self:
         self._thread.start()
         self._started.wait(30)
         if not self.server or not self.server.started:
@@ -524,7 +533,7 @@ class AppThread:
             self.server.should_exit = True
         self._thread.join(30)
 
-    def __enter__(self) -> AppThread:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

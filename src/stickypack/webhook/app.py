@@ -30,7 +30,6 @@ Routes:
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import logging
 import time
@@ -46,7 +45,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from stickypack.core.routing import SchedulerRoute, route_pod
-from stickypack.extender.app import TooLarge, read_body
+from stickypack.extender.app import BodyTimeout, TooLarge, read_json
 from stickypack.extender.engine import BadRequest
 from stickypack.extender.metrics import LATENCY_BUCKETS
 
@@ -165,18 +164,12 @@ def make_app(
         start = time.perf_counter()
         outcome, route = "error", ""
         try:
-            try:
-                async with asyncio.timeout(body_timeout_s):
-                    raw = await read_body(request, max_request_bytes)
-            except TimeoutError:
-                outcome = "timeout"
-                return _error(f"request body not received within {body_timeout_s:g} s", 408)
-            try:
-                body = orjson.loads(raw)
-            except orjson.JSONDecodeError as exc:
-                raise BadRequest(f"request body is not valid JSON: {str(exc)[:200]}") from None
+            body = await read_json(request, max_request_bytes, body_timeout_s)
             answer, outcome, route = review(routes, body)
             return _json(answer)
+        except BodyTimeout as exc:
+            outcome = "timeout"
+            return _error(str(exc), 408)
         except TooLarge as exc:
             outcome = "too_large"
             return _error(str(exc))
