@@ -382,8 +382,8 @@ def test_config_errors_name_file_and_field(tmp_path) -> None:
         ("cluster: {resync_s: .inf}\n", "cluster.resync_s"),
         ("cluster: {assume_ttl_s: .nan}\n", "cluster.assume_ttl_s"),
         # a score plugin named twice once counted twice (weight doubled) without a word
-        ("score: [ScaleDownAware, ScaleDownAware]\n", "score: Value error, ScaleDownAware given more"),
-        ("filters: [ScaleDownAware, ScaleDownAware]\n", "filters: Value error, ScaleDownAware given more"),
+        ("score: [ScaleDownAware, ScaleDownAware]\n", "score: ScaleDownAware given more"),
+        ("filters: [ScaleDownAware, ScaleDownAware]\n", "filters: ScaleDownAware given more"),
     ]:
         path.write_text(text)
         with pytest.raises(ConfigError, match=where.replace(".", r"\.")):

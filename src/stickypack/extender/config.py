@@ -13,12 +13,11 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from stickypack.configfile import model_from_dict, model_from_file
 from stickypack.core.labels import DNS_SUBDOMAIN, is_dns_label
-from stickypack.core.yamltext import YAMLTextError, load_yaml
 from stickypack.kube.cache import DEFAULT_BUILD_SELECTOR, DEFAULT_BUILDER_SELECTOR, parse_selector
-from stickypack.textfile import TextFileError, read_text_file
 
 
 class ConfigError(ValueError):
@@ -170,28 +169,10 @@ class ExtenderConfig(_Model):
 
 
 def config_from_dict(raw: Any, source: str = "<config>") -> ExtenderConfig:
-    if raw is None:
-        raw = {}
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{source}: the extender configuration must be a YAML mapping")
-    try:
-        return ExtenderConfig.model_validate(raw)
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(x) for x in e['loc']) or '<top>'}: {e['msg']}" for e in exc.errors()
-        )
-        raise ConfigError(f"{source}: {problems}") from None
-    except ValueError as exc:  # selector parsing
-        raise ConfigError(f"{source}: {exc}") from None
+    """Validate parsed YAML (``source`` names it in errors); raises :class:`ConfigError`."""
+    return model_from_dict(ExtenderConfig, raw, source, "extender", ConfigError)
 
 
 def load_config(path: str | Path | None) -> ExtenderConfig:
     """Read and validate a configuration file (None: all defaults)."""
-    if path is None:
-        return ExtenderConfig()
-    path = Path(path)
-    try:
-        raw = load_yaml(read_text_file(path), str(path))
-    except (TextFileError, YAMLTextError) as exc:
-        raise ConfigError(str(exc)) from None
-    return config_from_dict(raw, str(path))
+    return model_from_file(ExtenderConfig, path, "extender", ConfigError)

@@ -13,14 +13,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from stickypack.configfile import model_from_dict, model_from_file
 from stickypack.core.labels import DNS_SUBDOMAIN, is_dns_label
 from stickypack.core.routing import LabelSelector, SchedulerRoute, SelectorError
-from stickypack.core.yamltext import YAMLTextError, load_yaml
 from stickypack.extender.config import ListenConfig
 from stickypack.kube.cache import parse_selector
-from stickypack.textfile import TextFileError, read_text_file
 
 
 class ConfigError(ValueError):
@@ -130,27 +129,10 @@ class WebhookConfig(_Model):
 
 
 def config_from_dict(raw: Any, source: str = "<config>") -> WebhookConfig:
-    if raw is None:
-        raw = {}
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{source}: the webhook configuration must be a YAML mapping")
-    try:
-        return WebhookConfig.model_validate(raw)
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(x) for x in e['loc']) or '<top>'}: {e['msg'].removeprefix('Value error, ')}"
-            for e in exc.errors()
-        )
-        raise ConfigError(f"{source}: {problems}") from None
+    """Validate parsed YAML (``source`` names it in errors); raises :class:`ConfigError`."""
+    return model_from_dict(WebhookConfig, raw, source, "webhook", ConfigError)
 
 
 def load_config(path: str | Path | None) -> WebhookConfig:
     """Read and validate a configuration file (None: all defaults)."""
-    if path is None:
-        return WebhookConfig()
-    path = Path(path)
-    try:
-        raw = load_yaml(read_text_file(path), str(path))
-    except (TextFileError, YAMLTextError) as exc:
-        raise ConfigError(str(exc)) from None
-    return config_from_dict(raw, str(path))
+    return model_from_file(WebhookConfig, path, "webhook", ConfigError)
