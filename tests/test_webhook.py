@@ -494,6 +494,7 @@ def test_render_webhook_config(tmp_path: Path, tls: dict, capsys: pytest.Capture
     with_key.write_bytes(tls["ca"].read_bytes() + Path(tls["key"]).read_bytes())
     for bad, message in [
         (["--url", "http://h/mutate"], "--url must be https://"),
+        (["--url", "https://h/m", "--ca-bundle", str(tls["ca"]), "--inject-ca-from", "sp/c"], "not both"),
         # the API server would POST to /, which the webhook answers 404: nothing routed
         (["--url", "https://h"], "--url needs the webhook's path"),
         (["--url", "https://h:8443/"], "--url needs the webhook's path"),

@@ -598,6 +598,10 @@ def _webhook_config_yaml(args: argparse.Namespace) -> str:
                 "certificate(s) alone (the bundle is copied into a cluster-wide object)"
             )
     if args.inject_ca_from is not None:
+        if args.ca_bundle is not None:
+            raise UsageError(
+                "give --ca-bundle or --inject-ca-from, not both (cert-manager would overwrite the bundle)"
+            )
         namespace, slash, name = args.inject_ca_from.partition("/")
         if not slash or not is_dns_label(namespace) or not DNS_SUBDOMAIN.fullmatch(name):
             raise UsageError(f"--inject-ca-from must be NAMESPACE/CERTIFICATE, got {args.inject_ca_from!r}")
