@@ -800,3 +800,34 @@ def test_a_pod_two_routes_match_goes_to_the_first_though_both_entries_call(
     assert sent == Counter(
         {("routed", "dask-gateway-workers"): 1, ("unchanged", "dask-gateway-workers"): 1}
     ), sent
+
+
+def test_a_stalled_review_gets_408_while_others_are_answered() -> None:
+    """A client that never finishes its body holds no request open: 408 after the body
+    timeout, counted as ``timeout``, while other reviews are answered meanwhile."""
+    import socket
+
+    from stickypack.extender.server import AppThread
+    from stickypack.webhook.app import WebhookMetrics, make_app
+
+    metrics = WebhookMetrics()
+    app = make_app(WebhookConfig().scheduler_routes(), metrics=metrics, body_timeout_s=0.5)
+    with AppThread(app) as server, httpx.Client(base_url=server.url, timeout=10) as client:
+        stalled = socket.create_connection(("127.0.0.1", server.port))
+        try:
+            stalled.sendall(b"POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{")
+            review = _review(_pod({"dask.org/component": "worker"}))
+            assert client.post("/mutate", json=review).json()["response"]["patchType"] == "JSONPatch"
+            stalled.settimeout(5)  # a missing 408 fails the test by timing out here
+            answer = b""
+            while b"not received within" not in answer:  # headers and body may come apart
+                chunk = stalled.recv(4096)
+                if not chunk:
+                    break
+                answer += chunk
+            assert answer.startswith(b"HTTP/1.1 408") and b"not received within 0.5 s" in answer
+        finally:
+            stalled.close()
+        assert (
+            'stickypack_webhook_reviews_total{outcome="timeout",route=""} 1.0' in client.get("/metrics").text
+        )
