@@ -579,3 +579,69 @@ async def test_snapshot_keeps_only_what_it_reads_of_each_pod(monkeypatch: pytest
     assert pods[0].owner_kind == "ReplicaSet" and pins_node(pods[0])  # safe-to-evict "false" kept
     assert "other" not in pods[0].annotations
     assert snap.cache.table.requested[snap.cache.table.index["n1"], 0] == 10 * n_pods
+
+
+def _with_volumes(pod: Pod, volumes: list[dict], **annotations: str) -> Pod:
+    raw = pod_manifest(pod.name, cpu="100m", memory="100Mi")
+    raw["spec"]["volumes"] = volumes
+    raw["metadata"]["annotations"] = {**pod.annotations, **annotations}
+    raw["metadata"]["ownerReferences"] = [
+        {"apiVersion": "apps/v1", "kind": pod.owner_kind, "name": "o", "uid": "u", "controller": True}
+    ]
+    return Pod.from_dict(raw)
+
+
+def test_local_storage_pins_a_replicated_pod_unless_allowed() -> None:
+    """The autoscaler's local storage: hostPath and disk-backed emptyDir pin a pod it could
+    otherwise move (``--skip-nodes-with-local-storage``, true by default), unless the pod
+    lists those volumes in ``safe-to-evict-local-volumes`` or is ``safe-to-evict``; an
+    in-memory emptyDir, a ConfigMap or a PVC is not local storage."""
+    rs = _pod("web", "100m", "100Mi", owner="ReplicaSet")
+    scratch = {"name": "scratch", "emptyDir": {}}
+    host = {"name": "host", "hostPath": {"path": "/var/x"}}
+    shm = {"name": "shm", "emptyDir": {"medium": "Memory"}}
+    others = [
+        {"name": "cfg", "configMap": {"name": "c"}},
+        {"name": "data", "persistentVolumeClaim": {"claimName": "d"}},
+    ]
+    assert _with_volumes(rs, [scratch, host, shm, *others]).local_volumes == ("scratch", "host")
+    assert pins_node(_with_volumes(rs, [scratch]))
+    assert pins_node(_with_volumes(rs, [host]))
+    assert not pins_node(_with_volumes(rs, [shm, *others]))
+    assert not pins_node(_with_volumes(rs, [scratch]), local_storage_pins=False)
+    local = "cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes"
+    assert not pins_node(_with_volumes(rs, [scratch, host], **{local: "scratch,host"}))
+    assert pins_node(_with_volumes(rs, [scratch, host], **{local: "scratch"}))
+    assert not pins_node(
+        _with_volumes(rs, [scratch], **{"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"})
+    )
+
+
+@pytest.mark.controlplane
+def test_inspect_sees_local_storage(cluster: ControlPlane, capsys: pytest.CaptureFixture[str]) -> None:
+    """A replicated pod with a disk-backed emptyDir pins its node on the real cluster's
+    listing; ``--local-storage-moves`` (an autoscaler run with
+    ``--skip-nodes-with-local-storage=false``) and the pod's own annotation free it."""
+    for node in ("scratchy", "listed"):
+        cluster.create_node(node, cpu="4", memory="16Gi")
+    uid = "0b5e3f1c-0000-4000-8000-000000000001"
+    for name, node, notes in (
+        ("cache-1", "scratchy", {}),
+        ("cache-2", "listed", {"cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes": "scratch"}),
+    ):
+        raw = pod_manifest(name, cpu="100m", memory="100Mi")
+        raw["spec"]["nodeName"] = node
+        raw["spec"]["volumes"] = [{"name": "scratch", "emptyDir": {}}]
+        raw["metadata"]["annotations"] = notes
+        raw["metadata"]["ownerReferences"] = [
+            {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": uid, "controller": True}
+        ]
+        cluster.create_pod(pod=raw)
+    argv = ["inspect", "--kubeconfig", str(cluster.kubeconfig), "--json"]
+    assert main(argv) == 0
+    nodes = {n["node"]: n for n in json.loads(capsys.readouterr().out)["nodes"]}
+    assert (nodes["scratchy"]["verdict"], nodes["scratchy"]["pinning"]) == ("pinned", ["default/cache-1"])
+    assert nodes["listed"]["verdict"] == "removable"
+    assert main([*argv, "--local-storage-moves"]) == 0
+    nodes = {n["node"]: n for n in json.loads(capsys.readouterr().out)["nodes"]}
+    assert nodes["scratchy"]["verdict"] == "removable"

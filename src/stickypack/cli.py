@@ -216,6 +216,11 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="the autoscaler's scale-down utilization threshold (default 0.5, or the config's)",
     )
+    insp.add_argument(
+        "--local-storage-moves",
+        action="store_true",
+        help="your autoscaler runs with --skip-nodes-with-local-storage=false: local storage pins no node",
+    )
     insp.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
     forget = sub.add_parser("forget-node", help="forget a node's build history (its image cache is gone)")
@@ -850,7 +855,7 @@ async def _inspect_cluster(
         await api.close()
     table = snap.cache.table
     if pod is None:
-        nodes = node_report(table, snap.pods_by_node)
+        nodes = node_report(table, snap.pods_by_node, local_storage_pins=not args.local_storage_moves)
         verdicts = [r.verdict(threshold) for r in nodes]
         return {
             "threshold": threshold,

@@ -31,6 +31,8 @@ HOLDING_SAFE_TO_EVICT = frozenset({"false", "on-completion"})
 MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
 #: ``"true"``: the autoscaler treats the pod as a DaemonSet pod, whatever owns it.
 DAEMONSET_POD_ANNOTATION = "cluster-autoscaler.kubernetes.io/daemonset-pod"
+#: A pod annotation: local-storage volumes (comma-separated names) the autoscaler may lose.
+SAFE_TO_EVICT_LOCAL_VOLUMES_ANNOTATION = "cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes"
 #: A node annotation: "true" keeps the cluster-autoscaler from ever removing the node.
 SCALE_DOWN_DISABLED_ANNOTATION = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
 #: Controllers whose pods the cluster-autoscaler may move (they are recreated elsewhere).
@@ -121,15 +123,24 @@ def is_daemon_pod(pod: Pod) -> bool:
     )
 
 
-def pins_node(pod: Pod) -> bool:
+def blocking_local_volumes(pod: Pod) -> tuple[str, ...]:
+    """``pod``'s local-storage volumes (:attr:`Pod.local_volumes`) not listed in its
+    ``safe-to-evict-local-volumes`` annotation (comma-separated names)."""
+    listed = set(pod.annotations.get(SAFE_TO_EVICT_LOCAL_VOLUMES_ANNOTATION, "").split(","))
+    return tuple(v for v in pod.local_volumes if v not in listed)
+
+
+def pins_node(pod: Pod, *, local_storage_pins: bool = True) -> bool:
     """Whether the cluster-autoscaler would refuse to remove ``pod``'s node for it, in the
     order of its drainability rules: DaemonSet and mirror pods never pin
     (:func:`is_daemon_pod`); ``safe-to-evict: "true"`` never pins; ``"on-completion"``
     holds the node until the pod finishes; a pod whose controller is none of
     :data:`MOVABLE_OWNERS` (a bare pod, or a custom controller's) pins; ``"false"`` pins
-    any pod. Not seen here: PodDisruptionBudgets, local storage, kube-system pods without
-    a budget, and whether the controller still exists, which can pin too (FAQ.md, "What
-    types of pods can prevent CA from removing a node?")."""
+    any pod; with ``local_storage_pins`` (the autoscaler's ``--skip-nodes-with-local-storage``,
+    true by default) so does a pod with local storage (:func:`blocking_local_volumes`). Not
+    seen here: PodDisruptionBudgets, kube-system pods without a budget, and whether the
+    controller still exists, which can pin too (FAQ.md, "What types of pods can prevent CA
+    from removing a node?")."""
     if is_daemon_pod(pod):
         return False
     safe = pod.annotations.get(SAFE_TO_EVICT_ANNOTATION)
@@ -137,7 +148,9 @@ def pins_node(pod: Pod) -> bool:
         return False
     if safe in HOLDING_SAFE_TO_EVICT:
         return True
-    return pod.owner_kind not in MOVABLE_OWNERS
+    if pod.owner_kind not in MOVABLE_OWNERS:
+        return True
+    return local_storage_pins and bool(blocking_local_volumes(pod))
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,9 +196,13 @@ def _annotation(table: NodeTable, row: int, key: str) -> str | None:
     return info.annotations.get(key) if info is not None else None
 
 
-def node_report(table: NodeTable, pods_by_node: Mapping[str, Iterable[Pod]]) -> list[NodeReport]:
+def node_report(
+    table: NodeTable, pods_by_node: Mapping[str, Iterable[Pod]], *, local_storage_pins: bool = True
+) -> list[NodeReport]:
     """One :class:`NodeReport` per node of ``table``, by name; ``pods_by_node``: the pods
-    bound to each node (the ones the table's requests count)."""
+    bound to each node (the ones the table's requests count); ``local_storage_pins``: as
+    in :func:`pins_node`."""
+    pins_local = local_storage_pins
     out = []
     for row in table.active_indices():
         i = int(row)
@@ -204,7 +221,7 @@ def node_report(table: NodeTable, pods_by_node: Mapping[str, Iterable[Pod]]) -> 
                 utilization=max(cpu, memory),
                 pods=len(pods),
                 daemon_pods=sum(1 for p in pods if is_daemon_pod(p)),
-                pinning=tuple(sorted(p.key for p in pods if pins_node(p))),
+                pinning=tuple(sorted(p.key for p in pods if pins_node(p, local_storage_pins=pins_local))),
                 builds=int(table.builds[i]),
                 autoscaler=autoscaler,
                 ready=bool(table.ready[i]),

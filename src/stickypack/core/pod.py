@@ -79,6 +79,9 @@ class Pod:
     #: Image of each init container, container and image volume, normalized as
     #: kube-scheduler's ImageLocality looks them up (``:latest`` added where no tag is given).
     images: tuple[str, ...] = ()
+    #: Names of the volumes on the node's own disk: ``hostPath``, and ``emptyDir`` not in
+    #: memory (what the cluster-autoscaler calls local storage).
+    local_volumes: tuple[str, ...] = ()
 
     @property
     def key(self) -> str:
@@ -159,9 +162,24 @@ class Pod:
                 scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
                 node_name=spec.get("nodeName") or None,
                 images=_pod_images(spec),
+                local_volumes=_local_volumes(spec),
             )
         except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
             raise PodSpecError(f"cannot read pod: {exc}") from exc
+
+
+def _local_volumes(spec: Mapping[str, Any]) -> tuple[str, ...]:
+    """Names of the volumes that live on the node: ``hostPath``, and ``emptyDir`` unless its
+    medium is ``Memory`` (the cluster-autoscaler's ``isLocalVolume``)."""
+    out = []
+    for volume in spec.get("volumes") or ():
+        if not isinstance(volume, Mapping):  # the API server refuses these; never fail a pod on them
+            continue
+        empty_dir = volume.get("emptyDir")
+        in_memory = isinstance(empty_dir, Mapping) and empty_dir.get("medium") == "Memory"
+        if volume.get("hostPath") is not None or (empty_dir is not None and not in_memory):
+            out.append(str(volume.get("name") or ""))
+    return tuple(out)
 
 
 def normalized_image_name(name: str) -> str:

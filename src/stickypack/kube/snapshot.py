@@ -16,25 +16,39 @@ from stickypack.core.explain import (
     DAEMONSET_POD_ANNOTATION,
     MIRROR_POD_ANNOTATION,
     SAFE_TO_EVICT_ANNOTATION,
+    SAFE_TO_EVICT_LOCAL_VOLUMES_ANNOTATION,
 )
 from stickypack.core.pod import Pod, PodSpecError
 from stickypack.kube.cache import TERMINAL_PHASES, ClusterCache, slim_node, slim_pod
 from stickypack.kube.informer import Informer
 
 #: Pod annotations :func:`~stickypack.core.explain.pins_node` reads.
-AUTOSCALER_ANNOTATIONS = (SAFE_TO_EVICT_ANNOTATION, MIRROR_POD_ANNOTATION, DAEMONSET_POD_ANNOTATION)
+AUTOSCALER_ANNOTATIONS = (
+    SAFE_TO_EVICT_ANNOTATION,
+    MIRROR_POD_ANNOTATION,
+    DAEMONSET_POD_ANNOTATION,
+    SAFE_TO_EVICT_LOCAL_VOLUMES_ANNOTATION,
+)
 
 
 def snapshot_pod(obj: dict[str, Any]) -> dict[str, Any]:
     """:func:`~stickypack.kube.cache.slim_pod` (what the node table reads) plus what the
-    autoscaler's rules read: the controller's owner reference and
-    :data:`AUTOSCALER_ANNOTATIONS`."""
+    autoscaler's rules read: the controller's owner reference, the ``hostPath`` and
+    ``emptyDir`` volumes, and :data:`AUTOSCALER_ANNOTATIONS`."""
     slim = slim_pod(obj)
     meta = obj.get("metadata") or {}
     annotations = meta.get("annotations") or {}
     slim["metadata"]["annotations"].update(
         {k: annotations[k] for k in AUTOSCALER_ANNOTATIONS if k in annotations}
     )
+    volumes = (obj.get("spec") or {}).get("volumes") or ()
+    local = [
+        {"name": v.get("name"), **{k: v[k] for k in ("hostPath", "emptyDir") if k in v}}
+        for v in volumes
+        if isinstance(v, dict) and ("hostPath" in v or "emptyDir" in v)
+    ]
+    if local:
+        slim["spec"]["volumes"] = local
     owners = [o for o in meta.get("ownerReferences") or () if o.get("controller") is True]
     if owners:
         slim["metadata"]["ownerReferences"] = [{"kind": owners[0].get("kind"), "controller": True}]
