@@ -221,6 +221,11 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="your autoscaler runs with --skip-nodes-with-local-storage=false: local storage pins no node",
     )
+    insp.add_argument(
+        "--system-pods-move",
+        action="store_true",
+        help="your autoscaler runs with --skip-nodes-with-system-pods=false: kube-system pods need no budget",
+    )
     insp.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
     forget = sub.add_parser("forget-node", help="forget a node's build history (its image cache is gone)")
@@ -813,7 +818,7 @@ async def _inspect_cluster(
     args: argparse.Namespace, config: ExtenderConfig, threshold: float, pod_dict: dict[str, Any] | None
 ) -> dict[str, Any]:
     """The report ``stickypack inspect`` prints, as JSON-ready data."""
-    from stickypack.core.explain import explain_placement, node_report
+    from stickypack.core.explain import ScaleDownRules, explain_placement, node_report
     from stickypack.core.framework import SchedulingContext
     from stickypack.core.pod import Pod, PodSpecError
     from stickypack.core.policy import PolicyError
@@ -855,7 +860,12 @@ async def _inspect_cluster(
         await api.close()
     table = snap.cache.table
     if pod is None:
-        nodes = node_report(table, snap.pods_by_node, local_storage_pins=not args.local_storage_moves)
+        rules = ScaleDownRules(
+            local_storage_pins=not args.local_storage_moves,
+            system_pods_pin=not args.system_pods_move,
+            budgets=snap.budgets,
+        )
+        nodes = node_report(table, snap.pods_by_node, rules)
         verdicts = [r.verdict(threshold) for r in nodes]
         return {
             "threshold": threshold,
@@ -873,12 +883,14 @@ async def _inspect_cluster(
                     "daemon_pods": r.daemon_pods,
                     "builds": r.builds,
                     "pinning": list(r.pinning),
+                    "pin_reasons": dict(zip(r.pinning, r.pin_reasons, strict=True)),
                     "verdict": v,
                 }
                 for r, v in zip(nodes, verdicts, strict=True)
             ],
             "summary": {v: verdicts.count(v) for v in ("busy", "disabled", "pinned", "removable", "empty")},
             "unreadable_pods": snap.unreadable,
+            "budgets_read": snap.budgets is not None,
         }
     assert policy is not None
     import time
@@ -921,7 +933,7 @@ def _print_inspection(console: Console, report: dict[str, Any]) -> None:
             state = n["autoscaler"] or (
                 "not ready" if not n["ready"] else "cordoned" if n["unschedulable"] else ""
             )
-            pinning = n["pinning"]
+            pinning = [f"{key} ({n['pin_reasons'][key]})" for key in n["pinning"]]
             shown = ", ".join(pinning[:3]) + (f" (+{len(pinning) - 3})" if len(pinning) > 3 else "")
             table.add_row(
                 n["node"], f"{n['cpu']:.0%}", f"{n['memory']:.0%}", str(n["pods"]), str(n["builds"]),
@@ -936,6 +948,12 @@ def _print_inspection(console: Console, report: dict[str, Any]) -> None:
             highlight=False,
         )
         _print_unreadable(console, report["unreadable_pods"])
+        if not report["budgets_read"]:
+            console.print(
+                "PodDisruptionBudgets could not be listed (no `list` right on poddisruptionbudgets): "
+                "pods they cover, and kube-system pods, are judged without them",
+                highlight=False,
+            )
         return
     plugins = list(report["weights"])
     # the pod file, a policy file and plugin files are not checked by an API server: their

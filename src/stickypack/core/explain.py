@@ -20,6 +20,7 @@ import numpy as np
 from stickypack.core.framework import Profile, SchedulingContext, check_mask, check_scores
 from stickypack.core.nodetable import NodeTable
 from stickypack.core.pod import Pod
+from stickypack.core.routing import LabelSelector
 
 #: The cluster-autoscaler's pod annotation: "true" lets it evict a pod it otherwise would
 #: not, "false" keeps any pod from being evicted, "on-completion" (CA 1.36+) makes it wait
@@ -130,27 +131,75 @@ def blocking_local_volumes(pod: Pod) -> tuple[str, ...]:
     return tuple(v for v in pod.local_volumes if v not in listed)
 
 
-def pins_node(pod: Pod, *, local_storage_pins: bool = True) -> bool:
-    """Whether the cluster-autoscaler would refuse to remove ``pod``'s node for it, in the
-    order of its drainability rules: DaemonSet and mirror pods never pin
-    (:func:`is_daemon_pod`); ``safe-to-evict: "true"`` never pins; ``"on-completion"``
-    holds the node until the pod finishes; a pod whose controller is none of
-    :data:`MOVABLE_OWNERS` (a bare pod, or a custom controller's) pins; ``"false"`` pins
-    any pod; with ``local_storage_pins`` (the autoscaler's ``--skip-nodes-with-local-storage``,
-    true by default) so does a pod with local storage (:func:`blocking_local_volumes`). Not
-    seen here: PodDisruptionBudgets, kube-system pods without a budget, and whether the
-    controller still exists, which can pin too (FAQ.md, "What types of pods can prevent CA
-    from removing a node?")."""
+@dataclass(frozen=True, slots=True)
+class DisruptionBudget:
+    """A PodDisruptionBudget as the autoscaler reads it: the pods of ``namespace`` its
+    ``selector`` matches (None: a budget without a selector, which matches no pod), and how
+    many of them may be evicted now (``status.disruptionsAllowed``)."""
+
+    namespace: str
+    name: str
+    selector: LabelSelector | None
+    disruptions_allowed: int
+
+    def covers(self, pod: Pod) -> bool:
+        return (
+            self.selector is not None
+            and pod.namespace == self.namespace
+            and self.selector.matches(pod.labels)
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ScaleDownRules:
+    """The cluster-autoscaler settings :func:`pin_reason` follows: ``local_storage_pins``
+    is its ``--skip-nodes-with-local-storage``, ``system_pods_pin`` its
+    ``--skip-nodes-with-system-pods`` (both true by default); ``budgets``: the cluster's
+    PodDisruptionBudgets, or None when they are not known (then neither budget rule is
+    applied)."""
+
+    local_storage_pins: bool = True
+    system_pods_pin: bool = True
+    budgets: tuple[DisruptionBudget, ...] | None = ()
+
+
+def pin_reason(pod: Pod, rules: ScaleDownRules = ScaleDownRules()) -> str | None:
+    """Why the cluster-autoscaler would refuse to remove ``pod``'s node for it, or None, in
+    the order of its drainability rules: DaemonSet and mirror pods never pin
+    (:func:`is_daemon_pod`); ``safe-to-evict: "true"`` never pins; ``"false"`` and
+    ``"on-completion"`` (which holds the node until the pod finishes) pin; so does a pod
+    whose controller is none of :data:`MOVABLE_OWNERS` (a bare pod, or a custom
+    controller's); a kube-system pod no budget covers (``system_pods_pin``); a pod with local
+    storage (:func:`blocking_local_volumes`, ``local_storage_pins``); a pod covered by a
+    budget that allows no disruption now. Not seen here: whether the controller still
+    exists and has more than its minimum replicas (FAQ.md, "What types of pods can prevent
+    CA from removing a node?")."""
     if is_daemon_pod(pod):
-        return False
+        return None
     safe = pod.annotations.get(SAFE_TO_EVICT_ANNOTATION)
     if safe == "true":
-        return False
+        return None
     if safe in HOLDING_SAFE_TO_EVICT:
-        return True
+        return f"safe-to-evict: {safe}"
     if pod.owner_kind not in MOVABLE_OWNERS:
-        return True
-    return local_storage_pins and bool(blocking_local_volumes(pod))
+        return "no controller" if pod.owner_kind is None else f"controller {pod.owner_kind}"
+    budgets = rules.budgets
+    covering = [b for b in budgets if b.covers(pod)] if budgets is not None else []
+    if rules.system_pods_pin and budgets is not None and pod.namespace == "kube-system" and not covering:
+        return "kube-system pod without a PodDisruptionBudget"
+    if rules.local_storage_pins:
+        local = blocking_local_volumes(pod)
+        if local:
+            return f"local storage: {', '.join(local)}"
+    exhausted = [b.name for b in covering if b.disruptions_allowed < 1]
+    if exhausted:
+        return f"PodDisruptionBudget {exhausted[0]} allows no disruption"
+    return None
+
+
+def pins_node(pod: Pod, rules: ScaleDownRules = ScaleDownRules()) -> bool:
+    """Whether :func:`pin_reason` has a reason."""
+    return pin_reason(pod, rules) is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,6 +226,8 @@ class NodeReport:
     ready: bool
     unschedulable: bool
     scale_down_disabled: bool = False
+    #: :func:`pin_reason` of each pod of ``pinning``, in the same order.
+    pin_reasons: tuple[str, ...] = ()
 
     def verdict(self, threshold: float) -> str:
         """``busy`` (utilization at or over ``threshold``), else ``disabled`` (the node
@@ -197,12 +248,13 @@ def _annotation(table: NodeTable, row: int, key: str) -> str | None:
 
 
 def node_report(
-    table: NodeTable, pods_by_node: Mapping[str, Iterable[Pod]], *, local_storage_pins: bool = True
+    table: NodeTable,
+    pods_by_node: Mapping[str, Iterable[Pod]],
+    rules: ScaleDownRules = ScaleDownRules(),
 ) -> list[NodeReport]:
     """One :class:`NodeReport` per node of ``table``, by name; ``pods_by_node``: the pods
-    bound to each node (the ones the table's requests count); ``local_storage_pins``: as
-    in :func:`pins_node`."""
-    pins_local = local_storage_pins
+    bound to each node (the ones the table's requests count); ``rules``: the autoscaler's
+    settings and budgets (:func:`pin_reason`)."""
     out = []
     for row in table.active_indices():
         i = int(row)
@@ -210,6 +262,7 @@ def node_report(
         alloc = np.maximum(table.alloc[i, :2], 1)
         cpu, memory = (table.requested[i, :2] / alloc).tolist()
         pods: Sequence[Pod] = list(pods_by_node.get(name, ()))
+        pinned = sorted((p.key, reason) for p in pods if (reason := pin_reason(p, rules)) is not None)
         autoscaler = (
             "deleting" if table.to_be_deleted[i] else "candidate" if table.deletion_candidate[i] else ""
         )
@@ -221,12 +274,13 @@ def node_report(
                 utilization=max(cpu, memory),
                 pods=len(pods),
                 daemon_pods=sum(1 for p in pods if is_daemon_pod(p)),
-                pinning=tuple(sorted(p.key for p in pods if pins_node(p, local_storage_pins=pins_local))),
+                pinning=tuple(key for key, _ in pinned),
                 builds=int(table.builds[i]),
                 autoscaler=autoscaler,
                 ready=bool(table.ready[i]),
                 unschedulable=bool(table.unschedulable[i]),
                 scale_down_disabled=_annotation(table, i, SCALE_DOWN_DISABLED_ANNOTATION) == "true",
+                pin_reasons=tuple(reason for _, reason in pinned),
             )
         )
     out.sort(key=lambda r: r.node)

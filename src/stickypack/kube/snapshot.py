@@ -17,10 +17,12 @@ from stickypack.core.explain import (
     MIRROR_POD_ANNOTATION,
     SAFE_TO_EVICT_ANNOTATION,
     SAFE_TO_EVICT_LOCAL_VOLUMES_ANNOTATION,
+    DisruptionBudget,
 )
 from stickypack.core.pod import Pod, PodSpecError
+from stickypack.core.routing import LabelSelector, SelectorError
 from stickypack.kube.cache import TERMINAL_PHASES, ClusterCache, slim_node, slim_pod
-from stickypack.kube.informer import Informer
+from stickypack.kube.informer import Informer, WatchError
 
 #: Pod annotations :func:`~stickypack.core.explain.pins_node` reads.
 AUTOSCALER_ANNOTATIONS = (
@@ -59,11 +61,13 @@ def snapshot_pod(obj: dict[str, Any]) -> dict[str, Any]:
 class Snapshot:
     """``cache``: the nodes and the pods bound to them, as the extender would hold them;
     ``pods_by_node``: those pods by node name; ``unreadable``: keys of pods skipped because
-    their spec could not be read (as the extender skips them)."""
+    their spec could not be read (as the extender skips them); ``budgets``: see below."""
 
     cache: ClusterCache
     pods_by_node: dict[str, list[Pod]] = field(default_factory=dict)
     unreadable: list[str] = field(default_factory=list)
+    #: The cluster's PodDisruptionBudgets; None when they could not be listed (no right).
+    budgets: tuple[DisruptionBudget, ...] | None = ()
 
 
 async def take_snapshot(api_client: Any, cache: ClusterCache | None = None) -> Snapshot:
@@ -92,4 +96,38 @@ async def take_snapshot(api_client: Any, cache: ClusterCache | None = None) -> S
         cache.pod_event("ADDED", obj)
         if pod.node_name:
             snap.pods_by_node.setdefault(pod.node_name, []).append(pod)
+    snap.budgets = await _budgets(api_client)
     return snap
+
+
+def budget_from_dict(obj: dict[str, Any]) -> DisruptionBudget:
+    """A ``policy/v1`` PodDisruptionBudget as the autoscaler reads it (a selector it cannot
+    parse matches no pod)."""
+    meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
+    raw = spec.get("selector")
+    try:
+        selector = LabelSelector.from_dict(raw) if raw is not None else None
+    except SelectorError:
+        selector = None
+    allowed = (obj.get("status") or {}).get("disruptionsAllowed")
+    return DisruptionBudget(
+        namespace=str(meta.get("namespace") or ""),
+        name=str(meta.get("name") or ""),
+        selector=selector,
+        disruptions_allowed=allowed if isinstance(allowed, int) else 0,
+    )
+
+
+async def _budgets(api_client: Any) -> tuple[DisruptionBudget, ...] | None:
+    """Every PodDisruptionBudget, or None when listing them is forbidden (the budgets are
+    then unknown; a cluster-wide ``list`` on ``poddisruptionbudgets`` reads them)."""
+    from kubernetes_asyncio import client
+
+    policy = client.PolicyV1Api(api_client)
+    try:
+        listed = await Informer("budgets", policy.list_pod_disruption_budget_for_all_namespaces).list_once()
+    except WatchError as exc:
+        if exc.status in (401, 403):
+            return None
+        raise
+    return tuple(budget_from_dict(obj) for _, obj in sorted(listed.items()))
