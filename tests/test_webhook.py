@@ -831,3 +831,39 @@ def test_a_stalled_review_gets_408_while_others_are_answered() -> None:
         assert (
             'stickypack_webhook_reviews_total{outcome="timeout",route=""} 1.0' in client.get("/metrics").text
         )
+
+
+def test_a_pod_whose_annotations_are_full_is_routed_without_the_annotation() -> None:
+    from stickypack.core.routing import MAX_ANNOTATION_BYTES
+
+    routes = WebhookConfig().scheduler_routes()
+    key = "big"
+    room = MAX_ANNOTATION_BYTES - len(key) - len(ROUTE_ANNOTATION) - len("dask-kubernetes-workers")
+    fits = _pod({"dask.org/component": "worker"}, annotations={key: "x" * room})
+    decision = route_pod(routes, fits, "x")
+    assert (
+        _apply(fits, decision.patch)["metadata"]["annotations"][ROUTE_ANNOTATION] == "dask-kubernetes-workers"
+    )
+    full = _pod({"dask.org/component": "worker"}, annotations={key: "x" * (room + 1)})
+    decision = route_pod(routes, full, "x")
+    routed = _apply(full, decision.patch)
+    assert routed["spec"]["schedulerName"] == "stickypack"
+    assert ROUTE_ANNOTATION not in routed["metadata"]["annotations"]
+    assert "annotations full" in decision.reason
+
+
+@pytest.mark.controlplane
+def test_the_api_server_takes_a_routed_pod_whose_annotations_are_nearly_full(
+    routed_cluster: tuple[ControlPlane, WebhookThread, str],
+) -> None:
+    """Adding the route annotation to a pod whose annotations are at the API server's
+    256 KiB limit would make its creation fail (validation runs after mutation, whatever
+    the failurePolicy): such a pod is routed without it."""
+    from stickypack.core.routing import MAX_ANNOTATION_BYTES
+
+    cluster, _, mark = routed_cluster
+    pod = pod_manifest("full", namespace="team-a", labels={"dask.org/component": "worker", "test": mark})
+    pod["metadata"]["annotations"] = {"big": "x" * (MAX_ANNOTATION_BYTES - len("big") - 10)}
+    created = cluster.create_pod(pod=pod, namespace="team-a")
+    assert created["spec"]["schedulerName"] == "stickypack"
+    assert ROUTE_ANNOTATION not in created["metadata"]["annotations"]

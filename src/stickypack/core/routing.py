@@ -27,6 +27,9 @@ from stickypack.core.labels import DNS_SUBDOMAIN, LABEL_KEY, LABEL_VALUE, Requir
 DEFAULT_SCHEDULER = "default-scheduler"
 #: Annotation the webhook sets on a pod it routed: the route's name (why the pod went there).
 ROUTE_ANNOTATION = "stickypack.io/scheduler-route"
+#: The API server's limit on an object's annotations, keys and values together (bytes):
+#: a patch that crossed it would make the pod's creation fail.
+MAX_ANNOTATION_BYTES = 256 * 1024
 #: Operators of a pod label selector (``Gt`` and ``Lt`` are for node selectors only).
 SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 
@@ -208,11 +211,21 @@ def route_pod(routes: Sequence[SchedulerRoute], pod: Mapping[str, Any], namespac
         return RouteDecision(route.name, [], "already names the route's scheduler")
     if current != DEFAULT_SCHEDULER:
         return RouteDecision(None, [], f"names its own scheduler {current!r}")
-    if annotations:
-        path = f"/metadata/annotations/{_pointer(ROUTE_ANNOTATION)}"
-        note: dict[str, Any] = {"op": "add", "path": path, "value": route.name}
-    else:  # absent, null or empty: "add" creates the member or replaces its value
-        note = {"op": "add", "path": "/metadata/annotations", "value": {ROUTE_ANNOTATION: route.name}}
     # "add" of an object member replaces it when present (RFC 6902 4.1)
-    patch = [{"op": "add", "path": "/spec/schedulerName", "value": route.scheduler_name}, note]
+    patch: list[dict[str, Any]] = [
+        {"op": "add", "path": "/spec/schedulerName", "value": route.scheduler_name}
+    ]
+    if not annotations:  # absent, null or empty: "add" creates the member or replaces its value
+        patch.append({"op": "add", "path": "/metadata/annotations", "value": {ROUTE_ANNOTATION: route.name}})
+    elif _annotation_bytes({**annotations, ROUTE_ANNOTATION: route.name}) <= MAX_ANNOTATION_BYTES:
+        path = f"/metadata/annotations/{_pointer(ROUTE_ANNOTATION)}"
+        patch.append({"op": "add", "path": path, "value": route.name})
+    else:  # the API server would refuse the pod for its annotations' size: route it unannotated
+        return RouteDecision(route.name, patch, f"routed to {route.scheduler_name} (annotations full)")
     return RouteDecision(route.name, patch, f"routed to {route.scheduler_name}")
+
+
+def _annotation_bytes(annotations: Mapping[str, str]) -> int:
+    """What the API server counts against :data:`MAX_ANNOTATION_BYTES`: every key's and
+    value's length in bytes."""
+    return sum(len(k.encode()) + len(v.encode()) for k, v in annotations.items())
