@@ -550,6 +550,15 @@ def test_webhook_command_serves_tls_and_stops_on_sigterm(tmp_path: Path, tls: di
 def test_webhook_command_checks_its_inputs(
     tmp_path: Path, tls: dict, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    from cryptography.hazmat.primitives import serialization
+
+    key = serialization.load_pem_private_key(Path(tls["key"]).read_bytes(), password=None)
+    encrypted = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.BestAvailableEncryption(b"secret"),
+    )
+    Path(tls["key"] + ".enc").write_bytes(encrypted)  # would have made OpenSSL ask for it
     assert main(["webhook", "--check"]) == 0
     assert "dask-gateway-workers -> stickypack" in capsys.readouterr().out
     junk = tmp_path / "junk.pem"
@@ -557,6 +566,7 @@ def test_webhook_command_checks_its_inputs(
     for bad, message in [
         (["--tls-cert", tls["cert"]], "give both --tls-cert and --tls-key"),
         (["--tls-cert", str(junk), "--tls-key", tls["key"]], f"TLS certificate {junk}"),
+        (["--tls-cert", tls["cert"], "--tls-key", tls["key"] + ".enc"], "the key must be unencrypted PEM"),
         (["--tls-cert", tls["cert"], "--tls-key", str(tmp_path / "missing")], "TLS certificate"),
         (["--port", "70000"], "--port must be in 0..65535"),
         (["--host", "http://x"], "--host:"),

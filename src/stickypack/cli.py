@@ -745,12 +745,14 @@ def _webhook(args: argparse.Namespace, console: Console) -> int:
         config.tls.cert_file, config.tls.key_file = args.tls_cert, args.tls_key
     if config.tls.cert_file and config.tls.key_file:
         try:  # a bad certificate is found now, not when the first TLS handshake fails
+            # an encrypted key would make OpenSSL prompt for its password on the terminal
             ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(
-                config.tls.cert_file, config.tls.key_file
+                config.tls.cert_file, config.tls.key_file, password=lambda: b""
             )
         except (OSError, ssl.SSLError) as exc:
             raise UsageError(
-                f"TLS certificate {config.tls.cert_file} / key {config.tls.key_file}: {exc}"
+                f"TLS certificate {config.tls.cert_file} / key {config.tls.key_file}: {exc} "
+                "(the key must be unencrypted PEM)"
             ) from None
     routes = ", ".join(f"{r.name} -> {r.scheduler_name}" for r in config.routes)
     if args.check:
