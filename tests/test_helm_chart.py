@@ -61,6 +61,7 @@ KINDS: dict[str, tuple[str, str, bool]] = {
     "ServiceAccount": ("v1", "serviceaccounts", True),
     "Service": ("v1", "services", True),
     "Deployment": ("apps/v1", "deployments", True),
+    "PodDisruptionBudget": ("policy/v1", "poddisruptionbudgets", True),
     "Role": ("rbac.authorization.k8s.io/v1", "roles", True),
     "RoleBinding": ("rbac.authorization.k8s.io/v1", "rolebindings", True),
     "ClusterRole": ("rbac.authorization.k8s.io/v1", "clusterroles", False),
@@ -558,6 +559,7 @@ def test_webhook_component_objects(helm: Helm, tmp_path: Path) -> None:
         ("ConfigMap", "stickypack-webhook"),
         ("Secret", "stickypack-webhook-tls"),
         ("Deployment", "stickypack-webhook"),
+        ("PodDisruptionBudget", "stickypack-webhook"),
         ("Service", "stickypack-webhook"),
         ("MutatingWebhookConfiguration", "stickypack-scheduler-routing"),
     }
@@ -1638,3 +1640,21 @@ def test_uninstall_removes_what_it_installed(installed: Installed) -> None:
     listed = installed.helm.run("list", "--namespace", installed.namespace, "-q", kubeconfig=cp.kubeconfig)
     assert listed.stdout.strip() == ""
     assert (_get(cp, history, installed.namespace) == 200) == had_history
+
+
+def test_webhook_disruption_budget_only_with_replicas_to_spare(helm: Helm) -> None:
+    """Two webhook pods get a PodDisruptionBudget that lets a drain take one at a time and
+    selects exactly the Deployment's pods; one pod gets none (a budget would block the
+    drain, and with it the autoscaler's scale-down); it can be switched off."""
+    docs = helm.template("webhook.enabled=true")
+    (budget,) = find(docs, "PodDisruptionBudget")
+    deployment = one(docs, "Deployment", "stickypack-webhook")
+    assert budget["spec"] == {
+        "maxUnavailable": 1,
+        "selector": {"matchLabels": deployment["spec"]["selector"]["matchLabels"]},
+    }
+    assert not find(helm.template("webhook.enabled=true", "webhook.replicas=1"), "PodDisruptionBudget")
+    assert not find(
+        helm.template("webhook.enabled=true", "webhook.podDisruptionBudget=false"), "PodDisruptionBudget"
+    )
+    assert not find(helm.template(), "PodDisruptionBudget")  # nothing else in the chart has one
