@@ -4,6 +4,7 @@ node by node, checked against where the real kube-scheduler binds it."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -691,6 +692,16 @@ def test_budgets_and_kube_system_pods() -> None:
         "PodDisruptionBudget shop-pdb allows no disruption"
     )
     assert pin_reason(web, ScaleDownRules(budgets=(budget("web", "shop", 2),))) is None
+    # safe-to-evict "true" frees a pod from every rule but its budget: the autoscaler drains
+    # through the Eviction API, which refuses while the budget allows no disruption (FAQ.md:
+    # "Pods with restrictive PodDisruptionBudget" have no safe-to-evict exception)
+    safe = {"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"}
+    evictable = dataclasses.replace(web, annotations=safe)
+    assert pin_reason(evictable, ScaleDownRules(budgets=(budget("web", "shop", 0),))) == (
+        "PodDisruptionBudget shop-pdb allows no disruption"
+    )
+    assert pin_reason(evictable, ScaleDownRules(budgets=(budget("web", "shop", 1),))) is None
+    assert pin_reason(evictable, ScaleDownRules(budgets=None)) is None
     assert pin_reason(web, ScaleDownRules(budgets=(DisruptionBudget("web", "none", None, 0),))) is None
     assert pin_reason(bare) == "no controller"
     assert pin_reason(_pod("w", "1", "1Gi", owner="DaskWorkerGroup")) == "controller DaskWorkerGroup"
@@ -708,16 +719,19 @@ def test_inspect_reads_budgets_and_says_when_it_cannot(
 
     from kubernetes_asyncio import client as k8s
 
-    for node in ("sys", "covered", "exhausted"):
+    for node in ("sys", "covered", "exhausted", "evictable"):
         cluster.create_node(node, cpu="4", memory="16Gi")
     uid = "0b5e3f1c-0000-4000-8000-000000000002"
     for name, namespace, node, app in (
         ("dns-1", "kube-system", "sys", "dns"),
         ("metrics-1", "kube-system", "covered", "metrics"),
         ("shop-1", "default", "exhausted", "shop"),
+        ("shop-2", "default", "evictable", "shop"),
     ):
         raw = pod_manifest(name, namespace=namespace, cpu="100m", memory="100Mi", labels={"app": app})
         raw["spec"]["nodeName"] = node
+        if name == "shop-2":  # the Eviction API refuses it all the same
+            raw["metadata"]["annotations"] = {"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"}
         raw["metadata"]["ownerReferences"] = [
             {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": uid, "controller": True}
         ]
@@ -754,6 +768,9 @@ def test_inspect_reads_budgets_and_says_when_it_cannot(
         assert nodes["covered"]["verdict"] == "removable"
         assert nodes["exhausted"]["pin_reasons"] == {
             "default/shop-1": f"PodDisruptionBudget shop-{suffix} allows no disruption"
+        }
+        assert nodes["evictable"]["pin_reasons"] == {
+            "default/shop-2": f"PodDisruptionBudget shop-{suffix} allows no disruption"
         }
         assert main([*argv, "--system-pods-move"]) == 0
         nodes = {n["node"]: n for n in json.loads(capsys.readouterr().out)["nodes"]}

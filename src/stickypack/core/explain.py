@@ -166,7 +166,10 @@ class ScaleDownRules:
 def pin_reason(pod: Pod, rules: ScaleDownRules = ScaleDownRules()) -> str | None:
     """Why the cluster-autoscaler would refuse to remove ``pod``'s node for it, or None, in
     the order of its drainability rules: DaemonSet and mirror pods never pin
-    (:func:`is_daemon_pod`); ``safe-to-evict: "true"`` never pins; ``"false"`` and
+    (:func:`is_daemon_pod`); ``safe-to-evict: "true"`` lifts every rule but the budget's
+    (the autoscaler drains through the Eviction API, which refuses a pod while a budget
+    covering it allows no disruption; FAQ.md lists "Pods with restrictive
+    PodDisruptionBudget" without the annotation's exception); ``"false"`` and
     ``"on-completion"`` (which holds the node until the pod finishes) pin; so does a pod
     whose controller is none of :data:`MOVABLE_OWNERS` (a bare pod, or a custom
     controller's); a kube-system pod no budget covers (``system_pods_pin``); a pod with local
@@ -176,25 +179,24 @@ def pin_reason(pod: Pod, rules: ScaleDownRules = ScaleDownRules()) -> str | None
     CA from removing a node?")."""
     if is_daemon_pod(pod):
         return None
+    budgets = rules.budgets
+    covering = [b for b in budgets if b.covers(pod)] if budgets is not None else []
+    exhausted = [b.name for b in covering if b.disruptions_allowed < 1]
+    budget_reason = f"PodDisruptionBudget {exhausted[0]} allows no disruption" if exhausted else None
     safe = pod.annotations.get(SAFE_TO_EVICT_ANNOTATION)
     if safe == "true":
-        return None
+        return budget_reason
     if safe in HOLDING_SAFE_TO_EVICT:
         return f"safe-to-evict: {safe}"
     if pod.owner_kind not in MOVABLE_OWNERS:
         return "no controller" if pod.owner_kind is None else f"controller {pod.owner_kind}"
-    budgets = rules.budgets
-    covering = [b for b in budgets if b.covers(pod)] if budgets is not None else []
     if rules.system_pods_pin and budgets is not None and pod.namespace == "kube-system" and not covering:
         return "kube-system pod without a PodDisruptionBudget"
     if rules.local_storage_pins:
         local = blocking_local_volumes(pod)
         if local:
             return f"local storage: {', '.join(local)}"
-    exhausted = [b.name for b in covering if b.disruptions_allowed < 1]
-    if exhausted:
-        return f"PodDisruptionBudget {exhausted[0]} allows no disruption"
-    return None
+    return budget_reason
 
 
 def pins_node(pod: Pod, rules: ScaleDownRules = ScaleDownRules()) -> bool:
