@@ -566,7 +566,10 @@ def test_webhook_command_checks_its_inputs(
     for bad, message in [
         (["--tls-cert", tls["cert"]], "give both --tls-cert and --tls-key"),
         (["--tls-cert", str(junk), "--tls-key", tls["key"]], f"TLS certificate {junk}"),
-        (["--tls-cert", tls["cert"], "--tls-key", tls["key"] + ".enc"], "the key must be unencrypted PEM"),
+        (
+            ["--tls-cert", tls["cert"], "--tls-key", tls["key"] + ".enc"],
+            "the key is encrypted: give it unencrypted",
+        ),
         (["--tls-cert", tls["cert"], "--tls-key", str(tmp_path / "missing")], "TLS certificate"),
         (["--port", "70000"], "--port must be in 0..65535"),
         (["--host", "http://x"], "--host:"),
@@ -575,6 +578,8 @@ def test_webhook_command_checks_its_inputs(
         assert main(["webhook", "--check", *bad]) == 2, bad
         err = capsys.readouterr().err
         assert message in err and "Traceback" not in err, (bad, err)
+    assert main(["webhook", "--check", "--tls-cert", str(junk), "--tls-key", tls["key"]]) == 2
+    assert "encrypted" not in capsys.readouterr().err  # the certificate is at fault, not the key
 
 
 # ---------------------------------------------------------------------------- real control plane

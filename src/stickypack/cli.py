@@ -750,9 +750,13 @@ def _webhook(args: argparse.Namespace, console: Console) -> int:
                 config.tls.cert_file, config.tls.key_file, password=lambda: b""
             )
         except (OSError, ssl.SSLError) as exc:
+            try:
+                encrypted = b"ENCRYPTED" in Path(config.tls.key_file).read_bytes()
+            except OSError:
+                encrypted = False
+            hint = " (the key is encrypted: give it unencrypted)" if encrypted else ""
             raise UsageError(
-                f"TLS certificate {config.tls.cert_file} / key {config.tls.key_file}: {exc} "
-                "(the key must be unencrypted PEM)"
+                f"TLS certificate {config.tls.cert_file} / key {config.tls.key_file}: {exc}{hint}"
             ) from None
     routes = ", ".join(f"{r.name} -> {r.scheduler_name}" for r in config.routes)
     if args.check:
