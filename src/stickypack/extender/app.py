@@ -93,6 +93,33 @@ async def read_json(request: Request, limit: int, timeout_s: float) -> Any:
         raise BadRequest(f"request body is not valid JSON: {str(exc)[:200]}") from None
 
 
+async def answer_json(
+    request: Request,
+    handle: Callable[[Any], Response],
+    *,
+    limit: int,
+    timeout_s: float,
+    what: str,
+) -> tuple[Response, str]:
+    """``handle(body)`` for the request's JSON body (:func:`read_json`), and the outcome for
+    the metrics: ``ok``, or what went wrong, answered with ``{"error": ...}``: ``timeout``
+    (408), ``too_large``, ``bad_request``, ``disconnected`` (400) or ``error`` (500, logged
+    as ``what`` failing). Nothing a client sends escapes as an exception."""
+    try:
+        return handle(await read_json(request, limit, timeout_s)), "ok"
+    except BodyTimeout as exc:
+        return _error(str(exc), 408), "timeout"
+    except TooLarge as exc:
+        return _error(str(exc)), "too_large"
+    except BadRequest as exc:
+        return _error(str(exc)), "bad_request"
+    except ClientDisconnect:
+        return _error("client disconnected", 400), "disconnected"
+    except Exception as exc:  # never let a request take the service down
+        log.exception("%s failed", what)
+        return _error(f"internal error: {type(exc).__name__}: {exc}", 500), "error"
+
+
 def make_app(
     extender: Extender,
     *,
@@ -107,32 +134,18 @@ def make_app(
     metrics = metrics or Metrics()
 
     def verb(name: str, fn: Callable[[Any], tuple[Any, Any]]) -> Callable[[Request], Any]:
+        def handle(args: Any) -> Response:
+            result, decision = fn(args)
+            metrics.decision(decision)
+            return _json(result)
+
         async def endpoint(request: Request) -> Response:
             start = time.perf_counter()
-            outcome = "ok"
-            try:
-                args = await read_json(request, max_request_bytes, body_timeout_s)
-                result, decision = fn(args)
-                metrics.decision(decision)
-                return _json(result)
-            except BodyTimeout as exc:
-                outcome = "timeout"
-                return _error(str(exc), 408)
-            except TooLarge as exc:
-                outcome = "too_large"
-                return _error(str(exc))
-            except BadRequest as exc:
-                outcome = "bad_request"
-                return _error(str(exc))
-            except ClientDisconnect:
-                outcome = "disconnected"
-                return _error("client disconnected", 400)
-            except Exception as exc:  # never let a request take the service down
-                outcome = "error"
-                log.exception("%s failed", name)
-                return _error(f"internal error: {type(exc).__name__}: {exc}", 500)
-            finally:
-                metrics.observe(name, outcome, time.perf_counter() - start)
+            response, outcome = await answer_json(
+                request, handle, limit=max_request_bytes, timeout_s=body_timeout_s, what=name
+            )
+            metrics.observe(name, outcome, time.perf_counter() - start)
+            return response
 
         return endpoint
 

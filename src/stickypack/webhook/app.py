@@ -40,12 +40,12 @@ import orjson
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from starlette.applications import Starlette
-from starlette.requests import ClientDisconnect, Request
+from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from stickypack.core.routing import SchedulerRoute, route_pod
-from stickypack.extender.app import BodyTimeout, TooLarge, read_json
+from stickypack.extender.app import answer_json
 from stickypack.extender.engine import BadRequest
 from stickypack.extender.metrics import LATENCY_BUCKETS
 
@@ -162,28 +162,19 @@ def make_app(
 
     async def mutate(request: Request) -> Response:
         start = time.perf_counter()
-        outcome, route = "error", ""
-        try:
-            body = await read_json(request, max_request_bytes, body_timeout_s)
+        reviewed: list[tuple[str, str]] = []  # (outcome, route) of a review answered
+
+        def handle(body: Any) -> Response:
             answer, outcome, route = review(routes, body)
+            reviewed.append((outcome, route))
             return _json(answer)
-        except BodyTimeout as exc:
-            outcome = "timeout"
-            return _error(str(exc), 408)
-        except TooLarge as exc:
-            outcome = "too_large"
-            return _error(str(exc))
-        except BadRequest as exc:
-            outcome = "bad_request"
-            return _error(str(exc))
-        except ClientDisconnect:
-            outcome = "disconnected"
-            return _error("client disconnected", 400)
-        except Exception as exc:  # never let a request take the service down
-            log.exception("mutate failed")
-            return _error(f"internal error: {type(exc).__name__}: {exc}", 500)
-        finally:
-            metrics.observe(outcome, route, time.perf_counter() - start)
+
+        response, outcome = await answer_json(
+            request, handle, limit=max_request_bytes, timeout_s=body_timeout_s, what="mutate"
+        )
+        outcome, route = reviewed[0] if reviewed else (outcome, "")
+        metrics.observe(outcome, route, time.perf_counter() - start)
+        return response
 
     async def ok(request: Request) -> Response:
         return Response("ok", media_type="text/plain")
