@@ -35,11 +35,12 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from stickypack.cli import main as cli_main
+from stickypack.core.routing import RoutePlacement
 from stickypack.extender.config import ClusterConfig, ExtenderConfig, HistoryConfig, PodsConfig
 from stickypack.render import scheduler_routing
 from stickypack.testing import BinariesNotFoundError, ControlPlane, ControlPlaneError, find_binaries
 from stickypack.testing.controlplane import pinned_versions
-from stickypack.webhook.config import WebhookConfig, config_from_dict, load_config
+from stickypack.webhook.config import RouteConfig, WebhookConfig, config_from_dict, load_config
 
 REPO = Path(__file__).resolve().parents[1]
 CHART = REPO / "charts" / "stickypack"
@@ -457,6 +458,14 @@ def test_routing_is_what_render_scheduler_routing_writes(helm: Helm, tmp_path: P
         ("extender.port=70000", "at '/extender/port': maximum: got 70,000, want 65,535"),
         ("routing.routes[0].schedulerName=Bad_Name", "at '/routing/routes/0'"),
         ("scheduler.logLevel=loud", "at '/scheduler/logLevel': got string, want integer"),
+        (
+            "webhook.config.routes[0].tolerations[0].operator=Maybe",
+            "at '/webhook/config/routes/0/tolerations/0/operator'",
+        ),
+        (
+            "webhook.config.routes[0].node_affinity.preferredDuringSchedulingIgnoredDuringExecution[0].weight=0",
+            "at '/webhook/config/routes/0/node_affinity/preferredDuringSchedulingIgnoredDuringExecution/0'",
+        ),
     ],
 )
 def test_bad_values_fail_with_a_schema_error_naming_the_key(helm: Helm, setting: str, message: str) -> None:
@@ -495,7 +504,37 @@ WEBHOOK_ROUTES: list[dict] = [
             ],
         },
     },
-    {"name": "only-expressions", "pod_selector": {"matchExpressions": [{"key": "x", "operator": "Exists"}]}},
+    {
+        "name": "only-expressions",
+        "pod_selector": {"matchExpressions": [{"key": "x", "operator": "Exists"}]},
+        "node_affinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {
+                        "matchExpressions": [
+                            {"key": "hub.jupyter.org/node-purpose", "operator": "In", "values": ["user"]}
+                        ]
+                    },
+                    {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["node-1"]}]},
+                ]
+            },
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "weight": 50,
+                    "preference": {"matchExpressions": [{"key": "size", "operator": "Gt", "values": ["4"]}]},
+                }
+            ],
+        },
+        "tolerations": [
+            {
+                "key": "hub.jupyter.org/dedicated",
+                "operator": "Equal",
+                "value": "user",
+                "effect": "NoSchedule",
+            },
+            {"operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 60},
+        ],
+    },
 ]
 
 
@@ -545,6 +584,13 @@ def test_webhook_defaults_are_the_webhooks_own() -> None:
     chart = config_from_dict(values["config"]).model_dump(exclude={"listen", "tls"})
     assert chart == WebhookConfig().model_dump(exclude={"listen", "tls"})
     assert set(values["config"]) == set(WebhookConfig.model_fields) - {"listen", "tls"}
+
+
+def test_schema_knows_the_webhook_routes_keys() -> None:
+    """A webhook route in the schema has the keys of a route of webhook.yaml (pydantic)."""
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    route = schema["properties"]["webhook"]["properties"]["config"]["properties"]["routes"]["items"]
+    assert set(route["properties"]) == set(RouteConfig.model_fields)
 
 
 def test_webhook_component_objects(helm: Helm, tmp_path: Path) -> None:
@@ -686,6 +732,11 @@ def test_webhook_configuration_is_what_render_writes(
         assert tls_volume["secret"]["secretName"] == certificate["spec"]["secretName"]
     rendered = _render_webhook_config(tmp_path, webhook_yaml, f"{namespace}/{service}:443", ca, inject)
     assert mwc == rendered
+    # the placement reaches the webhook's configuration as given
+    placed = config_from_dict(yaml.safe_load(webhook_yaml)).scheduler_routes()[2].placement
+    assert placed == RoutePlacement.from_dict(
+        WEBHOOK_ROUTES[2]["node_affinity"], WEBHOOK_ROUTES[2]["tolerations"]
+    )
     assert [w["name"] for w in mwc["webhooks"]] == [
         f"{r['name']}.routing.stickypack.io" for r in WEBHOOK_ROUTES
     ]

@@ -16,6 +16,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +28,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from stickypack.cli import main
+from stickypack.core.plugins.kubescheduler import node_matches_required
+from stickypack.core.pod import Pod
 from stickypack.core.routing import (
     ROUTE_ANNOTATION,
     LabelSelector,
+    RoutePlacement,
     SchedulerRoute,
     SelectorError,
     route_pod,
@@ -206,6 +210,262 @@ def test_a_route_must_name_pods() -> None:
         _route("r", "a" * 254, {"matchLabels": {"a": "b"}})
 
 
+USER_POOL = {
+    "matchExpressions": [{"key": "hub.jupyter.org/node-purpose", "operator": "In", "values": ["user"]}]
+}
+USER_TAINT = {
+    "key": "hub.jupyter.org/dedicated",
+    "operator": "Equal",
+    "value": "user",
+    "effect": "NoSchedule",
+}
+
+
+def _placed_route(**placement: Any) -> SchedulerRoute:
+    return SchedulerRoute(
+        "workers",
+        "stickypack",
+        LabelSelector.from_dict({"matchLabels": {"dask.org/component": "worker"}}),
+        placement=RoutePlacement.from_dict(**placement),
+    )
+
+
+def test_a_route_adds_its_placement_to_the_pods_own() -> None:
+    """Required node affinity is ANDed into the pod's (each of its terms gains the route's
+    requirements), preferred terms and new tolerations are appended, and the rest of the
+    pod's affinity (pod anti-affinity) is kept."""
+    route = _placed_route(
+        node_affinity={
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [USER_POOL]},
+            "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 10, "preference": USER_POOL}],
+        },
+        tolerations=[{"key": "hub.jupyter.org/dedicated", "value": "user", "effect": "NoSchedule"}],
+    )
+    zone = {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}
+    named_node = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}
+    anti = {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1, "podAffinityTerm": {}}]}
+    pod = _pod({"dask.org/component": "worker"})
+    pod["spec"]["affinity"] = {
+        "podAntiAffinity": anti,
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [zone, named_node, {}]},
+            "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 5, "preference": zone}],
+        },
+    }
+    # the same toleration as the route's, written with the API's defaults left out... and another
+    pod["spec"]["tolerations"] = [
+        {"key": "hub.jupyter.org/dedicated", "value": "user", "effect": "NoSchedule"},
+        {"key": "gpu", "operator": "Exists"},
+    ]
+    routed = _apply(pod, route_pod([route], pod, "x").patch)
+    affinity = routed["spec"]["affinity"]
+    assert affinity["podAntiAffinity"] == anti
+    terms = affinity["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert terms == [
+        {"matchExpressions": zone["matchExpressions"] + USER_POOL["matchExpressions"]},
+        {**named_node, **USER_POOL},
+        {},  # matched no node, and still matches none
+    ]
+    assert affinity["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"] == [
+        {"weight": 5, "preference": zone},
+        {"weight": 10, "preference": USER_POOL},
+    ]
+    assert routed["spec"]["tolerations"] == pod["spec"]["tolerations"]  # nothing new
+    # a bare pod gets the route's placement as it is
+    bare = _apply(
+        _pod({"dask.org/component": "worker"}),
+        route_pod([route], _pod({"dask.org/component": "worker"}), "x").patch,
+    )
+    assert bare["spec"]["affinity"] == {"nodeAffinity": route.placement.to_dict()["node_affinity"]}
+    assert bare["spec"]["tolerations"] == [USER_TAINT]
+    # a pod that names its scheduler is left alone, placement too; one that names the
+    # route's scheduler already as well
+    for scheduler in ("mine", "stickypack"):
+        assert (
+            route_pod([route], _pod({"dask.org/component": "worker"}, scheduler=scheduler), "x").patch == []
+        )
+    # an empty placement adds nothing but the scheduler and the annotation
+    plain = route_pod([_placed_route()], _pod({"dask.org/component": "worker"}), "x").patch
+    assert [op["path"] for op in plain] == ["/spec/schedulerName", "/metadata/annotations"]
+
+
+requirement = st.sampled_from(
+    [
+        {"key": "pool", "operator": "In", "values": ["user"]},
+        {"key": "pool", "operator": "NotIn", "values": ["core"]},
+        {"key": "zone", "operator": "In", "values": ["a", "b"]},
+        {"key": "zone", "operator": "DoesNotExist"},
+        {"key": "size", "operator": "Gt", "values": ["4"]},
+        {"key": "size", "operator": "Lt", "values": ["16"]},
+    ]
+)
+term_strategy = st.lists(requirement, min_size=1, max_size=3).map(lambda rs: {"matchExpressions": rs})
+terms_strategy = st.lists(term_strategy, min_size=1, max_size=3)
+node_labels = st.fixed_dictionaries(
+    {},
+    optional={
+        "pool": st.sampled_from(["user", "core"]),
+        "zone": st.sampled_from(["a", "b", "c"]),
+        "size": st.sampled_from(["2", "8", "32"]),
+    },
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(own=st.none() | terms_strategy, ours=terms_strategy, labels=node_labels)
+def test_routed_required_affinity_is_the_and_of_the_pods_and_the_routes(
+    own: list[dict] | None, ours: list[dict], labels: dict[str, str]
+) -> None:
+    """What kube-scheduler's NodeAffinity filter (the simulator's, tested against it) makes of
+    the routed pod: a node passes if and only if it passes the pod's own terms and the
+    route's."""
+    route = _placed_route(
+        node_affinity={"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": ours}}
+    )
+    pod = _pod({"dask.org/component": "worker"})
+    if own is not None:
+        pod["spec"]["affinity"] = {
+            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": own}}
+        }
+    routed = _apply(pod, route_pod([route], pod, "x").patch)
+
+    def passes(manifest: dict) -> bool:
+        return node_matches_required(Pod.from_dict(manifest), labels, "node-1")
+
+    only_ours = _pod({})
+    only_ours["spec"]["affinity"] = {"nodeAffinity": route.placement.to_dict()["node_affinity"]}
+    assert passes(routed) == (passes(pod) and passes(only_ours))
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=6),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+    max_leaves=10,
+)
+near_terms = st.lists(
+    st.fixed_dictionaries({}, optional={"matchExpressions": json_values, "matchFields": json_values})
+    | json_values,
+    max_size=3,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    affinity=json_values
+    | st.fixed_dictionaries(
+        {},
+        optional={
+            "nodeAffinity": json_values
+            | st.fixed_dictionaries(
+                {},
+                optional={
+                    "requiredDuringSchedulingIgnoredDuringExecution": json_values
+                    | st.fixed_dictionaries({"nodeSelectorTerms": near_terms | json_values}),
+                    "preferredDuringSchedulingIgnoredDuringExecution": json_values,
+                },
+            ),
+            "podAntiAffinity": json_values,
+        },
+    ),
+    tolerations=json_values
+    | st.lists(st.dictionaries(st.sampled_from(["key", "value", "effect"]), json_values)),
+)
+def test_any_affinity_or_tolerations_get_a_patch_or_a_value_error(
+    affinity: object, tolerations: object
+) -> None:
+    """Whatever a pod's own affinity and tolerations are, routing it with a placement
+    answers a patch or refuses with ValueError (the webhook's 400), never anything else."""
+    route = _placed_route(
+        node_affinity={
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [USER_POOL]},
+            "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1, "preference": USER_POOL}],
+        },
+        tolerations=[USER_TAINT],
+    )
+    pod = _pod({"dask.org/component": "worker"})
+    pod["spec"]["affinity"] = affinity
+    pod["spec"]["tolerations"] = tolerations
+    try:
+        decision = route_pod([route], pod, "x")
+    except ValueError:
+        return
+    routed = _apply(pod, decision.patch)
+    assert routed["spec"]["schedulerName"] == "stickypack"
+    assert USER_TAINT in routed["spec"]["tolerations"] or any(
+        _same_toleration(t, USER_TAINT) for t in routed["spec"]["tolerations"]
+    )
+
+
+def _same_toleration(a: dict, b: dict) -> bool:
+    return all(
+        (a.get(k) or d) == (b.get(k) or d)
+        for k, d in (("key", ""), ("operator", "Equal"), ("value", ""), ("effect", ""))
+    )
+
+
+def _required(*terms: object) -> dict:
+    return {
+        "node_affinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": list(terms)}
+        }
+    }
+
+
+def _expression(key: str, operator: str, *values: str) -> dict:
+    return {"matchExpressions": [{"key": key, "operator": operator, "values": list(values)}]}
+
+
+@pytest.mark.parametrize(
+    ("placement", "message"),
+    [
+        ({"node_affinity": []}, "node_affinity is a mapping"),
+        ({"node_affinity": {"required": {}}}, "unknown field(s) required"),
+        (_required(), "give at least one term"),
+        (_required({}), "nodeSelectorTerms[0]: an empty term matches no node"),
+        (_required(_expression("size", "Gt", "big")), "matchExpressions[0]: size Gt ['big'] is not a valid"),
+        (
+            _required(_expression("a", "Near", "b")),
+            "'Near' is not one of In, NotIn, Exists, DoesNotExist, Gt, Lt",
+        ),
+        (
+            _required({"matchFields": [{"key": "metadata.labels", "operator": "In", "values": ["b"]}]}),
+            "matchFields[0]: a field requirement is key metadata.name",
+        ),
+        (
+            {
+                "node_affinity": {
+                    "preferredDuringSchedulingIgnoredDuringExecution": [
+                        {"weight": 0, "preference": USER_POOL}
+                    ]
+                }
+            },
+            "[0].weight: an integer from 1 to 100, got 0",
+        ),
+        ({"tolerations": {"key": "a"}}, "tolerations: expected a list"),
+        (
+            {"tolerations": [{"value": "user"}]},
+            "tolerations[0]: a toleration without a key must have operator",
+        ),
+        (
+            {"tolerations": [{"key": "a", "operator": "Exists", "value": "b"}]},
+            "operator Exists takes no value",
+        ),
+        ({"tolerations": [{"key": "a", "effect": "NoRun"}]}, "effect 'NoRun' is not one of"),
+        (
+            {"tolerations": [{"key": "a", "tolerationSeconds": 30}]},
+            "tolerationSeconds needs effect NoExecute",
+        ),
+        ({"tolerations": [{"key": "a b"}]}, "key 'a b' is not a valid taint key"),
+        ({"tolerations": [{"key": "a", "op": "Equal"}]}, "unknown field(s) op"),
+    ],
+)
+def test_bad_placements_say_what_is_wrong(placement: dict, message: str) -> None:
+    """The API server would refuse a pod patched with them, failing its creation."""
+    with pytest.raises(SelectorError) as err:
+        RoutePlacement.from_dict(**placement)
+    assert message in str(err.value)
+
+
 # ---------------------------------------------------------------------------- configuration
 
 
@@ -238,6 +498,20 @@ def test_configuration_errors_name_file_and_field(tmp_path: Path) -> None:
     path.write_text("routes:\n  - name: a\n    pod_selector: x=1\n  - name: a\n    pod_selector: y=2\n")
     with pytest.raises(ConfigError, match=r"route name\(s\) a given more than once"):
         load_config(path)
+    path.write_text(
+        "routes:\n"
+        "  - name: a\n"
+        "    pod_selector: x=1\n"
+        "    node_affinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: [{}]}}\n"
+        "    tolerations: [{key: a, operator: Exists, value: b}]\n"
+    )
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert (
+        "routes.0.node_affinity: requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0]: "
+        "an empty term matches no node" in str(err.value)
+    )
+    assert "routes.0.tolerations: [0]: operator Exists takes no value" in str(err.value)
     path.write_text("routes: [{name: a, pod_selector: ''}]\n")
     with pytest.raises(ConfigError, match="an empty selector would route every pod"):
         load_config(path)
@@ -612,6 +886,60 @@ def _register(cp: ControlPlane, doc: dict, *, delete: bool = False) -> None:
     cp.call(go)
 
 
+@contextmanager
+def _registered_webhook(
+    cluster: ControlPlane,
+    tls: dict,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    routes: list[dict],
+    probe_labels: dict[str, str],
+) -> Iterator[WebhookThread]:
+    """The webhook serving ``routes`` over TLS, registered with the real API server from
+    ``stickypack render webhook-config``, once the API server routes a pod labelled
+    ``probe_labels`` (it picks a new configuration up within a second or so)."""
+    cfg = tmp_path / "webhook.yaml"
+    cfg.write_text(
+        yaml.safe_dump({"routes": routes, "tls": {"cert_file": tls["cert"], "key_file": tls["key"]}})
+    )
+    with WebhookThread(load_config(cfg)) as thread:
+        url = f"{thread.url}/mutate"
+        assert (
+            main(
+                [
+                    "render",
+                    "webhook-config",
+                    "--config",
+                    str(cfg),
+                    "--url",
+                    url,
+                    "--ca-bundle",
+                    str(tls["ca"]),
+                ]
+            )
+            == 0
+        )
+        doc = yaml.safe_load(capsys.readouterr().out)
+        _register(cluster, doc)
+        try:
+            deadline = time.monotonic() + 20
+            for i in range(200):
+                probe = cluster.create_pod(
+                    pod=pod_manifest(f"probe-{i}", labels=probe_labels, cpu=None, memory=None)
+                )
+                if probe["spec"]["schedulerName"] != "default-scheduler" or time.monotonic() > deadline:
+                    break
+                time.sleep(0.2)
+            assert probe["spec"]["schedulerName"] != "default-scheduler", (
+                "the API server never called the webhook"
+            )
+            cluster.delete_all_pods()
+            yield thread
+        finally:
+            _register(cluster, doc, delete=True)
+            cluster.delete_all_pods()
+
+
 @pytest.fixture
 def routed_cluster(
     cluster: ControlPlane, tls: dict, capsys: pytest.CaptureFixture[str], tmp_path: Path
@@ -636,47 +964,11 @@ def routed_cluster(
             "pod_selector": {"matchLabels": {"dask.org/component": "worker", "test": mark}},
         },
     ]
-    cfg = tmp_path / "webhook.yaml"
-    cfg.write_text(
-        yaml.safe_dump({"routes": routes, "tls": {"cert_file": tls["cert"], "key_file": tls["key"]}})
-    )
     for ns in ("binder", "team-a", "team-b"):
         _ensure_namespace(cluster, ns)
-    with WebhookThread(load_config(cfg)) as thread:
-        url = f"{thread.url}/mutate"
-        assert (
-            main(
-                [
-                    "render",
-                    "webhook-config",
-                    "--config",
-                    str(cfg),
-                    "--url",
-                    url,
-                    "--ca-bundle",
-                    str(tls["ca"]),
-                ]
-            )
-            == 0
-        )
-        doc = yaml.safe_load(capsys.readouterr().out)
-        _register(cluster, doc)
-        try:
-            labels = {"dask.org/component": "worker", "test": mark}
-            deadline = time.monotonic() + 20
-            for i in range(200):  # the API server picks a new configuration up within a second or so
-                probe = cluster.create_pod(
-                    pod=pod_manifest(f"probe-{i}", labels=labels, cpu=None, memory=None)
-                )
-                if probe["spec"]["schedulerName"] == "stickypack" or time.monotonic() > deadline:
-                    break
-                time.sleep(0.2)
-            assert probe["spec"]["schedulerName"] == "stickypack", "the API server never called the webhook"
-            cluster.delete_all_pods()
-            yield cluster, thread, mark
-        finally:
-            _register(cluster, doc, delete=True)
-            cluster.delete_all_pods()
+    probe = {"dask.org/component": "worker", "test": mark}
+    with _registered_webhook(cluster, tls, capsys, tmp_path, routes, probe) as thread:
+        yield cluster, thread, mark
 
 
 @pytest.mark.controlplane
@@ -714,6 +1006,71 @@ def test_api_server_routes_pods_through_the_webhook(
         {("routed", "dask-gateway-workers"): 1, ("routed", "dask-kubernetes-workers"): 1,
          ("routed", "builds"): 1, ("unchanged", ""): 1}
     ), sent  # fmt: skip
+
+
+@pytest.mark.controlplane
+def test_a_routes_placement_takes_workers_to_its_node_pool(
+    cluster: ControlPlane, tls: dict, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """z2jh's user nodes are labelled ``hub.jupyter.org/node-purpose=user`` and tainted
+    ``hub.jupyter.org/dedicated=user:NoSchedule``. A route carrying that affinity and
+    toleration takes Dask workers created with neither to those nodes, where the real
+    kube-scheduler packs them; a worker's own required affinity (zone b) still holds, ANDed
+    with the route's, and its pod anti-affinity is kept; other pods stay off the pool."""
+    mark = uuid.uuid4().hex[:8]
+    route = {
+        "name": "pool-workers",
+        "pod_selector": f"dask.org/component=worker,test={mark}",
+        "node_affinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [USER_POOL]}
+        },
+        "tolerations": [{"key": "hub.jupyter.org/dedicated", "value": "user", "effect": "NoSchedule"}],
+    }
+    labels = {"dask.org/component": "worker", "test": mark}
+    with _registered_webhook(cluster, tls, capsys, tmp_path, [route], labels):
+        cluster.start_scheduler(scheduler_config(["stickypack", "default-scheduler"]))
+        for i in range(6):
+            cluster.create_node(f"core-{i}", cpu="8", memory="32Gi", labels={"zone": "a"})
+        for i, zone in enumerate("aabb"):
+            cluster.create_node(
+                f"user-{i}",
+                cpu="8",
+                memory="32Gi",
+                labels={"hub.jupyter.org/node-purpose": "user", "zone": zone},
+                taints=["hub.jupyter.org/dedicated=user:NoSchedule"],
+            )
+        workers = [pod_manifest(f"worker-{i}", cpu="1", memory="2Gi", labels=labels) for i in range(12)]
+        created = cluster.create_pods(workers)
+        assert all(p["spec"]["tolerations"][-1]["key"] == "hub.jupyter.org/dedicated" for p in created)
+        placed = cluster.wait_bound([p["metadata"]["name"] for p in workers])
+        assert all(node.startswith("user-") for node in placed.values()), placed
+        assert len(set(placed.values())) == 2, placed  # 12 one-core workers, packed on 8-core nodes
+
+        in_b = pod_manifest("worker-zone-b", cpu="1", memory="2Gi", labels=labels)
+        anti = {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "weight": 1,
+                    "podAffinityTerm": {
+                        "labelSelector": {"matchLabels": {"x": "y"}},
+                        "topologyKey": "kubernetes.io/hostname",
+                    },
+                }
+            ]
+        }
+        in_b["spec"]["affinity"] = {
+            "podAntiAffinity": anti,
+            "nodeAffinity": _required(_expression("zone", "In", "b"))["node_affinity"],
+        }
+        created_b = cluster.create_pod(pod=in_b)
+        assert created_b["spec"]["affinity"]["podAntiAffinity"] == anti
+        assert cluster.wait_bound("worker-zone-b")["worker-zone-b"] in ("user-2", "user-3")
+
+        web = cluster.create_pod("web", cpu="1", memory="2Gi", labels={"app": "web"})
+        assert "affinity" not in web["spec"] and not any(
+            t.get("key") == "hub.jupyter.org/dedicated" for t in web["spec"].get("tolerations") or []
+        )
+        assert cluster.wait_bound("web")["web"].startswith("core-")
 
 
 def _reviews(thread: WebhookThread) -> Counter[tuple[str, str]]:

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from stickypack.configfile import model_from_dict, model_from_file
 from stickypack.core.labels import DNS_SUBDOMAIN, is_dns_label
-from stickypack.core.routing import LabelSelector, SchedulerRoute, SelectorError
+from stickypack.core.routing import LabelSelector, RoutePlacement, SchedulerRoute, SelectorError
 from stickypack.extender.config import ListenConfig
 from stickypack.kube.cache import parse_selector
 
@@ -41,6 +41,12 @@ class RouteConfig(_Model):
     pod_selector: Any
     #: Only pods created in these namespaces (empty: every namespace).
     namespaces: list[str] = Field(default_factory=list)
+    #: Node affinity added to routed pods, in the Kubernetes shape
+    #: (``requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms``, ANDed into the
+    #: pod's own; ``preferredDuringSchedulingIgnoredDuringExecution``, appended). None: none.
+    node_affinity: Any = None
+    #: Tolerations added to routed pods (those a pod has already are not repeated).
+    tolerations: Any = None
 
     @field_validator("name")
     @classmethod
@@ -80,8 +86,32 @@ class RouteConfig(_Model):
             raise ValueError(f"{', '.join(map(repr, bad))}: not a namespace name (a DNS label)")
         return value
 
+    @field_validator("node_affinity")
+    @classmethod
+    def _node_affinity(cls, value: Any) -> Any:
+        return _placement_part(node_affinity=value).to_dict().get("node_affinity")
+
+    @field_validator("tolerations")
+    @classmethod
+    def _tolerations(cls, value: Any) -> Any:
+        return _placement_part(tolerations=value).to_dict().get("tolerations")
+
     def route(self) -> SchedulerRoute:
-        return SchedulerRoute(self.name, self.scheduler_name, self.pod_selector, tuple(self.namespaces))
+        placement = RoutePlacement.from_dict(self.node_affinity, self.tolerations)
+        return SchedulerRoute(
+            self.name, self.scheduler_name, self.pod_selector, tuple(self.namespaces), placement
+        )
+
+
+def _placement_part(**part: Any) -> RoutePlacement:
+    try:
+        return RoutePlacement.from_dict(**part)
+    except SelectorError as exc:
+        # the error's path starts with the field's own name, which pydantic puts in front
+        message = str(exc)
+        for name in part:
+            message = message.removeprefix(f"{name}: ").removeprefix(f"{name}")
+        raise ValueError(message.lstrip(".")) from None
 
 
 def _default_routes() -> list[RouteConfig]:
