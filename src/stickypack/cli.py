@@ -158,6 +158,31 @@ def _parser() -> argparse.ArgumentParser:
     )
     hook_cfg.add_argument("--output", "-o", type=Path, default=None, help="file to write (default: stdout)")
 
+    gateway = render_sub.add_parser(
+        "dask-gateway",
+        help="Helm values for the dask-gateway chart: node-aware retirement for every Dask cluster",
+    )
+    gateway.add_argument(
+        "--scheduler-name",
+        default=None,
+        help="also give worker pods this schedulerName (not needed with the routing webhook)",
+    )
+    gateway.add_argument("--output", "-o", type=Path, default=None, help="file to write (default: stdout)")
+
+    operator = render_sub.add_parser(
+        "dask-kubernetes",
+        help="a dask-kubernetes DaskCluster or DaskWorkerGroup set up for node-aware retirement",
+    )
+    operator.add_argument(
+        "file", metavar="FILE", help="YAML of DaskCluster/DaskWorkerGroup documents, - for stdin"
+    )
+    operator.add_argument(
+        "--scheduler-name",
+        default=None,
+        help="also give worker pods this schedulerName (not needed with the routing webhook)",
+    )
+    operator.add_argument("--output", "-o", type=Path, default=None, help="file to write (default: stdout)")
+
     sched.add_argument(
         "--extender-weight",
         type=int,
@@ -508,6 +533,8 @@ def _render(args: argparse.Namespace) -> int:
         return _write_output(args.output, _routing_yaml(args))
     if args.what == "webhook-config":
         return _write_output(args.output, _webhook_config_yaml(args))
+    if args.what in ("dask-gateway", "dask-kubernetes"):
+        return _write_output(args.output, _dask_yaml(args))
     profiles = [p.strip() for p in args.profiles.split(",") if p.strip()]
     extra: dict[str, Any] = {}
     if args.extender_weight is not None and not args.extender_url:
@@ -527,6 +554,37 @@ def _render(args: argparse.Namespace) -> int:
     except (KeyError, ValueError) as exc:
         raise UsageError(str(exc).strip("'\"")) from None
     return _write_output(args.output, text)
+
+
+def _dask_yaml(args: argparse.Namespace) -> str:
+    import yaml
+
+    from stickypack.core.labels import DNS_SUBDOMAIN
+    from stickypack.daskconfig import DaskConfigError, dask_gateway_values_yaml, dask_kubernetes_spec
+    from stickypack.textfile import TextFileError, read_text_file
+
+    name = args.scheduler_name
+    if name is not None and (not DNS_SUBDOMAIN.fullmatch(name) or len(name) > 253):
+        raise UsageError(f"--scheduler-name {name!r} is not a valid scheduler name (a DNS subdomain)")
+    if args.what == "dask-gateway":
+        return dask_gateway_values_yaml(name)
+    source = "<stdin>" if args.file == "-" else args.file
+    try:
+        text = sys.stdin.read() if args.file == "-" else read_text_file(Path(args.file))
+        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+    except TextFileError as exc:
+        raise UsageError(str(exc)) from None
+    except yaml.YAMLError as exc:
+        raise UsageError(f"{source}: not YAML: {exc}") from None
+    if not docs:
+        raise UsageError(f"{source}: no documents (expected a DaskCluster or DaskWorkerGroup)")
+    out = []
+    for i, doc in enumerate(docs):
+        try:
+            out.append(dask_kubernetes_spec(doc, scheduler_name=name))
+        except DaskConfigError as exc:
+            raise UsageError(f"{source}: document {i + 1}: {exc}") from None
+    return yaml.safe_dump_all(out, sort_keys=False, default_flow_style=False)
 
 
 def _routing_yaml(args: argparse.Namespace) -> str:

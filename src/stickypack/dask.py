@@ -12,7 +12,8 @@ module makes that choice node-aware, with two halves loaded as a Dask preload mo
 ``DASK_DISTRIBUTED__SCHEDULER__PRELOAD=stickypack.dask`` and
 ``DASK_DISTRIBUTED__WORKER__PRELOAD=stickypack.dask``; distributed reads those only where
 the command line names no ``--preload``, and dask-gateway's scheduler command names its own,
-so there ``--preload stickypack.dask`` goes on its ``scheduler_cmd``):
+so there ``--preload stickypack.dask`` goes on its ``scheduler_cmd``; ``stickypack render
+dask-gateway`` and ``render dask-kubernetes`` write all of it, :mod:`stickypack.daskconfig`):
 
 - **On each worker** it reports the name of the node the worker runs on, read from the
   environment variable ``STICKYPACK_NODE_NAME`` (give it ``spec.nodeName`` through the
@@ -47,11 +48,10 @@ from distributed import Scheduler, SchedulerPlugin, Worker
 from distributed.scheduler import WorkerState
 
 from stickypack.core.retirement import retirement_order
+from stickypack.daskconfig import NODE_ENV
 
 #: The key of a worker's startup information (``WorkerState.extra``) that names its node.
 NODE_KEY = "stickypack-node"
-#: The environment variable a worker reads its node name from (downward API ``spec.nodeName``).
-NODE_ENV = "STICKYPACK_NODE_NAME"
 
 logger = logging.getLogger(__name__)
 

@@ -1,0 +1,251 @@
+"""Dask configuration helpers: what dask-gateway and the dask-kubernetes operator need for
+node-aware retirement (:mod:`stickypack.dask`), written for them.
+
+Node-aware retirement needs three things in the pods a Dask cluster runs (operator guide,
+"Dask: shrink by whole nodes"): the preload ``stickypack.dask`` in the scheduler, the same
+preload in each worker, and each worker's node name from the downward API in
+``STICKYPACK_NODE_NAME``. distributed reads a preload from its environment variable only
+when the command line names no ``--preload``; where it names one, the preload goes on the
+command line too. These helpers apply those rules so nobody has to:
+
+- :func:`dask_gateway_config`: Python for the dask-gateway chart's ``gateway.extraConfig``
+  (its traitlets configuration). dask-gateway's scheduler command names its own preload, so
+  ``--preload stickypack.dask`` is added to ``KubeClusterConfig.scheduler_cmd``; the workers'
+  variables are appended to ``KubeClusterConfig.worker_extra_container_config`` (dask-gateway
+  appends that ``env`` to its own). Self-contained: the gateway's image need not have
+  stickypack installed, only the Dask image.
+- :func:`dask_kubernetes_spec`: a ``DaskCluster`` or ``DaskWorkerGroup`` of the
+  dask-kubernetes operator with the variables (or ``--preload``) added to its scheduler's and
+  workers' containers.
+
+Pure: dictionaries and strings in and out; no distributed needed (unlike
+:mod:`stickypack.dask`).
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import yaml
+
+#: The preload module (``stickypack.dask``) both halves load.
+PRELOAD = "stickypack.dask"
+#: The environment variable a worker reads its node name from (downward API ``spec.nodeName``).
+NODE_ENV = "STICKYPACK_NODE_NAME"
+#: distributed's configuration variables for the scheduler's and the workers' preloads.
+SCHEDULER_PRELOAD_ENV = "DASK_DISTRIBUTED__SCHEDULER__PRELOAD"
+WORKER_PRELOAD_ENV = "DASK_DISTRIBUTED__WORKER__PRELOAD"
+
+
+class DaskConfigError(ValueError):
+    """A Dask resource or setting these helpers cannot complete; the message says where."""
+
+
+def node_name_env() -> dict[str, Any]:
+    """The container ``env`` entry that gives a worker its node's name."""
+    return {"name": NODE_ENV, "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}
+
+
+def _with_preload_value(current: str) -> str:
+    """An ``env`` value for a preload variable that keeps ``current`` and adds
+    :data:`PRELOAD`: dask parses the variable with ``ast.literal_eval``, so a list literal
+    names several modules."""
+    try:
+        parsed: object = ast.literal_eval(current)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        parsed = current
+    modules = [str(m) for m in parsed] if isinstance(parsed, list | tuple) else [str(parsed)]
+    modules = [m for m in modules if m]
+    if PRELOAD in modules:
+        return current
+    if not modules:
+        return PRELOAD
+    return json.dumps([PRELOAD, *modules])
+
+
+def _add_preload_env(env: object, variable: str, where: str) -> list[Any]:
+    """``env`` (a container's ``env`` list, or None) with ``variable`` naming
+    :data:`PRELOAD` as well as what it named."""
+    entries = _env_list(env, where)
+    for i, entry in enumerate(entries):
+        if entry.get("name") != variable:
+            continue
+        if "valueFrom" in entry:
+            raise DaskConfigError(
+                f"{where}: {variable} comes from valueFrom; set it to a value, or add {PRELOAD} to its source"
+            )
+        entries[i] = {**entry, "value": _with_preload_value(str(entry.get("value") or ""))}
+        return entries
+    return [*entries, {"name": variable, "value": PRELOAD}]
+
+
+def _add_env(env: object, extra: Mapping[str, Any], where: str) -> list[Any]:
+    """``env`` with ``extra`` in place of the first entry of the same name (others of that
+    name dropped), else at the end."""
+    entries = _env_list(env, where)
+    at = next((i for i, e in enumerate(entries) if e.get("name") == extra["name"]), len(entries))
+    rest = [e for e in entries[at:] if e.get("name") != extra["name"]]
+    return [*entries[:at], dict(extra), *rest]
+
+
+def _env_list(env: object, where: str) -> list[dict[str, Any]]:
+    if env is None:
+        return []
+    if not isinstance(env, list) or not all(isinstance(e, Mapping) for e in env):
+        raise DaskConfigError(f"{where}: env must be a list of {{name, value}} entries")
+    return [dict(e) for e in env]
+
+
+def _names_preload(container: Mapping[str, Any]) -> bool:
+    """Whether a container's command line names a ``--preload`` (then distributed ignores
+    the preload variable)."""
+    words = [*(container.get("command") or []), *(container.get("args") or [])]
+    return any(str(w) == "--preload" or str(w).startswith("--preload=") for w in words)
+
+
+def _add_preload(container: dict[str, Any], variable: str, where: str) -> None:
+    """Make the container's Dask process load :data:`PRELOAD`: on its command line when
+    that names a preload already, else in ``variable``."""
+    if not _names_preload(container):
+        container["env"] = _add_preload_env(container.get("env"), variable, where)
+        return
+    words = [*(container.get("command") or []), *(container.get("args") or [])]
+    if PRELOAD in (str(w) for w in words) or f"--preload={PRELOAD}" in (str(w) for w in words):
+        return
+    key = "args" if container.get("args") else "command"
+    container[key] = [*container[key], "--preload", PRELOAD]
+
+
+def _containers(pod_spec: object, where: str) -> list[dict[str, Any]]:
+    if not isinstance(pod_spec, Mapping):
+        raise DaskConfigError(f"{where}: expected a pod spec (a mapping with containers)")
+    containers = pod_spec.get("containers")
+    if not isinstance(containers, list) or not containers or not all(isinstance(c, dict) for c in containers):
+        raise DaskConfigError(f"{where}.containers: expected a non-empty list of containers")
+    return containers
+
+
+def dask_kubernetes_spec(resource: Mapping[str, Any], scheduler_name: str | None = None) -> dict[str, Any]:
+    """A copy of ``resource``, a dask-kubernetes operator ``DaskCluster`` or
+    ``DaskWorkerGroup`` (``kubernetes.dask.org/v1``, as a dict), set up for node-aware
+    retirement: every container of the worker pod spec gets :data:`NODE_ENV` from the
+    downward API and the worker preload, every container of a DaskCluster's scheduler pod
+    spec the scheduler preload (each on the command line where that names a ``--preload``
+    already, else in distributed's variable, kept beside a preload the variable names).
+    ``scheduler_name`` (optional) becomes the worker pods' ``schedulerName``, for clusters
+    without the routing webhook. Applying it twice changes nothing more. Raises
+    :class:`DaskConfigError` naming the part that is not what the operator takes."""
+    if not isinstance(resource, Mapping):
+        raise DaskConfigError("expected a DaskCluster or DaskWorkerGroup (a mapping)")
+    kind = resource.get("kind")
+    if kind not in ("DaskCluster", "DaskWorkerGroup"):
+        raise DaskConfigError(f"kind {kind!r}: expected DaskCluster or DaskWorkerGroup")
+    out = copy.deepcopy(dict(resource))
+    spec = out.get("spec")
+    if not isinstance(spec, dict):
+        raise DaskConfigError(f"{kind}.spec: missing or not a mapping")
+    worker = spec.get("worker")
+    if not isinstance(worker, dict):
+        raise DaskConfigError(f"{kind}.spec.worker: missing or not a mapping")
+    worker_spec = worker.get("spec")
+    for i, container in enumerate(_containers(worker_spec, f"{kind}.spec.worker.spec")):
+        where = f"{kind}.spec.worker.spec.containers[{i}]"
+        container["env"] = _add_env(container.get("env"), node_name_env(), where)
+        _add_preload(container, WORKER_PRELOAD_ENV, where)
+    if scheduler_name is not None:
+        assert isinstance(worker_spec, dict)
+        worker_spec["schedulerName"] = scheduler_name
+    if kind == "DaskCluster":
+        scheduler = spec.get("scheduler")
+        if not isinstance(scheduler, dict):
+            raise DaskConfigError("DaskCluster.spec.scheduler: missing or not a mapping")
+        for i, container in enumerate(_containers(scheduler.get("spec"), "DaskCluster.spec.scheduler.spec")):
+            _add_preload(container, SCHEDULER_PRELOAD_ENV, f"DaskCluster.spec.scheduler.spec.containers[{i}]")
+    return out
+
+
+def dask_gateway_config(scheduler_name: str | None = None) -> str:
+    """Python for the dask-gateway chart's ``gateway.extraConfig`` (run by the gateway as
+    traitlets configuration, after the chart's own) that sets every cluster up for
+    node-aware retirement: ``--preload stickypack.dask`` added to
+    ``KubeClusterConfig.scheduler_cmd`` (whatever it is set to before, dask-gateway's
+    default ``dask-scheduler`` otherwise), and :data:`NODE_ENV` and the worker preload
+    added to ``KubeClusterConfig.worker_extra_container_config``'s ``env`` (entries of the
+    same names replaced, the rest kept). ``scheduler_name`` (optional) goes into
+    ``worker_extra_pod_config`` as the workers' ``schedulerName``, for clusters without the
+    routing webhook. Needs nothing of stickypack in the gateway's image."""
+    worker_env = [node_name_env(), {"name": WORKER_PRELOAD_ENV, "value": PRELOAD}]
+    body = [
+        "import shlex",
+        "",
+        "# (membership tests: reading an unset key of a traitlets Config stores a placeholder)",
+        "cluster = c.KubeClusterConfig",
+        "if 'scheduler_cmd' in cluster:",
+        "    cmd = cluster.scheduler_cmd",
+        "elif 'scheduler_cmd' in c.ClusterConfig:",
+        "    cmd = c.ClusterConfig.scheduler_cmd",
+        "else:",
+        '    cmd = "dask-scheduler"  # dask-gateway\'s default',
+        "if not isinstance(cmd, (list, str)):",
+        "    raise ValueError(f'stickypack: cannot add --preload to scheduler_cmd {cmd!r}: give a list')",
+        "cmd = shlex.split(cmd) if isinstance(cmd, str) else list(cmd)",
+        f"if {PRELOAD!r} not in cmd:",
+        f"    cmd += ['--preload', {PRELOAD!r}]",
+        "cluster.scheduler_cmd = cmd",
+        "",
+        f"env = {worker_env!r}",
+        "extra = {}",
+        "if 'worker_extra_container_config' in cluster:",
+        "    extra = dict(cluster.worker_extra_container_config)",
+        "names = {e['name'] for e in env}",
+        "extra['env'] = [e for e in extra.get('env') or [] if e.get('name') not in names] + env",
+        "cluster.worker_extra_container_config = extra",
+    ]
+    if scheduler_name is not None:
+        body += [
+            "",
+            "pod = {}",
+            "if 'worker_extra_pod_config' in cluster:",
+            "    pod = dict(cluster.worker_extra_pod_config)",
+            f"pod['schedulerName'] = {scheduler_name!r}",
+            "cluster.worker_extra_pod_config = pod",
+        ]
+    lines = [
+        "# Node-aware retirement for Dask clusters (stickypack render dask-gateway;",
+        "# docs/operator-guide.md, 'Dask: shrink by whole nodes'). The Dask image needs",
+        "# stickypack[dask] installed; this gateway's image does not. Runs after the chart's",
+        "# own configuration, so it extends what the chart's values set.",
+        "def _stickypack_dask(c):",
+        *(f"    {line}" if line else "" for line in body),
+        "",
+        "",
+        "_stickypack_dask(c)",
+        "del _stickypack_dask",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def dask_gateway_values(scheduler_name: str | None = None, key: str = "stickypack") -> dict[str, Any]:
+    """Helm values for the dask-gateway chart: :func:`dask_gateway_config` under
+    ``gateway.extraConfig.<key>`` (the chart runs its ``extraConfig`` entries in key order)."""
+    return {"gateway": {"extraConfig": {key: dask_gateway_config(scheduler_name)}}}
+
+
+def dask_gateway_values_yaml(scheduler_name: str | None = None) -> str:
+    """:func:`dask_gateway_values` as YAML, the code as a literal block."""
+    return yaml.dump(dask_gateway_values(scheduler_name), Dumper=_BlockDumper, sort_keys=False)
+
+
+class _BlockDumper(yaml.SafeDumper):
+    """Writes multi-line strings as literal blocks (``|``), as Helm values hold code."""
+
+
+def _block_strings(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="|" if "\n" in value else None)
+
+
+_BlockDumper.add_representer(str, _block_strings)

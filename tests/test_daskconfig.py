@@ -1,0 +1,351 @@
+"""Dask configuration helpers (``stickypack.daskconfig``, ``stickypack render dask-gateway``
+and ``render dask-kubernetes``), checked with the real thing: dask-gateway-server's own
+traitlets configuration and pod builder, the dask-kubernetes operator's own cluster spec and
+Deployment builders, distributed's command line and configuration, a real Dask scheduler
+and worker loading the preload, and the real kube-apiserver taking the pods."""
+
+from __future__ import annotations
+
+import copy
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+import dask.config
+import pytest
+import yaml
+from dask_gateway_server.backends.kubernetes.backend import KubeClusterConfig
+from dask_gateway_server.backends.kubernetes.controller import KubeController
+from dask_kubernetes.operator import make_cluster_spec
+from dask_kubernetes.operator.controller.controller import (
+    build_scheduler_deployment_spec,
+    build_worker_deployment_spec,
+)
+from distributed import Scheduler, Worker
+from distributed.cli.dask_scheduler import main as dask_scheduler_cli
+from traitlets.config import Config
+
+from stickypack.cli import main
+from stickypack.dask import NodeAwareRetirement
+from stickypack.daskconfig import (
+    NODE_ENV,
+    PRELOAD,
+    SCHEDULER_PRELOAD_ENV,
+    WORKER_PRELOAD_ENV,
+    DaskConfigError,
+    dask_gateway_config,
+    dask_gateway_values,
+    dask_kubernetes_spec,
+)
+from stickypack.testing import ControlPlane
+
+NODE_FROM_DOWNWARD_API = {"name": NODE_ENV, "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}
+
+# ---------------------------------------------------------------------------- dask-gateway
+
+
+def _gateway(values_config: dict[str, Any], scheduler_name: str | None = None) -> KubeController:
+    """A dask-gateway controller configured as the chart does it: ``values_config`` set on
+    ``c.KubeClusterConfig`` (the chart's values, forwarded with setattr), then our
+    ``gateway.extraConfig`` run in the same namespace, as the chart's config file runs it."""
+    c = Config()
+    c.KubeController.gateway_instance = "gw"
+    c.KubeController.api_url = "http://api:8000/api"
+    for field, value in values_config.items():
+        setattr(c.KubeClusterConfig, field, value)
+    code = dask_gateway_values(scheduler_name)["gateway"]["extraConfig"]["stickypack"]
+    namespace: dict[str, Any] = {"c": c}
+    exec(compile(code, "gateway.extraConfig.stickypack", "exec"), namespace)
+    assert set(namespace) == {"c", "__builtins__"}  # nothing left behind in the config file
+    return KubeController(config=c)
+
+
+def _pods(controller: KubeController) -> tuple[dict, dict]:
+    cluster = KubeClusterConfig(config=controller.config)
+    worker = controller.make_pod("team-a", "abc", cluster, is_worker=True)
+    scheduler = controller.make_pod("team-a", "abc", cluster)
+    return worker, scheduler
+
+
+def _scheduler_preloads(args: list[str]) -> list[str]:
+    """The preloads distributed's ``dask scheduler`` command line parses out of ``args``."""
+    command, *options = args
+    assert command in ("dask-scheduler", "dask") or command.endswith("dask-scheduler")
+    if command == "dask":
+        assert options[0] == "scheduler"
+        options = options[1:]
+    # parsed without the option callbacks, which import each preload (dask_gateway's is not
+    # installed here)
+    context = click.Context(
+        dask_scheduler_cli, info_name="dask-scheduler", **dask_scheduler_cli.context_settings
+    )
+    parsed, _, _ = dask_scheduler_cli.make_parser(context).parse_args(list(options))
+    return list(parsed.get("preload") or [])
+
+
+def test_dask_gateway_pods_get_the_preloads_and_the_node_name() -> None:
+    """dask-gateway's own pod builder, with the chart's defaults and our extraConfig: the
+    scheduler's command line loads both dask-gateway's preload and ours (as distributed's
+    CLI parses it), each worker gets its node and the worker preload beside dask-gateway's
+    own variables."""
+    worker, scheduler = _pods(_gateway({}))
+    (sched_container,) = scheduler["spec"]["containers"]
+    assert _scheduler_preloads(sched_container["args"]) == [PRELOAD, "dask_gateway.scheduler_preload"]
+    (container,) = worker["spec"]["containers"]
+    env = container["env"]
+    assert NODE_FROM_DOWNWARD_API in env and {"name": WORKER_PRELOAD_ENV, "value": PRELOAD} in env
+    assert {e["name"] for e in env} >= {"DASK_GATEWAY_API_URL", "DASK_GATEWAY_WORKER_NAME"}  # theirs kept
+    # the worker's command names no --preload, so distributed reads the variable
+    assert "--preload" not in container["args"]
+    values = {e["name"]: e["value"] for e in env if "value" in e}
+    assert dask.config.collect_env(values)["distributed"]["worker"]["preload"] == PRELOAD
+    assert worker["metadata"]["labels"]["app.kubernetes.io/component"] == "dask-worker"  # the webhook's route
+    assert "schedulerName" not in worker["spec"]
+
+
+def test_dask_gateway_config_extends_what_the_charts_values_set() -> None:
+    """Values the chart forwards (a scheduler command, extra container and pod config) are
+    kept and extended, not replaced; running it twice (two releases' values merged) adds
+    nothing twice."""
+    values = {
+        "scheduler_cmd": "dask scheduler --idle-timeout 3600",
+        "worker_extra_container_config": {
+            "env": [{"name": "KEEP", "value": "me"}, {"name": WORKER_PRELOAD_ENV, "value": "stale"}],
+            "securityContext": {"runAsUser": 1000},
+        },
+        "worker_extra_pod_config": {"tolerations": [{"key": "k", "operator": "Exists"}]},
+    }
+    controller = _gateway(values, scheduler_name="stickypack")
+    worker, scheduler = _pods(controller)
+    args = scheduler["spec"]["containers"][0]["args"]
+    assert args[:5] == ["dask", "scheduler", "--idle-timeout", "3600", "--preload"]
+    assert _scheduler_preloads(args) == [PRELOAD, "dask_gateway.scheduler_preload"]
+    (container,) = worker["spec"]["containers"]
+    assert container["securityContext"] == {"runAsUser": 1000}
+    ours = [e for e in container["env"] if e["name"] in ("KEEP", NODE_ENV, WORKER_PRELOAD_ENV)]
+    assert ours == [
+        {"name": "KEEP", "value": "me"},
+        NODE_FROM_DOWNWARD_API,
+        {"name": WORKER_PRELOAD_ENV, "value": PRELOAD},
+    ]
+    assert worker["spec"]["schedulerName"] == "stickypack"
+    assert worker["spec"]["tolerations"] == [{"key": "k", "operator": "Exists"}]
+    # the same code run again over its own result
+    again = copy.deepcopy(controller.config)
+    exec(dask_gateway_config("stickypack"), {"c": again})
+    assert again.KubeClusterConfig.scheduler_cmd == controller.config.KubeClusterConfig.scheduler_cmd
+    assert (
+        again.KubeClusterConfig.worker_extra_container_config
+        == controller.config.KubeClusterConfig.worker_extra_container_config
+    )
+
+
+def test_dask_gateway_config_takes_the_command_set_for_every_backend() -> None:
+    c = Config()
+    c.ClusterConfig.scheduler_cmd = ["/opt/conda/bin/dask-scheduler"]
+    exec(dask_gateway_config(), {"c": c})
+    cluster = KubeClusterConfig(config=c)
+    assert cluster.scheduler_cmd == ["/opt/conda/bin/dask-scheduler", "--preload", PRELOAD]
+    assert "scheduler_cmd" in c.KubeClusterConfig and "worker_extra_pod_config" not in c.KubeClusterConfig
+
+
+def test_render_dask_gateway_writes_helm_values(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert main(["render", "dask-gateway", "--scheduler-name", "stickypack"]) == 0
+    out = capsys.readouterr().out
+    assert "stickypack: |" in out  # the code as a literal block, readable in a values file
+    assert yaml.safe_load(out) == dask_gateway_values("stickypack")
+    assert main(["render", "dask-gateway", "-o", str(tmp_path / "v.yaml")]) == 0
+    assert yaml.safe_load((tmp_path / "v.yaml").read_text()) == dask_gateway_values()
+    assert main(["render", "dask-gateway", "--scheduler-name", "Not_A_Name"]) == 2
+    assert "not a valid scheduler name" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------- dask-kubernetes
+
+
+def _env(container: dict) -> dict[str, Any]:
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container.get("env") or []}
+
+
+def test_dask_kubernetes_cluster_gets_the_preloads_and_the_node_name() -> None:
+    """The operator's own ``make_cluster_spec``, then its own Deployment builders: the
+    scheduler's and workers' pods get what node-aware retirement needs, beside what the
+    operator adds; the input is not changed and a second pass changes nothing."""
+    cluster = make_cluster_spec("abc", n_workers=3, env={"FOO": "bar"})
+    before = copy.deepcopy(cluster)
+    done = dask_kubernetes_spec(cluster, scheduler_name="stickypack")
+    assert cluster == before
+    assert dask_kubernetes_spec(done, scheduler_name="stickypack") == done
+    worker = build_worker_deployment_spec(
+        "abc-default", "team-a", "abc", "x1", done["spec"]["worker"]["spec"], {}, {}
+    )
+    pod = worker["spec"]["template"]
+    (container,) = pod["spec"]["containers"]
+    env = _env(container)
+    assert env[NODE_ENV] == NODE_FROM_DOWNWARD_API["valueFrom"]
+    assert env[WORKER_PRELOAD_ENV] == PRELOAD and env["FOO"] == "bar" and "DASK_SCHEDULER_ADDRESS" in env
+    assert pod["spec"]["schedulerName"] == "stickypack"
+    assert pod["metadata"]["labels"]["dask.org/component"] == "worker"  # the webhook's route
+    scheduler = build_scheduler_deployment_spec("abc", done["spec"]["scheduler"]["spec"], {}, {})
+    (sched,) = scheduler["spec"]["template"]["spec"]["containers"]
+    assert _env(sched)[SCHEDULER_PRELOAD_ENV] == PRELOAD and NODE_ENV not in _env(sched)
+    # without a scheduler name the workers keep the default one (the webhook routes them)
+    assert "schedulerName" not in dask_kubernetes_spec(cluster)["spec"]["worker"]["spec"]
+
+
+@pytest.mark.parametrize(
+    ("current", "preloads"),
+    [
+        ("other.module", [PRELOAD, "other.module"]),
+        ('["a", "b"]', [PRELOAD, "a", "b"]),
+        (f'["a", "{PRELOAD}"]', ["a", PRELOAD]),
+        (PRELOAD, PRELOAD),
+        ("", PRELOAD),
+    ],
+)
+def test_a_preload_already_set_is_kept_beside_ours(current: str, preloads: object) -> None:
+    """What dask itself reads from the variable afterwards (``dask.config.collect_env``)."""
+    cluster = make_cluster_spec("abc")
+    for part in ("worker", "scheduler"):
+        cluster["spec"][part]["spec"]["containers"][0]["env"] = [
+            {"name": WORKER_PRELOAD_ENV if part == "worker" else SCHEDULER_PRELOAD_ENV, "value": current}
+        ]
+    done = dask_kubernetes_spec(cluster)
+    worker_env = _env(done["spec"]["worker"]["spec"]["containers"][0])
+    scheduler_env = _env(done["spec"]["scheduler"]["spec"]["containers"][0])
+    read = dask.config.collect_env({WORKER_PRELOAD_ENV: worker_env[WORKER_PRELOAD_ENV]})
+    assert read["distributed"]["worker"]["preload"] == preloads
+    read = dask.config.collect_env({SCHEDULER_PRELOAD_ENV: scheduler_env[SCHEDULER_PRELOAD_ENV]})
+    assert read["distributed"]["scheduler"]["preload"] == preloads
+
+
+def test_a_command_line_that_names_a_preload_gets_ours_there() -> None:
+    """distributed ignores the preload variable when the command line names one."""
+    cluster = make_cluster_spec("abc")
+    sched = cluster["spec"]["scheduler"]["spec"]["containers"][0]
+    sched["args"] = [*sched["args"], "--preload", "mine"]
+    done = dask_kubernetes_spec(cluster)
+    args = done["spec"]["scheduler"]["spec"]["containers"][0]["args"]
+    assert _scheduler_preloads(args) == ["mine", PRELOAD]
+    assert SCHEDULER_PRELOAD_ENV not in _env(done["spec"]["scheduler"]["spec"]["containers"][0])
+    assert dask_kubernetes_spec(done) == done
+
+
+def test_a_worker_group_gets_the_worker_half() -> None:
+    group = {
+        "apiVersion": "kubernetes.dask.org/v1",
+        "kind": "DaskWorkerGroup",
+        "metadata": {"name": "abc-highmem"},
+        "spec": {"cluster": "abc", "worker": make_cluster_spec("abc")["spec"]["worker"]},
+    }
+    done = dask_kubernetes_spec(group)
+    assert _env(done["spec"]["worker"]["spec"]["containers"][0])[WORKER_PRELOAD_ENV] == PRELOAD
+
+
+@pytest.mark.parametrize(
+    ("resource", "message"),
+    [
+        ({"kind": "Deployment"}, "kind 'Deployment': expected DaskCluster or DaskWorkerGroup"),
+        ({"kind": "DaskCluster"}, "DaskCluster.spec: missing"),
+        ({"kind": "DaskCluster", "spec": {"worker": {"spec": {}}}}, "spec.worker.spec.containers: expected"),
+        (
+            {"kind": "DaskWorkerGroup", "spec": {"worker": {"spec": {"containers": [{"env": "x"}]}}}},
+            "containers[0]: env must be a list",
+        ),
+        (
+            {"kind": "DaskWorkerGroup", "spec": {"worker": {"spec": {"containers": [
+                {"env": [{"name": WORKER_PRELOAD_ENV, "valueFrom": {"configMapKeyRef": {}}}]}]}}}},
+            "comes from valueFrom",
+        ),
+        (
+            {"kind": "DaskCluster", "spec": {"worker": {"spec": {"containers": [{}]}}}},
+            "DaskCluster.spec.scheduler: missing",
+        ),
+    ],
+)  # fmt: skip
+def test_what_the_operator_would_not_take_is_named(resource: dict, message: str) -> None:
+    with pytest.raises(DaskConfigError) as err:
+        dask_kubernetes_spec(resource)
+    assert message in str(err.value)
+
+
+def test_render_dask_kubernetes_reads_a_file_or_stdin(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cluster = make_cluster_spec("abc", n_workers=2)
+    source = tmp_path / "cluster.yaml"
+    source.write_text(yaml.safe_dump_all([cluster, cluster]))
+    assert main(["render", "dask-kubernetes", str(source), "--scheduler-name", "stickypack"]) == 0
+    docs = list(yaml.safe_load_all(capsys.readouterr().out))
+    assert docs == [dask_kubernetes_spec(cluster, scheduler_name="stickypack")] * 2
+    monkeypatch.setattr("sys.stdin", io.StringIO(json.dumps(cluster)))
+    assert main(["render", "dask-kubernetes", "-"]) == 0
+    assert yaml.safe_load(capsys.readouterr().out) == dask_kubernetes_spec(cluster)
+    for text, message in (
+        ("kind: Deployment\n", f"{source}: document 1: kind 'Deployment'"),
+        ("a: [\n", f"{source}: not YAML"),
+        ("", f"{source}: no documents"),
+    ):
+        source.write_text(text)
+        assert main(["render", "dask-kubernetes", str(source)]) == 2
+        err = capsys.readouterr().err
+        assert message in err and "Traceback" not in err, err
+    assert main(["render", "dask-kubernetes", str(tmp_path / "missing.yaml")]) == 2
+    assert "cannot read" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------- the real thing
+
+
+def _read(variable: str, env: dict[str, Any]) -> object:
+    """What dask reads from ``variable`` as the pod's environment sets it."""
+    section, role, key = variable.removeprefix("DASK_").lower().split("__")
+    return dask.config.collect_env({variable: env[variable]})[section][role][key]
+
+
+@pytest.mark.asyncio
+async def test_the_rendered_variables_make_distributed_load_the_preload(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A real scheduler and worker configured only by the variables the operator's pods get
+    (read by dask from the environment, as in the pod) load stickypack.dask: the scheduler
+    runs the node-aware plugin, the worker reports its node."""
+    done = dask_kubernetes_spec(make_cluster_spec("abc"))
+    sched_env = _env(done["spec"]["scheduler"]["spec"]["containers"][0])
+    worker_env = _env(done["spec"]["worker"]["spec"]["containers"][0])
+    monkeypatch.setenv(NODE_ENV, "node-7")  # what the downward API gives the pod
+    with dask.config.set({"distributed.scheduler.preload": _read(SCHEDULER_PRELOAD_ENV, sched_env)}):
+        async with Scheduler(host="127.0.0.1", port=0, dashboard_address=":0") as scheduler:
+            assert NodeAwareRetirement.name in scheduler.plugins
+            with dask.config.set({"distributed.worker.preload": _read(WORKER_PRELOAD_ENV, worker_env)}):
+                async with Worker(scheduler.address, host="127.0.0.1", dashboard_address=":0", nthreads=1):
+                    (ws,) = scheduler.workers.values()
+                    assert ws.extra.get("stickypack-node") == "node-7"
+
+
+@pytest.mark.controlplane
+def test_the_api_server_takes_the_pods(cluster: ControlPlane) -> None:
+    """The pods dask-gateway and the operator would create from the helpers' output pass the
+    real kube-apiserver's validation (the downward API reference included)."""
+    worker, scheduler = _pods(_gateway({}, scheduler_name="stickypack"))
+    created = cluster.create_pods([worker, scheduler], namespace="default")
+    assert created[0]["spec"]["schedulerName"] == "stickypack"
+    env = {e["name"]: e for e in created[0]["spec"]["containers"][0]["env"]}
+    assert env[NODE_ENV]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"  # (apiVersion defaulted)
+    done = dask_kubernetes_spec(make_cluster_spec("abc"), scheduler_name="stickypack")
+    for deployment in (
+        build_worker_deployment_spec(
+            "abc-default", "default", "abc", "x1", done["spec"]["worker"]["spec"], {}, {}
+        ),
+        build_scheduler_deployment_spec("abc", done["spec"]["scheduler"]["spec"], {}, {}),
+    ):
+        template = deployment["spec"]["template"]
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": template["metadata"], "spec": template["spec"]}
+        pod = json.loads(json.dumps(pod, default=str))
+        pod["spec"]["containers"] = [
+            {k: v for k, v in c.items() if v is not None} for c in pod["spec"]["containers"]
+        ]
+        made = cluster.create_pod(pod=pod)
+        assert made["metadata"]["name"] == template["metadata"]["name"]
