@@ -6,9 +6,11 @@ Starts the local control plane (etcd, kube-apiserver) and the webhook over TLS o
 (``stickypack webhook``'s app, in a background thread), registers the configuration
 ``stickypack render webhook-config`` writes, and times ``--pods`` pod creations one at a
 time, alternating a pod a route matches (the API server calls the webhook and applies its
-patch) with one no route names (its selectors keep the API server from calling), so both
-see the same API server and etcd. Prints the p50 and p99 of each, checks every routed pod
-got the route's scheduler, and ends with ``ratio: X`` (p50 with the webhook / p50 without).
+patch), one a route with a placement matches (node affinity and a toleration added too),
+and one no route names (its selectors keep the API server from calling), so all see the
+same API server and etcd. Prints the p50 and p99 of each and the placement's ratio to a
+plain route, checks every routed pod got the route's scheduler (and the placement its
+toleration), and ends with ``ratio: X`` (p50 routed / p50 without the webhook).
 """
 
 from __future__ import annotations
@@ -46,7 +48,24 @@ def main() -> None:
         crt, key = Path(tmp) / "tls.crt", Path(tmp) / "tls.key"
         cert.cert_chain_pems[0].write_to_path(str(crt))
         cert.private_key_pem.write_to_path(str(key))
-        config = config_from_dict({"tls": {"cert_file": str(crt), "key_file": str(key)}})
+        placed_route = {
+            "name": "placed",
+            "pod_selector": "app.kubernetes.io/component=dask-worker",
+            "node_affinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {
+                            "matchExpressions": [
+                                {"key": "hub.jupyter.org/node-purpose", "operator": "In", "values": ["user"]}
+                            ]
+                        }
+                    ]
+                }
+            },
+            "tolerations": [{"key": "hub.jupyter.org/dedicated", "value": "user", "effect": "NoSchedule"}],
+        }
+        routes = [{"name": "routed", "pod_selector": "dask.org/component=worker"}, placed_route]
+        config = config_from_dict({"tls": {"cert_file": str(crt), "key_file": str(key)}, "routes": routes})
         with WebhookThread(config) as hook:
             doc = webhook_configuration(
                 config.scheduler_routes(), url=f"{hook.url}/mutate", ca_bundle=ca.cert_pem.bytes()
@@ -67,20 +86,30 @@ def main() -> None:
                 i += 1
                 time.sleep(0.2)
             cp.delete_all_pods()
-            times: dict[str, list[float]] = {"routed": [], "plain": []}
+            times: dict[str, list[float]] = {"routed": [], "placed": [], "plain": []}
+            kinds = (
+                ("routed", routed_labels),
+                ("placed", {"app.kubernetes.io/component": "dask-worker"}),
+                ("plain", {"app": "web"}),
+            )
             for n in range(args.pods):
-                for kind, labels in (("routed", routed_labels), ("plain", {"app": "web"})):
+                for kind, labels in kinds:
                     start = time.perf_counter()
                     pod = cp.create_pod(f"{kind}-{n}", labels=labels)
                     times[kind].append(time.perf_counter() - start)
-                    want = "stickypack" if kind == "routed" else "default-scheduler"
+                    want = "default-scheduler" if kind == "plain" else "stickypack"
                     if pod["spec"]["schedulerName"] != want:
                         raise SystemExit(f"{kind}-{n}: schedulerName {pod['spec']['schedulerName']}")
+                    tolerations = {t.get("key") for t in pod["spec"].get("tolerations") or []}
+                    if (kind == "placed") != ("hub.jupyter.org/dedicated" in tolerations):
+                        raise SystemExit(f"{kind}-{n}: tolerations {sorted(map(str, tolerations))}")
     for kind, values in times.items():
         print(
             f"{kind:7s} pod creation: p50 {1000 * statistics.median(values):.2f} ms, "
             f"p99 {1000 * _quantile(values, 0.99):.2f} ms ({len(values)} pods)"
         )
+    placed = statistics.median(times["placed"]) / statistics.median(times["routed"])
+    print(f"placement: {placed:.2f} x a plain route's p50")
     print(f"ratio: {statistics.median(times['routed']) / statistics.median(times['plain']):.2f}")
 
 
