@@ -466,6 +466,15 @@ def test_routing_is_what_render_scheduler_routing_writes(helm: Helm, tmp_path: P
             "webhook.config.routes[0].node_affinity.preferredDuringSchedulingIgnoredDuringExecution[0].weight=0",
             "at '/webhook/config/routes/0/node_affinity/preferredDuringSchedulingIgnoredDuringExecution/0'",
         ),
+        (  # the API server validates a matchFields value as a node name
+            ",".join(
+                "webhook.config.routes[0].node_affinity.requiredDuringSchedulingIgnoredDuringExecution"
+                f".nodeSelectorTerms[0].matchFields[0].{setting}"
+                for setting in ("key=metadata.name", "operator=In", "values[0]=Not_A_Node")
+            ),
+            "at '/webhook/config/routes/0/node_affinity/requiredDuringSchedulingIgnoredDuringExecution/"
+            "nodeSelectorTerms/0/matchFields/0/values/0'",
+        ),
     ],
 )
 def test_bad_values_fail_with_a_schema_error_naming_the_key(helm: Helm, setting: str, message: str) -> None:

@@ -431,6 +431,10 @@ def _expression(key: str, operator: str, *values: str) -> dict:
             _required({"matchFields": [{"key": "metadata.labels", "operator": "In", "values": ["b"]}]}),
             "matchFields[0]: a field requirement is key metadata.name",
         ),
+        (  # the API server validates it as a node name (confirmed on kube-apiserver 1.37: 422)
+            _required({"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["Bad_Node"]}]}),
+            "matchFields[0]: 'Bad_Node' is not a node name",
+        ),
         (
             {
                 "node_affinity": {

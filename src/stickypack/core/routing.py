@@ -350,6 +350,9 @@ def _node_requirement(where: str, raw: object, part: str) -> dict[str, Any]:
             raise SelectorError(
                 f"{where}: a field requirement is key metadata.name, operator In or NotIn, one value"
             )
+        if len(values[0]) > 253 or not DNS_SUBDOMAIN.fullmatch(values[0]):
+            # the API server validates the value as a node name (ValidateNodeName)
+            raise SelectorError(f"{where}: {values[0]!r} is not a node name (a DNS subdomain)")
     elif operator not in NODE_SELECTOR_OPERATORS:
         raise SelectorError(
             f"{where}: operator {operator!r} is not one of {', '.join(NODE_SELECTOR_OPERATORS)}"
