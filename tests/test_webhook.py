@@ -460,6 +460,13 @@ def _expression(key: str, operator: str, *values: str) -> dict:
             "tolerationSeconds needs effect NoExecute",
         ),
         ({"tolerations": [{"key": "a b"}]}, "key 'a b' is not a valid taint key"),
+        # YAML's unquoted 0 and false are not the empty value (which tolerates another taint)
+        ({"tolerations": [{"key": "a", "value": 0}]}, "key, operator, value and effect are strings"),
+        ({"tolerations": [{"key": "a", "value": False}]}, "key, operator, value and effect are strings"),
+        (
+            {"tolerations": [{"key": "a", "effect": "NoExecute", "tolerationSeconds": 2**63}]},
+            "tolerationSeconds must be a 64-bit integer",
+        ),
         ({"tolerations": [{"key": "a", "op": "Equal"}]}, "unknown field(s) op"),
     ],
 )

@@ -382,8 +382,9 @@ def _toleration(where: str, raw: object) -> dict[str, Any]:
     unknown = sorted(set(raw) - {"key", "operator", "value", "effect", "tolerationSeconds"})
     if unknown:
         raise SelectorError(f"{where}: unknown field(s) {', '.join(map(str, unknown))}")
-    key, value, effect = raw.get("key") or "", raw.get("value") or "", raw.get("effect") or ""
-    operator = raw.get("operator") or "Equal"
+    # only null means "left out": YAML's ``value: 0`` or ``false`` is refused, not read as ""
+    key, value, effect = (_absent_is(raw.get(name), "") for name in ("key", "value", "effect"))
+    operator = _absent_is(raw.get("operator"), "") or "Equal"
     seconds = raw.get("tolerationSeconds")
     if not all(isinstance(x, str) for x in (key, value, effect, operator)):
         raise SelectorError(f"{where}: key, operator, value and effect are strings")
@@ -409,12 +410,16 @@ def _toleration(where: str, raw: object) -> dict[str, Any]:
     if effect:
         out["effect"] = effect
     if seconds is not None:
-        if isinstance(seconds, bool) or not isinstance(seconds, int):
-            raise SelectorError(f"{where}: tolerationSeconds must be an integer, got {seconds!r}")
+        if isinstance(seconds, bool) or not isinstance(seconds, int) or not -(2**63) <= seconds < 2**63:
+            raise SelectorError(f"{where}: tolerationSeconds must be a 64-bit integer, got {seconds!r}")
         if effect != NO_EXECUTE:
             raise SelectorError(f"{where}: tolerationSeconds needs effect NoExecute")
         out["tolerationSeconds"] = seconds
     return out
+
+
+def _absent_is(value: Any, default: str) -> Any:
+    return default if value is None else value
 
 
 def _toleration_key(raw: Mapping[str, Any]) -> tuple[object, ...]:
