@@ -6,6 +6,7 @@ packing scheduler through the rendered ``MutatingWebhookConfiguration``."""
 from __future__ import annotations
 
 import base64
+import copy
 import json
 import re
 import signal
@@ -394,6 +395,36 @@ def test_any_affinity_or_tolerations_get_a_patch_or_a_value_error(
     assert USER_TAINT in routed["spec"]["tolerations"] or any(
         _same_toleration(t, USER_TAINT) for t in routed["spec"]["tolerations"]
     )
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"affinity": None, "tolerations": None},
+        {"affinity": {"nodeAffinity": None}},
+        {"affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 5, "preference": {"matchExpressions": [{"key": "zone", "operator": "Exists"}]}}]}}},
+        {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": None, "matchFields": [
+                {"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]}}}},
+    ],
+)  # fmt: skip
+def test_null_or_partial_affinity_and_tolerations_get_the_placement(spec: dict) -> None:
+    """Shapes the API server hands over (null fields, node affinity with only preferred
+    terms, a term with only matchFields) are patched, not refused as the property test
+    above would allow."""
+    route = _placed_route(node_affinity=_required(USER_POOL)["node_affinity"], tolerations=[USER_TAINT])
+    pod = _pod({"dask.org/component": "worker"})
+    pod["spec"].update(copy.deepcopy(spec))
+    routed = _apply(pod, route_pod([route], pod, "x").patch)
+    node_affinity = routed["spec"]["affinity"]["nodeAffinity"]
+    for term in node_affinity["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]:
+        assert USER_POOL["matchExpressions"][0] in term["matchExpressions"]
+    own = (spec.get("affinity") or {}).get("nodeAffinity") or {}
+    for key, value in own.items():
+        if key != "requiredDuringSchedulingIgnoredDuringExecution":
+            assert node_affinity[key] == value
+    assert routed["spec"]["tolerations"] == [USER_TAINT]
 
 
 def _same_toleration(a: dict, b: dict) -> bool:
