@@ -110,9 +110,9 @@ def test_dask_gateway_config_extends_what_the_charts_values_set() -> None:
     kept and extended, not replaced; running it twice (two releases' values merged) adds
     nothing twice."""
     values = {
-        "scheduler_cmd": "dask scheduler --idle-timeout 3600",
+        "scheduler_cmd": ["dask", "scheduler", "--idle-timeout", "3600"],
         "worker_extra_container_config": {
-            "env": [{"name": "KEEP", "value": "me"}, {"name": WORKER_PRELOAD_ENV, "value": "stale"}],
+            "env": [{"name": "KEEP", "value": "me"}, {"name": WORKER_PRELOAD_ENV, "value": "mine"}],
             "securityContext": {"runAsUser": 1000},
         },
         "worker_extra_pod_config": {"tolerations": [{"key": "k", "operator": "Exists"}]},
@@ -128,7 +128,7 @@ def test_dask_gateway_config_extends_what_the_charts_values_set() -> None:
     assert ours == [
         {"name": "KEEP", "value": "me"},
         NODE_FROM_DOWNWARD_API,
-        {"name": WORKER_PRELOAD_ENV, "value": PRELOAD},
+        {"name": WORKER_PRELOAD_ENV, "value": json.dumps([PRELOAD, "mine"])},  # theirs kept
     ]
     assert worker["spec"]["schedulerName"] == "stickypack"
     assert worker["spec"]["tolerations"] == [{"key": "k", "operator": "Exists"}]
@@ -149,6 +149,54 @@ def test_dask_gateway_config_takes_the_command_set_for_every_backend() -> None:
     cluster = KubeClusterConfig(config=c)
     assert cluster.scheduler_cmd == ["/opt/conda/bin/dask-scheduler", "--preload", PRELOAD]
     assert "scheduler_cmd" in c.KubeClusterConfig and "worker_extra_pod_config" not in c.KubeClusterConfig
+
+
+def _worker_preloads(env: list[dict]) -> object:
+    """What dask reads from the worker pod's preload variable (the last entry of a name
+    wins in Kubernetes)."""
+    values = {e["name"]: e["value"] for e in env if "value" in e}
+    return dask.config.collect_env({WORKER_PRELOAD_ENV: values[WORKER_PRELOAD_ENV]})["distributed"]["worker"][
+        "preload"
+    ]
+
+
+def test_dask_gateway_config_takes_settings_as_dask_gateway_reads_them() -> None:
+    """A command given as one string is one word to dask-gateway (its ``Command`` trait), so
+    a path with a space stays whole; placeholders left by ``c.KubeClusterConfig.x.append``
+    or ``.update`` (traitlets' LazyConfigValue) are applied, not refused; a worker preload
+    set in ``environment`` (the chart's ``gateway.backend.environment``) is kept beside ours,
+    not shadowed by our later entry."""
+    controller = _gateway(
+        {"scheduler_cmd": "/opt/my env/dask-scheduler", "environment": {WORKER_PRELOAD_ENV: "mine"}}
+    )
+    worker, scheduler = _pods(controller)
+    assert scheduler["spec"]["containers"][0]["args"][:3] == [
+        "/opt/my env/dask-scheduler",
+        "--preload",
+        PRELOAD,
+    ]
+    assert _worker_preloads(worker["spec"]["containers"][0]["env"]) == [PRELOAD, "mine"]
+
+    c = Config()
+    c.KubeController.gateway_instance = "gw"
+    c.KubeController.api_url = "http://api:8000/api"
+    c.KubeClusterConfig.scheduler_cmd.append("--idle-timeout=60")  # LazyConfigValue
+    c.KubeClusterConfig.worker_extra_container_config.update({"env": [{"name": "KEEP", "value": "me"}]})
+    exec(dask_gateway_config("stickypack"), {"c": c})
+    worker, scheduler = _pods(KubeController(config=c))
+    args = scheduler["spec"]["containers"][0]["args"]
+    assert args[:4] == ["dask-scheduler", "--idle-timeout=60", "--preload", PRELOAD]
+    assert _scheduler_preloads(args) == [PRELOAD, "dask_gateway.scheduler_preload"]
+    env = worker["spec"]["containers"][0]["env"]
+    assert {"name": "KEEP", "value": "me"} in env and NODE_FROM_DOWNWARD_API in env
+    assert _worker_preloads(env) == PRELOAD and worker["spec"]["schedulerName"] == "stickypack"
+
+    # our preload already on the command line in the --preload=x form: not added twice
+    worker, scheduler = _pods(_gateway({"scheduler_cmd": ["dask-scheduler", f"--preload={PRELOAD}"]}))
+    assert _scheduler_preloads(scheduler["spec"]["containers"][0]["args"]) == [
+        PRELOAD,
+        "dask_gateway.scheduler_preload",
+    ]
 
 
 def test_render_dask_gateway_writes_helm_values(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

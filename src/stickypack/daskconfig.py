@@ -172,45 +172,68 @@ def dask_gateway_config(scheduler_name: str | None = None) -> str:
     """Python for the dask-gateway chart's ``gateway.extraConfig`` (run by the gateway as
     traitlets configuration, after the chart's own) that sets every cluster up for
     node-aware retirement: ``--preload stickypack.dask`` added to
-    ``KubeClusterConfig.scheduler_cmd`` (whatever it is set to before, dask-gateway's
-    default ``dask-scheduler`` otherwise), and :data:`NODE_ENV` and the worker preload
-    added to ``KubeClusterConfig.worker_extra_container_config``'s ``env`` (entries of the
-    same names replaced, the rest kept). ``scheduler_name`` (optional) goes into
-    ``worker_extra_pod_config`` as the workers' ``schedulerName``, for clusters without the
-    routing webhook. Needs nothing of stickypack in the gateway's image."""
-    worker_env = [node_name_env(), {"name": WORKER_PRELOAD_ENV, "value": PRELOAD}]
+    ``KubeClusterConfig.scheduler_cmd`` (as dask-gateway's own ``KubeClusterConfig`` reads
+    the configuration so far: a string is one word, ``ClusterConfig``'s value inherited,
+    ``c.KubeClusterConfig.scheduler_cmd.append(...)`` applied; dask-gateway's default
+    ``dask-scheduler`` otherwise), and :data:`NODE_ENV` and the worker preload added to
+    ``KubeClusterConfig.worker_extra_container_config``'s ``env`` (entries of the same
+    names replaced, the rest kept; a worker preload set there or in ``environment`` kept
+    beside ours). ``scheduler_name`` (optional) goes into ``worker_extra_pod_config`` as
+    the workers' ``schedulerName``, for clusters without the routing webhook. Needs
+    nothing of stickypack in the gateway's image (it imports dask-gateway-server's
+    ``KubeClusterConfig``). Settings a cluster options handler returns per cluster are
+    not seen: one that replaces ``scheduler_cmd``, ``environment`` or
+    ``worker_extra_container_config`` must keep ours itself."""
     body = [
-        "import shlex",
+        "import ast",
+        "import json",
         "",
-        "# (membership tests: reading an unset key of a traitlets Config stores a placeholder)",
+        "from dask_gateway_server.backends.kubernetes.backend import KubeClusterConfig",
+        "",
+        "# What dask-gateway makes of the configuration so far (the chart's values, extraConfig",
+        "# run before this one): a command given as one string is one word, ClusterConfig's",
+        "# values are inherited, placeholders such as c.KubeClusterConfig.scheduler_cmd.append(...)",
+        "# are applied.",
+        "now = KubeClusterConfig(config=c)",
         "cluster = c.KubeClusterConfig",
-        "if 'scheduler_cmd' in cluster:",
-        "    cmd = cluster.scheduler_cmd",
-        "elif 'scheduler_cmd' in c.ClusterConfig:",
-        "    cmd = c.ClusterConfig.scheduler_cmd",
-        "else:",
-        '    cmd = "dask-scheduler"  # dask-gateway\'s default',
-        "if not isinstance(cmd, (list, str)):",
-        "    raise ValueError(f'stickypack: cannot add --preload to scheduler_cmd {cmd!r}: give a list')",
-        "cmd = shlex.split(cmd) if isinstance(cmd, str) else list(cmd)",
-        f"if {PRELOAD!r} not in cmd:",
+        "cmd = list(now.scheduler_cmd)",
+        f"if {PRELOAD!r} not in cmd and {'--preload=' + PRELOAD!r} not in cmd:",
         f"    cmd += ['--preload', {PRELOAD!r}]",
         "cluster.scheduler_cmd = cmd",
         "",
-        f"env = {worker_env!r}",
-        "extra = {}",
-        "if 'worker_extra_container_config' in cluster:",
-        "    extra = dict(cluster.worker_extra_container_config)",
-        "names = {e['name'] for e in env}",
-        "extra['env'] = [e for e in extra.get('env') or [] if e.get('name') not in names] + env",
+        "def preloads(value):  # as dask reads the variable: a module, or a list literal",
+        "    try:",
+        "        value = ast.literal_eval(value)",
+        "    except (ValueError, SyntaxError, MemoryError, RecursionError):",
+        "        pass",
+        "    names = [str(v) for v in value] if isinstance(value, (list, tuple)) else [str(value)]",
+        "    return [n for n in names if n]",
+        "",
+        "# A worker container has `environment`'s variables, then the extra env; of two entries",
+        "# of one name the last wins. A worker preload set there is kept beside ours.",
+        "extra = dict(now.worker_extra_container_config)",
+        "env = list(extra.get('env') or [])",
+        f"preload = str(now.environment.get({WORKER_PRELOAD_ENV!r}) or '')",
+        "for e in env:",
+        f"    if e.get('name') == {WORKER_PRELOAD_ENV!r}:",
+        "        if 'valueFrom' in e:",
+        "            raise ValueError(",
+        f"                'stickypack: {WORKER_PRELOAD_ENV} comes from valueFrom in '",
+        f"                'worker_extra_container_config; set it to a value, or add {PRELOAD} to its source'",
+        "            )",
+        "        preload = str(e.get('value') or '')",
+        "names = preloads(preload)",
+        f"if {PRELOAD!r} not in names:",
+        f"    names = [{PRELOAD!r}, *names]",
+        "value = names[0] if len(names) == 1 else json.dumps(names)",
+        f"ours = [{node_name_env()!r}, {{'name': {WORKER_PRELOAD_ENV!r}, 'value': value}}]",
+        "extra['env'] = [e for e in env if e.get('name') not in {o['name'] for o in ours}] + ours",
         "cluster.worker_extra_container_config = extra",
     ]
     if scheduler_name is not None:
         body += [
             "",
-            "pod = {}",
-            "if 'worker_extra_pod_config' in cluster:",
-            "    pod = dict(cluster.worker_extra_pod_config)",
+            "pod = dict(now.worker_extra_pod_config)",
             f"pod['schedulerName'] = {scheduler_name!r}",
             "cluster.worker_extra_pod_config = pod",
         ]
