@@ -307,6 +307,11 @@ def test_a_worker_group_gets_the_worker_half() -> None:
                 {"env": [{"name": WORKER_PRELOAD_ENV, "valueFrom": {"configMapKeyRef": {}}}]}]}}}},
             "comes from valueFrom",
         ),
+        (  # a shell string, which the API server refuses: not read as a list of characters
+            {"kind": "DaskWorkerGroup", "spec": {"worker": {"spec": {"containers": [
+                {"command": "dask worker --preload x"}]}}}},
+            "containers[0].command: must be a list of strings",
+        ),
         (
             {"kind": "DaskCluster", "spec": {"worker": {"spec": {"containers": [{}]}}}},
             "DaskCluster.spec.scheduler: missing",

@@ -110,6 +110,10 @@ def _names_preload(container: Mapping[str, Any]) -> bool:
 def _add_preload(container: dict[str, Any], variable: str, where: str) -> None:
     """Make the container's Dask process load :data:`PRELOAD`: on its command line when
     that names a preload already, else in ``variable``."""
+    for key in ("command", "args"):
+        words = container.get(key)
+        if words is not None and (not isinstance(words, list) or not all(isinstance(w, str) for w in words)):
+            raise DaskConfigError(f"{where}.{key}: must be a list of strings, got {words!r}")
     if not _names_preload(container):
         container["env"] = _add_preload_env(container.get("env"), variable, where)
         return
