@@ -499,6 +499,8 @@ def _expression(key: str, operator: str, *values: str) -> dict:
             "tolerationSeconds must be a 64-bit integer",
         ),
         ({"tolerations": [{"key": "a", "op": "Equal"}]}, "unknown field(s) op"),
+        ({"node_affinity": {1: "a", "b": "c"}}, "node_affinity: unknown field(s) 1, b"),  # not a TypeError
+        ({"tolerations": [{1: "a", "b": "c"}]}, "unknown field(s) 1, b"),
     ],
 )
 def test_bad_placements_say_what_is_wrong(placement: dict, message: str) -> None:

@@ -72,7 +72,7 @@ class LabelSelector:
             return cls()
         if not isinstance(raw, Mapping):
             raise SelectorError(f"a label selector is a mapping (matchLabels, matchExpressions), got {raw!r}")
-        unknown = sorted(set(raw) - {"matchLabels", "matchExpressions"})
+        unknown = sorted(set(raw) - {"matchLabels", "matchExpressions"}, key=str)
         if unknown:
             raise SelectorError(f"unknown label selector field(s) {', '.join(map(str, unknown))}")
         labels_raw = raw.get("matchLabels")
@@ -123,7 +123,7 @@ def _requirement(index: int, raw: object) -> Requirement:
     where = f"matchExpressions[{index}]"
     if not isinstance(raw, Mapping):
         raise SelectorError(f"{where}: expected a mapping with key, operator and values, got {raw!r}")
-    unknown = sorted(set(raw) - {"key", "operator", "values"})
+    unknown = sorted(set(raw) - {"key", "operator", "values"}, key=str)
     if unknown:
         raise SelectorError(f"{where}: unknown field(s) {', '.join(map(str, unknown))}")
     key, operator, values = raw.get("key"), raw.get("operator"), raw.get("values")
@@ -174,7 +174,7 @@ class RoutePlacement:
         if node_affinity is not None:
             if not isinstance(node_affinity, Mapping):
                 raise SelectorError(f"node_affinity is a mapping (a nodeAffinity), got {node_affinity!r}")
-            unknown = sorted(set(node_affinity) - {REQUIRED, PREFERRED})
+            unknown = sorted(set(node_affinity) - {REQUIRED, PREFERRED}, key=str)
             if unknown:
                 raise SelectorError(
                     f"node_affinity: unknown field(s) {', '.join(map(str, unknown))} "
@@ -312,7 +312,7 @@ def _node_selector_term(where: str, raw: object) -> dict[str, Any]:
     (Kubernetes would match no node with it)."""
     if not isinstance(raw, Mapping):
         raise SelectorError(f"{where}: expected a mapping with matchExpressions or matchFields, got {raw!r}")
-    unknown = sorted(set(raw) - {"matchExpressions", "matchFields"})
+    unknown = sorted(set(raw) - {"matchExpressions", "matchFields"}, key=str)
     if unknown:
         raise SelectorError(f"{where}: unknown field(s) {', '.join(map(str, unknown))}")
     out: dict[str, Any] = {}
@@ -334,7 +334,7 @@ def _node_selector_term(where: str, raw: object) -> dict[str, Any]:
 def _node_requirement(where: str, raw: object, part: str) -> dict[str, Any]:
     if not isinstance(raw, Mapping):
         raise SelectorError(f"{where}: expected a mapping with key, operator and values, got {raw!r}")
-    unknown = sorted(set(raw) - {"key", "operator", "values"})
+    unknown = sorted(set(raw) - {"key", "operator", "values"}, key=str)
     if unknown:
         raise SelectorError(f"{where}: unknown field(s) {', '.join(map(str, unknown))}")
     key, operator, values = raw.get("key"), raw.get("operator"), raw.get("values")
@@ -379,7 +379,7 @@ def _toleration(where: str, raw: object) -> dict[str, Any]:
     """A ``Toleration`` the API server takes (``ValidateTolerations``), normalised."""
     if not isinstance(raw, Mapping):
         raise SelectorError(f"{where}: expected a mapping (key, operator, value, effect), got {raw!r}")
-    unknown = sorted(set(raw) - {"key", "operator", "value", "effect", "tolerationSeconds"})
+    unknown = sorted(set(raw) - {"key", "operator", "value", "effect", "tolerationSeconds"}, key=str)
     if unknown:
         raise SelectorError(f"{where}: unknown field(s) {', '.join(map(str, unknown))}")
     # only null means "left out": YAML's ``value: 0`` or ``false`` is refused, not read as ""
