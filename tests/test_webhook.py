@@ -556,6 +556,9 @@ def test_configuration_errors_name_file_and_field(tmp_path: Path) -> None:
         "an empty term matches no node" in str(err.value)
     )
     assert "routes.0.tolerations: [0]: operator Exists takes no value" in str(err.value)
+    path.write_text("routes: [{name: a, pod_selector: x=1, node_affinity: []}]\n")
+    with pytest.raises(ConfigError, match=r"routes\.0\.node_affinity: is a mapping \(a nodeAffinity\)"):
+        load_config(path)
     path.write_text("routes: [{name: a, pod_selector: ''}]\n")
     with pytest.raises(ConfigError, match="an empty selector would route every pod"):
         load_config(path)

@@ -111,7 +111,7 @@ def _placement_part(**part: Any) -> RoutePlacement:
         message = str(exc)
         for name in part:
             message = message.removeprefix(f"{name}: ").removeprefix(f"{name}")
-        raise ValueError(message.lstrip(".")) from None
+        raise ValueError(message.lstrip(". ")) from None
 
 
 def _default_routes() -> list[RouteConfig]:
