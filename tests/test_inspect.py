@@ -803,3 +803,64 @@ def test_inspect_reads_budgets_and_says_when_it_cannot(
         assert nodes["sys"]["verdict"] == "removable" and nodes["exhausted"]["verdict"] == "removable"
     finally:
         cluster.call(drop_budgets)
+
+
+def _with_priority(pod: Pod, priority: int | None) -> Pod:
+    return dataclasses.replace(pod, priority=priority)
+
+
+def test_expendable_pods_neither_pin_nor_count() -> None:
+    """The autoscaler builds its scale-down picture from the pods at or above its
+    ``--expendable-pods-priority-cutoff`` (default -10) only: a lower-priority bare pod pins
+    nothing and its requests count toward no node's utilization; a pod without a priority
+    is never expendable."""
+    table = _table({"low": (4000, 16), "none": (4000, 16), "cut": (4000, 16)})
+    pods = {
+        "low": [_with_priority(_pod("filler", "3", "1Gi"), -20)],
+        "none": [_with_priority(_pod("user", "500m", "1Gi"), None)],
+        "cut": [_with_priority(_pod("placeholder", "500m", "1Gi"), -10)],  # z2jh's: not below -10
+    }
+    for node, placed in pods.items():
+        for pod in placed:
+            table.add_pod(table.index[node], pod)
+    reports = {r.node: r for r in node_report(table, pods)}
+    assert (reports["low"].utilization, reports["low"].expendable_pods) == (0.0, 1)
+    assert reports["low"].verdict(0.5) == "empty" and reports["low"].pinning == ()
+    assert reports["none"].verdict(0.5) == "pinned"
+    assert reports["cut"].verdict(0.5) == "pinned"
+    stricter = {r.node: r for r in node_report(table, pods, ScaleDownRules(expendable_priority_cutoff=-30))}
+    assert stricter["low"].utilization == pytest.approx(0.75) and stricter["low"].verdict(0.5) == "busy"
+    looser = {r.node: r for r in node_report(table, pods, ScaleDownRules(expendable_priority_cutoff=0))}
+    assert looser["cut"].verdict(0.5) == "empty"
+
+
+@pytest.mark.controlplane
+def test_inspect_reads_priorities_from_the_api_server(
+    cluster: ControlPlane, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A pod of a priority class below the cutoff: the API server fills in its
+    ``spec.priority`` from the class, and ``inspect`` counts it for nothing; with a lower
+    ``--expendable-pods-priority-cutoff`` it pins its node."""
+
+    async def make_class(api: object) -> None:
+        scheduling = client.SchedulingV1Api(api)
+        body = {"metadata": {"name": "sp-test-expendable"}, "value": -20}
+        try:
+            await scheduling.create_priority_class(body)
+        except client.exceptions.ApiException as exc:
+            if exc.status != 409:
+                raise
+
+    cluster.call(make_class)
+    cluster.create_node("spare", cpu="4", memory="16Gi")
+    raw = pod_manifest("filler", cpu="3", memory="1Gi")
+    raw["spec"]["nodeName"] = "spare"
+    raw["spec"]["priorityClassName"] = "sp-test-expendable"
+    assert cluster.create_pod(pod=raw)["spec"]["priority"] == -20
+    argv = ["inspect", "--kubeconfig", str(cluster.kubeconfig), "--json"]
+    assert main(argv) == 0
+    (node,) = json.loads(capsys.readouterr().out)["nodes"]
+    assert (node["verdict"], node["utilization"], node["expendable_pods"]) == ("empty", 0.0, 1)
+    assert main([*argv, "--expendable-pods-priority-cutoff", "-30"]) == 0
+    (node,) = json.loads(capsys.readouterr().out)["nodes"]
+    assert (node["verdict"], node["pinning"]) == ("busy", ["default/filler"])

@@ -251,6 +251,13 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="your autoscaler runs with --skip-nodes-with-system-pods=false: kube-system pods need no budget",
     )
+    insp.add_argument(
+        "--expendable-pods-priority-cutoff",
+        type=int,
+        default=-10,
+        metavar="N",
+        help="your autoscaler's cutoff (default -10): pods of a lower priority count for nothing",
+    )
     insp.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
     forget = sub.add_parser("forget-node", help="forget a node's build history (its image cache is gone)")
@@ -928,6 +935,7 @@ async def _inspect_cluster(
             local_storage_pins=not args.local_storage_moves,
             system_pods_pin=not args.system_pods_move,
             budgets=snap.budgets,
+            expendable_priority_cutoff=args.expendable_pods_priority_cutoff,
         )
         nodes = node_report(table, snap.pods_by_node, rules)
         verdicts = [r.verdict(threshold) for r in nodes]
@@ -945,6 +953,7 @@ async def _inspect_cluster(
                     "utilization": round(r.utilization, 4),
                     "pods": r.pods,
                     "daemon_pods": r.daemon_pods,
+                    "expendable_pods": r.expendable_pods,
                     "builds": r.builds,
                     "pinning": list(r.pinning),
                     "pin_reasons": dict(zip(r.pinning, r.pin_reasons, strict=True)),

@@ -20,6 +20,7 @@ import numpy as np
 from stickypack.core.framework import Profile, SchedulingContext, check_mask, check_scores
 from stickypack.core.nodetable import NodeTable
 from stickypack.core.pod import Pod
+from stickypack.core.resources import CPU, MEMORY
 from stickypack.core.routing import LabelSelector
 
 #: The cluster-autoscaler's pod annotation: "true" lets it evict a pod it otherwise would
@@ -161,6 +162,15 @@ class ScaleDownRules:
     local_storage_pins: bool = True
     system_pods_pin: bool = True
     budgets: tuple[DisruptionBudget, ...] | None = ()
+    #: Its ``--expendable-pods-priority-cutoff``: pods of a lower priority are expendable,
+    #: left out of the autoscaler's picture for scale-down (they neither count toward a
+    #: node's utilization nor keep it); a pod without a priority never is.
+    expendable_priority_cutoff: int = -10
+
+
+def is_expendable(pod: Pod, rules: ScaleDownRules = ScaleDownRules()) -> bool:
+    """The cluster-autoscaler's ``IsExpendablePod``: a priority below the cutoff."""
+    return pod.priority is not None and pod.priority < rules.expendable_priority_cutoff
 
 
 def pin_reason(pod: Pod, rules: ScaleDownRules = ScaleDownRules()) -> str | None:
@@ -176,8 +186,8 @@ def pin_reason(pod: Pod, rules: ScaleDownRules = ScaleDownRules()) -> str | None
     storage (:func:`blocking_local_volumes`, ``local_storage_pins``); a pod covered by a
     budget that allows no disruption now. Not seen here: whether the controller still
     exists and has more than its minimum replicas (FAQ.md, "What types of pods can prevent
-    CA from removing a node?")."""
-    if is_daemon_pod(pod):
+    CA from removing a node?"). An expendable pod (:func:`is_expendable`) never pins."""
+    if is_daemon_pod(pod) or is_expendable(pod, rules):
         return None
     budgets = rules.budgets
     covering = [b for b in budgets if b.covers(pod)] if budgets is not None else []
@@ -230,6 +240,10 @@ class NodeReport:
     scale_down_disabled: bool = False
     #: :func:`pin_reason` of each pod of ``pinning``, in the same order.
     pin_reasons: tuple[str, ...] = ()
+    #: How many of ``pods`` are expendable (:func:`is_expendable`) and not DaemonSet or
+    #: mirror pods. Expendable pods are left out of ``cpu``, ``memory`` and the verdict, as
+    #: the autoscaler leaves them out.
+    expendable_pods: int = 0
 
     def verdict(self, threshold: float) -> str:
         """``busy`` (utilization at or over ``threshold``), else ``disabled`` (the node
@@ -239,7 +253,7 @@ class NodeReport:
             return "busy"
         if self.scale_down_disabled:
             return "disabled"
-        if self.pods == self.daemon_pods:
+        if self.pods == self.daemon_pods + self.expendable_pods:
             return "empty"
         return "pinned" if self.pinning else "removable"
 
@@ -262,8 +276,12 @@ def node_report(
         i = int(row)
         name = table.node_names([i])[0]
         alloc = np.maximum(table.alloc[i, :2], 1)
-        cpu, memory = (table.requested[i, :2] / alloc).tolist()
         pods: Sequence[Pod] = list(pods_by_node.get(name, ()))
+        expendable = [p for p in pods if is_expendable(p, rules)]
+        requested = table.requested[i, :2].astype(float)
+        for p in expendable:
+            requested -= (p.requests.get(CPU, 0), p.requests.get(MEMORY, 0))
+        cpu, memory = (np.maximum(requested, 0) / alloc).tolist()
         pinned = sorted((p.key, reason) for p in pods if (reason := pin_reason(p, rules)) is not None)
         autoscaler = (
             "deleting" if table.to_be_deleted[i] else "candidate" if table.deletion_candidate[i] else ""
@@ -283,6 +301,7 @@ def node_report(
                 unschedulable=bool(table.unschedulable[i]),
                 scale_down_disabled=_annotation(table, i, SCALE_DOWN_DISABLED_ANNOTATION) == "true",
                 pin_reasons=tuple(reason for _, reason in pinned),
+                expendable_pods=sum(1 for p in expendable if not is_daemon_pod(p)),
             )
         )
     out.sort(key=lambda r: r.node)

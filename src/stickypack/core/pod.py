@@ -82,6 +82,8 @@ class Pod:
     #: Names of the volumes on the node's own disk: ``hostPath``, and ``emptyDir`` not in
     #: memory (what the cluster-autoscaler calls local storage).
     local_volumes: tuple[str, ...] = ()
+    #: ``spec.priority`` (the API server fills it in from the priority class), if set.
+    priority: int | None = None
 
     @property
     def key(self) -> str:
@@ -163,9 +165,19 @@ class Pod:
                 node_name=spec.get("nodeName") or None,
                 images=_pod_images(spec),
                 local_volumes=_local_volumes(spec),
+                priority=_priority(spec.get("priority")),
             )
         except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
             raise PodSpecError(f"cannot read pod: {exc}") from exc
+
+
+def _priority(raw: object) -> int | None:
+    """``spec.priority``: an int32, or None when absent."""
+    if raw is None:
+        return None
+    if isinstance(raw, bool) or not isinstance(raw, int) or not -(2**31) <= raw < 2**31:
+        raise ValueError(f"spec.priority must be an int32, got {raw!r}")
+    return raw
 
 
 def _local_volumes(spec: Mapping[str, Any]) -> tuple[str, ...]:

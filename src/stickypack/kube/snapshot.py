@@ -36,7 +36,7 @@ AUTOSCALER_ANNOTATIONS = (
 def snapshot_pod(obj: dict[str, Any]) -> dict[str, Any]:
     """:func:`~stickypack.kube.cache.slim_pod` (what the node table reads) plus what the
     autoscaler's rules read: the controller's owner reference, the ``hostPath`` and
-    ``emptyDir`` volumes, and :data:`AUTOSCALER_ANNOTATIONS`."""
+    ``emptyDir`` volumes, the priority (expendable pods), and :data:`AUTOSCALER_ANNOTATIONS`."""
     slim = slim_pod(obj)
     meta = obj.get("metadata") or {}
     annotations = meta.get("annotations") or {}
@@ -54,6 +54,9 @@ def snapshot_pod(obj: dict[str, Any]) -> dict[str, Any]:
     owners = [o for o in meta.get("ownerReferences") or () if o.get("controller") is True]
     if owners:
         slim["metadata"]["ownerReferences"] = [{"kind": owners[0].get("kind"), "controller": True}]
+    priority = (obj.get("spec") or {}).get("priority")
+    if priority is not None:
+        slim["spec"]["priority"] = priority
     return slim
 
 
