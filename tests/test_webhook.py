@@ -25,6 +25,7 @@ import httpx
 import pytest
 import trustme
 import yaml
+from cryptography import x509
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -866,6 +867,120 @@ def test_webhook_command_serves_tls_and_stops_on_sigterm(tmp_path: Path, tls: di
             proc.kill()
             proc.wait()
     assert "Traceback" not in log.read_text()
+
+
+def _write_pair(folder: Path, ca: trustme.CA, *, cert: bool = True, key: bool = True) -> None:
+    """A serving certificate of ``ca`` for 127.0.0.1 into ``folder``'s tls.crt and tls.key,
+    each swapped in whole (written aside, then renamed over), as a Secret volume updates."""
+    issued = ca.issue_cert("127.0.0.1")
+    for wanted, name, pem in (
+        (cert, "tls.crt", issued.cert_chain_pems[0]),
+        (key, "tls.key", issued.private_key_pem),
+    ):
+        if wanted:
+            pem.write_to_path(str(folder / f".{name}.new"))
+            (folder / f".{name}.new").replace(folder / name)
+
+
+def _trusted_by(url: str, ca: trustme.CA) -> bool:
+    """Whether a new TLS connection to ``url`` verifies against ``ca``."""
+    context = ssl.create_default_context()
+    ca.configure_trust(context)
+    try:
+        return httpx.get(url, verify=context, timeout=2).status_code == 200
+    except httpx.ConnectError as exc:
+        if "CERTIFICATE_VERIFY_FAILED" not in str(exc):
+            raise
+        return False
+
+
+def _until(check: Any, timeout: float = 10.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while not (result := check()):
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+    return result
+
+
+def test_a_renewed_certificate_is_served_without_a_restart(tmp_path: Path) -> None:
+    """cert-manager renews into the Secret, the kubelet swaps the mounted files: new
+    connections get the new certificate. A half-done rotation (the new certificate beside
+    the old key) is not loaded; the old pair keeps serving until the key arrives. The
+    reloads are counted and the served certificate's expiry is a metric."""
+    old_ca, new_ca = trustme.CA(), trustme.CA()
+    _write_pair(tmp_path, old_ca)
+    tls_config = {"cert_file": str(tmp_path / "tls.crt"), "key_file": str(tmp_path / "tls.key")}
+    config = config_from_dict({"tls": {**tls_config, "reload_interval_s": 0.1}})
+    with WebhookThread(config) as thread:
+        url = f"{thread.url}/healthz"
+        assert _trusted_by(url, old_ca) and not _trusted_by(url, new_ca)
+
+        def count(outcome: str) -> float:
+            return thread.metrics.tls_loads.labels(outcome)._value.get()
+
+        first_expiry = thread.metrics.tls_expiry._value.get()
+        _write_pair(tmp_path, new_ca, key=False)  # the certificate first; its key is still the old one
+        _until(lambda: count("failed") == 1)
+        assert _trusted_by(url, old_ca) and count("loaded") == 0
+        _write_pair(tmp_path, new_ca)
+        _until(lambda: count("loaded") == 1)
+        assert _trusted_by(url, new_ca) and not _trusted_by(url, old_ca)
+        served = x509.load_pem_x509_certificate((tmp_path / "tls.crt").read_bytes())
+        assert thread.metrics.tls_expiry._value.get() == served.not_valid_after_utc.timestamp()
+        assert first_expiry > 0
+    # reloading off: the certificate read at start stays
+    _write_pair(tmp_path, old_ca)
+    with WebhookThread(config_from_dict({"tls": {**tls_config, "reload_interval_s": 0}})) as thread:
+        _write_pair(tmp_path, new_ca)
+        time.sleep(0.3)
+        assert _trusted_by(f"{thread.url}/healthz", old_ca)
+
+
+def test_webhook_command_reloads_a_renewed_certificate(tmp_path: Path) -> None:
+    """The same through ``stickypack webhook`` itself (its serve loop, not the test thread)."""
+    from stickypack.extender.server import loopback_socket
+
+    old_ca, new_ca = trustme.CA(), trustme.CA()
+    _write_pair(tmp_path, old_ca)
+    cfg = tmp_path / "webhook.yaml"
+    tls_config = {"cert_file": str(tmp_path / "tls.crt"), "key_file": str(tmp_path / "tls.key")}
+    cfg.write_text(yaml.safe_dump({"tls": {**tls_config, "reload_interval_s": 0.2}}))
+    sock = loopback_socket()
+    port = sock.getsockname()[1]
+    sock.close()
+    log = tmp_path / "webhook.log"
+    argv = [sys.executable, "-m", "stickypack.cli", "webhook", "--config", str(cfg), "--host", "127.0.0.1"]
+    with log.open("w") as out:
+        proc = subprocess.Popen([*argv, "--port", str(port)], stdout=out, stderr=subprocess.STDOUT)
+    url = f"https://127.0.0.1:{port}/metrics"
+    try:
+
+        def up() -> bool:
+            assert proc.poll() is None, log.read_text()
+            try:
+                return _trusted_by(url, old_ca)
+            except httpx.HTTPError:
+                return False
+
+        _until(up, timeout=30)
+        _write_pair(tmp_path, new_ca)
+        _until(lambda: _trusted_by(url, new_ca))
+        metrics = httpx.get(url, verify=_context(new_ca)).text
+        assert 'stickypack_webhook_certificate_reloads_total{outcome="loaded"} 1.0' in metrics
+        assert "stickypack_webhook_certificate_expiry_timestamp_seconds " in metrics
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) == 0, log.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert "reloaded" in log.read_text() and "Traceback" not in log.read_text()
+
+
+def _context(ca: trustme.CA) -> ssl.SSLContext:
+    context = ssl.create_default_context()
+    ca.configure_trust(context)
+    return context
 
 
 def test_webhook_command_checks_its_inputs(

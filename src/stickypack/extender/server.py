@@ -13,6 +13,7 @@ import functools
 import logging
 import reprlib
 import socket
+import tempfile
 import threading
 import time
 from collections.abc import Generator, Sequence
@@ -341,6 +342,100 @@ def uvicorn_config(
     )
 
 
+class CertificateReloader:
+    """Serves a renewed certificate without a restart: checks a TLS server's certificate
+    and key files every ``interval_s`` seconds and, when either changed (size, mtime or
+    inode: a Kubernetes Secret volume swaps a symlink, cert-manager renews into it), loads
+    them into the server's live ``ssl.SSLContext``; new connections get the new
+    certificate, open ones keep theirs. A pair that does not load (a key that does not
+    match, a file half written, an encrypted key) is logged and the old certificate kept;
+    it is tried again at the next change. ``on_load(outcome, not_after)`` reports each
+    attempt (``"loaded"`` or ``"failed"``; ``not_after``: the certificate's expiry,
+    seconds since the epoch, None where it could not be read)."""
+
+    def __init__(
+        self,
+        context: Any,
+        certfile: str,
+        keyfile: str,
+        *,
+        interval_s: float,
+        on_load: Any = None,
+    ) -> None:
+        self.context = context
+        self.certfile = certfile
+        self.keyfile = keyfile
+        self.interval_s = interval_s
+        self.on_load = on_load
+        self._seen = self._stamp()
+
+    def _stamp(self) -> tuple[object, ...]:
+        out: list[object] = []
+        for path in (self.certfile, self.keyfile):
+            try:
+                st = Path(path).stat()
+                out.append((st.st_size, st.st_mtime_ns, st.st_ino))
+            except OSError:
+                out.append(None)
+        return tuple(out)
+
+    def not_after(self) -> float | None:
+        """The certificate file's expiry (its first certificate's notAfter), if readable."""
+        from cryptography import x509
+
+        try:
+            cert = x509.load_pem_x509_certificate(Path(self.certfile).read_bytes())
+        except (OSError, ValueError):
+            return None
+        return cert.not_valid_after_utc.timestamp()
+
+    def check(self) -> bool | None:
+        """Reload if the files changed: True when loaded, False when they failed to load
+        (the old certificate stays), None when nothing changed."""
+        import ssl
+
+        stamp = self._stamp()
+        if stamp == self._seen:
+            return None
+        self._seen = stamp
+
+        def no_password() -> bytes:
+            raise ValueError("the key is encrypted: give it unencrypted")
+
+        try:
+            # OpenSSL sets the certificate before it checks the key: a pair that fails
+            # half-way would leave the live context serving a certificate without its key.
+            # So the pair is read once, copied aside, tried on a scratch context, and only
+            # then loaded into the live one, from the same copies.
+            with tempfile.TemporaryDirectory(prefix="stickypack-tls-") as tmp:
+                cert, key = Path(tmp) / "tls.crt", Path(tmp) / "tls.key"
+                cert.write_bytes(Path(self.certfile).read_bytes())
+                key.touch(mode=0o600)
+                key.write_bytes(Path(self.keyfile).read_bytes())
+                ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(
+                    cert, key, password=no_password
+                )
+                self.context.load_cert_chain(cert, key, password=no_password)
+        except (OSError, ssl.SSLError, ValueError) as exc:
+            log.warning("TLS certificate %s / key %s not reloaded, keeping the old one: %s",
+                        self.certfile, self.keyfile, exc)  # fmt: skip
+            if self.on_load is not None:
+                self.on_load("failed", self.not_after())
+            return False
+        expiry = self.not_after()
+        log.info("TLS certificate %s reloaded (valid until %s)", self.certfile,
+                 time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(expiry)) if expiry else "?")  # fmt: skip
+        if self.on_load is not None:
+            self.on_load("loaded", expiry)
+        return True
+
+    async def run(self) -> None:
+        """Check every ``interval_s`` seconds until cancelled."""
+        while True:
+            await asyncio.sleep(self.interval_s)
+            self.check()
+
+
 def quiet_server(config: Any) -> Any:
     """A uvicorn server that, after a SIGINT or SIGTERM, returns from ``serve()`` instead of
     raising the signal again on the way out (what uvicorn >= 0.29 does, so the default
@@ -475,10 +570,22 @@ class AppThread:
     the webhook's tests), over TLS when given a certificate and key (``url`` is then
     ``https://...``)."""
 
-    def __init__(self, app: Any, *, ssl_certfile: str | None = None, ssl_keyfile: str | None = None) -> None:
+    def __init__(
+        self,
+        app: Any,
+        *,
+        ssl_certfile: str | None = None,
+        ssl_keyfile: str | None = None,
+        tls_reload_s: float | None = None,
+        on_tls_load: Any = None,
+    ) -> None:
         self.app = app
         self.ssl_certfile = ssl_certfile
         self.ssl_keyfile = ssl_keyfile
+        #: With TLS: check the certificate files this often and reload them
+        #: (:class:`CertificateReloader`, reporting to ``on_tls_load``); None: never.
+        self.tls_reload_s = tls_reload_s
+        self.on_tls_load = on_tls_load
         self.port: int | None = None
         self.server: Any = None
         self.loop = asyncio.new_event_loop()
@@ -503,11 +610,25 @@ class AppThread:
         self.server.install_signal_handlers = lambda: None  # not the main thread
 
         async def main() -> None:
+            reloading = None
+            if self.ssl_certfile and self.ssl_keyfile and self.tls_reload_s:
+                config.load()
+                reloader = CertificateReloader(
+                    config.ssl, self.ssl_certfile, self.ssl_keyfile,
+                    interval_s=self.tls_reload_s, on_load=self.on_tls_load,
+                )  # fmt: skip
+                if self.on_tls_load is not None:
+                    self.on_tls_load(None, reloader.not_after())
+                reloading = asyncio.ensure_future(reloader.run())
             serving = asyncio.ensure_future(self.server.serve(sockets=[sock]))
             while not self.server.started and not serving.done():
                 await asyncio.sleep(0.01)
             self._started.set()
-            await serving
+            try:
+                await serving
+            finally:
+                if reloading is not None:
+                    reloading.cancel()
 
         try:
             self.loop.run_until_complete(main())

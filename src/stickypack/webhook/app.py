@@ -37,7 +37,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import orjson
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -72,6 +72,26 @@ class WebhookMetrics:
             ["outcome", "route"],
             registry=self.registry,
         )
+
+        self.tls_loads = Counter(
+            "stickypack_webhook_certificate_reloads",
+            "Reloads of a changed TLS certificate and key, by outcome (loaded, failed).",
+            ["outcome"],
+            registry=self.registry,
+        )
+        self.tls_expiry = Gauge(
+            "stickypack_webhook_certificate_expiry_timestamp_seconds",
+            "When the served TLS certificate expires (seconds since the epoch).",
+            registry=self.registry,
+        )
+
+    def tls_loaded(self, outcome: str | None, not_after: float | None) -> None:
+        """Count a certificate reload (``outcome`` None: the first load, not counted) and
+        set the expiry of the certificate now served."""
+        if outcome is not None:
+            self.tls_loads.labels(outcome).inc()
+        if not_after is not None and outcome != "failed":
+            self.tls_expiry.set(not_after)
 
     def observe(self, outcome: str, route: str, seconds: float) -> None:
         self.latency.observe(seconds)

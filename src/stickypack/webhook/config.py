@@ -127,6 +127,10 @@ class TLSConfig(_Model):
     cert_file: str | None = None
     #: Its PEM private key.
     key_file: str | None = None
+    #: Seconds between checks of the two files; when they change (a renewed certificate:
+    #: cert-manager, a Secret volume's update) the new pair is served without a restart.
+    #: 0: never reload.
+    reload_interval_s: float = Field(default=60.0, ge=0)
 
     @model_validator(mode="after")
     def _both(self) -> TLSConfig:

@@ -7,10 +7,11 @@ and anyone trying a configuration against a local API server).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
-from stickypack.extender.server import AppThread, quiet_server, uvicorn_config
+from stickypack.extender.server import AppThread, CertificateReloader, quiet_server, uvicorn_config
 from stickypack.webhook.app import WebhookMetrics, make_app
 from stickypack.webhook.config import WebhookConfig
 
@@ -22,9 +23,11 @@ def build_app(config: WebhookConfig, metrics: WebhookMetrics | None = None) -> A
 
 
 async def serve(config: WebhookConfig) -> None:
-    """Serve the webhook until SIGINT or SIGTERM."""
+    """Serve the webhook until SIGINT or SIGTERM, reloading a renewed certificate every
+    ``tls.reload_interval_s`` seconds (:class:`CertificateReloader`)."""
+    metrics = WebhookMetrics()
     uv = uvicorn_config(
-        build_app(config),
+        build_app(config, metrics),
         config.listen.host,
         config.listen.port,
         config.log_level,
@@ -33,8 +36,34 @@ async def serve(config: WebhookConfig) -> None:
     )
     routes = ", ".join(f"{r.name} -> {r.scheduler_name}" for r in config.routes)
     log.info("webhook serving on %s:%d (routes: %s)", config.listen.host, config.listen.port, routes)
-    await quiet_server(uv).serve()
+    reloading = None
+    reloader = _reloader(config, uv, metrics)
+    if reloader is not None:
+        reloading = asyncio.ensure_future(reloader.run())
+    try:
+        await quiet_server(uv).serve()
+    finally:
+        if reloading is not None:
+            reloading.cancel()
     log.info("webhook stopped")
+
+
+def _reloader(config: WebhookConfig, uv: Any, metrics: WebhookMetrics) -> CertificateReloader | None:
+    """The certificate reloader of a TLS webhook (None without TLS or with reloading off);
+    loads ``uv`` (uvicorn's config) to reach its SSL context, and sets the expiry metric."""
+    tls = config.tls
+    if not (tls.cert_file and tls.key_file):
+        return None
+    uv.load()
+    reloader = CertificateReloader(
+        uv.ssl,
+        tls.cert_file,
+        tls.key_file,
+        interval_s=tls.reload_interval_s or 0.0,
+        on_load=metrics.tls_loaded,
+    )
+    metrics.tls_loaded(None, reloader.not_after())
+    return reloader if tls.reload_interval_s else None
 
 
 class WebhookThread(AppThread):
@@ -46,4 +75,10 @@ class WebhookThread(AppThread):
         self.config = config
         self.metrics = WebhookMetrics()
         app = build_app(config, self.metrics)
-        super().__init__(app, ssl_certfile=config.tls.cert_file, ssl_keyfile=config.tls.key_file)
+        super().__init__(
+            app,
+            ssl_certfile=config.tls.cert_file,
+            ssl_keyfile=config.tls.key_file,
+            tls_reload_s=config.tls.reload_interval_s or None,
+            on_tls_load=self.metrics.tls_loaded,
+        )
