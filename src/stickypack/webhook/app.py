@@ -25,6 +25,11 @@ Routes:
                                                       ignored, bad_request, too_large, error,
                                                       ...) and ``route`` (the matching route's
                                                       name, else empty)
+    ``stickypack_webhook_certificate_reloads_total``  by ``outcome`` (loaded, failed): renewed
+                                                      certificates reloaded
+                                                      (:class:`~stickypack.extender.server.CertificateReloader`)
+    ``stickypack_webhook_certificate_expiry_``        gauge: when the served certificate
+    ``timestamp_seconds``                             expires (seconds since the epoch)
     ================================================  ==========================================
 """
 
