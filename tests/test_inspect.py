@@ -834,6 +834,17 @@ def test_expendable_pods_neither_pin_nor_count() -> None:
     assert looser["cut"].verdict(0.5) == "empty"
 
 
+def test_a_priority_that_is_not_an_int32_fails_no_pod() -> None:
+    """``spec.priority`` is read for ``inspect`` only: a value the API server would refuse
+    is no priority, not a pod the extender (or the cache) rejects."""
+    for bad in ("high", 1.5, True, 2**31, -(2**31) - 1, [1], {"value": 1}):
+        raw = pod_manifest("odd", cpu="1", memory="1Gi")
+        raw["spec"]["priority"] = bad
+        assert Pod.from_dict(raw).priority is None, bad
+    raw["spec"]["priority"] = -(2**31)
+    assert Pod.from_dict(raw).priority == -(2**31)
+
+
 @pytest.mark.controlplane
 def test_inspect_reads_priorities_from_the_api_server(
     cluster: ControlPlane, capsys: pytest.CaptureFixture[str]

@@ -172,11 +172,10 @@ class Pod:
 
 
 def _priority(raw: object) -> int | None:
-    """``spec.priority``: an int32, or None when absent."""
-    if raw is None:
-        return None
+    """``spec.priority``: an int32, or None when absent or not an int32 (the API server
+    refuses those; only ``inspect`` reads it: never fail a pod the extender places on it)."""
     if isinstance(raw, bool) or not isinstance(raw, int) or not -(2**31) <= raw < 2**31:
-        raise ValueError(f"spec.priority must be an int32, got {raw!r}")
+        return None
     return raw
 
 
