@@ -845,6 +845,23 @@ def test_a_priority_that_is_not_an_int32_fails_no_pod() -> None:
     assert Pod.from_dict(raw).priority == -(2**31)
 
 
+def test_expendable_daemon_and_requestless_pods() -> None:
+    """An expendable DaemonSet pod is left out of the utilization too (the autoscaler drops
+    every expendable pod) and counted once, as a DaemonSet pod; an expendable pod without
+    requests takes nothing off."""
+    table = _table({"n": (4000, 16)})
+    daemon = _with_priority(_pod("agent", "2", "8Gi", owner="DaemonSet"), -20)
+    empty = _with_priority(_pod("idle", "0", "0"), -20)
+    kept = _pod("web", "1", "2Gi", owner="ReplicaSet")
+    pods = {"n": [daemon, empty, kept]}
+    for pod in pods["n"]:
+        table.add_pod(table.index["n"], pod)
+    (r,) = node_report(table, pods)
+    assert (r.cpu, r.memory) == (pytest.approx(0.25), pytest.approx(2 / 16))
+    assert (r.pods, r.daemon_pods, r.expendable_pods) == (3, 1, 1)
+    assert r.verdict(0.5) == "removable"
+
+
 @pytest.mark.controlplane
 def test_inspect_reads_priorities_from_the_api_server(
     cluster: ControlPlane, capsys: pytest.CaptureFixture[str]
