@@ -6,9 +6,12 @@ packing scheduler through the rendered ``MutatingWebhookConfiguration``."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import copy
 import json
+import os
 import re
+import shutil
 import signal
 import ssl
 import subprocess
@@ -975,6 +978,79 @@ def test_webhook_command_reloads_a_renewed_certificate(tmp_path: Path) -> None:
             proc.kill()
             proc.wait()
     assert "reloaded" in log.read_text() and "Traceback" not in log.read_text()
+
+
+def _kubelet_write(folder: Path, ca: trustme.CA, version: int) -> Path:
+    """A Secret volume's update as the kubelet's AtomicWriter does it: the pair into a new
+    timestamped folder, ``..data`` swapped to it by a rename, tls.crt and tls.key symlinks
+    into ``..data``; returns the new folder."""
+    issued = ca.issue_cert("127.0.0.1")
+    stamped = folder / f"..2026_01_0{version}_00_00_00.{version}"
+    stamped.mkdir()
+    issued.cert_chain_pems[0].write_to_path(str(stamped / "tls.crt"))
+    issued.private_key_pem.write_to_path(str(stamped / "tls.key"))
+    (folder / "..data_tmp").symlink_to(stamped.name)
+    (folder / "..data_tmp").replace(folder / "..data")
+    for name in ("tls.crt", "tls.key"):
+        if not (folder / name).is_symlink():
+            (folder / name).symlink_to(f"..data/{name}")
+    return stamped
+
+
+def _served_by(context: ssl.SSLContext, ca: trustme.CA) -> bool:
+    """Whether a handshake with a server of ``context`` verifies against ``ca``."""
+    client = ssl.create_default_context()
+    ca.configure_trust(client)
+    c_in, c_out, s_in, s_out = ssl.MemoryBIO(), ssl.MemoryBIO(), ssl.MemoryBIO(), ssl.MemoryBIO()
+    cli = client.wrap_bio(c_in, c_out, server_hostname="127.0.0.1")
+    srv = context.wrap_bio(s_in, s_out, server_side=True)
+    try:
+        for _ in range(10):
+            for end in (cli, srv):
+                with contextlib.suppress(ssl.SSLWantReadError):
+                    end.do_handshake()
+            s_in.write(c_out.read())
+            c_in.write(s_out.read())
+        cli.do_handshake()
+    except ssl.SSLCertVerificationError:
+        return False
+    return True
+
+
+def test_the_reloader_follows_a_secret_volumes_symlink_swap(tmp_path: Path) -> None:
+    """The kubelet swaps ``..data`` to a new folder and removes the old one: the reloader
+    sees the new pair through the unchanged tls.crt / tls.key symlinks."""
+    from stickypack.extender.server import CertificateReloader
+
+    old_ca, new_ca = trustme.CA(), trustme.CA()
+    old = _kubelet_write(tmp_path, old_ca, 1)
+    cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    reloader = CertificateReloader(context, str(cert), str(key), interval_s=1)
+    assert reloader.check() is None and _served_by(context, old_ca)
+    _kubelet_write(tmp_path, new_ca, 2)
+    shutil.rmtree(old)
+    assert reloader.check() is True and reloader.check() is None
+    assert _served_by(context, new_ca) and not _served_by(context, old_ca)
+
+
+def test_the_reloader_sees_a_rewrite_of_the_same_size_and_mtime(tmp_path: Path) -> None:
+    """A file rewritten in place (same inode, same size, within the filesystem's mtime
+    granularity) is still a change."""
+    from stickypack.extender.server import CertificateReloader
+
+    _write_pair(tmp_path, trustme.CA())
+    key = tmp_path / "tls.key"
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(tmp_path / "tls.crt", key)
+    reloader = CertificateReloader(context, str(tmp_path / "tls.crt"), str(key), interval_s=1)
+    before = key.stat()
+    with key.open("r+b") as f:  # the same length, not a key any more
+        f.write(b"x" * before.st_size)
+    os.utime(key, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert (key.stat().st_ino, key.stat().st_size) == (before.st_ino, before.st_size)
+    assert reloader.check() is False
 
 
 def _context(ca: trustme.CA) -> ssl.SSLContext:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import hashlib
 import logging
 import reprlib
 import socket
@@ -344,8 +345,9 @@ def uvicorn_config(
 
 class CertificateReloader:
     """Serves a renewed certificate without a restart: checks a TLS server's certificate
-    and key files every ``interval_s`` seconds and, when either changed (size, mtime or
-    inode: a Kubernetes Secret volume swaps a symlink, cert-manager renews into it), loads
+    and key files every ``interval_s`` seconds and, when either's content changed (a
+    Kubernetes Secret volume swaps a symlink, cert-manager renews into it; the content, as a
+    rewrite in place can keep the size, inode and a coarse mtime), loads
     them into the server's live ``ssl.SSLContext``; new connections get the new
     certificate, open ones keep theirs. A pair that does not load (a key that does not
     match, a file half written, an encrypted key) is logged and the old certificate kept;
@@ -367,17 +369,21 @@ class CertificateReloader:
         self.keyfile = keyfile
         self.interval_s = interval_s
         self.on_load = on_load
-        self._seen = self._stamp()
+        self._seen = self._stamp(self._read())
 
-    def _stamp(self) -> tuple[object, ...]:
-        out: list[object] = []
+    def _read(self) -> tuple[bytes | OSError, bytes | OSError]:
+        """The two files' content (the error where one cannot be read)."""
+        out: list[bytes | OSError] = []
         for path in (self.certfile, self.keyfile):
             try:
-                st = Path(path).stat()
-                out.append((st.st_size, st.st_mtime_ns, st.st_ino))
-            except OSError:
-                out.append(None)
-        return tuple(out)
+                out.append(Path(path).read_bytes())
+            except OSError as exc:
+                out.append(exc)
+        return out[0], out[1]
+
+    @staticmethod
+    def _stamp(pair: tuple[bytes | OSError, bytes | OSError]) -> tuple[str | None, ...]:
+        return tuple(hashlib.sha256(c).hexdigest() if isinstance(c, bytes) else None for c in pair)
 
     def not_after(self) -> float | None:
         """The certificate file's expiry (its first certificate's notAfter), if readable."""
@@ -394,7 +400,8 @@ class CertificateReloader:
         (the old certificate stays), None when nothing changed."""
         import ssl
 
-        stamp = self._stamp()
+        pair = self._read()
+        stamp = self._stamp(pair)
         if stamp == self._seen:
             return None
         self._seen = stamp
@@ -406,12 +413,17 @@ class CertificateReloader:
             # OpenSSL sets the certificate before it checks the key: a pair that fails
             # half-way would leave the live context serving a certificate without its key.
             # So the pair is read once, copied aside, tried on a scratch context, and only
-            # then loaded into the live one, from the same copies.
+            # then loaded into the live one, from the same copies (of the content compared).
+            cert_pem, key_pem = pair
+            if isinstance(cert_pem, OSError):
+                raise cert_pem
+            if isinstance(key_pem, OSError):
+                raise key_pem
             with tempfile.TemporaryDirectory(prefix="stickypack-tls-") as tmp:
                 cert, key = Path(tmp) / "tls.crt", Path(tmp) / "tls.key"
-                cert.write_bytes(Path(self.certfile).read_bytes())
+                cert.write_bytes(cert_pem)
                 key.touch(mode=0o600)
-                key.write_bytes(Path(self.keyfile).read_bytes())
+                key.write_bytes(key_pem)
                 ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(
                     cert, key, password=no_password
                 )
