@@ -5,6 +5,7 @@ packing scheduler through the rendered ``MutatingWebhookConfiguration``."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import copy
@@ -1051,6 +1052,44 @@ def test_the_reloader_sees_a_rewrite_of_the_same_size_and_mtime(tmp_path: Path) 
     os.utime(key, ns=(before.st_atime_ns, before.st_mtime_ns))
     assert (key.stat().st_ino, key.stat().st_size) == (before.st_ino, before.st_size)
     assert reloader.check() is False
+
+
+def test_the_reloader_outlives_an_unexpected_error(tmp_path: Path) -> None:
+    """An error the reloader did not foresee (here from its ``on_load``) is logged; the
+    next change is still loaded."""
+    from stickypack.extender.server import CertificateReloader
+
+    _write_pair(tmp_path, trustme.CA())
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(tmp_path / "tls.crt", tmp_path / "tls.key")
+    outcomes: list[str] = []
+
+    def on_load(outcome: str, not_after: float | None) -> None:
+        outcomes.append(outcome)
+        if len(outcomes) == 1:
+            raise RuntimeError("boom")
+
+    reloader = CertificateReloader(
+        context, str(tmp_path / "tls.crt"), str(tmp_path / "tls.key"), interval_s=0.01, on_load=on_load
+    )
+    last_ca = trustme.CA()
+
+    async def scenario() -> None:
+        task = asyncio.ensure_future(reloader.run())
+        try:
+            for ca in (trustme.CA(), last_ca):
+                _write_pair(tmp_path, ca)
+                count = len(outcomes)
+                for _ in range(500):
+                    if len(outcomes) > count and outcomes[-1] == "loaded":
+                        break
+                    await asyncio.sleep(0.01)
+            assert not task.done()
+        finally:
+            task.cancel()
+
+    asyncio.run(scenario())
+    assert outcomes[-1] == "loaded" and _served_by(context, last_ca)
 
 
 def _context(ca: trustme.CA) -> ssl.SSLContext:

@@ -442,10 +442,14 @@ class CertificateReloader:
         return True
 
     async def run(self) -> None:
-        """Check every ``interval_s`` seconds until cancelled."""
+        """Check every ``interval_s`` seconds until cancelled; an unexpected error is logged
+        and the next check made (the task would otherwise end, unseen, and reloading with it)."""
         while True:
             await asyncio.sleep(self.interval_s)
-            self.check()
+            try:
+                self.check()
+            except Exception:
+                log.exception("TLS certificate %s: reload check failed", self.certfile)
 
 
 def quiet_server(config: Any) -> Any:
