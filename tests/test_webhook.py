@@ -1092,6 +1092,41 @@ def test_the_reloader_outlives_an_unexpected_error(tmp_path: Path) -> None:
     assert outcomes[-1] == "loaded" and _served_by(context, last_ca)
 
 
+def test_the_reloader_refuses_a_pair_of_another_key_kind(tmp_path: Path) -> None:
+    """OpenSSL keeps one certificate per kind of key in a context: an RSA pair loaded over
+    an ECDSA one would be served beside it, the old (soon expired) ECDSA certificate still
+    to every client that prefers ECDSA. So that is a failed reload (a restart switches)."""
+    from stickypack.extender.server import CertificateReloader
+
+    old_ca, new_ca = trustme.CA(), trustme.CA()
+    for folder, ca, kind in (
+        (tmp_path, old_ca, trustme.KeyType.ECDSA),
+        (tmp_path / "new", new_ca, trustme.KeyType.RSA),
+    ):
+        folder.mkdir(exist_ok=True)
+        issued = ca.issue_cert("127.0.0.1", key_type=kind)
+        issued.cert_chain_pems[0].write_to_path(str(folder / "tls.crt"))
+        issued.private_key_pem.write_to_path(str(folder / "tls.key"))
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(tmp_path / "tls.crt", tmp_path / "tls.key")
+    outcomes: list[str] = []
+    reloader = CertificateReloader(
+        context,
+        str(tmp_path / "tls.crt"),
+        str(tmp_path / "tls.key"),
+        interval_s=1,
+        on_load=lambda outcome, _: outcomes.append(outcome),
+    )
+    both = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)  # what loading it would have done
+    both.load_cert_chain(tmp_path / "tls.crt", tmp_path / "tls.key")
+    both.load_cert_chain(tmp_path / "new" / "tls.crt", tmp_path / "new" / "tls.key")
+    assert _served_by(both, old_ca) and not _served_by(both, new_ca)
+    for name in ("tls.crt", "tls.key"):
+        (tmp_path / "new" / name).replace(tmp_path / name)
+    assert reloader.check() is False and outcomes == ["failed"]
+    assert _served_by(context, old_ca)
+
+
 def _context(ca: trustme.CA) -> ssl.SSLContext:
     context = ssl.create_default_context()
     ca.configure_trust(context)

@@ -343,6 +343,23 @@ def uvicorn_config(
     )
 
 
+def _key_kind(cert_pem: bytes) -> str | None:
+    """The kind of key of a PEM certificate, as OpenSSL files it in a context (one slot
+    per kind: RSA, EC...), None if it cannot be read."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives.asymmetric import ec, rsa
+
+    try:
+        key = x509.load_pem_x509_certificate(cert_pem).public_key()
+    except ValueError:
+        return None
+    if isinstance(key, rsa.RSAPublicKey):
+        return "RSA"
+    if isinstance(key, ec.EllipticCurvePublicKey):
+        return "EC"
+    return type(key).__name__
+
+
 class CertificateReloader:
     """Serves a renewed certificate without a restart: checks a TLS server's certificate
     and key files every ``interval_s`` seconds and, when either's content changed (a
@@ -350,7 +367,8 @@ class CertificateReloader:
     rewrite in place can keep the size, inode and a coarse mtime), loads
     them into the server's live ``ssl.SSLContext``; new connections get the new
     certificate, open ones keep theirs. A pair that does not load (a key that does not
-    match, a file half written, an encrypted key) is logged and the old certificate kept;
+    match, a file half written, an encrypted key, a key of another kind than the one
+    served) is logged and the old certificate kept;
     it is tried again at the next change. ``on_load(outcome, not_after)`` reports each
     attempt (``"loaded"`` or ``"failed"``; ``not_after``: the certificate's expiry,
     seconds since the epoch, None where it could not be read)."""
@@ -369,7 +387,11 @@ class CertificateReloader:
         self.keyfile = keyfile
         self.interval_s = interval_s
         self.on_load = on_load
-        self._seen = self._stamp(self._read())
+        pair = self._read()
+        self._seen = self._stamp(pair)
+        #: The kind of key served: OpenSSL keeps one certificate per kind in a context, so a
+        #: pair of another kind would be served beside the old one, not instead of it.
+        self._kind = _key_kind(pair[0]) if isinstance(pair[0], bytes) else None
 
     def _read(self) -> tuple[bytes | OSError, bytes | OSError]:
         """The two files' content (the error where one cannot be read)."""
@@ -419,6 +441,12 @@ class CertificateReloader:
                 raise cert_pem
             if isinstance(key_pem, OSError):
                 raise key_pem
+            kind = _key_kind(cert_pem)
+            if self._kind is not None and kind is not None and kind != self._kind:
+                raise ValueError(
+                    f"its key is {kind}, the served one {self._kind}: OpenSSL would serve both, the old one"
+                    " to clients that prefer it; restart to switch"
+                )
             with tempfile.TemporaryDirectory(prefix="stickypack-tls-") as tmp:
                 cert, key = Path(tmp) / "tls.crt", Path(tmp) / "tls.key"
                 cert.write_bytes(cert_pem)
@@ -428,6 +456,7 @@ class CertificateReloader:
                     cert, key, password=no_password
                 )
                 self.context.load_cert_chain(cert, key, password=no_password)
+            self._kind = self._kind or kind
         except (OSError, ssl.SSLError, ValueError) as exc:
             log.warning("TLS certificate %s / key %s not reloaded, keeping the old one: %s",
                         self.certfile, self.keyfile, exc)  # fmt: skip
