@@ -298,6 +298,11 @@ def test_inspect_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFix
         (["--threshold", "0"], "--threshold must be in (0, 1]", 2),
         (["--threshold", "nan"], "--threshold must be in (0, 1]", 2),
         ([*missing_kubeconfig], "kubeconfig not found", 1),
+        (
+            ["--pod", str(not_pod), "--system-pods-move", "--expendable-pods-priority-cutoff", "0"],
+            "--system-pods-move, --expendable-pods-priority-cutoff: for the node report, not with --pod",
+            2,
+        ),
     ]:
         assert main(["inspect", *argv]) == status, argv
         err = capsys.readouterr().err

@@ -254,7 +254,7 @@ def _parser() -> argparse.ArgumentParser:
     insp.add_argument(
         "--expendable-pods-priority-cutoff",
         type=int,
-        default=-10,
+        default=None,
         metavar="N",
         help="your autoscaler's cutoff (default -10): pods of a lower priority count for nothing",
     )
@@ -852,6 +852,17 @@ def _inspect(args: argparse.Namespace, console: Console) -> int:
     threshold = config.cluster.utilization_threshold if args.threshold is None else args.threshold
     if not (math.isfinite(threshold) and 0 < threshold <= 1):
         raise UsageError(f"--threshold must be in (0, 1], got {threshold}")
+    node_report_only = [
+        flag
+        for flag, given in (
+            ("--local-storage-moves", args.local_storage_moves),
+            ("--system-pods-move", args.system_pods_move),
+            ("--expendable-pods-priority-cutoff", args.expendable_pods_priority_cutoff is not None),
+        )
+        if given
+    ]
+    if args.pod is not None and node_report_only:
+        raise UsageError(f"{', '.join(node_report_only)}: for the node report, not with --pod")
     pod_dict: dict[str, Any] | None = None
     if args.pod is not None:
         try:
@@ -935,7 +946,9 @@ async def _inspect_cluster(
             local_storage_pins=not args.local_storage_moves,
             system_pods_pin=not args.system_pods_move,
             budgets=snap.budgets,
-            expendable_priority_cutoff=args.expendable_pods_priority_cutoff,
+            expendable_priority_cutoff=(
+                -10 if args.expendable_pods_priority_cutoff is None else args.expendable_pods_priority_cutoff
+            ),
         )
         nodes = node_report(table, snap.pods_by_node, rules)
         verdicts = [r.verdict(threshold) for r in nodes]
