@@ -162,13 +162,6 @@ def _parser() -> argparse.ArgumentParser:
         "dask-gateway",
         help="Helm values for the dask-gateway chart: node-aware retirement for every Dask cluster",
     )
-    gateway.add_argument(
-        "--scheduler-name",
-        default=None,
-        help="also give worker pods this schedulerName (not needed with the routing webhook)",
-    )
-    gateway.add_argument("--output", "-o", type=Path, default=None, help="file to write (default: stdout)")
-
     operator = render_sub.add_parser(
         "dask-kubernetes",
         help="a dask-kubernetes DaskCluster or DaskWorkerGroup set up for node-aware retirement",
@@ -176,12 +169,15 @@ def _parser() -> argparse.ArgumentParser:
     operator.add_argument(
         "file", metavar="FILE", help="YAML of DaskCluster/DaskWorkerGroup documents, - for stdin"
     )
-    operator.add_argument(
-        "--scheduler-name",
-        default=None,
-        help="also give worker pods this schedulerName (not needed with the routing webhook)",
-    )
-    operator.add_argument("--output", "-o", type=Path, default=None, help="file to write (default: stdout)")
+    for dask_parser in (gateway, operator):
+        dask_parser.add_argument(
+            "--scheduler-name",
+            default=None,
+            help="also give worker pods this schedulerName (not needed with the routing webhook)",
+        )
+        dask_parser.add_argument(
+            "--output", "-o", type=Path, default=None, help="file to write (default: stdout)"
+        )
 
     sched.add_argument(
         "--extender-weight",

@@ -119,16 +119,21 @@ class LabelSelector:
         )
 
 
-def _requirement(index: int, raw: object) -> Requirement:
-    where = f"matchExpressions[{index}]"
+def _requirement_parts(where: str, raw: object) -> tuple[object, object, object]:
+    """The key, operator and values (null read as none) of a selector requirement, a
+    mapping of those three only."""
     if not isinstance(raw, Mapping):
         raise SelectorError(f"{where}: expected a mapping with key, operator and values, got {raw!r}")
     unknown = sorted(set(raw) - {"key", "operator", "values"}, key=str)
     if unknown:
         raise SelectorError(f"{where}: unknown field(s) {', '.join(map(str, unknown))}")
-    key, operator, values = raw.get("key"), raw.get("operator"), raw.get("values")
-    if values is None:
-        values = []
+    values = raw.get("values")
+    return raw.get("key"), raw.get("operator"), [] if values is None else values
+
+
+def _requirement(index: int, raw: object) -> Requirement:
+    where = f"matchExpressions[{index}]"
+    key, operator, values = _requirement_parts(where, raw)
     if not isinstance(key, str) or not LABEL_KEY.fullmatch(key):
         raise SelectorError(f"{where}: key {key!r} is not a valid label key")
     if operator not in SELECTOR_OPERATORS:
@@ -332,14 +337,7 @@ def _node_selector_term(where: str, raw: object) -> dict[str, Any]:
 
 
 def _node_requirement(where: str, raw: object, part: str) -> dict[str, Any]:
-    if not isinstance(raw, Mapping):
-        raise SelectorError(f"{where}: expected a mapping with key, operator and values, got {raw!r}")
-    unknown = sorted(set(raw) - {"key", "operator", "values"}, key=str)
-    if unknown:
-        raise SelectorError(f"{where}: unknown field(s) {', '.join(map(str, unknown))}")
-    key, operator, values = raw.get("key"), raw.get("operator"), raw.get("values")
-    if values is None:
-        values = []
+    key, operator, values = _requirement_parts(where, raw)
     if not isinstance(key, str) or not isinstance(operator, str):
         raise SelectorError(f"{where}: key and operator must be strings")
     if not isinstance(values, list | tuple) or not all(isinstance(v, str) for v in values):
