@@ -1168,6 +1168,50 @@ def test_webhook_command_checks_its_inputs(
     assert "encrypted" not in capsys.readouterr().err  # the certificate is at fault, not the key
 
 
+def test_webhook_route_shows_a_pods_route_and_patch_without_a_cluster(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``stickypack webhook --route POD``: what the service would answer for that pod (the
+    same ``route_pod``), the namespace from the pod or ``--namespace``; bad input is one line."""
+    config = tmp_path / "webhook.yaml"
+    route = {
+        "name": "team-b-only",
+        "pod_selector": "dask.org/component=worker",
+        "namespaces": ["team-b"],
+        "tolerations": [{"key": "dedicated", "operator": "Exists"}],
+    }
+    config.write_text(yaml.safe_dump({"routes": [route]}))
+    pod = _pod({"dask.org/component": "worker"}, namespace="team-b")
+    pod_file = tmp_path / "pod.yaml"
+    pod_file.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "Pod", **pod}))
+    argv = ["webhook", "--config", str(config), "--route", str(pod_file)]
+    assert main(argv) == 0
+    shown = yaml.safe_load(capsys.readouterr().out)
+    routes = load_config(config).scheduler_routes()
+    assert shown == {"namespace": "team-b", **_decision(route_pod(routes, pod, "team-b"))}
+    assert shown["route"] == "team-b-only" and "/spec/tolerations" in [op["path"] for op in shown["patch"]]
+    assert main([*argv, "--namespace", "team-a"]) == 0
+    assert yaml.safe_load(capsys.readouterr().out) == {
+        "namespace": "team-a", "route": None, "reason": "no route matches", "patch": []
+    }  # fmt: skip
+    pod_file.write_text("kind: Service\nspec: {}\n")
+    for bad, message in [
+        (argv, f"{pod_file}: not a Pod"),
+        (["webhook", "--route", str(tmp_path / "missing.yaml")], "cannot read"),
+        (["webhook", "--namespace", "x"], "--namespace is for --route"),
+    ]:
+        assert main(bad) == 2, bad
+        err = capsys.readouterr().err
+        assert message in err and "Traceback" not in err, (bad, err)
+    pod_file.write_text(yaml.safe_dump({"kind": "Pod", "metadata": {"labels": {"a": 1}}, "spec": {}}))
+    assert main(["webhook", "--route", str(pod_file)]) == 2
+    assert "metadata.labels must map strings to strings" in capsys.readouterr().err
+
+
+def _decision(decision: Any) -> dict[str, Any]:
+    return {"route": decision.route, "reason": decision.reason, "patch": decision.patch}
+
+
 # ---------------------------------------------------------------------------- real control plane
 
 

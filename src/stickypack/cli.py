@@ -202,6 +202,16 @@ def _parser() -> argparse.ArgumentParser:
     hook.add_argument("--tls-cert", default=None, metavar="FILE", help="PEM certificate (tls.cert_file)")
     hook.add_argument("--tls-key", default=None, metavar="FILE", help="PEM private key (tls.key_file)")
     hook.add_argument("--check", action="store_true", help="validate the configuration and exit")
+    hook.add_argument(
+        "--route",
+        type=Path,
+        default=None,
+        metavar="POD",
+        help="print the route a Pod (YAML or JSON file) would take and the patch, then exit",
+    )
+    hook.add_argument(
+        "--namespace", default=None, help="with --route: the pod's namespace (default: its own, else default)"
+    )
 
     insp = sub.add_parser(
         "inspect",
@@ -789,6 +799,47 @@ def _run_service(name: str, main: Coroutine[Any, Any, None], host: str, port: in
     return 0
 
 
+def _read_pod_file(path: Path) -> dict[str, Any]:
+    """A Pod from a YAML or JSON file; :class:`UsageError` naming the file otherwise."""
+    from stickypack.core.yamltext import YAMLTextError, load_yaml
+    from stickypack.textfile import TextFileError, read_text_file
+
+    try:
+        raw = load_yaml(read_text_file(path), str(path))
+    except (TextFileError, YAMLTextError) as exc:
+        raise UsageError(str(exc)) from None
+    if not isinstance(raw, dict) or raw.get("kind", "Pod") != "Pod" or not isinstance(raw.get("spec"), dict):
+        raise UsageError(f"{path}: not a Pod (a mapping with kind: Pod and a spec)")
+    return raw
+
+
+def _route_one(config: Any, path: Path, namespace: str | None, console: Console) -> int:
+    """``webhook --route``: the route a pod would take and the patch, without a cluster."""
+    import yaml
+
+    from stickypack.core.routing import route_pod
+
+    pod = _read_pod_file(path)
+    metadata = pod.get("metadata")
+    if namespace is None:
+        namespace = metadata.get("namespace") if isinstance(metadata, dict) else None
+        namespace = namespace if isinstance(namespace, str) and namespace else "default"
+    try:
+        decision = route_pod(config.scheduler_routes(), pod, namespace)
+    except ValueError as exc:
+        raise UsageError(f"{path}: {exc}") from None
+    report = {
+        "namespace": namespace,
+        "route": decision.route,
+        "reason": decision.reason,
+        "patch": decision.patch,
+    }
+    console.print(
+        yaml.safe_dump(report, sort_keys=False), end="", highlight=False, markup=False, soft_wrap=True
+    )
+    return 0
+
+
 def _webhook(args: argparse.Namespace, console: Console) -> int:
     import ssl
 
@@ -799,6 +850,10 @@ def _webhook(args: argparse.Namespace, console: Console) -> int:
         config = load_config(args.config)
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
+    if args.namespace is not None and args.route is None:
+        raise UsageError("--namespace is for --route")
+    if args.route is not None:
+        return _route_one(config, args.route, args.namespace, console)
     _listen_overrides(args, config.listen)
     if (args.tls_cert is None) != (args.tls_key is None):
         raise UsageError("give both --tls-cert and --tls-key, or neither")
@@ -838,9 +893,7 @@ def _inspect(args: argparse.Namespace, console: Console) -> int:
     import json
     import math
 
-    from stickypack.core.yamltext import YAMLTextError, load_yaml
     from stickypack.extender.config import ExtenderConfig
-    from stickypack.textfile import TextFileError, read_text_file
 
     config = _load_extender_config(args) if args.config else ExtenderConfig()
     if args.kubeconfig:
@@ -859,19 +912,7 @@ def _inspect(args: argparse.Namespace, console: Console) -> int:
     ]
     if args.pod is not None and node_report_only:
         raise UsageError(f"{', '.join(node_report_only)}: for the node report, not with --pod")
-    pod_dict: dict[str, Any] | None = None
-    if args.pod is not None:
-        try:
-            raw = load_yaml(read_text_file(args.pod), str(args.pod))
-        except (TextFileError, YAMLTextError) as exc:
-            raise UsageError(str(exc)) from None
-        if (
-            not isinstance(raw, dict)
-            or raw.get("kind", "Pod") != "Pod"
-            or not isinstance(raw.get("spec"), dict)
-        ):
-            raise UsageError(f"{args.pod}: not a Pod (a mapping with kind: Pod and a spec)")
-        pod_dict = raw
+    pod_dict = _read_pod_file(args.pod) if args.pod is not None else None
     try:
         report = asyncio.run(_inspect_cluster(args, config, threshold, pod_dict))
     except UsageError:
