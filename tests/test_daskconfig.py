@@ -338,7 +338,9 @@ def test_render_dask_kubernetes_reads_a_file_or_stdin(
     assert yaml.safe_load(capsys.readouterr().out) == dask_kubernetes_spec(cluster)
     for text, message in (
         ("kind: Deployment\n", f"{source}: document 1: kind 'Deployment'"),
-        ("a: [\n", f"{source}: not YAML"),
+        ("a: [\n", f"{source}:2:1: not valid YAML"),
+        ("a: " + "[" * 5000 + "]" * 5000 + "\n", f"{source}: not valid YAML: nested too deeply"),
+        ("kind: DaskCluster\nkind: DaskWorkerGroup\n", f"{source}:2:1: not valid YAML: found duplicate key"),
         ("", f"{source}: no documents"),
     ):
         source.write_text(text)

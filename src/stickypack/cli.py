@@ -573,6 +573,7 @@ def _dask_yaml(args: argparse.Namespace) -> str:
     import yaml
 
     from stickypack.core.labels import DNS_SUBDOMAIN
+    from stickypack.core.yamltext import YAMLTextError, load_yaml_all
     from stickypack.daskconfig import DaskConfigError, dask_gateway_values_yaml, dask_kubernetes_spec
     from stickypack.textfile import TextFileError, read_text_file
 
@@ -584,11 +585,9 @@ def _dask_yaml(args: argparse.Namespace) -> str:
     source = "<stdin>" if args.file == "-" else args.file
     try:
         text = sys.stdin.read() if args.file == "-" else read_text_file(Path(args.file))
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
-    except TextFileError as exc:
+        docs = load_yaml_all(text, source)
+    except (TextFileError, YAMLTextError) as exc:
         raise UsageError(str(exc)) from None
-    except yaml.YAMLError as exc:
-        raise UsageError(f"{source}: not YAML: {exc}") from None
     if not docs:
         raise UsageError(f"{source}: no documents (expected a DaskCluster or DaskWorkerGroup)")
     out = []

@@ -56,6 +56,17 @@ def load_yaml(text: str, source: str) -> Any:
         raise YAMLTextError(f"{source}: not valid YAML: nested too deeply") from None
 
 
+def load_yaml_all(text: str, source: str) -> list[Any]:
+    """The documents of ``text`` (``yaml.safe_load_all``), empty ones left out; errors as
+    :func:`load_yaml`'s."""
+    try:
+        return [doc for doc in yaml.load_all(text, Loader=_Loader) if doc is not None]
+    except yaml.YAMLError as exc:
+        raise YAMLTextError(describe_yaml_error(exc, source)) from None
+    except RecursionError:  # the parser recurses once per level of nesting
+        raise YAMLTextError(f"{source}: not valid YAML: nested too deeply") from None
+
+
 def describe_yaml_error(exc: yaml.YAMLError, source: str) -> str:
     """``source:line:column: not valid YAML: problem (context)`` on one line."""
     mark = getattr(exc, "problem_mark", None)
