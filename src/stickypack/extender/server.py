@@ -343,21 +343,26 @@ def uvicorn_config(
     )
 
 
-def _key_kind(cert_pem: bytes) -> str | None:
-    """The kind of key of a PEM certificate, as OpenSSL files it in a context (one slot
-    per kind: RSA, EC...), None if it cannot be read."""
+def _certificate_facts(cert_pem: bytes | OSError) -> tuple[str | None, float | None]:
+    """The kind of key of a PEM certificate, as OpenSSL files it in a context (one slot per
+    kind: RSA, EC...), and its expiry (notAfter, seconds since the epoch): of its first
+    certificate, each None if it cannot be read."""
     from cryptography import x509
     from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
+    if isinstance(cert_pem, OSError):
+        return None, None
     try:
-        key = x509.load_pem_x509_certificate(cert_pem).public_key()
+        cert = x509.load_pem_x509_certificate(cert_pem)
     except ValueError:
-        return None
+        return None, None
+    expiry = cert.not_valid_after_utc.timestamp()
+    key = cert.public_key()
     if isinstance(key, rsa.RSAPublicKey):
-        return "RSA"
+        return "RSA", expiry
     if isinstance(key, ec.EllipticCurvePublicKey):
-        return "EC"
-    return type(key).__name__
+        return "EC", expiry
+    return type(key).__name__, expiry
 
 
 class CertificateReloader:
@@ -389,9 +394,10 @@ class CertificateReloader:
         self.on_load = on_load
         pair = self._read()
         self._seen = self._stamp(pair)
-        #: The kind of key served: OpenSSL keeps one certificate per kind in a context, so a
-        #: pair of another kind would be served beside the old one, not instead of it.
-        self._kind = _key_kind(pair[0]) if isinstance(pair[0], bytes) else None
+        #: The kind of key served (OpenSSL keeps one certificate per kind in a context, so a
+        #: pair of another kind would be served beside the old one, not instead of it) and
+        #: the served certificate's expiry.
+        self._kind, self._not_after = _certificate_facts(pair[0])
 
     def _read(self) -> tuple[bytes | OSError, bytes | OSError]:
         """The two files' content (the error where one cannot be read)."""
@@ -408,14 +414,9 @@ class CertificateReloader:
         return tuple(hashlib.sha256(c).hexdigest() if isinstance(c, bytes) else None for c in pair)
 
     def not_after(self) -> float | None:
-        """The certificate file's expiry (its first certificate's notAfter), if readable."""
-        from cryptography import x509
-
-        try:
-            cert = x509.load_pem_x509_certificate(Path(self.certfile).read_bytes())
-        except (OSError, ValueError):
-            return None
-        return cert.not_valid_after_utc.timestamp()
+        """The served certificate's expiry (its first certificate's notAfter, as read at the
+        start or the last reload), if readable."""
+        return self._not_after
 
     def check(self) -> bool | None:
         """Reload if the files changed: True when loaded, False when they failed to load
@@ -431,17 +432,17 @@ class CertificateReloader:
         def no_password() -> bytes:
             raise ValueError("the key is encrypted: give it unencrypted")
 
+        cert_pem, key_pem = pair
+        kind, expiry = _certificate_facts(cert_pem)
         try:
             # OpenSSL sets the certificate before it checks the key: a pair that fails
             # half-way would leave the live context serving a certificate without its key.
             # So the pair is read once, copied aside, tried on a scratch context, and only
             # then loaded into the live one, from the same copies (of the content compared).
-            cert_pem, key_pem = pair
             if isinstance(cert_pem, OSError):
                 raise cert_pem
             if isinstance(key_pem, OSError):
                 raise key_pem
-            kind = _key_kind(cert_pem)
             if self._kind is not None and kind is not None and kind != self._kind:
                 raise ValueError(
                     f"its key is {kind}, the served one {self._kind}: OpenSSL would serve both, the old one"
@@ -457,13 +458,13 @@ class CertificateReloader:
                 )
                 self.context.load_cert_chain(cert, key, password=no_password)
             self._kind = self._kind or kind
+            self._not_after = expiry
         except (OSError, ssl.SSLError, ValueError) as exc:
             log.warning("TLS certificate %s / key %s not reloaded, keeping the old one: %s",
                         self.certfile, self.keyfile, exc)  # fmt: skip
             if self.on_load is not None:
-                self.on_load("failed", self.not_after())
+                self.on_load("failed", expiry)
             return False
-        expiry = self.not_after()
         log.info("TLS certificate %s reloaded (valid until %s)", self.certfile,
                  time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(expiry)) if expiry else "?")  # fmt: skip
         if self.on_load is not None:
