@@ -482,6 +482,20 @@ class CertificateReloader:
                 log.exception("TLS certificate %s: reload check failed", self.certfile)
 
 
+def start_certificate_reloader(
+    uv_config: Any, certfile: str, keyfile: str, *, interval_s: float, on_load: Any = None
+) -> asyncio.Task[None] | None:
+    """Load ``uv_config`` (uvicorn's config, to reach its SSL context), report the served
+    certificate's expiry to ``on_load`` (outcome None: the first load) and, unless
+    ``interval_s`` is 0, start a :class:`CertificateReloader` task; cancel it when the
+    server stops."""
+    uv_config.load()
+    reloader = CertificateReloader(uv_config.ssl, certfile, keyfile, interval_s=interval_s, on_load=on_load)
+    if on_load is not None:
+        on_load(None, reloader.not_after())
+    return asyncio.ensure_future(reloader.run()) if interval_s else None
+
+
 def quiet_server(config: Any) -> Any:
     """A uvicorn server that, after a SIGINT or SIGTERM, returns from ``serve()`` instead of
     raising the signal again on the way out (what uvicorn >= 0.29 does, so the default
@@ -658,14 +672,10 @@ class AppThread:
         async def main() -> None:
             reloading = None
             if self.ssl_certfile and self.ssl_keyfile and self.tls_reload_s:
-                config.load()
-                reloader = CertificateReloader(
-                    config.ssl, self.ssl_certfile, self.ssl_keyfile,
+                reloading = start_certificate_reloader(
+                    config, self.ssl_certfile, self.ssl_keyfile,
                     interval_s=self.tls_reload_s, on_load=self.on_tls_load,
                 )  # fmt: skip
-                if self.on_tls_load is not None:
-                    self.on_tls_load(None, reloader.not_after())
-                reloading = asyncio.ensure_future(reloader.run())
             serving = asyncio.ensure_future(self.server.serve(sockets=[sock]))
             while not self.server.started and not serving.done():
                 await asyncio.sleep(0.01)

@@ -7,11 +7,10 @@ and anyone trying a configuration against a local API server).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import Any
 
-from stickypack.extender.server import AppThread, CertificateReloader, quiet_server, uvicorn_config
+from stickypack.extender.server import AppThread, quiet_server, start_certificate_reloader, uvicorn_config
 from stickypack.webhook.app import WebhookMetrics, make_app
 from stickypack.webhook.config import WebhookConfig
 
@@ -36,34 +35,18 @@ async def serve(config: WebhookConfig) -> None:
     )
     routes = ", ".join(f"{r.name} -> {r.scheduler_name}" for r in config.routes)
     log.info("webhook serving on %s:%d (routes: %s)", config.listen.host, config.listen.port, routes)
+    tls = config.tls
     reloading = None
-    reloader = _reloader(config, uv, metrics)
-    if reloader is not None:
-        reloading = asyncio.ensure_future(reloader.run())
+    if tls.cert_file and tls.key_file:
+        reloading = start_certificate_reloader(
+            uv, tls.cert_file, tls.key_file, interval_s=tls.reload_interval_s, on_load=metrics.tls_loaded
+        )
     try:
         await quiet_server(uv).serve()
     finally:
         if reloading is not None:
             reloading.cancel()
     log.info("webhook stopped")
-
-
-def _reloader(config: WebhookConfig, uv: Any, metrics: WebhookMetrics) -> CertificateReloader | None:
-    """The certificate reloader of a TLS webhook (None without TLS or with reloading off);
-    loads ``uv`` (uvicorn's config) to reach its SSL context, and sets the expiry metric."""
-    tls = config.tls
-    if not (tls.cert_file and tls.key_file):
-        return None
-    uv.load()
-    reloader = CertificateReloader(
-        uv.ssl,
-        tls.cert_file,
-        tls.key_file,
-        interval_s=tls.reload_interval_s or 0.0,
-        on_load=metrics.tls_loaded,
-    )
-    metrics.tls_loaded(None, reloader.not_after())
-    return reloader if tls.reload_interval_s else None
 
 
 class WebhookThread(AppThread):
