@@ -31,6 +31,7 @@ from stickypack.core.labels import (
     NO_SCHEDULE,
     PREFER_NO_SCHEDULE,
     Requirement,
+    Toleration,
     is_dns_label,
 )
 
@@ -420,15 +421,10 @@ def _absent_is(value: Any, default: str) -> Any:
     return default if value is None else value
 
 
-def _toleration_key(raw: Mapping[str, Any]) -> tuple[object, ...]:
-    """What makes two tolerations the same (the API's defaults filled in)."""
-    return (
-        raw.get("key") or "",
-        raw.get("operator") or "Equal",
-        raw.get("value") or "",
-        raw.get("effect") or "",
-        raw.get("tolerationSeconds"),
-    )
+def _toleration_key(raw: Mapping[str, Any]) -> tuple[Toleration, object]:
+    """What makes two tolerations the same: the :class:`Toleration` (the API's defaults
+    filled in) and its ``tolerationSeconds``."""
+    return Toleration.from_dict(raw), raw.get("tolerationSeconds")
 
 
 @dataclass(frozen=True, slots=True)
