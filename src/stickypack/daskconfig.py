@@ -100,25 +100,20 @@ def _env_list(env: object, where: str) -> list[dict[str, Any]]:
     return [dict(e) for e in env]
 
 
-def _names_preload(container: Mapping[str, Any]) -> bool:
-    """Whether a container's command line names a ``--preload`` (then distributed ignores
-    the preload variable)."""
-    words = [*(container.get("command") or []), *(container.get("args") or [])]
-    return any(str(w) == "--preload" or str(w).startswith("--preload=") for w in words)
-
-
 def _add_preload(container: dict[str, Any], variable: str, where: str) -> None:
     """Make the container's Dask process load :data:`PRELOAD`: on its command line when
-    that names a preload already, else in ``variable``."""
+    that names a ``--preload`` already (distributed then ignores the variable), else in
+    ``variable``."""
+    words: list[str] = []
     for key in ("command", "args"):
-        words = container.get(key)
-        if words is not None and (not isinstance(words, list) or not all(isinstance(w, str) for w in words)):
-            raise DaskConfigError(f"{where}.{key}: must be a list of strings, got {words!r}")
-    if not _names_preload(container):
+        part = container.get(key)
+        if part is not None and (not isinstance(part, list) or not all(isinstance(w, str) for w in part)):
+            raise DaskConfigError(f"{where}.{key}: must be a list of strings, got {part!r}")
+        words += part or []
+    if not any(w == "--preload" or w.startswith("--preload=") for w in words):
         container["env"] = _add_preload_env(container.get("env"), variable, where)
         return
-    words = [*(container.get("command") or []), *(container.get("args") or [])]
-    if PRELOAD in (str(w) for w in words) or f"--preload={PRELOAD}" in (str(w) for w in words):
+    if PRELOAD in words or f"--preload={PRELOAD}" in words:
         return
     key = "args" if container.get("args") else "command"
     container[key] = [*container[key], "--preload", PRELOAD]
