@@ -251,10 +251,11 @@ def dask_gateway_config(scheduler_name: str | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def dask_gateway_values(scheduler_name: str | None = None, key: str = "stickypack") -> dict[str, Any]:
+def dask_gateway_values(scheduler_name: str | None = None) -> dict[str, Any]:
     """Helm values for the dask-gateway chart: :func:`dask_gateway_config` under
-    ``gateway.extraConfig.<key>`` (the chart runs its ``extraConfig`` entries in key order)."""
-    return {"gateway": {"extraConfig": {key: dask_gateway_config(scheduler_name)}}}
+    ``gateway.extraConfig.stickypack`` (the chart runs its ``extraConfig`` entries in key
+    order)."""
+    return {"gateway": {"extraConfig": {"stickypack": dask_gateway_config(scheduler_name)}}}
 
 
 def dask_gateway_values_yaml(scheduler_name: str | None = None) -> str:
