@@ -936,7 +936,12 @@ async def _inspect_cluster(
     args: argparse.Namespace, config: ExtenderConfig, threshold: float, pod_dict: dict[str, Any] | None
 ) -> dict[str, Any]:
     """The report ``stickypack inspect`` prints, as JSON-ready data."""
-    from stickypack.core.explain import ScaleDownRules, explain_placement, node_report
+    from stickypack.core.explain import (
+        EXPENDABLE_PODS_PRIORITY_CUTOFF,
+        ScaleDownRules,
+        explain_placement,
+        node_report,
+    )
     from stickypack.core.framework import SchedulingContext
     from stickypack.core.pod import Pod, PodSpecError
     from stickypack.core.policy import PolicyError
@@ -983,7 +988,9 @@ async def _inspect_cluster(
             system_pods_pin=not args.system_pods_move,
             budgets=snap.budgets,
             expendable_priority_cutoff=(
-                -10 if args.expendable_pods_priority_cutoff is None else args.expendable_pods_priority_cutoff
+                EXPENDABLE_PODS_PRIORITY_CUTOFF
+                if args.expendable_pods_priority_cutoff is None
+                else args.expendable_pods_priority_cutoff
             ),
         )
         nodes = node_report(table, snap.pods_by_node, rules)

@@ -151,6 +151,10 @@ class DisruptionBudget:
         )
 
 
+#: The cluster-autoscaler's default ``--expendable-pods-priority-cutoff``.
+EXPENDABLE_PODS_PRIORITY_CUTOFF = -10
+
+
 @dataclass(frozen=True, slots=True)
 class ScaleDownRules:
     """The cluster-autoscaler settings :func:`pin_reason` follows: ``local_storage_pins``
@@ -165,7 +169,7 @@ class ScaleDownRules:
     #: Its ``--expendable-pods-priority-cutoff``: pods of a lower priority are expendable,
     #: left out of the autoscaler's picture for scale-down (they neither count toward a
     #: node's utilization nor keep it); a pod without a priority never is.
-    expendable_priority_cutoff: int = -10
+    expendable_priority_cutoff: int = EXPENDABLE_PODS_PRIORITY_CUTOFF
 
 
 def is_expendable(pod: Pod, rules: ScaleDownRules = ScaleDownRules()) -> bool:
