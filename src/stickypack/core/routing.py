@@ -232,8 +232,9 @@ class RoutePlacement:
 
     def patch(self, spec: Mapping[str, Any]) -> list[dict[str, Any]]:
         """JSON Patch operations that add this placement to a pod's ``spec``: the whole
-        ``/spec/affinity`` (the pod's pod affinity and anti-affinity kept) and
-        ``/spec/tolerations``, each only when it changes. Raises ``ValueError`` when the
+        ``/spec/affinity`` (the pod's pod affinity and anti-affinity kept) when the placement
+        has node affinity, and the whole ``/spec/tolerations`` when the pod lacks one of its
+        tolerations. Raises ``ValueError`` when the
         pod's own affinity or tolerations are not shaped as the API writes them."""
         ops: list[dict[str, Any]] = []
         if self.required_terms or self.preferred:
