@@ -193,13 +193,50 @@ def test_a_node_with_only_daemonset_and_mirror_pods_is_empty() -> None:
 # ---------------------------------------------------------------------------- real control plane
 
 
+def _controller(cp: ControlPlane, kind: str, name: str, namespace: str = "default") -> None:
+    """Create a ReplicaSet or DaemonSet (none of its pods appear: there is no controller
+    manager), so the autoscaler's controller check finds it; one that exists already is kept."""
+    from kubernetes_asyncio.client.exceptions import ApiException
+
+    template = {
+        "metadata": {"labels": {"owner": name}},
+        "spec": {"containers": [{"name": "c", "image": "x"}]},
+    }
+    spec: dict = {"selector": {"matchLabels": {"owner": name}}, "template": template}
+    if kind == "ReplicaSet":
+        spec["replicas"] = 0
+    body = {"metadata": {"name": name}, "spec": spec}
+
+    async def create(api: object) -> None:
+        apps = client.AppsV1Api(api)
+        make = (
+            apps.create_namespaced_replica_set if kind == "ReplicaSet" else apps.create_namespaced_daemon_set
+        )
+        try:
+            await make(namespace, body)
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+
+    cp.call(create)
+
+
 def _bind(
-    cp: ControlPlane, name: str, node: str, cpu: str, memory: str, owner: str | None = None, **labels: str
+    cp: ControlPlane,
+    name: str,
+    node: str,
+    cpu: str,
+    memory: str,
+    owner: str | None = None,
+    owner_exists: bool = True,
+    **labels: str,
 ) -> None:
     raw = pod_manifest(name, cpu=cpu, memory=memory, labels=labels)
     raw["spec"]["nodeName"] = node
     if owner:
-        uid = "0b5e3f1c-0000-4000-8000-000000000000"  # no owner exists: nothing collects the pod
+        if owner_exists:
+            _controller(cp, owner, f"{name}-owner")
+        uid = "0b5e3f1c-0000-4000-8000-000000000000"  # no garbage collector runs: the uid is not checked
         ref = {
             "apiVersion": "apps/v1",
             "kind": owner,
@@ -574,11 +611,35 @@ async def test_snapshot_keeps_only_what_it_reads_of_each_pod(monkeypatch: pytest
             }
             return Response(orjson.dumps(page))
 
+        async def list_replication_controller_for_all_namespaces(self, **kw: object) -> Response:
+            return Response(orjson.dumps({"metadata": {}, "items": []}))
+
     class Policy:
         def __init__(self, api: object) -> None:
             pass
 
         async def list_pod_disruption_budget_for_all_namespaces(self, **kw: object) -> Response:
+            return Response(orjson.dumps({"metadata": {}, "items": []}))
+
+    class Apps:
+        def __init__(self, api: object) -> None:
+            pass
+
+        async def list_replica_set_for_all_namespaces(self, **kw: object) -> Response:
+            rs = {"metadata": {"name": "rs", "namespace": "default", "uid": "r", "managedFields": [bulk]}}
+            return Response(orjson.dumps({"metadata": {}, "items": [rs]}))
+
+        async def list_stateful_set_for_all_namespaces(self, **kw: object) -> Response:
+            return Response(orjson.dumps({"metadata": {}, "items": []}))
+
+        async def list_daemon_set_for_all_namespaces(self, **kw: object) -> Response:
+            return Response(orjson.dumps({"metadata": {}, "items": []}))
+
+    class Batch:
+        def __init__(self, api: object) -> None:
+            pass
+
+        async def list_job_for_all_namespaces(self, **kw: object) -> Response:
             return Response(orjson.dumps({"metadata": {}, "items": []}))
 
     held: list[int] = []
@@ -591,11 +652,14 @@ async def test_snapshot_keeps_only_what_it_reads_of_each_pod(monkeypatch: pytest
 
     monkeypatch.setattr(client, "CoreV1Api", Core)
     monkeypatch.setattr(client, "PolicyV1Api", Policy)
+    monkeypatch.setattr(client, "AppsV1Api", Apps)
+    monkeypatch.setattr(client, "BatchV1Api", Batch)
     monkeypatch.setattr(Informer, "list_once", measured)
     snap = await take_snapshot(object())
     assert pages == [500] * 4
     assert held[1] < n_pods * 1000, held  # under 1 kB a pod; listed in full, 12 kB
     assert snap.budgets == ()
+    assert snap.controllers == frozenset({("ReplicaSet", "default", "rs")})
     pods = snap.pods_by_node["n1"]
     assert len(pods) == n_pods and not snap.unreadable
     assert pods[0].owner_kind == "ReplicaSet" and pins_node(pods[0])  # safe-to-evict "false" kept
@@ -647,6 +711,7 @@ def test_inspect_sees_local_storage(cluster: ControlPlane, capsys: pytest.Captur
     for node in ("scratchy", "listed"):
         cluster.create_node(node, cpu="4", memory="16Gi")
     uid = "0b5e3f1c-0000-4000-8000-000000000001"
+    _controller(cluster, "ReplicaSet", "rs")
     for name, node, notes in (
         ("cache-1", "scratchy", {}),
         ("cache-2", "listed", {"cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes": "scratch"}),
@@ -727,6 +792,8 @@ def test_inspect_reads_budgets_and_says_when_it_cannot(
     for node in ("sys", "covered", "exhausted", "evictable"):
         cluster.create_node(node, cpu="4", memory="16Gi")
     uid = "0b5e3f1c-0000-4000-8000-000000000002"
+    for namespace in ("default", "kube-system"):
+        _controller(cluster, "ReplicaSet", "rs", namespace)
     for name, namespace, node, app in (
         ("dns-1", "kube-system", "sys", "dns"),
         ("metrics-1", "kube-system", "covered", "metrics"),
@@ -801,9 +868,10 @@ def test_inspect_reads_budgets_and_says_when_it_cannot(
         assert main(["inspect", "--kubeconfig", str(limited)]) == 0
         out = capsys.readouterr().out
         assert "PodDisruptionBudgets could not be listed" in out
+        assert "controllers could not be listed" in out
         assert main(["inspect", "--kubeconfig", str(limited), "--json"]) == 0
         report = json.loads(capsys.readouterr().out)
-        assert report["budgets_read"] is False
+        assert report["budgets_read"] is False and report["controllers_read"] is False
         nodes = {n["node"]: n for n in report["nodes"]}
         assert nodes["sys"]["verdict"] == "removable" and nodes["exhausted"]["verdict"] == "removable"
     finally:
@@ -897,3 +965,43 @@ def test_inspect_reads_priorities_from_the_api_server(
     assert main([*argv, "--expendable-pods-priority-cutoff", "-30"]) == 0
     (node,) = json.loads(capsys.readouterr().out)["nodes"]
     assert (node["verdict"], node["pinning"]) == ("busy", ["default/filler"])
+
+
+def test_a_pod_whose_controller_is_gone_pins_its_node() -> None:
+    """The autoscaler's ``customcontroller`` rule comes before the others: a pod whose
+    ReplicaSet (or DaemonSet, Job...) no longer exists blocks the drain, even annotated
+    safe-to-evict "true"; when the controllers are unknown, they are taken to exist."""
+    safe = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+    web = _pod("web", "100m", "100Mi", owner="ReplicaSet")  # its owner is named "o"
+    proxy = _pod("proxy", "100m", "100Mi", owner="DaemonSet")
+    evictable = _pod("batch", "100m", "100Mi", owner="Job", **{safe: "true"})
+    known = ScaleDownRules(
+        controllers=frozenset({("ReplicaSet", "default", "o"), ("DaemonSet", "default", "o")})
+    )
+    assert pin_reason(web, known) is None and pin_reason(proxy, known) is None
+    assert pin_reason(evictable, known) == "controller Job o not found"
+    gone = ScaleDownRules(controllers=frozenset())
+    assert pin_reason(web, gone) == "controller ReplicaSet o not found"
+    assert pin_reason(proxy, gone) == "controller DaemonSet o not found"
+    assert pin_reason(_pod("x", "1", "1Gi", owner="DaskWorkerGroup"), gone) == "controller DaskWorkerGroup"
+    assert pin_reason(web) is None and pin_reason(proxy) is None  # unknown: taken to exist
+
+
+@pytest.mark.controlplane
+def test_inspect_checks_the_controllers_exist(
+    cluster: ControlPlane, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """On the real API server: a pod owned by a ReplicaSet that exists is movable, one whose
+    ReplicaSet is gone (deleted with its pods orphaned) pins its node."""
+    for node in ("kept", "orphaned"):
+        cluster.create_node(node, cpu="4", memory="16Gi")
+    _bind(cluster, "web-1", "kept", "100m", "100Mi", owner="ReplicaSet")
+    _bind(cluster, "old-1", "orphaned", "100m", "100Mi", owner="ReplicaSet", owner_exists=False)
+    assert main(["inspect", "--kubeconfig", str(cluster.kubeconfig), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["controllers_read"] is True
+    nodes = {n["node"]: n for n in report["nodes"]}
+    assert nodes["kept"]["verdict"] == "removable"
+    assert nodes["orphaned"]["pin_reasons"] == {
+        "default/old-1": "controller ReplicaSet old-1-owner not found"
+    }

@@ -987,6 +987,7 @@ async def _inspect_cluster(
             local_storage_pins=not args.local_storage_moves,
             system_pods_pin=not args.system_pods_move,
             budgets=snap.budgets,
+            controllers=snap.controllers,
             expendable_priority_cutoff=(
                 EXPENDABLE_PODS_PRIORITY_CUTOFF
                 if args.expendable_pods_priority_cutoff is None
@@ -1020,6 +1021,7 @@ async def _inspect_cluster(
             "summary": {v: verdicts.count(v) for v in ("busy", "disabled", "pinned", "removable", "empty")},
             "unreadable_pods": snap.unreadable,
             "budgets_read": snap.budgets is not None,
+            "controllers_read": snap.controllers is not None,
         }
     assert policy is not None
     import time
@@ -1081,6 +1083,12 @@ def _print_inspection(console: Console, report: dict[str, Any]) -> None:
             console.print(
                 "PodDisruptionBudgets could not be listed (no `list` right on poddisruptionbudgets): "
                 "pods they cover, and kube-system pods, are judged without them",
+                highlight=False,
+            )
+        if not report["controllers_read"]:
+            console.print(
+                "controllers could not be listed (no `list` right on replicasets, statefulsets, "
+                "daemonsets, jobs or replicationcontrollers): each pod's controller is taken to exist",
                 highlight=False,
             )
         return

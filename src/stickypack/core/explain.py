@@ -39,6 +39,9 @@ SAFE_TO_EVICT_LOCAL_VOLUMES_ANNOTATION = "cluster-autoscaler.kubernetes.io/safe-
 SCALE_DOWN_DISABLED_ANNOTATION = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
 #: Controllers whose pods the cluster-autoscaler may move (they are recreated elsewhere).
 MOVABLE_OWNERS = frozenset({"ReplicaSet", "ReplicationController", "StatefulSet", "Job"})
+#: Controllers whose existence the autoscaler checks before it moves their pods (its
+#: ``customcontroller`` rule, on with the default ``--skip-nodes-with-custom-controller-pods``).
+CHECKED_CONTROLLERS = MOVABLE_OWNERS | {"DaemonSet"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,6 +173,10 @@ class ScaleDownRules:
     #: left out of the autoscaler's picture for scale-down (they neither count toward a
     #: node's utilization nor keep it); a pod without a priority never is.
     expendable_priority_cutoff: int = EXPENDABLE_PODS_PRIORITY_CUTOFF
+    #: The controllers that exist, as ``(kind, namespace, name)`` of every ReplicaSet,
+    #: ReplicationController, StatefulSet, Job and DaemonSet; None when they are not known
+    #: (then a controller is taken to exist, and the rule is not applied).
+    controllers: frozenset[tuple[str, str, str]] | None = None
 
 
 def is_expendable(pod: Pod, rules: ScaleDownRules = ScaleDownRules()) -> bool:
@@ -179,7 +186,10 @@ def is_expendable(pod: Pod, rules: ScaleDownRules = ScaleDownRules()) -> bool:
 
 def pin_reason(pod: Pod, rules: ScaleDownRules = ScaleDownRules()) -> str | None:
     """Why the cluster-autoscaler would refuse to remove ``pod``'s node for it, or None, in
-    the order of its drainability rules: DaemonSet and mirror pods never pin
+    the order of its drainability rules: mirror pods never pin; a pod whose controller
+    (one of :data:`CHECKED_CONTROLLERS`) no longer exists pins, whatever its annotations
+    (the autoscaler's ``customcontroller`` rule, checked before the others, when
+    ``rules.controllers`` is known); DaemonSet pods never pin
     (:func:`is_daemon_pod`); ``safe-to-evict: "true"`` lifts every rule but the budget's
     (the autoscaler drains through the Eviction API, which refuses a pod while a budget
     covering it allows no disruption; FAQ.md lists "Pods with restrictive
@@ -188,10 +198,18 @@ def pin_reason(pod: Pod, rules: ScaleDownRules = ScaleDownRules()) -> str | None
     whose controller is none of :data:`MOVABLE_OWNERS` (a bare pod, or a custom
     controller's); a kube-system pod no budget covers (``system_pods_pin``); a pod with local
     storage (:func:`blocking_local_volumes`, ``local_storage_pins``); a pod covered by a
-    budget that allows no disruption now. Not seen here: whether the controller still
-    exists and has more than its minimum replicas (FAQ.md, "What types of pods can prevent
-    CA from removing a node?"). An expendable pod (:func:`is_expendable`) never pins."""
-    if is_daemon_pod(pod) or is_expendable(pod, rules):
+    budget that allows no disruption now. Not seen here: whether the controller has more
+    than the autoscaler's ``--min-replica-count`` (0 by default: any). An expendable pod
+    (:func:`is_expendable`) never pins."""
+    if MIRROR_POD_ANNOTATION in pod.annotations or is_expendable(pod, rules):
+        return None
+    if (
+        rules.controllers is not None
+        and pod.owner_kind in CHECKED_CONTROLLERS
+        and (pod.owner_kind, pod.namespace, pod.owner_name or "") not in rules.controllers
+    ):
+        return f"controller {pod.owner_kind} {pod.owner_name} not found"
+    if is_daemon_pod(pod):
         return None
     budgets = rules.budgets
     covering = [b for b in budgets if b.covers(pod)] if budgets is not None else []

@@ -71,6 +71,8 @@ class Pod:
     pod_anti_affinity: tuple[PodAffinityTerm, ...] = ()
     #: Kind of the pod's controller (the owner reference with ``controller: true``), if any.
     owner_kind: str | None = None
+    #: Name of that controller (in the pod's namespace), if any.
+    owner_name: str | None = None
     scheduler_name: str = "default-scheduler"
     node_name: str | None = None
     uid: str = ""
@@ -161,6 +163,7 @@ class Pod:
                     for t in anti
                 ),
                 owner_kind=str(controller["kind"]) if controller else None,
+                owner_name=str(controller.get("name") or "") or None if controller else None,
                 scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
                 node_name=spec.get("nodeName") or None,
                 images=_pod_images(spec),

@@ -53,7 +53,8 @@ def snapshot_pod(obj: dict[str, Any]) -> dict[str, Any]:
         slim["spec"]["volumes"] = local
     owners = [o for o in meta.get("ownerReferences") or () if o.get("controller") is True]
     if owners:
-        slim["metadata"]["ownerReferences"] = [{"kind": owners[0].get("kind"), "controller": True}]
+        owner = {"kind": owners[0].get("kind"), "name": owners[0].get("name"), "controller": True}
+        slim["metadata"]["ownerReferences"] = [owner]
     priority = (obj.get("spec") or {}).get("priority")
     if priority is not None:
         slim["spec"]["priority"] = priority
@@ -71,6 +72,10 @@ class Snapshot:
     unreadable: list[str] = field(default_factory=list)
     #: The cluster's PodDisruptionBudgets; None when they could not be listed (no right).
     budgets: tuple[DisruptionBudget, ...] | None = ()
+    #: ``(kind, namespace, name)`` of every controller whose existence the autoscaler
+    #: checks (:data:`~stickypack.core.explain.CHECKED_CONTROLLERS`); None when one of
+    #: those kinds could not be listed (no right).
+    controllers: frozenset[tuple[str, str, str]] | None = None
 
 
 async def take_snapshot(api_client: Any, cache: ClusterCache | None = None) -> Snapshot:
@@ -100,6 +105,7 @@ async def take_snapshot(api_client: Any, cache: ClusterCache | None = None) -> S
         if pod.node_name:
             snap.pods_by_node.setdefault(pod.node_name, []).append(pod)
     snap.budgets = await _budgets(api_client)
+    snap.controllers = await _controllers(api_client)
     return snap
 
 
@@ -134,3 +140,42 @@ async def _budgets(api_client: Any) -> tuple[DisruptionBudget, ...] | None:
             return None
         raise
     return tuple(budget_from_dict(obj) for _, obj in sorted(listed.items()))
+
+
+def _name_only(obj: dict[str, Any]) -> dict[str, Any]:
+    meta = obj.get("metadata") or {}
+    return {"metadata": {k: meta.get(k) for k in ("name", "namespace", "uid", "resourceVersion")}}
+
+
+async def _controllers(api_client: Any) -> frozenset[tuple[str, str, str]] | None:
+    """``(kind, namespace, name)`` of every ReplicaSet, ReplicationController, StatefulSet,
+    Job and DaemonSet (names only are kept, page by page), or None when one of those kinds
+    may not be listed (then no controller is checked: a cluster-wide ``list`` on
+    replicasets, statefulsets, daemonsets (apps), jobs (batch) and replicationcontrollers
+    reads them)."""
+    from kubernetes_asyncio import client
+
+    apps, batch, core = (
+        client.AppsV1Api(api_client),
+        client.BatchV1Api(api_client),
+        client.CoreV1Api(api_client),
+    )
+    calls = {
+        "ReplicaSet": apps.list_replica_set_for_all_namespaces,
+        "StatefulSet": apps.list_stateful_set_for_all_namespaces,
+        "DaemonSet": apps.list_daemon_set_for_all_namespaces,
+        "Job": batch.list_job_for_all_namespaces,
+        "ReplicationController": core.list_replication_controller_for_all_namespaces,
+    }
+    found: set[tuple[str, str, str]] = set()
+    for kind, call in calls.items():
+        try:
+            listed = await Informer(kind, call, transform=_name_only).list_once()
+        except WatchError as exc:
+            if exc.status in (401, 403):
+                return None
+            raise
+        for obj in listed.values():
+            meta = obj["metadata"]
+            found.add((kind, str(meta.get("namespace") or ""), str(meta.get("name") or "")))
+    return frozenset(found)
