@@ -985,6 +985,12 @@ def test_a_pod_whose_controller_is_gone_pins_its_node() -> None:
     assert pin_reason(proxy, gone) == "controller DaemonSet o not found"
     assert pin_reason(_pod("x", "1", "1Gi", owner="DaskWorkerGroup"), gone) == "controller DaskWorkerGroup"
     assert pin_reason(web) is None and pin_reason(proxy) is None  # unknown: taken to exist
+    table = _table({"ds-only": (4000, 16)})
+    table.add_pod(table.index["ds-only"], proxy)
+    (report,) = node_report(table, {"ds-only": [proxy]}, gone)
+    assert report.verdict(0.5) == "pinned"  # not "empty": the drain would fail on it
+    (report,) = node_report(table, {"ds-only": [proxy]}, known)
+    assert report.verdict(0.5) == "empty"
 
 
 @pytest.mark.controlplane

@@ -269,15 +269,15 @@ class NodeReport:
 
     def verdict(self, threshold: float) -> str:
         """``busy`` (utilization at or over ``threshold``), else ``disabled`` (the node
-        opts out of scale-down), ``empty`` (no pods but DaemonSet and mirror pods),
-        ``pinned`` (held by pods, :func:`pins_node`) or ``removable`` (nothing pins it)."""
+        opts out of scale-down), ``pinned`` (held by pods, :func:`pins_node`), ``empty`` (no
+        pods but DaemonSet, mirror and expendable pods) or ``removable`` (nothing pins it)."""
         if self.utilization >= threshold:
             return "busy"
         if self.scale_down_disabled:
             return "disabled"
-        if self.pods == self.daemon_pods + self.expendable_pods:
-            return "empty"
-        return "pinned" if self.pinning else "removable"
+        if self.pinning:  # a DaemonSet pod whose DaemonSet is gone pins an otherwise empty node
+            return "pinned"
+        return "empty" if self.pods == self.daemon_pods + self.expendable_pods else "removable"
 
 
 def _annotation(table: NodeTable, row: int, key: str) -> str | None:
