@@ -40,14 +40,31 @@ def _table(nodes: dict[str, tuple[int, int]]) -> NodeTable:
     return table
 
 
+#: The apiVersion of each built-in controller kind (any other: a custom resource's).
+API_VERSIONS = {
+    "ReplicationController": "v1",
+    "ReplicaSet": "apps/v1",
+    "StatefulSet": "apps/v1",
+    "DaemonSet": "apps/v1",
+    "Job": "batch/v1",
+}
+
+
 def _pod(
-    name: str, cpu: str, memory: str, owner: str | None = None, controller: bool = True, **annotations: str
+    name: str,
+    cpu: str,
+    memory: str,
+    owner: str | None = None,
+    controller: bool = True,
+    api_version: str | None = None,
+    **annotations: str,
 ) -> Pod:
     raw = pod_manifest(name, cpu=cpu, memory=memory)
     raw["metadata"]["annotations"] = annotations
     if owner:
+        version = api_version or API_VERSIONS.get(owner, "example.com/v1")
         raw["metadata"]["ownerReferences"] = [
-            {"apiVersion": "v1", "kind": owner, "name": "o", "uid": "u", "controller": controller}
+            {"apiVersion": version, "kind": owner, "name": "o", "uid": "u", "controller": controller}
         ]
     return Pod.from_dict(raw)
 
@@ -229,6 +246,7 @@ def _bind(
     memory: str,
     owner: str | None = None,
     owner_exists: bool = True,
+    api_version: str = "apps/v1",
     **labels: str,
 ) -> None:
     raw = pod_manifest(name, cpu=cpu, memory=memory, labels=labels)
@@ -238,7 +256,7 @@ def _bind(
             _controller(cp, owner, f"{name}-owner")
         uid = "0b5e3f1c-0000-4000-8000-000000000000"  # no garbage collector runs: the uid is not checked
         ref = {
-            "apiVersion": "apps/v1",
+            "apiVersion": api_version,
             "kind": owner,
             "name": f"{name}-owner",
             "uid": uid,
@@ -993,21 +1011,50 @@ def test_a_pod_whose_controller_is_gone_pins_its_node() -> None:
     assert report.verdict(0.5) == "empty"
 
 
+def test_the_controller_check_reads_the_kind_and_for_daemonsets_the_group() -> None:
+    """As the autoscaler's rule: a DaemonSet pod (by its owner's kind or the daemonset-pod
+    annotation) is looked up only when its controller is an ``apps`` DaemonSet (it has no
+    lister for OpenKruise's ``apps.kruise.io`` one), a ReplicationController always, a
+    ReplicaSet, StatefulSet or Job by its kind whatever its group."""
+    gone = ScaleDownRules(controllers=frozenset())
+    kruise = _pod("kruise-ds", "100m", "100Mi", owner="DaemonSet", api_version="apps.kruise.io/v1alpha1")
+    assert kruise.owner_group == "apps.kruise.io" and pin_reason(kruise, gone) is None
+    table = _table({"kruise-only": (4000, 16)})
+    table.add_pod(table.index["kruise-only"], kruise)
+    (report,) = node_report(table, {"kruise-only": [kruise]}, gone)
+    assert report.verdict(0.5) == "empty"
+    ds_annotation = {"cluster-autoscaler.kubernetes.io/daemonset-pod": "true"}
+    assert pin_reason(_pod("ds-like-rs", "1", "1Gi", owner="ReplicaSet", **ds_annotation), gone) is None
+    assert pin_reason(_pod("ds-like-job", "1", "1Gi", owner="Job", **ds_annotation), gone) is None
+    ds_like_rc = _pod("ds-like-rc", "1", "1Gi", owner="ReplicationController", **ds_annotation)
+    assert pin_reason(ds_like_rc, gone) == "controller ReplicationController o not found"
+    other_rs = _pod("other-rs", "1", "1Gi", owner="ReplicaSet", api_version="example.com/v1")
+    assert pin_reason(other_rs, gone) == "controller ReplicaSet o not found"
+    kruise_sts = _pod("kruise-sts", "1", "1Gi", owner="StatefulSet", api_version="apps.kruise.io/v1beta1")
+    assert pin_reason(kruise_sts, gone) == "controller StatefulSet o not found"
+
+
 @pytest.mark.controlplane
 def test_inspect_checks_the_controllers_exist(
     cluster: ControlPlane, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """On the real API server: a pod owned by a ReplicaSet that exists is movable, one whose
     ReplicaSet is gone (deleted with its pods orphaned) pins its node."""
-    for node in ("kept", "orphaned"):
+    for node in ("kept", "orphaned", "kruise", "daemon-gone"):
         cluster.create_node(node, cpu="4", memory="16Gi")
     _bind(cluster, "web-1", "kept", "100m", "100Mi", owner="ReplicaSet")
     _bind(cluster, "old-1", "orphaned", "100m", "100Mi", owner="ReplicaSet", owner_exists=False)
+    # another group's DaemonSet: the autoscaler does not look it up (nor does inspect)
+    kruise = "apps.kruise.io/v1alpha1"
+    _bind(cluster, "agent-1", "kruise", "100m", "100Mi", "DaemonSet", False, api_version=kruise)
+    _bind(cluster, "agent-2", "daemon-gone", "100m", "100Mi", "DaemonSet", False)
     assert main(["inspect", "--kubeconfig", str(cluster.kubeconfig), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["controllers_read"] is True
     nodes = {n["node"]: n for n in report["nodes"]}
     assert nodes["kept"]["verdict"] == "removable"
+    assert nodes["kruise"]["verdict"] == "empty"
+    assert nodes["daemon-gone"]["verdict"] == "pinned"  # an apps DaemonSet is looked up
     assert nodes["orphaned"]["pin_reasons"] == {
         "default/old-1": "controller ReplicaSet old-1-owner not found"
     }

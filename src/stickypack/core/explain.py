@@ -184,12 +184,25 @@ def is_expendable(pod: Pod, rules: ScaleDownRules = ScaleDownRules()) -> bool:
     return pod.priority is not None and pod.priority < rules.expendable_priority_cutoff
 
 
+def _checked_controller(pod: Pod) -> bool:
+    """Whether the autoscaler's ``customcontroller`` rule looks ``pod``'s controller up: a
+    ReplicationController always; then a DaemonSet pod (:func:`is_daemon_pod`, annotated
+    ones too) only if its controller is an ``apps`` DaemonSet (it has no lister for another
+    group's, such as OpenKruise's ``apps.kruise.io`` DaemonSet); else a Job, ReplicaSet or
+    StatefulSet, of whatever group (it reads the kind only)."""
+    if pod.owner_kind == "ReplicationController":
+        return True
+    if pod.owner_kind == "DaemonSet" or pod.annotations.get(DAEMONSET_POD_ANNOTATION) == "true":
+        return pod.owner_kind == "DaemonSet" and pod.owner_group == "apps"
+    return pod.owner_kind in CHECKED_CONTROLLERS
+
+
 def pin_reason(pod: Pod, rules: ScaleDownRules = ScaleDownRules()) -> str | None:
     """Why the cluster-autoscaler would refuse to remove ``pod``'s node for it, or None, in
     the order of its drainability rules: mirror pods never pin; a pod whose controller
-    (one of :data:`CHECKED_CONTROLLERS`) no longer exists pins, whatever its annotations
-    (the autoscaler's ``customcontroller`` rule, checked before the others, when
-    ``rules.controllers`` is known); DaemonSet pods never pin
+    (one of :data:`CHECKED_CONTROLLERS`, as :func:`_checked_controller` picks) no longer
+    exists pins, whatever its annotations (the autoscaler's ``customcontroller`` rule,
+    checked before the others, when ``rules.controllers`` is known); DaemonSet pods never pin
     (:func:`is_daemon_pod`); ``safe-to-evict: "true"`` lifts every rule but the budget's
     (the autoscaler drains through the Eviction API, which refuses a pod while a budget
     covering it allows no disruption; FAQ.md lists "Pods with restrictive
@@ -205,7 +218,7 @@ def pin_reason(pod: Pod, rules: ScaleDownRules = ScaleDownRules()) -> str | None
         return None
     if (
         rules.controllers is not None
-        and pod.owner_kind in CHECKED_CONTROLLERS
+        and _checked_controller(pod)
         and (pod.owner_kind, pod.namespace, pod.owner_name or "") not in rules.controllers
     ):
         return f"controller {pod.owner_kind} {pod.owner_name} not found"

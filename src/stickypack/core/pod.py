@@ -73,6 +73,8 @@ class Pod:
     owner_kind: str | None = None
     #: Name of that controller (in the pod's namespace), if any.
     owner_name: str | None = None
+    #: API group of that controller (its ``apiVersion`` before the ``/``; "" for ``v1``), if any.
+    owner_group: str | None = None
     scheduler_name: str = "default-scheduler"
     node_name: str | None = None
     uid: str = ""
@@ -164,6 +166,9 @@ class Pod:
                 ),
                 owner_kind=str(controller["kind"]) if controller else None,
                 owner_name=str(controller.get("name") or "") or None if controller else None,
+                owner_group=(
+                    str(controller.get("apiVersion") or "").rpartition("/")[0] if controller else None
+                ),
                 scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
                 node_name=spec.get("nodeName") or None,
                 images=_pod_images(spec),

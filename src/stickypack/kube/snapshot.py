@@ -53,7 +53,8 @@ def snapshot_pod(obj: dict[str, Any]) -> dict[str, Any]:
         slim["spec"]["volumes"] = local
     owners = [o for o in meta.get("ownerReferences") or () if o.get("controller") is True]
     if owners:
-        owner = {"kind": owners[0].get("kind"), "name": owners[0].get("name"), "controller": True}
+        owner = {k: owners[0].get(k) for k in ("apiVersion", "kind", "name")}
+        owner["controller"] = True
         slim["metadata"]["ownerReferences"] = [owner]
     priority = (obj.get("spec") or {}).get("priority")
     if priority is not None:
