@@ -678,11 +678,26 @@ async def test_snapshot_keeps_only_what_it_reads_of_each_pod(monkeypatch: pytest
     assert held[1] < n_pods * 1000, held  # under 1 kB a pod; listed in full, 12 kB
     assert snap.budgets == ()
     assert snap.controllers == frozenset({("ReplicaSet", "default", "rs")})
+    assert held[3] < 200, held  # the ReplicaSets: names only (listed in full, 4 kB)
     pods = snap.pods_by_node["n1"]
     assert len(pods) == n_pods and not snap.unreadable
     assert pods[0].owner_kind == "ReplicaSet" and pins_node(pods[0])  # safe-to-evict "false" kept
     assert "other" not in pods[0].annotations
     assert snap.cache.table.requested[snap.cache.table.index["n1"], 0] == 10 * n_pods
+
+    async def not_served(self: object, **kw: object) -> Response:
+        response = Response(b'{"kind": "Status", "message": "the server could not find it"}')
+        response.status = 404
+        return response
+
+    monkeypatch.setattr(Apps, "list_daemon_set_for_all_namespaces", not_served)
+    assert (await take_snapshot(object())).controllers is None  # said so, not a failed inspect
+
+    def unread(api: object) -> None:
+        raise AssertionError("controllers listed")
+
+    monkeypatch.setattr(client, "AppsV1Api", unread)  # --pod does not read them
+    assert (await take_snapshot(object(), controllers=False)).controllers is None
 
 
 def _with_volumes(pod: Pod, volumes: list[dict], **annotations: str) -> Pod:

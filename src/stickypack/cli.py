@@ -973,7 +973,7 @@ async def _inspect_cluster(
         cache = ClusterCache(
             build_selector=config.pods.build_selector, builder_selector=config.pods.builder_selector
         )
-        snap = await take_snapshot(api, cache)
+        snap = await take_snapshot(api, cache, controllers=pod is None)
         history = None
         if pod is not None and args.config:
             recorder = HistoryRecorder(make_store(config, api), history_limits(config))
@@ -1088,7 +1088,8 @@ def _print_inspection(console: Console, report: dict[str, Any]) -> None:
         if not report["controllers_read"]:
             console.print(
                 "controllers could not be listed (no `list` right on replicasets, statefulsets, "
-                "daemonsets, jobs or replicationcontrollers): each pod's controller is taken to exist",
+                "daemonsets, jobs or replicationcontrollers, or one is not served): "
+                "each pod's controller is taken to exist",
                 highlight=False,
             )
         return

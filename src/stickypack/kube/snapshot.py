@@ -79,10 +79,13 @@ class Snapshot:
     controllers: frozenset[tuple[str, str, str]] | None = None
 
 
-async def take_snapshot(api_client: Any, cache: ClusterCache | None = None) -> Snapshot:
+async def take_snapshot(
+    api_client: Any, cache: ClusterCache | None = None, *, controllers: bool = True
+) -> Snapshot:
     """List every node and every bound, running pod through ``api_client``
     (``kubernetes_asyncio.client.ApiClient``). Needs ``list`` on nodes and on pods of all
-    namespaces."""
+    namespaces. ``controllers``: list them too (:attr:`Snapshot.controllers`, else None);
+    only the node report reads them."""
     from kubernetes_asyncio import client
 
     core = client.CoreV1Api(api_client)
@@ -106,7 +109,7 @@ async def take_snapshot(api_client: Any, cache: ClusterCache | None = None) -> S
         if pod.node_name:
             snap.pods_by_node.setdefault(pod.node_name, []).append(pod)
     snap.budgets = await _budgets(api_client)
-    snap.controllers = await _controllers(api_client)
+    snap.controllers = await _controllers(api_client) if controllers else None
     return snap
 
 
@@ -145,15 +148,15 @@ async def _budgets(api_client: Any) -> tuple[DisruptionBudget, ...] | None:
 
 def _name_only(obj: dict[str, Any]) -> dict[str, Any]:
     meta = obj.get("metadata") or {}
-    return {"metadata": {k: meta.get(k) for k in ("name", "namespace", "uid", "resourceVersion")}}
+    return {"metadata": {k: meta.get(k) for k in ("name", "namespace")}}
 
 
 async def _controllers(api_client: Any) -> frozenset[tuple[str, str, str]] | None:
     """``(kind, namespace, name)`` of every ReplicaSet, ReplicationController, StatefulSet,
     Job and DaemonSet (names only are kept, page by page), or None when one of those kinds
-    may not be listed (then no controller is checked: a cluster-wide ``list`` on
-    replicasets, statefulsets, daemonsets (apps), jobs (batch) and replicationcontrollers
-    reads them)."""
+    may not be listed or is not served (401, 403, 404: then no controller is checked; a
+    cluster-wide ``list`` on replicasets, statefulsets, daemonsets (apps), jobs (batch) and
+    replicationcontrollers reads them)."""
     from kubernetes_asyncio import client
 
     apps, batch, core = (
@@ -173,7 +176,7 @@ async def _controllers(api_client: Any) -> frozenset[tuple[str, str, str]] | Non
         try:
             listed = await Informer(kind, call, transform=_name_only).list_once()
         except WatchError as exc:
-            if exc.status in (401, 403):
+            if exc.status in (401, 403, 404):
                 return None
             raise
         for obj in listed.values():
