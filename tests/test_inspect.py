@@ -1073,3 +1073,63 @@ def test_inspect_checks_the_controllers_exist(
     assert nodes["orphaned"]["pin_reasons"] == {
         "default/old-1": "controller ReplicaSet old-1-owner not found"
     }
+
+
+def test_pods_terminating_too_long_neither_pin_nor_count() -> None:
+    """The autoscaler's ``IsPodLongTerminating``: a pod deleted longer ago than its grace
+    period (30 s when it sets none) plus 30 s is taken as gone: it pins nothing and its
+    requests count toward no node's utilization. Without a time to judge at, the rule is off."""
+    deleted = 1_000_000.0
+    stuck = dataclasses.replace(_pod("stuck", "3", "1Gi"), deleted=deleted, grace_period_s=120)
+    fresh = dataclasses.replace(_pod("fresh", "3", "1Gi"), deleted=deleted)  # default grace 30 s
+    table = _table({"a": (4000, 16), "b": (4000, 16)})
+    table.add_pod(table.index["a"], stuck)
+    table.add_pod(table.index["b"], fresh)
+    pods = {"a": [stuck], "b": [fresh]}
+    at = ScaleDownRules(now=deleted + 100)  # past fresh's 30 + 30 s, within stuck's 120 + 30 s
+    reports = {r.node: r for r in node_report(table, pods, at)}
+    assert (reports["a"].verdict(0.5), pin_reason(stuck, at)) == ("busy", "no controller")
+    assert (reports["b"].utilization, reports["b"].terminating_pods, reports["b"].verdict(0.5)) == (
+        0.0,
+        1,
+        "empty",
+    )
+    later = ScaleDownRules(now=deleted + 151)
+    assert pin_reason(stuck, later) is None
+    assert pin_reason(fresh, ScaleDownRules()) == "no controller"  # no clock: not applied
+
+
+@pytest.mark.controlplane
+def test_snapshot_reads_when_a_pod_was_deleted(cluster: ControlPlane) -> None:
+    """A bound pod deleted on the real API server stays, terminating (no kubelet confirms):
+    the snapshot keeps its deletion time and grace period, so ``inspect`` (at its own now)
+    takes it as gone once they have passed."""
+    import asyncio
+    import time
+
+    from stickypack.kube.snapshot import take_snapshot
+
+    cluster.create_node("draining", cpu="4", memory="16Gi")
+    raw = pod_manifest("leaving", cpu="3", memory="1Gi")
+    raw["spec"]["nodeName"] = "draining"
+    raw["spec"]["terminationGracePeriodSeconds"] = 5
+    cluster.create_pod(pod=raw)
+
+    async def delete(api: object) -> None:
+        await client.CoreV1Api(api).delete_namespaced_pod("leaving", "default")
+
+    before = time.time()
+    cluster.call(delete)
+
+    async def snapshot() -> object:
+        async with client.ApiClient(configuration=cluster.client_configuration()) as api:
+            return await take_snapshot(api)
+
+    snap = asyncio.run(snapshot())
+    (pod,) = snap.pods_by_node["draining"]
+    assert pod.grace_period_s == 5 and pod.deleted is not None
+    assert before - 2 < pod.deleted - 5 < time.time() + 2  # the API server sets now + grace
+    (report,) = node_report(snap.cache.table, snap.pods_by_node, ScaleDownRules(now=pod.deleted + 5 + 31))
+    assert (report.verdict(0.5), report.terminating_pods) == ("empty", 1)
+    (report,) = node_report(snap.cache.table, snap.pods_by_node, ScaleDownRules(now=pod.deleted))
+    assert report.verdict(0.5) == "busy"

@@ -981,6 +981,8 @@ async def _inspect_cluster(
             history = recorder.history
     finally:
         await api.close()
+    import time
+
     table = snap.cache.table
     if pod is None:
         rules = ScaleDownRules(
@@ -988,6 +990,7 @@ async def _inspect_cluster(
             system_pods_pin=not args.system_pods_move,
             budgets=snap.budgets,
             controllers=snap.controllers,
+            now=time.time(),
             expendable_priority_cutoff=(
                 EXPENDABLE_PODS_PRIORITY_CUTOFF
                 if args.expendable_pods_priority_cutoff is None
@@ -1011,6 +1014,7 @@ async def _inspect_cluster(
                     "pods": r.pods,
                     "daemon_pods": r.daemon_pods,
                     "expendable_pods": r.expendable_pods,
+                    "terminating_pods": r.terminating_pods,
                     "builds": r.builds,
                     "pinning": list(r.pinning),
                     "pin_reasons": dict(zip(r.pinning, r.pin_reasons, strict=True)),
@@ -1024,8 +1028,6 @@ async def _inspect_cluster(
             "controllers_read": snap.controllers is not None,
         }
     assert policy is not None
-    import time
-
     ctx = SchedulingContext(
         now=time.time(),
         history=history,

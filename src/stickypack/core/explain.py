@@ -177,6 +177,26 @@ class ScaleDownRules:
     #: ReplicationController, StatefulSet, Job and DaemonSet; None when they are not known
     #: (then a controller is taken to exist, and the rule is not applied).
     controllers: frozenset[tuple[str, str, str]] | None = None
+    #: The time to judge at (seconds since the epoch), for pods terminating for too long
+    #: (:func:`is_long_terminating`); None: that rule is not applied (``core`` has no clock).
+    now: float | None = None
+
+
+#: Seconds past its grace period after which the autoscaler takes a terminating pod as
+#: gone (its ``PodLongTerminatingExtraThreshold``), and the grace period a pod that sets
+#: none gets (Kubernetes' default).
+LONG_TERMINATING_EXTRA_S = 30.0
+DEFAULT_GRACE_PERIOD_S = 30
+
+
+def is_long_terminating(pod: Pod, rules: ScaleDownRules = ScaleDownRules()) -> bool:
+    """The autoscaler's ``IsPodLongTerminating`` at ``rules.now``: the pod was deleted
+    longer ago than its grace period plus :data:`LONG_TERMINATING_EXTRA_S`. Such a pod
+    neither pins its node nor counts toward its utilization."""
+    if rules.now is None or pod.deleted is None:
+        return False
+    grace = DEFAULT_GRACE_PERIOD_S if pod.grace_period_s is None else pod.grace_period_s
+    return pod.deleted + grace + LONG_TERMINATING_EXTRA_S < rules.now
 
 
 def is_expendable(pod: Pod, rules: ScaleDownRules = ScaleDownRules()) -> bool:
@@ -213,8 +233,13 @@ def pin_reason(pod: Pod, rules: ScaleDownRules = ScaleDownRules()) -> str | None
     storage (:func:`blocking_local_volumes`, ``local_storage_pins``); a pod covered by a
     budget that allows no disruption now. Not seen here: whether the controller has more
     than the autoscaler's ``--min-replica-count`` (0 by default: any). An expendable pod
-    (:func:`is_expendable`) never pins."""
-    if MIRROR_POD_ANNOTATION in pod.annotations or is_expendable(pod, rules):
+    (:func:`is_expendable`) and one terminating for too long (:func:`is_long_terminating`)
+    never pin."""
+    if (
+        MIRROR_POD_ANNOTATION in pod.annotations
+        or is_expendable(pod, rules)
+        or is_long_terminating(pod, rules)
+    ):
         return None
     if (
         rules.controllers is not None
@@ -279,6 +304,9 @@ class NodeReport:
     #: mirror pods. Expendable pods are left out of ``cpu``, ``memory`` and the verdict, as
     #: the autoscaler leaves them out.
     expendable_pods: int = 0
+    #: How many of ``pods`` (not DaemonSet or mirror pods, not expendable) have been
+    #: terminating for too long (:func:`is_long_terminating`): left out as expendable ones are.
+    terminating_pods: int = 0
 
     def verdict(self, threshold: float) -> str:
         """``busy`` (utilization at or over ``threshold``), else ``disabled`` (the node
@@ -290,7 +318,8 @@ class NodeReport:
             return "disabled"
         if self.pinning:  # a DaemonSet pod whose DaemonSet is gone pins an otherwise empty node
             return "pinned"
-        return "empty" if self.pods == self.daemon_pods + self.expendable_pods else "removable"
+        left_out = self.daemon_pods + self.expendable_pods + self.terminating_pods
+        return "empty" if self.pods == left_out else "removable"
 
 
 def _annotation(table: NodeTable, row: int, key: str) -> str | None:
@@ -313,8 +342,9 @@ def node_report(
         alloc = np.maximum(table.alloc[i, :2], 1)
         pods: Sequence[Pod] = list(pods_by_node.get(name, ()))
         expendable = [p for p in pods if is_expendable(p, rules)]
+        terminating = [p for p in pods if is_long_terminating(p, rules) and not is_expendable(p, rules)]
         requested = table.requested[i, :2].astype(float)
-        for p in expendable:
+        for p in (*expendable, *terminating):  # left out of the autoscaler's utilization
             requested -= (p.requests.get(CPU, 0), p.requests.get(MEMORY, 0))
         cpu, memory = (np.maximum(requested, 0) / alloc).tolist()
         pinned = sorted((p.key, reason) for p in pods if (reason := pin_reason(p, rules)) is not None)
@@ -337,6 +367,7 @@ def node_report(
                 scale_down_disabled=_annotation(table, i, SCALE_DOWN_DISABLED_ANNOTATION) == "true",
                 pin_reasons=tuple(reason for _, reason in pinned),
                 expendable_pods=sum(1 for p in expendable if not is_daemon_pod(p)),
+                terminating_pods=sum(1 for p in terminating if not is_daemon_pod(p)),
             )
         )
     out.sort(key=lambda r: r.node)

@@ -86,6 +86,11 @@ class Pod:
     #: Names of the volumes on the node's own disk: ``hostPath``, and ``emptyDir`` not in
     #: memory (what the cluster-autoscaler calls local storage).
     local_volumes: tuple[str, ...] = ()
+    #: When the pod was marked for deletion (``metadata.deletionTimestamp``, seconds since
+    #: the epoch), if it is terminating.
+    deleted: float | None = None
+    #: ``spec.terminationGracePeriodSeconds``, if set.
+    grace_period_s: int | None = None
     #: ``spec.priority`` (the API server fills it in from the priority class), if set.
     priority: int | None = None
 
@@ -132,6 +137,8 @@ class Pod:
                 namespace=str(meta.get("namespace") or "default"),
                 uid=str(meta.get("uid") or ""),
                 created=rfc3339_seconds(meta.get("creationTimestamp")),
+                deleted=rfc3339_seconds(meta.get("deletionTimestamp")),
+                grace_period_s=_grace_period(spec.get("terminationGracePeriodSeconds")),
                 requests=requests,
                 nonzero_cpu=nonzero[CPU],
                 nonzero_memory=nonzero[MEMORY],
@@ -185,6 +192,12 @@ def _priority(raw: object) -> int | None:
     if isinstance(raw, bool) or not isinstance(raw, int) or not -(2**31) <= raw < 2**31:
         return None
     return raw
+
+
+def _grace_period(raw: object) -> int | None:
+    """``spec.terminationGracePeriodSeconds``, None when absent or not an integer (only
+    ``inspect`` reads it: a malformed one must not make the extender refuse the pod)."""
+    return raw if isinstance(raw, int) and not isinstance(raw, bool) and raw >= 0 else None
 
 
 def _local_volumes(spec: Mapping[str, Any]) -> tuple[str, ...]:

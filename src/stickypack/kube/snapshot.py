@@ -56,9 +56,10 @@ def snapshot_pod(obj: dict[str, Any]) -> dict[str, Any]:
         owner = {k: owners[0].get(k) for k in ("apiVersion", "kind", "name")}
         owner["controller"] = True
         slim["metadata"]["ownerReferences"] = [owner]
-    priority = (obj.get("spec") or {}).get("priority")
-    if priority is not None:
-        slim["spec"]["priority"] = priority
+    spec = obj.get("spec") or {}
+    for key in ("priority", "terminationGracePeriodSeconds"):  # expendable, long-terminating pods
+        if spec.get(key) is not None:
+            slim["spec"][key] = spec[key]
     return slim
 
 
