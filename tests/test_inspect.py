@@ -951,6 +951,18 @@ def test_a_priority_that_is_not_an_int32_fails_no_pod() -> None:
     assert Pod.from_dict(raw).priority == -(2**31)
 
 
+def test_a_deletion_time_that_is_no_time_fails_no_pod() -> None:
+    """``metadata.deletionTimestamp`` is read for ``inspect`` only: one that is no time is
+    no deletion, not a pod the extender (or the cache) rejects (unlike a malformed creation
+    time, which the extender's plugins read)."""
+    for bad in ("not-a-time", 12345, {"at": 1}, "2026-13-01T00:00:00Z"):
+        raw = pod_manifest("odd", cpu="1", memory="1Gi")
+        raw["metadata"]["deletionTimestamp"] = bad
+        assert Pod.from_dict(raw).deleted is None, bad
+    raw["metadata"]["deletionTimestamp"] = "2026-12-02T10:00:00Z"
+    assert Pod.from_dict(raw).deleted == 1796205600.0
+
+
 def test_expendable_daemon_and_requestless_pods() -> None:
     """An expendable DaemonSet pod is left out of the utilization too (the autoscaler drops
     every expendable pod) and counted once, as a DaemonSet pod; an expendable pod without

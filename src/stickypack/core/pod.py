@@ -137,7 +137,7 @@ class Pod:
                 namespace=str(meta.get("namespace") or "default"),
                 uid=str(meta.get("uid") or ""),
                 created=rfc3339_seconds(meta.get("creationTimestamp")),
-                deleted=rfc3339_seconds(meta.get("deletionTimestamp")),
+                deleted=_deletion_time(meta.get("deletionTimestamp")),
                 grace_period_s=_grace_period(spec.get("terminationGracePeriodSeconds")),
                 requests=requests,
                 nonzero_cpu=nonzero[CPU],
@@ -192,6 +192,16 @@ def _priority(raw: object) -> int | None:
     if isinstance(raw, bool) or not isinstance(raw, int) or not -(2**31) <= raw < 2**31:
         return None
     return raw
+
+
+def _deletion_time(raw: object) -> float | None:
+    """``metadata.deletionTimestamp`` (:func:`rfc3339_seconds`), None when absent or no time:
+    unlike the creation time, which the extender's plugins read, only ``inspect`` reads it,
+    and a malformed one must not make the extender (or its cache) refuse the pod."""
+    try:
+        return rfc3339_seconds(raw)
+    except (ValueError, OverflowError):
+        return None
 
 
 def _grace_period(raw: object) -> int | None:
