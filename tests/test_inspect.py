@@ -1093,7 +1093,8 @@ def test_pods_terminating_too_long_neither_pin_nor_count() -> None:
     requests count toward no node's utilization. Without a time to judge at, the rule is off."""
     deleted = 1_000_000.0
     stuck = dataclasses.replace(_pod("stuck", "3", "1Gi"), deleted=deleted, grace_period_s=120)
-    fresh = dataclasses.replace(_pod("fresh", "3", "1Gi"), deleted=deleted)  # default grace 30 s
+    # pod_manifest sets a grace period of 0: none here, so the default 30 s applies
+    fresh = dataclasses.replace(_pod("fresh", "3", "1Gi"), deleted=deleted, grace_period_s=None)
     table = _table({"a": (4000, 16), "b": (4000, 16)})
     table.add_pod(table.index["a"], stuck)
     table.add_pod(table.index["b"], fresh)
@@ -1106,6 +1107,8 @@ def test_pods_terminating_too_long_neither_pin_nor_count() -> None:
         1,
         "empty",
     )
+    assert pin_reason(fresh, ScaleDownRules(now=deleted + 59)) == "no controller"  # 30 + 30 s not past
+    assert pin_reason(fresh, ScaleDownRules(now=deleted + 61)) is None
     later = ScaleDownRules(now=deleted + 151)
     assert pin_reason(stuck, later) is None
     assert pin_reason(fresh, ScaleDownRules()) == "no controller"  # no clock: not applied
