@@ -1114,8 +1114,28 @@ def test_pods_terminating_too_long_neither_pin_nor_count() -> None:
     assert pin_reason(fresh, ScaleDownRules()) == "no controller"  # no clock: not applied
 
 
+def test_long_terminating_expendable_and_daemon_pods_are_left_out_once() -> None:
+    """A pod both expendable and terminating for too long is taken off the utilization once
+    and counted once, as expendable; a long-terminating DaemonSet pod is taken off too (the
+    autoscaler skips it whatever its kind, by default) and counted as a DaemonSet pod."""
+    deleted = 1_000_000.0
+    both = dataclasses.replace(_pod("both", "2", "1Gi"), deleted=deleted, priority=-20)
+    agent = dataclasses.replace(_pod("agent", "1", "4Gi", owner="DaemonSet"), deleted=deleted)
+    kept = _pod("web", "500m", "1Gi", owner="ReplicaSet")
+    table = _table({"n": (4000, 16)})
+    pods = {"n": [both, agent, kept]}
+    for pod in pods["n"]:
+        table.add_pod(table.index["n"], pod)
+    (r,) = node_report(table, pods, ScaleDownRules(now=deleted + 1000))
+    assert (r.cpu, r.memory) == (pytest.approx(0.125), pytest.approx(1 / 16))
+    assert (r.pods, r.daemon_pods, r.expendable_pods, r.terminating_pods) == (3, 1, 1, 0)
+    assert r.verdict(0.5) == "removable"
+
+
 @pytest.mark.controlplane
-def test_snapshot_reads_when_a_pod_was_deleted(cluster: ControlPlane) -> None:
+def test_snapshot_reads_when_a_pod_was_deleted(
+    cluster: ControlPlane, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A bound pod deleted on the real API server stays, terminating (no kubelet confirms):
     the snapshot keeps its deletion time and grace period, so ``inspect`` (at its own now)
     takes it as gone once they have passed."""
@@ -1148,3 +1168,13 @@ def test_snapshot_reads_when_a_pod_was_deleted(cluster: ControlPlane) -> None:
     assert (report.verdict(0.5), report.terminating_pods) == ("empty", 1)
     (report,) = node_report(snap.cache.table, snap.pods_by_node, ScaleDownRules(now=pod.deleted))
     assert report.verdict(0.5) == "busy"
+    argv = ["inspect", "--kubeconfig", str(cluster.kubeconfig), "--json"]
+    assert main(argv) == 0  # the CLI judges at its own clock: not yet
+    (node,) = json.loads(capsys.readouterr().out)["nodes"]
+    assert (node["verdict"], node["terminating_pods"]) == ("busy", 0)
+    real_time = time.time
+    monkeypatch.setattr(time, "time", lambda: real_time() + 3600)  # an hour on: long gone
+    assert main(argv) == 0
+    monkeypatch.undo()
+    (node,) = json.loads(capsys.readouterr().out)["nodes"]
+    assert (node["verdict"], node["utilization"], node["terminating_pods"]) == ("empty", 0.0, 1)
