@@ -605,17 +605,27 @@ async def test_snapshot_keeps_only_what_it_reads_of_each_pod(monkeypatch: pytest
             return self.body
 
         def release(self) -> None:
-            pass
+            self.body = b""
+
+    def page_of(*items: dict) -> Response:
+        return Response(orjson.dumps({"metadata": {}, "items": list(items)}))
+
+    async def nothing(self: object, **kw: object) -> Response:
+        return page_of()
 
     pages: list[int] = []
 
-    class Core:
-        def __init__(self, api: object) -> None:
-            pass
+    class Scripted:
+        """An API group of the generated client, answering its list calls from a script."""
 
+        def __init__(self, api: object) -> None:
+            self.api = api
+
+    class Core(Scripted):
         async def list_node(self, **kw: object) -> Response:
-            node = {"metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "1000", "memory": "1Ti"}}}
-            return Response(orjson.dumps({"metadata": {}, "items": [node]}))
+            return page_of(
+                {"metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "1000", "memory": "1Ti"}}}
+            )
 
         async def list_pod_for_all_namespaces(
             self, *, limit: int, _continue: str = "0", **kw: object
@@ -629,36 +639,22 @@ async def test_snapshot_keeps_only_what_it_reads_of_each_pod(monkeypatch: pytest
             }
             return Response(orjson.dumps(page))
 
-        async def list_replication_controller_for_all_namespaces(self, **kw: object) -> Response:
-            return Response(orjson.dumps({"metadata": {}, "items": []}))
+        list_replication_controller_for_all_namespaces = nothing
 
-    class Policy:
-        def __init__(self, api: object) -> None:
-            pass
+    class Policy(Scripted):
+        list_pod_disruption_budget_for_all_namespaces = nothing
 
-        async def list_pod_disruption_budget_for_all_namespaces(self, **kw: object) -> Response:
-            return Response(orjson.dumps({"metadata": {}, "items": []}))
-
-    class Apps:
-        def __init__(self, api: object) -> None:
-            pass
-
+    class Apps(Scripted):
         async def list_replica_set_for_all_namespaces(self, **kw: object) -> Response:
-            rs = {"metadata": {"name": "rs", "namespace": "default", "uid": "r", "managedFields": [bulk]}}
-            return Response(orjson.dumps({"metadata": {}, "items": [rs]}))
+            return page_of(
+                {"metadata": {"name": "rs", "namespace": "default", "uid": "r", "managedFields": [bulk]}}
+            )
 
-        async def list_stateful_set_for_all_namespaces(self, **kw: object) -> Response:
-            return Response(orjson.dumps({"metadata": {}, "items": []}))
+        list_stateful_set_for_all_namespaces = nothing
+        list_daemon_set_for_all_namespaces = nothing
 
-        async def list_daemon_set_for_all_namespaces(self, **kw: object) -> Response:
-            return Response(orjson.dumps({"metadata": {}, "items": []}))
-
-    class Batch:
-        def __init__(self, api: object) -> None:
-            pass
-
-        async def list_job_for_all_namespaces(self, **kw: object) -> Response:
-            return Response(orjson.dumps({"metadata": {}, "items": []}))
+    class Batch(Scripted):
+        list_job_for_all_namespaces = nothing
 
     held: list[int] = []
     list_once = Informer.list_once
