@@ -112,7 +112,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     sched.add_argument("--profiles", default="stickypack", help="comma-separated profiles to include")
     sched.add_argument("--kubeconfig", default=None, help="clientConnection.kubeconfig to set")
-    sched.add_argument("--output", "-o", type=Path, default=None, help="file to write (default: stdout)")
+    _add_output(sched)
     sched.add_argument(
         "--extender-url",
         default=None,
@@ -133,7 +133,7 @@ def _parser() -> argparse.ArgumentParser:
         help="labels of the pods to route, key=value[,key=value...] (default: BinderHub build pods)",
     )
     routing.add_argument("--namespace", default=None, help="only pods of this namespace (default: all)")
-    routing.add_argument("--output", "-o", type=Path, default=None, help="file to write (default: stdout)")
+    _add_output(routing)
 
     hook_cfg = render_sub.add_parser(
         "webhook-config",
@@ -156,7 +156,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="NAMESPACE/CERTIFICATE",
         help="let cert-manager fill in the CA bundle from this Certificate",
     )
-    hook_cfg.add_argument("--output", "-o", type=Path, default=None, help="file to write (default: stdout)")
+    _add_output(hook_cfg)
 
     gateway = render_sub.add_parser(
         "dask-gateway",
@@ -175,9 +175,7 @@ def _parser() -> argparse.ArgumentParser:
             default=None,
             help="also give worker pods this schedulerName (not needed with the routing webhook)",
         )
-        dask_parser.add_argument(
-            "--output", "-o", type=Path, default=None, help="file to write (default: stdout)"
-        )
+        _add_output(dask_parser)
 
     sched.add_argument(
         "--extender-weight",
@@ -531,6 +529,11 @@ def _check_url(url: str) -> None:
         raise UsageError(
             f"--extender-url {url!r}: no query, fragment, user or spaces (kube-scheduler appends /filter)"
         )
+
+
+def _add_output(parser: argparse.ArgumentParser) -> None:
+    """The ``-o/--output FILE`` every ``render`` command takes (default: standard output)."""
+    parser.add_argument("--output", "-o", type=Path, default=None, help="file to write (default: stdout)")
 
 
 def _render(args: argparse.Namespace) -> int:
