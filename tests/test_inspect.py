@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import uuid
 from pathlib import Path
 
 import numpy as np
@@ -238,6 +239,29 @@ def _controller(cp: ControlPlane, kind: str, name: str, namespace: str = "defaul
     cp.call(create)
 
 
+def _account_that_lists(cp: ControlPlane, account: str, resources: dict[str, list[str]]) -> Path:
+    """A kubeconfig for a new ServiceAccount ``account`` of ``default`` that may ``list``
+    only ``resources`` (API group to resource names), cluster-wide."""
+
+    async def grant(api: object) -> None:
+        core, rbac = client.CoreV1Api(api), client.RbacAuthorizationV1Api(api)
+        await core.create_namespaced_service_account("default", {"metadata": {"name": account}})
+        rules = [
+            {"apiGroups": [group], "resources": names, "verbs": ["list"]}
+            for group, names in resources.items()
+        ]
+        await rbac.create_cluster_role({"metadata": {"name": account}, "rules": rules})
+        binding = {
+            "metadata": {"name": account},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": account},
+            "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": "default"}],
+        }
+        await rbac.create_cluster_role_binding(binding)
+
+    cp.call(grant)
+    return cp.service_account_kubeconfig(account)
+
+
 def _bind(
     cp: ControlPlane,
     name: str,
@@ -358,10 +382,16 @@ def test_inspect_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFix
             "--system-pods-move, --expendable-pods-priority-cutoff: for the node report, not with --pod",
             2,
         ),
+        (["--pod", str(not_pod), "--min-replica-count", "2"], "--min-replica-count: for the node report", 2),
     ]:
         assert main(["inspect", *argv]) == status, argv
         err = capsys.readouterr().err
         assert message in err and "Traceback" not in err, (argv, err)
+    for value, message in [("-1", "-1 is negative"), ("two", "'two' is not an integer")]:
+        with pytest.raises(SystemExit) as exited:  # argparse's own exit
+            main(["inspect", "--min-replica-count", value])
+        assert exited.value.code == 2
+        assert f"argument --min-replica-count: {message}" in capsys.readouterr().err
 
 
 @pytest.mark.controlplane
@@ -371,7 +401,6 @@ def test_inspect_build_pod_reads_the_extenders_history(
     """With ``--config``, a build pod is explained with the extender's policy, profile and
     stored build history: the node that built the repo ranks first on BuildLocality."""
     import time
-    import uuid
 
     from stickypack.kube.history import ConfigMapHistoryStore, HistoryRecorder
 
@@ -647,7 +676,10 @@ async def test_snapshot_keeps_only_what_it_reads_of_each_pod(monkeypatch: pytest
     class Apps(Scripted):
         async def list_replica_set_for_all_namespaces(self, **kw: object) -> Response:
             return page_of(
-                {"metadata": {"name": "rs", "namespace": "default", "uid": "r", "managedFields": [bulk]}}
+                {
+                    "metadata": {"name": "rs", "namespace": "default", "uid": "r", "managedFields": [bulk]},
+                    "spec": {"replicas": 3, "template": {"metadata": {"annotations": {"a": "x" * 4000}}}},
+                }
             )
 
         list_stateful_set_for_all_namespaces = nothing
@@ -673,8 +705,9 @@ async def test_snapshot_keeps_only_what_it_reads_of_each_pod(monkeypatch: pytest
     assert pages == [500] * 4
     assert held[1] < n_pods * 1000, held  # under 1 kB a pod; listed in full, 12 kB
     assert snap.budgets == ()
-    assert snap.controllers == frozenset({("ReplicaSet", "default", "rs")})
-    assert held[3] < 200, held  # the ReplicaSets: names only (listed in full, 4 kB)
+    assert snap.controllers == {("ReplicaSet", "default", "rs"): 3}
+    assert snap.unlisted_controllers == {}
+    assert held[3] < 200, held  # the ReplicaSets: names and replicas only (listed in full, 4 kB)
     pods = snap.pods_by_node["n1"]
     assert len(pods) == n_pods and not snap.unreadable
     assert pods[0].owner_kind == "ReplicaSet" and pins_node(pods[0])  # safe-to-evict "false" kept
@@ -687,7 +720,9 @@ async def test_snapshot_keeps_only_what_it_reads_of_each_pod(monkeypatch: pytest
         return response
 
     monkeypatch.setattr(Apps, "list_daemon_set_for_all_namespaces", not_served)
-    assert (await take_snapshot(object())).controllers is None  # said so, not a failed inspect
+    snap = await take_snapshot(object())  # said so, not a failed inspect; the other kinds are read
+    assert snap.unlisted_controllers == {"DaemonSet": 404}
+    assert snap.controllers == {("ReplicaSet", "default", "rs"): 3}
 
     def unread(api: object) -> None:
         raise AssertionError("controllers listed")
@@ -814,7 +849,6 @@ def test_inspect_reads_budgets_and_says_when_it_cannot(
     absent disruption controller would), a kube-system pod no budget covers and a pod whose
     budget allows no disruption pin their nodes, with the reason shown; run as an account
     that may not list budgets, inspect says so and judges without them."""
-    import uuid
 
     from kubernetes_asyncio import client as k8s
 
@@ -880,20 +914,7 @@ def test_inspect_reads_budgets_and_says_when_it_cannot(
         # an account that may list nodes and pods, not budgets
         account = f"inspect-{suffix}"
 
-        async def grant(api: object) -> None:
-            core, rbac = k8s.CoreV1Api(api), k8s.RbacAuthorizationV1Api(api)
-            await core.create_namespaced_service_account("default", {"metadata": {"name": account}})
-            rules = [{"apiGroups": [""], "resources": ["nodes", "pods"], "verbs": ["list"]}]
-            await rbac.create_cluster_role({"metadata": {"name": account}, "rules": rules})
-            binding = {
-                "metadata": {"name": account},
-                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": account},
-                "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": "default"}],
-            }
-            await rbac.create_cluster_role_binding(binding)
-
-        cluster.call(grant)
-        limited = cluster.service_account_kubeconfig(account)
+        limited = _account_that_lists(cluster, account, {"": ["nodes", "pods"]})
         assert main(["inspect", "--kubeconfig", str(limited)]) == 0
         out = capsys.readouterr().out
         assert "PodDisruptionBudgets could not be listed" in out
@@ -1009,7 +1030,7 @@ def test_inspect_reads_priorities_from_the_api_server(
 
 
 def test_a_pod_whose_controller_is_gone_pins_its_node() -> None:
-    """The autoscaler's ``customcontroller`` rule comes before the others: a pod whose
+    """The autoscaler's ``replicacount`` rule comes before the others: a pod whose
     ReplicaSet (or DaemonSet, Job...) no longer exists blocks the drain, even annotated
     safe-to-evict "true"; when the controllers are unknown, they are taken to exist."""
     safe = "cluster-autoscaler.kubernetes.io/safe-to-evict"
@@ -1017,11 +1038,11 @@ def test_a_pod_whose_controller_is_gone_pins_its_node() -> None:
     proxy = _pod("proxy", "100m", "100Mi", owner="DaemonSet")
     evictable = _pod("batch", "100m", "100Mi", owner="Job", **{safe: "true"})
     known = ScaleDownRules(
-        controllers=frozenset({("ReplicaSet", "default", "o"), ("DaemonSet", "default", "o")})
+        controllers={("ReplicaSet", "default", "o"): 1, ("DaemonSet", "default", "o"): None}
     )
     assert pin_reason(web, known) is None and pin_reason(proxy, known) is None
     assert pin_reason(evictable, known) == "controller Job o not found"
-    gone = ScaleDownRules(controllers=frozenset())
+    gone = ScaleDownRules(controllers={})
     assert pin_reason(web, gone) == "controller ReplicaSet o not found"
     assert pin_reason(proxy, gone) == "controller DaemonSet o not found"
     assert pin_reason(_pod("x", "1", "1Gi", owner="DaskWorkerGroup"), gone) == "controller DaskWorkerGroup"
@@ -1039,7 +1060,7 @@ def test_the_controller_check_reads_the_kind_and_for_daemonsets_the_group() -> N
     annotation) is looked up only when its controller is an ``apps`` DaemonSet (it has no
     lister for OpenKruise's ``apps.kruise.io`` one), a ReplicationController always, a
     ReplicaSet, StatefulSet or Job by its kind whatever its group."""
-    gone = ScaleDownRules(controllers=frozenset())
+    gone = ScaleDownRules(controllers={})
     kruise = _pod("kruise-ds", "100m", "100Mi", owner="DaemonSet", api_version="apps.kruise.io/v1alpha1")
     assert kruise.owner_group == "apps.kruise.io" and pin_reason(kruise, gone) is None
     table = _table({"kruise-only": (4000, 16)})
@@ -1055,6 +1076,33 @@ def test_the_controller_check_reads_the_kind_and_for_daemonsets_the_group() -> N
     assert pin_reason(other_rs, gone) == "controller ReplicaSet o not found"
     kruise_sts = _pod("kruise-sts", "1", "1Gi", owner="StatefulSet", api_version="apps.kruise.io/v1beta1")
     assert pin_reason(kruise_sts, gone) == "controller StatefulSet o not found"
+
+
+def test_min_replica_count_and_kinds_not_listed() -> None:
+    """The autoscaler's ``--min-replica-count``: a pod of a ReplicaSet or
+    ReplicationController that wants fewer replicas pins (before safe-to-evict "true" is
+    read), one with ``spec.replicas`` unset or at the count does not, and no other kind is
+    counted. A kind that could not be listed is taken to exist; the others are still checked."""
+    safe = {"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"}
+    web = _pod("web", "100m", "100Mi", owner="ReplicaSet", **safe)
+    legacy = _pod("legacy", "100m", "100Mi", owner="ReplicationController")
+    db = _pod("db", "100m", "100Mi", owner="StatefulSet")
+    controllers = {
+        ("ReplicaSet", "default", "o"): 1,
+        ("ReplicationController", "default", "o"): None,
+        ("StatefulSet", "default", "o"): None,
+    }
+    two = ScaleDownRules(controllers=controllers, min_replica_count=2)
+    assert pin_reason(web, two) == "controller ReplicaSet o wants 1 replicas, under --min-replica-count 2"
+    assert pin_reason(legacy, two) is None and pin_reason(db, two) is None  # unset; not counted
+    assert pin_reason(web, dataclasses.replace(two, min_replica_count=1)) is None
+    assert pin_reason(web, ScaleDownRules(controllers=controllers)) is None  # the default, 0
+    assert pin_reason(web, ScaleDownRules(min_replica_count=5)) is None  # controllers unknown
+    no_sets = ScaleDownRules(
+        controllers={}, unlisted_controller_kinds=frozenset({"ReplicaSet", "StatefulSet"})
+    )
+    assert pin_reason(web, no_sets) is None and pin_reason(db, no_sets) is None
+    assert pin_reason(legacy, no_sets) == "controller ReplicationController o not found"
 
 
 @pytest.mark.controlplane
@@ -1081,6 +1129,26 @@ def test_inspect_checks_the_controllers_exist(
     assert nodes["orphaned"]["pin_reasons"] == {
         "default/old-1": "controller ReplicaSet old-1-owner not found"
     }
+    # the autoscaler's --min-replica-count: web-1's ReplicaSet wants 0 replicas
+    argv = ["inspect", "--kubeconfig", str(cluster.kubeconfig), "--json"]
+    assert main([*argv, "--min-replica-count", "1"]) == 0
+    nodes = {n["node"]: n for n in json.loads(capsys.readouterr().out)["nodes"]}
+    reason = "controller ReplicaSet web-1-owner wants 0 replicas, under --min-replica-count 1"
+    assert nodes["kept"]["pin_reasons"] == {"default/web-1": reason}
+    # an account that may list ReplicaSets but no other controller: those are still checked
+    account = f"inspect-rs-{uuid.uuid4().hex[:6]}"
+    limited = _account_that_lists(cluster, account, {"": ["nodes", "pods"], "apps": ["replicasets"]})
+    assert main(["inspect", "--kubeconfig", str(limited), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["controllers_read"] is False
+    assert report["controllers_unlisted"] == ["DaemonSet", "Job", "ReplicationController", "StatefulSet"]
+    nodes = {n["node"]: n for n in report["nodes"]}
+    assert nodes["orphaned"]["verdict"] == "pinned" and nodes["kept"]["verdict"] == "removable"
+    assert nodes["daemon-gone"]["verdict"] == "empty"  # its kind not listed: taken to exist
+    assert main(["inspect", "--kubeconfig", str(limited)]) == 0
+    assert (
+        "could not be listed: DaemonSet, Job, ReplicationController, StatefulSet" in capsys.readouterr().out
+    )
 
 
 def test_pods_terminating_too_long_neither_pin_nor_count() -> None:

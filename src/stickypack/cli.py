@@ -40,6 +40,17 @@ class UsageError(Exception):
     """Bad command-line input: printed as one line, exit status 2."""
 
 
+def _non_negative_int(text: str) -> int:
+    """An argparse type: an integer >= 0 (argparse turns the error into exit status 2)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} is negative")
+    return value
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="stickypack", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -261,6 +272,14 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         metavar="N",
         help="your autoscaler's cutoff (default -10): pods of a lower priority count for nothing",
+    )
+    insp.add_argument(
+        "--min-replica-count",
+        type=_non_negative_int,
+        default=None,
+        metavar="N",
+        help="your autoscaler's --min-replica-count (default 0): a pod of a ReplicaSet or "
+        "ReplicationController wanting fewer replicas pins its node",
     )
     insp.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
@@ -909,6 +928,7 @@ def _inspect(args: argparse.Namespace, console: Console) -> int:
             ("--local-storage-moves", args.local_storage_moves),
             ("--system-pods-move", args.system_pods_move),
             ("--expendable-pods-priority-cutoff", args.expendable_pods_priority_cutoff is not None),
+            ("--min-replica-count", args.min_replica_count is not None),
         )
         if given
     ]
@@ -993,6 +1013,8 @@ async def _inspect_cluster(
             system_pods_pin=not args.system_pods_move,
             budgets=snap.budgets,
             controllers=snap.controllers,
+            unlisted_controller_kinds=frozenset(snap.unlisted_controllers),
+            min_replica_count=args.min_replica_count or 0,
             now=time.time(),
             expendable_priority_cutoff=(
                 EXPENDABLE_PODS_PRIORITY_CUTOFF
@@ -1028,7 +1050,8 @@ async def _inspect_cluster(
             "summary": {v: verdicts.count(v) for v in ("busy", "disabled", "pinned", "removable", "empty")},
             "unreadable_pods": snap.unreadable,
             "budgets_read": snap.budgets is not None,
-            "controllers_read": snap.controllers is not None,
+            "controllers_read": snap.controllers is not None and not snap.unlisted_controllers,
+            "controllers_unlisted": sorted(snap.unlisted_controllers),
         }
     assert policy is not None
     ctx = SchedulingContext(
@@ -1090,11 +1113,11 @@ def _print_inspection(console: Console, report: dict[str, Any]) -> None:
                 "pods they cover, and kube-system pods, are judged without them",
                 highlight=False,
             )
-        if not report["controllers_read"]:
+        if report["controllers_unlisted"]:
+            kinds = ", ".join(report["controllers_unlisted"])
             console.print(
-                "controllers could not be listed (no `list` right on replicasets, statefulsets, "
-                "daemonsets, jobs or replicationcontrollers, or one is not served): "
-                "each pod's controller is taken to exist",
+                f"controllers could not be listed: {kinds} (no `list` right on them, or not served): "
+                "a pod's controller of those kinds is taken to exist",
                 highlight=False,
             )
         return

@@ -40,7 +40,7 @@ SCALE_DOWN_DISABLED_ANNOTATION = "cluster-autoscaler.kubernetes.io/scale-down-di
 #: Controllers whose pods the cluster-autoscaler may move (they are recreated elsewhere).
 MOVABLE_OWNERS = frozenset({"ReplicaSet", "ReplicationController", "StatefulSet", "Job"})
 #: Controllers whose existence the autoscaler checks before it moves their pods (its
-#: ``customcontroller`` rule, on with the default ``--skip-nodes-with-custom-controller-pods``).
+#: ``replicacount`` rule, on with the default ``--skip-nodes-with-custom-controller-pods``).
 CHECKED_CONTROLLERS = MOVABLE_OWNERS | {"DaemonSet"}
 
 
@@ -174,9 +174,17 @@ class ScaleDownRules:
     #: node's utilization nor keep it); a pod without a priority never is.
     expendable_priority_cutoff: int = EXPENDABLE_PODS_PRIORITY_CUTOFF
     #: The controllers that exist, as ``(kind, namespace, name)`` of every ReplicaSet,
-    #: ReplicationController, StatefulSet, Job and DaemonSet; None when they are not known
-    #: (then a controller is taken to exist, and the rule is not applied).
-    controllers: frozenset[tuple[str, str, str]] | None = None
+    #: ReplicationController, StatefulSet, Job and DaemonSet, each mapped to its
+    #: ``spec.replicas`` (ReplicaSets and ReplicationControllers; None for the others or
+    #: when unset); None when they are not known (then a controller is taken to exist, and
+    #: neither controller rule is applied).
+    controllers: Mapping[tuple[str, str, str], int | None] | None = None
+    #: Kinds of :data:`CHECKED_CONTROLLERS` that could not be listed (no right, or not
+    #: served): a controller of such a kind is taken to exist, with enough replicas.
+    unlisted_controller_kinds: frozenset[str] = frozenset()
+    #: Its ``--min-replica-count``: a pod of a ReplicaSet or ReplicationController that
+    #: wants fewer replicas than this pins its node (0, the default, never pins).
+    min_replica_count: int = 0
     #: The time to judge at (seconds since the epoch), for pods terminating for too long
     #: (:func:`is_long_terminating`); None: that rule is not applied (``core`` has no clock).
     now: float | None = None
@@ -205,7 +213,7 @@ def is_expendable(pod: Pod, rules: ScaleDownRules = ScaleDownRules()) -> bool:
 
 
 def _checked_controller(pod: Pod) -> bool:
-    """Whether the autoscaler's ``customcontroller`` rule looks ``pod``'s controller up: a
+    """Whether the autoscaler's ``replicacount`` rule looks ``pod``'s controller up: a
     ReplicationController always; then a DaemonSet pod (:func:`is_daemon_pod`, annotated
     ones too) only if its controller is an ``apps`` DaemonSet (it has no lister for another
     group's, such as OpenKruise's ``apps.kruise.io`` DaemonSet); else a Job, ReplicaSet or
@@ -217,12 +225,42 @@ def _checked_controller(pod: Pod) -> bool:
     return pod.owner_kind in CHECKED_CONTROLLERS
 
 
+#: The controllers whose ``spec.replicas`` the autoscaler compares with its
+#: ``--min-replica-count``.
+REPLICA_COUNTED_CONTROLLERS = frozenset({"ReplicaSet", "ReplicationController"})
+
+
+def _controller_reason(pod: Pod, rules: ScaleDownRules) -> str | None:
+    """The autoscaler's ``replicacount`` rule (on with the default
+    ``--skip-nodes-with-custom-controller-pods``): ``pod``'s controller, when
+    :func:`_checked_controller` looks it up and its kind was listed, must exist; a
+    ReplicaSet or ReplicationController must want at least ``rules.min_replica_count``
+    replicas (one with ``spec.replicas`` unset passes)."""
+    if rules.controllers is None or not _checked_controller(pod):
+        return None
+    kind = pod.owner_kind or ""
+    if kind in rules.unlisted_controller_kinds:
+        return None
+    key = (kind, pod.namespace, pod.owner_name or "")
+    if key not in rules.controllers:
+        return f"controller {kind} {pod.owner_name} not found"
+    replicas = rules.controllers[key]
+    if kind in REPLICA_COUNTED_CONTROLLERS and replicas is not None and replicas < rules.min_replica_count:
+        return (
+            f"controller {kind} {pod.owner_name} wants {replicas} replicas, "
+            f"under --min-replica-count {rules.min_replica_count}"
+        )
+    return None
+
+
 def pin_reason(pod: Pod, rules: ScaleDownRules = ScaleDownRules()) -> str | None:
     """Why the cluster-autoscaler would refuse to remove ``pod``'s node for it, or None, in
     the order of its drainability rules: mirror pods never pin; a pod whose controller
     (one of :data:`CHECKED_CONTROLLERS`, as :func:`_checked_controller` picks) no longer
-    exists pins, whatever its annotations (the autoscaler's ``customcontroller`` rule,
-    checked before the others, when ``rules.controllers`` is known); DaemonSet pods never pin
+    exists pins, whatever its annotations, and so does a pod of a ReplicaSet or
+    ReplicationController that wants fewer replicas than ``rules.min_replica_count`` (the
+    autoscaler's ``replicacount`` rule, checked before the others, when
+    ``rules.controllers`` is known: :func:`_controller_reason`); DaemonSet pods never pin
     (:func:`is_daemon_pod`); ``safe-to-evict: "true"`` lifts every rule but the budget's
     (the autoscaler drains through the Eviction API, which refuses a pod while a budget
     covering it allows no disruption; FAQ.md lists "Pods with restrictive
@@ -231,8 +269,7 @@ def pin_reason(pod: Pod, rules: ScaleDownRules = ScaleDownRules()) -> str | None
     whose controller is none of :data:`MOVABLE_OWNERS` (a bare pod, or a custom
     controller's); a kube-system pod no budget covers (``system_pods_pin``); a pod with local
     storage (:func:`blocking_local_volumes`, ``local_storage_pins``); a pod covered by a
-    budget that allows no disruption now. Not seen here: whether the controller has more
-    than the autoscaler's ``--min-replica-count`` (0 by default: any). An expendable pod
+    budget that allows no disruption now. An expendable pod
     (:func:`is_expendable`) and one terminating for too long (:func:`is_long_terminating`)
     never pin."""
     if (
@@ -241,12 +278,9 @@ def pin_reason(pod: Pod, rules: ScaleDownRules = ScaleDownRules()) -> str | None
         or is_long_terminating(pod, rules)
     ):
         return None
-    if (
-        rules.controllers is not None
-        and _checked_controller(pod)
-        and (pod.owner_kind, pod.namespace, pod.owner_name or "") not in rules.controllers
-    ):
-        return f"controller {pod.owner_kind} {pod.owner_name} not found"
+    controller_reason = _controller_reason(pod, rules)
+    if controller_reason is not None:
+        return controller_reason
     if is_daemon_pod(pod):
         return None
     budgets = rules.budgets

@@ -15,6 +15,7 @@ from typing import Any
 from stickypack.core.explain import (
     DAEMONSET_POD_ANNOTATION,
     MIRROR_POD_ANNOTATION,
+    REPLICA_COUNTED_CONTROLLERS,
     SAFE_TO_EVICT_ANNOTATION,
     SAFE_TO_EVICT_LOCAL_VOLUMES_ANNOTATION,
     DisruptionBudget,
@@ -75,9 +76,13 @@ class Snapshot:
     #: The cluster's PodDisruptionBudgets; None when they could not be listed (no right).
     budgets: tuple[DisruptionBudget, ...] | None = ()
     #: ``(kind, namespace, name)`` of every controller whose existence the autoscaler
-    #: checks (:data:`~stickypack.core.explain.CHECKED_CONTROLLERS`); None when one of
-    #: those kinds could not be listed (no right).
-    controllers: frozenset[tuple[str, str, str]] | None = None
+    #: checks (:data:`~stickypack.core.explain.CHECKED_CONTROLLERS`), mapped to its
+    #: ``spec.replicas`` (ReplicaSets and ReplicationControllers, else None); None when
+    #: they were not asked for.
+    controllers: dict[tuple[str, str, str], int | None] | None = None
+    #: Kinds of controllers that could not be listed (no right, or not served), with
+    #: the API server's status for each (401, 403 or 404).
+    unlisted_controllers: dict[str, int] = field(default_factory=dict)
 
 
 async def take_snapshot(
@@ -110,7 +115,8 @@ async def take_snapshot(
         if pod.node_name:
             snap.pods_by_node.setdefault(pod.node_name, []).append(pod)
     snap.budgets = await _budgets(api_client)
-    snap.controllers = await _controllers(api_client) if controllers else None
+    if controllers:
+        snap.controllers, snap.unlisted_controllers = await _controllers(api_client)
     return snap
 
 
@@ -147,17 +153,25 @@ async def _budgets(api_client: Any) -> tuple[DisruptionBudget, ...] | None:
     return tuple(budget_from_dict(obj) for _, obj in sorted(listed.items()))
 
 
-def _name_only(obj: dict[str, Any]) -> dict[str, Any]:
-    meta = obj.get("metadata") or {}
-    return {"metadata": {k: meta.get(k) for k in ("name", "namespace")}}
+def _name_and_replicas(obj: dict[str, Any]) -> dict[str, Any]:
+    meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
+    replicas = spec.get("replicas")
+    return {
+        "metadata": {k: meta.get(k) for k in ("name", "namespace")},
+        "replicas": replicas if isinstance(replicas, int) and not isinstance(replicas, bool) else None,
+    }
 
 
-async def _controllers(api_client: Any) -> frozenset[tuple[str, str, str]] | None:
+async def _controllers(
+    api_client: Any,
+) -> tuple[dict[tuple[str, str, str], int | None], dict[str, int]]:
     """``(kind, namespace, name)`` of every ReplicaSet, ReplicationController, StatefulSet,
-    Job and DaemonSet (names only are kept, page by page), or None when one of those kinds
-    may not be listed or is not served (401, 403, 404: then no controller is checked; a
-    cluster-wide ``list`` on replicasets, statefulsets, daemonsets (apps), jobs (batch) and
-    replicationcontrollers reads them)."""
+    Job and DaemonSet mapped to its ``spec.replicas`` (kept for ReplicaSets and
+    ReplicationControllers only; names and replicas only are kept, page by page), and the
+    kinds that could not be listed, with the API server's status (401, 403, 404: no right,
+    or not served; the other kinds are still read). A cluster-wide ``list`` on
+    replicasets, statefulsets, daemonsets (apps), jobs (batch) and replicationcontrollers
+    reads them all."""
     from kubernetes_asyncio import client
 
     apps, batch, core = (
@@ -172,15 +186,19 @@ async def _controllers(api_client: Any) -> frozenset[tuple[str, str, str]] | Non
         "Job": batch.list_job_for_all_namespaces,
         "ReplicationController": core.list_replication_controller_for_all_namespaces,
     }
-    found: set[tuple[str, str, str]] = set()
+    found: dict[tuple[str, str, str], int | None] = {}
+    unlisted: dict[str, int] = {}
     for kind, call in calls.items():
         try:
-            listed = await Informer(kind, call, transform=_name_only).list_once()
+            listed = await Informer(kind, call, transform=_name_and_replicas).list_once()
         except WatchError as exc:
             if exc.status in (401, 403, 404):
-                return None
+                unlisted[kind] = exc.status
+                continue
             raise
+        counted = kind in REPLICA_COUNTED_CONTROLLERS
         for obj in listed.values():
             meta = obj["metadata"]
-            found.add((kind, str(meta.get("namespace") or ""), str(meta.get("name") or "")))
-    return frozenset(found)
+            key = (kind, str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+            found[key] = obj["replicas"] if counted else None
+    return found, unlisted
