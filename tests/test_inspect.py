@@ -383,6 +383,8 @@ def test_inspect_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFix
             2,
         ),
         (["--pod", str(not_pod), "--min-replica-count", "2"], "--min-replica-count: for the node report", 2),
+        (["--pod", str(not_pod), "--gpu-label", "a"], "--gpu-label: for the node report", 2),
+        (["--gpu-threshold", "1.5"], "--gpu-threshold must be in (0, 1], got 1.5", 2),
     ]:
         assert main(["inspect", *argv]) == status, argv
         err = capsys.readouterr().err
@@ -928,6 +930,46 @@ def test_inspect_reads_budgets_and_says_when_it_cannot(
         cluster.call(drop_budgets)
 
 
+def _with_gpus(pod: Pod, gpus: int) -> Pod:
+    return dataclasses.replace(pod, requests={**pod.requests, "nvidia.com/gpu": gpus})
+
+
+def test_gpu_nodes_are_weighed_by_their_gpus() -> None:
+    """As the autoscaler's ``utilization.Calculate``: a node with GPUs allocatable, or with
+    its provider's GPU label, is weighed by its GPU requests alone (at the GPU threshold);
+    a labelled node whose GPUs are not allocatable yet is unused; expendable pods' GPUs do
+    not count."""
+    table = NodeTable()
+    for name, gpus, labels in [
+        ("cpu-only", 0, {}),
+        ("gpu", 4, {}),
+        ("warming", 0, {"cloud.google.com/gke-accelerator": "nvidia-l4"}),
+        ("aks", 0, {"accelerator": "nvidia"}),
+    ]:
+        alloc = {"cpu": 4000, "memory": 16 * GI, "pods": 110, **({"nvidia.com/gpu": gpus} if gpus else {})}
+        table.upsert_node(name, alloc, labels=labels)
+    notebook = _with_gpus(_pod("notebook", "3", "1Gi"), 1)  # 75% of the cpu, 25% of the GPUs
+    filler = _with_priority(_with_gpus(_pod("filler", "100m", "1Gi"), 2), -20)  # expendable
+    pods = {
+        "gpu": [notebook, filler],
+        "warming": [_pod("early", "3", "1Gi")],
+        "cpu-only": [_pod("c", "3", "1Gi")],
+    }
+    for node, bound in pods.items():
+        for pod in bound:
+            table.add_pod(table.index[node], pod)
+    reports = {r.node: r for r in node_report(table, pods)}
+    assert reports["cpu-only"].gpu is None and reports["cpu-only"].utilization == 0.75
+    assert (reports["gpu"].cpu, reports["gpu"].gpu, reports["gpu"].utilization) == (0.75, 0.25, 0.25)
+    assert reports["gpu"].verdict(0.5) == "pinned" and reports["gpu"].verdict(0.5, 0.2) == "busy"
+    assert reports["cpu-only"].verdict(0.5, 0.9) == "busy"  # the GPU threshold is for GPU nodes only
+    assert (reports["warming"].gpu, reports["warming"].verdict(0.5)) == (0.0, "pinned")
+    assert reports["aks"].gpu is None  # "accelerator" is not a default label...
+    aks = {r.node: r for r in node_report(table, pods, ScaleDownRules(gpu_labels=("accelerator",)))}
+    assert aks["aks"].gpu == 0.0 and aks["warming"].gpu is None  # ...but can be named
+    assert aks["gpu"].gpu == 0.25  # GPUs allocatable: a GPU node whatever its labels
+
+
 def _with_priority(pod: Pod, priority: int | None) -> Pod:
     return dataclasses.replace(pod, priority=priority)
 
@@ -1103,6 +1145,45 @@ def test_min_replica_count_and_kinds_not_listed() -> None:
     )
     assert pin_reason(web, no_sets) is None and pin_reason(db, no_sets) is None
     assert pin_reason(legacy, no_sets) == "controller ReplicationController o not found"
+
+
+@pytest.mark.controlplane
+def test_inspect_weighs_gpu_nodes_by_their_gpus(
+    cluster: ControlPlane, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """On the real API server: a GPU node (``nvidia.com/gpu`` allocatable) with one GPU of
+    four requested and most of its cpu is under the autoscaler's GPU threshold, so its bare
+    pod pins it; a node labelled as a GPU node whose GPUs are not allocatable is weighed as
+    unused; ``--gpu-threshold`` and ``--gpu-label`` change both."""
+    cluster.create_node("gpu-a", cpu="4", memory="16Gi", extended={"nvidia.com/gpu": "4"})
+    cluster.create_node(
+        "gpu-b", cpu="4", memory="16Gi", labels={"k8s.amazonaws.com/accelerator": "nvidia-t4"}
+    )
+    raw = pod_manifest("jupyter-gpu", cpu="3", memory="1Gi")
+    resources = raw["spec"]["containers"][0]["resources"]
+    resources["requests"]["nvidia.com/gpu"] = "1"
+    resources["limits"] = {"nvidia.com/gpu": "1"}  # extended resources need a limit equal to the request
+    raw["spec"]["nodeName"] = "gpu-a"
+    cluster.create_pod(pod=raw)
+    _bind(cluster, "jupyter-cpu", "gpu-b", "3", "1Gi")
+    argv = ["inspect", "--kubeconfig", str(cluster.kubeconfig)]
+    assert main([*argv, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    nodes = {n["node"]: n for n in report["nodes"]}
+    assert (nodes["gpu-a"]["cpu"], nodes["gpu-a"]["gpu"], nodes["gpu-a"]["verdict"]) == (0.75, 0.25, "pinned")
+    assert (nodes["gpu-b"]["gpu"], nodes["gpu-b"]["utilization"], nodes["gpu-b"]["verdict"]) == (
+        0.0,
+        0.0,
+        "pinned",
+    )
+    assert report["gpu_threshold"] == 0.5
+    assert main([*argv, "--json", "--gpu-threshold", "0.25", "--gpu-label", "example.com/gpu"]) == 0
+    nodes = {n["node"]: n for n in json.loads(capsys.readouterr().out)["nodes"]}
+    assert nodes["gpu-a"]["verdict"] == "busy"
+    assert (nodes["gpu-b"]["gpu"], nodes["gpu-b"]["verdict"]) == (None, "busy")  # a cpu node now: 75%
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "GPU nodes 0.5" in out and "25%" in out
 
 
 @pytest.mark.controlplane

@@ -281,6 +281,21 @@ def _parser() -> argparse.ArgumentParser:
         help="your autoscaler's --min-replica-count (default 0): a pod of a ReplicaSet or "
         "ReplicationController wanting fewer replicas pins its node",
     )
+    insp.add_argument(
+        "--gpu-threshold",
+        type=float,
+        default=None,
+        metavar="X",
+        help="your autoscaler's --scale-down-gpu-utilization-threshold (default 0.5), for GPU nodes",
+    )
+    insp.add_argument(
+        "--gpu-label",
+        action="append",
+        default=None,
+        metavar="KEY",
+        help="a node label that marks a GPU node, your cloud provider's (repeatable; default "
+        "cloud.google.com/gke-accelerator and k8s.amazonaws.com/accelerator; AKS: accelerator)",
+    )
     insp.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
     forget = sub.add_parser("forget-node", help="forget a node's build history (its image cache is gone)")
@@ -920,8 +935,9 @@ def _inspect(args: argparse.Namespace, console: Console) -> int:
     if args.kubeconfig:
         config.cluster.kubeconfig = args.kubeconfig
     threshold = config.cluster.utilization_threshold if args.threshold is None else args.threshold
-    if not (math.isfinite(threshold) and 0 < threshold <= 1):
-        raise UsageError(f"--threshold must be in (0, 1], got {threshold}")
+    for flag, value in (("--threshold", threshold), ("--gpu-threshold", args.gpu_threshold)):
+        if value is not None and not (math.isfinite(value) and 0 < value <= 1):
+            raise UsageError(f"{flag} must be in (0, 1], got {value}")
     node_report_only = [
         flag
         for flag, given in (
@@ -929,6 +945,8 @@ def _inspect(args: argparse.Namespace, console: Console) -> int:
             ("--system-pods-move", args.system_pods_move),
             ("--expendable-pods-priority-cutoff", args.expendable_pods_priority_cutoff is not None),
             ("--min-replica-count", args.min_replica_count is not None),
+            ("--gpu-threshold", args.gpu_threshold is not None),
+            ("--gpu-label", args.gpu_label is not None),
         )
         if given
     ]
@@ -960,7 +978,9 @@ async def _inspect_cluster(
 ) -> dict[str, Any]:
     """The report ``stickypack inspect`` prints, as JSON-ready data."""
     from stickypack.core.explain import (
+        DEFAULT_GPU_LABELS,
         EXPENDABLE_PODS_PRIORITY_CUTOFF,
+        GPU_UTILIZATION_THRESHOLD,
         ScaleDownRules,
         explain_placement,
         node_report,
@@ -1015,6 +1035,7 @@ async def _inspect_cluster(
             controllers=snap.controllers,
             unlisted_controller_kinds=frozenset(snap.unlisted_controllers),
             min_replica_count=args.min_replica_count or 0,
+            gpu_labels=DEFAULT_GPU_LABELS if args.gpu_label is None else tuple(args.gpu_label),
             now=time.time(),
             expendable_priority_cutoff=(
                 EXPENDABLE_PODS_PRIORITY_CUTOFF
@@ -1023,9 +1044,11 @@ async def _inspect_cluster(
             ),
         )
         nodes = node_report(table, snap.pods_by_node, rules)
-        verdicts = [r.verdict(threshold) for r in nodes]
+        gpu_threshold = GPU_UTILIZATION_THRESHOLD if args.gpu_threshold is None else args.gpu_threshold
+        verdicts = [r.verdict(threshold, gpu_threshold) for r in nodes]
         return {
             "threshold": threshold,
+            "gpu_threshold": gpu_threshold,
             "nodes": [
                 {
                     "node": r.node,
@@ -1035,6 +1058,7 @@ async def _inspect_cluster(
                     "autoscaler": r.autoscaler,
                     "cpu": round(r.cpu, 4),
                     "memory": round(r.memory, 4),
+                    "gpu": None if r.gpu is None else round(r.gpu, 4),
                     "utilization": round(r.utilization, 4),
                     "pods": r.pods,
                     "daemon_pods": r.daemon_pods,
@@ -1083,19 +1107,22 @@ def _print_inspection(console: Console, report: dict[str, Any]) -> None:
     from rich.table import Table
 
     if "pod" not in report:
-        table = Table(title=f"nodes as the cluster-autoscaler sees them (threshold {report['threshold']:g})")
-        for column in ("node", "cpu", "memory", "pods", "builds", "autoscaler", "verdict", "pinned by"):
-            table.add_column(
-                column, justify="right" if column in ("cpu", "memory", "pods", "builds") else "left"
-            )
+        gpus = any(n["gpu"] is not None for n in report["nodes"])
+        title = f"nodes as the cluster-autoscaler sees them (threshold {report['threshold']:g}"
+        title += f", GPU nodes {report['gpu_threshold']:g})" if gpus else ")"
+        table = Table(title=title)
+        numbers = ("cpu", "memory", *(("gpu",) if gpus else ()), "pods", "builds")
+        for column in ("node", *numbers, "autoscaler", "verdict", "pinned by"):
+            table.add_column(column, justify="right" if column in numbers else "left")
         for n in report["nodes"]:
             state = n["autoscaler"] or (
                 "not ready" if not n["ready"] else "cordoned" if n["unschedulable"] else ""
             )
             pinning = [f"{key} ({n['pin_reasons'][key]})" for key in n["pinning"]]
             shown = ", ".join(pinning[:3]) + (f" (+{len(pinning) - 3})" if len(pinning) > 3 else "")
+            gpu = (("" if n["gpu"] is None else f"{n['gpu']:.0%}"),) if gpus else ()
             table.add_row(
-                n["node"], f"{n['cpu']:.0%}", f"{n['memory']:.0%}", str(n["pods"]), str(n["builds"]),
+                n["node"], f"{n['cpu']:.0%}", f"{n['memory']:.0%}", *gpu, str(n["pods"]), str(n["builds"]),
                 state, n["verdict"], shown,
             )  # fmt: skip
         console.print(table)

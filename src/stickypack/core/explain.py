@@ -154,6 +154,15 @@ class DisruptionBudget:
         )
 
 
+#: The GPU resource the cluster-autoscaler weighs a GPU node by.
+GPU_RESOURCE = "nvidia.com/gpu"
+#: Node labels by which cloud providers' autoscalers know a GPU node whose GPUs are not
+#: ready yet (GKE's and EKS's ``GPULabel``; AKS's is the plain ``accelerator``, too common
+#: to assume: pass it to ``stickypack inspect --gpu-label``).
+DEFAULT_GPU_LABELS = ("cloud.google.com/gke-accelerator", "k8s.amazonaws.com/accelerator")
+#: The cluster-autoscaler's default ``--scale-down-gpu-utilization-threshold``.
+GPU_UTILIZATION_THRESHOLD = 0.5
+
 #: The cluster-autoscaler's default ``--expendable-pods-priority-cutoff``.
 EXPENDABLE_PODS_PRIORITY_CUTOFF = -10
 
@@ -188,6 +197,9 @@ class ScaleDownRules:
     #: The time to judge at (seconds since the epoch), for pods terminating for too long
     #: (:func:`is_long_terminating`); None: that rule is not applied (``core`` has no clock).
     now: float | None = None
+    #: Node labels that mark a GPU node (its cloud provider's ``GPULabel``): a node with one
+    #: of them, or with :data:`GPU_RESOURCE` allocatable, is weighed by its GPU requests only.
+    gpu_labels: tuple[str, ...] = DEFAULT_GPU_LABELS
 
 
 #: Seconds past its grace period after which the autoscaler takes a terminating pod as
@@ -341,12 +353,17 @@ class NodeReport:
     #: How many of ``pods`` (not DaemonSet or mirror pods, not expendable) have been
     #: terminating for too long (:func:`is_long_terminating`): left out as expendable ones are.
     terminating_pods: int = 0
+    #: A GPU node's requested :data:`GPU_RESOURCE` over allocatable (0 while its GPUs are not
+    #: allocatable yet), which is then its ``utilization``, as the autoscaler weighs it;
+    #: None for a node without GPUs.
+    gpu: float | None = None
 
-    def verdict(self, threshold: float) -> str:
-        """``busy`` (utilization at or over ``threshold``), else ``disabled`` (the node
-        opts out of scale-down), ``pinned`` (held by pods, :func:`pins_node`), ``empty`` (no
-        pods but DaemonSet, mirror and expendable pods) or ``removable`` (nothing pins it)."""
-        if self.utilization >= threshold:
+    def verdict(self, threshold: float, gpu_threshold: float = GPU_UTILIZATION_THRESHOLD) -> str:
+        """``busy`` (utilization at or over ``threshold``, or for a GPU node
+        ``gpu_threshold``), else ``disabled`` (the node opts out of scale-down), ``pinned``
+        (held by pods, :func:`pins_node`), ``empty`` (no pods but DaemonSet, mirror and
+        expendable pods) or ``removable`` (nothing pins it)."""
+        if self.utilization >= (threshold if self.gpu is None else gpu_threshold):
             return "busy"
         if self.scale_down_disabled:
             return "disabled"
@@ -361,6 +378,14 @@ def _annotation(table: NodeTable, row: int, key: str) -> str | None:
     return info.annotations.get(key) if info is not None else None
 
 
+def _requested_share(table: NodeTable, row: int, resource: str, left_out: Iterable[Pod]) -> float:
+    """Requested over allocatable of ``resource`` on node ``row``, without the requests of
+    the pods ``left_out`` (0 when nothing of it is allocatable)."""
+    col = table.rindex[resource]
+    requested = int(table.requested[row, col]) - sum(p.requests.get(resource, 0) for p in left_out)
+    return max(requested, 0) / max(int(table.alloc[row, col]), 1)
+
+
 def node_report(
     table: NodeTable,
     pods_by_node: Mapping[str, Iterable[Pod]],
@@ -368,19 +393,26 @@ def node_report(
 ) -> list[NodeReport]:
     """One :class:`NodeReport` per node of ``table``, by name; ``pods_by_node``: the pods
     bound to each node (the ones the table's requests count); ``rules``: the autoscaler's
-    settings and budgets (:func:`pin_reason`)."""
+    settings and budgets (:func:`pin_reason`). A GPU node (:attr:`ScaleDownRules.gpu_labels`)
+    is weighed by its GPU requests alone, as the autoscaler's ``utilization.Calculate``."""
     out = []
+    gpu_col = table.rindex.get(GPU_RESOURCE)
     for row in table.active_indices():
         i = int(row)
         name = table.node_names([i])[0]
-        alloc = np.maximum(table.alloc[i, :2], 1)
         pods: Sequence[Pod] = list(pods_by_node.get(name, ()))
         expendable = [p for p in pods if is_expendable(p, rules)]
         terminating = [p for p in pods if is_long_terminating(p, rules) and not is_expendable(p, rules)]
-        requested = table.requested[i, :2].astype(float)
-        for p in (*expendable, *terminating):  # left out of the autoscaler's utilization
-            requested -= (p.requests.get(CPU, 0), p.requests.get(MEMORY, 0))
-        cpu, memory = (np.maximum(requested, 0) / alloc).tolist()
+        left_out = (*expendable, *terminating)  # out of the autoscaler's utilization
+        cpu, memory = (_requested_share(table, i, r, left_out) for r in (CPU, MEMORY))
+        gpu_alloc = int(table.alloc[i, gpu_col]) if gpu_col is not None else 0
+        info = table.info[i]
+        labelled = info is not None and any(label in info.labels for label in rules.gpu_labels)
+        gpu = None
+        if gpu_alloc > 0:
+            gpu = _requested_share(table, i, GPU_RESOURCE, left_out)
+        elif labelled:
+            gpu = 0.0  # GPUs not ready: the autoscaler takes the node as unused
         pinned = sorted((p.key, reason) for p in pods if (reason := pin_reason(p, rules)) is not None)
         autoscaler = (
             "deleting" if table.to_be_deleted[i] else "candidate" if table.deletion_candidate[i] else ""
@@ -390,7 +422,7 @@ def node_report(
                 node=name,
                 cpu=cpu,
                 memory=memory,
-                utilization=max(cpu, memory),
+                utilization=max(cpu, memory) if gpu is None else gpu,
                 pods=len(pods),
                 daemon_pods=sum(1 for p in pods if is_daemon_pod(p)),
                 pinning=tuple(key for key, _ in pinned),
@@ -402,6 +434,7 @@ def node_report(
                 pin_reasons=tuple(reason for _, reason in pinned),
                 expendable_pods=sum(1 for p in expendable if not is_daemon_pod(p)),
                 terminating_pods=sum(1 for p in terminating if not is_daemon_pod(p)),
+                gpu=gpu,
             )
         )
     out.sort(key=lambda r: r.node)

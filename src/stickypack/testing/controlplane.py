@@ -982,11 +982,13 @@ class ControlPlane:
         *,
         ephemeral_storage: str = "100Gi",
         images: Sequence[Mapping[str, Any]] | None = None,
+        extended: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
         """Create a Node and fill its status through the status subresource.
 
         Capacity and allocatable are both ``cpu`` (cores, a quantity), ``memory`` (bytes, a
-        quantity), ``pods`` (count) and ``ephemeral_storage``. Labels get
+        quantity), ``pods`` (count) and ``ephemeral_storage``, plus ``extended`` resources
+        (name to quantity, such as ``{"nvidia.com/gpu": "4"}``). Labels get
         ``kubernetes.io/hostname``, ``kubernetes.io/os`` and ``kubernetes.io/arch`` defaults.
         ``taints``: ``"key=value:Effect"``, ``"key:Effect"`` or taint dicts. ``ready=False``
         sets the Ready condition to False and adds the ``node.kubernetes.io/not-ready:
@@ -1015,6 +1017,7 @@ class ControlPlane:
             "memory": str(memory),
             "pods": str(pods),
             "ephemeral-storage": str(ephemeral_storage),
+            **(extended or {}),
         }
         now = _now()
         status = {
