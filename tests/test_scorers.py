@@ -36,6 +36,8 @@ from stickypack.core.plugins import (
     ScoreMemo,
     TaintTolerationFilter,
     TaintTolerationScore,
+    quiet_nodes,
+    utilization_with,
 )
 from stickypack.rendezvous import rendezvous_rank
 
@@ -243,6 +245,47 @@ def test_scale_down_aware():
     s = scores(ScaleDownAware(), pod(100, Gi), t)
     # busy: util .8 >= .5 -> 100; idle (quiet): util .1 -> 20 * .1 / .5 = 4; candidate: 0
     assert s == [100, 4, 0]
+
+
+def test_scale_down_aware_weighs_gpu_nodes_by_their_gpus():
+    """As the autoscaler: a node with ``nvidia.com/gpu`` allocatable is weighed by its GPU
+    requests alone, at the GPU threshold, so a GPU notebook goes to the GPU node whose GPUs
+    are busiest, whatever their cpu; and ``quiet_nodes`` (BuildSpread, BuildHeadroom) agrees."""
+    t = NodeTable()
+    gpu_node = {"cpu": 8000, "memory": 32 * Gi, "pods": 110, "nvidia.com/gpu": 4}
+    t.upsert_node("cpu-full", gpu_node)  # 7 of 8 cpus, no GPU in use
+    t.upsert_node("gpus-busy", gpu_node)  # 1 cpu, 2 of 4 GPUs
+    t.upsert_node("plain", {"cpu": 8000, "memory": 32 * Gi, "pods": 110})
+    t.add_pod(0, pod(7000, Gi))
+    t.add_pod(1, Pod("g", requests={"cpu": 1000, "memory": Gi, "nvidia.com/gpu": 2}))
+    notebook = Pod("nb", requests={"cpu": 500, "memory": Gi, "nvidia.com/gpu": 1})
+    # cpu-full: GPU util 1/4 < .5 -> 20 * .25 / .5 = 10; gpus-busy: 3/4 -> 100;
+    # plain (no GPUs): cpu (0 + 500) / 8000 -> 20 * .0625 / .5 = 2
+    assert scores(ScaleDownAware(), notebook, t) == [10, 100, 2]
+    idx = t.active_indices()
+    stricter = SchedulingContext(gpu_utilization_threshold=0.8)  # 3/4 is under it: 20 * .75 / .8
+    assert ScaleDownAware().score(notebook, t, idx, stricter).tolist() == [6, 18, 2]
+    assert utilization_with(notebook, t, idx).tolist() == [0.25, 0.75, 0.0625]
+    assert quiet_nodes(notebook, t, idx, 0.5, 0.5).tolist() == [True, False, True]
+    assert quiet_nodes(notebook, t, idx, 0.05, 0.8).tolist() == [True, True, False]
+
+
+def test_scale_down_aware_memo_tells_gpu_requests_and_thresholds_apart():
+    """The same node states, asked for pods that differ only in GPUs or under another GPU
+    threshold: one instance (its memo filling up) scores each as a fresh one does."""
+    t = NodeTable()
+    t.upsert_node("gpu", {"cpu": 8000, "memory": 32 * Gi, "pods": 110, "nvidia.com/gpu": 4})
+    t.add_pod(0, Pod("g", requests={"cpu": 7000, "memory": Gi, "nvidia.com/gpu": 1}))
+    idx = t.active_indices()
+    kept = ScaleDownAware()
+    seen = []
+    for gpus, threshold in [(0, 0.5), (1, 0.5), (0, 0.3), (1, 0.3), (2, 0.9), (0, 0.5), (1, 0.3)]:
+        notebook = Pod("nb", requests={"cpu": 100, "memory": Gi, "nvidia.com/gpu": gpus})
+        ctx = SchedulingContext(gpu_utilization_threshold=threshold)
+        got = kept.score(notebook, t, idx, ctx).tolist()
+        assert got == ScaleDownAware().score(notebook, t, idx, ctx).tolist(), (gpus, threshold)
+        seen.append(got[0])
+    assert seen == [10, 100, 16, 100, 16, 10, 100]
 
 
 def test_node_age_oldest_first_and_flat_below_min_nodes():

@@ -286,7 +286,8 @@ def _parser() -> argparse.ArgumentParser:
         type=float,
         default=None,
         metavar="X",
-        help="your autoscaler's --scale-down-gpu-utilization-threshold (default 0.5), for GPU nodes",
+        help="your autoscaler's --scale-down-gpu-utilization-threshold, for GPU nodes (default 0.5, "
+        "or the config's)",
     )
     insp.add_argument(
         "--gpu-label",
@@ -935,6 +936,8 @@ def _inspect(args: argparse.Namespace, console: Console) -> int:
     if args.kubeconfig:
         config.cluster.kubeconfig = args.kubeconfig
     threshold = config.cluster.utilization_threshold if args.threshold is None else args.threshold
+    if args.gpu_threshold is None:
+        args.gpu_threshold = config.cluster.gpu_utilization_threshold
     for flag, value in (("--threshold", threshold), ("--gpu-threshold", args.gpu_threshold)):
         if value is not None and not (math.isfinite(value) and 0 < value <= 1):
             raise UsageError(f"{flag} must be in (0, 1], got {value}")
@@ -945,7 +948,6 @@ def _inspect(args: argparse.Namespace, console: Console) -> int:
             ("--system-pods-move", args.system_pods_move),
             ("--expendable-pods-priority-cutoff", args.expendable_pods_priority_cutoff is not None),
             ("--min-replica-count", args.min_replica_count is not None),
-            ("--gpu-threshold", args.gpu_threshold is not None),
             ("--gpu-label", args.gpu_label is not None),
         )
         if given
@@ -980,7 +982,6 @@ async def _inspect_cluster(
     from stickypack.core.explain import (
         DEFAULT_GPU_LABELS,
         EXPENDABLE_PODS_PRIORITY_CUTOFF,
-        GPU_UTILIZATION_THRESHOLD,
         ScaleDownRules,
         explain_placement,
         node_report,
@@ -1044,7 +1045,7 @@ async def _inspect_cluster(
             ),
         )
         nodes = node_report(table, snap.pods_by_node, rules)
-        gpu_threshold = GPU_UTILIZATION_THRESHOLD if args.gpu_threshold is None else args.gpu_threshold
+        gpu_threshold = args.gpu_threshold
         verdicts = [r.verdict(threshold, gpu_threshold) for r in nodes]
         return {
             "threshold": threshold,
@@ -1083,6 +1084,7 @@ async def _inspect_cluster(
         history=history,
         builder_nodes=snap.cache.builder_nodes(),
         utilization_threshold=threshold,
+        gpu_utilization_threshold=args.gpu_threshold,
     )
     pod = policy.prepare(pod, table, ctx, profile)
     if profile is None:

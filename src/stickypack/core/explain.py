@@ -20,7 +20,7 @@ import numpy as np
 from stickypack.core.framework import Profile, SchedulingContext, check_mask, check_scores
 from stickypack.core.nodetable import NodeTable
 from stickypack.core.pod import Pod
-from stickypack.core.resources import CPU, MEMORY
+from stickypack.core.resources import CPU, GPU, MEMORY
 from stickypack.core.routing import LabelSelector
 
 #: The cluster-autoscaler's pod annotation: "true" lets it evict a pod it otherwise would
@@ -154,8 +154,6 @@ class DisruptionBudget:
         )
 
 
-#: The GPU resource the cluster-autoscaler weighs a GPU node by.
-GPU_RESOURCE = "nvidia.com/gpu"
 #: Node labels by which cloud providers' autoscalers know a GPU node whose GPUs are not
 #: ready yet (GKE's and EKS's ``GPULabel``; AKS's is the plain ``accelerator``, too common
 #: to assume: pass it to ``stickypack inspect --gpu-label``).
@@ -198,7 +196,7 @@ class ScaleDownRules:
     #: (:func:`is_long_terminating`); None: that rule is not applied (``core`` has no clock).
     now: float | None = None
     #: Node labels that mark a GPU node (its cloud provider's ``GPULabel``): a node with one
-    #: of them, or with :data:`GPU_RESOURCE` allocatable, is weighed by its GPU requests only.
+    #: of them, or with :data:`GPU` allocatable, is weighed by its GPU requests only.
     gpu_labels: tuple[str, ...] = DEFAULT_GPU_LABELS
 
 
@@ -353,7 +351,7 @@ class NodeReport:
     #: How many of ``pods`` (not DaemonSet or mirror pods, not expendable) have been
     #: terminating for too long (:func:`is_long_terminating`): left out as expendable ones are.
     terminating_pods: int = 0
-    #: A GPU node's requested :data:`GPU_RESOURCE` over allocatable (0 while its GPUs are not
+    #: A GPU node's requested :data:`GPU` over allocatable (0 while its GPUs are not
     #: allocatable yet), which is then its ``utilization``, as the autoscaler weighs it;
     #: None for a node without GPUs.
     gpu: float | None = None
@@ -396,7 +394,7 @@ def node_report(
     settings and budgets (:func:`pin_reason`). A GPU node (:attr:`ScaleDownRules.gpu_labels`)
     is weighed by its GPU requests alone, as the autoscaler's ``utilization.Calculate``."""
     out = []
-    gpu_col = table.rindex.get(GPU_RESOURCE)
+    gpu_col = table.rindex.get(GPU)
     for row in table.active_indices():
         i = int(row)
         name = table.node_names([i])[0]
@@ -410,7 +408,7 @@ def node_report(
         labelled = info is not None and any(label in info.labels for label in rules.gpu_labels)
         gpu = None
         if gpu_alloc > 0:
-            gpu = _requested_share(table, i, GPU_RESOURCE, left_out)
+            gpu = _requested_share(table, i, GPU, left_out)
         elif labelled:
             gpu = 0.0  # GPUs not ready: the autoscaler takes the node as unused
         pinned = sorted((p.key, reason) for p in pods if (reason := pin_reason(p, rules)) is not None)

@@ -30,7 +30,9 @@ class SchedulingContext:
     ``now``: the current time in seconds (the caller's clock; the core has none).
     ``history``: where repos were built. ``builder_nodes``: the nodes that can build (the
     nodes of BinderHub's builder DaemonSet); ``None`` means every node in the table.
-    ``utilization_threshold``: the cluster-autoscaler's scale-down utilization threshold.
+    ``utilization_threshold``: the cluster-autoscaler's scale-down utilization threshold;
+    ``gpu_utilization_threshold`` its threshold for GPU nodes (nodes with
+    ``nvidia.com/gpu`` allocatable, which it weighs by their GPU requests alone).
     ``cache``: scratch space for one decision (the simulator clears it before each; keys
     beginning ``rendezvous:`` are reserved: the extender keeps those while the builder
     nodes stay the same). ``now``'s origin is the driver's: the simulator counts from the
@@ -41,6 +43,7 @@ class SchedulingContext:
     history: BuildHistory | None = None
     builder_nodes: Sequence[str] | None = None
     utilization_threshold: float = 0.5
+    gpu_utilization_threshold: float = 0.5
     cache: dict[str, Any] = field(default_factory=dict)
 
 

@@ -15,6 +15,8 @@ CPU = "cpu"
 MEMORY = "memory"
 PODS = "pods"
 EPHEMERAL_STORAGE = "ephemeral-storage"
+#: The GPU resource the cluster-autoscaler weighs a GPU node by (its ``ResourceNvidiaGPU``).
+GPU = "nvidia.com/gpu"
 
 #: Requests kube-scheduler assumes for scoring when a container sets none
 #: (``DefaultMilliCPURequest``, ``DefaultMemoryRequest``): 100 millicores and 200 MiB.

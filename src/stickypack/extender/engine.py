@@ -126,6 +126,7 @@ class Extender:
         assume: bool = True,
         load_bound: bool = True,
         utilization_threshold: float = 0.5,
+        gpu_utilization_threshold: float = 0.5,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.cache = cache
@@ -146,6 +147,7 @@ class Extender:
         # the running-builds part: what the extender filters on
         self.build_bounds = BuildBounds(bounds.load_bound, bounds.min_load_cap)
         self.utilization_threshold = utilization_threshold
+        self.gpu_utilization_threshold = gpu_utilization_threshold
         self.clock = clock
         self._epoch: tuple[Any, ...] | None = None
         self._shared = _EpochCache()
@@ -250,6 +252,7 @@ class Extender:
             history=history,
             builder_nodes=builders,
             utilization_threshold=self.utilization_threshold,
+            gpu_utilization_threshold=self.gpu_utilization_threshold,
             cache=self._shared,
         )
 

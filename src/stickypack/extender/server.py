@@ -110,6 +110,7 @@ class ExtenderService:
             assume=config.assume,
             load_bound=config.load_bound,
             utilization_threshold=config.cluster.utilization_threshold,
+            gpu_utilization_threshold=config.cluster.gpu_utilization_threshold,
         )
         self.informers: dict[str, Informer] = {}
         self.app = make_app(

@@ -18,7 +18,7 @@ from stickypack.core.framework import (
 from stickypack.core.nodetable import NodeTable
 from stickypack.core.plugins.common import PluginArgsError, ScoreMemo, node_state_keys
 from stickypack.core.pod import Pod
-from stickypack.core.resources import CPU, MEMORY
+from stickypack.core.resources import CPU, GPU, MEMORY
 
 #: Annotation carrying a pod's expected end time (seconds), read by the ``LifetimeAware``
 #: oracle. Only the simulator knows it.
@@ -34,24 +34,54 @@ class ScaleDownAwareFilter(FilterPlugin):
         return ~table.to_be_deleted[idx]
 
 
+def gpu_nodes(table: NodeTable, idx: np.ndarray) -> np.ndarray:
+    """Which rows of ``idx`` are GPU nodes: ``nvidia.com/gpu`` allocatable (the autoscaler
+    also counts a node carrying its cloud provider's GPU label, whose GPUs are not ready;
+    the table does not look at labels here: such a node is weighed by cpu and memory)."""
+    col = table.rindex.get(GPU)
+    if col is None:
+        return np.zeros(len(idx), dtype=bool)
+    return table.alloc[idx, col] > 0
+
+
 def utilization_with(pod: Pod, table: NodeTable, idx: np.ndarray) -> np.ndarray:
-    """The cluster-autoscaler's utilization of rows ``idx`` with ``pod`` placed: max of cpu
-    and memory requests over allocatable (a float, may exceed 1)."""
+    """The cluster-autoscaler's utilization of rows ``idx`` with ``pod`` placed (a float,
+    may exceed 1): max of cpu and memory requests over allocatable, and for a GPU node
+    (:func:`gpu_nodes`) its GPU requests over allocatable alone, as its
+    ``utilization.Calculate``."""
     req = table.requested[idx, :2] + (pod.requests.get(CPU, 0), pod.requests.get(MEMORY, 0))
-    return (req / np.maximum(table.alloc[idx, :2], 1)).max(axis=1)
+    util = (req / np.maximum(table.alloc[idx, :2], 1)).max(axis=1)
+    gpus = gpu_nodes(table, idx)
+    if gpus.any():
+        col = table.rindex[GPU]
+        rows = idx[gpus]
+        util[gpus] = (table.requested[rows, col] + pod.requests.get(GPU, 0)) / table.alloc[rows, col]
+    return util
 
 
-def quiet_nodes(pod: Pod, table: NodeTable, idx: np.ndarray, threshold: float) -> np.ndarray:
-    """Rows of ``idx`` that would stay under the autoscaler's utilization ``threshold`` even
-    with ``pod`` placed: the nodes the autoscaler would remove once their bare pods end."""
-    return utilization_with(pod, table, idx) < threshold
+def utilization_thresholds(
+    table: NodeTable, idx: np.ndarray, threshold: float, gpu_threshold: float
+) -> np.ndarray:
+    """Per row of ``idx``, the autoscaler's threshold: ``gpu_threshold`` for a GPU node
+    (:func:`gpu_nodes`), ``threshold`` for the others."""
+    return np.where(gpu_nodes(table, idx), gpu_threshold, threshold)
+
+
+def quiet_nodes(
+    pod: Pod, table: NodeTable, idx: np.ndarray, threshold: float, gpu_threshold: float = 0.5
+) -> np.ndarray:
+    """Rows of ``idx`` that would stay under the autoscaler's utilization ``threshold``
+    (``gpu_threshold`` for a GPU node) even with ``pod`` placed: the nodes the autoscaler
+    would remove once their bare pods end."""
+    return utilization_with(pod, table, idx) < utilization_thresholds(table, idx, threshold, gpu_threshold)
 
 
 class ScaleDownAware(ScorePlugin):
     """Keep pods off nodes the autoscaler wants to remove, so they can empty.
 
     A node that would stay under the autoscaler's utilization threshold even with the pod
-    (max of cpu and memory requests over allocatable) is one the autoscaler would remove
+    (max of cpu and memory requests over allocatable; for a GPU node its GPU requests over
+    allocatable, at the GPU threshold: :func:`utilization_with`) is one the autoscaler would remove
     once its bare pods end: it scores ``low_score * utilization / threshold`` (0..20 by
     default); a node marked ``DeletionCandidateOfClusterAutoscaler`` scores 0; every other
     node scores 100. Weighted above the packing scorers, this sends pods to busy nodes
@@ -66,18 +96,26 @@ class ScaleDownAware(ScorePlugin):
         self.low_score = low_score
         self._memo = ScoreMemo()
 
-    def _by_utilization(self, pod: Pod, table: NodeTable, idx: np.ndarray, threshold: float) -> np.ndarray:
+    def _by_utilization(
+        self, pod: Pod, table: NodeTable, idx: np.ndarray, threshold: float, gpu_threshold: float
+    ) -> np.ndarray:
         util = utilization_with(pod, table, idx)
-        thr = max(threshold, 1e-9)
+        thr = np.maximum(utilization_thresholds(table, idx, threshold, gpu_threshold), 1e-9)
         return np.where(util < thr, self.low_score * util / thr, MAX_NODE_SCORE).astype(np.int64)
 
     def score(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
-        threshold = ctx.utilization_threshold
-        pod_part = (pod.requests.get(CPU, 0), pod.requests.get(MEMORY, 0), threshold)
+        threshold, gpu_threshold = ctx.utilization_threshold, ctx.gpu_utilization_threshold
+        pod_part = (
+            pod.requests.get(CPU, 0),
+            pod.requests.get(MEMORY, 0),
+            pod.requests.get(GPU, 0),
+            threshold,
+            gpu_threshold,
+        )
         score = self._memo.scores(
             idx,
             lambda: node_state_keys(table.requested[idx], table.alloc[idx], pod_part),
-            lambda rows: self._by_utilization(pod, table, rows, threshold),
+            lambda rows: self._by_utilization(pod, table, rows, threshold, gpu_threshold),
         )
         score[table.deletion_candidate[idx]] = 0
         return score
