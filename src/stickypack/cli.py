@@ -23,6 +23,7 @@ from rich.console import Console
 from rich.markup import escape
 
 if TYPE_CHECKING:  # the extender's modules load only for its subcommands
+    from stickypack.core.routing import RoutePlacement
     from stickypack.extender.config import ExtenderConfig, ListenConfig
 
 EXIT_USAGE = 2
@@ -144,6 +145,12 @@ def _parser() -> argparse.ArgumentParser:
         help="labels of the pods to route, key=value[,key=value...] (default: BinderHub build pods)",
     )
     routing.add_argument("--namespace", default=None, help="only pods of this namespace (default: all)")
+    routing.add_argument(
+        "--placement",
+        default=None,
+        metavar="FILE",
+        help="YAML with node_affinity and/or tolerations to add to routed pods (as a webhook route's)",
+    )
     _add_output(routing)
 
     hook_cfg = render_sub.add_parser(
@@ -648,9 +655,43 @@ def _routing_yaml(args: argparse.Namespace) -> str:
         raise UsageError(f"--namespace {args.namespace!r} is not a valid namespace name")
     try:
         selector = parse_selector(args.selector)
-        return scheduler_routing_yaml(args.scheduler_name, selector, args.namespace)
+        if not selector:
+            raise ValueError("a routing needs a label selector (it would catch every pod)")
     except ValueError as exc:
         raise UsageError(f"--selector: {exc}") from None
+    placement = None if args.placement is None else _read_placement(args.placement)
+    try:
+        return scheduler_routing_yaml(args.scheduler_name, selector, args.namespace, placement)
+    except ValueError as exc:  # a placement the policy cannot carry
+        raise UsageError(f"{args.placement}: {exc}") from None
+
+
+def _read_placement(path: str) -> RoutePlacement:
+    """The placement in the YAML file ``path`` (``node_affinity`` and/or ``tolerations``, as
+    a webhook route writes them), validated as a route's; :class:`UsageError` naming the
+    file and what is wrong."""
+    from stickypack.core.routing import RoutePlacement, SelectorError
+    from stickypack.core.yamltext import YAMLTextError, load_yaml
+    from stickypack.textfile import TextFileError, read_text_file
+
+    try:
+        raw = load_yaml(read_text_file(Path(path)), path)
+    except (TextFileError, YAMLTextError) as exc:
+        raise UsageError(str(exc)) from None
+    keys = ("node_affinity", "tolerations")
+    if not isinstance(raw, dict):
+        raise UsageError(
+            f"{path}: expected a mapping with node_affinity and/or tolerations, got {reprlib.repr(raw)}"
+        )
+    unknown = sorted(map(str, set(raw) - set(keys)))
+    if unknown:
+        raise UsageError(
+            f"{path}: unknown key(s) {', '.join(unknown)} (a placement has {' and '.join(keys)})"
+        )
+    try:
+        return RoutePlacement.from_dict(raw.get("node_affinity"), raw.get("tolerations"))
+    except SelectorError as exc:
+        raise UsageError(f"{path}: {exc}") from None
 
 
 def _webhook_config_yaml(args: argparse.Namespace) -> str:

@@ -50,7 +50,7 @@ from typing import Any
 
 import yaml
 
-from stickypack.core.routing import SchedulerRoute
+from stickypack.core.routing import PREFERRED, REQUIRED, RoutePlacement, SchedulerRoute
 
 API_VERSION = "kubescheduler.config.k8s.io/v1"
 KIND = "KubeSchedulerConfiguration"
@@ -253,7 +253,10 @@ NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 
 
 def scheduler_routing(
-    scheduler_name: str, selector: Mapping[str, str], namespace: str | None = None
+    scheduler_name: str,
+    selector: Mapping[str, str],
+    namespace: str | None = None,
+    placement: RoutePlacement | None = None,
 ) -> list[dict[str, Any]]:
     """A ``MutatingAdmissionPolicy`` and its binding (``admissionregistration.k8s.io/v1``,
     on by default from Kubernetes 1.36) that give every pod created with the labels
@@ -262,13 +265,39 @@ def scheduler_routing(
 
     Only pods left on ``default-scheduler`` are changed, so a pod that names its scheduler
     keeps it. ``namespace`` limits it to one namespace (else every namespace).
+
+    ``placement`` (a webhook route's :class:`~stickypack.core.routing.RoutePlacement`)
+    also gives each routed pod that node affinity and those tolerations, with the result
+    :meth:`RoutePlacement.patch <stickypack.core.routing.RoutePlacement.patch>` gives the
+    webhook for the same pod (tested on kube-apiserver 1.37 for pods of every shape): the
+    required terms ANDed into the pod's own (every pod term paired with every route term;
+    a pod term without requirements kept as it is), the preferred terms appended, each
+    toleration appended unless the pod has an equal one. It is one ``JSONPatch`` mutation
+    (a CEL expression, :func:`placement_patch_expression`) that sets the scheduler name
+    too. Raises ``ValueError`` for a placement a policy cannot carry: a toleration's
+    ``tolerationSeconds`` beyond +-(2**53 - 1) (:data:`MAX_EXACT_PATCH_INT`). Without a
+    placement (or with an empty one) the policy is the plain ``ApplyConfiguration`` that
+    sets the name, as before.
+
+    ``failurePolicy: Ignore``: when the policy cannot run (a CEL error, its cost budget
+    exceeded, a patch the API server cannot apply), the API server leaves the pod as it
+    was created, for the default scheduler, and logs the error; it never refuses the pod.
+    With a placement that holds for the scheduler name as well, as they are one patch: a
+    pod is routed with its placement or not at all, never half-way (as with the webhook,
+    whose failure leaves the pod unchanged too).
     """
     if not selector:
         raise ValueError("a routing needs a label selector (it would catch every pod)")
     name = f"stickypack-route-to-{scheduler_name}"
     pods = {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}
     unnamed = 'object.spec.schedulerName == "default-scheduler"'
-    set_name = f"Object{{spec: Object.spec{{schedulerName: {json.dumps(scheduler_name)}}}}}"
+    mutation: dict[str, Any]
+    if placement is None or placement.empty:
+        set_name = f"Object{{spec: Object.spec{{schedulerName: {json.dumps(scheduler_name)}}}}}"
+        mutation = {"patchType": "ApplyConfiguration", "applyConfiguration": {"expression": set_name}}
+    else:
+        expression = placement_patch_expression(scheduler_name, placement)
+        mutation = {"patchType": "JSONPatch", "jsonPatch": {"expression": expression}}
     policy: dict[str, Any] = {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "MutatingAdmissionPolicy",
@@ -279,12 +308,7 @@ def scheduler_routing(
             # Ignore: if the policy cannot run, the pod is created for the default scheduler.
             "failurePolicy": "Ignore",
             "reinvocationPolicy": "Never",
-            "mutations": [
-                {
-                    "patchType": "ApplyConfiguration",
-                    "applyConfiguration": {"expression": set_name},
-                }
-            ],
+            "mutations": [mutation],
         },
     }
     match: dict[str, Any] = {"objectSelector": {"matchLabels": dict(selector)}}
@@ -299,13 +323,178 @@ def scheduler_routing(
     return [policy, binding]
 
 
+#: The largest integer (either sign) a rendered policy's JSON Patch carries: the API server
+#: turns the patch's CEL values into JSON through ``google.protobuf.Value``, and CEL writes
+#: an integer beyond this (JavaScript's safe range) as a string, which a pod's
+#: ``tolerationSeconds`` (int64) does not decode from (the policy fails, the pod is left as it
+#: was). Confirmed on kube-apiserver 1.37: 2**53 - 1 arrives, 2**53 fails.
+MAX_EXACT_PATCH_INT = 2**53 - 1
+
+
+def _cel(value: Any) -> str:
+    """JSON data (dicts with string keys, lists, strings, ints, bools, None) as a CEL
+    literal. Each map value is wrapped in ``dyn()``: Kubernetes' CEL refuses a literal
+    whose values differ in type (``HomogeneousAggregateLiterals``), as a toleration's
+    strings and ``tolerationSeconds`` do."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        if abs(value) > MAX_EXACT_PATCH_INT:
+            raise ValueError(f"{value} is beyond +-(2**53 - 1), which a CEL JSON Patch cannot carry")
+        return str(value)
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_cel(v) for v in value) + "]"
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(f"{json.dumps(str(k))}: dyn({_cel(v)})" for k, v in value.items()) + "}"
+    raise TypeError(f"not JSON data: {value!r}")
+
+
+def _add(path: str, value: str) -> str:
+    """A JSON Patch ``add`` of the CEL expression ``value`` at ``path``."""
+    return f'JSONPatch{{op: "add", path: {json.dumps(path)}, value: {value}}}'
+
+
+def _toleration_present(toleration: Mapping[str, Any]) -> str:
+    """CEL over ``o`` (one of the pod's tolerations): ``o`` equals ``toleration`` (a
+    normalised one, operator written) as :func:`stickypack.core.routing._toleration_key`
+    compares them: key, operator (empty is ``Equal``), value and effect with the API's
+    defaults filled in, and the same ``tolerationSeconds`` or none on both."""
+    parts = [
+        f'o.?{field}.orValue("") == {_cel(toleration.get(field, ""))}' for field in ("key", "value", "effect")
+    ]
+    if toleration["operator"] == "Equal":
+        parts.append('o.?operator.orValue("") in ["", "Equal"]')
+    else:
+        parts.append(f'o.?operator.orValue("") == {_cel(toleration["operator"])}')
+    seconds = toleration.get("tolerationSeconds")
+    if seconds is None:
+        parts.append("!has(o.tolerationSeconds)")
+    else:
+        parts.append(f"has(o.tolerationSeconds) && o.tolerationSeconds == {_cel(seconds)}")
+    return " && ".join(parts)
+
+
+#: The two lists of a ``NodeSelectorTerm``.
+_TERM_PARTS = ("matchExpressions", "matchFields")
+#: CEL that rebuilds a list of the pod's node selector requirements as maps: the API server
+#: hands a policy the pod's typed Go values, which a JSON Patch value cannot carry
+#: ("type conversion error from struct type v1.NodeSelectorRequirement to *structpb.Value").
+_PLAIN_REQUIREMENTS = (
+    '.map(e, {"key": dyn(e.key), "operator": dyn(e.operator), '
+    '"values": dyn(e.?values.orValue([]).map(v, v))})'
+)
+
+
+def placement_patch_expression(scheduler_name: str, placement: RoutePlacement) -> str:
+    """The CEL expression of a ``JSONPatch`` mutation that sets a pod's ``schedulerName``
+    to ``scheduler_name`` and adds ``placement`` to its spec, with the result of
+    :meth:`RoutePlacement.patch` for the same pod (``object``, as the API server hands it
+    to a policy: fields left out when empty, never null but ``nodeSelectorTerms``).
+
+    Node affinity: no ``spec.affinity`` (or no ``nodeAffinity`` in it) gets the
+    placement's node affinity whole. Otherwise the required part is replaced by the AND:
+    each of the pod's ``nodeSelectorTerms`` becomes one term per route term (their
+    ``matchExpressions`` and ``matchFields`` concatenated), except a term without
+    requirements, kept once as it is (``map`` then ``flatten``, of CEL's list extension,
+    which Kubernetes 1.37 offers); a pod without required terms gets the route's. The
+    preferred terms are appended with ``/-`` (or added whole when the pod has none).
+    Tolerations: each route toleration the pod has no equal of is appended with ``/-`` (all
+    of them, added whole, when it has none). Only the pod's required terms are written
+    back; its own preferred terms and tolerations are left untouched, so their numbers
+    (``tolerationSeconds``) never pass through a double."""
+    for i, toleration in enumerate(placement.tolerations):
+        seconds = toleration.get("tolerationSeconds")
+        if seconds is not None and abs(seconds) > MAX_EXACT_PATCH_INT:
+            raise ValueError(
+                f"tolerations[{i}]: tolerationSeconds {seconds} is beyond +-(2**53 - 1), which a "
+                "MutatingAdmissionPolicy's JSON Patch cannot carry (CEL writes it as a string); "
+                "the webhook's routes can"
+            )
+    na = "object.spec.affinity.nodeAffinity"
+    ops = [f"[{_add('/spec/schedulerName', _cel(scheduler_name))}]"]
+    required = [dict(t) for t in placement.required_terms]
+    preferred = [dict(p) for p in placement.preferred]
+    if required or preferred:
+        whole = placement.to_dict()["node_affinity"]
+        inner = []
+        if required:
+            mine = {part: f"t.?{part}.orValue([]){_PLAIN_REQUIREMENTS}" for part in _TERM_PARTS}
+            joins = ",\n            ".join(
+                "{"
+                + ", ".join(f'"{part}": dyn({mine[part]} + {_cel(r.get(part, []))})' for part in mine)
+                + "}"
+                for r in required
+            )
+            own = f"{na}.{REQUIRED}.nodeSelectorTerms"
+            # nodeSelectorTerms (unlike the other lists, written even when empty) may be null
+            terms = (
+                f"(has({na}.{REQUIRED}) && has({own}) && dyn({own}) != null && size({own}) > 0\n"
+                f"      ? {own}.map(t,\n"
+                f"          {' && '.join(f'size(t.?{part}.orValue([])) == 0' for part in _TERM_PARTS)}\n"
+                f"          ? [dyn({{}})]\n          : [{joins}]).flatten()\n"
+                f"      : {_cel(required)})"
+            )
+            path = f"/spec/affinity/nodeAffinity/{REQUIRED}"
+            value = '{"nodeSelectorTerms": ' + terms + "}"
+            inner.append(f"[{_add(path, value)}]")
+        if preferred:
+            path = f"/spec/affinity/nodeAffinity/{PREFERRED}"
+            each = ", ".join(_add(f"{path}/-", _cel(p)) for p in preferred)
+            inner.append(
+                f"(has({na}.{PREFERRED})\n      ? [{each}]\n      : [{_add(path, _cel(preferred))}])"
+            )
+        ops.append(
+            "(!has(object.spec.affinity)\n"
+            f"  ? [{_add('/spec/affinity', _cel({'nodeAffinity': whole}))}]\n"
+            "  : !has(object.spec.affinity.nodeAffinity)\n"
+            f"  ? [{_add('/spec/affinity/nodeAffinity', _cel(whole))}]\n"
+            "  : " + " +\n    ".join(inner) + ")"
+        )
+    if placement.tolerations:
+        tolerations = [dict(t) for t in placement.tolerations]
+        each = " +\n    ".join(
+            f"(object.spec.tolerations.exists(o, {_toleration_present(t)})\n"
+            f"      ? [] : [{_add('/spec/tolerations/-', _cel(t))}])"
+            for t in tolerations
+        )
+        ops.append(
+            "(!has(object.spec.tolerations)\n"
+            f"  ? [{_add('/spec/tolerations', _cel(tolerations))}]\n"
+            f"  : {each})"
+        )
+    return " +\n".join(ops)
+
+
 def scheduler_routing_yaml(
-    scheduler_name: str, selector: Mapping[str, str], namespace: str | None = None
+    scheduler_name: str,
+    selector: Mapping[str, str],
+    namespace: str | None = None,
+    placement: RoutePlacement | None = None,
 ) -> str:
-    """:func:`scheduler_routing` as a two-document YAML stream."""
-    return yaml.safe_dump_all(
-        scheduler_routing(scheduler_name, selector, namespace), sort_keys=False, default_flow_style=False
+    """:func:`scheduler_routing` as a two-document YAML stream (a CEL expression of several
+    lines as a literal block)."""
+    return yaml.dump_all(
+        scheduler_routing(scheduler_name, selector, namespace, placement),
+        Dumper=_BlockDumper,
+        sort_keys=False,
+        default_flow_style=False,
     )
+
+
+class _BlockDumper(yaml.SafeDumper):
+    """``yaml.SafeDumper`` writing a string of several lines as a ``|`` block."""
+
+
+def _block_str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+    style = "|" if "\n" in value and not any(line != line.rstrip() for line in value.splitlines()) else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_BlockDumper.add_representer(str, _block_str)
 
 
 #: Name of the rendered ``MutatingWebhookConfiguration``.
