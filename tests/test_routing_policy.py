@@ -1,0 +1,423 @@
+"""``stickypack render scheduler-routing --placement``: the ``MutatingAdmissionPolicy`` gives
+routed pods the node affinity and tolerations a webhook route's :class:`RoutePlacement` gives
+them. On the real kube-apiserver, each pod the policy admits is compared with what the
+webhook's pure code (:func:`route_pod`) makes of the same pod, for chosen pods and for
+generated ones."""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+import uuid
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from stickypack.cli import main
+from stickypack.core.routing import (
+    PREFERRED,
+    REQUIRED,
+    LabelSelector,
+    RoutePlacement,
+    SchedulerRoute,
+    route_pod,
+)
+from stickypack.render import MAX_EXACT_PATCH_INT, scheduler_routing, scheduler_routing_yaml
+from stickypack.testing import ControlPlane, pod_manifest
+
+POOL = {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["user"]}]}
+NODE_N1 = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}
+ZONE = {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}
+DEDICATED = {"key": "hub.jupyter.org/dedicated", "value": "user", "effect": "NoSchedule"}
+DRAIN = {"key": "drain", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 30}
+#: Every part of a placement: two required terms (one of matchFields), a preferred term,
+#: two tolerations (one with tolerationSeconds).
+FULL = {
+    "node_affinity": {
+        REQUIRED: {"nodeSelectorTerms": [POOL, NODE_N1]},
+        PREFERRED: [{"weight": 10, "preference": POOL}],
+    },
+    "tolerations": [DEDICATED, DRAIN],
+}
+PLURAL = {
+    "MutatingAdmissionPolicy": "mutatingadmissionpolicies",
+    "MutatingAdmissionPolicyBinding": "mutatingadmissionpolicybindings",
+}
+
+
+# ---------------------------------------------------------------------------- rendering
+
+
+def test_without_a_placement_the_policy_only_sets_the_scheduler() -> None:
+    """No placement, or an empty one: the ``ApplyConfiguration`` that sets the name (what
+    the Helm chart renders too); a placement: one ``JSONPatch`` mutation, scheduler name
+    included, so a failing expression leaves the pod wholly unrouted."""
+    plain = scheduler_routing("stickypack", {"a": "b"})
+    assert scheduler_routing("stickypack", {"a": "b"}, placement=RoutePlacement()) == plain
+    (mutation,) = plain[0]["spec"]["mutations"]
+    assert mutation["patchType"] == "ApplyConfiguration"
+    placed = scheduler_routing("stickypack", {"a": "b"}, placement=RoutePlacement.from_dict(**FULL))
+    assert placed[0]["spec"]["failurePolicy"] == "Ignore"
+    assert placed[1] == plain[1]
+    (mutation,) = placed[0]["spec"]["mutations"]
+    assert mutation["patchType"] == "JSONPatch"
+    assert mutation["jsonPatch"]["expression"].startswith(
+        '[JSONPatch{op: "add", path: "/spec/schedulerName", value: "stickypack"}]'
+    )
+    # the YAML writes the expression as a block, and reads back as the same policy
+    text = scheduler_routing_yaml("stickypack", {"a": "b"}, placement=RoutePlacement.from_dict(**FULL))
+    assert "expression: |-\n" in text
+    assert list(yaml.safe_load_all(text)) == placed
+
+
+def test_a_toleration_seconds_no_json_patch_carries_is_refused() -> None:
+    """CEL writes an integer beyond 2**53 - 1 into a JSON Patch as a string, which
+    ``tolerationSeconds`` does not decode from (checked on kube-apiserver 1.37): refused at
+    render time rather than a policy that never routes."""
+    edge = {**DRAIN, "tolerationSeconds": MAX_EXACT_PATCH_INT}
+    scheduler_routing("s", {"a": "b"}, placement=RoutePlacement.from_dict(tolerations=[edge]))
+    for seconds in (MAX_EXACT_PATCH_INT + 1, -MAX_EXACT_PATCH_INT - 1):
+        beyond = RoutePlacement.from_dict(tolerations=[DEDICATED, {**DRAIN, "tolerationSeconds": seconds}])
+        with pytest.raises(ValueError, match=r"tolerations\[1\]: tolerationSeconds .* beyond"):
+            scheduler_routing("s", {"a": "b"}, placement=beyond)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("- a\n", "expected a mapping with node_affinity and/or tolerations, got ['a']"),
+        ("", "expected a mapping with node_affinity and/or tolerations, got None"),
+        ("tolerashuns: []\n", "unknown key(s) tolerashuns (a placement has node_affinity and tolerations)"),
+        ("tolerations: [{key: a, effect: NoRun}]\n", "tolerations[0]: effect 'NoRun' is not one of"),
+        (
+            "node_affinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: [{}]}}\n",
+            "nodeSelectorTerms[0]: an empty term matches no node",
+        ),
+        ("tolerations: [{key: a, value: 0}]\n", "key, operator, value and effect are strings"),
+        (
+            "tolerations: [{operator: Exists, effect: NoExecute, tolerationSeconds: 9007199254740992}]",
+            "tolerations[0]: tolerationSeconds 9007199254740992 is beyond",
+        ),
+        ("a: [\n", "not valid YAML"),
+        (b"\xff", "not UTF-8 text"),
+    ],
+)
+def test_a_bad_placement_file_says_which_file_and_what(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str | bytes, message: str
+) -> None:
+    """Validated as a webhook route's placement; exit status 2, one line, no traceback."""
+    path = tmp_path / "placement.yaml"
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
+    assert main(["render", "scheduler-routing", "--placement", str(path)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert str(path) in captured.err and message in " ".join(captured.err.split())
+    assert "Traceback" not in captured.err
+
+
+def test_a_missing_placement_file_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["render", "scheduler-routing", "--placement", str(tmp_path / "nope.yaml")]) == 2
+    assert "nope.yaml: cannot read" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------- the API server
+
+
+@contextmanager
+def _policies(cluster: ControlPlane, docs: list[dict[str, Any]]) -> Iterator[None]:
+    """Create the policies and bindings ``docs``, wait until the API server applies each
+    (a probe pod with its binding's labels is routed), delete them afterwards."""
+    from kubernetes_asyncio import client
+
+    async def apply(api: object, delete: bool = False) -> None:
+        custom = client.CustomObjectsApi(api)
+        for doc in docs:
+            args = ("admissionregistration.k8s.io", "v1", PLURAL[doc["kind"]])
+            if delete:
+                await custom.delete_cluster_custom_object(*args, doc["metadata"]["name"])
+            else:
+                await custom.create_cluster_custom_object(*args, doc)
+
+    cluster.call(apply)
+    try:
+        for binding in (d for d in docs if d["kind"] == "MutatingAdmissionPolicyBinding"):
+            labels = binding["spec"]["matchResources"]["objectSelector"]["matchLabels"]
+            deadline = time.monotonic() + 20
+            while True:  # the API server picks a new policy up within a second or so
+                probe = _dry_run(cluster, pod_manifest(f"probe-{uuid.uuid4().hex[:8]}", labels=labels))
+                if probe["spec"]["schedulerName"] != "default-scheduler":
+                    break
+                assert time.monotonic() < deadline, f"{binding['metadata']['name']} never applied"
+                time.sleep(0.1)
+        yield
+    finally:
+        cluster.call(lambda api: apply(api, delete=True))
+
+
+def _dry_run(cluster: ControlPlane, pod: Mapping[str, Any]) -> dict[str, Any]:
+    """The pod as the API server would store it (``dryRun=All``: admitted, not stored)."""
+    from kubernetes_asyncio import client
+
+    async def create(api: Any) -> Any:
+        created = await client.CoreV1Api(api).create_namespaced_pod(
+            "default", copy.deepcopy(pod), dry_run="All"
+        )
+        return api.sanitize_for_serialization(created)
+
+    result: dict[str, Any] = cluster.call(create)
+    return result
+
+
+def _webhook_spec(route: SchedulerRoute, base: Mapping[str, Any]) -> dict[str, Any]:
+    """The spec the webhook gives ``base`` (a pod as admission sees it): the ``/spec/...``
+    operations of :func:`route_pod`'s patch applied (its annotation is the webhook's own)."""
+    pod = copy.deepcopy(dict(base))
+    for op in route_pod([route], pod, "default").patch:
+        assert op["op"] == "add"
+        section, *tokens = op["path"].split("/")[1:]
+        if section == "spec":
+            assert len(tokens) == 1, op
+            pod["spec"][tokens[0]] = op["value"]
+    spec: dict[str, Any] = pod["spec"]
+    return spec
+
+
+def _admitted_as(cluster: ControlPlane, pod: Mapping[str, Any]) -> dict[str, Any]:
+    """``pod`` as admission sees it, without our policy: its dry run without labels (the
+    API server's defaults and earlier admission plugins, such as DefaultTolerationSeconds,
+    applied). A pod valid only once routed (required node affinity without terms, which the
+    route's terms complete) is dry-run without that part, then given it back."""
+    bare = copy.deepcopy(dict(pod))
+    bare["metadata"] = {**bare["metadata"], "labels": {}, "name": f"base-{uuid.uuid4().hex[:8]}"}
+    affinity = bare["spec"].get("affinity")
+    required = ((affinity or {}).get("nodeAffinity") or {}).get(REQUIRED)
+    terms_to_come = required is not None and not required.get("nodeSelectorTerms")
+    if terms_to_come:
+        del bare["spec"]["affinity"]["nodeAffinity"][REQUIRED]
+    base = _dry_run(cluster, bare)
+    if terms_to_come:
+        node_affinity = base["spec"].setdefault("affinity", {}).setdefault("nodeAffinity", {})
+        node_affinity[REQUIRED] = copy.deepcopy(required)
+    base["metadata"]["labels"] = dict(pod["metadata"]["labels"])  # for the route to match
+    return base
+
+
+def _route(
+    selector: dict[str, str], placement: RoutePlacement, scheduler: str = "stickypack"
+) -> SchedulerRoute:
+    return SchedulerRoute(
+        "route", scheduler, LabelSelector.from_dict({"matchLabels": selector}), placement=placement
+    )
+
+
+def _pod(
+    name: str, labels: dict[str, str], scheduler: str = "default-scheduler", **spec: Any
+) -> dict[str, Any]:
+    pod = pod_manifest(name, labels=labels, scheduler_name=scheduler)
+    pod["spec"].update(copy.deepcopy(spec))
+    return pod
+
+
+@pytest.mark.controlplane
+def test_the_policy_places_pods_as_the_webhook_does(
+    cluster: ControlPlane, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``render scheduler-routing --placement`` applied to kube-apiserver: every pod it
+    routes is stored with the spec the webhook's :func:`route_pod` gives the same pod, for
+    pods without affinity, with an empty one, with pod anti-affinity only, with two required
+    terms of their own (and an empty term), with preferred terms, with required node
+    affinity that has no terms yet, with the route's toleration already (written with the
+    defaults left out), with other tolerations (one whose ``tolerationSeconds`` is beyond
+    2**53). Pods that name a scheduler, and unlabelled pods, are stored untouched."""
+    labels = {"route": uuid.uuid4().hex[:8]}
+    placement_file = tmp_path / "placement.yaml"
+    placement_file.write_text(yaml.safe_dump(FULL))
+    argv = [
+        "render",
+        "scheduler-routing",
+        "--scheduler-name",
+        "stickypack",
+        "--placement",
+        str(placement_file),
+    ]
+    assert main([*argv, "--selector", f"route={labels['route']}"]) == 0
+    docs = list(yaml.safe_load_all(capsys.readouterr().out))
+    route = _route(labels, RoutePlacement.from_dict(**FULL))
+    own_required = {"nodeAffinity": {REQUIRED: {"nodeSelectorTerms": [ZONE, NODE_N1]}}}
+    anti = {"podAntiAffinity": {PREFERRED: [{"weight": 1, "podAffinityTerm": {"topologyKey": "zone"}}]}}
+    others = [
+        {"key": "gpu", "operator": "Exists"},
+        {**DRAIN, "tolerationSeconds": 2**62 + 1},  # not equal: other seconds, beyond 2**53
+        {**DEDICATED, "effect": "NoExecute"},  # not equal: other effect
+    ]
+    pods = [
+        _pod("none", labels),
+        _pod("empty-affinity", labels, affinity={}),
+        _pod("anti-affinity-only", labels, affinity=anti),
+        _pod("own-required", labels, affinity={**own_required, **anti}),
+        _pod(
+            "own-empty-term", labels, affinity={"nodeAffinity": {REQUIRED: {"nodeSelectorTerms": [ZONE, {}]}}}
+        ),
+        _pod(
+            "own-preferred",
+            labels,
+            affinity={"nodeAffinity": {PREFERRED: [{"weight": 5, "preference": ZONE}]}},
+        ),
+        _pod("no-terms-yet", labels, affinity={"nodeAffinity": {REQUIRED: {"nodeSelectorTerms": []}}}),
+        _pod("equal-toleration", labels, tolerations=[DEDICATED]),
+        _pod("equal-drain", labels, tolerations=[{**DRAIN, "operator": "Exists"}]),
+        _pod("other-tolerations", labels, tolerations=others),
+        _pod("names-scheduler", labels, scheduler="mine", affinity=own_required, tolerations=[DRAIN]),
+        _pod("unlabelled", {}, affinity=own_required),
+    ]
+    with _policies(cluster, docs):
+        bases = {p["metadata"]["name"]: _admitted_as(cluster, p) for p in pods}
+        created = {p["metadata"]["name"]: p for p in cluster.create_pods(pods)}
+    try:
+        for name, pod in created.items():
+            assert pod["spec"] == _webhook_spec(route, bases[name]), name
+        routed = {n for n, p in created.items() if p["spec"]["schedulerName"] == "stickypack"}
+        assert routed == {p["metadata"]["name"] for p in pods} - {"names-scheduler", "unlabelled"}
+        # what the equality above stands for, spelled out for two pods
+        terms = created["own-required"]["spec"]["affinity"]["nodeAffinity"][REQUIRED]["nodeSelectorTerms"]
+        assert terms == [
+            {"matchExpressions": ZONE["matchExpressions"] + POOL["matchExpressions"]},
+            {**ZONE, **NODE_N1},
+            {**NODE_N1, **POOL},
+            {"matchFields": NODE_N1["matchFields"] * 2},
+        ]
+        tolerations = created["other-tolerations"]["spec"]["tolerations"]
+        assert tolerations[:3] == others  # its own first, seconds exact
+        assert tolerations[-2:] == [{"operator": "Equal", **DEDICATED}, DRAIN]
+        assert created["names-scheduler"]["spec"] == bases["names-scheduler"]["spec"]
+        assert created["unlabelled"]["spec"] == bases["unlabelled"]["spec"]
+    finally:
+        cluster.delete_all_pods()
+
+
+# generated pods: node affinity and tolerations in the shapes the API server takes
+_requirement = st.sampled_from(
+    [
+        {"key": "pool", "operator": "In", "values": ["user"]},
+        {"key": "zone", "operator": "NotIn", "values": ["a", "b"]},
+        {"key": "gpu", "operator": "Exists"},
+        {"key": "size", "operator": "Gt", "values": ["4"]},
+    ]
+)
+_field = st.sampled_from(
+    [
+        {"key": "metadata.name", "operator": "In", "values": ["n1"]},
+        {"key": "metadata.name", "operator": "NotIn", "values": ["n2"]},
+    ]
+)
+_term = st.fixed_dictionaries(
+    {},
+    optional={
+        "matchExpressions": st.lists(_requirement, max_size=2),
+        "matchFields": st.lists(_field, max_size=1),
+    },
+)
+_filled_term = st.lists(_requirement, min_size=1, max_size=2).map(lambda rs: {"matchExpressions": rs})
+_node_affinity = st.fixed_dictionaries(
+    {},
+    optional={
+        REQUIRED: st.fixed_dictionaries({"nodeSelectorTerms": st.lists(_term, max_size=3)}),
+        PREFERRED: st.lists(
+            st.fixed_dictionaries({"weight": st.integers(1, 100), "preference": _filled_term}), max_size=2
+        ),
+    },
+)
+_affinity = st.none() | st.fixed_dictionaries(
+    {},
+    optional={
+        "nodeAffinity": _node_affinity,
+        "podAntiAffinity": st.just({PREFERRED: [{"weight": 1, "podAffinityTerm": {"topologyKey": "zone"}}]}),
+    },
+)
+_toleration = st.sampled_from(
+    [
+        DEDICATED,
+        {**DEDICATED, "operator": "Equal"},
+        {**DEDICATED, "effect": "NoExecute"},
+        DRAIN,
+        {**DRAIN, "tolerationSeconds": 31},
+        {**DRAIN, "tolerationSeconds": 2**62},
+        {"key": "drain", "operator": "Exists", "effect": "NoExecute"},
+        {"key": "gpu", "operator": "Exists"},
+        {"operator": "Exists"},
+    ]
+)
+#: The policies of the generated pods: every part; tolerations only; one required term.
+_PLACEMENTS = {
+    "full": RoutePlacement.from_dict(**FULL),
+    "tolerations": RoutePlacement.from_dict(tolerations=[DRAIN, {"key": "gpu", "operator": "Exists"}]),
+    "required": RoutePlacement.from_dict(node_affinity={REQUIRED: {"nodeSelectorTerms": [NODE_N1]}}),
+}
+
+
+@pytest.fixture
+def generated_policies(cluster: ControlPlane) -> Iterator[dict[str, SchedulerRoute]]:
+    """One policy per :data:`_PLACEMENTS` entry, for pods labelled ``placement=<key>``."""
+    routes = {key: _route({"placement": key}, p, f"to-{key}") for key, p in _PLACEMENTS.items()}
+    docs = [
+        doc
+        for route in routes.values()
+        for doc in scheduler_routing(
+            route.scheduler_name, route.pods.to_dict()["matchLabels"], placement=route.placement
+        )
+    ]
+    with _policies(cluster, docs):
+        yield routes
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    key=st.sampled_from(sorted(_PLACEMENTS)),
+    scheduler=st.sampled_from(["default-scheduler", "default-scheduler", "default-scheduler", "mine"]),
+    affinity=_affinity,
+    tolerations=st.none() | st.lists(_toleration, max_size=3),
+)
+@pytest.mark.controlplane
+def test_generated_pods_are_placed_as_the_webhook_places_them(
+    cluster: ControlPlane,
+    generated_policies: dict[str, SchedulerRoute],
+    key: str,
+    scheduler: str,
+    affinity: dict[str, Any] | None,
+    tolerations: list[dict[str, Any]] | None,
+) -> None:
+    """Whatever the pod's affinity and tolerations, the policy's dry run stores the spec the
+    webhook's :func:`route_pod` gives the same pod (a pod that names a scheduler: its own)."""
+    spec: dict[str, Any] = {}
+    if affinity is not None:
+        spec["affinity"] = affinity
+    if tolerations is not None:
+        spec["tolerations"] = tolerations
+    pod = _pod(f"gen-{uuid.uuid4().hex[:8]}", {"placement": key}, scheduler, **spec)
+    expected = _webhook_spec(generated_policies[key], _admitted_as(cluster, pod))
+    required = ((expected.get("affinity") or {}).get("nodeAffinity") or {}).get(REQUIRED)
+    if required is not None and not required.get("nodeSelectorTerms"):
+        # required node affinity without terms, not routed or routed without required terms:
+        # invalid, through the webhook as through the policy
+        with pytest.raises(ApiException) as refused:
+            _dry_run(cluster, pod)
+        assert refused.value.status == 422
+        event("refused: required node affinity without terms")
+        return
+    admitted = _dry_run(cluster, pod)
+    event("routed" if scheduler == "default-scheduler" else "names its scheduler")
+    own = ((pod["spec"].get("affinity") or {}).get("nodeAffinity") or {}).get(REQUIRED)
+    if own and scheduler == "default-scheduler" and key != "tolerations":
+        event(f"routed with {len(own['nodeSelectorTerms'])} own required term(s)")
+    assert admitted["spec"] == expected, json.dumps(pod["spec"])
+    assert (admitted["spec"]["schedulerName"] == f"to-{key}") == (scheduler == "default-scheduler")
