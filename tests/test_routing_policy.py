@@ -130,6 +130,18 @@ def test_a_missing_placement_file_is_a_usage_error(
     assert "nope.yaml: cannot read" in capsys.readouterr().err
 
 
+def test_the_documented_placement_file_renders(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The ``--placement`` example of docs/configuration.md, as written there."""
+    doc = (Path(__file__).resolve().parents[1] / "docs/configuration.md").read_text()
+    section = doc.split("## `stickypack render scheduler-routing`", 1)[1].split("\n## ", 1)[0]
+    example = section.split("```yaml\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "placement.yaml").write_text(example)
+    assert main(["render", "scheduler-routing", "--placement", str(tmp_path / "placement.yaml")]) == 0
+    (mutation,) = next(yaml.safe_load_all(capsys.readouterr().out))["spec"]["mutations"]
+    expression = mutation["jsonPatch"]["expression"]
+    assert '"hub.jupyter.org/node-purpose"' in expression and '"hub.jupyter.org/dedicated"' in expression
+
+
 # ---------------------------------------------------------------------------- the API server
 
 

@@ -31,9 +31,12 @@ Profiles:
     awareness. kube-scheduler calls an extender for *every* profile of its configuration.
 
 :func:`scheduler_routing` renders the other half: a ``MutatingAdmissionPolicy`` that sends
-labelled pods (build pods, Dask workers) to one of these schedulers (Kubernetes 1.36+);
-:func:`webhook_configuration` the ``MutatingWebhookConfiguration`` that does the same
-through the stickypack webhook, on any Kubernetes.
+labelled pods (build pods, Dask workers) to one of these schedulers (Kubernetes 1.36+) and,
+given a webhook route's :class:`~stickypack.core.routing.RoutePlacement`, to a node pool
+too (node affinity ANDed into the pod's, tolerations added: a CEL JSON Patch with the
+webhook's result for every pod); :func:`webhook_configuration` the
+``MutatingWebhookConfiguration`` that does the same through the stickypack webhook, on any
+Kubernetes.
 
 This module only builds data; it starts nothing. The CLI (``stickypack render
 scheduler-config`` and ``render scheduler-routing``) prints :func:`scheduler_config_yaml` and
