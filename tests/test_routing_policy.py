@@ -146,9 +146,10 @@ def test_the_documented_placement_file_renders(tmp_path: Path, capsys: pytest.Ca
 
 
 @contextmanager
-def _policies(cluster: ControlPlane, docs: list[dict[str, Any]]) -> Iterator[None]:
-    """Create the policies and bindings ``docs``, wait until the API server applies each
-    (a probe pod with its binding's labels is routed), delete them afterwards."""
+def _policies(cluster: ControlPlane, docs: list[dict[str, Any]], wait: bool = True) -> Iterator[None]:
+    """Create the policies and bindings ``docs``, wait (unless not ``wait``) until the API
+    server applies each (a probe pod with its binding's labels is routed), delete them
+    afterwards."""
     from kubernetes_asyncio import client
 
     async def apply(api: object, delete: bool = False) -> None:
@@ -162,7 +163,7 @@ def _policies(cluster: ControlPlane, docs: list[dict[str, Any]]) -> Iterator[Non
 
     cluster.call(apply)
     try:
-        for binding in (d for d in docs if d["kind"] == "MutatingAdmissionPolicyBinding"):
+        for binding in (d for d in docs if wait and d["kind"] == "MutatingAdmissionPolicyBinding"):
             labels = binding["spec"]["matchResources"]["objectSelector"]["matchLabels"]
             deadline = time.monotonic() + 20
             while True:  # the API server picks a new policy up within a second or so
@@ -433,3 +434,46 @@ def test_generated_pods_are_placed_as_the_webhook_places_them(
         event(f"routed with {len(own['nodeSelectorTerms'])} own required term(s)")
     assert admitted["spec"] == expected, json.dumps(pod["spec"])
     assert (admitted["spec"]["schedulerName"] == f"to-{key}") == (scheduler == "default-scheduler")
+
+
+@pytest.mark.controlplane
+def test_a_failing_expression_leaves_the_pod_as_it_was_sent(cluster: ControlPlane) -> None:
+    """``failurePolicy: Ignore``, and the scheduler name and the placement in one patch: when
+    the expression fails (here an operation appended to it that fails for pods labelled
+    ``fail``), the pod is created as it was sent, neither routed nor placed."""
+    labels = {"route": uuid.uuid4().hex[:8]}
+    docs = scheduler_routing("stickypack", labels, placement=RoutePlacement.from_dict(**FULL))
+    patch = docs[0]["spec"]["mutations"][0]["jsonPatch"]
+    patch["expression"] += (
+        ' + ("fail" in object.metadata.labels'
+        ' ? [JSONPatch{op: "add", path: "/spec/hostname", value: string(int(object.metadata.name))}] : [])'
+    )
+    with _policies(cluster, docs):  # live: a pod without the label is routed
+        pod = _pod("sent", {**labels, "fail": "yes"})
+        assert _dry_run(cluster, pod)["spec"] == _admitted_as(cluster, pod)["spec"]
+
+
+@pytest.mark.controlplane
+def test_a_patch_the_pod_cannot_decode_fails_its_creation(
+    cluster: ControlPlane, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Why a ``tolerationSeconds`` beyond 2**53 - 1 is refused at render time: CEL writes it
+    into the patch as a string, and kube-apiserver answers the pod's creation with an
+    internal error despite ``failurePolicy: Ignore`` (the decoding of the patched pod is not
+    a policy failure). Rendered here by lifting the refusal."""
+    import stickypack.render
+
+    monkeypatch.setattr(stickypack.render, "MAX_EXACT_PATCH_INT", 2**63)
+    labels = {"route": uuid.uuid4().hex[:8]}
+    unsafe = RoutePlacement.from_dict(tolerations=[{**DRAIN, "tolerationSeconds": 2**53}])
+    with _policies(cluster, scheduler_routing("stickypack", labels, placement=unsafe), wait=False):
+        deadline = time.monotonic() + 20
+        while True:  # created unrouted until the API server has the policy
+            try:
+                sent = _dry_run(cluster, _pod(f"sent-{uuid.uuid4().hex[:8]}", labels))
+            except ApiException as exc:
+                assert exc.status == 500 and "tolerationSeconds of type int64" in str(exc.body)
+                break
+            assert sent["spec"]["schedulerName"] == "default-scheduler"
+            assert time.monotonic() < deadline, "the policy never applied"
+            time.sleep(0.1)

@@ -272,7 +272,8 @@ def scheduler_routing(
     ``placement`` (a webhook route's :class:`~stickypack.core.routing.RoutePlacement`)
     also gives each routed pod that node affinity and those tolerations, with the result
     :meth:`RoutePlacement.patch <stickypack.core.routing.RoutePlacement.patch>` gives the
-    webhook for the same pod (tested on kube-apiserver 1.37 for pods of every shape): the
+    webhook for the same pod (compared on kube-apiserver 1.37 for chosen and generated
+    pods, ``tests/test_routing_policy.py``): the
     required terms ANDed into the pod's own (every pod term paired with every route term;
     a pod term without requirements kept as it is), the preferred terms appended, each
     toleration appended unless the pod has an equal one. It is one ``JSONPatch`` mutation
@@ -283,11 +284,16 @@ def scheduler_routing(
     sets the name, as before.
 
     ``failurePolicy: Ignore``: when the policy cannot run (a CEL error, its cost budget
-    exceeded, a patch the API server cannot apply), the API server leaves the pod as it
-    was created, for the default scheduler, and logs the error; it never refuses the pod.
-    With a placement that holds for the scheduler name as well, as they are one patch: a
-    pod is routed with its placement or not at all, never half-way (as with the webhook,
-    whose failure leaves the pod unchanged too).
+    exceeded, a patch operation that does not apply), the API server skips that mutation
+    and creates the pod as it was sent, for the default scheduler. With a placement that
+    holds for the scheduler name as well, as they are one patch: a pod is routed with its
+    placement or not at all, never half-way (tested on kube-apiserver 1.37; the webhook's
+    failure leaves the pod unchanged too). The cost budget is far off: a pod with 2000
+    tolerations and 100 required terms of 20 requirements each was routed. One failure
+    ``Ignore`` does not cover: a patched pod the API server cannot decode fails the pod's
+    creation (an internal error, on 1.37); the expression only writes strings, lists and
+    small integers, and the one value that could not decode, a ``tolerationSeconds`` beyond
+    :data:`MAX_EXACT_PATCH_INT`, is refused here.
     """
     if not selector:
         raise ValueError("a routing needs a label selector (it would catch every pod)")
@@ -329,8 +335,9 @@ def scheduler_routing(
 #: The largest integer (either sign) a rendered policy's JSON Patch carries: the API server
 #: turns the patch's CEL values into JSON through ``google.protobuf.Value``, and CEL writes
 #: an integer beyond this (JavaScript's safe range) as a string, which a pod's
-#: ``tolerationSeconds`` (int64) does not decode from (the policy fails, the pod is left as it
-#: was). Confirmed on kube-apiserver 1.37: 2**53 - 1 arrives, 2**53 fails.
+#: ``tolerationSeconds`` (int64) does not decode from: kube-apiserver 1.37 then answers the
+#: pod's creation with an internal error, ``failurePolicy: Ignore`` notwithstanding
+#: (2**53 - 1 arrives; 2**53 fails, ``tests/test_routing_policy.py``).
 MAX_EXACT_PATCH_INT = 2**53 - 1
 
 
@@ -396,19 +403,23 @@ def placement_patch_expression(scheduler_name: str, placement: RoutePlacement) -
     """The CEL expression of a ``JSONPatch`` mutation that sets a pod's ``schedulerName``
     to ``scheduler_name`` and adds ``placement`` to its spec, with the result of
     :meth:`RoutePlacement.patch` for the same pod (``object``, as the API server hands it
-    to a policy: fields left out when empty, never null but ``nodeSelectorTerms``).
+    to a policy: the pod's typed values, a field left out when empty; of the lists only
+    ``nodeSelectorTerms`` may be null, as its Go field is written even when empty).
 
     Node affinity: no ``spec.affinity`` (or no ``nodeAffinity`` in it) gets the
     placement's node affinity whole. Otherwise the required part is replaced by the AND:
     each of the pod's ``nodeSelectorTerms`` becomes one term per route term (their
     ``matchExpressions`` and ``matchFields`` concatenated), except a term without
-    requirements, kept once as it is (``map`` then ``flatten``, of CEL's list extension,
-    which Kubernetes 1.37 offers); a pod without required terms gets the route's. The
+    requirements, kept once (as ``{}``, how the API server stores it) (``map`` then
+    ``flatten``, of CEL's list extension, which Kubernetes 1.37 offers); a pod without
+    required terms (none, null or empty) gets the route's. The
     preferred terms are appended with ``/-`` (or added whole when the pod has none).
     Tolerations: each route toleration the pod has no equal of is appended with ``/-`` (all
     of them, added whole, when it has none). Only the pod's required terms are written
-    back; its own preferred terms and tolerations are left untouched, so their numbers
-    (``tolerationSeconds``) never pass through a double."""
+    back (rebuilt as plain maps, :data:`_PLAIN_REQUIREMENTS`); its own preferred terms and
+    tolerations are left untouched, so its ``tolerationSeconds`` never pass through CEL's
+    JSON conversion (:data:`MAX_EXACT_PATCH_INT`). Raises ``ValueError`` for a route
+    toleration's ``tolerationSeconds`` beyond that."""
     for i, toleration in enumerate(placement.tolerations):
         seconds = toleration.get("tolerationSeconds")
         if seconds is not None and abs(seconds) > MAX_EXACT_PATCH_INT:
