@@ -1,0 +1,70 @@
+"""What the command modules share: the usage error, argument types, reading and writing files."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the extender's modules load only for its subcommands
+    from stickypack.extender.config import ExtenderConfig
+
+EXIT_USAGE = 2
+
+
+class UsageError(Exception):
+    """Bad command-line input: printed as one line, exit status 2."""
+
+
+def _non_negative_int(text: str) -> int:
+    """An argparse type: an integer >= 0 (argparse turns the error into exit status 2)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} is negative")
+    return value
+
+
+def _add_output(parser: argparse.ArgumentParser) -> None:
+    """The ``-o/--output FILE`` every ``render`` command takes (default: standard output)."""
+    parser.add_argument("--output", "-o", type=Path, default=None, help="file to write (default: stdout)")
+
+
+def _write_output(path: Path | None, text: str) -> int:
+    if path:
+        try:
+            path.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def _load_extender_config(args: argparse.Namespace) -> ExtenderConfig:
+    from stickypack.extender.config import ConfigError, load_config
+
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None
+    if args.kubeconfig:
+        config.cluster.kubeconfig = args.kubeconfig
+    return config
+
+
+def _read_pod_file(path: Path) -> dict[str, Any]:
+    """A Pod from a YAML or JSON file; :class:`UsageError` naming the file otherwise."""
+    from stickypack.core.yamltext import YAMLTextError, load_yaml
+    from stickypack.textfile import TextFileError, read_text_file
+
+    try:
+        raw = load_yaml(read_text_file(path), str(path))
+    except (TextFileError, YAMLTextError) as exc:
+        raise UsageError(str(exc)) from None
+    if not isinstance(raw, dict) or raw.get("kind", "Pod") != "Pod" or not isinstance(raw.get("spec"), dict):
+        raise UsageError(f"{path}: not a Pod (a mapping with kind: Pod and a spec)")
+    return raw

@@ -1,0 +1,408 @@
+"""``stickypack inspect`` (a live cluster as the autoscaler sees it, or where a pod would go
+and why) and ``stickypack forget-node`` (a node's build history dropped)."""
+
+from __future__ import annotations
+
+import argparse
+import reprlib
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+from rich.markup import escape
+
+from stickypack.cli.common import UsageError, _load_extender_config, _non_negative_int, _read_pod_file
+
+if TYPE_CHECKING:  # the extender's modules load only for its subcommands
+    from stickypack.extender.config import ExtenderConfig
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``inspect`` and ``forget-node``."""
+    insp = sub.add_parser(
+        "inspect",
+        help="a live cluster's nodes as the autoscaler sees them, or where a pod would go and why",
+    )
+    insp.add_argument("--kubeconfig", default=None, help="kubeconfig (default: $KUBECONFIG or in-cluster)")
+    insp.add_argument(
+        "--pod",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="a Pod (YAML or JSON): explain where the policy would place it, node by node",
+    )
+    insp.add_argument(
+        "--config",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="an extender configuration: its policy, profile, threshold and build history",
+    )
+    insp.add_argument(
+        "--policy", default=None, help="a built-in policy or a policy file (default: stickypack)"
+    )
+    insp.add_argument(
+        "--profile",
+        default=None,
+        help="the policy's profile (default: the extender's for a pod it manages (--config), "
+        "else the one matching the pod)",
+    )
+    insp.add_argument(
+        "--threshold",
+        type=float,
+        default=None,
+        help="the autoscaler's scale-down utilization threshold (default 0.5, or the config's)",
+    )
+    insp.add_argument(
+        "--local-storage-moves",
+        action="store_true",
+        help="your autoscaler runs with --skip-nodes-with-local-storage=false: local storage pins no node",
+    )
+    insp.add_argument(
+        "--system-pods-move",
+        action="store_true",
+        help="your autoscaler runs with --skip-nodes-with-system-pods=false: kube-system pods need no budget",
+    )
+    insp.add_argument(
+        "--expendable-pods-priority-cutoff",
+        type=int,
+        default=None,
+        metavar="N",
+        help="your autoscaler's cutoff (default -10): pods of a lower priority count for nothing",
+    )
+    insp.add_argument(
+        "--min-replica-count",
+        type=_non_negative_int,
+        default=None,
+        metavar="N",
+        help="your autoscaler's --min-replica-count (default 0): a pod of a ReplicaSet or "
+        "ReplicationController wanting fewer replicas pins its node",
+    )
+    insp.add_argument(
+        "--gpu-threshold",
+        type=float,
+        default=None,
+        metavar="X",
+        help="your autoscaler's --scale-down-gpu-utilization-threshold, for GPU nodes (default 0.5, "
+        "or the config's)",
+    )
+    insp.add_argument(
+        "--gpu-label",
+        action="append",
+        default=None,
+        metavar="KEY",
+        help="a node label that marks a GPU node, your cloud provider's (repeatable; default "
+        "cloud.google.com/gke-accelerator and k8s.amazonaws.com/accelerator; AKS: accelerator)",
+    )
+    insp.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    insp.set_defaults(handler=_inspect)
+
+    forget = sub.add_parser("forget-node", help="forget a node's build history (its image cache is gone)")
+    forget.add_argument("node", metavar="NODE")
+    forget.add_argument("--config", type=Path, default=None, metavar="FILE", help="extender configuration")
+    forget.add_argument("--kubeconfig", default=None, help="kubeconfig (default: $KUBECONFIG or in-cluster)")
+    forget.add_argument("--namespace", default=None, help="namespace of the history (overrides the config)")
+    forget.set_defaults(handler=_forget_node)
+
+
+def _inspect(args: argparse.Namespace, console: Console) -> int:
+    import asyncio
+    import json
+    import math
+
+    from stickypack.extender.config import ExtenderConfig
+
+    config = _load_extender_config(args) if args.config else ExtenderConfig()
+    if args.kubeconfig:
+        config.cluster.kubeconfig = args.kubeconfig
+    threshold = config.cluster.utilization_threshold if args.threshold is None else args.threshold
+    if args.gpu_threshold is None:
+        args.gpu_threshold = config.cluster.gpu_utilization_threshold
+    for flag, value in (("--threshold", threshold), ("--gpu-threshold", args.gpu_threshold)):
+        if value is not None and not (math.isfinite(value) and 0 < value <= 1):
+            raise UsageError(f"{flag} must be in (0, 1], got {value}")
+    node_report_only = [
+        flag
+        for flag, given in (
+            ("--local-storage-moves", args.local_storage_moves),
+            ("--system-pods-move", args.system_pods_move),
+            ("--expendable-pods-priority-cutoff", args.expendable_pods_priority_cutoff is not None),
+            ("--min-replica-count", args.min_replica_count is not None),
+            ("--gpu-label", args.gpu_label is not None),
+        )
+        if given
+    ]
+    if args.pod is not None and node_report_only:
+        raise UsageError(f"{', '.join(node_report_only)}: for the node report, not with --pod")
+    pod_dict = _read_pod_file(args.pod) if args.pod is not None else None
+    try:
+        report = asyncio.run(_inspect_cluster(args, config, threshold, pod_dict))
+    except UsageError:
+        raise
+    except Exception as exc:  # kubeconfig, network, RBAC: one line, status 1
+        from stickypack.kube.client import describe_error
+
+        Console(stderr=True).print(
+            f"[red]stickypack inspect: error:[/] {escape(describe_error(exc))}",
+            highlight=False,
+            soft_wrap=True,
+        )
+        return 1
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        _print_inspection(console, report)
+    return 0
+
+
+async def _inspect_cluster(
+    args: argparse.Namespace, config: ExtenderConfig, threshold: float, pod_dict: dict[str, Any] | None
+) -> dict[str, Any]:
+    """The report ``stickypack inspect`` prints, as JSON-ready data."""
+    from stickypack.core.explain import (
+        DEFAULT_GPU_LABELS,
+        EXPENDABLE_PODS_PRIORITY_CUTOFF,
+        ScaleDownRules,
+        explain_placement,
+        node_report,
+    )
+    from stickypack.core.framework import SchedulingContext
+    from stickypack.core.pod import Pod, PodSpecError
+    from stickypack.core.policy import PolicyError
+    from stickypack.extender.engine import select_profile
+    from stickypack.extender.server import history_limits, load_policy, make_store
+    from stickypack.kube.cache import ClusterCache, matches
+    from stickypack.kube.client import make_api_client
+    from stickypack.kube.history import HistoryRecorder
+    from stickypack.kube.snapshot import take_snapshot
+
+    policy = profile = pod = None
+    if pod_dict is not None:
+        try:
+            pod = Pod.from_dict(pod_dict)
+        except PodSpecError as exc:
+            raise UsageError(f"{args.pod}: {exc}") from None
+        try:
+            policy = load_policy(args.policy or config.policy, config.plugins)
+            if args.profile:
+                profile = select_profile(policy, args.profile)
+            elif args.config and matches(pod.labels, config.pods.manage):
+                # the extender places the pods it manages with its profile (null: the first)
+                profile = select_profile(policy, config.profile)
+            # else: the policy's profile for the pod, once its mutators have run (as simulated)
+        except PolicyError as exc:
+            raise UsageError(str(exc)) from None
+    api = await make_api_client(config.cluster.kubeconfig)
+    try:
+        cache = ClusterCache(
+            build_selector=config.pods.build_selector, builder_selector=config.pods.builder_selector
+        )
+        snap = await take_snapshot(api, cache, controllers=pod is None)
+        history = None
+        if pod is not None and args.config:
+            recorder = HistoryRecorder(make_store(config, api), history_limits(config))
+            await recorder.load()
+            history = recorder.history
+    finally:
+        await api.close()
+    import time
+
+    table = snap.cache.table
+    if pod is None:
+        rules = ScaleDownRules(
+            local_storage_pins=not args.local_storage_moves,
+            system_pods_pin=not args.system_pods_move,
+            budgets=snap.budgets,
+            controllers=snap.controllers,
+            unlisted_controller_kinds=frozenset(snap.unlisted_controllers),
+            min_replica_count=args.min_replica_count or 0,
+            gpu_labels=DEFAULT_GPU_LABELS if args.gpu_label is None else tuple(args.gpu_label),
+            now=time.time(),
+            expendable_priority_cutoff=(
+                EXPENDABLE_PODS_PRIORITY_CUTOFF
+                if args.expendable_pods_priority_cutoff is None
+                else args.expendable_pods_priority_cutoff
+            ),
+        )
+        nodes = node_report(table, snap.pods_by_node, rules)
+        gpu_threshold = args.gpu_threshold
+        verdicts = [r.verdict(threshold, gpu_threshold) for r in nodes]
+        return {
+            "threshold": threshold,
+            "gpu_threshold": gpu_threshold,
+            "nodes": [
+                {
+                    "node": r.node,
+                    "ready": r.ready,
+                    "unschedulable": r.unschedulable,
+                    "scale_down_disabled": r.scale_down_disabled,
+                    "autoscaler": r.autoscaler,
+                    "cpu": round(r.cpu, 4),
+                    "memory": round(r.memory, 4),
+                    "gpu": None if r.gpu is None else round(r.gpu, 4),
+                    "utilization": round(r.utilization, 4),
+                    "pods": r.pods,
+                    "daemon_pods": r.daemon_pods,
+                    "expendable_pods": r.expendable_pods,
+                    "terminating_pods": r.terminating_pods,
+                    "builds": r.builds,
+                    "pinning": list(r.pinning),
+                    "pin_reasons": dict(zip(r.pinning, r.pin_reasons, strict=True)),
+                    "verdict": v,
+                }
+                for r, v in zip(nodes, verdicts, strict=True)
+            ],
+            "summary": {v: verdicts.count(v) for v in ("busy", "disabled", "pinned", "removable", "empty")},
+            "unreadable_pods": snap.unreadable,
+            "budgets_read": snap.budgets is not None,
+            "controllers_read": snap.controllers is not None and not snap.unlisted_controllers,
+            "controllers_unlisted": sorted(snap.unlisted_controllers),
+        }
+    assert policy is not None
+    ctx = SchedulingContext(
+        now=time.time(),
+        history=history,
+        builder_nodes=snap.cache.builder_nodes(),
+        utilization_threshold=threshold,
+        gpu_utilization_threshold=args.gpu_threshold,
+    )
+    pod = policy.prepare(pod, table, ctx, profile)
+    if profile is None:
+        profile = policy.profile_for(pod)
+    explanation = explain_placement(profile, pod, table, ctx)
+    return {
+        "pod": pod.key,
+        "policy": policy.name,
+        "profile": explanation.profile,
+        "weights": dict(explanation.weights),
+        "best": explanation.best,
+        "nodes": [
+            {"node": v.node, "filtered_by": v.filtered_by, "scores": dict(v.scores), "total": v.total}
+            for v in explanation.verdicts
+        ],
+        "history": "from the extender's store" if history is not None else "none (give --config)",
+        "unreadable_pods": snap.unreadable,
+    }
+
+
+def _print_inspection(console: Console, report: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    if "pod" not in report:
+        gpus = any(n["gpu"] is not None for n in report["nodes"])
+        title = f"nodes as the cluster-autoscaler sees them (threshold {report['threshold']:g}"
+        title += f", GPU nodes {report['gpu_threshold']:g})" if gpus else ")"
+        table = Table(title=title)
+        numbers = ("cpu", "memory", *(("gpu",) if gpus else ()), "pods", "builds")
+        for column in ("node", *numbers, "autoscaler", "verdict", "pinned by"):
+            table.add_column(column, justify="right" if column in numbers else "left")
+        for n in report["nodes"]:
+            state = n["autoscaler"] or (
+                "not ready" if not n["ready"] else "cordoned" if n["unschedulable"] else ""
+            )
+            pinning = [f"{key} ({n['pin_reasons'][key]})" for key in n["pinning"]]
+            shown = ", ".join(pinning[:3]) + (f" (+{len(pinning) - 3})" if len(pinning) > 3 else "")
+            gpu = (("" if n["gpu"] is None else f"{n['gpu']:.0%}"),) if gpus else ()
+            table.add_row(
+                n["node"], f"{n['cpu']:.0%}", f"{n['memory']:.0%}", *gpu, str(n["pods"]), str(n["builds"]),
+                state, n["verdict"], shown,
+            )  # fmt: skip
+        console.print(table)
+        summary = report["summary"]
+        console.print(
+            f"{len(report['nodes'])} nodes: {summary['busy']} busy, {summary['pinned']} under the threshold "
+            f"but pinned, {summary['removable']} removable, {summary['empty']} empty"
+            + (f", {summary['disabled']} with scale-down disabled" if summary["disabled"] else ""),
+            highlight=False,
+        )
+        _print_unreadable(console, report["unreadable_pods"])
+        if not report["budgets_read"]:
+            console.print(
+                "PodDisruptionBudgets could not be listed (no `list` right on poddisruptionbudgets): "
+                "pods they cover, and kube-system pods, are judged without them",
+                highlight=False,
+            )
+        if report["controllers_unlisted"]:
+            kinds = ", ".join(report["controllers_unlisted"])
+            console.print(
+                f"controllers could not be listed: {kinds} (no `list` right on them, or not served): "
+                "a pod's controller of those kinds is taken to exist",
+                highlight=False,
+            )
+        return
+    plugins = list(report["weights"])
+    # the pod file, a policy file and plugin files are not checked by an API server: their
+    # names are printed as written, never read as console markup
+    table = Table(title=escape(f"{report['pod']}: policy {report['policy']}, profile {report['profile']}"))
+    table.add_column("node")
+    for name in plugins:
+        table.add_column(escape(f"{name} x{report['weights'][name]}"), justify="right")
+    table.add_column("total", justify="right")
+    for n in report["nodes"]:
+        if n["filtered_by"]:
+            table.add_row(n["node"], *["" for _ in plugins], escape(f"filtered by {n['filtered_by']}"))
+        else:
+            table.add_row(n["node"], *[str(n["scores"][p]) for p in plugins], str(n["total"]))
+    console.print(table)
+    console.print(f"build history: {report['history']}", highlight=False)
+    best = report["best"]
+    console.print(
+        f"best: {', '.join(best)}" + (" (kube-scheduler picks one at random)" if len(best) > 1 else "")
+        if best
+        else "best: none (no node passes the filters)",
+        highlight=False,
+    )
+    _print_unreadable(console, report["unreadable_pods"])
+
+
+def _print_unreadable(console: Console, keys: list[str]) -> None:
+    """The pods the snapshot skipped (their requests are missing from every node), if any."""
+    if keys:
+        shown = ", ".join(keys[:5]) + (f" (+{len(keys) - 5})" if len(keys) > 5 else "")
+        few = (
+            "1 pod could not be read and is"
+            if len(keys) == 1
+            else f"{len(keys)} pods could not be read and are"
+        )
+        console.print(f"{few} not counted: {escape(shown)}", highlight=False, soft_wrap=True)
+
+
+def _forget_node(args: argparse.Namespace, console: Console) -> int:
+    import asyncio
+
+    from stickypack.core.labels import DNS_SUBDOMAIN, is_dns_label
+    from stickypack.extender.server import make_store
+    from stickypack.kube.client import make_api_client
+    from stickypack.kube.history import NO_LIMITS, forget_node
+
+    if len(args.node) > 253 or not DNS_SUBDOMAIN.fullmatch(args.node):
+        shown = reprlib.repr(args.node)  # cut: a name may be any length
+        raise UsageError(f"{shown} is not a node name (a DNS subdomain: lowercase a-z, 0-9, '-', '.')")
+    config = _load_extender_config(args)
+    if args.namespace:
+        if not is_dns_label(args.namespace):
+            raise UsageError(f"--namespace {args.namespace!r} is not a namespace name (a DNS label)")
+        config.history.namespace = args.namespace
+    if config.history.store == "memory":
+        raise UsageError("history.store is memory: there is no stored history to forget")
+
+    async def run() -> int:
+        api = await make_api_client(config.cluster.kubeconfig)
+        try:
+            return await forget_node(make_store(config, api), args.node, NO_LIMITS)
+        finally:
+            await api.close()
+
+    try:
+        dropped = asyncio.run(run())
+    except Exception as exc:  # API unreachable, RBAC, kubeconfig: one line, status 1
+        from stickypack.kube.client import describe_error
+
+        Console(stderr=True).print(
+            f"[red]stickypack forget-node: error:[/] {escape(describe_error(exc))}",
+            highlight=False,
+            soft_wrap=True,
+        )
+        return 1
+    console.print(f"forgot node {escape(args.node)}: {dropped} build history entries dropped")
+    return 0

@@ -1,0 +1,320 @@
+"""``stickypack simulate`` (policies compared on a trace or a scenario) and ``stickypack policies``."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from rich.console import Console
+from rich.markup import escape
+
+from stickypack.cli.common import UsageError
+
+#: Launches are held in memory: a day at x1000 is about 17 million, several GiB.
+MAX_LOAD_SCALE = 1000.0
+#: Most seeds one ``--seeds`` may ask for (a seed is a full run of every policy).
+MAX_SEEDS = 1000
+#: Scenarios of a fixed size, which ``--load-scale`` does not change.
+LOAD_FREE_SCENARIOS = ("dask-burst", "dask-adapt")
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``simulate`` and ``policies``."""
+    sim = sub.add_parser("simulate", help="compare policies on a trace or a scenario")
+    src = sim.add_mutually_exclusive_group(required=True)
+    src.add_argument("--scenario", help="dask-burst, dask-adapt or binder-day")
+    src.add_argument(
+        "--trace", nargs="+", metavar="PATH", help="launch-event files (.jsonl, .jsonl.gz) or directories"
+    )
+    sim.add_argument(
+        "--policies",
+        default=None,
+        help="comma-separated built-in policy names (default: default,z2jh,binderhub,stickypack)",
+    )
+    sim.add_argument(
+        "--policy-file",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="a policy of your own (YAML); repeatable",
+    )
+    sim.add_argument(
+        "--plugins",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="Python file of your own plugins for --policy-file policies (docs/configuration.md); repeatable",
+    )
+    sim.add_argument(
+        "--sim-config", type=Path, metavar="FILE", help="override model parameters (YAML; docs/simulator.md)"
+    )
+    sim.add_argument("--seed", type=int, default=None, help="seed of every random draw (default 0)")
+    sim.add_argument(
+        "--seeds",
+        default=None,
+        metavar="LIST",
+        help="run at several seeds, e.g. 0-4 or 0,3,7: means, ranges and wins per policy",
+    )
+    sim.add_argument(
+        "--load-scale", type=float, default=1.0, help="replay a trace at this many times its rate"
+    )
+    sim.add_argument("--json", type=Path, metavar="FILE", help="write the metrics as JSON")
+    sim.add_argument(
+        "--timing", action="store_true", help="include wall_s in the JSON (then it is not reproducible)"
+    )
+    sim.add_argument("--plots", type=Path, metavar="DIR", help="write PNG plots into DIR")
+    sim.add_argument("--quiet", action="store_true", help="no progress bar")
+    sim.add_argument(
+        "--jobs", type=int, default=None, help="policies simulated in parallel (default: one per core)"
+    )
+    sim.set_defaults(handler=_simulate)
+
+    pol = sub.add_parser("policies", help="list the built-in policies, or show one in full")
+    pol.add_argument(
+        "--show",
+        metavar="NAME|FILE",
+        default=None,
+        help="print a built-in policy or a policy file as YAML, every plugin argument given",
+    )
+    pol.add_argument(
+        "--plugins", action="append", default=[], metavar="FILE", help="Python file of your own plugins"
+    )
+    pol.set_defaults(handler=_policies)
+
+
+def _simulate(args: argparse.Namespace, console: Console) -> int:
+    from stickypack.core import PluginContractError
+
+    try:
+        return _run_simulate(args, console)
+    except PluginContractError as exc:  # a plugin of --plugins answered out of contract
+        raise UsageError(str(exc)) from None
+
+
+def _run_simulate(args: argparse.Namespace, console: Console) -> int:
+    from stickypack.core.policy import PolicyError
+    from stickypack.plugin_files import load_plugin_files
+    from stickypack.policies import BUILTIN, DEFAULT_COMPARISON, load_builtin, load_policy_file
+    from stickypack.sim.report import Comparison, SeedSweep, render_sweep_table, render_table, write_plots
+    from stickypack.sim.runner import compare
+    from stickypack.sim.traces import TraceErrors, read_launches
+    from stickypack.sim.workloads import SCENARIOS, Workload, trace_workload
+
+    if not 0 < args.load_scale <= MAX_LOAD_SCALE:
+        raise UsageError(
+            f"--load-scale must be > 0 and <= {MAX_LOAD_SCALE:g} (a trace day at x{MAX_LOAD_SCALE:g} is"
+            f" about 17 million launches), got {args.load_scale}"
+        )
+    if args.jobs is not None and args.jobs < 1:
+        raise UsageError(f"--jobs must be >= 1, got {args.jobs}")
+    if args.seed is not None and args.seeds is not None:
+        raise UsageError("give --seed or --seeds, not both")
+    if args.seed is not None and args.seed < 0:
+        raise UsageError(f"--seed must be >= 0 (numpy seeds are non-negative), got {args.seed}")
+    seeds = parse_seeds(args.seeds) if args.seeds is not None else [args.seed or 0]
+    names = (
+        [n.strip() for n in args.policies.split(",") if n.strip()]
+        if args.policies
+        else ([] if args.policy_file else list(DEFAULT_COMPARISON))
+    )
+    unknown = [n for n in names if n not in BUILTIN]
+    if unknown:
+        raise UsageError(f"unknown policy {', '.join(map(repr, unknown))}; valid: {', '.join(BUILTIN)}")
+    if args.plugins and not args.policy_file:
+        raise UsageError("--plugins is for the plugins a --policy-file names; give the policy file too")
+    try:
+        plugins = load_plugin_files(args.plugins)
+        policies = [load_builtin(n) for n in names] + [load_policy_file(f, plugins) for f in args.policy_file]
+    except PolicyError as exc:
+        raise UsageError(str(exc)) from None
+    if not policies:
+        raise UsageError(f"--policies names no policy; valid: {', '.join(BUILTIN)}")
+    seen: set[str] = set()
+    for policy in policies:  # results, plots and progress are keyed by name
+        if policy.name in seen:
+            raise UsageError(
+                f"policy {policy.name!r} is given twice (a --policy-file's name must differ from the "
+                "other policies')"
+            )
+        seen.add(policy.name)
+
+    from stickypack.sim.config import SimConfig, SimConfigError, load_sim_config
+
+    try:
+        config = load_sim_config(args.sim_config) if args.sim_config else SimConfig()
+    except SimConfigError as exc:
+        raise UsageError(str(exc)) from None
+    errors = TraceErrors()
+    if args.scenario is not None:
+        if args.scenario not in SCENARIOS:
+            raise UsageError(f"unknown scenario {args.scenario!r}; valid: {', '.join(SCENARIOS)}")
+        if args.load_scale != 1.0 and args.scenario in LOAD_FREE_SCENARIOS:
+            raise UsageError(
+                f"--load-scale applies to --trace and binder-day; {args.scenario} has a fixed size"
+            )
+        builder = SCENARIOS[args.scenario]
+
+        def factory_for(seed: int) -> Callable[[], Workload]:
+            def factory() -> Workload:  # a fresh copy per policy: pods are mutable
+                return config.apply_to(builder(seed, args.load_scale, config.binder, config.dask))
+
+            return factory
+
+        label = args.scenario
+    else:
+        try:
+            launches = read_launches(args.trace, errors)
+        except OSError as exc:  # a trace not found, or a directory that cannot be listed
+            raise UsageError(str(exc)) from None
+        if not launches:
+            why = "the trace holds no readable launch events"
+            if errors.count:
+                why += f"; {errors.count} malformed line(s), first: " + "; ".join(errors.first)
+            raise UsageError(why)
+        label = "trace:" + ",".join(Path(p).name for p in args.trace)
+
+        def factory_for(seed: int) -> Callable[[], Workload]:
+            workload = config.apply_to(
+                trace_workload(launches, seed, args.load_scale, model=config.binder, name=label)
+            )
+            return lambda: workload  # launch jobs hold no pods: one copy serves every policy
+
+    _check_outputs(args)  # after every input is checked: a usage error leaves no directory
+    progress_cb = None
+    done = 0  # seeds finished, for the progress bar
+    if not args.quiet and sys.stderr.isatty():
+        from rich.progress import Progress
+
+        prog = Progress(console=Console(stderr=True), transient=True)
+        prog.start()
+        tasks = {p.name: prog.add_task(f"simulating {escape(p.name)}", total=len(seeds)) for p in policies}
+
+        def progress_cb(name: str, fraction: float) -> None:
+            prog.update(tasks[name], completed=done + fraction)
+    else:
+        prog = None
+    comparisons = []
+    try:
+        for seed in seeds:
+            cmp = compare(
+                factory_for(seed),
+                policies,
+                seed=seed,
+                load_scale=args.load_scale,
+                autoscaler=config.autoscaler,
+                cache=config.cache,
+                progress=progress_cb,
+                jobs=args.jobs,
+            )
+            cmp.scenario = label
+            cmp.trace_errors = errors.count
+            cmp.trace_error_examples = errors.first
+            comparisons.append(cmp)
+            done += 1
+    finally:
+        if prog is not None:
+            prog.stop()
+    report: Comparison | SeedSweep
+    if args.seeds is None:
+        report = comparisons[0]
+        render_table(report, console)
+    else:
+        report = SeedSweep(comparisons)
+        render_sweep_table(report, console)
+    if args.json:
+        try:
+            report.write_json(args.json, timing=args.timing)
+        except OSError as exc:  # the table is out already; say what could not be written
+            raise UsageError(f"cannot write {exc.filename or args.json}: {exc.strerror or exc}") from None
+        console.print(f"JSON: {escape(str(args.json))}")
+    if args.plots:
+        if len(comparisons) > 1:
+            console.print(f"plots of seed {comparisons[0].seed}:")
+        try:
+            paths = write_plots(comparisons[0], args.plots)
+        except OSError as exc:
+            raise UsageError(f"cannot write {exc.filename or args.plots}: {exc.strerror or exc}") from None
+        for path in paths:
+            console.print(f"plot: {escape(str(path))}")
+    return 0
+
+
+def parse_seeds(spec: str) -> list[int]:
+    """``--seeds``: comma-separated seeds and inclusive ranges (``0-4``, ``0,3,7``,
+    ``0-2,9``), each seed once, in the order given."""
+    seeds: list[int] = []
+    given: set[int] = set()
+    for item in spec.split(","):
+        item = item.strip()
+        low, sep, high = item.partition("-")
+        try:
+            first, last = (int(low), int(high)) if sep else (int(item), int(item))
+        except ValueError:
+            raise UsageError(
+                f"--seeds: {item!r} is not a seed or a range of seeds (like 0-4 or 0,3,7)"
+            ) from None
+        if first > last:
+            raise UsageError(f"--seeds: the range {item!r} runs backwards")
+        if first < 0:
+            raise UsageError(f"--seeds: seeds are >= 0, got {item!r}")
+        if len(seeds) + last - first + 1 > MAX_SEEDS:
+            raise UsageError(f"--seeds: at most {MAX_SEEDS} seeds (each is a full run of every policy)")
+        for seed in range(first, last + 1):
+            if seed in given:
+                raise UsageError(f"--seeds: seed {seed} is given twice")
+            given.add(seed)
+            seeds.append(seed)
+    return seeds
+
+
+def _check_outputs(args: argparse.Namespace) -> None:
+    """Fail before a long run, not after it, when ``--json`` or ``--plots`` cannot be written:
+    create their directories now (once the other arguments and the inputs have been checked)."""
+    dirs = [("--json", Path(args.json).parent)] if args.json else []
+    if args.plots:
+        dirs.append(("--plots", Path(args.plots)))
+    for flag, directory in dirs:
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UsageError(f"{flag}: cannot create directory {directory}: {exc.strerror or exc}") from None
+        if not os.access(directory, os.W_OK):
+            raise UsageError(f"{flag}: directory {directory} is not writable")
+    if args.json and Path(args.json).is_dir():
+        raise UsageError(f"--json: {args.json} is a directory; give a file name")
+
+
+def _policies(args: argparse.Namespace, console: Console) -> int:
+    from rich.table import Table
+
+    from stickypack.policies import BUILTIN, load_builtin
+
+    if args.plugins and args.show is None:
+        raise UsageError("--plugins goes with --show FILE (the policy file that names them)")
+    if args.show is not None:
+        import yaml
+
+        from stickypack.core.policy import PolicyError
+        from stickypack.plugin_files import load_plugin_files
+        from stickypack.policies import load_policy_file
+
+        try:
+            plugins = load_plugin_files(args.plugins)
+            policy = load_builtin(args.show) if args.show in BUILTIN else load_policy_file(args.show, plugins)
+        except PolicyError as exc:
+            raise UsageError(f"--show: {exc} (built-in policies: {', '.join(BUILTIN)})") from None
+        sys.stdout.write(yaml.safe_dump(policy.describe(), sort_keys=False, width=100))
+        return 0
+
+    table = Table(title="built-in policies")
+    table.add_column("name", style="bold")
+    table.add_column("profiles")
+    table.add_column("description")
+    for name in BUILTIN:
+        policy = load_builtin(name)
+        table.add_row(name, escape(", ".join(p.name for p in policy.profiles)), escape(policy.description))
+    console.print(table)
+    return 0
