@@ -34,14 +34,13 @@ class ScaleDownAwareFilter(FilterPlugin):
         return ~table.to_be_deleted[idx]
 
 
-def gpu_nodes(table: NodeTable, idx: np.ndarray) -> np.ndarray:
-    """Which rows of ``idx`` are GPU nodes: ``nvidia.com/gpu`` allocatable (the autoscaler
-    also counts a node carrying its cloud provider's GPU label, whose GPUs are not ready;
-    the table does not look at labels here: such a node is weighed by cpu and memory)."""
+def gpu_nodes(table: NodeTable, idx: np.ndarray) -> np.ndarray | None:
+    """Which rows of ``idx`` are GPU nodes: ``nvidia.com/gpu`` allocatable; None when the
+    table has no GPU column at all (the simulator's). The autoscaler also counts a node
+    carrying its cloud provider's GPU label, whose GPUs are not ready; the table does not
+    look at labels here: such a node is weighed by cpu and memory."""
     col = table.rindex.get(GPU)
-    if col is None:
-        return np.zeros(len(idx), dtype=bool)
-    return table.alloc[idx, col] > 0
+    return None if col is None else table.alloc[idx, col] > 0
 
 
 def utilization_with(pod: Pod, table: NodeTable, idx: np.ndarray) -> np.ndarray:
@@ -52,7 +51,7 @@ def utilization_with(pod: Pod, table: NodeTable, idx: np.ndarray) -> np.ndarray:
     req = table.requested[idx, :2] + (pod.requests.get(CPU, 0), pod.requests.get(MEMORY, 0))
     util = (req / np.maximum(table.alloc[idx, :2], 1)).max(axis=1)
     gpus = gpu_nodes(table, idx)
-    if gpus.any():
+    if gpus is not None and gpus.any():
         col = table.rindex[GPU]
         rows = idx[gpus]
         util[gpus] = (table.requested[rows, col] + pod.requests.get(GPU, 0)) / table.alloc[rows, col]
@@ -61,10 +60,12 @@ def utilization_with(pod: Pod, table: NodeTable, idx: np.ndarray) -> np.ndarray:
 
 def utilization_thresholds(
     table: NodeTable, idx: np.ndarray, threshold: float, gpu_threshold: float
-) -> np.ndarray:
-    """Per row of ``idx``, the autoscaler's threshold: ``gpu_threshold`` for a GPU node
-    (:func:`gpu_nodes`), ``threshold`` for the others."""
-    return np.where(gpu_nodes(table, idx), gpu_threshold, threshold)
+) -> np.ndarray | float:
+    """The autoscaler's threshold for rows ``idx``: per row, ``gpu_threshold`` for a GPU
+    node (:func:`gpu_nodes`) and ``threshold`` for the others; ``threshold`` alone when the
+    table has no GPUs."""
+    gpus = gpu_nodes(table, idx)
+    return threshold if gpus is None else np.where(gpus, gpu_threshold, threshold)
 
 
 def quiet_nodes(
