@@ -15,6 +15,8 @@ import yaml
 from kubernetes_asyncio import client
 
 from stickypack.cli import main
+from stickypack.core import Taint
+from stickypack.core.drain import plan_scale_down
 from stickypack.core.explain import (
     DisruptionBudget,
     ScaleDownRules,
@@ -327,10 +329,42 @@ def test_inspect_nodes_on_a_real_cluster(cluster: ControlPlane, capsys: pytest.C
     assert (nodes["going"]["pods"], nodes["going"]["daemon_pods"]) == (1, 1)
     assert nodes["going"]["cpu"] == pytest.approx(0.025)  # its requests count all the same
     assert nodes["busy"]["cpu"] == pytest.approx(0.75)
-    assert report["summary"] == {"busy": 1, "disabled": 1, "pinned": 1, "removable": 1, "empty": 2}
+    assert report["summary"] == {
+        "busy": 1,
+        "disabled": 1,
+        "pinned": 1,
+        "no-room": 0,
+        "removable": 1,
+        "empty": 2,
+    }
     assert main(["inspect", "--kubeconfig", str(cluster.kubeconfig), "--threshold", "0.8"]) == 0
     out = capsys.readouterr().out
     assert "6 nodes: 0 busy, 2 under the threshold but pinned, 1 removable, 2 empty, 1 with scale-down" in out
+
+
+@pytest.mark.controlplane
+def test_inspect_says_when_pods_would_have_no_room(
+    cluster: ControlPlane, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """On the real API server: two half-used nodes whose replicated pods nothing pins; the
+    autoscaler could remove one of them, its pod moving to the other, not both (the busy
+    node has no room for either pod): the first is removable, the second ``no-room``."""
+    for node in ("a-busy", "b", "c"):
+        cluster.create_node(node, cpu="4", memory="16Gi")
+    _bind(cluster, "alice", "a-busy", "3", "1Gi")
+    _bind(cluster, "web-1", "b", "1500m", "1Gi", owner="ReplicaSet")
+    _bind(cluster, "web-2", "c", "1500m", "1Gi", owner="ReplicaSet")
+    argv = ["inspect", "--kubeconfig", str(cluster.kubeconfig)]
+    assert main([*argv, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    nodes = {n["node"]: n for n in report["nodes"]}
+    assert (nodes["b"]["verdict"], nodes["b"]["moves"]) == ("removable", {"default/web-1": "c"})
+    assert (nodes["c"]["verdict"], nodes["c"]["no_room_for"]) == ("no-room", "default/web-2")
+    assert (nodes["c"]["pinning"], nodes["c"]["moves"]) == ([], {})
+    assert report["summary"]["no-room"] == 1
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "default/web-2 (fits on no other node)" in out and "1 whose pods fit on no other node" in out
 
 
 @pytest.mark.controlplane
@@ -797,7 +831,11 @@ def test_inspect_sees_local_storage(cluster: ControlPlane, capsys: pytest.Captur
     assert nodes["listed"]["verdict"] == "removable"
     assert main([*argv, "--local-storage-moves"]) == 0
     nodes = {n["node"]: n for n in json.loads(capsys.readouterr().out)["nodes"]}
-    assert nodes["scratchy"]["verdict"] == "removable"
+    # nothing pins scratchy now; but with listed gone (checked first, its pod moved to
+    # scratchy) its pods would have no other node
+    assert (nodes["scratchy"]["pinning"], nodes["listed"]["verdict"]) == ([], "removable")
+    assert nodes["listed"]["moves"] == {"default/cache-2": "scratchy"}
+    assert (nodes["scratchy"]["verdict"], nodes["scratchy"]["no_room_for"]) == ("no-room", "default/cache-1")
 
 
 def test_budgets_and_kube_system_pods() -> None:
@@ -925,9 +963,61 @@ def test_inspect_reads_budgets_and_says_when_it_cannot(
         report = json.loads(capsys.readouterr().out)
         assert report["budgets_read"] is False and report["controllers_read"] is False
         nodes = {n["node"]: n for n in report["nodes"]}
-        assert nodes["sys"]["verdict"] == "removable" and nodes["exhausted"]["verdict"] == "removable"
+        assert nodes["sys"]["pinning"] == [] and nodes["exhausted"]["pinning"] == []
+        # nothing pins any of the four now: three go, their pods moving from one to the
+        # next, and the last one checked keeps them all
+        assert [nodes[n]["verdict"] for n in ("covered", "evictable", "exhausted", "sys")] == [
+            "removable", "removable", "removable", "no-room"
+        ]  # fmt: skip
     finally:
         cluster.call(drop_budgets)
+
+
+KUBE_FILTERS = load_builtin("default").profiles[0].filters
+
+
+def test_scale_down_plan_moves_pods_as_the_autoscaler_would() -> None:
+    """Candidates are checked in order; a removable one's pods stay where they were placed
+    and it takes no more; a candidate whose pods do not all fit keeps them (none of its
+    placements stay). Nodes being deleted, and nodes whose taints a pod does not tolerate,
+    take nothing; DaemonSet pods are not moved; expendable pods take no room. The table
+    given is not changed."""
+    table = _table({"a-busy": (4000, 16), "b": (4000, 16), "c": (4000, 16), "d-going": (4000, 16)})
+    tainted = [Taint("gpu", "x", "NoSchedule")]
+    table.upsert_node("e-tainted", {"cpu": 4000, "memory": 16 * GI, "pods": 110}, taints=tainted)
+    table.to_be_deleted[table.index["d-going"]] = True
+    web_1, web_2 = (
+        _pod("web-1", "1500m", "1Gi", owner="ReplicaSet"),
+        _pod("web-2", "800m", "1Gi", owner="ReplicaSet"),
+    )
+    pods = {
+        "a-busy": [_pod("alice", "3", "1Gi"), _with_priority(_pod("filler", "1", "1Gi"), -20)],
+        "b": [web_1, _pod("proxy", "100m", "100Mi", owner="DaemonSet")],
+        "c": [web_2],
+    }
+    for node, bound in pods.items():
+        for pod in bound:
+            table.add_pod(table.index[node], pod)
+    before = table.requested.copy()
+    # a-busy has 1 cpu free, the expendable filler left out: web-1 (1.5) goes to c; then of
+    # c's pods web-2 fits on a-busy, web-1 nowhere (b is gone, d being deleted, e tainted)
+    plan = plan_scale_down(table, pods, ["b", "c"], KUBE_FILTERS)
+    assert (plan.removable, plan.moves, plan.no_room) == (
+        ("b",),
+        {"default/web-1": "c"},
+        {"c": "default/web-1"},
+    )
+    assert (table.requested == before).all()
+    # the other order: web-2 to a-busy, and web-1 has no room
+    plan = plan_scale_down(table, pods, ["c", "b"], KUBE_FILTERS)
+    assert (plan.removable, plan.moves, plan.no_room) == (
+        ("c",),
+        {"default/web-2": "a-busy"},
+        {"b": "default/web-1"},
+    )
+    # the filler counted (not expendable under a lower cutoff): a-busy is full, web-2 goes to b
+    low = ScaleDownRules(expendable_priority_cutoff=-30)
+    assert plan_scale_down(table, pods, ["c", "b"], KUBE_FILTERS, low).moves == {"default/web-2": "b"}
 
 
 def _with_gpus(pod: Pod, gpus: int) -> Pod:

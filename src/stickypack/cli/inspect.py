@@ -159,6 +159,7 @@ async def _inspect_cluster(
     args: argparse.Namespace, config: ExtenderConfig, threshold: float, pod_dict: dict[str, Any] | None
 ) -> dict[str, Any]:
     """The report ``stickypack inspect`` prints, as JSON-ready data."""
+    from stickypack.core.drain import plan_scale_down
     from stickypack.core.explain import (
         DEFAULT_GPU_LABELS,
         EXPENDABLE_PODS_PRIORITY_CUTOFF,
@@ -175,6 +176,7 @@ async def _inspect_cluster(
     from stickypack.kube.client import make_api_client
     from stickypack.kube.history import HistoryRecorder
     from stickypack.kube.snapshot import take_snapshot
+    from stickypack.policies import load_builtin
 
     policy = profile = pod = None
     if pod_dict is not None:
@@ -227,6 +229,22 @@ async def _inspect_cluster(
         nodes = node_report(table, snap.pods_by_node, rules)
         gpu_threshold = args.gpu_threshold
         verdicts = [r.verdict(threshold, gpu_threshold) for r in nodes]
+        # the autoscaler removes an unpinned node under its threshold only if its pods fit
+        # elsewhere: check the candidates as it does, emptiest first, with kube-scheduler's
+        # filters (the default policy's)
+        ctx = SchedulingContext(utilization_threshold=threshold, gpu_utilization_threshold=gpu_threshold)
+        candidates = sorted(
+            (r for r, v in zip(nodes, verdicts, strict=True) if v in ("removable", "empty")),
+            key=lambda r: (r.utilization, r.node),
+        )
+        filters = load_builtin("default").profiles[0].filters
+        plan = plan_scale_down(table, snap.pods_by_node, [r.node for r in candidates], filters, rules, ctx)
+        verdicts = ["no-room" if r.node in plan.no_room else v for r, v in zip(nodes, verdicts, strict=True)]
+        moves: dict[str, dict[str, str]] = {}
+        for r in nodes:
+            for p in snap.pods_by_node.get(r.node, ()):
+                if p.key in plan.moves and r.node in plan.removable:
+                    moves.setdefault(r.node, {})[p.key] = plan.moves[p.key]
         return {
             "threshold": threshold,
             "gpu_threshold": gpu_threshold,
@@ -249,10 +267,12 @@ async def _inspect_cluster(
                     "pinning": list(r.pinning),
                     "pin_reasons": dict(zip(r.pinning, r.pin_reasons, strict=True)),
                     "verdict": v,
+                    "no_room_for": plan.no_room.get(r.node),
+                    "moves": moves.get(r.node, {}),
                 }
                 for r, v in zip(nodes, verdicts, strict=True)
             ],
-            "summary": {v: verdicts.count(v) for v in ("busy", "disabled", "pinned", "removable", "empty")},
+            "summary": {v: verdicts.count(v) for v in VERDICTS},
             "unreadable_pods": snap.unreadable,
             "budgets_read": snap.budgets is not None,
             "controllers_read": snap.controllers is not None and not snap.unlisted_controllers,
@@ -285,6 +305,11 @@ async def _inspect_cluster(
     }
 
 
+#: The node report's verdicts: :meth:`NodeReport.verdict`'s, and ``no-room`` for a node
+#: whose pods would fit on no other node (:func:`~stickypack.core.drain.plan_scale_down`).
+VERDICTS = ("busy", "disabled", "pinned", "no-room", "removable", "empty")
+
+
 def _print_inspection(console: Console, report: dict[str, Any]) -> None:
     from rich.table import Table
 
@@ -301,6 +326,8 @@ def _print_inspection(console: Console, report: dict[str, Any]) -> None:
                 "not ready" if not n["ready"] else "cordoned" if n["unschedulable"] else ""
             )
             pinning = [f"{key} ({n['pin_reasons'][key]})" for key in n["pinning"]]
+            if n["no_room_for"]:
+                pinning.append(f"{n['no_room_for']} (fits on no other node)")
             shown = ", ".join(pinning[:3]) + (f" (+{len(pinning) - 3})" if len(pinning) > 3 else "")
             gpu = (("" if n["gpu"] is None else f"{n['gpu']:.0%}"),) if gpus else ()
             table.add_row(
@@ -311,7 +338,9 @@ def _print_inspection(console: Console, report: dict[str, Any]) -> None:
         summary = report["summary"]
         console.print(
             f"{len(report['nodes'])} nodes: {summary['busy']} busy, {summary['pinned']} under the threshold "
-            f"but pinned, {summary['removable']} removable, {summary['empty']} empty"
+            f"but pinned, "
+            + (f"{summary['no-room']} whose pods fit on no other node, " if summary["no-room"] else "")
+            + f"{summary['removable']} removable, {summary['empty']} empty"
             + (f", {summary['disabled']} with scale-down disabled" if summary["disabled"] else ""),
             highlight=False,
         )

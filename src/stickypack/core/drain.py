@@ -1,0 +1,108 @@
+"""Where a node's pods would go: the cluster-autoscaler's scale-down simulation.
+
+A node under the autoscaler's utilization threshold that no pod pins is removed only if
+its pods fit on the other nodes (its ``NoPlaceToMovePods`` reason otherwise). The
+autoscaler checks its candidates one after the other: for each it places the node's pods,
+in order, on the first other node that passes the scheduler's filters, keeps those
+placements for the candidates that follow, and no longer places pods on a node it has
+found removable (its ``RemovalSimulator.SimulateNodeRemoval`` and the planner's loop).
+:func:`plan_scale_down` does the same on a :class:`~stickypack.core.nodetable.NodeTable`,
+with the filters it is given (``stickypack inspect`` passes kube-scheduler's, the
+``default`` policy's).
+
+Pure: a copy of the table is changed, never the caller's.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from stickypack.core.explain import ScaleDownRules, is_daemon_pod, is_expendable, is_long_terminating
+from stickypack.core.framework import FilterPlugin, SchedulingContext
+from stickypack.core.nodetable import NodeTable
+from stickypack.core.pod import Pod
+
+
+@dataclass(frozen=True, slots=True)
+class ScaleDownPlan:
+    """The outcome of :func:`plan_scale_down`. ``removable``: the candidates whose pods
+    all found room, in the order they were checked; ``moves``: for each pod of those
+    (``namespace/name``), the node it would go to; ``no_room``: for each candidate whose
+    pods did not all fit, the first pod that fit nowhere."""
+
+    removable: tuple[str, ...] = ()
+    moves: Mapping[str, str] = field(default_factory=dict)
+    no_room: Mapping[str, str] = field(default_factory=dict)
+
+
+def plan_scale_down(
+    table: NodeTable,
+    pods_by_node: Mapping[str, Iterable[Pod]],
+    candidates: Sequence[str],
+    filters: Sequence[FilterPlugin],
+    rules: ScaleDownRules | None = None,
+    ctx: SchedulingContext | None = None,
+) -> ScaleDownPlan:
+    """Check ``candidates`` (node names, in the order given; nodes no pod pins) as the
+    autoscaler does. ``pods_by_node``: the pods bound to each node, as
+    :func:`~stickypack.core.explain.node_report` takes them. Expendable and
+    long-terminating pods (by ``rules``, default :class:`ScaleDownRules`) are left out of
+    the picture, as the autoscaler leaves them out; DaemonSet and mirror pods stay where
+    they are; every other pod of a candidate is placed, one by
+    one, on the first node (by row) that is neither the candidate, nor a candidate found
+    removable, nor being deleted, and that passes every filter of ``filters`` with the
+    placements so far. If all fit, the candidate is removable and its placements stay for
+    the next candidates; else nothing of it is kept. ``table`` is not changed."""
+    rules = rules if rules is not None else ScaleDownRules()
+    ctx = ctx if ctx is not None else SchedulingContext()
+    sim = copy.deepcopy(table)
+    gone = np.zeros(sim.alloc.shape[0], dtype=bool)  # removable candidates: no pod goes there
+    planned: dict[str, list[Pod]] = {}  # the pods each node would move, placements included
+    for name, pods in pods_by_node.items():
+        for pod in pods:
+            if is_expendable(pod, rules) or is_long_terminating(pod, rules):
+                if name in sim.index:
+                    sim.remove_pod(sim.index[name], pod)
+            elif not is_daemon_pod(pod):
+                planned.setdefault(name, []).append(pod)
+    removable: list[str] = []
+    moves: dict[str, str] = {}
+    no_room: dict[str, str] = {}
+    for name in candidates:
+        row = sim.index[name]
+        pods = planned.get(name, [])
+        for pod in pods:
+            sim.remove_pod(row, pod)
+        placed: list[tuple[Pod, int]] = []
+        blocked: str | None = None
+        for pod in pods:
+            idx = sim.active_indices()
+            idx = idx[(idx != row) & ~gone[idx] & ~sim.to_be_deleted[idx]]
+            for plugin in filters:
+                if idx.size == 0:
+                    break
+                idx = idx[plugin.filter(pod, sim, idx, ctx)]
+            if idx.size == 0:
+                blocked = pod.key
+                break
+            sim.add_pod(int(idx[0]), pod)
+            placed.append((pod, int(idx[0])))
+        if blocked is not None:  # revert: the candidate keeps its pods
+            for pod, dest in placed:
+                sim.remove_pod(dest, pod)
+            for pod in pods:
+                sim.add_pod(row, pod)
+            no_room[name] = blocked
+            continue
+        gone[row] = True
+        removable.append(name)
+        planned[name] = []
+        for pod, dest in placed:
+            dest_name = sim.node_names([dest])[0]
+            planned.setdefault(dest_name, []).append(pod)
+            moves[pod.key] = dest_name
+    return ScaleDownPlan(tuple(removable), moves, no_room)
