@@ -1191,7 +1191,9 @@ def test_the_controller_check_reads_the_kind_and_for_daemonsets_the_group() -> N
     """As the autoscaler's rule: a DaemonSet pod (by its owner's kind or the daemonset-pod
     annotation) is looked up only when its controller is an ``apps`` DaemonSet (it has no
     lister for OpenKruise's ``apps.kruise.io`` one), a ReplicationController always, a
-    ReplicaSet, StatefulSet or Job by its kind whatever its group."""
+    ReplicaSet or Job by its kind whatever its group, a StatefulSet only when it is an
+    ``apps`` one (cluster-autoscaler 1.33+: OpenKruise's Advanced StatefulSet is not looked
+    up, and moves as a StatefulSet's pod)."""
     gone = ScaleDownRules(controllers={})
     kruise = _pod("kruise-ds", "100m", "100Mi", owner="DaemonSet", api_version="apps.kruise.io/v1alpha1")
     assert kruise.owner_group == "apps.kruise.io" and pin_reason(kruise, gone) is None
@@ -1207,7 +1209,10 @@ def test_the_controller_check_reads_the_kind_and_for_daemonsets_the_group() -> N
     other_rs = _pod("other-rs", "1", "1Gi", owner="ReplicaSet", api_version="example.com/v1")
     assert pin_reason(other_rs, gone) == "controller ReplicaSet o not found"
     kruise_sts = _pod("kruise-sts", "1", "1Gi", owner="StatefulSet", api_version="apps.kruise.io/v1beta1")
-    assert pin_reason(kruise_sts, gone) == "controller StatefulSet o not found"
+    assert pin_reason(kruise_sts, gone) is None
+    apps_sts = _pod("apps-sts", "1", "1Gi", owner="StatefulSet")
+    assert apps_sts.owner_group == "apps"
+    assert pin_reason(apps_sts, gone) == "controller StatefulSet o not found"
 
 
 def test_min_replica_count_and_kinds_not_listed() -> None:
@@ -1282,7 +1287,7 @@ def test_inspect_checks_the_controllers_exist(
 ) -> None:
     """On the real API server: a pod owned by a ReplicaSet that exists is movable, one whose
     ReplicaSet is gone (deleted with its pods orphaned) pins its node."""
-    for node in ("kept", "orphaned", "kruise", "daemon-gone"):
+    for node in ("kept", "orphaned", "kruise", "daemon-gone", "kruise-sts", "sts-gone"):
         cluster.create_node(node, cpu="4", memory="16Gi")
     _bind(cluster, "web-1", "kept", "100m", "100Mi", owner="ReplicaSet")
     _bind(cluster, "old-1", "orphaned", "100m", "100Mi", owner="ReplicaSet", owner_exists=False)
@@ -1290,6 +1295,10 @@ def test_inspect_checks_the_controllers_exist(
     kruise = "apps.kruise.io/v1alpha1"
     _bind(cluster, "agent-1", "kruise", "100m", "100Mi", "DaemonSet", False, api_version=kruise)
     _bind(cluster, "agent-2", "daemon-gone", "100m", "100Mi", "DaemonSet", False)
+    # another group's StatefulSet is not looked up either (cluster-autoscaler 1.33+), an apps one is
+    kruise_sts = "apps.kruise.io/v1beta1"
+    _bind(cluster, "db-1", "kruise-sts", "100m", "100Mi", "StatefulSet", False, api_version=kruise_sts)
+    _bind(cluster, "db-2", "sts-gone", "100m", "100Mi", "StatefulSet", False)
     assert main(["inspect", "--kubeconfig", str(cluster.kubeconfig), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["controllers_read"] is True
@@ -1297,6 +1306,8 @@ def test_inspect_checks_the_controllers_exist(
     assert nodes["kept"]["verdict"] == "removable"
     assert nodes["kruise"]["verdict"] == "empty"
     assert nodes["daemon-gone"]["verdict"] == "pinned"  # an apps DaemonSet is looked up
+    assert nodes["kruise-sts"]["verdict"] == "removable"
+    assert nodes["sts-gone"]["pin_reasons"] == {"default/db-2": "controller StatefulSet db-2-owner not found"}
     assert nodes["orphaned"]["pin_reasons"] == {
         "default/old-1": "controller ReplicaSet old-1-owner not found"
     }

@@ -226,12 +226,16 @@ def _checked_controller(pod: Pod) -> bool:
     """Whether the autoscaler's ``replicacount`` rule looks ``pod``'s controller up: a
     ReplicationController always; then a DaemonSet pod (:func:`is_daemon_pod`, annotated
     ones too) only if its controller is an ``apps`` DaemonSet (it has no lister for another
-    group's, such as OpenKruise's ``apps.kruise.io`` DaemonSet); else a Job, ReplicaSet or
-    StatefulSet, of whatever group (it reads the kind only)."""
+    group's, such as OpenKruise's ``apps.kruise.io`` DaemonSet); else a Job or ReplicaSet of
+    whatever group (it reads the kind only), and a StatefulSet only of ``apps`` (since
+    cluster-autoscaler 1.33 it skips another group's, such as OpenKruise's Advanced
+    StatefulSet)."""
     if pod.owner_kind == "ReplicationController":
         return True
     if pod.owner_kind == "DaemonSet" or pod.annotations.get(DAEMONSET_POD_ANNOTATION) == "true":
         return pod.owner_kind == "DaemonSet" and pod.owner_group == "apps"
+    if pod.owner_kind == "StatefulSet":
+        return pod.owner_group == "apps"
     return pod.owner_kind in CHECKED_CONTROLLERS
 
 
