@@ -404,6 +404,8 @@ def test_inspect_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFix
     not_pod.write_text("kind: Service\nspec: {}\n")
     broken = tmp_path / "broken.yaml"
     broken.write_text("spec: [\n")
+    good_pod = tmp_path / "pod.yaml"
+    good_pod.write_text(yaml.safe_dump(pod_manifest("p")))
     missing_kubeconfig = ["--kubeconfig", str(tmp_path / "nope")]
     for argv, message, status in [
         (["--pod", str(not_pod)], "not a Pod", 2),
@@ -419,6 +421,12 @@ def test_inspect_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFix
         (["--pod", str(not_pod), "--min-replica-count", "2"], "--min-replica-count: for the node report", 2),
         (["--pod", str(not_pod), "--gpu-label", "a"], "--gpu-label: for the node report", 2),
         (["--gpu-threshold", "1.5"], "--gpu-threshold must be in (0, 1], got 1.5", 2),
+        # the thresholds serve --pod too (ScaleDownAware's): taken, the cluster is then read
+        (
+            ["--pod", str(good_pod), "--threshold", "0.3", "--gpu-threshold", "0.3", *missing_kubeconfig],
+            "kubeconfig not found",
+            1,
+        ),
     ]:
         assert main(["inspect", *argv]) == status, argv
         err = capsys.readouterr().err
