@@ -92,7 +92,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         default=None,
         metavar="KEY",
         help="a node label that marks a GPU node, your cloud provider's (repeatable; default "
-        "cloud.google.com/gke-accelerator and k8s.amazonaws.com/accelerator; AKS: accelerator)",
+        "cloud.google.com/gke-accelerator and k8s.amazonaws.com/accelerator; AKS: "
+        "kubernetes.azure.com/accelerator, before cluster-autoscaler 1.31 accelerator)",
     )
     insp.add_argument("--json", action="store_true", help="print JSON instead of a table")
     insp.set_defaults(handler=_inspect)

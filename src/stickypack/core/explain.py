@@ -155,8 +155,9 @@ class DisruptionBudget:
 
 
 #: Node labels by which cloud providers' autoscalers know a GPU node whose GPUs are not
-#: ready yet (GKE's and EKS's ``GPULabel``; AKS's is the plain ``accelerator``, too common
-#: to assume: pass it to ``stickypack inspect --gpu-label``).
+#: ready yet (GKE's and EKS's ``GPULabel``; AKS's, ``kubernetes.azure.com/accelerator``
+#: since cluster-autoscaler 1.31 and the plain ``accelerator`` before, is not assumed:
+#: pass it to ``stickypack inspect --gpu-label``).
 DEFAULT_GPU_LABELS = ("cloud.google.com/gke-accelerator", "k8s.amazonaws.com/accelerator")
 #: The cluster-autoscaler's default ``--scale-down-gpu-utilization-threshold``.
 GPU_UTILIZATION_THRESHOLD = 0.5
