@@ -477,3 +477,99 @@ def test_a_patch_the_pod_cannot_decode_fails_its_creation(
             assert sent["spec"]["schedulerName"] == "default-scheduler"
             assert time.monotonic() < deadline, "the policy never applied"
             time.sleep(0.1)
+
+
+#: A placement whose tolerations are written in the shapes a pod's equal one can differ in:
+#: no key (operator Exists), an empty value and effect, tolerationSeconds 0 and negative, a
+#: label value of every character a label value takes.
+EDGE_PLACEMENT = {
+    "node_affinity": {
+        REQUIRED: {"nodeSelectorTerms": [POOL]},
+        PREFERRED: [{"weight": 3, "preference": POOL}],
+    },
+    "tolerations": [
+        {"operator": "Exists"},
+        {"key": "a", "operator": "Equal", "value": "", "effect": ""},
+        {"key": "b", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 0},
+        {"key": "c", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": -5},
+        {"key": "lbl", "value": "A-._z0", "effect": "NoSchedule"},
+        DRAIN,
+    ],
+}
+
+
+@pytest.mark.controlplane
+def test_edge_shapes_are_placed_as_the_webhook_places_them(cluster: ControlPlane) -> None:
+    """Pods whose tolerations equal the route's but are written otherwise (no key, the
+    operator or effect left out or empty, tolerationSeconds 0 or negative), one equal but
+    for its seconds, and affinities of odd shapes (pod affinity only, preferred terms empty
+    or null, an empty nodeAffinity, a term of empty lists): the policy stores what the
+    webhook gives, and routes every one."""
+    labels = {"route": uuid.uuid4().hex[:8]}
+    placement = RoutePlacement.from_dict(**EDGE_PLACEMENT)
+    route = _route(labels, placement)
+    pod_affinity = {"podAffinity": {PREFERRED: [{"weight": 1, "podAffinityTerm": {"topologyKey": "zone"}}]}}
+    b, c = ({"operator": "Exists", "effect": "NoExecute", "key": key} for key in "bc")
+    shapes: dict[str, dict[str, Any]] = {
+        "exists-no-key": {"tolerations": [{"operator": "Exists"}]},
+        "exists-empty-key-effect": {"tolerations": [{"operator": "Exists", "effect": "", "key": ""}]},
+        "operator-left-out": {"tolerations": [{"key": "a"}]},
+        "exists-not-equal": {"tolerations": [{"key": "a", "operator": "Exists"}]},
+        "seconds-zero": {"tolerations": [{**b, "tolerationSeconds": 0}]},
+        "seconds-none": {"tolerations": [b]},
+        "seconds-negative": {"tolerations": [{**c, "tolerationSeconds": -5}]},
+        "other-seconds": {"tolerations": [{**DRAIN, "tolerationSeconds": 31}]},
+        "label-value": {"tolerations": [{"key": "lbl", "operator": "Equal", "value": "A-._z0"}]},
+        "pod-affinity-only": {"affinity": pod_affinity},
+        "preferred-empty": {"affinity": {"nodeAffinity": {PREFERRED: []}}},
+        "preferred-null": {"affinity": {"nodeAffinity": {PREFERRED: None}}},
+        "node-affinity-empty": {"affinity": {"nodeAffinity": {}}},
+        "empty-term-only": {"affinity": {"nodeAffinity": {REQUIRED: {"nodeSelectorTerms": [{}]}}}},
+        "term-of-empty-lists": {
+            "affinity": {
+                "nodeAffinity": {
+                    REQUIRED: {"nodeSelectorTerms": [{"matchExpressions": [], "matchFields": []}, ZONE]}
+                }
+            }
+        },
+        "tolerations-empty": {"tolerations": []},
+    }
+    with _policies(cluster, scheduler_routing("stickypack", labels, placement=placement)):
+        for name, spec in shapes.items():
+            pod = _pod(f"edge-{name}", labels, **spec)
+            admitted = _dry_run(cluster, pod)
+            assert admitted["spec"]["schedulerName"] == "stickypack", name
+            assert admitted["spec"] == _webhook_spec(route, _admitted_as(cluster, pod)), name
+
+
+#: Strings a CEL string literal must carry exactly: quotes, backslashes, line and paragraph
+#: separators, characters beyond the BMP, control characters, CEL's other escapes.
+NASTY_STRINGS = [
+    'q"uote',
+    "back\\slash\\",
+    "line\u2028sep\u2029",
+    "emoji \U0001f600 and \u00e9",
+    "ctl\x01\x1f\x7f",
+    "tab\tnl\ncr\r",
+    "single ' back ` question ? dollar $ brace {}",
+    "\\u0041 not an escape",
+    "/slash \\/",
+]
+
+
+@pytest.mark.controlplane
+def test_cel_literals_carry_any_string(cluster: ControlPlane) -> None:
+    """The policy's strings are written as CEL literals by ``json.dumps`` (placement values
+    are validated label keys and values, but the writer must not depend on it): on the real
+    API server, each string of :data:`NASTY_STRINGS` written so arrives unchanged."""
+    from stickypack.render import _cel
+
+    labels = {"route": uuid.uuid4().hex[:8]}
+    docs = scheduler_routing("stickypack", labels, placement=RoutePlacement.from_dict(tolerations=[DRAIN]))
+    value = "{" + ", ".join(f'"k{i}": {_cel(s)}' for i, s in enumerate(NASTY_STRINGS)) + "}"
+    docs[0]["spec"]["mutations"][0]["jsonPatch"]["expression"] += (
+        f' + [JSONPatch{{op: "add", path: "/metadata/annotations", value: {value}}}]'
+    )
+    with _policies(cluster, docs):
+        admitted = _dry_run(cluster, _pod("nasty", labels))
+    assert admitted["metadata"]["annotations"] == {f"k{i}": s for i, s in enumerate(NASTY_STRINGS)}
