@@ -1269,10 +1269,20 @@ def test_inspect_weighs_gpu_nodes_by_their_gpus(
     raw["spec"]["nodeName"] = "gpu-a"
     cluster.create_pod(pod=raw)
     _bind(cluster, "jupyter-cpu", "gpu-b", "3", "1Gi")
+    # an AMD node: weighed by its amd.com/gpu, one of two requested
+    cluster.create_node("gpu-amd", cpu="4", memory="16Gi", extended={"amd.com/gpu": "2"})
+    raw = pod_manifest("jupyter-amd", cpu="100m", memory="1Gi")
+    raw["spec"]["containers"][0]["resources"] = {
+        "requests": {"cpu": "100m", "amd.com/gpu": "1"},
+        "limits": {"amd.com/gpu": "1"},
+    }
+    raw["spec"]["nodeName"] = "gpu-amd"
+    cluster.create_pod(pod=raw)
     argv = ["inspect", "--kubeconfig", str(cluster.kubeconfig)]
     assert main([*argv, "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     nodes = {n["node"]: n for n in report["nodes"]}
+    assert (nodes["gpu-amd"]["gpu"], nodes["gpu-amd"]["verdict"]) == (0.5, "busy")  # 0.5 is at the threshold
     assert (nodes["gpu-a"]["cpu"], nodes["gpu-a"]["gpu"], nodes["gpu-a"]["verdict"]) == (0.75, 0.25, "pinned")
     assert (nodes["gpu-b"]["gpu"], nodes["gpu-b"]["utilization"], nodes["gpu-b"]["verdict"]) == (
         0.0,

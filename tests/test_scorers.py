@@ -36,6 +36,7 @@ from stickypack.core.plugins import (
     ScoreMemo,
     TaintTolerationFilter,
     TaintTolerationScore,
+    gpu_columns,
     quiet_nodes,
     utilization_with,
 )
@@ -268,6 +269,29 @@ def test_scale_down_aware_weighs_gpu_nodes_by_their_gpus():
     assert utilization_with(notebook, t, idx).tolist() == [0.25, 0.75, 0.0625]
     assert quiet_nodes(notebook, t, idx, 0.5, 0.5).tolist() == [True, False, True]
     assert quiet_nodes(notebook, t, idx, 0.05, 0.8).tolist() == [True, True, False]
+
+
+def test_gpu_nodes_of_every_vendor_the_autoscaler_knows():
+    """The autoscaler weighs a node by the first GPU resource of its list it has
+    allocatable (NVIDIA, Intel Gaudi, Intel Xe, AMD, DirectX): an AMD node by its AMD GPUs,
+    a node with Gaudi and AMD allocatable by its Gaudis; any other extended resource does
+    not make a GPU node."""
+    t = NodeTable()
+    base = {"cpu": 8000, "memory": 32 * Gi, "pods": 110}
+    t.upsert_node("amd", {**base, "amd.com/gpu": 2})
+    t.upsert_node("gaudi-and-amd", {**base, "habana.ai/gaudi": 8, "amd.com/gpu": 2})
+    t.upsert_node("dongle", {**base, "example.com/dongle": 4})
+    t.add_pod(0, Pod("a", requests={"cpu": 100, "memory": Gi, "amd.com/gpu": 1}))
+    t.add_pod(1, Pod("g", requests={"cpu": 100, "memory": Gi, "habana.ai/gaudi": 6, "amd.com/gpu": 2}))
+    t.add_pod(2, Pod("d", requests={"cpu": 7000, "memory": Gi, "example.com/dongle": 1}))
+    idx = t.active_indices()
+    nothing = Pod("p", requests={"cpu": 0, "memory": 0})
+    # amd: 1 of 2; gaudi-and-amd: 6 of 8 Gaudis (its AMD GPUs, all used, do not count);
+    # dongle: cpu 7000 of 8000
+    assert utilization_with(nothing, t, idx).tolist() == [0.5, 0.75, 0.875]
+    assert gpu_columns(t, idx).tolist() == [t.rindex["amd.com/gpu"], t.rindex["habana.ai/gaudi"], -1]
+    amd_pod = Pod("q", requests={"cpu": 0, "memory": 0, "amd.com/gpu": 1})
+    assert utilization_with(amd_pod, t, idx).tolist() == [1.0, 0.75, 0.875]
 
 
 def test_scale_down_aware_memo_tells_gpu_requests_and_thresholds_apart():

@@ -19,8 +19,9 @@ import numpy as np
 
 from stickypack.core.framework import Profile, SchedulingContext, check_mask, check_scores
 from stickypack.core.nodetable import NodeTable
+from stickypack.core.plugins.scaledown import gpu_columns
 from stickypack.core.pod import Pod
-from stickypack.core.resources import CPU, GPU, MEMORY
+from stickypack.core.resources import CPU, MEMORY
 from stickypack.core.routing import LabelSelector
 
 #: The cluster-autoscaler's pod annotation: "true" lets it evict a pod it otherwise would
@@ -197,7 +198,8 @@ class ScaleDownRules:
     #: (:func:`is_long_terminating`); None: that rule is not applied (``core`` has no clock).
     now: float | None = None
     #: Node labels that mark a GPU node (its cloud provider's ``GPULabel``): a node with one
-    #: of them, or with :data:`GPU` allocatable, is weighed by its GPU requests only.
+    #: of them, or with a GPU resource allocatable (:data:`~stickypack.core.resources.GPU_RESOURCES`),
+    #: is weighed by its GPU requests only.
     gpu_labels: tuple[str, ...] = DEFAULT_GPU_LABELS
 
 
@@ -356,7 +358,8 @@ class NodeReport:
     #: How many of ``pods`` (not DaemonSet or mirror pods, not expendable) have been
     #: terminating for too long (:func:`is_long_terminating`): left out as expendable ones are.
     terminating_pods: int = 0
-    #: A GPU node's requested :data:`GPU` over allocatable (0 while its GPUs are not
+    #: A GPU node's requested GPUs over allocatable, of the first resource of
+    #: :data:`~stickypack.core.resources.GPU_RESOURCES` it has (0 while its GPUs are not
     #: allocatable yet), which is then its ``utilization``, as the autoscaler weighs it;
     #: None for a node without GPUs.
     gpu: float | None = None
@@ -399,8 +402,9 @@ def node_report(
     settings and budgets (:func:`pin_reason`). A GPU node (:attr:`ScaleDownRules.gpu_labels`)
     is weighed by its GPU requests alone, as the autoscaler's ``utilization.Calculate``."""
     out = []
-    gpu_col = table.rindex.get(GPU)
-    for row in table.active_indices():
+    active = table.active_indices()
+    gpu_cols = gpu_columns(table, active)
+    for k, row in enumerate(active):
         i = int(row)
         name = table.node_names([i])[0]
         pods: Sequence[Pod] = list(pods_by_node.get(name, ()))
@@ -408,12 +412,12 @@ def node_report(
         terminating = [p for p in pods if is_long_terminating(p, rules) and not is_expendable(p, rules)]
         left_out = (*expendable, *terminating)  # out of the autoscaler's utilization
         cpu, memory = (_requested_share(table, i, r, left_out) for r in (CPU, MEMORY))
-        gpu_alloc = int(table.alloc[i, gpu_col]) if gpu_col is not None else 0
+        gpu_col = int(gpu_cols[k]) if gpu_cols is not None else -1
         info = table.info[i]
         labelled = info is not None and any(label in info.labels for label in rules.gpu_labels)
         gpu = None
-        if gpu_alloc > 0:
-            gpu = _requested_share(table, i, GPU, left_out)
+        if gpu_col >= 0:
+            gpu = _requested_share(table, i, table.resources[gpu_col], left_out)
         elif labelled:
             gpu = 0.0  # GPUs not ready: the autoscaler takes the node as unused
         pinned = sorted((p.key, reason) for p in pods if (reason := pin_reason(p, rules)) is not None)

@@ -32,7 +32,8 @@ class SchedulingContext:
     nodes of BinderHub's builder DaemonSet); ``None`` means every node in the table.
     ``utilization_threshold``: the cluster-autoscaler's scale-down utilization threshold;
     ``gpu_utilization_threshold`` its threshold for GPU nodes (nodes with
-    ``nvidia.com/gpu`` allocatable, which it weighs by their GPU requests alone).
+    a GPU resource allocatable, ``nvidia.com/gpu``, ``amd.com/gpu``...: ``core.resources.GPU_RESOURCES``,
+    which it weighs by their GPU requests alone).
     ``cache``: scratch space for one decision (the simulator clears it before each; keys
     beginning ``rendezvous:`` are reserved: the extender keeps those while the builder
     nodes stay the same). ``now``'s origin is the driver's: the simulator counts from the

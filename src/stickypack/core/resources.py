@@ -15,8 +15,18 @@ CPU = "cpu"
 MEMORY = "memory"
 PODS = "pods"
 EPHEMERAL_STORAGE = "ephemeral-storage"
-#: The GPU resource the cluster-autoscaler weighs a GPU node by (its ``ResourceNvidiaGPU``).
-GPU = "nvidia.com/gpu"
+#: The GPU resources the cluster-autoscaler knows (its ``GPUVendorResourceNames``), in its
+#: order: a GPU node is weighed by the first of them it has allocatable. NVIDIA's, Intel's
+#: Gaudi and Xe, AMD's and Windows' DirectX.
+GPU_RESOURCES = (
+    "nvidia.com/gpu",
+    "habana.ai/gaudi",
+    "gpu.intel.com/xe",
+    "amd.com/gpu",
+    "microsoft.com/directx",
+)
+#: NVIDIA's GPUs, the first of :data:`GPU_RESOURCES`.
+GPU = GPU_RESOURCES[0]
 
 #: Requests kube-scheduler assumes for scoring when a container sets none
 #: (``DefaultMilliCPURequest``, ``DefaultMemoryRequest``): 100 millicores and 200 MiB.

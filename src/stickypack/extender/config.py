@@ -119,8 +119,8 @@ class ClusterConfig(_Model):
     assume_ttl_s: float = Field(default=30.0, ge=0)
     #: The cluster-autoscaler's --scale-down-utilization-threshold.
     utilization_threshold: float = Field(default=0.5, gt=0, le=1)
-    #: Its --scale-down-gpu-utilization-threshold, for GPU nodes (``nvidia.com/gpu``
-    #: allocatable), which it weighs by their GPU requests alone.
+    #: Its --scale-down-gpu-utilization-threshold, for GPU nodes (``nvidia.com/gpu``,
+    #: ``amd.com/gpu``... allocatable), which it weighs by their GPU requests alone.
     gpu_utilization_threshold: float = Field(default=0.5, gt=0, le=1)
 
 

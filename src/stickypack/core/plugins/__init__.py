@@ -47,6 +47,7 @@ from stickypack.core.plugins.scaledown import (
     NodeAge,
     ScaleDownAware,
     ScaleDownAwareFilter,
+    gpu_columns,
     quiet_nodes,
     utilization_with,
 )
@@ -82,6 +83,7 @@ __all__ = [
     "TaintTolerationFilter",
     "TaintTolerationScore",
     "default_normalize",
+    "gpu_columns",
     "min_max_scores",
     "node_matches_required",
     "node_state_keys",

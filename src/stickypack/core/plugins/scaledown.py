@@ -18,7 +18,7 @@ from stickypack.core.framework import (
 from stickypack.core.nodetable import NodeTable
 from stickypack.core.plugins.common import PluginArgsError, ScoreMemo, node_state_keys
 from stickypack.core.pod import Pod
-from stickypack.core.resources import CPU, GPU, MEMORY
+from stickypack.core.resources import CPU, GPU_RESOURCES, MEMORY
 
 #: Annotation carrying a pod's expected end time (seconds), read by the ``LifetimeAware``
 #: oracle. Only the simulator knows it.
@@ -34,27 +34,43 @@ class ScaleDownAwareFilter(FilterPlugin):
         return ~table.to_be_deleted[idx]
 
 
+def gpu_columns(table: NodeTable, idx: np.ndarray) -> np.ndarray | None:
+    """Per row of ``idx``, the table column of the GPU resource the autoscaler weighs the
+    node by: the first of :data:`~stickypack.core.resources.GPU_RESOURCES` it has
+    allocatable, -1 for a node with none; None when the table has no GPU column at all (the
+    simulator's). The autoscaler also counts a node carrying its cloud provider's GPU label,
+    whose GPUs are not ready yet; labels are not read here: such a node is weighed by cpu
+    and memory."""
+    cols = [table.rindex[r] for r in GPU_RESOURCES if r in table.rindex]
+    if not cols:
+        return None
+    out = np.full(len(idx), -1, dtype=np.int64)
+    for col in reversed(cols):  # the first resource in the autoscaler's order wins
+        out = np.where(table.alloc[idx, col] > 0, col, out)
+    return out
+
+
 def gpu_nodes(table: NodeTable, idx: np.ndarray) -> np.ndarray | None:
-    """Which rows of ``idx`` are GPU nodes: ``nvidia.com/gpu`` allocatable; None when the
-    table has no GPU column at all (the simulator's). The autoscaler also counts a node
-    carrying its cloud provider's GPU label, whose GPUs are not ready; the table does not
-    look at labels here: such a node is weighed by cpu and memory."""
-    col = table.rindex.get(GPU)
-    return None if col is None else table.alloc[idx, col] > 0
+    """Which rows of ``idx`` are GPU nodes (:func:`gpu_columns`); None when the table has
+    no GPU column."""
+    cols = gpu_columns(table, idx)
+    return None if cols is None else cols >= 0
 
 
 def utilization_with(pod: Pod, table: NodeTable, idx: np.ndarray) -> np.ndarray:
     """The cluster-autoscaler's utilization of rows ``idx`` with ``pod`` placed (a float,
     may exceed 1): max of cpu and memory requests over allocatable, and for a GPU node
-    (:func:`gpu_nodes`) its GPU requests over allocatable alone, as its
+    (:func:`gpu_columns`) its requests of that GPU resource over allocatable alone, as its
     ``utilization.Calculate``."""
     req = table.requested[idx, :2] + (pod.requests.get(CPU, 0), pod.requests.get(MEMORY, 0))
     util = (req / np.maximum(table.alloc[idx, :2], 1)).max(axis=1)
-    gpus = gpu_nodes(table, idx)
-    if gpus is not None and gpus.any():
-        col = table.rindex[GPU]
-        rows = idx[gpus]
-        util[gpus] = (table.requested[rows, col] + pod.requests.get(GPU, 0)) / table.alloc[rows, col]
+    cols = gpu_columns(table, idx)
+    if cols is not None:
+        gpus = cols >= 0
+        if gpus.any():
+            rows, col = idx[gpus], cols[gpus]
+            pod_req = np.array([pod.requests.get(table.resources[c], 0) for c in col.tolist()])
+            util[gpus] = (table.requested[rows, col] + pod_req) / table.alloc[rows, col]
     return util
 
 
@@ -109,7 +125,7 @@ class ScaleDownAware(ScorePlugin):
         pod_part = (
             pod.requests.get(CPU, 0),
             pod.requests.get(MEMORY, 0),
-            pod.requests.get(GPU, 0),
+            *(pod.requests.get(r, 0) for r in GPU_RESOURCES),
             threshold,
             gpu_threshold,
         )
