@@ -1028,6 +1028,30 @@ def test_scale_down_plan_moves_pods_as_the_autoscaler_would() -> None:
     assert plan_scale_down(table, pods, ["c", "b"], KUBE_FILTERS, low).moves == {"default/web-2": "b"}
 
 
+def test_scale_down_plan_keeps_the_room_of_long_terminating_pods() -> None:
+    """The autoscaler's snapshot holds every bound pod not Succeeded or Failed, so a pod
+    terminating for too long still takes its room on its node (only the drainability rules
+    skip it: it is not moved, and does not count in the utilization): a candidate's pod
+    does not fit where it holds the room, and fits once it is gone."""
+    table = _table({"a-stuck": (4000, 16), "b": (4000, 16)})
+    stuck = dataclasses.replace(_pod("stuck", "3", "1Gi", owner="ReplicaSet"), deleted=0.0, grace_period_s=30)
+    pods = {"a-stuck": [stuck], "b": [_pod("web", "2", "1Gi", owner="ReplicaSet")]}
+    for node, bound in pods.items():
+        for pod in bound:
+            table.add_pod(table.index[node], pod)
+    rules = ScaleDownRules(now=1000.0)  # stuck: deleted 1000 s ago, past its 30 + 30 s
+    reports = {r.node: r for r in node_report(table, pods, rules)}
+    assert (reports["a-stuck"].terminating_pods, reports["a-stuck"].verdict(0.5)) == (1, "empty")
+    plan = plan_scale_down(table, pods, ["b"], KUBE_FILTERS, rules)
+    assert (plan.removable, plan.moves, plan.no_room) == ((), {}, {"b": "default/web"})
+    # a-stuck's own candidacy moves nothing (stuck is skipped): it goes, and web has no room
+    plan = plan_scale_down(table, pods, ["a-stuck", "b"], KUBE_FILTERS, rules)
+    assert (plan.removable, plan.moves, plan.no_room) == (("a-stuck",), {}, {"b": "default/web"})
+    table.remove_pod(table.index["a-stuck"], stuck)  # once stuck is gone, web fits there
+    plan = plan_scale_down(table, {"b": pods["b"]}, ["b"], KUBE_FILTERS, rules)
+    assert (plan.removable, plan.moves) == (("b",), {"default/web": "a-stuck"})
+
+
 def _with_gpus(pod: Pod, gpus: int) -> Pod:
     return dataclasses.replace(pod, requests={**pod.requests, "nvidia.com/gpu": gpus})
 

@@ -49,11 +49,12 @@ def plan_scale_down(
 ) -> ScaleDownPlan:
     """Check ``candidates`` (node names, in the order given; nodes no pod pins) as the
     autoscaler does. ``pods_by_node``: the pods bound to each node, as
-    :func:`~stickypack.core.explain.node_report` takes them. Expendable and
-    long-terminating pods (by ``rules``, default :class:`ScaleDownRules`) are left out of
-    the picture, as the autoscaler leaves them out; DaemonSet and mirror pods stay where
-    they are; every other pod of a candidate is placed, one by
-    one, on the first node (by row) that is neither the candidate, nor a candidate found
+    :func:`~stickypack.core.explain.node_report` takes them. Expendable pods (by ``rules``,
+    default :class:`ScaleDownRules`) are left out of the picture, as the autoscaler leaves
+    them out of its snapshot; long-terminating pods keep their room (its snapshot holds
+    every bound pod not Succeeded or Failed) but are not moved (its drainability rules skip
+    them); DaemonSet and mirror pods stay where they are; every other pod of a candidate is
+    placed, one by one, on the first node (by row) that is neither the candidate, nor a candidate found
     removable, nor being deleted, and that passes every filter of ``filters`` with the
     placements so far. If all fit, the candidate is removable and its placements stay for
     the next candidates; else nothing of it is kept. ``table`` is not changed."""
@@ -64,10 +65,10 @@ def plan_scale_down(
     planned: dict[str, list[Pod]] = {}  # the pods each node would move, placements included
     for name, pods in pods_by_node.items():
         for pod in pods:
-            if is_expendable(pod, rules) or is_long_terminating(pod, rules):
+            if is_expendable(pod, rules):
                 if name in sim.index:
                     sim.remove_pod(sim.index[name], pod)
-            elif not is_daemon_pod(pod):
+            elif not is_daemon_pod(pod) and not is_long_terminating(pod, rules):
                 planned.setdefault(name, []).append(pod)
     removable: list[str] = []
     moves: dict[str, str] = {}
