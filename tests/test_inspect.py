@@ -368,6 +368,26 @@ def test_inspect_says_when_pods_would_have_no_room(
 
 
 @pytest.mark.controlplane
+def test_inspect_checks_empty_nodes_first(cluster: ControlPlane, capsys: pytest.CaptureFixture[str]) -> None:
+    """On the real API server: the autoscaler sorts its candidates empty nodes first
+    (EmptySorting), whatever their utilization. An empty node whose DaemonSet pod uses more
+    than a removable node's replicated pod is checked first, found removable, and takes no
+    pod: the other node's pod has no room (the busy node is full), not the empty node."""
+    cluster.create_node("a-busy", cpu="4", memory="16Gi")
+    cluster.create_node("e-empty", cpu="4", memory="16Gi")
+    cluster.create_node("r", cpu="4", memory="16Gi")
+    _bind(cluster, "alice", "a-busy", "3500m", "1Gi")
+    _bind(cluster, "agent", "e-empty", "1500m", "1Gi", owner="DaemonSet")
+    _bind(cluster, "web", "r", "1", "1Gi", owner="ReplicaSet")
+    assert main(["inspect", "--kubeconfig", str(cluster.kubeconfig), "--json"]) == 0
+    nodes = {n["node"]: n for n in json.loads(capsys.readouterr().out)["nodes"]}
+    assert nodes["e-empty"]["cpu"] > nodes["r"]["cpu"]  # utilization alone would check r first
+    assert (nodes["e-empty"]["verdict"], nodes["e-empty"]["no_room_for"]) == ("empty", None)
+    r = nodes["r"]
+    assert (r["verdict"], r["no_room_for"], r["moves"]) == ("no-room", "default/web", {})
+
+
+@pytest.mark.controlplane
 def test_inspect_pod_explains_where_the_real_scheduler_binds_it(
     cluster: ControlPlane, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -231,15 +231,17 @@ async def _inspect_cluster(
         gpu_threshold = args.gpu_threshold
         verdicts = [r.verdict(threshold, gpu_threshold) for r in nodes]
         # the autoscaler removes an unpinned node under its threshold only if its pods fit
-        # elsewhere: check the candidates as it does, emptiest first, with kube-scheduler's
-        # filters (the default policy's)
+        # elsewhere: check the candidates as it does, with kube-scheduler's filters (the
+        # default policy's). Its order puts empty nodes first (EmptySorting), so they take no
+        # pods of the others; among the rest (its node list's order, after the nodes it found
+        # unneeded before, which cannot be known here) the least utilized first
         ctx = SchedulingContext(utilization_threshold=threshold, gpu_utilization_threshold=gpu_threshold)
         candidates = sorted(
-            (r for r, v in zip(nodes, verdicts, strict=True) if v in ("removable", "empty")),
-            key=lambda r: (r.utilization, r.node),
+            ((r, v) for r, v in zip(nodes, verdicts, strict=True) if v in ("removable", "empty")),
+            key=lambda rv: (rv[1] != "empty", rv[0].utilization, rv[0].node),
         )
         filters = load_builtin("default").profiles[0].filters
-        plan = plan_scale_down(table, snap.pods_by_node, [r.node for r in candidates], filters, rules, ctx)
+        plan = plan_scale_down(table, snap.pods_by_node, [r.node for r, _ in candidates], filters, rules, ctx)
         verdicts = ["no-room" if r.node in plan.no_room else v for r, v in zip(nodes, verdicts, strict=True)]
         moves: dict[str, dict[str, str]] = {}
         for r in nodes:

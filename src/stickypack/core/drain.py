@@ -2,13 +2,15 @@
 
 A node under the autoscaler's utilization threshold that no pod pins is removed only if
 its pods fit on the other nodes (its ``NoPlaceToMovePods`` reason otherwise). The
-autoscaler checks its candidates one after the other: for each it places the node's pods,
-in order, on the first other node that passes the scheduler's filters, keeps those
-placements for the candidates that follow, and no longer places pods on a node it has
-found removable (its ``RemovalSimulator.SimulateNodeRemoval`` and the planner's loop).
-:func:`plan_scale_down` does the same on a :class:`~stickypack.core.nodetable.NodeTable`,
-with the filters it is given (``stickypack inspect`` passes kube-scheduler's, the
-``default`` policy's).
+autoscaler checks its candidates one after the other (empty nodes first): for each it
+places the node's pods, in order, on another node that passes the scheduler's filters,
+keeps those placements for the candidates that follow, and no longer places pods on a node
+it has found removable (its ``RemovalSimulator.SimulateNodeRemoval`` and the planner's
+loop). :func:`plan_scale_down` does the same on a
+:class:`~stickypack.core.nodetable.NodeTable`, with the filters it is given (``stickypack
+inspect`` passes kube-scheduler's, the ``default`` policy's), taking the first node that
+passes by row where the autoscaler tries the node a like pod went to before (its
+``HintingSimulator``), then searches on from the last node it chose.
 
 Pure: a copy of the table is changed, never the caller's.
 """
