@@ -1048,6 +1048,28 @@ def test_scale_down_plan_moves_pods_as_the_autoscaler_would() -> None:
     assert plan_scale_down(table, pods, ["c", "b"], KUBE_FILTERS, low).moves == {"default/web-2": "b"}
 
 
+def test_scale_down_plan_gives_a_pod_moved_twice_its_last_node() -> None:
+    """b's pod goes to c (a is full); c, checked next, goes too, moving its own pod and
+    b's on to d: the plan gives each pod the node it ends on, d, as ``inspect`` shows it
+    under the node it runs on now."""
+    table = _table({"a": (4000, 16), "b": (4000, 16), "c": (4000, 16), "d": (4000, 16)})
+    pods = {
+        "a": [_pod("alice", "4", "1Gi")],
+        "b": [_pod("web-1", "1", "1Gi", owner="ReplicaSet")],
+        "c": [_pod("web-2", "1", "1Gi", owner="ReplicaSet")],
+        "d": [_pod("big", "2", "1Gi", owner="ReplicaSet")],
+    }
+    for node, bound in pods.items():
+        for pod in bound:
+            table.add_pod(table.index[node], pod)
+    assert plan_scale_down(table, pods, ["b"], KUBE_FILTERS).moves == {"default/web-1": "c"}
+    plan = plan_scale_down(table, pods, ["b", "c"], KUBE_FILTERS)
+    assert (plan.removable, plan.moves) == (("b", "c"), {"default/web-1": "d", "default/web-2": "d"})
+    # d, checked last, has nowhere for its pods (a full, b and c gone): it keeps them all
+    plan = plan_scale_down(table, pods, ["b", "c", "d"], KUBE_FILTERS)
+    assert (plan.removable, plan.no_room) == (("b", "c"), {"d": "default/big"})
+
+
 def test_scale_down_plan_keeps_the_room_of_long_terminating_pods() -> None:
     """The autoscaler's snapshot holds every bound pod not Succeeded or Failed, so a pod
     terminating for too long still takes its room on its node (only the drainability rules

@@ -33,7 +33,8 @@ from stickypack.core.pod import Pod
 class ScaleDownPlan:
     """The outcome of :func:`plan_scale_down`. ``removable``: the candidates whose pods
     all found room, in the order they were checked; ``moves``: for each pod of those
-    (``namespace/name``), the node it would go to; ``no_room``: for each candidate whose
+    (``namespace/name``), the node it would end on (a pod placed on a candidate found
+    removable later moves on: its last node); ``no_room``: for each candidate whose
     pods did not all fit, the first pod that fit nowhere."""
 
     removable: tuple[str, ...] = ()
