@@ -1,14 +1,17 @@
 """What the scale-down simulation adds to ``stickypack inspect`` on a large cluster.
 
-    python benchmarks/scale_down_plan.py [--nodes 1000] [--pods-per-node 20] [--seed 0]
+    python benchmarks/scale_down_plan.py [--nodes 1000] [--pods-per-node 20] [--seed 0] [--node-selector]
 
 Builds a node table of ``--nodes`` nodes (8 cpus, 32 GiB) with ``--pods-per-node`` pods on
 each on average, half the nodes busy (bare user pods, pinned) and half quiet (a few
 replicated pods each, nothing pinning them), then times the node report
 (:func:`~stickypack.core.explain.node_report`, what ``inspect`` printed before the
 simulation) and :func:`~stickypack.core.drain.plan_scale_down` over the quiet nodes with
-kube-scheduler's filters. Prints both times, how many quiet nodes the plan finds removable
-and how many have no room, and ends with ``ratio: X`` (plan / node report).
+kube-scheduler's filters. ``--node-selector``: every node labelled and every pod selecting
+the label (as z2jh's user pods select user nodes), so NodeAffinity's filter, a loop over
+the nodes in Python, runs for every pod placed. Prints both times, how many quiet nodes
+the plan finds removable and how many have no room, and ends with ``ratio: X`` (plan /
+node report).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--pods-per-node", type=int, default=20)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--node-selector", action="store_true")
     args = parser.parse_args()
     rng = random.Random(args.seed)
     table = NodeTable()
@@ -43,7 +47,8 @@ def main() -> None:
     n = 0
     for i in range(args.nodes):
         name = f"node-{i:05d}"
-        row = table.upsert_node(name, {"cpu": 8000, "memory": 32 * GI, "pods": 110})
+        labels = {"purpose": "user"} if args.node_selector else {}
+        row = table.upsert_node(name, {"cpu": 8000, "memory": 32 * GI, "pods": 110}, labels=labels)
         busy = i % 2 == 0
         count = args.pods_per_node if busy else rng.randint(1, 4)
         for _ in range(count):
@@ -51,16 +56,11 @@ def main() -> None:
             meta: dict = {"name": f"p{n}", "namespace": "default"}
             if not busy:
                 meta["ownerReferences"] = owner
-            pod = Pod.from_dict(
-                {
-                    "metadata": meta,
-                    "spec": {
-                        "containers": [
-                            {"name": "c", "resources": {"requests": {"cpu": f"{cpu}m", "memory": "512Mi"}}}
-                        ]
-                    },
-                }
-            )
+            requests = {"cpu": f"{cpu}m", "memory": "512Mi"}
+            spec: dict = {"containers": [{"name": "c", "resources": {"requests": requests}}]}
+            if args.node_selector:
+                spec["nodeSelector"] = {"purpose": "user"}
+            pod = Pod.from_dict({"metadata": meta, "spec": spec})
             n += 1
             table.add_pod(row, pod)
             pods_by_node.setdefault(name, []).append(pod)
