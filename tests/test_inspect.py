@@ -1094,6 +1094,29 @@ def test_scale_down_plan_keeps_the_room_of_long_terminating_pods() -> None:
     assert (plan.removable, plan.moves) == (("b",), {"default/web": "a-stuck"})
 
 
+def test_scale_down_plan_first_fit_looks_past_the_first_slice() -> None:
+    """The first fit filters the nodes a slice at a time (``FIRST_FIT_SLICE``) and gives
+    the first node that passes, by row, wherever it is: here the 100th of 130, past the
+    first slice, not the later one; and none when no node passes."""
+    from stickypack.core.drain import FIRST_FIT_SLICE
+
+    assert FIRST_FIT_SLICE < 99
+    table = NodeTable()
+    taint = [Taint("dedicated", "gpu", "NoSchedule")]
+    for i in range(130):
+        open_ = i in (99, 120)
+        table.upsert_node(
+            f"n{i:03d}", {"cpu": 4000, "memory": 16 * GI, "pods": 110}, taints=[] if open_ else taint
+        )
+    table.upsert_node("quiet", {"cpu": 4000, "memory": 16 * GI, "pods": 110})
+    web = _pod("web", "100m", "100Mi", owner="ReplicaSet")
+    table.add_pod(table.index["quiet"], web)
+    plan = plan_scale_down(table, {"quiet": [web]}, ["quiet"], KUBE_FILTERS)
+    assert plan.moves == {"default/web": "n099"}
+    plan = plan_scale_down(table, {"quiet": [web]}, ["n099", "n120", "quiet"], KUBE_FILTERS)
+    assert plan.removable == ("n099", "n120") and plan.no_room == {"quiet": "default/web"}
+
+
 def _with_gpus(pod: Pod, gpus: int) -> Pod:
     return dataclasses.replace(pod, requests={**pod.requests, "nvidia.com/gpu": gpus})
 

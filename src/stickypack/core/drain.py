@@ -42,6 +42,29 @@ class ScaleDownPlan:
     no_room: Mapping[str, str] = field(default_factory=dict)
 
 
+#: Rows a first fit filters at a time: most pods fit on one of the first few nodes, and a
+#: filter that loops over nodes in Python (NodeAffinity, for a pod with a node selector)
+#: then sees a slice, not the whole cluster.
+FIRST_FIT_SLICE = 64
+
+
+def _first_fit(
+    pod: Pod, table: NodeTable, rows: np.ndarray, filters: Sequence[FilterPlugin], ctx: SchedulingContext
+) -> int | None:
+    """The first of ``rows`` that passes every filter, or None; ``rows`` are filtered
+    :data:`FIRST_FIT_SLICE` at a time, which gives the same node as filtering them all at
+    once for filters that judge each node by itself (kube-scheduler's do)."""
+    for start in range(0, rows.size, FIRST_FIT_SLICE):
+        part = rows[start : start + FIRST_FIT_SLICE]
+        for plugin in filters:
+            if part.size == 0:
+                break
+            part = part[plugin.filter(pod, table, part, ctx)]
+        if part.size:
+            return int(part[0])
+    return None
+
+
 def plan_scale_down(
     table: NodeTable,
     pods_by_node: Mapping[str, Iterable[Pod]],
@@ -59,8 +82,10 @@ def plan_scale_down(
     them); DaemonSet and mirror pods stay where they are; every other pod of a candidate is
     placed, one by one, on the first node (by row) that is neither the candidate, nor a candidate found
     removable, nor being deleted, and that passes every filter of ``filters`` with the
-    placements so far. If all fit, the candidate is removable and its placements stay for
-    the next candidates; else nothing of it is kept. ``table`` is not changed."""
+    placements so far (each filter must judge each node by itself, as kube-scheduler's do:
+    the nodes are filtered a slice at a time, :func:`_first_fit`). If all fit, the
+    candidate is removable and its placements stay for the next candidates; else nothing
+    of it is kept. ``table`` is not changed."""
     rules = rules if rules is not None else ScaleDownRules()
     ctx = ctx if ctx is not None else SchedulingContext()
     sim = copy.deepcopy(table)
@@ -85,16 +110,14 @@ def plan_scale_down(
         blocked: str | None = None
         for pod in pods:
             idx = sim.active_indices()
-            idx = idx[(idx != row) & ~gone[idx] & ~sim.to_be_deleted[idx]]
-            for plugin in filters:
-                if idx.size == 0:
-                    break
-                idx = idx[plugin.filter(pod, sim, idx, ctx)]
-            if idx.size == 0:
+            dest = _first_fit(
+                pod, sim, idx[(idx != row) & ~gone[idx] & ~sim.to_be_deleted[idx]], filters, ctx
+            )
+            if dest is None:
                 blocked = pod.key
                 break
-            sim.add_pod(int(idx[0]), pod)
-            placed.append((pod, int(idx[0])))
+            sim.add_pod(dest, pod)
+            placed.append((pod, dest))
         if blocked is not None:  # revert: the candidate keeps its pods
             for pod, dest in placed:
                 sim.remove_pod(dest, pod)
