@@ -1094,6 +1094,25 @@ def test_scale_down_plan_keeps_the_room_of_long_terminating_pods() -> None:
     assert (plan.removable, plan.moves) == (("b",), {"default/web": "a-stuck"})
 
 
+def test_scale_down_plan_places_the_pods_of_nodes_being_deleted_first() -> None:
+    """As the autoscaler treats its deletions in progress: the pods of a node tainted
+    ToBeDeletedByClusterAutoscaler take their room elsewhere before any candidate is
+    judged, and that node is never judged itself."""
+    table = _table({"a": (4000, 16), "b": (4000, 16), "d": (4000, 16)})
+    table.to_be_deleted[table.index["d"]] = True
+    leaving = _pod("leaving", "3", "1Gi", owner="ReplicaSet")
+    web = _pod("web", "1500m", "1Gi", owner="ReplicaSet")
+    table.add_pod(table.index["d"], leaving)
+    table.add_pod(table.index["b"], web)
+    pods = {"d": [leaving], "b": [web]}
+    # leaving takes 3 of a's 4 cpus first: web has no room left
+    plan = plan_scale_down(table, pods, ["d", "b"], KUBE_FILTERS)
+    assert (plan.removable, plan.no_room) == ((), {"b": "default/web"})
+    # without the deletion, b's pod would fit on a (or d)
+    table.to_be_deleted[table.index["d"]] = False
+    assert plan_scale_down(table, pods, ["b"], KUBE_FILTERS).moves == {"default/web": "a"}
+
+
 def test_scale_down_plan_first_fit_looks_past_the_first_slice() -> None:
     """The first fit filters the nodes a slice at a time (``FIRST_FIT_SLICE``) and gives
     the first node that passes, by row, wherever it is: here the 100th of 130, past the

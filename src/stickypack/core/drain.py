@@ -85,7 +85,10 @@ def plan_scale_down(
     placements so far (each filter must judge each node by itself, as kube-scheduler's do:
     the nodes are filtered a slice at a time, :func:`_first_fit`). If all fit, the
     candidate is removable and its placements stay for the next candidates; else nothing
-    of it is kept. ``table`` is not changed."""
+    of it is kept. Before any candidate, the pods of the nodes being deleted
+    (``ToBeDeletedByClusterAutoscaler``) are placed the same way, those that fit nowhere
+    left out, and such a node is never judged, as the autoscaler treats its deletions in
+    progress. ``table`` is not changed."""
     rules = rules if rules is not None else ScaleDownRules()
     ctx = ctx if ctx is not None else SchedulingContext()
     sim = copy.deepcopy(table)
@@ -98,11 +101,23 @@ def plan_scale_down(
                     sim.remove_pod(sim.index[name], pod)
             elif not is_daemon_pod(pod) and not is_long_terminating(pod, rules):
                 planned.setdefault(name, []).append(pod)
+    # the autoscaler's deletions in progress: it places their pods first, where they fit,
+    # and never judges those nodes
+    for row in [int(r) for r in sim.active_indices() if sim.to_be_deleted[r]]:
+        for pod in planned.pop(sim.node_names([row])[0], []):
+            sim.remove_pod(row, pod)
+            idx = sim.active_indices()
+            dest = _first_fit(pod, sim, idx[~sim.to_be_deleted[idx]], filters, ctx)
+            if dest is not None:
+                sim.add_pod(dest, pod)
+                planned.setdefault(sim.node_names([dest])[0], []).append(pod)
     removable: list[str] = []
     moves: dict[str, str] = {}
     no_room: dict[str, str] = {}
     for name in candidates:
         row = sim.index[name]
+        if sim.to_be_deleted[row]:
+            continue
         pods = planned.get(name, [])
         for pod in pods:
             sim.remove_pod(row, pod)
