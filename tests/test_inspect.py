@@ -292,6 +292,23 @@ def _bind(
     cp.create_pod(pod=raw)
 
 
+def _documented_json_fields() -> tuple[set[str], set[str]]:
+    """The node report's top-level fields and each node's, from the two tables after
+    "the node report's fields" in docs/operator-guide.md (first column, backticked names)."""
+    import re
+
+    text = (Path(__file__).resolve().parents[1] / "docs/operator-guide.md").read_text()
+    section = text[text.index("the node report's fields") :]
+    tables: list[set[str]] = []
+    for block in re.split(r"\n\n", section):
+        rows = [line for line in block.splitlines() if line.startswith("| `")]
+        if rows:
+            tables.append({name for row in rows for name in re.findall(r"`([a-z_]+)`", row.split("|")[1])})
+        if len(tables) == 2:
+            break
+    return tables[0], tables[1]
+
+
 @pytest.mark.controlplane
 def test_inspect_nodes_on_a_real_cluster(cluster: ControlPlane, capsys: pytest.CaptureFixture[str]) -> None:
     cluster.create_node("busy", cpu="4", memory="16Gi")
@@ -314,6 +331,8 @@ def test_inspect_nodes_on_a_real_cluster(cluster: ControlPlane, capsys: pytest.C
     )
     assert main(["inspect", "--kubeconfig", str(cluster.kubeconfig), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
+    documented, documented_node = _documented_json_fields()  # the operator guide's lists
+    assert set(report) == documented and all(set(n) == documented_node for n in report["nodes"])
     nodes = {n["node"]: n for n in report["nodes"]}
     assert {n: v["verdict"] for n, v in nodes.items()} == {
         "busy": "busy",
