@@ -554,6 +554,54 @@ def test_user_pod_extender_drain_forecast_outweighs_packing(cluster: ControlPlan
         ext.stop()
 
 
+def test_user_pod_extender_weighs_gpu_nodes_by_their_gpus(cluster: ControlPlane, tmp_path) -> None:
+    """GPU nodes through the live extender: node "cpu-full" has most of its cpu taken by a
+    pod using none of its four GPUs, node "gpus-busy" two GPUs in use and little cpu. The
+    rendered packing profile alone sends a new one-GPU notebook to "cpu-full" (more cpu
+    allocated); the extender's ScaleDownAware, which weighs a GPU node by its GPUs as the
+    autoscaler does, sees "cpu-full" as a node the autoscaler would remove once it empties
+    (1 of 4 GPUs with the notebook) and "gpus-busy" as busy (3 of 4), so the notebook goes
+    there: the GPUs reached the extender's table from the watch, nodes and pods."""
+    for n in ("cpu-full", "gpus-busy"):
+        cluster.create_node(n, cpu="8", memory="32Gi", extended={"nvidia.com/gpu": "4"})
+    user = {"component": "singleuser-server"}
+
+    def session(name: str, cpu: str, gpus: int, node: str | None = None) -> dict:
+        pod = pod_manifest(name, cpu=cpu, memory="1Gi", scheduler_name="stickypack", labels=user)
+        if gpus:
+            resources = pod["spec"]["containers"][0]["resources"]
+            resources["requests"]["nvidia.com/gpu"] = str(gpus)
+            resources["limits"] = {"nvidia.com/gpu": str(gpus)}
+        if node:
+            pod["spec"]["nodeName"] = node
+        return pod
+
+    cluster.create_pods([session("cpu-heavy", "6", 0, "cpu-full"), session("gpu-pair", "1", 2, "gpus-busy")])
+    plain = tmp_path / "plain.yaml"
+    assert cli_main(["render", "scheduler-config", "--profiles", "stickypack", "-o", str(plain)]) == 0
+    cluster.start_scheduler(plain)
+    cluster.create_pod(pod=session("control", "500m", 1))
+    assert cluster.wait_bound(["control"]) == {"control": "cpu-full"}
+    cluster.stop_schedulers()
+    delete_pods(cluster, ["control"])
+
+    ext = extender(
+        cluster,
+        profile="stickypack",
+        score=["ScaleDownAware"],
+        pods={"manage": "component=singleuser-server"},
+    )
+    try:
+        out = tmp_path / "user.yaml"
+        args = ["render", "scheduler-config", "--profiles", "stickypack", "-o", str(out)]
+        assert cli_main([*args, "--extender-url", ext.url, "--extender-weight", "61"]) == 0
+        cluster.start_scheduler(out)
+        cluster.create_pod(pod=session("notebook", "500m", 1))
+        assert cluster.wait_bound(["notebook"]) == {"notebook": "gpus-busy"}
+    finally:
+        ext.stop()
+
+
 class _FreezingProxy:
     """A TCP relay to ``target`` on a free loopback port. :meth:`freeze` makes every open
     connection go silent for good (a dead API server instance or a partition: no RST, no
