@@ -13,8 +13,9 @@ from rich.markup import escape
 
 from stickypack.cli.common import UsageError, _load_extender_config, _non_negative_int, _read_pod_file
 
-if TYPE_CHECKING:  # the extender's modules load only for its subcommands
+if TYPE_CHECKING:  # the extender's and the API client's modules load only when run
     from stickypack.extender.config import ExtenderConfig
+    from stickypack.kube.snapshot import Snapshot
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -160,14 +161,7 @@ async def _inspect_cluster(
     args: argparse.Namespace, config: ExtenderConfig, threshold: float, pod_dict: dict[str, Any] | None
 ) -> dict[str, Any]:
     """The report ``stickypack inspect`` prints, as JSON-ready data."""
-    from stickypack.core.drain import plan_scale_down
-    from stickypack.core.explain import (
-        DEFAULT_GPU_LABELS,
-        EXPENDABLE_PODS_PRIORITY_CUTOFF,
-        ScaleDownRules,
-        explain_placement,
-        node_report,
-    )
+    from stickypack.core.explain import explain_placement
     from stickypack.core.framework import SchedulingContext
     from stickypack.core.pod import Pod, PodSpecError
     from stickypack.core.policy import PolicyError
@@ -177,7 +171,6 @@ async def _inspect_cluster(
     from stickypack.kube.client import make_api_client
     from stickypack.kube.history import HistoryRecorder
     from stickypack.kube.snapshot import take_snapshot
-    from stickypack.policies import load_builtin
 
     policy = profile = pod = None
     if pod_dict is not None:
@@ -208,79 +201,11 @@ async def _inspect_cluster(
             history = recorder.history
     finally:
         await api.close()
+    if pod is None:
+        return _node_report_json(args, snap, threshold)
     import time
 
     table = snap.cache.table
-    if pod is None:
-        rules = ScaleDownRules(
-            local_storage_pins=not args.local_storage_moves,
-            system_pods_pin=not args.system_pods_move,
-            budgets=snap.budgets,
-            controllers=snap.controllers,
-            unlisted_controller_kinds=frozenset(snap.unlisted_controllers),
-            min_replica_count=args.min_replica_count or 0,
-            gpu_labels=DEFAULT_GPU_LABELS if args.gpu_label is None else tuple(args.gpu_label),
-            now=time.time(),
-            expendable_priority_cutoff=(
-                EXPENDABLE_PODS_PRIORITY_CUTOFF
-                if args.expendable_pods_priority_cutoff is None
-                else args.expendable_pods_priority_cutoff
-            ),
-        )
-        nodes = node_report(table, snap.pods_by_node, rules)
-        gpu_threshold = args.gpu_threshold
-        verdicts = [r.verdict(threshold, gpu_threshold) for r in nodes]
-        # the autoscaler removes an unpinned node under its threshold only if its pods fit
-        # elsewhere: check the candidates as it does, with kube-scheduler's filters (the
-        # default policy's). Its order puts empty nodes first (EmptySorting), so they take no
-        # pods of the others; among the rest (its node list's order, after the nodes it found
-        # unneeded before, which cannot be known here) the least utilized first
-        ctx = SchedulingContext(utilization_threshold=threshold, gpu_utilization_threshold=gpu_threshold)
-        candidates = sorted(
-            ((r, v) for r, v in zip(nodes, verdicts, strict=True) if v in ("removable", "empty")),
-            key=lambda rv: (rv[1] != "empty", rv[0].utilization, rv[0].node),
-        )
-        filters = load_builtin("default").profiles[0].filters
-        plan = plan_scale_down(table, snap.pods_by_node, [r.node for r, _ in candidates], filters, rules, ctx)
-        verdicts = ["no-room" if r.node in plan.no_room else v for r, v in zip(nodes, verdicts, strict=True)]
-        moves: dict[str, dict[str, str]] = {}
-        for r in nodes:
-            for p in snap.pods_by_node.get(r.node, ()):
-                if p.key in plan.moves and r.node in plan.removable:
-                    moves.setdefault(r.node, {})[p.key] = plan.moves[p.key]
-        return {
-            "threshold": threshold,
-            "gpu_threshold": gpu_threshold,
-            "nodes": [
-                {
-                    "node": r.node,
-                    "ready": r.ready,
-                    "unschedulable": r.unschedulable,
-                    "scale_down_disabled": r.scale_down_disabled,
-                    "autoscaler": r.autoscaler,
-                    "cpu": round(r.cpu, 4),
-                    "memory": round(r.memory, 4),
-                    "gpu": None if r.gpu is None else round(r.gpu, 4),
-                    "utilization": round(r.utilization, 4),
-                    "pods": r.pods,
-                    "daemon_pods": r.daemon_pods,
-                    "expendable_pods": r.expendable_pods,
-                    "terminating_pods": r.terminating_pods,
-                    "builds": r.builds,
-                    "pinning": list(r.pinning),
-                    "pin_reasons": dict(zip(r.pinning, r.pin_reasons, strict=True)),
-                    "verdict": v,
-                    "no_room_for": plan.no_room.get(r.node),
-                    "moves": moves.get(r.node, {}),
-                }
-                for r, v in zip(nodes, verdicts, strict=True)
-            ],
-            "summary": {v: verdicts.count(v) for v in VERDICTS},
-            "unreadable_pods": snap.unreadable,
-            "budgets_read": snap.budgets is not None,
-            "controllers_read": snap.controllers is not None and not snap.unlisted_controllers,
-            "controllers_unlisted": sorted(snap.unlisted_controllers),
-        }
     assert policy is not None
     ctx = SchedulingContext(
         now=time.time(),
@@ -305,6 +230,94 @@ async def _inspect_cluster(
         ],
         "history": "from the extender's store" if history is not None else "none (give --config)",
         "unreadable_pods": snap.unreadable,
+    }
+
+
+def _node_report_json(args: argparse.Namespace, snap: Snapshot, threshold: float) -> dict[str, Any]:
+    """The node report ``stickypack inspect`` prints (no ``--pod``), as JSON-ready data:
+    each node as the cluster-autoscaler weighs it, then its scale-down simulation over the
+    nodes nothing pins (:func:`~stickypack.core.drain.plan_scale_down`)."""
+    import time
+
+    from stickypack.core.drain import plan_scale_down
+    from stickypack.core.explain import (
+        DEFAULT_GPU_LABELS,
+        EXPENDABLE_PODS_PRIORITY_CUTOFF,
+        ScaleDownRules,
+        node_report,
+    )
+    from stickypack.core.framework import SchedulingContext
+    from stickypack.policies import load_builtin
+
+    table = snap.cache.table
+    rules = ScaleDownRules(
+        local_storage_pins=not args.local_storage_moves,
+        system_pods_pin=not args.system_pods_move,
+        budgets=snap.budgets,
+        controllers=snap.controllers,
+        unlisted_controller_kinds=frozenset(snap.unlisted_controllers),
+        min_replica_count=args.min_replica_count or 0,
+        gpu_labels=DEFAULT_GPU_LABELS if args.gpu_label is None else tuple(args.gpu_label),
+        now=time.time(),
+        expendable_priority_cutoff=(
+            EXPENDABLE_PODS_PRIORITY_CUTOFF
+            if args.expendable_pods_priority_cutoff is None
+            else args.expendable_pods_priority_cutoff
+        ),
+    )
+    nodes = node_report(table, snap.pods_by_node, rules)
+    gpu_threshold = args.gpu_threshold
+    verdicts = [r.verdict(threshold, gpu_threshold) for r in nodes]
+    # the autoscaler removes an unpinned node under its threshold only if its pods fit
+    # elsewhere: check the candidates as it does, with kube-scheduler's filters (the
+    # default policy's). Its order puts empty nodes first (EmptySorting), so they take no
+    # pods of the others; among the rest (its node list's order, after the nodes it found
+    # unneeded before, which cannot be known here) the least utilized first
+    ctx = SchedulingContext(utilization_threshold=threshold, gpu_utilization_threshold=gpu_threshold)
+    candidates = sorted(
+        ((r, v) for r, v in zip(nodes, verdicts, strict=True) if v in ("removable", "empty")),
+        key=lambda rv: (rv[1] != "empty", rv[0].utilization, rv[0].node),
+    )
+    filters = load_builtin("default").profiles[0].filters
+    plan = plan_scale_down(table, snap.pods_by_node, [r.node for r, _ in candidates], filters, rules, ctx)
+    verdicts = ["no-room" if r.node in plan.no_room else v for r, v in zip(nodes, verdicts, strict=True)]
+    moves: dict[str, dict[str, str]] = {}
+    for r in nodes:
+        for p in snap.pods_by_node.get(r.node, ()):
+            if p.key in plan.moves and r.node in plan.removable:
+                moves.setdefault(r.node, {})[p.key] = plan.moves[p.key]
+    return {
+        "threshold": threshold,
+        "gpu_threshold": gpu_threshold,
+        "nodes": [
+            {
+                "node": r.node,
+                "ready": r.ready,
+                "unschedulable": r.unschedulable,
+                "scale_down_disabled": r.scale_down_disabled,
+                "autoscaler": r.autoscaler,
+                "cpu": round(r.cpu, 4),
+                "memory": round(r.memory, 4),
+                "gpu": None if r.gpu is None else round(r.gpu, 4),
+                "utilization": round(r.utilization, 4),
+                "pods": r.pods,
+                "daemon_pods": r.daemon_pods,
+                "expendable_pods": r.expendable_pods,
+                "terminating_pods": r.terminating_pods,
+                "builds": r.builds,
+                "pinning": list(r.pinning),
+                "pin_reasons": dict(zip(r.pinning, r.pin_reasons, strict=True)),
+                "verdict": v,
+                "no_room_for": plan.no_room.get(r.node),
+                "moves": moves.get(r.node, {}),
+            }
+            for r, v in zip(nodes, verdicts, strict=True)
+        ],
+        "summary": {v: verdicts.count(v) for v in VERDICTS},
+        "unreadable_pods": snap.unreadable,
+        "budgets_read": snap.budgets is not None,
+        "controllers_read": snap.controllers is not None and not snap.unlisted_controllers,
+        "controllers_unlisted": sorted(snap.unlisted_controllers),
     }
 
 
