@@ -30,11 +30,6 @@ from stickypack.core.routing import RoutePlacement
 from stickypack.render import scheduler_routing
 from stickypack.testing import ControlPlane, pod_manifest
 
-#: Plural resource names of the two kinds ``scheduler_routing`` renders.
-PLURAL = {
-    "MutatingAdmissionPolicy": "mutatingadmissionpolicies",
-    "MutatingAdmissionPolicyBinding": "mutatingadmissionpolicybindings",
-}
 PLACEMENT = {
     "node_affinity": {
         "requiredDuringSchedulingIgnoredDuringExecution": {
@@ -109,30 +104,7 @@ def main() -> None:
         ),
     ]
     times: dict[str, list[float]] = {kind: [] for kind in kinds}
-    with ControlPlane() as cp:
-
-        async def apply(api: Any) -> None:
-            from kubernetes_asyncio import client
-
-            custom = client.CustomObjectsApi(api)
-            for doc in docs:
-                await custom.create_cluster_custom_object(
-                    "admissionregistration.k8s.io", "v1", PLURAL[doc["kind"]], doc
-                )
-
-        cp.call(apply)
-        for kind in ("routed", "placed"):  # the API server picks a new policy up within a second or so
-            deadline = time.monotonic() + 30
-            i = 0
-            while (
-                cp.create_pod(pod=_pod(kind, -1 - i, kinds[kind]))["spec"]["schedulerName"]
-                == "default-scheduler"
-            ):
-                if time.monotonic() > deadline:
-                    raise SystemExit(f"the API server never applied the {kind} policy")
-                i += 1
-                time.sleep(0.2)
-        cp.delete_all_pods()
+    with ControlPlane() as cp, cp.admission_policies(docs):  # returns once each policy routes a pod
         for n in range(args.pods):
             for kind, labels in kinds.items():
                 pod = _pod(kind, n, labels)

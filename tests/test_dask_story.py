@@ -158,54 +158,30 @@ def test_rendered_scheduler_routing_sends_labelled_pods_to_the_scheduler(
     """``stickypack render scheduler-routing`` applied to the real API server: a labelled pod
     created without a scheduler name gets ``stickypack-builds`` (and that scheduler binds it);
     unlabelled pods, pods that name a scheduler, and pods of other namespaces keep theirs."""
-    import time
     import uuid
-
-    from kubernetes_asyncio import client
 
     from stickypack.cli import main
 
     mark = uuid.uuid4().hex[:8]
     assert main(["render", "scheduler-routing", "--selector", f"route={mark}", "--namespace", "default"]) == 0
     docs = list(yaml.safe_load_all(capsys.readouterr().out))
-    plural = {
-        "MutatingAdmissionPolicy": "mutatingadmissionpolicies",
-        "MutatingAdmissionPolicyBinding": "mutatingadmissionpolicybindings",
-    }
-
-    async def apply(api: object, delete: bool = False) -> None:
-        custom = client.CustomObjectsApi(api)
-        for doc in docs:
-            args = ("admissionregistration.k8s.io", "v1", plural[doc["kind"]])
-            if delete:
-                await custom.delete_cluster_custom_object(*args, doc["metadata"]["name"])
-            else:
-                await custom.create_cluster_custom_object(*args, doc)
-
     cluster.create_node("n1")
-    cluster.call(apply)
+    labels = {"route": mark}
     try:
-        labels = {"route": mark}
-        deadline = time.monotonic() + 20
-        for i in range(100):  # the API server picks a new policy up within a second or so
-            probe = cluster.create_pod(pod=pod_manifest(f"probe-{i}", labels=labels))
-            if probe["spec"]["schedulerName"] != "default-scheduler" or time.monotonic() > deadline:
-                break
-            time.sleep(0.2)
-        assert probe["spec"]["schedulerName"] == "stickypack-builds"
-        named = cluster.create_pod(pod=pod_manifest("named", labels=labels, scheduler_name="mine"))
-        plain = cluster.create_pod(pod=pod_manifest("plain"))
-        other = pod_manifest("elsewhere", labels=labels)
-        other["metadata"]["namespace"] = "kube-system"
-        elsewhere = cluster.create_pod(pod=other, namespace="kube-system")
-        assert named["spec"]["schedulerName"] == "mine"
-        assert plain["spec"]["schedulerName"] == "default-scheduler"
-        assert elsewhere["spec"]["schedulerName"] == "default-scheduler"
-        cluster.start_scheduler(scheduler_config(["stickypack-builds"]))
-        routed = probe["metadata"]["name"]
-        assert cluster.wait_bound([routed], timeout=30) == {routed: "n1"}
+        with cluster.admission_policies(docs):  # returns once a dry-run pod is routed
+            probe = cluster.create_pod(pod=pod_manifest("probe", labels=labels))
+            assert probe["spec"]["schedulerName"] == "stickypack-builds"
+            named = cluster.create_pod(pod=pod_manifest("named", labels=labels, scheduler_name="mine"))
+            plain = cluster.create_pod(pod=pod_manifest("plain"))
+            other = pod_manifest("elsewhere", labels=labels)
+            other["metadata"]["namespace"] = "kube-system"
+            elsewhere = cluster.create_pod(pod=other, namespace="kube-system")
+            assert named["spec"]["schedulerName"] == "mine"
+            assert plain["spec"]["schedulerName"] == "default-scheduler"
+            assert elsewhere["spec"]["schedulerName"] == "default-scheduler"
+            cluster.start_scheduler(scheduler_config(["stickypack-builds"]))
+            assert cluster.wait_bound(["probe"], timeout=30) == {"probe": "n1"}
     finally:
-        cluster.call(lambda api: apply(api, delete=True))
         cluster.delete_all_pods()
 
 

@@ -11,7 +11,6 @@ import json
 import time
 import uuid
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -46,10 +45,6 @@ FULL = {
         PREFERRED: [{"weight": 10, "preference": POOL}],
     },
     "tolerations": [DEDICATED, DRAIN],
-}
-PLURAL = {
-    "MutatingAdmissionPolicy": "mutatingadmissionpolicies",
-    "MutatingAdmissionPolicyBinding": "mutatingadmissionpolicybindings",
 }
 
 
@@ -145,52 +140,6 @@ def test_the_documented_placement_file_renders(tmp_path: Path, capsys: pytest.Ca
 # ---------------------------------------------------------------------------- the API server
 
 
-@contextmanager
-def _policies(cluster: ControlPlane, docs: list[dict[str, Any]], wait: bool = True) -> Iterator[None]:
-    """Create the policies and bindings ``docs``, wait (unless not ``wait``) until the API
-    server applies each (a probe pod with its binding's labels is routed), delete them
-    afterwards."""
-    from kubernetes_asyncio import client
-
-    async def apply(api: object, delete: bool = False) -> None:
-        custom = client.CustomObjectsApi(api)
-        for doc in docs:
-            args = ("admissionregistration.k8s.io", "v1", PLURAL[doc["kind"]])
-            if delete:
-                await custom.delete_cluster_custom_object(*args, doc["metadata"]["name"])
-            else:
-                await custom.create_cluster_custom_object(*args, doc)
-
-    cluster.call(apply)
-    try:
-        for binding in (d for d in docs if wait and d["kind"] == "MutatingAdmissionPolicyBinding"):
-            labels = binding["spec"]["matchResources"]["objectSelector"]["matchLabels"]
-            deadline = time.monotonic() + 20
-            while True:  # the API server picks a new policy up within a second or so
-                probe = _dry_run(cluster, pod_manifest(f"probe-{uuid.uuid4().hex[:8]}", labels=labels))
-                if probe["spec"]["schedulerName"] != "default-scheduler":
-                    break
-                assert time.monotonic() < deadline, f"{binding['metadata']['name']} never applied"
-                time.sleep(0.1)
-        yield
-    finally:
-        cluster.call(lambda api: apply(api, delete=True))
-
-
-def _dry_run(cluster: ControlPlane, pod: Mapping[str, Any]) -> dict[str, Any]:
-    """The pod as the API server would store it (``dryRun=All``: admitted, not stored)."""
-    from kubernetes_asyncio import client
-
-    async def create(api: Any) -> Any:
-        created = await client.CoreV1Api(api).create_namespaced_pod(
-            "default", copy.deepcopy(pod), dry_run="All"
-        )
-        return api.sanitize_for_serialization(created)
-
-    result: dict[str, Any] = cluster.call(create)
-    return result
-
-
 def _webhook_spec(route: SchedulerRoute, base: Mapping[str, Any]) -> dict[str, Any]:
     """The spec the webhook gives ``base`` (a pod as admission sees it): the ``/spec/...``
     operations of :func:`route_pod`'s patch applied (its annotation is the webhook's own)."""
@@ -217,7 +166,7 @@ def _admitted_as(cluster: ControlPlane, pod: Mapping[str, Any]) -> dict[str, Any
     terms_to_come = required is not None and not required.get("nodeSelectorTerms")
     if terms_to_come:
         del bare["spec"]["affinity"]["nodeAffinity"][REQUIRED]
-    base = _dry_run(cluster, bare)
+    base = cluster.dry_run_pod(bare)
     if terms_to_come:
         node_affinity = base["spec"].setdefault("affinity", {}).setdefault("nodeAffinity", {})
         node_affinity[REQUIRED] = copy.deepcopy(required)
@@ -293,7 +242,7 @@ def test_the_policy_places_pods_as_the_webhook_does(
         _pod("names-scheduler", labels, scheduler="mine", affinity=own_required, tolerations=[DRAIN]),
         _pod("unlabelled", {}, affinity=own_required),
     ]
-    with _policies(cluster, docs):
+    with cluster.admission_policies(docs):
         bases = {p["metadata"]["name"]: _admitted_as(cluster, p) for p in pods}
         created = {p["metadata"]["name"]: p for p in cluster.create_pods(pods)}
     try:
@@ -389,7 +338,7 @@ def generated_policies(cluster: ControlPlane) -> Iterator[dict[str, SchedulerRou
             route.scheduler_name, route.pods.to_dict()["matchLabels"], placement=route.placement
         )
     ]
-    with _policies(cluster, docs):
+    with cluster.admission_policies(docs):
         yield routes
 
 
@@ -423,11 +372,11 @@ def test_generated_pods_are_placed_as_the_webhook_places_them(
         # required node affinity without terms, not routed or routed without required terms:
         # invalid, through the webhook as through the policy
         with pytest.raises(ApiException) as refused:
-            _dry_run(cluster, pod)
+            cluster.dry_run_pod(pod)
         assert refused.value.status == 422
         event("refused: required node affinity without terms")
         return
-    admitted = _dry_run(cluster, pod)
+    admitted = cluster.dry_run_pod(pod)
     event("routed" if scheduler == "default-scheduler" else "names its scheduler")
     own = ((pod["spec"].get("affinity") or {}).get("nodeAffinity") or {}).get(REQUIRED)
     if own and scheduler == "default-scheduler" and key != "tolerations":
@@ -448,9 +397,9 @@ def test_a_failing_expression_leaves_the_pod_as_it_was_sent(cluster: ControlPlan
         ' + ("fail" in object.metadata.labels'
         ' ? [JSONPatch{op: "add", path: "/spec/hostname", value: string(int(object.metadata.name))}] : [])'
     )
-    with _policies(cluster, docs):  # live: a pod without the label is routed
+    with cluster.admission_policies(docs):  # live: a pod without the label is routed
         pod = _pod("sent", {**labels, "fail": "yes"})
-        assert _dry_run(cluster, pod)["spec"] == _admitted_as(cluster, pod)["spec"]
+        assert cluster.dry_run_pod(pod)["spec"] == _admitted_as(cluster, pod)["spec"]
 
 
 @pytest.mark.controlplane
@@ -466,11 +415,11 @@ def test_a_patch_the_pod_cannot_decode_fails_its_creation(
     monkeypatch.setattr(stickypack.render, "MAX_EXACT_PATCH_INT", 2**63)
     labels = {"route": uuid.uuid4().hex[:8]}
     unsafe = RoutePlacement.from_dict(tolerations=[{**DRAIN, "tolerationSeconds": 2**53}])
-    with _policies(cluster, scheduler_routing("stickypack", labels, placement=unsafe), wait=False):
+    with cluster.admission_policies(scheduler_routing("stickypack", labels, placement=unsafe), wait=False):
         deadline = time.monotonic() + 20
         while True:  # created unrouted until the API server has the policy
             try:
-                sent = _dry_run(cluster, _pod(f"sent-{uuid.uuid4().hex[:8]}", labels))
+                sent = cluster.dry_run_pod(_pod(f"sent-{uuid.uuid4().hex[:8]}", labels))
             except ApiException as exc:
                 assert exc.status == 500 and "tolerationSeconds of type int64" in str(exc.body)
                 break
@@ -534,10 +483,10 @@ def test_edge_shapes_are_placed_as_the_webhook_places_them(cluster: ControlPlane
         },
         "tolerations-empty": {"tolerations": []},
     }
-    with _policies(cluster, scheduler_routing("stickypack", labels, placement=placement)):
+    with cluster.admission_policies(scheduler_routing("stickypack", labels, placement=placement)):
         for name, spec in shapes.items():
             pod = _pod(f"edge-{name}", labels, **spec)
-            admitted = _dry_run(cluster, pod)
+            admitted = cluster.dry_run_pod(pod)
             assert admitted["spec"]["schedulerName"] == "stickypack", name
             assert admitted["spec"] == _webhook_spec(route, _admitted_as(cluster, pod)), name
 
@@ -570,6 +519,6 @@ def test_cel_literals_carry_any_string(cluster: ControlPlane) -> None:
     docs[0]["spec"]["mutations"][0]["jsonPatch"]["expression"] += (
         f' + [JSONPatch{{op: "add", path: "/metadata/annotations", value: {value}}}]'
     )
-    with _policies(cluster, docs):
-        admitted = _dry_run(cluster, _pod("nasty", labels))
+    with cluster.admission_policies(docs):
+        admitted = cluster.dry_run_pod(_pod("nasty", labels))
     assert admitted["metadata"]["annotations"] == {f"k{i}": s for i, s in enumerate(NASTY_STRINGS)}

@@ -33,6 +33,7 @@ import base64
 import contextlib
 import copy
 import datetime
+import itertools
 import os
 import shutil
 import signal
@@ -46,7 +47,7 @@ import time
 import urllib.error
 import urllib.request
 import weakref
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -1085,6 +1086,55 @@ class ControlPlane:
         else:
             body = copy.deepcopy(dict(pod))
         return self.create_pods([body], namespace=namespace)[0]
+
+    def dry_run_pod(self, pod: Mapping[str, Any], namespace: str = "default") -> dict[str, Any]:
+        """``pod`` as the API server would store it, admission (policies, webhooks) and
+        defaults applied (``dryRun=All``: nothing is stored)."""
+        body = copy.deepcopy(dict(pod))
+
+        async def create(core: Any) -> Any:
+            return await core.create_namespaced_pod(namespace, body, dry_run="All")
+
+        return self._to_dict(self._core(create))
+
+    @contextlib.contextmanager
+    def admission_policies(self, docs: Sequence[Mapping[str, Any]], wait: bool = True) -> Iterator[None]:
+        """Create the ``MutatingAdmissionPolicy`` and ``MutatingAdmissionPolicyBinding``
+        documents ``docs`` (``admissionregistration.k8s.io/v1``), wait (unless not
+        ``wait``) until the API server applies each binding (a dry-run pod with its
+        ``objectSelector``'s labels, in ``default``, leaves ``default-scheduler``: the API
+        server picks a new policy up within a second or so), and delete them on leaving."""
+        from kubernetes_asyncio import client
+
+        plural = {
+            "MutatingAdmissionPolicy": "mutatingadmissionpolicies",
+            "MutatingAdmissionPolicyBinding": "mutatingadmissionpolicybindings",
+        }
+
+        async def apply(api: Any, delete: bool = False) -> None:
+            custom = client.CustomObjectsApi(api)
+            for doc in docs:
+                args = ("admissionregistration.k8s.io", "v1", plural[doc["kind"]])
+                if delete:
+                    await custom.delete_cluster_custom_object(*args, doc["metadata"]["name"])
+                else:
+                    await custom.create_cluster_custom_object(*args, dict(doc))
+
+        self.call(apply)
+        try:
+            for binding in (d for d in docs if wait and d["kind"] == "MutatingAdmissionPolicyBinding"):
+                labels = binding["spec"]["matchResources"]["objectSelector"]["matchLabels"]
+                deadline = time.monotonic() + 20
+                for n in itertools.count():
+                    probe = self.dry_run_pod(pod_manifest(f"probe-{n}", labels=labels))
+                    if probe["spec"]["schedulerName"] != "default-scheduler":
+                        break
+                    if time.monotonic() > deadline:
+                        raise TimeoutError(f"{binding['metadata']['name']} never applied")
+                    time.sleep(0.1)
+            yield
+        finally:
+            self.call(lambda api: apply(api, delete=True))
 
     def create_pods(
         self, pods: Iterable[Mapping[str, Any]], *, namespace: str | None = None
