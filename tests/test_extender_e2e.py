@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -508,6 +509,32 @@ def test_history_configmap_damaged_or_deleted_by_hand(cluster: ControlPlane) -> 
         ext.stop()
 
 
+def _bound_alone_and_with_user_pod_extender(
+    cluster: ControlPlane, tmp_path: Path, make_pod: Callable[[str], dict], score: list[str]
+) -> tuple[str, str]:
+    """Where kube-scheduler, run with the rendered ``stickypack`` profile, binds a pod of
+    ``make_pod(name)``: alone ("control", deleted afterwards), then with an extender running
+    ``score`` for user pods (``component=singleuser-server``) at weight 61, as the operator
+    guide's user-pod deployment ("new")."""
+    plain = tmp_path / "plain.yaml"
+    assert cli_main(["render", "scheduler-config", "--profiles", "stickypack", "-o", str(plain)]) == 0
+    cluster.start_scheduler(plain)
+    cluster.create_pod(pod=make_pod("control"))
+    alone = cluster.wait_bound(["control"])["control"]
+    cluster.stop_schedulers()
+    delete_pods(cluster, ["control"])
+    ext = extender(cluster, profile="stickypack", score=score, pods={"manage": "component=singleuser-server"})
+    try:
+        out = tmp_path / "user.yaml"
+        args = ["render", "scheduler-config", "--profiles", "stickypack", "-o", str(out)]
+        assert cli_main([*args, "--extender-url", ext.url, "--extender-weight", "61"]) == 0
+        cluster.start_scheduler(out)
+        cluster.create_pod(pod=make_pod("new"))
+        return alone, cluster.wait_bound(["new"])["new"]
+    finally:
+        ext.stop()
+
+
 def test_user_pod_extender_drain_forecast_outweighs_packing(cluster: ControlPlane, tmp_path) -> None:
     """The operator guide's user-pod deployment: the rendered ``stickypack`` profile with a
     second extender running ``DrainForecast`` at the policy's balance (weight 121 x 4 / 8).
@@ -529,29 +556,10 @@ def test_user_pod_extender_drain_forecast_outweighs_packing(cluster: ControlPlan
     cluster.create_pods(
         [session("big", "6", "full"), *(session(f"small-{i}", "500m", "many") for i in range(3))]
     )
-    plain = tmp_path / "plain.yaml"
-    assert cli_main(["render", "scheduler-config", "--profiles", "stickypack", "-o", str(plain)]) == 0
-    cluster.start_scheduler(plain)
-    cluster.create_pod(pod=session("control", "500m"))
-    assert cluster.wait_bound(["control"]) == {"control": "full"}
-    cluster.stop_schedulers()
-    delete_pods(cluster, ["control"])
-
-    ext = extender(
-        cluster,
-        profile="stickypack",
-        score=["DrainForecast"],
-        pods={"manage": "component=singleuser-server"},
+    placed = _bound_alone_and_with_user_pod_extender(
+        cluster, tmp_path, lambda name: session(name, "500m"), ["DrainForecast"]
     )
-    try:
-        out = tmp_path / "user.yaml"
-        args = ["render", "scheduler-config", "--profiles", "stickypack", "-o", str(out)]
-        assert cli_main([*args, "--extender-url", ext.url, "--extender-weight", "61"]) == 0
-        cluster.start_scheduler(out)
-        cluster.create_pod(pod=session("new", "500m"))
-        assert cluster.wait_bound(["new"]) == {"new": "many"}
-    finally:
-        ext.stop()
+    assert placed == ("full", "many")
 
 
 def test_user_pod_extender_weighs_gpu_nodes_by_their_gpus(cluster: ControlPlane, tmp_path) -> None:
@@ -577,29 +585,10 @@ def test_user_pod_extender_weighs_gpu_nodes_by_their_gpus(cluster: ControlPlane,
         return pod
 
     cluster.create_pods([session("cpu-heavy", "6", 0, "cpu-full"), session("gpu-pair", "1", 2, "gpus-busy")])
-    plain = tmp_path / "plain.yaml"
-    assert cli_main(["render", "scheduler-config", "--profiles", "stickypack", "-o", str(plain)]) == 0
-    cluster.start_scheduler(plain)
-    cluster.create_pod(pod=session("control", "500m", 1))
-    assert cluster.wait_bound(["control"]) == {"control": "cpu-full"}
-    cluster.stop_schedulers()
-    delete_pods(cluster, ["control"])
-
-    ext = extender(
-        cluster,
-        profile="stickypack",
-        score=["ScaleDownAware"],
-        pods={"manage": "component=singleuser-server"},
+    placed = _bound_alone_and_with_user_pod_extender(
+        cluster, tmp_path, lambda name: session(name, "500m", 1), ["ScaleDownAware"]
     )
-    try:
-        out = tmp_path / "user.yaml"
-        args = ["render", "scheduler-config", "--profiles", "stickypack", "-o", str(out)]
-        assert cli_main([*args, "--extender-url", ext.url, "--extender-weight", "61"]) == 0
-        cluster.start_scheduler(out)
-        cluster.create_pod(pod=session("notebook", "500m", 1))
-        assert cluster.wait_bound(["notebook"]) == {"notebook": "gpus-busy"}
-    finally:
-        ext.stop()
+    assert placed == ("cpu-full", "gpus-busy")
 
 
 class _FreezingProxy:
