@@ -29,35 +29,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from stickypack.core.routing import RoutePlacement
 from stickypack.render import scheduler_routing
 from stickypack.testing import ControlPlane, pod_manifest
+from webhook_latency import USER_POOL_PLACEMENT, required_node_affinity
 
-PLACEMENT = {
-    "node_affinity": {
-        "requiredDuringSchedulingIgnoredDuringExecution": {
-            "nodeSelectorTerms": [
-                {
-                    "matchExpressions": [
-                        {"key": "hub.jupyter.org/node-purpose", "operator": "In", "values": ["user"]}
-                    ]
-                }
-            ]
-        }
-    },
-    "tolerations": [{"key": "hub.jupyter.org/dedicated", "value": "user", "effect": "NoSchedule"}],
-}
 #: The placed pods' own node affinity, which the policy ANDs with the route's.
-OWN_AFFINITY = {
-    "nodeAffinity": {
-        "requiredDuringSchedulingIgnoredDuringExecution": {
-            "nodeSelectorTerms": [
-                {
-                    "matchExpressions": [
-                        {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["a"]}
-                    ]
-                }
-            ]
-        }
-    }
-}
+OWN_AFFINITY = {"nodeAffinity": required_node_affinity("topology.kubernetes.io/zone", ["a"])}
 
 
 def _quantile(values: list[float], q: float) -> float:
@@ -100,7 +75,7 @@ def main() -> None:
     docs = [
         *scheduler_routing("stickypack", kinds["routed"]),
         *scheduler_routing(
-            "stickypack-placed", kinds["placed"], placement=RoutePlacement.from_dict(**PLACEMENT)
+            "stickypack-placed", kinds["placed"], placement=RoutePlacement.from_dict(**USER_POOL_PLACEMENT)
         ),
     ]
     times: dict[str, list[float]] = {kind: [] for kind in kinds}

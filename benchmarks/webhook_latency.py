@@ -33,6 +33,20 @@ from stickypack.webhook.config import config_from_dict
 from stickypack.webhook.server import WebhookThread
 
 
+def required_node_affinity(key: str, values: list[str]) -> dict[str, Any]:
+    """A ``nodeAffinity`` requiring label ``key`` to be one of ``values``."""
+    term = {"matchExpressions": [{"key": key, "operator": "In", "values": values}]}
+    return {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}
+
+
+#: A route's placement on z2jh's user nodes (``node_affinity`` and ``tolerations``, as
+#: webhook.yaml and ``render scheduler-routing --placement`` take them).
+USER_POOL_PLACEMENT: dict[str, Any] = {
+    "node_affinity": required_node_affinity("hub.jupyter.org/node-purpose", ["user"]),
+    "tolerations": [{"key": "hub.jupyter.org/dedicated", "value": "user", "effect": "NoSchedule"}],
+}
+
+
 def _quantile(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[int(q * 100) - 1]
 
@@ -51,18 +65,7 @@ def main() -> None:
         placed_route = {
             "name": "placed",
             "pod_selector": "app.kubernetes.io/component=dask-worker",
-            "node_affinity": {
-                "requiredDuringSchedulingIgnoredDuringExecution": {
-                    "nodeSelectorTerms": [
-                        {
-                            "matchExpressions": [
-                                {"key": "hub.jupyter.org/node-purpose", "operator": "In", "values": ["user"]}
-                            ]
-                        }
-                    ]
-                }
-            },
-            "tolerations": [{"key": "hub.jupyter.org/dedicated", "value": "user", "effect": "NoSchedule"}],
+            **USER_POOL_PLACEMENT,
         }
         routes = [{"name": "routed", "pod_selector": "dask.org/component=worker"}, placed_route]
         config = config_from_dict({"tls": {"cert_file": str(crt), "key_file": str(key)}, "routes": routes})

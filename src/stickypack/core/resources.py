@@ -25,8 +25,6 @@ GPU_RESOURCES = (
     "amd.com/gpu",
     "microsoft.com/directx",
 )
-#: NVIDIA's GPUs, the first of :data:`GPU_RESOURCES`.
-GPU = GPU_RESOURCES[0]
 
 #: Requests kube-scheduler assumes for scoring when a container sets none
 #: (``DefaultMilliCPURequest``, ``DefaultMemoryRequest``): 100 millicores and 200 MiB.
