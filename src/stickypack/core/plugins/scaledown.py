@@ -50,38 +50,31 @@ def gpu_columns(table: NodeTable, idx: np.ndarray) -> np.ndarray | None:
     return out
 
 
-def gpu_nodes(table: NodeTable, idx: np.ndarray) -> np.ndarray | None:
-    """Which rows of ``idx`` are GPU nodes (:func:`gpu_columns`); None when the table has
-    no GPU column."""
-    cols = gpu_columns(table, idx)
-    return None if cols is None else cols >= 0
-
-
-def utilization_with(pod: Pod, table: NodeTable, idx: np.ndarray) -> np.ndarray:
+def utilization_and_threshold(
+    pod: Pod, table: NodeTable, idx: np.ndarray, threshold: float, gpu_threshold: float
+) -> tuple[np.ndarray, np.ndarray | float]:
     """The cluster-autoscaler's utilization of rows ``idx`` with ``pod`` placed (a float,
-    may exceed 1): max of cpu and memory requests over allocatable, and for a GPU node
-    (:func:`gpu_columns`) its requests of that GPU resource over allocatable alone, as its
-    ``utilization.Calculate``."""
+    may exceed 1), and the threshold it is compared with: max of cpu and memory requests
+    over allocatable against ``threshold``, and for a GPU node (:func:`gpu_columns`) its
+    requests of that GPU resource over allocatable alone against ``gpu_threshold``, as its
+    ``utilization.Calculate``. The threshold is the scalar ``threshold`` when the table has
+    no GPUs (the simulator's)."""
     req = table.requested[idx, :2] + (pod.requests.get(CPU, 0), pod.requests.get(MEMORY, 0))
     util = (req / np.maximum(table.alloc[idx, :2], 1)).max(axis=1)
     cols = gpu_columns(table, idx)
-    if cols is not None:
-        gpus = cols >= 0
-        if gpus.any():
-            rows, col = idx[gpus], cols[gpus]
-            pod_req = np.array([pod.requests.get(table.resources[c], 0) for c in col.tolist()])
-            util[gpus] = (table.requested[rows, col] + pod_req) / table.alloc[rows, col]
-    return util
+    if cols is None:
+        return util, threshold
+    gpus = cols >= 0
+    if gpus.any():
+        rows, col = idx[gpus], cols[gpus]
+        pod_req = np.array([pod.requests.get(table.resources[c], 0) for c in col.tolist()])
+        util[gpus] = (table.requested[rows, col] + pod_req) / table.alloc[rows, col]
+    return util, np.where(gpus, gpu_threshold, threshold)
 
 
-def utilization_thresholds(
-    table: NodeTable, idx: np.ndarray, threshold: float, gpu_threshold: float
-) -> np.ndarray | float:
-    """The autoscaler's threshold for rows ``idx``: per row, ``gpu_threshold`` for a GPU
-    node (:func:`gpu_nodes`) and ``threshold`` for the others; ``threshold`` alone when the
-    table has no GPUs."""
-    gpus = gpu_nodes(table, idx)
-    return threshold if gpus is None else np.where(gpus, gpu_threshold, threshold)
+def utilization_with(pod: Pod, table: NodeTable, idx: np.ndarray) -> np.ndarray:
+    """The utilization of :func:`utilization_and_threshold` alone."""
+    return utilization_and_threshold(pod, table, idx, 0.5, 0.5)[0]
 
 
 def quiet_nodes(
@@ -90,7 +83,8 @@ def quiet_nodes(
     """Rows of ``idx`` that would stay under the autoscaler's utilization ``threshold``
     (``gpu_threshold`` for a GPU node) even with ``pod`` placed: the nodes the autoscaler
     would remove once their bare pods end."""
-    return utilization_with(pod, table, idx) < utilization_thresholds(table, idx, threshold, gpu_threshold)
+    util, thr = utilization_and_threshold(pod, table, idx, threshold, gpu_threshold)
+    return util < thr
 
 
 class ScaleDownAware(ScorePlugin):
@@ -116,8 +110,8 @@ class ScaleDownAware(ScorePlugin):
     def _by_utilization(
         self, pod: Pod, table: NodeTable, idx: np.ndarray, threshold: float, gpu_threshold: float
     ) -> np.ndarray:
-        util = utilization_with(pod, table, idx)
-        thr = np.maximum(utilization_thresholds(table, idx, threshold, gpu_threshold), 1e-9)
+        util, thr = utilization_and_threshold(pod, table, idx, threshold, gpu_threshold)
+        thr = np.maximum(thr, 1e-9)
         return np.where(util < thr, self.low_score * util / thr, MAX_NODE_SCORE).astype(np.int64)
 
     def score(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
