@@ -381,6 +381,8 @@ def test_config_errors_name_file_and_field(tmp_path) -> None:
         ("history: {flush_interval_s: .inf}\n", "history.flush_interval_s"),
         ("cluster: {resync_s: .inf}\n", "cluster.resync_s"),
         ("cluster: {assume_ttl_s: .nan}\n", "cluster.assume_ttl_s"),
+        ("cluster: {gpu_labels: [ok.example/gpu, 'no spaces']}\n", "cluster.gpu_labels"),
+        ("cluster: {gpu_labels: a.example/gpu}\n", "cluster.gpu_labels"),
         # a score plugin named twice once counted twice (weight doubled) without a word
         ("score: [ScaleDownAware, ScaleDownAware]\n", "score: ScaleDownAware given more"),
         ("filters: [ScaleDownAware, ScaleDownAware]\n", "filters: ScaleDownAware given more"),
@@ -390,6 +392,14 @@ def test_config_errors_name_file_and_field(tmp_path) -> None:
             load_config(path)
     path.write_text("pods:\n  manage: {component: }\n")  # a null value is the empty value
     assert load_config(path).pods.manage == {"component": ""}
+    assert load_config(None).cluster.gpu_labels == [
+        "cloud.google.com/gke-accelerator",
+        "k8s.amazonaws.com/accelerator",
+    ]
+    path.write_text(
+        "cluster: {gpu_labels: [kubernetes.azure.com/accelerator, kubernetes.azure.com/accelerator]}\n"
+    )
+    assert load_config(path).cluster.gpu_labels == ["kubernetes.azure.com/accelerator"]
 
 
 @pytest.mark.parametrize("command", ["extender", "forget-node n1"])

@@ -591,6 +591,34 @@ def test_user_pod_extender_weighs_gpu_nodes_by_their_gpus(cluster: ControlPlane,
     assert placed == ("cpu-full", "gpus-busy")
 
 
+def test_user_pod_extender_takes_a_gpu_labelled_node_without_gpus_as_unused(
+    cluster: ControlPlane, tmp_path
+) -> None:
+    """A node GKE labels as a GPU node whose GPUs are not allocatable yet (its device plugin
+    not up) is one the autoscaler takes as unused, whatever its cpu. Node "booting" carries
+    ``cloud.google.com/gke-accelerator`` and 6 of 8 cpus taken, node "plain" 5 of 8: the
+    rendered packing profile alone sends a new notebook to "booting" (more allocated); the
+    extender's ScaleDownAware, with its default ``cluster.gpu_labels``, scores "booting" 0,
+    so the notebook goes to "plain": the label reached its table from the watch."""
+    cluster.create_node(
+        "booting", cpu="8", memory="32Gi", labels={"cloud.google.com/gke-accelerator": "nvidia-l4"}
+    )
+    cluster.create_node("plain", cpu="8", memory="32Gi")
+    user = {"component": "singleuser-server"}
+
+    def session(name: str, cpu: str, node: str | None = None) -> dict:
+        pod = pod_manifest(name, cpu=cpu, memory="1Gi", scheduler_name="stickypack", labels=user)
+        if node:
+            pod["spec"]["nodeName"] = node
+        return pod
+
+    cluster.create_pods([session("six", "6", "booting"), session("five", "5", "plain")])
+    placed = _bound_alone_and_with_user_pod_extender(
+        cluster, tmp_path, lambda name: session(name, "500m"), ["ScaleDownAware"]
+    )
+    assert placed == ("booting", "plain")
+
+
 class _FreezingProxy:
     """A TCP relay to ``target`` on a free loopback port. :meth:`freeze` makes every open
     connection go silent for good (a dead API server instance or a partition: no RST, no

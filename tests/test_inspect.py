@@ -458,7 +458,7 @@ def test_inspect_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFix
             2,
         ),
         (["--pod", str(not_pod), "--min-replica-count", "2"], "--min-replica-count: for the node report", 2),
-        (["--pod", str(not_pod), "--gpu-label", "a"], "--gpu-label: for the node report", 2),
+        (["--gpu-label", "not a key"], "--gpu-label: 'not a key' is not a label key", 2),
         (["--gpu-threshold", "1.5"], "--gpu-threshold must be in (0, 1], got 1.5", 2),
         # the thresholds serve --pod too (ScaleDownAware's): taken, the cluster is then read
         (
@@ -1379,12 +1379,14 @@ def test_min_replica_count_and_kinds_not_listed() -> None:
 
 @pytest.mark.controlplane
 def test_inspect_weighs_gpu_nodes_by_their_gpus(
-    cluster: ControlPlane, capsys: pytest.CaptureFixture[str]
+    cluster: ControlPlane, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     """On the real API server: a GPU node (``nvidia.com/gpu`` allocatable) with one GPU of
     four requested and most of its cpu is under the autoscaler's GPU threshold, so its bare
     pod pins it; a node labelled as a GPU node whose GPUs are not allocatable is weighed as
-    unused; ``--gpu-threshold`` and ``--gpu-label`` change both."""
+    unused; ``--gpu-threshold`` and ``--gpu-label`` change both, and the labels (the flag's,
+    else the extender configuration's ``cluster.gpu_labels``) serve ``--pod``'s
+    ``ScaleDownAware`` as well."""
     cluster.create_node("gpu-a", cpu="4", memory="16Gi", extended={"nvidia.com/gpu": "4"})
     cluster.create_node(
         "gpu-b", cpu="4", memory="16Gi", labels={"k8s.amazonaws.com/accelerator": "nvidia-t4"}
@@ -1424,6 +1426,22 @@ def test_inspect_weighs_gpu_nodes_by_their_gpus(
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "GPU nodes 0.5" in out and "25%" in out
+    # --pod: ScaleDownAware takes the labelled node without GPUs as unused (0) by default;
+    # with other labels, or the configuration's, it is a cpu node at 75% + the pod's 5% (100)
+    pod_file = tmp_path / "pod.yaml"
+    pod_file.write_text(yaml.safe_dump(pod_manifest("notebook", cpu="200m", memory="1Gi")))
+    config = tmp_path / "extender.yaml"
+    config.write_text(yaml.safe_dump({"cluster": {"gpu_labels": ["example.com/gpu"]}}))
+
+    def scale_down_aware(*extra: str) -> int:
+        assert main([*argv, "--json", "--pod", str(pod_file), *extra]) == 0
+        nodes = {n["node"]: n for n in json.loads(capsys.readouterr().out)["nodes"]}
+        return nodes["gpu-b"]["scores"]["ScaleDownAware"]
+
+    assert scale_down_aware() == 0
+    assert scale_down_aware("--gpu-label", "example.com/gpu") == 100
+    assert scale_down_aware("--config", str(config)) == 100
+    assert scale_down_aware("--config", str(config), "--gpu-label", "k8s.amazonaws.com/accelerator") == 0
 
 
 @pytest.mark.controlplane

@@ -38,6 +38,7 @@ from stickypack.core.plugins import (
     TaintTolerationScore,
     gpu_columns,
     quiet_nodes,
+    utilization_and_threshold,
     utilization_with,
 )
 from stickypack.rendezvous import rendezvous_rank
@@ -267,8 +268,12 @@ def test_scale_down_aware_weighs_gpu_nodes_by_their_gpus():
     stricter = SchedulingContext(gpu_utilization_threshold=0.8)  # 3/4 is under it: 20 * .75 / .8
     assert ScaleDownAware().score(notebook, t, idx, stricter).tolist() == [6, 18, 2]
     assert utilization_with(notebook, t, idx).tolist() == [0.25, 0.75, 0.0625]
-    assert quiet_nodes(notebook, t, idx, 0.5, 0.5).tolist() == [True, False, True]
-    assert quiet_nodes(notebook, t, idx, 0.05, 0.8).tolist() == [True, True, False]
+    assert quiet_nodes(
+        notebook, t, idx, SchedulingContext(utilization_threshold=0.5, gpu_utilization_threshold=0.5)
+    ).tolist() == [True, False, True]
+    assert quiet_nodes(
+        notebook, t, idx, SchedulingContext(utilization_threshold=0.05, gpu_utilization_threshold=0.8)
+    ).tolist() == [True, True, False]
 
 
 def test_gpu_nodes_of_every_vendor_the_autoscaler_knows():
@@ -292,6 +297,45 @@ def test_gpu_nodes_of_every_vendor_the_autoscaler_knows():
     assert gpu_columns(t, idx).tolist() == [t.rindex["amd.com/gpu"], t.rindex["habana.ai/gaudi"], -1]
     amd_pod = Pod("q", requests={"cpu": 0, "memory": 0, "amd.com/gpu": 1})
     assert utilization_with(amd_pod, t, idx).tolist() == [1.0, 0.75, 0.875]
+
+
+def test_a_gpu_labelled_node_without_gpus_yet_is_quiet():
+    """As the autoscaler: a node carrying its cloud provider's GPU label whose GPUs are not
+    allocatable yet (the device plugin not up) is taken as unused, whatever its cpu; only
+    with ``ctx.gpu_labels`` naming the label. The mask follows node changes, and the memo
+    tells a labelled node from an unlabelled one of the same resources."""
+    t = NodeTable()
+    base = {"cpu": 8000, "memory": 32 * Gi, "pods": 110}
+    t.upsert_node("booting", base, labels={"cloud.google.com/gke-accelerator": "nvidia-l4"})
+    t.upsert_node("plain", base)
+    t.add_pod(0, pod(6000, Gi))
+    t.add_pod(1, pod(6000, Gi))
+    idx = t.active_indices()
+    user = pod(500, Gi)
+    labels = ("cloud.google.com/gke-accelerator", "k8s.amazonaws.com/accelerator")
+    by_label = SchedulingContext(gpu_labels=labels)
+    kept = ScaleDownAware()
+    assert kept.score(user, t, idx, CTX).tolist() == [100, 100]  # cpu 6500 / 8000
+    assert kept.score(user, t, idx, by_label).tolist() == [0, 100]
+    assert quiet_nodes(user, t, idx, by_label).tolist() == [True, False]
+    ctx = SchedulingContext(utilization_threshold=0.6, gpu_utilization_threshold=0.3, gpu_labels=labels)
+    util, threshold = utilization_and_threshold(user, t, idx, ctx)
+    assert util.tolist() == [0.0, 6500 / 8000] and np.asarray(threshold).tolist() == [0.3, 0.6]
+    # its GPUs come up: weighed by them (none used yet: 0 of 4, still quiet)
+    t.upsert_node("booting", {**base, "nvidia.com/gpu": 4}, labels={"cloud.google.com/gke-accelerator": "x"})
+    t.add_pod(0, Pod("g", requests={"cpu": 0, "memory": 0, "nvidia.com/gpu": 3}))
+    assert kept.score(user, t, idx, by_label).tolist() == [100, 100]  # 3 of 4 GPUs
+    # the label goes (a new node in the slot of a removed one is not labelled either)
+    t.remove_node("booting")
+    t.upsert_node("fresh", base)
+    t.add_pod(t.slot("fresh"), pod(6000, Gi))
+    assert not t.labelled(labels)[t.active_indices()].any()
+    assert kept.score(user, t, t.active_indices(), by_label).tolist() == [100, 100]
+    # an EKS-labelled node added after the mask was built, beyond the table's first rows
+    for k in range(70):
+        t.upsert_node(f"n{k}", base, labels={"k8s.amazonaws.com/accelerator": "a10g"} if k == 69 else None)
+    assert t.labelled(labels)[t.active_indices()].sum() == 1
+    assert bool(t.labelled(labels)[t.slot("n69")])
 
 
 def test_scale_down_aware_memo_tells_gpu_requests_and_thresholds_apart():

@@ -93,8 +93,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         default=None,
         metavar="KEY",
         help="a node label that marks a GPU node, your cloud provider's (repeatable; default "
-        "cloud.google.com/gke-accelerator and k8s.amazonaws.com/accelerator; AKS: "
-        "kubernetes.azure.com/accelerator, before cluster-autoscaler 1.31 accelerator)",
+        "the config's cluster.gpu_labels, else cloud.google.com/gke-accelerator and "
+        "k8s.amazonaws.com/accelerator; AKS: kubernetes.azure.com/accelerator, before "
+        "cluster-autoscaler 1.31 accelerator)",
     )
     insp.add_argument("--json", action="store_true", help="print JSON instead of a table")
     insp.set_defaults(handler=_inspect)
@@ -112,6 +113,7 @@ def _inspect(args: argparse.Namespace, console: Console) -> int:
     import json
     import math
 
+    from stickypack.core.labels import LABEL_KEY
     from stickypack.extender.config import ExtenderConfig
 
     config = _load_extender_config(args) if args.config else ExtenderConfig()
@@ -120,6 +122,11 @@ def _inspect(args: argparse.Namespace, console: Console) -> int:
     threshold = config.cluster.utilization_threshold if args.threshold is None else args.threshold
     if args.gpu_threshold is None:
         args.gpu_threshold = config.cluster.gpu_utilization_threshold
+    if args.gpu_label is None:
+        args.gpu_label = list(config.cluster.gpu_labels)
+    for key in args.gpu_label:
+        if not LABEL_KEY.fullmatch(key):
+            raise UsageError(f"--gpu-label: {key!r} is not a label key")
     for flag, value in (("--threshold", threshold), ("--gpu-threshold", args.gpu_threshold)):
         if value is not None and not (math.isfinite(value) and 0 < value <= 1):
             raise UsageError(f"{flag} must be in (0, 1], got {value}")
@@ -130,7 +137,6 @@ def _inspect(args: argparse.Namespace, console: Console) -> int:
             ("--system-pods-move", args.system_pods_move),
             ("--expendable-pods-priority-cutoff", args.expendable_pods_priority_cutoff is not None),
             ("--min-replica-count", args.min_replica_count is not None),
-            ("--gpu-label", args.gpu_label is not None),
         )
         if given
     ]
@@ -213,6 +219,7 @@ async def _inspect_cluster(
         builder_nodes=snap.cache.builder_nodes(),
         utilization_threshold=threshold,
         gpu_utilization_threshold=args.gpu_threshold,
+        gpu_labels=tuple(args.gpu_label),
     )
     pod = policy.prepare(pod, table, ctx, profile)
     if profile is None:
@@ -241,7 +248,6 @@ def _node_report_json(args: argparse.Namespace, snap: Snapshot, threshold: float
 
     from stickypack.core.drain import plan_scale_down
     from stickypack.core.explain import (
-        DEFAULT_GPU_LABELS,
         EXPENDABLE_PODS_PRIORITY_CUTOFF,
         ScaleDownRules,
         node_report,
@@ -257,7 +263,7 @@ def _node_report_json(args: argparse.Namespace, snap: Snapshot, threshold: float
         controllers=snap.controllers,
         unlisted_controller_kinds=frozenset(snap.unlisted_controllers),
         min_replica_count=args.min_replica_count or 0,
-        gpu_labels=DEFAULT_GPU_LABELS if args.gpu_label is None else tuple(args.gpu_label),
+        gpu_labels=tuple(args.gpu_label),
         now=time.time(),
         expendable_priority_cutoff=(
             EXPENDABLE_PODS_PRIORITY_CUTOFF
@@ -273,7 +279,11 @@ def _node_report_json(args: argparse.Namespace, snap: Snapshot, threshold: float
     # default policy's). Its order puts empty nodes first (EmptySorting), so they take no
     # pods of the others; among the rest (its node list's order, after the nodes it found
     # unneeded before, which cannot be known here) the least utilized first
-    ctx = SchedulingContext(utilization_threshold=threshold, gpu_utilization_threshold=gpu_threshold)
+    ctx = SchedulingContext(
+        utilization_threshold=threshold,
+        gpu_utilization_threshold=gpu_threshold,
+        gpu_labels=tuple(args.gpu_label),
+    )
     candidates = sorted(
         ((r, v) for r, v in zip(nodes, verdicts, strict=True) if v in ("removable", "empty")),
         key=lambda rv: (rv[1] != "empty", rv[0].utilization, rv[0].node),

@@ -33,7 +33,10 @@ class SchedulingContext:
     ``utilization_threshold``: the cluster-autoscaler's scale-down utilization threshold;
     ``gpu_utilization_threshold`` its threshold for GPU nodes (nodes with
     a GPU resource allocatable, ``nvidia.com/gpu``, ``amd.com/gpu``...: ``core.resources.GPU_RESOURCES``,
-    which it weighs by their GPU requests alone).
+    which it weighs by their GPU requests alone); ``gpu_labels``: its cloud provider's GPU
+    node labels (keys): a node carrying one but no GPU allocatable yet is a GPU node whose
+    GPUs are not ready, which it takes as unused. Empty (the default, the simulator's): no
+    label is read.
     ``cache``: scratch space for one decision (the simulator clears it before each; keys
     beginning ``rendezvous:`` are reserved: the extender keeps those while the builder
     nodes stay the same). ``now``'s origin is the driver's: the simulator counts from the
@@ -45,6 +48,7 @@ class SchedulingContext:
     builder_nodes: Sequence[str] | None = None
     utilization_threshold: float = 0.5
     gpu_utilization_threshold: float = 0.5
+    gpu_labels: tuple[str, ...] = ()
     cache: dict[str, Any] = field(default_factory=dict)
 
 

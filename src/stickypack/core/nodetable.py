@@ -93,6 +93,7 @@ class NodeTable:
         self.index: dict[str, int] = {}
         self._free: list[int] = list(range(cap - 1, -1, -1))
         self._active_idx: np.ndarray | None = None
+        self._labelled: dict[tuple[str, ...], np.ndarray] = {}
         # Timed pods, one entry per (row, pod key): row (-1 when free), creation time, and
         # how many times it was added (an adapter may count a pod twice for a moment).
         self._t_row = np.full(64, -1, dtype=_I64)
@@ -171,6 +172,8 @@ class NodeTable:
         for rname, amount in allocatable.items():
             self.alloc[i, self.rindex[rname]] = amount
         lab = dict(labels or {})
+        for keys, mask in self._labelled.items():
+            mask[i] = any(key in lab for key in keys)
         taints = tuple(taints)
         self.info[i] = NodeInfo(name, dict(allocatable), lab, taints, dict(annotations or {}))
         self.ready[i] = ready
@@ -216,6 +219,22 @@ class NodeTable:
             self._t_release(e)
         self._free.append(i)
         self._active_idx = None
+        for mask in self._labelled.values():
+            mask[i] = False
+
+    def labelled(self, keys: tuple[str, ...]) -> np.ndarray:
+        """Per row (all slots), whether the node carries any of the label ``keys`` (any
+        value): a mask to read, not to change. Built on the first call for ``keys`` and
+        kept up to date from then on as nodes are added, changed and removed (one row each),
+        so a scorer that asks on every decision pays for the scan once."""
+        mask = self._labelled.get(keys)
+        if mask is None:
+            mask = np.zeros(self.alloc.shape[0], dtype=bool)
+            for i in self.active_indices().tolist():
+                info = self.info[i]
+                mask[i] = info is not None and any(key in info.labels for key in keys)
+            self._labelled[keys] = mask
+        return mask
 
     def ensure_resource(self, name: str) -> int:
         """Column of resource ``name``, adding a zero column if it is new."""
@@ -255,6 +274,7 @@ class NodeTable:
         self.info.extend([None] * (new - old))
         self.images.extend({} for _ in range(new - old))
         self._free.extend(range(new - 1, old - 1, -1))
+        self._labelled = {k: grow(v) for k, v in self._labelled.items()}
 
     # ---- images ------------------------------------------------------------------------
 

@@ -16,7 +16,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from stickypack.configfile import model_from_dict, model_from_file
-from stickypack.core.labels import DNS_SUBDOMAIN, is_dns_label
+from stickypack.core.explain import DEFAULT_GPU_LABELS
+from stickypack.core.labels import DNS_SUBDOMAIN, LABEL_KEY, is_dns_label
 from stickypack.kube.cache import DEFAULT_BUILD_SELECTOR, DEFAULT_BUILDER_SELECTOR, parse_selector
 
 
@@ -122,6 +123,18 @@ class ClusterConfig(_Model):
     #: Its --scale-down-gpu-utilization-threshold, for GPU nodes (``nvidia.com/gpu``,
     #: ``amd.com/gpu``... allocatable), which it weighs by their GPU requests alone.
     gpu_utilization_threshold: float = Field(default=0.5, gt=0, le=1)
+    #: Node label keys by which the autoscaler's cloud provider knows a GPU node (GKE's and
+    #: EKS's by default; add ``kubernetes.azure.com/accelerator`` on AKS): a node carrying
+    #: one with no GPU allocatable yet is taken as unused, as the autoscaler does.
+    gpu_labels: list[str] = Field(default_factory=lambda: list(DEFAULT_GPU_LABELS))
+
+    @field_validator("gpu_labels")
+    @classmethod
+    def _gpu_labels(cls, value: list[str]) -> list[str]:
+        for key in value:
+            if not LABEL_KEY.fullmatch(key):
+                raise ValueError(f"{key!r} is not a label key")
+        return list(dict.fromkeys(value))
 
 
 class ExtenderConfig(_Model):

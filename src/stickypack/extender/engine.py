@@ -30,6 +30,7 @@ from typing import Any, Self, overload
 
 import numpy as np
 
+from stickypack.core.explain import DEFAULT_GPU_LABELS
 from stickypack.core.framework import (
     FilterPlugin,
     Profile,
@@ -110,6 +111,8 @@ class Extender:
     ``filter_names``/``score_names`` pick the profile's plugins the extender runs (by plugin
     name; the rest is what kube-scheduler runs itself). ``history`` is a callable returning
     the current :class:`BuildHistory` (it is replaced when the store changes).
+    ``utilization_threshold``, ``gpu_utilization_threshold``, ``gpu_labels``: the
+    autoscaler's settings the scale-down scorers read (:class:`SchedulingContext`).
     """
 
     def __init__(
@@ -127,6 +130,7 @@ class Extender:
         load_bound: bool = True,
         utilization_threshold: float = 0.5,
         gpu_utilization_threshold: float = 0.5,
+        gpu_labels: Sequence[str] = DEFAULT_GPU_LABELS,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.cache = cache
@@ -148,6 +152,7 @@ class Extender:
         self.build_bounds = BuildBounds(bounds.load_bound, bounds.min_load_cap)
         self.utilization_threshold = utilization_threshold
         self.gpu_utilization_threshold = gpu_utilization_threshold
+        self.gpu_labels = tuple(gpu_labels)
         self.clock = clock
         self._epoch: tuple[Any, ...] | None = None
         self._shared = _EpochCache()
@@ -253,6 +258,7 @@ class Extender:
             builder_nodes=builders,
             utilization_threshold=self.utilization_threshold,
             gpu_utilization_threshold=self.gpu_utilization_threshold,
+            gpu_labels=self.gpu_labels,
             cache=self._shared,
         )
 

@@ -111,6 +111,7 @@ class ExtenderService:
             load_bound=config.load_bound,
             utilization_threshold=config.cluster.utilization_threshold,
             gpu_utilization_threshold=config.cluster.gpu_utilization_threshold,
+            gpu_labels=config.cluster.gpu_labels,
         )
         self.informers: dict[str, Informer] = {}
         self.app = make_app(

@@ -49,6 +49,7 @@ from stickypack.core.plugins.scaledown import (
     ScaleDownAwareFilter,
     gpu_columns,
     quiet_nodes,
+    utilization_and_threshold,
     utilization_with,
 )
 
@@ -88,5 +89,6 @@ __all__ = [
     "node_matches_required",
     "node_state_keys",
     "quiet_nodes",
+    "utilization_and_threshold",
     "utilization_with",
 ]

@@ -224,7 +224,7 @@ class BuildSpread(ScorePlugin):
     def score(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
         out = min_max_scores(table.build_starts[idx], fewest_first=True)
         if self.skip_quiet:  # a quiet node is left to empty, however few builds it has had
-            out[quiet_nodes(pod, table, idx, ctx.utilization_threshold, ctx.gpu_utilization_threshold)] = 0
+            out[quiet_nodes(pod, table, idx, ctx)] = 0
         if self.settle_s > 0:
             age = np.clip(ctx.now - table.created[idx], 0.0, self.settle_s)
             out = (out * age / self.settle_s).astype(np.int64)
@@ -383,7 +383,7 @@ class BuildHeadroom(ScorePlugin):
             lambda rows: self._by_room(pod, table, rows),
         )
         if self.skip_quiet:  # room on a quiet node does not count: it is better left to empty
-            score[quiet_nodes(pod, table, idx, ctx.utilization_threshold, ctx.gpu_utilization_threshold)] = 0
+            score[quiet_nodes(pod, table, idx, ctx)] = 0
         return score
 
     def describe(self) -> dict[str, Any]:

@@ -5,6 +5,7 @@ stay busy longest (``DrainForecast``), and the oracle's ``LifetimeAware``."""
 from __future__ import annotations
 
 import math
+from collections.abc import Hashable
 from typing import Any, ClassVar
 
 import numpy as np
@@ -38,9 +39,7 @@ def gpu_columns(table: NodeTable, idx: np.ndarray) -> np.ndarray | None:
     """Per row of ``idx``, the table column of the GPU resource the autoscaler weighs the
     node by: the first of :data:`~stickypack.core.resources.GPU_RESOURCES` it has
     allocatable, -1 for a node with none; None when the table has no GPU column at all (the
-    simulator's). The autoscaler also counts a node carrying its cloud provider's GPU label,
-    whose GPUs are not ready yet; labels are not read here: such a node is weighed by cpu
-    and memory."""
+    simulator's). Labels are not read here (:func:`utilization_and_threshold` does)."""
     cols = [table.rindex[r] for r in GPU_RESOURCES if r in table.rindex]
     if not cols:
         return None
@@ -51,39 +50,52 @@ def gpu_columns(table: NodeTable, idx: np.ndarray) -> np.ndarray | None:
 
 
 def utilization_and_threshold(
-    pod: Pod, table: NodeTable, idx: np.ndarray, threshold: float, gpu_threshold: float
+    pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext
 ) -> tuple[np.ndarray, np.ndarray | float]:
     """The cluster-autoscaler's utilization of rows ``idx`` with ``pod`` placed (a float,
     may exceed 1), and the threshold it is compared with: max of cpu and memory requests
-    over allocatable against ``threshold``, and for a GPU node (:func:`gpu_columns`) its
-    requests of that GPU resource over allocatable alone against ``gpu_threshold``, as its
-    ``utilization.Calculate``. The threshold is the scalar ``threshold`` when the table has
-    no GPUs (the simulator's)."""
+    over allocatable against ``ctx.utilization_threshold``, and for a GPU node
+    (:func:`gpu_columns`) its requests of that GPU resource over allocatable alone against
+    ``ctx.gpu_utilization_threshold``, as its ``utilization.Calculate``. A node carrying
+    one of ``ctx.gpu_labels`` (its cloud provider's GPU labels) with no GPU allocatable yet
+    is a GPU node whose GPUs are not ready: the autoscaler takes it as unused (0, whatever
+    the pod). The threshold is the scalar ``ctx.utilization_threshold`` when no row is a GPU
+    node (the simulator's tables)."""
     req = table.requested[idx, :2] + (pod.requests.get(CPU, 0), pod.requests.get(MEMORY, 0))
     util = (req / np.maximum(table.alloc[idx, :2], 1)).max(axis=1)
     cols = gpu_columns(table, idx)
+    if ctx.gpu_labels:
+        unready = table.labelled(ctx.gpu_labels)[idx]
+        if cols is not None:
+            unready &= cols < 0
+        if unready.any():
+            cols = np.full(len(idx), -1, dtype=np.int64) if cols is None else cols.copy()
+            cols[unready] = _GPUS_NOT_READY
     if cols is None:
-        return util, threshold
+        return util, ctx.utilization_threshold
     gpus = cols >= 0
     if gpus.any():
         rows, col = idx[gpus], cols[gpus]
         pod_req = np.array([pod.requests.get(table.resources[c], 0) for c in col.tolist()])
         util[gpus] = (table.requested[rows, col] + pod_req) / table.alloc[rows, col]
-    return util, np.where(gpus, gpu_threshold, threshold)
+    util[cols == _GPUS_NOT_READY] = 0.0
+    return util, np.where(cols != -1, ctx.gpu_utilization_threshold, ctx.utilization_threshold)
+
+
+#: :func:`utilization_and_threshold`'s column mark for a labelled GPU node without GPUs yet.
+_GPUS_NOT_READY = -2
 
 
 def utilization_with(pod: Pod, table: NodeTable, idx: np.ndarray) -> np.ndarray:
-    """The utilization of :func:`utilization_and_threshold` alone."""
-    return utilization_and_threshold(pod, table, idx, 0.5, 0.5)[0]
+    """The utilization of :func:`utilization_and_threshold` alone (no labels read)."""
+    return utilization_and_threshold(pod, table, idx, SchedulingContext())[0]
 
 
-def quiet_nodes(
-    pod: Pod, table: NodeTable, idx: np.ndarray, threshold: float, gpu_threshold: float = 0.5
-) -> np.ndarray:
-    """Rows of ``idx`` that would stay under the autoscaler's utilization ``threshold``
-    (``gpu_threshold`` for a GPU node) even with ``pod`` placed: the nodes the autoscaler
-    would remove once their bare pods end."""
-    util, thr = utilization_and_threshold(pod, table, idx, threshold, gpu_threshold)
+def quiet_nodes(pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
+    """Rows of ``idx`` that would stay under the autoscaler's utilization threshold even
+    with ``pod`` placed (:func:`utilization_and_threshold`, with ``ctx``'s thresholds and
+    GPU labels): the nodes the autoscaler would remove once their bare pods end."""
+    util, thr = utilization_and_threshold(pod, table, idx, ctx)
     return util < thr
 
 
@@ -92,7 +104,8 @@ class ScaleDownAware(ScorePlugin):
 
     A node that would stay under the autoscaler's utilization threshold even with the pod
     (max of cpu and memory requests over allocatable; for a GPU node its GPU requests over
-    allocatable, at the GPU threshold: :func:`utilization_with`) is one the autoscaler would remove
+    allocatable, at the GPU threshold; a node with a GPU label of ``ctx.gpu_labels`` but no
+    GPU allocatable yet, 0: :func:`utilization_and_threshold`) is one the autoscaler would remove
     once its bare pods end: it scores ``low_score * utilization / threshold`` (0..20 by
     default); a node marked ``DeletionCandidateOfClusterAutoscaler`` scores 0; every other
     node scores 100. Weighted above the packing scorers, this sends pods to busy nodes
@@ -108,26 +121,29 @@ class ScaleDownAware(ScorePlugin):
         self._memo = ScoreMemo()
 
     def _by_utilization(
-        self, pod: Pod, table: NodeTable, idx: np.ndarray, threshold: float, gpu_threshold: float
+        self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext
     ) -> np.ndarray:
-        util, thr = utilization_and_threshold(pod, table, idx, threshold, gpu_threshold)
+        util, thr = utilization_and_threshold(pod, table, idx, ctx)
         thr = np.maximum(thr, 1e-9)
         return np.where(util < thr, self.low_score * util / thr, MAX_NODE_SCORE).astype(np.int64)
 
     def score(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
-        threshold, gpu_threshold = ctx.utilization_threshold, ctx.gpu_utilization_threshold
         pod_part = (
             pod.requests.get(CPU, 0),
             pod.requests.get(MEMORY, 0),
             *(pod.requests.get(r, 0) for r in GPU_RESOURCES),
-            threshold,
-            gpu_threshold,
+            ctx.utilization_threshold,
+            ctx.gpu_utilization_threshold,
+            ctx.gpu_labels,
         )
-        score = self._memo.scores(
-            idx,
-            lambda: node_state_keys(table.requested[idx], table.alloc[idx], pod_part),
-            lambda rows: self._by_utilization(pod, table, rows, threshold, gpu_threshold),
-        )
+
+        def keys() -> list[Hashable]:
+            alloc = table.alloc[idx]
+            if ctx.gpu_labels:  # whether a node carries a GPU label is part of its state
+                alloc = np.column_stack((alloc, table.labelled(ctx.gpu_labels)[idx]))
+            return node_state_keys(table.requested[idx], alloc, pod_part)
+
+        score = self._memo.scores(idx, keys, lambda rows: self._by_utilization(pod, table, rows, ctx))
         score[table.deletion_candidate[idx]] = 0
         return score
 
