@@ -509,6 +509,21 @@ def test_history_configmap_damaged_or_deleted_by_hand(cluster: ControlPlane) -> 
         ext.stop()
 
 
+def _user_session(name: str, cpu: str, node: str | None = None, gpus: int = 0) -> dict:
+    """A z2jh user pod for the ``stickypack`` scheduler: ``cpu`` and 1Gi requested,
+    ``gpus`` NVIDIA GPUs (request and limit), bound to ``node`` when given."""
+    pod = pod_manifest(
+        name, cpu=cpu, memory="1Gi", scheduler_name="stickypack", labels={"component": "singleuser-server"}
+    )
+    if gpus:
+        resources = pod["spec"]["containers"][0]["resources"]
+        resources["requests"]["nvidia.com/gpu"] = str(gpus)
+        resources["limits"] = {"nvidia.com/gpu": str(gpus)}  # extended resources: limit = request
+    if node:
+        pod["spec"]["nodeName"] = node
+    return pod
+
+
 def _bound_alone_and_with_user_pod_extender(
     cluster: ControlPlane, tmp_path: Path, make_pod: Callable[[str], dict], score: list[str]
 ) -> tuple[str, str]:
@@ -545,19 +560,11 @@ def test_user_pod_extender_drain_forecast_outweighs_packing(cluster: ControlPlan
     pods' creation times in the watch."""
     for n in ("full", "many"):
         cluster.create_node(n, cpu="8", memory="32Gi")
-    user = {"component": "singleuser-server"}
-
-    def session(name: str, cpu: str, node: str | None = None) -> dict:
-        pod = pod_manifest(name, cpu=cpu, memory="1Gi", scheduler_name="stickypack", labels=user)
-        if node:
-            pod["spec"]["nodeName"] = node
-        return pod
-
     cluster.create_pods(
-        [session("big", "6", "full"), *(session(f"small-{i}", "500m", "many") for i in range(3))]
+        [_user_session("big", "6", "full"), *(_user_session(f"small-{i}", "500m", "many") for i in range(3))]
     )
     placed = _bound_alone_and_with_user_pod_extender(
-        cluster, tmp_path, lambda name: session(name, "500m"), ["DrainForecast"]
+        cluster, tmp_path, lambda name: _user_session(name, "500m"), ["DrainForecast"]
     )
     assert placed == ("full", "many")
 
@@ -572,21 +579,14 @@ def test_user_pod_extender_weighs_gpu_nodes_by_their_gpus(cluster: ControlPlane,
     there: the GPUs reached the extender's table from the watch, nodes and pods."""
     for n in ("cpu-full", "gpus-busy"):
         cluster.create_node(n, cpu="8", memory="32Gi", extended={"nvidia.com/gpu": "4"})
-    user = {"component": "singleuser-server"}
-
-    def session(name: str, cpu: str, gpus: int, node: str | None = None) -> dict:
-        pod = pod_manifest(name, cpu=cpu, memory="1Gi", scheduler_name="stickypack", labels=user)
-        if gpus:
-            resources = pod["spec"]["containers"][0]["resources"]
-            resources["requests"]["nvidia.com/gpu"] = str(gpus)
-            resources["limits"] = {"nvidia.com/gpu": str(gpus)}
-        if node:
-            pod["spec"]["nodeName"] = node
-        return pod
-
-    cluster.create_pods([session("cpu-heavy", "6", 0, "cpu-full"), session("gpu-pair", "1", 2, "gpus-busy")])
+    cluster.create_pods(
+        [
+            _user_session("cpu-heavy", "6", "cpu-full"),
+            _user_session("gpu-pair", "1", "gpus-busy", gpus=2),
+        ]
+    )
     placed = _bound_alone_and_with_user_pod_extender(
-        cluster, tmp_path, lambda name: session(name, "500m", 1), ["ScaleDownAware"]
+        cluster, tmp_path, lambda name: _user_session(name, "500m", gpus=1), ["ScaleDownAware"]
     )
     assert placed == ("cpu-full", "gpus-busy")
 
@@ -604,17 +604,9 @@ def test_user_pod_extender_takes_a_gpu_labelled_node_without_gpus_as_unused(
         "booting", cpu="8", memory="32Gi", labels={"cloud.google.com/gke-accelerator": "nvidia-l4"}
     )
     cluster.create_node("plain", cpu="8", memory="32Gi")
-    user = {"component": "singleuser-server"}
-
-    def session(name: str, cpu: str, node: str | None = None) -> dict:
-        pod = pod_manifest(name, cpu=cpu, memory="1Gi", scheduler_name="stickypack", labels=user)
-        if node:
-            pod["spec"]["nodeName"] = node
-        return pod
-
-    cluster.create_pods([session("six", "6", "booting"), session("five", "5", "plain")])
+    cluster.create_pods([_user_session("six", "6", "booting"), _user_session("five", "5", "plain")])
     placed = _bound_alone_and_with_user_pod_extender(
-        cluster, tmp_path, lambda name: session(name, "500m"), ["ScaleDownAware"]
+        cluster, tmp_path, lambda name: _user_session(name, "500m"), ["ScaleDownAware"]
     )
     assert placed == ("booting", "plain")
 
