@@ -29,7 +29,13 @@ from stickypack.core.routing import (
     SchedulerRoute,
     route_pod,
 )
-from stickypack.render import MAX_EXACT_PATCH_INT, scheduler_routing, scheduler_routing_yaml
+from stickypack.render import (
+    MAX_EXACT_PATCH_INT,
+    PLACEMENT_PATCH_EXPRESSION,
+    PLACEMENT_VARIABLES,
+    scheduler_routing,
+    scheduler_routing_yaml,
+)
 from stickypack.testing import ControlPlane, pod_manifest
 
 POOL = {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["user"]}]}
@@ -63,10 +69,14 @@ def test_without_a_placement_the_policy_only_sets_the_scheduler() -> None:
     assert placed[0]["spec"]["failurePolicy"] == "Ignore"
     assert placed[1] == plain[1]
     (mutation,) = placed[0]["spec"]["mutations"]
-    assert mutation["patchType"] == "JSONPatch"
-    assert mutation["jsonPatch"]["expression"].startswith(
-        '[JSONPatch{op: "add", path: "/spec/schedulerName", value: "stickypack"}]'
+    assert mutation == {"patchType": "JSONPatch", "jsonPatch": {"expression": PLACEMENT_PATCH_EXPRESSION}}
+    assert PLACEMENT_PATCH_EXPRESSION.startswith(
+        '[JSONPatch{op: "add", path: "/spec/schedulerName", value: variables.schedulerName}]'
     )
+    variables = {v["name"]: v["expression"] for v in placed[0]["spec"]["variables"]}
+    assert list(variables) == list(PLACEMENT_VARIABLES)
+    assert variables["schedulerName"] == '"stickypack"'
+    assert '"pool"' not in PLACEMENT_PATCH_EXPRESSION  # the placement is in the variables only
     # the YAML writes the expression as a block, and reads back as the same policy
     text = scheduler_routing_yaml("stickypack", {"a": "b"}, placement=RoutePlacement.from_dict(**FULL))
     assert "expression: |-\n" in text
@@ -132,9 +142,10 @@ def test_the_documented_placement_file_renders(tmp_path: Path, capsys: pytest.Ca
     example = section.split("```yaml\n", 1)[1].split("```", 1)[0]
     (tmp_path / "placement.yaml").write_text(example)
     assert main(["render", "scheduler-routing", "--placement", str(tmp_path / "placement.yaml")]) == 0
-    (mutation,) = next(yaml.safe_load_all(capsys.readouterr().out))["spec"]["mutations"]
-    expression = mutation["jsonPatch"]["expression"]
-    assert '"hub.jupyter.org/node-purpose"' in expression and '"hub.jupyter.org/dedicated"' in expression
+    policy = next(yaml.safe_load_all(capsys.readouterr().out))
+    variables = {v["name"]: v["expression"] for v in policy["spec"]["variables"]}
+    assert '"hub.jupyter.org/node-purpose"' in variables["requiredTerms"]
+    assert '"hub.jupyter.org/dedicated"' in variables["tolerations"]
 
 
 # ---------------------------------------------------------------------------- the API server
@@ -522,3 +533,55 @@ def test_cel_literals_carry_any_string(cluster: ControlPlane) -> None:
     with cluster.admission_policies(docs):
         admitted = cluster.dry_run_pod(_pod("nasty", labels))
     assert admitted["metadata"]["annotations"] == {f"k{i}": s for i, s in enumerate(NASTY_STRINGS)}
+
+
+@pytest.mark.controlplane
+def test_a_large_pod_is_routed_within_the_cost_budget(cluster: ControlPlane) -> None:
+    """The CEL cost budget is far off: a pod with 2000 tolerations and 100 required terms
+    of 20 requirements each is routed, as the webhook places it (:data:`FULL`: 200 terms
+    come out, 2000 x 2 tolerations compared)."""
+    labels = {"route": uuid.uuid4().hex[:8]}
+    route = _route(labels, RoutePlacement.from_dict(**FULL))
+    terms = [
+        {"matchExpressions": [{"key": f"k{i}-{j}", "operator": "In", "values": ["v"]} for j in range(20)]}
+        for i in range(100)
+    ]
+    tolerations = [{"key": f"t{i}", "operator": "Exists"} for i in range(2000)]
+    affinity = {"nodeAffinity": {REQUIRED: {"nodeSelectorTerms": terms}}}
+    pod = _pod("large", labels, affinity=affinity, tolerations=tolerations)
+    with cluster.admission_policies(scheduler_routing("stickypack", labels, placement=route.placement)):
+        admitted = cluster.dry_run_pod(pod)
+    assert admitted["spec"]["schedulerName"] == "stickypack"
+    assert len(admitted["spec"]["affinity"]["nodeAffinity"][REQUIRED]["nodeSelectorTerms"]) == 200
+    assert admitted["spec"] == _webhook_spec(route, _admitted_as(cluster, pod))
+
+
+#: Placements of one part each: the policy's other lists are empty and add no operation.
+ONE_PART_PLACEMENTS = {
+    "preferred": {"node_affinity": {PREFERRED: [{"weight": 7, "preference": ZONE}]}},
+    "required": {"node_affinity": {REQUIRED: {"nodeSelectorTerms": [POOL]}}},
+    "tolerations": {"tolerations": [DEDICATED]},
+}
+
+
+@pytest.mark.parametrize("part", sorted(ONE_PART_PLACEMENTS))
+@pytest.mark.controlplane
+def test_a_placement_of_one_part_adds_that_part_only(cluster: ControlPlane, part: str) -> None:
+    """Preferred terms only, required terms only, tolerations only: every pod shape is
+    stored as the webhook gives it (the empty parts' variables are ``[]`` and patch
+    nothing: a pod's own affinity or tolerations stay as they are)."""
+    labels = {"route": uuid.uuid4().hex[:8]}
+    route = _route(labels, RoutePlacement.from_dict(**ONE_PART_PLACEMENTS[part]))
+    shapes: dict[str, dict[str, Any]] = {
+        "none": {},
+        "own-required": {"affinity": {"nodeAffinity": {REQUIRED: {"nodeSelectorTerms": [ZONE]}}}},
+        "own-preferred": {"affinity": {"nodeAffinity": {PREFERRED: [{"weight": 5, "preference": POOL}]}}},
+        "tolerations": {"tolerations": [DRAIN]},
+    }
+    docs = scheduler_routing("stickypack", labels, placement=route.placement)
+    with cluster.admission_policies(docs):
+        for name, spec in shapes.items():
+            pod = _pod(f"{part}-{name}", labels, **spec)
+            admitted = cluster.dry_run_pod(pod)
+            assert admitted["spec"]["schedulerName"] == "stickypack", name
+            assert admitted["spec"] == _webhook_spec(route, _admitted_as(cluster, pod)), name

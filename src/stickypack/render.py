@@ -33,8 +33,9 @@ Profiles:
 :func:`scheduler_routing` renders the other half: a ``MutatingAdmissionPolicy`` that sends
 labelled pods (build pods, Dask workers) to one of these schedulers (Kubernetes 1.36+) and,
 given a webhook route's :class:`~stickypack.core.routing.RoutePlacement`, to a node pool
-too (node affinity ANDed into the pod's, tolerations added: a CEL JSON Patch with the
-webhook's result for every pod); :func:`webhook_configuration` the
+too (node affinity ANDed into the pod's, tolerations added: a fixed CEL JSON Patch,
+:data:`PLACEMENT_PATCH_EXPRESSION`, reading the placement from the policy's variables,
+with the webhook's result for every pod); :func:`webhook_configuration` the
 ``MutatingWebhookConfiguration`` that does the same through the stickypack webhook, on any
 Kubernetes.
 
@@ -53,7 +54,7 @@ from typing import Any
 
 import yaml
 
-from stickypack.core.routing import PREFERRED, REQUIRED, RoutePlacement, SchedulerRoute
+from stickypack.core.routing import RoutePlacement, SchedulerRoute
 
 API_VERSION = "kubescheduler.config.k8s.io/v1"
 KIND = "KubeSchedulerConfiguration"
@@ -277,11 +278,14 @@ def scheduler_routing(
     required terms ANDed into the pod's own (every pod term paired with every route term;
     a pod term without requirements kept as it is), the preferred terms appended, each
     toleration appended unless the pod has an equal one. It is one ``JSONPatch`` mutation
-    (a CEL expression, :func:`placement_patch_expression`) that sets the scheduler name
-    too. Raises ``ValueError`` for a placement a policy cannot carry: a toleration's
-    ``tolerationSeconds`` beyond +-(2**53 - 1) (:data:`MAX_EXACT_PATCH_INT`). Without a
-    placement (or with an empty one) the policy is the plain ``ApplyConfiguration`` that
-    sets the name, as before.
+    that sets the scheduler name too: the fixed CEL expression
+    :data:`PLACEMENT_PATCH_EXPRESSION`, the same for every route, which reads the scheduler
+    name and the placement from the policy's ``spec.variables``
+    (:func:`placement_variables`: CEL literals). Raises ``ValueError`` for a placement a
+    policy cannot carry: a toleration's ``tolerationSeconds`` beyond +-(2**53 - 1)
+    (:data:`MAX_EXACT_PATCH_INT`). Without a placement (or with an empty one) the policy is
+    the plain ``ApplyConfiguration`` that sets the name, without variables, as before.
+    The Helm chart's ``routing.routes`` render the same policies.
 
     ``failurePolicy: Ignore``: when the policy cannot run (a CEL error, its cost budget
     exceeded, a patch operation that does not apply), the API server skips that mutation
@@ -301,12 +305,13 @@ def scheduler_routing(
     pods = {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}
     unnamed = 'object.spec.schedulerName == "default-scheduler"'
     mutation: dict[str, Any]
+    variables: list[dict[str, str]] = []
     if placement is None or placement.empty:
         set_name = f"Object{{spec: Object.spec{{schedulerName: {json.dumps(scheduler_name)}}}}}"
         mutation = {"patchType": "ApplyConfiguration", "applyConfiguration": {"expression": set_name}}
     else:
-        expression = placement_patch_expression(scheduler_name, placement)
-        mutation = {"patchType": "JSONPatch", "jsonPatch": {"expression": expression}}
+        variables = placement_variables(scheduler_name, placement)
+        mutation = {"patchType": "JSONPatch", "jsonPatch": {"expression": PLACEMENT_PATCH_EXPRESSION}}
     policy: dict[str, Any] = {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "MutatingAdmissionPolicy",
@@ -320,6 +325,8 @@ def scheduler_routing(
             "mutations": [mutation],
         },
     }
+    if variables:
+        policy["spec"]["variables"] = variables
     match: dict[str, Any] = {"objectSelector": {"matchLabels": dict(selector)}}
     if namespace is not None:
         match["namespaceSelector"] = {"matchLabels": {NAMESPACE_NAME_LABEL: namespace}}
@@ -341,11 +348,21 @@ def scheduler_routing(
 MAX_EXACT_PATCH_INT = 2**53 - 1
 
 
+def _cel_string(text: str) -> str:
+    """``text`` as a CEL string literal, written as Go's JSON encoder without HTML escaping
+    (sprig's ``toRawJson``, what the Helm chart writes) writes it: ``json.dumps`` with the
+    non-ASCII characters as they are, but U+2028 and U+2029 escaped."""
+    return json.dumps(text, ensure_ascii=False).replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+
+
 def _cel(value: Any) -> str:
     """JSON data (dicts with string keys, lists, strings, ints, bools, None) as a CEL
     literal. Each map value is wrapped in ``dyn()``: Kubernetes' CEL refuses a literal
     whose values differ in type (``HomogeneousAggregateLiterals``), as a toleration's
-    strings and ``tolerationSeconds`` do."""
+    strings and ``tolerationSeconds`` do. Map keys are written sorted, and strings as
+    :func:`_cel_string` writes them, so that the Helm chart's ``stickypack.cel`` template
+    (``charts/stickypack/templates/_helpers.tpl``) writes the same text. Raises
+    ``ValueError`` for an integer beyond :data:`MAX_EXACT_PATCH_INT`."""
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -355,71 +372,115 @@ def _cel(value: Any) -> str:
             raise ValueError(f"{value} is beyond +-(2**53 - 1), which a CEL JSON Patch cannot carry")
         return str(value)
     if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
+        return _cel_string(value)
     if isinstance(value, list | tuple):
         return "[" + ", ".join(_cel(v) for v in value) + "]"
     if isinstance(value, Mapping):
-        return "{" + ", ".join(f"{json.dumps(str(k))}: dyn({_cel(v)})" for k, v in value.items()) + "}"
+        if not all(isinstance(k, str) for k in value):
+            raise TypeError(f"not JSON data (a key is not a string): {value!r}")
+        return "{" + ", ".join(f"{_cel_string(k)}: dyn({_cel(value[k])})" for k in sorted(value)) + "}"
     raise TypeError(f"not JSON data: {value!r}")
 
 
-def _add(path: str, value: str) -> str:
-    """A JSON Patch ``add`` of the CEL expression ``value`` at ``path``."""
-    return f'JSONPatch{{op: "add", path: {json.dumps(path)}, value: {value}}}'
+#: The ``spec.variables`` of a routing policy with a placement, in this order: the
+#: scheduler name (a string), the placement's required node selector terms, its preferred
+#: terms and its tolerations (lists, each possibly empty), written as CEL literals
+#: (:func:`placement_variables`) and read by :data:`PLACEMENT_PATCH_EXPRESSION`.
+PLACEMENT_VARIABLES = ("schedulerName", "requiredTerms", "preferredTerms", "tolerations")
+
+#: The ``JSONPatch`` expression of every routing policy with a placement: the same text for
+#: every route, the route's scheduler name and placement read from the policy's variables
+#: (:data:`PLACEMENT_VARIABLES`; ``variables.<name>`` in CEL). The Helm chart reads the
+#: same text from ``charts/stickypack/files/routing-placement.cel`` (a test checks the
+#: two are equal). It sets ``schedulerName`` and adds the placement to the pod's spec with
+#: the result of :meth:`RoutePlacement.patch <stickypack.core.routing.RoutePlacement.patch>`
+#: for the same pod (``object``, as the API server hands it to a policy: the pod's typed
+#: values, a field left out when empty; of the lists only ``nodeSelectorTerms`` may be
+#: null, as its Go field is written even when empty); a part of the placement that is
+#: empty adds no operation.
+#:
+#: Node affinity: a pod without ``spec.affinity`` (or without ``nodeAffinity`` in it) gets
+#: the placement's node affinity whole (``na``: its non-empty parts, CEL's optional map
+#: entries; named by mapping a one-element list, as kube-apiserver 1.37 offers a policy no
+#: ``cel.bind``: "undeclared reference to 'cel'"). Otherwise the required part is
+#: replaced by the AND: each of the pod's ``nodeSelectorTerms`` becomes one term per route
+#: term (their ``matchExpressions`` and ``matchFields`` concatenated, the pod's rebuilt as
+#: plain maps: a JSON Patch value cannot carry the API server's typed Go values, "type
+#: conversion error from struct type v1.NodeSelectorRequirement to *structpb.Value"),
+#: except a term without requirements, kept once (as ``{}``, how the API server stores it)
+#: (``map`` then ``flatten``, of CEL's list extension); a pod without required terms
+#: (none, null or empty) gets the route's. The preferred terms are appended with ``/-``
+#: (or added whole when the pod has none).
+#:
+#: Tolerations: each route toleration the pod has no equal of (key, value and effect with
+#: the API's "" defaults, operator "" read as ``Equal``, the same ``tolerationSeconds`` or
+#: none on both: :func:`stickypack.core.routing._toleration_key`) is appended with ``/-``
+#: (all of them, added whole, when the pod has none). The route's tolerations are read as
+#: :meth:`RoutePlacement.from_dict` normalises them: ``operator`` always written, an empty
+#: ``key``, ``value`` or ``effect`` left out. The pod's own preferred terms and tolerations
+#: are never written back, so its ``tolerationSeconds`` never pass through CEL's JSON
+#: conversion (:data:`MAX_EXACT_PATCH_INT`).
+PLACEMENT_PATCH_EXPRESSION = """\
+[JSONPatch{op: "add", path: "/spec/schedulerName", value: variables.schedulerName}] +
+(size(variables.requiredTerms) == 0 && size(variables.preferredTerms) == 0 ? []
+  : !has(object.spec.affinity) || !has(object.spec.affinity.nodeAffinity)
+  ? [{
+      ?"requiredDuringSchedulingIgnoredDuringExecution": size(variables.requiredTerms) == 0
+        ? optional.none() : optional.of(dyn({"nodeSelectorTerms": variables.requiredTerms})),
+      ?"preferredDuringSchedulingIgnoredDuringExecution": size(variables.preferredTerms) == 0
+        ? optional.none() : optional.of(dyn(variables.preferredTerms))
+    }].map(na, has(object.spec.affinity)
+      ? JSONPatch{op: "add", path: "/spec/affinity/nodeAffinity", value: na}
+      : JSONPatch{op: "add", path: "/spec/affinity", value: {"nodeAffinity": na}})
+  : (size(variables.requiredTerms) == 0 ? [] : [JSONPatch{op: "add",
+      path: "/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution",
+      value: {"nodeSelectorTerms":
+        has(object.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution)
+          && has(object.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution
+            .nodeSelectorTerms)
+          && dyn(object.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution
+            .nodeSelectorTerms) != null
+          && size(object.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution
+            .nodeSelectorTerms) > 0
+        ? object.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution
+          .nodeSelectorTerms.map(t,
+            size(t.?matchExpressions.orValue([])) == 0 && size(t.?matchFields.orValue([])) == 0
+            ? [dyn({})]
+            : variables.requiredTerms.map(r, {
+                "matchExpressions": dyn(t.?matchExpressions.orValue([]).map(e, {"key": dyn(e.key),
+                    "operator": dyn(e.operator), "values": dyn(e.?values.orValue([]).map(v, v))})
+                  + r.?matchExpressions.orValue([])),
+                "matchFields": dyn(t.?matchFields.orValue([]).map(e, {"key": dyn(e.key),
+                    "operator": dyn(e.operator), "values": dyn(e.?values.orValue([]).map(v, v))})
+                  + r.?matchFields.orValue([]))})).flatten()
+        : variables.requiredTerms}}]) +
+    (size(variables.preferredTerms) == 0 ? []
+      : has(object.spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution)
+      ? variables.preferredTerms.map(p, JSONPatch{op: "add",
+          path: "/spec/affinity/nodeAffinity/preferredDuringSchedulingIgnoredDuringExecution/-",
+          value: p})
+      : [JSONPatch{op: "add",
+          path: "/spec/affinity/nodeAffinity/preferredDuringSchedulingIgnoredDuringExecution",
+          value: variables.preferredTerms}])) +
+(size(variables.tolerations) == 0 ? []
+  : !has(object.spec.tolerations)
+  ? [JSONPatch{op: "add", path: "/spec/tolerations", value: variables.tolerations}]
+  : variables.tolerations.filter(r, !object.spec.tolerations.exists(o,
+        o.?key.orValue("") == r.?key.orValue("") && o.?value.orValue("") == r.?value.orValue("")
+        && o.?effect.orValue("") == r.?effect.orValue("")
+        && (o.?operator.orValue("") == "" ? "Equal" : o.operator) == r.operator
+        && (has(r.tolerationSeconds)
+          ? has(o.tolerationSeconds) && o.tolerationSeconds == r.tolerationSeconds
+          : !has(o.tolerationSeconds))))
+    .map(r, JSONPatch{op: "add", path: "/spec/tolerations/-", value: r}))"""
 
 
-def _toleration_present(toleration: Mapping[str, Any]) -> str:
-    """CEL over ``o`` (one of the pod's tolerations): ``o`` equals ``toleration`` (a
-    normalised one, operator written) as :func:`stickypack.core.routing._toleration_key`
-    compares them: key, operator (empty is ``Equal``), value and effect with the API's
-    defaults filled in, and the same ``tolerationSeconds`` or none on both."""
-    parts = [
-        f'o.?{field}.orValue("") == {_cel(toleration.get(field, ""))}' for field in ("key", "value", "effect")
-    ]
-    if toleration["operator"] == "Equal":
-        parts.append('o.?operator.orValue("") in ["", "Equal"]')
-    else:
-        parts.append(f'o.?operator.orValue("") == {_cel(toleration["operator"])}')
-    seconds = toleration.get("tolerationSeconds")
-    if seconds is None:
-        parts.append("!has(o.tolerationSeconds)")
-    else:
-        parts.append(f"has(o.tolerationSeconds) && o.tolerationSeconds == {_cel(seconds)}")
-    return " && ".join(parts)
-
-
-#: The two lists of a ``NodeSelectorTerm``.
-_TERM_PARTS = ("matchExpressions", "matchFields")
-#: CEL that rebuilds a list of the pod's node selector requirements as maps: the API server
-#: hands a policy the pod's typed Go values, which a JSON Patch value cannot carry
-#: ("type conversion error from struct type v1.NodeSelectorRequirement to *structpb.Value").
-_PLAIN_REQUIREMENTS = (
-    '.map(e, {"key": dyn(e.key), "operator": dyn(e.operator), '
-    '"values": dyn(e.?values.orValue([]).map(v, v))})'
-)
-
-
-def placement_patch_expression(scheduler_name: str, placement: RoutePlacement) -> str:
-    """The CEL expression of a ``JSONPatch`` mutation that sets a pod's ``schedulerName``
-    to ``scheduler_name`` and adds ``placement`` to its spec, with the result of
-    :meth:`RoutePlacement.patch` for the same pod (``object``, as the API server hands it
-    to a policy: the pod's typed values, a field left out when empty; of the lists only
-    ``nodeSelectorTerms`` may be null, as its Go field is written even when empty).
-
-    Node affinity: no ``spec.affinity`` (or no ``nodeAffinity`` in it) gets the
-    placement's node affinity whole. Otherwise the required part is replaced by the AND:
-    each of the pod's ``nodeSelectorTerms`` becomes one term per route term (their
-    ``matchExpressions`` and ``matchFields`` concatenated), except a term without
-    requirements, kept once (as ``{}``, how the API server stores it) (``map`` then
-    ``flatten``, of CEL's list extension, which Kubernetes 1.37 offers); a pod without
-    required terms (none, null or empty) gets the route's. The
-    preferred terms are appended with ``/-`` (or added whole when the pod has none).
-    Tolerations: each route toleration the pod has no equal of is appended with ``/-`` (all
-    of them, added whole, when it has none). Only the pod's required terms are written
-    back (rebuilt as plain maps, :data:`_PLAIN_REQUIREMENTS`); its own preferred terms and
-    tolerations are left untouched, so its ``tolerationSeconds`` never pass through CEL's
-    JSON conversion (:data:`MAX_EXACT_PATCH_INT`). Raises ``ValueError`` for a route
-    toleration's ``tolerationSeconds`` beyond that."""
+def placement_variables(scheduler_name: str, placement: RoutePlacement) -> list[dict[str, str]]:
+    """The ``spec.variables`` of the routing policy that sends pods to ``scheduler_name``
+    with ``placement``: :data:`PLACEMENT_VARIABLES`, each a CEL literal (:func:`_cel`) of
+    the placement as :meth:`RoutePlacement.from_dict` normalised it. Raises ``ValueError``
+    for a toleration's ``tolerationSeconds`` beyond +-(2**53 - 1)
+    (:data:`MAX_EXACT_PATCH_INT`), which CEL would write into the patch as a string."""
     for i, toleration in enumerate(placement.tolerations):
         seconds = toleration.get("tolerationSeconds")
         if seconds is not None and abs(seconds) > MAX_EXACT_PATCH_INT:
@@ -428,59 +489,16 @@ def placement_patch_expression(scheduler_name: str, placement: RoutePlacement) -
                 "MutatingAdmissionPolicy's JSON Patch cannot carry (CEL writes it as a string); "
                 "the webhook's routes can"
             )
-    na = "object.spec.affinity.nodeAffinity"
-    ops = [f"[{_add('/spec/schedulerName', _cel(scheduler_name))}]"]
-    required = [dict(t) for t in placement.required_terms]
-    preferred = [dict(p) for p in placement.preferred]
-    if required or preferred:
-        whole = placement.to_dict()["node_affinity"]
-        inner = []
-        if required:
-            mine = {part: f"t.?{part}.orValue([]){_PLAIN_REQUIREMENTS}" for part in _TERM_PARTS}
-            joins = ",\n            ".join(
-                "{"
-                + ", ".join(f'"{part}": dyn({mine[part]} + {_cel(r.get(part, []))})' for part in mine)
-                + "}"
-                for r in required
-            )
-            own = f"{na}.{REQUIRED}.nodeSelectorTerms"
-            # nodeSelectorTerms (unlike the other lists, written even when empty) may be null
-            terms = (
-                f"(has({na}.{REQUIRED}) && has({own}) && dyn({own}) != null && size({own}) > 0\n"
-                f"      ? {own}.map(t,\n"
-                f"          {' && '.join(f'size(t.?{part}.orValue([])) == 0' for part in _TERM_PARTS)}\n"
-                f"          ? [dyn({{}})]\n          : [{joins}]).flatten()\n"
-                f"      : {_cel(required)})"
-            )
-            path = f"/spec/affinity/nodeAffinity/{REQUIRED}"
-            value = '{"nodeSelectorTerms": ' + terms + "}"
-            inner.append(f"[{_add(path, value)}]")
-        if preferred:
-            path = f"/spec/affinity/nodeAffinity/{PREFERRED}"
-            each = ", ".join(_add(f"{path}/-", _cel(p)) for p in preferred)
-            inner.append(
-                f"(has({na}.{PREFERRED})\n      ? [{each}]\n      : [{_add(path, _cel(preferred))}])"
-            )
-        ops.append(
-            "(!has(object.spec.affinity)\n"
-            f"  ? [{_add('/spec/affinity', _cel({'nodeAffinity': whole}))}]\n"
-            "  : !has(object.spec.affinity.nodeAffinity)\n"
-            f"  ? [{_add('/spec/affinity/nodeAffinity', _cel(whole))}]\n"
-            "  : " + " +\n    ".join(inner) + ")"
-        )
-    if placement.tolerations:
-        tolerations = [dict(t) for t in placement.tolerations]
-        each = " +\n    ".join(
-            f"(object.spec.tolerations.exists(o, {_toleration_present(t)})\n"
-            f"      ? [] : [{_add('/spec/tolerations/-', _cel(t))}])"
-            for t in tolerations
-        )
-        ops.append(
-            "(!has(object.spec.tolerations)\n"
-            f"  ? [{_add('/spec/tolerations', _cel(tolerations))}]\n"
-            f"  : {each})"
-        )
-    return " +\n".join(ops)
+    values: tuple[Any, ...] = (
+        scheduler_name,
+        list(placement.required_terms),
+        list(placement.preferred),
+        list(placement.tolerations),
+    )
+    return [
+        {"name": name, "expression": _cel(value)}
+        for name, value in zip(PLACEMENT_VARIABLES, values, strict=True)
+    ]
 
 
 def scheduler_routing_yaml(
