@@ -35,9 +35,9 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from stickypack.cli import main as cli_main
-from stickypack.core.routing import RoutePlacement
+from stickypack.core.routing import PREFERRED, REQUIRED, RoutePlacement, SelectorError
 from stickypack.extender.config import ClusterConfig, ExtenderConfig, HistoryConfig, PodsConfig
-from stickypack.render import scheduler_routing
+from stickypack.render import PLACEMENT_PATCH_EXPRESSION, _cel, scheduler_routing
 from stickypack.testing import BinariesNotFoundError, ControlPlane, ControlPlaneError, find_binaries
 from stickypack.testing.controlplane import pinned_versions
 from stickypack.webhook.config import RouteConfig, WebhookConfig, config_from_dict, load_config
@@ -182,6 +182,15 @@ def test_committed_scheduler_configs_are_what_render_writes(name: str, tmp_path:
     )
     assert (FILES / name).read_text() == out.read_text(), (
         f"charts/stickypack/files/{name} differs from what stickypack renders now; regenerate it: {command}"
+    )
+
+
+def test_committed_placement_expression_is_renders() -> None:
+    """files/routing-placement.cel, which the chart's routes with a placement use, is
+    stickypack.render.PLACEMENT_PATCH_EXPRESSION (and a newline): one expression for both."""
+    assert (FILES / "routing-placement.cel").read_text() == PLACEMENT_PATCH_EXPRESSION + "\n", (
+        "charts/stickypack/files/routing-placement.cel differs from "
+        "stickypack.render.PLACEMENT_PATCH_EXPRESSION; write the constant (and a newline) into it"
     )
 
 
@@ -416,7 +425,121 @@ def test_extender_settings_reach_its_configuration(helm: Helm) -> None:
     assert one(docs, "Service", "stickypack-extender")["spec"]["ports"][0]["port"] == 80
 
 
-def test_routing_is_what_render_scheduler_routing_writes(helm: Helm, tmp_path: Path) -> None:
+#: Chart routes with placements, in the shapes RoutePlacement.from_dict normalises: every
+#: part; preferred terms only; required terms only; tolerations only (the operator left out,
+#: empty key, value and effect, tolerationSeconds 0, negative and the largest a policy
+#: carries); parts that are empty or null (the plain policy).
+PLACED_ROUTES: list[dict] = [
+    {
+        "schedulerName": "full",
+        "selector": {"placed": "full"},
+        "node_affinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {
+                        "matchExpressions": [
+                            {"key": "hub.jupyter.org/node-purpose", "operator": "In", "values": ["user"]},
+                            {"key": "gpu", "operator": "DoesNotExist", "values": []},
+                        ],
+                        "matchFields": [],
+                    },
+                    {"matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["node-1"]}]},
+                ]
+            },
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "weight": 100,
+                    "preference": {"matchExpressions": [{"key": "size", "operator": "Gt", "values": ["4"]}]},
+                }
+            ],
+        },
+        "tolerations": [
+            {
+                "key": "hub.jupyter.org/dedicated",
+                "operator": "Equal",
+                "value": "user",
+                "effect": "NoSchedule",
+            },
+            {"key": "drain", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 60},
+        ],
+    },
+    {
+        "schedulerName": "preferred-only",
+        "selector": {"placed": "preferred"},
+        "namespace": "binder",
+        "node_affinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "weight": 1,
+                    "preference": {
+                        "matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n.1"]}]
+                    },
+                },
+                {
+                    "weight": 7,
+                    "preference": {
+                        "matchExpressions": [{"key": "zone", "operator": "NotIn", "values": ["a", "b"]}]
+                    },
+                },
+            ]
+        },
+        "tolerations": None,
+    },
+    {
+        "schedulerName": "required-only",
+        "selector": {"placed": "required"},
+        "node_affinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "example.org/pool", "operator": "Exists"}]}
+                ]
+            },
+            "preferredDuringSchedulingIgnoredDuringExecution": [],
+        },
+    },
+    {
+        "schedulerName": "tolerations-only",
+        "selector": {"placed": "tolerations"},
+        "tolerations": [
+            {"key": "a"},
+            {"operator": "Exists"},
+            {"key": "b", "operator": "Equal", "value": "", "effect": ""},
+            {"key": "c", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 0},
+            {"key": "d", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": -5},
+            {"key": "e", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 2**53 - 1},
+            {"key": "f", "value": "A-._z0", "effect": "PreferNoSchedule"},
+        ],
+    },
+    {"schedulerName": "empty-parts", "selector": {"placed": "empty"}, "node_affinity": {}, "tolerations": []},
+    {
+        "schedulerName": "null-parts",
+        "selector": {"placed": "null"},
+        "node_affinity": None,
+        "tolerations": None,
+    },
+]
+
+
+def _routing_docs(helm: Helm, routes: list[dict]) -> list[dict]:
+    """The chart's routing objects for these routes, without the chart's labels."""
+    docs = helm.template(values={"routing": {"enabled": True, "routes": routes}})
+    docs = [d for d in docs if d["kind"].startswith("MutatingAdmissionPolicy")]
+    for doc in docs:
+        assert doc["metadata"].pop("labels")["app.kubernetes.io/component"] == "routing"
+    return docs
+
+
+def _rendered_routing(route: dict) -> list[dict]:
+    """What `stickypack render scheduler-routing` writes for a chart route."""
+    placement = RoutePlacement.from_dict(route.get("node_affinity"), route.get("tolerations"))
+    return scheduler_routing(route["schedulerName"], route["selector"], route.get("namespace"), placement)
+
+
+def test_routing_is_what_render_scheduler_routing_writes(helm: Helm) -> None:
+    """Each route's policy and binding are what ``scheduler_routing`` returns, with the
+    route's placement (RoutePlacement.from_dict of its node_affinity and tolerations): the
+    plain ApplyConfiguration without one, else the fixed expression and the same variables,
+    character for character."""
     routes = [
         {
             "schedulerName": "stickypack-builds",
@@ -424,23 +547,85 @@ def test_routing_is_what_render_scheduler_routing_writes(helm: Helm, tmp_path: P
             "namespace": "binder",
         },
         {"schedulerName": "stickypack", "selector": {"app.kubernetes.io/component": "dask-worker", "a": "b"}},
+        *PLACED_ROUTES,
     ]
-    values = tmp_path / "routes.yaml"
-    values.write_text(yaml.safe_dump({"routing": {"enabled": True, "routes": routes}}))
-    out = helm.run("template", "stickypack", str(CHART), "-f", str(values)).stdout
-    docs = [d for d in yaml.safe_load_all(out) if d and d["kind"].startswith("MutatingAdmissionPolicy")]
-    expected = [
-        doc
-        for route in routes
-        for doc in scheduler_routing(route["schedulerName"], route["selector"], route.get("namespace"))
-    ]
-    for doc in docs:
-        assert doc["metadata"].pop("labels")["app.kubernetes.io/component"] == "routing"
+    docs = _routing_docs(helm, routes)
+    expected = [doc for route in routes for doc in _rendered_routing(route)]
 
     def key(doc: dict) -> tuple[str, str]:
         return doc["kind"], doc["metadata"]["name"]
 
     assert sorted(docs, key=key) == sorted(expected, key=key)  # helm orders objects by kind
+    placed = {d["metadata"]["name"] for d in docs if "variables" in d["spec"]}
+    assert placed == {
+        f"stickypack-route-to-{name}"
+        for name in ("full", "preferred-only", "required-only", "tolerations-only")
+    }
+
+
+#: Strings the chart's CEL literals must write as _cel does: quotes, backslashes, what Go's
+#: JSON encoder escapes (U+2028, U+2029, control characters) or might (<, >, &), non-ASCII.
+CEL_STRINGS = [
+    'q"uote',
+    "back\\slash\\",
+    "line\u2028sep\u2029",
+    "emoji \U0001f600 and \u00e9",
+    "ctl\x01\x08\x0c\x1f\x7f",
+    "tab\tnl\ncr\r",
+    "html <a href='x'>&amp;</a>",
+    "\\u0041 not an escape",
+    "",
+]
+
+
+def _cel_chart(tmp_path: Path) -> Path:
+    """A copy of the chart with one more template: the stickypack.cel literal of each value
+    of ``cel``, base64 (YAML takes no control characters), without the schema (the values
+    are free)."""
+    import shutil
+
+    chart = tmp_path / "chart"
+    shutil.copytree(CHART, chart)
+    (chart / "values.schema.json").unlink()
+    (chart / "templates" / "cel-test.yaml").write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cel-test}\ndata:\n"
+        "{{- range $key, $value := .Values.cel }}\n"
+        '  {{ $key }}: {{ include "stickypack.cel" $value | b64enc }}\n'
+        "{{- end }}\n"
+    )
+    return chart
+
+
+def test_the_charts_cel_literals_are_cels(helm: Helm, tmp_path: Path) -> None:
+    """The chart's stickypack.cel template writes what stickypack.render._cel writes, for
+    strings of every kind (quotes, backslashes, escapes), nested maps (keys sorted), lists,
+    integers (read by Helm as float64, up to 2**53 - 1), booleans and null; a fraction or an
+    integer beyond 2**53 - 1 fails."""
+    values = {
+        "strings": CEL_STRINGS,
+        "map": {"z": {"b": [1, -2, 0], "a": None}, "A": True, "m": False, 'k"ey': "v"},
+        "edge": [2**53 - 1, -(2**53 - 1), {}, []],
+        "nested": PLACED_ROUTES[0],
+    }
+    chart = _cel_chart(tmp_path)
+    out = helm.run(
+        "template",
+        "x",
+        str(chart),
+        "--show-only",
+        "templates/cel-test.yaml",
+        "-f",
+        str(helm.values_file({"cel": values})),
+    )
+    data = yaml.safe_load(out.stdout)["data"]
+    assert {key: _b64(text) for key, text in data.items()} == {
+        key: _cel(value) for key, value in values.items()
+    }
+    for bad, message in ((1.5, "1.5: not an integer"), (2**53, "not an integer within")):
+        done = helm.run(
+            "template", "x", str(chart), "-f", str(helm.values_file({"cel": {"bad": bad}})), check=False
+        )
+        assert done.returncode != 0 and message in done.stderr, done.stderr
 
 
 @pytest.mark.parametrize(
@@ -466,6 +651,36 @@ def test_routing_is_what_render_scheduler_routing_writes(helm: Helm, tmp_path: P
             "webhook.config.routes[0].node_affinity.preferredDuringSchedulingIgnoredDuringExecution[0].weight=0",
             "at '/webhook/config/routes/0/node_affinity/preferredDuringSchedulingIgnoredDuringExecution/0'",
         ),
+        (  # Helm reads the number as float64, exact to 2**53 only; a policy's patch carries no more
+            ",".join(
+                f"routing.routes[0].tolerations[0].{setting}"
+                for setting in (
+                    "key=a",
+                    "operator=Exists",
+                    "effect=NoExecute",
+                    "tolerationSeconds=9007199254740992",
+                )
+            ),
+            "at '/routing/routes/0/tolerations/0/tolerationSeconds': maximum",
+        ),
+        (  # the webhook's routes share the definition (Helm would round the seconds)
+            ",".join(
+                f"webhook.config.routes[0].tolerations[0].{setting}"
+                for setting in (
+                    "key=a",
+                    "operator=Exists",
+                    "effect=NoExecute",
+                    "tolerationSeconds=-9007199254740992",
+                )
+            ),
+            "at '/webhook/config/routes/0/tolerations/0/tolerationSeconds': minimum",
+        ),
+        ("routing.routes[0].tolerations[0].operator=Maybe", "at '/routing/routes/0/tolerations/0/operator'"),
+        ("routing.routes[0].node_affinty.x=1", "additional properties 'node_affinty' not allowed"),
+        (
+            "routing.routes[0].node_affinity.preferredDuringSchedulingIgnoredDuringExecution[0].weight=0",
+            "at '/routing/routes/0/node_affinity/preferredDuringSchedulingIgnoredDuringExecution/0/weight'",
+        ),
         (  # the API server validates a matchFields value as a node name
             ",".join(
                 "webhook.config.routes[0].node_affinity.requiredDuringSchedulingIgnoredDuringExecution"
@@ -482,6 +697,52 @@ def test_bad_values_fail_with_a_schema_error_naming_the_key(helm: Helm, setting:
     assert done.returncode != 0
     assert "values don't meet the specifications of the schema" in done.stderr
     assert message in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize(
+    ("placement", "message"),
+    [
+        (  # RoutePlacement.from_dict refuses a term of empty lists as it refuses {}
+            {
+                "node_affinity": {
+                    REQUIRED: {"nodeSelectorTerms": [{"matchExpressions": [], "matchFields": []}]}
+                }
+            },
+            f"at '/routing/routes/0/node_affinity/{REQUIRED}/nodeSelectorTerms/0'",
+        ),
+        (
+            {"node_affinity": {PREFERRED: [{"weight": 1, "preference": {"matchFields": []}}]}},
+            f"at '/routing/routes/0/node_affinity/{PREFERRED}/0/preference'",
+        ),
+        ({"node_affinity": {REQUIRED: {"nodeSelectorTerms": []}}}, "minItems: got 0, want 1"),
+        (
+            {"tolerations": [{"key": "a", "effect": "NoSchedule", "tolerationSeconds": 5}]},
+            "at '/routing/routes/0/tolerations/0/effect'",
+        ),
+        (
+            {"tolerations": [{"key": "a", "operator": "Exists", "value": "v"}]},
+            "at '/routing/routes/0/tolerations/0",
+        ),
+        ({"tolerations": [{"value": "v"}]}, "missing property 'key'"),
+        (
+            {"tolerations": [{"key": "a", "effect": "NoExecute", "tolerationSeconds": 1.5}]},
+            "at '/routing/routes/0/tolerations/0/tolerationSeconds': got number, want integer",
+        ),
+    ],
+)
+def test_bad_routing_placements_fail_with_a_schema_error_naming_the_key(
+    helm: Helm, placement: dict, message: str
+) -> None:
+    """A routing route's node_affinity and tolerations are checked by the webhook routes'
+    definitions: what RoutePlacement.from_dict would refuse fails before any template runs."""
+    route = {"schedulerName": "s", "selector": {"a": "b"}, **placement}
+    values = helm.values_file({"routing": {"enabled": True, "routes": [route]}})
+    done = helm.run("template", "x", str(CHART), "-f", str(values), check=False)
+    assert done.returncode != 0
+    assert "values don't meet the specifications of the schema" in done.stderr
+    assert message in done.stderr, done.stderr
+    with pytest.raises(SelectorError):  # the same placement, refused by the webhook's code
+        RoutePlacement.from_dict(placement.get("node_affinity"), placement.get("tolerations"))
 
 
 def test_duplicate_routes_fail_clearly(helm: Helm, tmp_path: Path) -> None:

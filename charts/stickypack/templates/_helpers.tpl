@@ -178,3 +178,90 @@ left out (as `stickypack render webhook-config` writes it). Call with (dict "rou
 {{- end }}
 {{- toJson $out }}
 {{- end }}
+
+{{/* A value of the values (null, a boolean, a string, an integer, a list, a map) as the CEL
+literal stickypack.render._cel writes (the routing policies' variables): each map value in
+dyn(), the keys sorted (as _cel sorts them), strings as JSON without HTML escaping (Go's
+encoder escapes U+2028 and U+2029, as _cel does too). Helm reads a values file's numbers as
+float64: an integer is written as one; a fraction, or an integer beyond +-(2^53 - 1) (which
+a float64 does not hold exactly, nor a policy's JSON Patch), fails. Recursive. */}}
+{{- define "stickypack.cel" -}}
+{{- $v := . }}
+{{- if kindIs "invalid" $v }}null
+{{- else if kindIs "bool" $v }}{{ ternary "true" "false" $v }}
+{{- else if kindIs "string" $v }}{{ toRawJson $v }}
+{{- else if or (kindIs "float64" $v) (kindIs "int64" $v) (kindIs "int" $v) }}
+{{- $f := float64 $v }}
+{{- if or (gt $f 9007199254740991.0) (lt $f -9007199254740991.0) (ne $f (float64 (int64 $f))) }}
+{{- fail (printf "%v: not an integer within +-(2^53 - 1), which a routing policy cannot carry" $v) }}
+{{- end }}
+{{- int64 $f }}
+{{- else if kindIs "slice" $v }}[
+{{- range $i, $item := $v }}{{ if $i }}, {{ end }}{{ include "stickypack.cel" $item }}{{ end -}}
+]
+{{- else if kindIs "map" $v }}{
+{{- range $i, $key := keys $v | sortAlpha }}{{ if $i }}, {{ end }}{{ toRawJson $key }}: dyn({{ include "stickypack.cel" (get $v $key) }}){{ end -}}
+}
+{{- else }}
+{{- fail (printf "%v (%s) is not JSON data" $v (kindOf $v)) }}
+{{- end }}
+{{- end }}
+
+{{/* A NodeSelectorTerm as RoutePlacement.from_dict normalises it (JSON): requirements of
+key, operator and (when not empty) values; an empty list left out; a term left empty fails
+(values.schema.json refuses it first). Call with (dict "term" $term "where" "..."). */}}
+{{- define "stickypack.routing.nodeSelectorTerm" -}}
+{{- $out := dict }}
+{{- range $part := list "matchExpressions" "matchFields" }}
+{{- $requirements := list }}
+{{- range $r := get $.term $part | default list }}
+{{- $requirement := dict "key" $r.key "operator" $r.operator }}
+{{- with $r.values }}
+{{- $_ := set $requirement "values" . }}
+{{- end }}
+{{- $requirements = append $requirements $requirement }}
+{{- end }}
+{{- if $requirements }}
+{{- $_ := set $out $part $requirements }}
+{{- end }}
+{{- end }}
+{{- if not $out }}
+{{- fail (printf "%s: an empty term matches no node; give matchExpressions or matchFields" $.where) }}
+{{- end }}
+{{- toJson $out }}
+{{- end }}
+
+{{/* A routing route's placement as RoutePlacement.from_dict normalises it, as JSON:
+{"requiredTerms": [...], "preferredTerms": [...], "tolerations": [...]} (lists, maybe
+empty). A toleration has its operator written (Equal when left out) and its empty key,
+value and effect left out. Call with (dict "route" $route "where" "routing.routes[N]"). */}}
+{{- define "stickypack.routing.placement" -}}
+{{- $affinity := .route.node_affinity | default dict }}
+{{- $required := list }}
+{{- with get $affinity "requiredDuringSchedulingIgnoredDuringExecution" }}
+{{- range $i, $term := .nodeSelectorTerms }}
+{{- $where := printf "%s.node_affinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[%d]" $.where $i }}
+{{- $required = append $required (include "stickypack.routing.nodeSelectorTerm" (dict "term" $term "where" $where) | fromJson) }}
+{{- end }}
+{{- end }}
+{{- $preferred := list }}
+{{- range $i, $p := get $affinity "preferredDuringSchedulingIgnoredDuringExecution" | default list }}
+{{- $where := printf "%s.node_affinity.preferredDuringSchedulingIgnoredDuringExecution[%d].preference" $.where $i }}
+{{- $term := include "stickypack.routing.nodeSelectorTerm" (dict "term" $p.preference "where" $where) | fromJson }}
+{{- $preferred = append $preferred (dict "weight" $p.weight "preference" $term) }}
+{{- end }}
+{{- $tolerations := list }}
+{{- range $t := .route.tolerations | default list }}
+{{- $toleration := dict "operator" ($t.operator | default "Equal") }}
+{{- range $field := list "key" "value" "effect" }}
+{{- with get $t $field }}
+{{- $_ := set $toleration $field . }}
+{{- end }}
+{{- end }}
+{{- if and (hasKey $t "tolerationSeconds") (not (kindIs "invalid" $t.tolerationSeconds)) }}
+{{- $_ := set $toleration "tolerationSeconds" $t.tolerationSeconds }}
+{{- end }}
+{{- $tolerations = append $tolerations $toleration }}
+{{- end }}
+{{- toJson (dict "requiredTerms" $required "preferredTerms" $preferred "tolerations" $tolerations) }}
+{{- end }}
