@@ -1268,6 +1268,19 @@ def test_the_api_server_accepts_every_object(
         assert status == 201, f"{doc['kind']} {doc['metadata']['name']}: HTTP {status} {body.get('message')}"
 
 
+@pytest.mark.controlplane
+def test_the_api_server_accepts_the_placed_routes(controlplane: ControlPlane, helm: Helm) -> None:
+    """The policies of :data:`PLACED_ROUTES` (a placement of each shape), sent as a dry run
+    with strict field validation: the API server compiles the fixed expression with each
+    route's variables."""
+    docs = _routing_docs(helm, PLACED_ROUTES)
+    assert len(docs) == 2 * len(PLACED_ROUTES)
+    for doc in docs:
+        query = [("dryRun", "All"), ("fieldValidation", "Strict")]
+        status, body = _request(controlplane, "POST", _api_path(doc, "default"), doc, query)
+        assert status == 201, f"{doc['kind']} {doc['metadata']['name']}: HTTP {status} {body.get('message')}"
+
+
 @dataclass
 class Installed:
     cp: ControlPlane
@@ -1289,13 +1302,39 @@ class Installed:
         return self.cp.service_account_kubeconfig(f"{self.release}-{account}", self.namespace)
 
 
+#: The placement of the installed chart's routing route: a required term (ANDed with a
+#: pod's own), a preferred term, two tolerations (one with tolerationSeconds, one with the
+#: operator left out).
+INSTALLED_ROUTE_PLACEMENT: dict[str, Any] = {
+    "node_affinity": {
+        REQUIRED: {
+            "nodeSelectorTerms": [
+                {
+                    "matchExpressions": [
+                        {"key": "hub.jupyter.org/node-purpose", "operator": "In", "values": ["user"]}
+                    ]
+                }
+            ]
+        },
+        PREFERRED: [
+            {"weight": 10, "preference": {"matchExpressions": [{"key": "gpu", "operator": "DoesNotExist"}]}}
+        ],
+    },
+    "tolerations": [
+        {"key": "hub.jupyter.org/dedicated", "value": "user", "effect": "NoSchedule"},
+        {"key": "drain", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 30},
+    ],
+}
+
+
 @pytest.fixture(scope="module")
 def installed(
     controlplane: ControlPlane, helm: Helm, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Installed]:
     """The chart installed with helm into a namespace of its own (release "stickypack"): the
     builds scheduler with two replicas (leader election) asking an extender on a loopback
-    port, a route for pods with a label of this run, and the webhook (generated TLS) with two
+    port, a route for pods with a label of this run (with :data:`INSTALLED_ROUTE_PLACEMENT`),
+    and the webhook (generated TLS) with two
     routes for pods with another label of this run: one in this namespace only, to
     stickypack-builds ("key=value" selector), one with matchExpressions."""
     assert controlplane.kubeconfig is not None
@@ -1328,7 +1367,12 @@ def installed(
                 "routing": {
                     "enabled": True,
                     "routes": [
-                        {"schedulerName": "stickypack", "selector": route_label, "namespace": namespace}
+                        {
+                            "schedulerName": "stickypack",
+                            "selector": route_label,
+                            "namespace": namespace,
+                            **INSTALLED_ROUTE_PLACEMENT,
+                        }
                     ],
                 },
                 "webhook": {"enabled": True, "config": {"routes": webhook_routes}},
@@ -1683,6 +1727,11 @@ def test_the_accounts_have_no_right_beyond_the_table(installed: Installed) -> No
 def test_routing_gives_labelled_pods_the_routes_scheduler(
     installed: Installed, cluster: ControlPlane
 ) -> None:
+    """The installed route's policy gives a labelled pod of its namespace the route's
+    scheduler and placement, as the webhook's :meth:`RoutePlacement.patch` gives them (the
+    same pod without the labels, admitted, then patched): a pod without affinity or
+    tolerations, and one with a required term and tolerations of its own (one the route's
+    too, written with the operator left out). Elsewhere, pods are left alone."""
     deadline = time.monotonic() + 20
     for i in range(100):  # the API server picks a new policy up within a second or so
         probe = cluster.create_pod(
@@ -1696,6 +1745,42 @@ def test_routing_gives_labelled_pods_the_routes_scheduler(
             break
         time.sleep(0.2)
     assert probe["spec"]["schedulerName"] == "stickypack"
+    placement = RoutePlacement.from_dict(**INSTALLED_ROUTE_PLACEMENT)
+    zone = {"key": "zone", "operator": "In", "values": ["a"]}
+    node = {"key": "metadata.name", "operator": "In", "values": ["n1"]}
+    own = _pod_spec("default-scheduler")
+    own["spec"]["affinity"] = {
+        "nodeAffinity": {
+            REQUIRED: {"nodeSelectorTerms": [{"matchExpressions": [zone]}, {"matchFields": [node]}]}
+        }
+    }
+    own["spec"]["tolerations"] = [
+        {"key": "gpu", "operator": "Exists"},
+        {"key": "hub.jupyter.org/dedicated", "value": "user", "effect": "NoSchedule"},
+    ]
+    placed = cluster.create_pod(
+        pod={"metadata": {"name": "own-placement", "labels": installed.route_label}, **own},
+        namespace=installed.namespace,
+    )
+    for pod, sent in ((probe, _pod_spec("default-scheduler")), (placed, own)):
+        unlabelled = {**sent, "metadata": {"name": f"unlabelled-{pod['metadata']['name']}"}}
+        base = cluster.dry_run_pod(unlabelled, namespace=installed.namespace)["spec"]
+        expected = {**base, "schedulerName": "stickypack"}
+        for op in placement.patch(base):  # each adds the whole /spec/affinity or /spec/tolerations
+            expected[op["path"].removeprefix("/spec/")] = op["value"]
+        assert pod["spec"] == expected, pod["metadata"]["name"]
+    # what the equality stands for, spelled out
+    (route_term,) = placement.required_terms
+    purpose = route_term["matchExpressions"][0]
+    terms = placed["spec"]["affinity"]["nodeAffinity"][REQUIRED]["nodeSelectorTerms"]
+    assert terms == [
+        {"matchExpressions": [zone, purpose]},
+        {"matchExpressions": [purpose], "matchFields": [node]},
+    ]
+    keys = [t.get("key") for t in placed["spec"]["tolerations"]]
+    # the pod's own first (the dedicated one not repeated), the API server's defaults, the route's
+    assert keys[:2] == ["gpu", "hub.jupyter.org/dedicated"] and keys[-1] == "drain"
+    assert keys.count("hub.jupyter.org/dedicated") == 1
     elsewhere = cluster.create_pod(
         pod={
             "metadata": {"name": "elsewhere", "labels": installed.route_label},
@@ -1703,6 +1788,7 @@ def test_routing_gives_labelled_pods_the_routes_scheduler(
         }
     )
     assert elsewhere["spec"]["schedulerName"] == "default-scheduler"  # the route's namespace only
+    assert "affinity" not in elsewhere["spec"]
 
 
 # --------------------------------------------------------------------------- the webhook, installed
