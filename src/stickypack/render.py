@@ -293,7 +293,7 @@ def scheduler_routing(
     holds for the scheduler name as well, as they are one patch: a pod is routed with its
     placement or not at all, never half-way (tested on kube-apiserver 1.37; the webhook's
     failure leaves the pod unchanged too). The cost budget is far off: a pod with 2000
-    tolerations and 100 required terms of 20 requirements each was routed. One failure
+    tolerations and 100 required terms of 20 requirements each is routed (tested). One failure
     ``Ignore`` does not cover: a patched pod the API server cannot decode fails the pod's
     creation (an internal error, on 1.37); the expression only writes strings, lists and
     small integers, and the one value that could not decode, a ``tolerationSeconds`` beyond
