@@ -29,14 +29,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from stickypack.core.routing import RoutePlacement
 from stickypack.render import scheduler_routing
 from stickypack.testing import ControlPlane, pod_manifest
-from webhook_latency import USER_POOL_PLACEMENT, required_node_affinity
+from webhook_latency import USER_POOL_PLACEMENT, print_creation_times, required_node_affinity
 
 #: The placed pods' own node affinity, which the policy ANDs with the route's.
 OWN_AFFINITY = {"nodeAffinity": required_node_affinity("topology.kubernetes.io/zone", ["a"])}
-
-
-def _quantile(values: list[float], q: float) -> float:
-    return statistics.quantiles(values, n=100, method="inclusive")[int(q * 100) - 1]
 
 
 def _pod(kind: str, n: int, labels: dict[str, str]) -> dict[str, Any]:
@@ -87,11 +83,7 @@ def main() -> None:
                 created = cp.create_pod(pod=pod)
                 times[kind].append(time.perf_counter() - start)
                 _check(kind, created)
-    for kind, values in times.items():
-        print(
-            f"{kind:7s} pod creation: p50 {1000 * statistics.median(values):.2f} ms, "
-            f"p99 {1000 * _quantile(values, 0.99):.2f} ms ({len(values)} pods)"
-        )
+    print_creation_times(times)
     placed = statistics.median(times["placed"]) / statistics.median(times["routed"])
     print(f"placement: {placed:.2f} x the scheduler-only policy's p50")
     print(f"ratio: {statistics.median(times['placed']) / statistics.median(times['plain']):.2f}")

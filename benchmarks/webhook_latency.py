@@ -51,6 +51,16 @@ def _quantile(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[int(q * 100) - 1]
 
 
+def print_creation_times(times: dict[str, list[float]]) -> None:
+    """One line per kind of pod: the p50 and p99 of its creation times (seconds, printed
+    in milliseconds) and how many were timed."""
+    for kind, values in times.items():
+        print(
+            f"{kind:7s} pod creation: p50 {1000 * statistics.median(values):.2f} ms, "
+            f"p99 {1000 * _quantile(values, 0.99):.2f} ms ({len(values)} pods)"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pods", type=int, default=300, help="pods to create of each kind")
@@ -106,11 +116,7 @@ def main() -> None:
                     tolerations = {t.get("key") for t in pod["spec"].get("tolerations") or []}
                     if (kind == "placed") != ("hub.jupyter.org/dedicated" in tolerations):
                         raise SystemExit(f"{kind}-{n}: tolerations {sorted(map(str, tolerations))}")
-    for kind, values in times.items():
-        print(
-            f"{kind:7s} pod creation: p50 {1000 * statistics.median(values):.2f} ms, "
-            f"p99 {1000 * _quantile(values, 0.99):.2f} ms ({len(values)} pods)"
-        )
+    print_creation_times(times)
     placed = statistics.median(times["placed"]) / statistics.median(times["routed"])
     print(f"placement: {placed:.2f} x a plain route's p50")
     print(f"ratio: {statistics.median(times['routed']) / statistics.median(times['plain']):.2f}")
