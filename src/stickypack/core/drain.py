@@ -18,7 +18,7 @@ Pure: a copy of the table is changed, never the caller's.
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -27,6 +27,7 @@ from stickypack.core.explain import ScaleDownRules, is_daemon_pod, is_expendable
 from stickypack.core.framework import FilterPlugin, SchedulingContext
 from stickypack.core.nodetable import NodeTable
 from stickypack.core.pod import Pod
+from stickypack.core.podaffinity import NamespaceLabels, PodsOnNodes, has_inter_pod_rules
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,19 +50,33 @@ FIRST_FIT_SLICE = 64
 
 
 def _first_fit(
-    pod: Pod, table: NodeTable, rows: np.ndarray, filters: Sequence[FilterPlugin], ctx: SchedulingContext
+    pod: Pod,
+    table: NodeTable,
+    rows: np.ndarray,
+    filters: Sequence[FilterPlugin],
+    ctx: SchedulingContext,
+    on_nodes: PodsOnNodes | None = None,
 ) -> int | None:
-    """The first of ``rows`` that passes every filter, or None; ``rows`` are filtered
+    """The first of ``rows`` that passes every filter and, given ``on_nodes``, its
+    inter-pod rules (:meth:`PodsOnNodes.judge`), or None; ``rows`` are filtered
     :data:`FIRST_FIT_SLICE` at a time, which gives the same node as filtering them all at
     once for filters that judge each node by itself (kube-scheduler's do)."""
+    allows: Callable[[int], bool] | None = None
     for start in range(0, rows.size, FIRST_FIT_SLICE):
         part = rows[start : start + FIRST_FIT_SLICE]
         for plugin in filters:
             if part.size == 0:
                 break
             part = part[plugin.filter(pod, table, part, ctx)]
-        if part.size:
-            return int(part[0])
+        if on_nodes is None:
+            if part.size:
+                return int(part[0])
+            continue
+        for row in part.tolist():
+            if allows is None:
+                allows = on_nodes.judge(pod)
+            if allows(row):
+                return int(row)
     return None
 
 
@@ -72,6 +87,7 @@ def plan_scale_down(
     filters: Sequence[FilterPlugin],
     rules: ScaleDownRules | None = None,
     ctx: SchedulingContext | None = None,
+    namespace_labels: NamespaceLabels = None,
 ) -> ScaleDownPlan:
     """Check ``candidates`` (node names, in the order given; nodes no pod pins) as the
     autoscaler does. ``pods_by_node``: the pods bound to each node, as
@@ -88,28 +104,50 @@ def plan_scale_down(
     of it is kept. Before any candidate, the pods of the nodes being deleted
     (``ToBeDeletedByClusterAutoscaler``) are placed the same way, those that fit nowhere
     left out, and such a node is never judged, as the autoscaler treats its deletions in
-    progress. ``table`` is not changed."""
+    progress. ``table`` is not changed.
+
+    When some pod has required pod (anti-)affinity terms or host ports, each placement also
+    passes kube-scheduler's InterPodAffinity and NodePorts filters against the pods on the
+    nodes at that point of the plan (:class:`~stickypack.core.podaffinity.PodsOnNodes`:
+    every pod but expendable ones, DaemonSet and long-terminating pods included, the pods
+    moved so far where they went, a candidate's pods off it while they are placed);
+    ``namespace_labels`` (namespace to its labels) serve the terms' ``namespaceSelector``
+    (None: unknown, such a selector then selects every namespace)."""
     rules = rules if rules is not None else ScaleDownRules()
     ctx = ctx if ctx is not None else SchedulingContext()
     sim = copy.deepcopy(table)
     gone = np.zeros(sim.alloc.shape[0], dtype=bool)  # removable candidates: no pod goes there
     planned: dict[str, list[Pod]] = {}  # the pods each node would move, placements included
+    staying: list[tuple[str, Pod]] = []  # the other pods in the autoscaler's snapshot
+    inter_pod_rules = False
     for name, pods in pods_by_node.items():
         for pod in pods:
             if is_expendable(pod, rules):
                 if name in sim.index:
                     sim.remove_pod(sim.index[name], pod)
-            elif not is_daemon_pod(pod) and not is_long_terminating(pod, rules):
+                continue
+            inter_pod_rules = inter_pod_rules or has_inter_pod_rules(pod)
+            if not is_daemon_pod(pod) and not is_long_terminating(pod, rules):
                 planned.setdefault(name, []).append(pod)
+            else:
+                staying.append((name, pod))
+    # where no pod has inter-pod terms or host ports those filters pass every node: skip them
+    on_nodes = _pods_on_nodes(sim, planned, staying, namespace_labels) if inter_pod_rules else None
     # the autoscaler's deletions in progress: it places their pods first, where they fit,
     # and never judges those nodes
     for row in [int(r) for r in sim.active_indices() if sim.to_be_deleted[r]]:
-        for pod in planned.pop(sim.node_names([row])[0], []):
+        leaving = planned.pop(sim.node_names([row])[0], [])
+        for pod in leaving:
             sim.remove_pod(row, pod)
+            if on_nodes is not None:
+                on_nodes.remove(row, pod)
+        for pod in leaving:
             idx = sim.active_indices()
-            dest = _first_fit(pod, sim, idx[~sim.to_be_deleted[idx]], filters, ctx)
+            dest = _first_fit(pod, sim, idx[~sim.to_be_deleted[idx]], filters, ctx, on_nodes)
             if dest is not None:
                 sim.add_pod(dest, pod)
+                if on_nodes is not None:
+                    on_nodes.add(dest, pod)
                 planned.setdefault(sim.node_names([dest])[0], []).append(pod)
     removable: list[str] = []
     moves: dict[str, str] = {}
@@ -121,23 +159,31 @@ def plan_scale_down(
         pods = planned.get(name, [])
         for pod in pods:
             sim.remove_pod(row, pod)
+            if on_nodes is not None:
+                on_nodes.remove(row, pod)
         placed: list[tuple[Pod, int]] = []
         blocked: str | None = None
         for pod in pods:
             idx = sim.active_indices()
             dest = _first_fit(
-                pod, sim, idx[(idx != row) & ~gone[idx] & ~sim.to_be_deleted[idx]], filters, ctx
+                pod, sim, idx[(idx != row) & ~gone[idx] & ~sim.to_be_deleted[idx]], filters, ctx, on_nodes
             )
             if dest is None:
                 blocked = pod.key
                 break
             sim.add_pod(dest, pod)
+            if on_nodes is not None:
+                on_nodes.add(dest, pod)
             placed.append((pod, dest))
         if blocked is not None:  # revert: the candidate keeps its pods
             for pod, dest in placed:
                 sim.remove_pod(dest, pod)
+                if on_nodes is not None:
+                    on_nodes.remove(dest, pod)
             for pod in pods:
                 sim.add_pod(row, pod)
+                if on_nodes is not None:
+                    on_nodes.add(row, pod)
             no_room[name] = blocked
             continue
         gone[row] = True
@@ -148,3 +194,27 @@ def plan_scale_down(
             planned.setdefault(dest_name, []).append(pod)
             moves[pod.key] = dest_name
     return ScaleDownPlan(tuple(removable), moves, no_room)
+
+
+def _pods_on_nodes(
+    table: NodeTable,
+    planned: Mapping[str, Sequence[Pod]],
+    staying: Sequence[tuple[str, Pod]],
+    namespace_labels: NamespaceLabels,
+) -> PodsOnNodes:
+    """The pods on each node of ``table`` (those of nodes it does not hold left out, as the
+    autoscaler's snapshot has no such node), with the nodes' labels."""
+    labels: dict[int, Mapping[str, str]] = {}
+    for row in table.active_indices().tolist():
+        info = table.info[row]
+        if info is not None:
+            labels[row] = info.labels
+    on_nodes = PodsOnNodes(labels, namespace_labels)
+    for name, pods in planned.items():
+        if name in table.index:
+            for pod in pods:
+                on_nodes.add(table.index[name], pod)
+    for name, pod in staying:
+        if name in table.index:
+            on_nodes.add(table.index[name], pod)
+    return on_nodes

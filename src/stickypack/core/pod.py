@@ -8,6 +8,12 @@ from types import MappingProxyType
 from typing import Any
 
 from stickypack.core.labels import NodeSelectorTerm, PreferredTerm, Toleration
+from stickypack.core.podaffinity import (
+    HostPort,
+    RequiredPodAffinityTerm,
+    host_ports_from_spec,
+    required_terms_from_list,
+)
 from stickypack.core.resources import (
     CPU,
     DEFAULT_MEMORY_REQUEST,
@@ -69,6 +75,16 @@ class Pod:
     required_terms: tuple[NodeSelectorTerm, ...] | None = None
     preferred_terms: tuple[PreferredTerm, ...] = ()
     pod_anti_affinity: tuple[PodAffinityTerm, ...] = ()
+    #: ``podAffinity.requiredDuringSchedulingIgnoredDuringExecution``: the pod goes only to a
+    #: node in whose topology domain, for each term, a pod selected by every term runs
+    #: (:meth:`~stickypack.core.podaffinity.PodsOnNodes.judge`).
+    required_pod_affinity: tuple[RequiredPodAffinityTerm, ...] = ()
+    #: ``podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution``: the pod goes to no
+    #: node in whose topology domain a pod the term selects runs, and no pod it selects goes
+    #: to its node's domain (kube-scheduler checks both ways).
+    required_pod_anti_affinity: tuple[RequiredPodAffinityTerm, ...] = ()
+    #: The ports its containers and sidecar init containers bind on the node (``hostPort``).
+    host_ports: tuple[HostPort, ...] = ()
     #: Kind of the pod's controller (the owner reference with ``controller: true``), if any.
     owner_kind: str | None = None
     #: Name of that controller (in the pod's namespace), if any.
@@ -129,12 +145,25 @@ class Pod:
             anti = ((spec.get("affinity") or {}).get("podAntiAffinity") or {}).get(
                 "preferredDuringSchedulingIgnoredDuringExecution"
             ) or []
+            labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
+            namespace = str(meta.get("namespace") or "default")
+            inter_pod = spec.get("affinity") or {}
+            required_field = "requiredDuringSchedulingIgnoredDuringExecution"
+            required_by_kind = {
+                kind: required_terms_from_list(
+                    (inter_pod.get(kind) or {}).get(required_field),
+                    labels,
+                    namespace,
+                    f"spec.affinity.{kind}.{required_field}",
+                )
+                for kind in ("podAffinity", "podAntiAffinity")
+            }
             owners = meta.get("ownerReferences") or []
             # the controller only (metav1.GetControllerOf): another owner recreates nothing
             controller = next((o for o in owners if o.get("controller") is True), None)
             return cls(
                 name=str(meta.get("name") or meta.get("generateName") or ""),
-                namespace=str(meta.get("namespace") or "default"),
+                namespace=namespace,
                 uid=str(meta.get("uid") or ""),
                 created=rfc3339_seconds(meta.get("creationTimestamp")),
                 deleted=_deletion_time(meta.get("deletionTimestamp")),
@@ -144,7 +173,7 @@ class Pod:
                 nonzero_memory=nonzero[MEMORY],
                 bound_nonzero_cpu=bound_nonzero[CPU] if bound_nonzero else None,
                 bound_nonzero_memory=bound_nonzero[MEMORY] if bound_nonzero else None,
-                labels={str(k): str(v) for k, v in (meta.get("labels") or {}).items()},
+                labels=labels,
                 annotations={str(k): str(v) for k, v in (meta.get("annotations") or {}).items()},
                 tolerations=tuple(Toleration.from_dict(t) for t in spec.get("tolerations") or []),
                 node_selector={str(k): str(v) for k, v in (spec.get("nodeSelector") or {}).items()},
@@ -171,6 +200,9 @@ class Pod:
                     )
                     for t in anti
                 ),
+                required_pod_affinity=required_by_kind["podAffinity"],
+                required_pod_anti_affinity=required_by_kind["podAntiAffinity"],
+                host_ports=host_ports_from_spec(spec),
                 owner_kind=str(controller["kind"]) if controller else None,
                 owner_name=str(controller.get("name") or "") or None if controller else None,
                 owner_group=(

@@ -1,0 +1,333 @@
+"""Required inter-pod affinity and anti-affinity, and host ports: what kube-scheduler's
+``InterPodAffinity`` and ``NodePorts`` filters check, for the scale-down simulation.
+
+- :class:`RequiredPodAffinityTerm`: one ``requiredDuringSchedulingIgnoredDuringExecution``
+  term of ``podAffinity`` or ``podAntiAffinity``, read by :func:`required_terms_from_list`.
+- :class:`HostPort`: a container port bound on the node, read by :func:`host_ports_from_spec`.
+- :class:`PodsOnNodes`: the pods on each node of a table (rows) and the nodes' labels, kept up
+  to date as pods move; :meth:`PodsOnNodes.allows` is kube-scheduler's verdict on putting a
+  pod on a node, by those rules alone.
+
+Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from stickypack.core.labels import LABEL_KEY, Requirement
+from stickypack.core.routing import LabelSelector, SelectorError
+
+if TYPE_CHECKING:
+    from stickypack.core.pod import Pod
+
+#: What a host port binds when it names no ``hostIP``: every address of the node.
+ALL_HOST_IPS = "0.0.0.0"
+#: Protocols of a container port (``TCP`` when none is given).
+PORT_PROTOCOLS = ("TCP", "UDP", "SCTP")
+
+#: Namespace name to its labels. ``None``: the labels are not known (the namespaces could not
+#: be listed); a term's non-empty ``namespaceSelector`` is then taken to select every namespace.
+NamespaceLabels = Mapping[str, Mapping[str, str]] | None
+
+
+@dataclass(frozen=True, slots=True)
+class RequiredPodAffinityTerm:
+    """A required pod (anti-)affinity term, as kube-scheduler's ``AffinityTerm`` holds it.
+
+    It selects a pod whose labels match ``selector`` and whose namespace is in ``namespaces``
+    or has labels matching ``namespace_selector``. ``selector`` None (the term has no
+    ``labelSelector``) selects no pod; an empty one every pod. ``namespaces``: the term's
+    list, or the pod's own namespace when the list is empty and there is no
+    ``namespaceSelector``; ``namespace_selector`` None: none given, empty: every namespace.
+    ``matchLabelKeys`` / ``mismatchLabelKeys`` are already merged into ``selector`` (``key In
+    (value)`` / ``key NotIn (value)`` with the pod's own value; a key the pod lacks adds
+    nothing), as the API server does when it creates the pod.
+
+    ``topology_key``: the node label whose value makes a topology domain: the term looks at
+    the pods on every node with the same value (a node without the label is in no domain).
+    """
+
+    selector: LabelSelector | None
+    topology_key: str
+    namespaces: frozenset[str] = frozenset()
+    namespace_selector: LabelSelector | None = None
+
+    def selects(self, pod: Pod, namespace_labels: NamespaceLabels = None) -> bool:
+        """Whether the term selects ``pod`` (kube-scheduler's ``AffinityTerm.Matches``);
+        ``namespace_labels``: see :data:`NamespaceLabels` (a namespace it does not list has
+        no labels)."""
+        if self.selector is None:
+            return False
+        if pod.namespace not in self.namespaces:
+            if self.namespace_selector is None:
+                return False
+            selector = self.namespace_selector
+            if (
+                namespace_labels is not None
+                and not selector.empty
+                and not selector.matches(namespace_labels.get(pod.namespace, {}))
+            ):
+                return False
+        return self.selector.matches(pod.labels)
+
+
+@dataclass(frozen=True, slots=True)
+class HostPort:
+    """A container port bound on its node (``hostPort``): ``protocol`` TCP, UDP or SCTP,
+    ``host_ip`` the address (:data:`ALL_HOST_IPS` when none is given)."""
+
+    port: int
+    protocol: str = "TCP"
+    host_ip: str = ALL_HOST_IPS
+
+    def conflicts(self, other: HostPort) -> bool:
+        """kube-scheduler's ``HostPortInfo.CheckConflict``: the same port and protocol, and
+        the same address or either being ``0.0.0.0`` (which binds them all)."""
+        return (
+            self.port == other.port
+            and self.protocol == other.protocol
+            and (self.host_ip == other.host_ip or ALL_HOST_IPS in (self.host_ip, other.host_ip))
+        )
+
+
+def _string_list(raw: object, where: str) -> list[str]:
+    if raw is None:
+        return []
+    if not isinstance(raw, list | tuple) or not all(isinstance(v, str) for v in raw):
+        raise ValueError(f"{where} must be a list of strings, got {raw!r}")
+    return list(raw)
+
+
+def _selector(raw: object, where: str) -> LabelSelector:
+    try:
+        return LabelSelector.from_dict(raw)
+    except SelectorError as exc:
+        raise ValueError(f"{where}: {exc}") from None
+
+
+def required_term_from_dict(
+    raw: object, pod_labels: Mapping[str, str], pod_namespace: str, where: str
+) -> RequiredPodAffinityTerm:
+    """One ``PodAffinityTerm`` dict of a pod in ``pod_namespace`` with ``pod_labels``;
+    ValueError naming ``where`` (its path in the pod) and the bad field."""
+    if not isinstance(raw, Mapping):
+        raise ValueError(f"{where}: a pod affinity term is a mapping, got {raw!r}")
+    topology_key = raw.get("topologyKey")
+    if not isinstance(topology_key, str) or not LABEL_KEY.fullmatch(topology_key):
+        raise ValueError(f"{where}.topologyKey: {topology_key!r} is not a label key")
+    selector = None
+    if raw.get("labelSelector") is not None:
+        selector = _selector(raw["labelSelector"], f"{where}.labelSelector")
+        merged = list(selector.expressions)
+        for field_name, operator in (("matchLabelKeys", "In"), ("mismatchLabelKeys", "NotIn")):
+            for key in _string_list(raw.get(field_name), f"{where}.{field_name}"):
+                if key in pod_labels:
+                    requirement = Requirement(key, operator, (pod_labels[key],))
+                    if requirement not in merged:  # the API server merged it already
+                        merged.append(requirement)
+        selector = LabelSelector(selector.match_labels, tuple(merged))
+    namespaces = _string_list(raw.get("namespaces"), f"{where}.namespaces")
+    namespace_selector = None
+    if raw.get("namespaceSelector") is not None:
+        namespace_selector = _selector(raw["namespaceSelector"], f"{where}.namespaceSelector")
+    if not namespaces and namespace_selector is None:
+        namespaces = [pod_namespace]
+    return RequiredPodAffinityTerm(selector, topology_key, frozenset(namespaces), namespace_selector)
+
+
+def required_terms_from_list(
+    raw: object, pod_labels: Mapping[str, str], pod_namespace: str, where: str
+) -> tuple[RequiredPodAffinityTerm, ...]:
+    """The terms of a ``requiredDuringSchedulingIgnoredDuringExecution`` list (None: none)."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list | tuple):
+        raise ValueError(f"{where} must be a list of pod affinity terms, got {raw!r}")
+    return tuple(
+        required_term_from_dict(term, pod_labels, pod_namespace, f"{where}[{i}]")
+        for i, term in enumerate(raw)
+    )
+
+
+def host_ports_from_spec(spec: Mapping[str, object]) -> tuple[HostPort, ...]:
+    """The host ports of a pod spec, as kube-scheduler's ``GetHostPorts`` lists them: those of
+    its containers and of its restartable (sidecar) init containers, ``hostPort`` above 0.
+    With ``hostNetwork``, a port without ``hostPort`` binds its ``containerPort`` (the API
+    server's defaulting). ValueError naming the bad port."""
+    out: list[HostPort] = []
+    host_network = spec.get("hostNetwork") is True
+    for kind in ("initContainers", "containers"):
+        containers = spec.get(kind) or ()
+        if not isinstance(containers, list | tuple):
+            raise ValueError(f"spec.{kind} must be a list, got {containers!r}")
+        for i, container in enumerate(containers):
+            if not isinstance(container, Mapping):
+                raise ValueError(f"spec.{kind}[{i}] must be a mapping, got {container!r}")
+            if kind == "initContainers" and container.get("restartPolicy") != "Always":
+                continue  # an init container that ends binds its ports only while it runs
+            ports = container.get("ports") or ()
+            if not isinstance(ports, list | tuple):
+                raise ValueError(f"spec.{kind}[{i}].ports must be a list, got {ports!r}")
+            for j, port in enumerate(ports):
+                where = f"spec.{kind}[{i}].ports[{j}]"
+                if not isinstance(port, Mapping):
+                    raise ValueError(f"{where} must be a mapping, got {port!r}")
+                number = port.get("hostPort")
+                if number is None and host_network:
+                    number = port.get("containerPort")
+                if number is None or number == 0:
+                    continue
+                if isinstance(number, bool) or not isinstance(number, int) or not 0 < number < 65536:
+                    raise ValueError(f"{where}.hostPort: {number!r} is not a port number (1-65535)")
+                protocol = port.get("protocol") or "TCP"
+                if protocol not in PORT_PROTOCOLS:
+                    known = ", ".join(PORT_PROTOCOLS)
+                    raise ValueError(f"{where}.protocol: {protocol!r} is not one of {known}")
+                host_ip = port.get("hostIP") or ALL_HOST_IPS
+                if not isinstance(host_ip, str):
+                    raise ValueError(f"{where}.hostIP: {host_ip!r} is not an address")
+                out.append(HostPort(number, str(protocol), host_ip))
+    return tuple(out)
+
+
+def has_inter_pod_rules(pod: Pod) -> bool:
+    """Whether ``pod`` has required pod (anti-)affinity terms or host ports: a cluster
+    whose pods have none needs no :class:`PodsOnNodes`."""
+    return bool(pod.required_pod_affinity or pod.required_pod_anti_affinity or pod.host_ports)
+
+
+def _remove_object(pods: list[Pod], pod: Pod) -> None:
+    """Remove ``pod`` itself from ``pods`` (by identity: comparing pods field by field is slow,
+    and two equal pods are two pods)."""
+    for i, other in enumerate(pods):
+        if other is pod:
+            del pods[i]
+            return
+    raise ValueError(f"{pod.key} is not there")
+
+
+@dataclass
+class PodsOnNodes:
+    """The pods on each node (by row of a node table) and the nodes' labels: what
+    InterPodAffinity and NodePorts read. :meth:`add` and :meth:`remove` keep it up to date
+    as a plan moves pods; :meth:`allows` (or :meth:`judge`, for many nodes) says whether a
+    pod may go on a node.
+
+    ``node_labels``: row to the node's labels (a row not given is a node without labels);
+    ``namespace_labels``: see :data:`NamespaceLabels`."""
+
+    node_labels: Mapping[int, Mapping[str, str]]
+    namespace_labels: NamespaceLabels = None
+    pods: dict[int, list[Pod]] = field(default_factory=dict)
+    #: The pods with required anti-affinity terms, by row (the only ones symmetry reads).
+    anti_affinity_pods: dict[int, list[Pod]] = field(default_factory=dict)
+    #: Rows by topology key and value (each key's index is built when first needed).
+    _domains: dict[str, dict[str, list[int]]] = field(default_factory=dict)
+
+    def add(self, row: int, pod: Pod) -> None:
+        self.pods.setdefault(row, []).append(pod)
+        if pod.required_pod_anti_affinity:
+            self.anti_affinity_pods.setdefault(row, []).append(pod)
+
+    def remove(self, row: int, pod: Pod) -> None:
+        """Take ``pod`` (the object :meth:`add` was given) off ``row``."""
+        _remove_object(self.pods[row], pod)
+        if pod.required_pod_anti_affinity:
+            _remove_object(self.anti_affinity_pods[row], pod)
+
+    def domain(self, topology_key: str, row: int) -> Sequence[int]:
+        """The rows in ``row``'s domain for ``topology_key`` (``row`` included), empty when
+        the node lacks the label."""
+        value = self.node_labels.get(row, {}).get(topology_key)
+        if value is None:
+            return ()
+        index = self._domains.get(topology_key)
+        if index is None:
+            index = {}
+            for r, labels in self.node_labels.items():
+                if topology_key in labels:
+                    index.setdefault(labels[topology_key], []).append(r)
+            self._domains[topology_key] = index
+        return index.get(value, ())
+
+    def _pods_in(self, rows: Iterable[int]) -> Iterable[Pod]:
+        for r in rows:
+            yield from self.pods.get(r, ())
+
+    def allows(self, pod: Pod, row: int) -> bool:
+        """Whether kube-scheduler's NodePorts and InterPodAffinity filters let ``pod`` onto
+        the node of ``row``, given the pods on the nodes now: :meth:`judge`."""
+        return self.judge(pod)(row)
+
+    def judge(self, pod: Pod) -> Callable[[int], bool]:
+        """A check of ``pod`` on one row after another, valid while no pod moves: True
+        where kube-scheduler's NodePorts and InterPodAffinity filters let it onto the node
+        given the pods on the nodes now:
+
+        - host ports: none of ``pod``'s conflicts with one of a pod on the node
+          (:meth:`HostPort.conflicts`);
+        - symmetry: no pod in the node's domain (for the term's topology key) has a required
+          anti-affinity term that selects ``pod``;
+        - required anti-affinity: for each of ``pod``'s terms, no pod in the node's domain is
+          selected (a node without the topology label passes);
+        - required affinity: the node has every term's topology label, and for each term
+          some pod in the node's domain is selected by *all* the terms; or, kube-scheduler's
+          special case for the first of a group of pods that attract each other, no pod on
+          any node with one of the terms' topology labels is selected by all the terms and
+          ``pod`` is selected by all its own terms.
+
+        As kube-scheduler's PreFilter, it first finds the (topology key, value) pairs the
+        other pods' anti-affinity terms that select ``pod`` forbid."""
+        ns = self.namespace_labels
+        forbidden: set[tuple[str, str]] = set()  # kube-scheduler's existingAntiAffinityCounts
+        for other_row, others in self.anti_affinity_pods.items():
+            other_labels = self.node_labels.get(other_row, {})
+            for other in others:
+                for term in other.required_pod_anti_affinity:
+                    key = term.topology_key
+                    if key in other_labels and term.selects(pod, ns):
+                        forbidden.add((key, other_labels[key]))
+        affinity = pod.required_pod_affinity
+        # the special case needs no pod anywhere selected by all terms; found once, if asked
+        nobody_selected: list[bool] = []
+
+        def allows(row: int) -> bool:
+            labels = self.node_labels.get(row, {})
+            if pod.host_ports:
+                for other in self.pods.get(row, ()):
+                    for used in other.host_ports:
+                        if any(want.conflicts(used) for want in pod.host_ports):
+                            return False
+            if forbidden and any(pair in forbidden for pair in labels.items()):
+                return False
+            for term in pod.required_pod_anti_affinity:
+                if any(term.selects(o, ns) for o in self._pods_in(self.domain(term.topology_key, row))):
+                    return False
+            if not affinity:
+                return True
+            if any(term.topology_key not in labels for term in affinity):
+                return False
+            if all(
+                any(all(t.selects(o, ns) for t in affinity) for o in self._pods_in(domain))
+                for domain in (self.domain(term.topology_key, row) for term in affinity)
+            ):
+                return True
+            if not nobody_selected:
+                nobody_selected.append(not self._any_pod_selected_by_all(affinity))
+            return nobody_selected[0] and all(t.selects(pod, ns) for t in affinity)
+
+        return allows
+
+    def _any_pod_selected_by_all(self, terms: Sequence[RequiredPodAffinityTerm]) -> bool:
+        """Whether a pod on a node with one of ``terms``' topology labels is selected by
+        every term (kube-scheduler's ``affinityCounts`` not empty)."""
+        ns = self.namespace_labels
+        keys = {t.topology_key for t in terms}
+        for r, others in self.pods.items():
+            labels = self.node_labels.get(r, {})
+            if any(k in labels for k in keys) and any(all(t.selects(o, ns) for t in terms) for o in others):
+                return True
+        return False

@@ -1,0 +1,385 @@
+"""Required inter-pod affinity and anti-affinity and host ports (core.podaffinity): how a pod
+dict's terms and ports are read, kube-scheduler's InterPodAffinity and NodePorts rules one by
+one, and the scale-down simulation weighing them (core.drain)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from stickypack.core.drain import plan_scale_down
+from stickypack.core.labels import HOSTNAME_LABEL
+from stickypack.core.nodetable import NodeTable
+from stickypack.core.pod import Pod, PodSpecError
+from stickypack.core.podaffinity import HostPort, PodsOnNodes
+from stickypack.policies import load_builtin
+from stickypack.testing import pod_manifest
+
+GI = 1024**3
+ZONE = "topology.kubernetes.io/zone"
+REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+
+
+def _term(topology_key: str = HOSTNAME_LABEL, **selector_labels: str) -> dict[str, Any]:
+    return {"labelSelector": {"matchLabels": selector_labels}, "topologyKey": topology_key}
+
+
+def _pod(
+    name: str,
+    *,
+    labels: dict[str, str] | None = None,
+    namespace: str = "default",
+    affinity: list[dict[str, Any]] | None = None,
+    anti: list[dict[str, Any]] | None = None,
+    host_ports: list[dict[str, Any]] | None = None,
+    cpu: str = "100m",
+    owner: bool = False,
+) -> Pod:
+    raw = pod_manifest(name, cpu=cpu, memory="128Mi", labels=labels, namespace=namespace)
+    spec = raw["spec"]
+    if affinity is not None:
+        spec.setdefault("affinity", {})["podAffinity"] = {REQUIRED: affinity}
+    if anti is not None:
+        spec.setdefault("affinity", {})["podAntiAffinity"] = {REQUIRED: anti}
+    if host_ports is not None:
+        spec["containers"][0]["ports"] = host_ports
+    if owner:
+        raw["metadata"]["ownerReferences"] = [
+            {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "u", "controller": True}
+        ]
+    return Pod.from_dict(raw)
+
+
+def _nodes(**zones: str | None) -> dict[int, dict[str, str]]:
+    """Row i: node ``n<i>`` (hostname label) in the zone given (None: no zone label)."""
+    out = {}
+    for i, (name, zone) in enumerate(zones.items()):
+        out[i] = {HOSTNAME_LABEL: name, **({ZONE: zone} if zone is not None else {})}
+    return out
+
+
+def _on(labels: dict[int, dict[str, str]], *placed: tuple[int, Pod], **kw: Any) -> PodsOnNodes:
+    state = PodsOnNodes(labels, **kw)
+    for row, pod in placed:
+        state.add(row, pod)
+    return state
+
+
+# ---- reading the pod ---------------------------------------------------------------------
+
+
+def test_required_terms_are_read_with_kube_schedulers_namespaces_and_merged_label_keys() -> None:
+    pod = _pod(
+        "p",
+        labels={"app": "web", "pod-template-hash": "abc", "track": "canary"},
+        namespace="team",
+        anti=[
+            {
+                **_term(app="web"),
+                "matchLabelKeys": ["pod-template-hash", "missing"],
+                "mismatchLabelKeys": ["track"],
+            },
+            {**_term(ZONE, app="db"), "namespaces": ["data"]},
+            {**_term(app="x"), "namespaceSelector": {}},
+            {**_term(app="y"), "namespaceSelector": {"matchLabels": {"env": "prod"}}},
+            {"topologyKey": HOSTNAME_LABEL},  # no labelSelector: selects no pod
+        ],
+    )
+    same, listed, everywhere, selected, nothing = pod.required_pod_anti_affinity
+    assert same.namespaces == {"team"} and same.namespace_selector is None  # the pod's own
+    assert same.selector is not None
+    assert [(r.key, r.operator, r.values) for r in same.selector.expressions] == [
+        ("pod-template-hash", "In", ("abc",)),  # a key the pod lacks adds nothing
+        ("track", "NotIn", ("canary",)),
+    ]
+    assert same.selects(_pod("q", labels={"app": "web", "pod-template-hash": "abc"}, namespace="team"))
+    assert not same.selects(_pod("q", labels={"app": "web", "pod-template-hash": "old"}, namespace="team"))
+    assert not same.selects(_pod("q", labels={"app": "web", "pod-template-hash": "abc"}))  # namespace
+    assert (listed.topology_key, listed.namespaces) == (ZONE, {"data"})
+    assert everywhere.namespaces == frozenset() and everywhere.namespace_selector is not None
+    assert everywhere.selects(_pod("q", labels={"app": "x"}, namespace="elsewhere"), {})
+    prod = {"shop": {"env": "prod"}, "lab": {"env": "dev"}}
+    assert selected.selects(_pod("q", labels={"app": "y"}, namespace="shop"), prod)
+    assert not selected.selects(_pod("q", labels={"app": "y"}, namespace="lab"), prod)
+    assert not selected.selects(_pod("q", labels={"app": "y"}, namespace="unlisted"), prod)
+    # namespace labels unknown: the selector is taken to select every namespace
+    assert selected.selects(_pod("q", labels={"app": "y"}, namespace="lab"), None)
+    assert not nothing.selects(_pod("q"))
+    # the API server merges matchLabelKeys itself: merging again adds no second requirement
+    merged = {
+        "labelSelector": {
+            "matchLabels": {"app": "web"},
+            "matchExpressions": [{"key": "pod-template-hash", "operator": "In", "values": ["abc"]}],
+        },
+        "matchLabelKeys": ["pod-template-hash"],
+        "topologyKey": HOSTNAME_LABEL,
+    }
+    again = _pod("p", labels={"app": "web", "pod-template-hash": "abc"}, affinity=[merged])
+    assert again.required_pod_affinity[0].selector is not None
+    assert len(again.required_pod_affinity[0].selector.expressions) == 1
+    assert _pod("plain").required_pod_affinity == () and _pod("plain").host_ports == ()
+
+
+def test_host_ports_are_read_with_their_defaults() -> None:
+    raw = pod_manifest("p")
+    raw["spec"]["containers"][0]["ports"] = [
+        {"containerPort": 80},  # no hostPort: binds nothing on the node
+        {"containerPort": 80, "hostPort": 8080},
+        {"containerPort": 53, "hostPort": 53, "protocol": "UDP", "hostIP": "10.0.0.1"},
+    ]
+    raw["spec"]["initContainers"] = [
+        {"name": "sidecar", "restartPolicy": "Always", "ports": [{"containerPort": 9, "hostPort": 9090}]},
+        {"name": "init", "ports": [{"containerPort": 9, "hostPort": 9091}]},  # ends before the pod runs
+    ]
+    assert Pod.from_dict(raw).host_ports == (
+        HostPort(9090),
+        HostPort(8080, "TCP", "0.0.0.0"),
+        HostPort(53, "UDP", "10.0.0.1"),
+    )
+    host_network = pod_manifest("h")
+    host_network["spec"]["hostNetwork"] = True
+    host_network["spec"]["containers"][0]["ports"] = [{"containerPort": 9100}]
+    assert Pod.from_dict(host_network).host_ports == (HostPort(9100),)
+
+
+@pytest.mark.parametrize(
+    ("spec", "where"),
+    [
+        (
+            {"affinity": {"podAntiAffinity": {REQUIRED: [{"labelSelector": {}, "topologyKey": ""}]}}},
+            "spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].topologyKey",
+        ),
+        (
+            {
+                "affinity": {
+                    "podAffinity": {
+                        REQUIRED: [
+                            _term(),
+                            {"labelSelector": {"matchExpressions": [{"key": "a", "operator": "Gt"}]}},
+                        ]
+                    }
+                }
+            },
+            "spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[1].topologyKey",
+        ),
+        (
+            {
+                "affinity": {
+                    "podAffinity": {
+                        REQUIRED: [
+                            {
+                                "labelSelector": {"matchExpressions": [{"key": "a", "operator": "Gt"}]},
+                                "topologyKey": ZONE,
+                            }
+                        ]
+                    }
+                }
+            },
+            "[0].labelSelector: matchExpressions[0]: operator 'Gt'",
+        ),
+        (
+            {"affinity": {"podAffinity": {REQUIRED: [{**_term(), "namespaceSelector": "prod"}]}}},
+            "[0].namespaceSelector: a label selector is a mapping",
+        ),
+        (
+            {"affinity": {"podAffinity": {REQUIRED: [{**_term(), "namespaces": "prod"}]}}},
+            "[0].namespaces must be a list of strings",
+        ),
+        ({"affinity": {"podAntiAffinity": {REQUIRED: {"topologyKey": ZONE}}}}, "must be a list"),
+        (
+            {"containers": [{"name": "c", "ports": [{"hostPort": 70000}]}]},
+            "spec.containers[0].ports[0].hostPort",
+        ),
+        (
+            {"containers": [{"name": "c", "ports": [{"hostPort": 80, "protocol": "HTTP"}]}]},
+            "spec.containers[0].ports[0].protocol: 'HTTP'",
+        ),
+        (
+            {"containers": [{"name": "c", "ports": {"hostPort": 80}}]},
+            "spec.containers[0].ports must be a list",
+        ),
+    ],
+)
+def test_malformed_terms_and_ports_say_where(spec: dict[str, Any], where: str) -> None:
+    with pytest.raises(PodSpecError, match="cannot read pod: .*" + re.escape(where)):
+        Pod.from_dict({"metadata": {"name": "p"}, "spec": spec})
+
+
+def test_host_ports_conflict_as_node_ports_says() -> None:
+    assert HostPort(80).conflicts(HostPort(80, "TCP", "10.0.0.1"))  # 0.0.0.0 binds every address
+    assert HostPort(80, "TCP", "10.0.0.1").conflicts(HostPort(80))
+    assert HostPort(80, "TCP", "10.0.0.1").conflicts(HostPort(80, "TCP", "10.0.0.1"))
+    assert not HostPort(80, "TCP", "10.0.0.1").conflicts(HostPort(80, "TCP", "10.0.0.2"))
+    assert not HostPort(80).conflicts(HostPort(80, "UDP"))
+    assert not HostPort(80).conflicts(HostPort(81))
+
+
+# ---- the rules, node by node -------------------------------------------------------------
+
+
+def test_host_ports_block_only_their_own_node() -> None:
+    labels = _nodes(a="z1", b="z1")
+    web = _pod("web", host_ports=[{"containerPort": 80, "hostPort": 80}])
+    state = _on(labels, (0, _pod("proxy", host_ports=[{"containerPort": 80, "hostPort": 80}])))
+    assert not state.allows(web, 0) and state.allows(web, 1)
+    other_ip = _pod("web", host_ports=[{"containerPort": 80, "hostPort": 80, "hostIP": "10.0.0.1"}])
+    assert not state.allows(other_ip, 0)
+    udp = _pod("dns", host_ports=[{"containerPort": 80, "hostPort": 80, "protocol": "UDP"}])
+    assert state.allows(udp, 0)
+
+
+def test_anti_affinity_by_hostname_and_by_zone() -> None:
+    labels = _nodes(a="z1", b="z1", c="z2", d=None)
+    replica = _pod("web-1", labels={"app": "web"})
+    state = _on(labels, (0, replica))
+    by_host = _pod("web-2", labels={"app": "web"}, anti=[_term(app="web")])
+    assert [state.allows(by_host, r) for r in range(4)] == [False, True, True, True]
+    by_zone = _pod("web-2", labels={"app": "web"}, anti=[_term(ZONE, app="web")])
+    # b shares a's zone; d has no zone label: the term cannot match there, so it passes
+    assert [state.allows(by_zone, r) for r in range(4)] == [False, False, True, True]
+    other_namespace = _on(labels, (0, _pod("web-1", labels={"app": "web"}, namespace="team")))
+    assert other_namespace.allows(by_host, 0)  # the term looks in the pod's own namespace
+    listed = _pod("web-2", labels={"app": "web"}, anti=[{**_term(app="web"), "namespaces": ["team"]}])
+    assert not other_namespace.allows(listed, 0)
+
+
+def test_existing_pods_anti_affinity_applies_to_the_incoming_pod() -> None:
+    """Symmetry: a pod without terms may not join the domain of a pod whose required
+    anti-affinity selects it."""
+    labels = _nodes(a="z1", b="z1", c="z2")
+    loner = _pod("loner", anti=[_term(ZONE, app="noisy")])
+    state = _on(labels, (0, loner))
+    noisy = _pod("noisy", labels={"app": "noisy"})
+    assert [state.allows(noisy, r) for r in range(3)] == [False, False, True]
+    assert all(state.allows(_pod("quiet", labels={"app": "quiet"}), r) for r in range(3))
+    state.remove(0, loner)  # once it moves away, nothing forbids the zone
+    assert all(state.allows(noisy, r) for r in range(3))
+
+
+def test_affinity_needs_a_pod_selected_by_every_term_in_the_domain() -> None:
+    labels = _nodes(a="z1", b="z1", c="z2", d=None)
+    cache = _pod("cache", labels={"app": "cache", "tier": "fast"})
+    state = _on(labels, (0, cache))
+    near = _pod("web", affinity=[_term(ZONE, app="cache")])
+    # the zone of the cache pod; d lacks the zone label: affinity cannot hold there
+    assert [state.allows(near, r) for r in range(4)] == [True, True, False, False]
+    same_host = _pod("web", affinity=[_term(app="cache")])
+    assert [state.allows(same_host, r) for r in range(4)] == [True, False, False, False]
+    # two terms: a pod counts only if selected by both (kube-scheduler's podMatchesAllAffinityTerms)
+    both = _pod("web", affinity=[_term(ZONE, app="cache"), _term(ZONE, tier="slow")])
+    split = _on(labels, (0, cache), (1, _pod("db", labels={"tier": "slow"})))
+    assert not any(split.allows(both, r) for r in range(4))
+
+
+def test_affinity_special_case_for_the_first_of_a_group() -> None:
+    """No pod anywhere is selected by the terms and the pod selects itself: any node with the
+    topology labels will do (else a group of pods attracted to each other never starts)."""
+    labels = _nodes(a="z1", b="z2", c=None)
+    first = _pod("web-1", labels={"app": "web"}, affinity=[_term(ZONE, app="web")])
+    empty = _on(labels, (0, _pod("other", labels={"app": "other"})))
+    assert [empty.allows(first, r) for r in range(3)] == [True, True, False]
+    not_itself = _pod("web-1", labels={"app": "api"}, affinity=[_term(ZONE, app="web")])
+    assert not any(empty.allows(not_itself, r) for r in range(3))
+    # once a selected pod runs somewhere, only its domain will do
+    started = _on(labels, (1, _pod("web-0", labels={"app": "web"})))
+    assert [started.allows(first, r) for r in range(3)] == [False, True, False]
+    # a selected pod on a node without the topology label does not count (nor block)
+    unlabelled = _on(labels, (2, _pod("web-0", labels={"app": "web"})))
+    assert [unlabelled.allows(first, r) for r in range(3)] == [True, True, False]
+
+
+def test_an_empty_namespace_selector_selects_every_namespace() -> None:
+    labels = _nodes(a="z1", b="z2")
+    state = _on(labels, (0, _pod("agent", labels={"app": "agent"}, namespace="monitoring")))
+    anywhere = _pod("web", anti=[{**_term(app="agent"), "namespaceSelector": {}}])
+    assert [state.allows(anywhere, r) for r in range(2)] == [False, True]
+    by_label = _pod(
+        "web", affinity=[{**_term(app="agent"), "namespaceSelector": {"matchLabels": {"ops": "1"}}}]
+    )
+    known = _on(
+        labels, (0, _pod("agent", labels={"app": "agent"}, namespace="monitoring")), namespace_labels={}
+    )
+    # the namespace lacks the label: no pod is selected, and the web pod does not select itself
+    assert not any(known.allows(by_label, r) for r in range(2))
+    labelled = _on(
+        labels,
+        (0, _pod("agent", labels={"app": "agent"}, namespace="monitoring")),
+        namespace_labels={"monitoring": {"ops": "1"}},
+    )
+    assert [labelled.allows(by_label, r) for r in range(2)] == [True, False]
+
+
+# ---- the scale-down simulation -------------------------------------------------------------
+
+
+def _table(nodes: dict[str, str]) -> NodeTable:
+    """4-cpu nodes by name, in the zone given."""
+    table = NodeTable()
+    for name, zone in nodes.items():
+        table.upsert_node(
+            name, {"cpu": 4000, "memory": 16 * GI, "pods": 110}, labels={HOSTNAME_LABEL: name, ZONE: zone}
+        )
+    return table
+
+
+def _plan(table: NodeTable, pods_by_node: dict[str, list[Pod]], candidates: list[str], **kw: Any) -> Any:
+    for name, pods in pods_by_node.items():
+        for pod in pods:
+            table.add_pod(table.index[name], pod)
+    filters = load_builtin("default").profiles[0].filters
+    return plan_scale_down(table, pods_by_node, candidates, filters, **kw)
+
+
+def test_replicas_with_hostname_anti_affinity_keep_both_half_empty_nodes() -> None:
+    """Two half-empty nodes, each with a replica: one could take the other's pod, unless the
+    replicas' required anti-affinity keeps them apart."""
+
+    def replica(name: str, anti: bool) -> Pod:
+        terms = [_term(app="web")] if anti else None
+        return _pod(name, labels={"app": "web"}, anti=terms, cpu="1500m", owner=True)
+
+    for anti, removable in ((False, ("a",)), (True, ())):
+        pods = {"a": [replica("web-1", anti)], "b": [replica("web-2", anti)]}
+        plan = _plan(_table({"a": "z1", "b": "z1"}), pods, ["a", "b"])
+        assert plan.removable == removable
+        if anti:
+            assert plan.no_room == {"a": "default/web-1", "b": "default/web-2"}
+        else:
+            # a's replica went to b, and a takes no pod once removable
+            assert (plan.moves, plan.no_room) == ({"default/web-1": "b"}, {"b": "default/web-2"})
+
+
+def test_scale_down_plan_weighs_host_ports_and_moved_pods() -> None:
+    """Candidates a and b each hold a pod binding port 80; c is free: a's pod goes to c, then
+    b's has nowhere to go (c took port 80, a is removed). A pod moved earlier counts where it
+    went, and a candidate found removable takes nothing."""
+    port = [{"containerPort": 80, "hostPort": 80}]
+    pods = {
+        "a": [_pod("web-1", host_ports=port, owner=True)],
+        "b": [_pod("web-2", host_ports=port, owner=True)],
+        "c": [_pod("proxy", cpu="3", host_ports=[{"containerPort": 81, "hostPort": 81}])],
+    }
+    plan = _plan(_table({"a": "z1", "b": "z1", "c": "z1"}), pods, ["a", "b"])
+    assert (plan.removable, plan.moves, plan.no_room) == (
+        ("a",),
+        {"default/web-1": "c"},
+        {"b": "default/web-2"},
+    )
+
+
+def test_scale_down_plan_keeps_daemon_pods_in_the_picture() -> None:
+    """A DaemonSet pod stays on its node and still counts: a pod that wants to be near one
+    can move only to a node running it."""
+    raw = pod_manifest("agent", labels={"app": "agent"})
+    raw["metadata"]["ownerReferences"] = [
+        {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "ds", "uid": "u", "controller": True}
+    ]
+    agent = Pod.from_dict(raw)
+    near = _pod("web", affinity=[_term(app="agent")], owner=True)
+    pods = {"a": [near], "b": [], "c": [agent]}
+    plan = _plan(_table({"a": "z1", "b": "z1", "c": "z2"}), pods, ["a"])
+    assert (plan.removable, plan.moves) == (("a",), {"default/web": "c"})
+    plan = _plan(_table({"a": "z1", "b": "z1", "c": "z2"}), {"a": [near], "b": [], "c": []}, ["a"])
+    assert plan.no_room == {"a": "default/web"}  # no agent anywhere, and web does not select itself
