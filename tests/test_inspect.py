@@ -273,10 +273,12 @@ def _bind(
     owner: str | None = None,
     owner_exists: bool = True,
     api_version: str = "apps/v1",
+    spec: dict | None = None,
     **labels: str,
 ) -> None:
     raw = pod_manifest(name, cpu=cpu, memory=memory, labels=labels)
     raw["spec"]["nodeName"] = node
+    raw["spec"].update(spec or {})
     if owner:
         if owner_exists:
             _controller(cp, owner, f"{name}-owner")
@@ -384,6 +386,40 @@ def test_inspect_says_when_pods_would_have_no_room(
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "default/web-2 (fits on no other node)" in out and "1 whose pods fit on no other node" in out
+
+
+@pytest.mark.controlplane
+@pytest.mark.parametrize("rule", ["anti-affinity", "host-port"])
+def test_inspect_weighs_anti_affinity_and_host_ports(
+    cluster: ControlPlane, capsys: pytest.CaptureFixture[str], rule: str
+) -> None:
+    """On the real API server: the two half-used nodes of
+    :func:`test_inspect_says_when_pods_would_have_no_room`, whose pods would fill each other,
+    but the replicas keep apart (required anti-affinity by hostname) or bind the same host
+    port: neither pod may join the other, and both nodes have no room."""
+    for node in ("a-busy", "b", "c"):
+        cluster.create_node(node, cpu="4", memory="16Gi")
+    _bind(cluster, "alice", "a-busy", "3", "1Gi")
+    if rule == "anti-affinity":
+        term = {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "kubernetes.io/hostname"}
+        spec: dict = {
+            "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+        }
+    else:
+        port = {"containerPort": 8080, "hostPort": 8080}
+        spec = {"containers": [{**pod_manifest("x")["spec"]["containers"][0], "ports": [port]}]}
+    for name, node in (("web-1", "b"), ("web-2", "c")):
+        raw_spec = dict(spec)
+        if "containers" in raw_spec:  # the requests of the replica, with the port
+            resources = {"requests": {"cpu": "1500m", "memory": "1Gi"}}
+            raw_spec["containers"] = [{**raw_spec["containers"][0], "resources": resources}]
+        _bind(cluster, name, node, "1500m", "1Gi", owner="ReplicaSet", spec=raw_spec, app="web")
+    assert main(["inspect", "--kubeconfig", str(cluster.kubeconfig), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    nodes = {n["node"]: n for n in report["nodes"]}
+    assert (nodes["b"]["verdict"], nodes["b"]["no_room_for"]) == ("no-room", "default/web-1")
+    assert (nodes["c"]["verdict"], nodes["c"]["no_room_for"]) == ("no-room", "default/web-2")
+    assert report["summary"]["no-room"] == 2 and report["namespaces_read"] is True
 
 
 @pytest.mark.controlplane
@@ -753,6 +789,10 @@ async def test_snapshot_keeps_only_what_it_reads_of_each_pod(monkeypatch: pytest
 
         list_replication_controller_for_all_namespaces = nothing
 
+        async def list_namespace(self, **kw: object) -> Response:
+            meta = {"name": "default", "labels": {"team": "a"}, "managedFields": [bulk]}
+            return page_of({"metadata": meta})
+
     class Policy(Scripted):
         list_pod_disruption_budget_for_all_namespaces = nothing
 
@@ -790,6 +830,7 @@ async def test_snapshot_keeps_only_what_it_reads_of_each_pod(monkeypatch: pytest
     assert snap.budgets == ()
     assert snap.controllers == {("ReplicaSet", "default", "rs"): 3}
     assert snap.unlisted_controllers == {}
+    assert snap.namespace_labels == {"default": {"team": "a"}}
     assert held[3] < 200, held  # the ReplicaSets: names and replicas only (listed in full, 4 kB)
     pods = snap.pods_by_node["n1"]
     assert len(pods) == n_pods and not snap.unreadable
@@ -982,7 +1023,7 @@ def test_inspect_reads_budgets_and_says_when_it_cannot(
         argv = ["inspect", "--kubeconfig", str(cluster.kubeconfig), "--json"]
         assert main(argv) == 0
         report = json.loads(capsys.readouterr().out)
-        assert report["budgets_read"] is True
+        assert report["budgets_read"] is True and report["namespaces_read"] is True
         nodes = {n["node"]: n for n in report["nodes"]}
         assert nodes["sys"]["pin_reasons"] == {
             "kube-system/dns-1": "kube-system pod without a PodDisruptionBudget"
@@ -1005,10 +1046,11 @@ def test_inspect_reads_budgets_and_says_when_it_cannot(
         assert main(["inspect", "--kubeconfig", str(limited)]) == 0
         out = capsys.readouterr().out
         assert "PodDisruptionBudgets could not be listed" in out
-        assert "controllers could not be listed" in out
+        assert "controllers could not be listed" in out and "namespaces could not be listed" in out
         assert main(["inspect", "--kubeconfig", str(limited), "--json"]) == 0
         report = json.loads(capsys.readouterr().out)
         assert report["budgets_read"] is False and report["controllers_read"] is False
+        assert report["namespaces_read"] is False
         nodes = {n["node"]: n for n in report["nodes"]}
         assert nodes["sys"]["pinning"] == [] and nodes["exhausted"]["pinning"] == []
         # nothing pins any of the four now: three go, their pods moving from one to the

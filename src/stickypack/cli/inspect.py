@@ -289,7 +289,15 @@ def _node_report_json(args: argparse.Namespace, snap: Snapshot, threshold: float
         key=lambda rv: (rv[1] != "empty", rv[0].utilization, rv[0].node),
     )
     filters = load_builtin("default").profiles[0].filters
-    plan = plan_scale_down(table, snap.pods_by_node, [r.node for r, _ in candidates], filters, rules, ctx)
+    plan = plan_scale_down(
+        table,
+        snap.pods_by_node,
+        [r.node for r, _ in candidates],
+        filters,
+        rules,
+        ctx,
+        namespace_labels=snap.namespace_labels,
+    )
     verdicts = ["no-room" if r.node in plan.no_room else v for r, v in zip(nodes, verdicts, strict=True)]
     moves: dict[str, dict[str, str]] = {}
     for r in nodes:
@@ -328,6 +336,7 @@ def _node_report_json(args: argparse.Namespace, snap: Snapshot, threshold: float
         "budgets_read": snap.budgets is not None,
         "controllers_read": snap.controllers is not None and not snap.unlisted_controllers,
         "controllers_unlisted": sorted(snap.unlisted_controllers),
+        "namespaces_read": snap.namespace_labels is not None,
     }
 
 
@@ -375,6 +384,12 @@ def _print_inspection(console: Console, report: dict[str, Any]) -> None:
             console.print(
                 "PodDisruptionBudgets could not be listed (no `list` right on poddisruptionbudgets): "
                 "pods they cover, and kube-system pods, are judged without them",
+                highlight=False,
+            )
+        if not report["namespaces_read"]:
+            console.print(
+                "namespaces could not be listed (no `list` right on namespaces): a pod affinity "
+                "term's namespaceSelector is taken to select every namespace",
                 highlight=False,
             )
         if report["controllers_unlisted"]:

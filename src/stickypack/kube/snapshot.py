@@ -61,6 +61,20 @@ def snapshot_pod(obj: dict[str, Any]) -> dict[str, Any]:
     for key in ("priority", "terminationGracePeriodSeconds"):  # expendable, long-terminating pods
         if spec.get(key) is not None:
             slim["spec"][key] = spec[key]
+    # where the scale-down simulation may move the pod: kube-scheduler's filters read these
+    for key in ("nodeSelector", "tolerations", "affinity", "hostNetwork"):
+        if spec.get(key) is not None:
+            slim["spec"][key] = spec[key]
+    host_network = spec.get("hostNetwork") is True
+    for kind in ("containers", "initContainers"):
+        for kept, container in zip(slim["spec"][kind], spec.get(kind) or (), strict=True):
+            bound = [
+                p
+                for p in container.get("ports") or ()
+                if isinstance(p, dict) and (p.get("hostPort") or host_network)
+            ]
+            if bound:  # NodePorts: only the ports bound on the node
+                kept["ports"] = bound
     return slim
 
 
@@ -83,6 +97,9 @@ class Snapshot:
     #: Kinds of controllers that could not be listed (no right, or not served), with
     #: the API server's status for each (401, 403 or 404).
     unlisted_controllers: dict[str, int] = field(default_factory=dict)
+    #: Each namespace's labels (pod affinity terms' ``namespaceSelector``); None when they
+    #: could not be listed (no right) or were not asked for.
+    namespace_labels: dict[str, dict[str, str]] | None = None
 
 
 async def take_snapshot(
@@ -90,8 +107,8 @@ async def take_snapshot(
 ) -> Snapshot:
     """List every node and every bound, running pod through ``api_client``
     (``kubernetes_asyncio.client.ApiClient``). Needs ``list`` on nodes and on pods of all
-    namespaces. ``controllers``: list them too (:attr:`Snapshot.controllers`, else None);
-    only the node report reads them."""
+    namespaces. ``controllers``: list them and the namespaces too (:attr:`Snapshot.controllers`
+    and :attr:`Snapshot.namespace_labels`, else None); only the node report reads them."""
     from kubernetes_asyncio import client
 
     core = client.CoreV1Api(api_client)
@@ -117,7 +134,31 @@ async def take_snapshot(
     snap.budgets = await _budgets(api_client)
     if controllers:
         snap.controllers, snap.unlisted_controllers = await _controllers(api_client)
+        snap.namespace_labels = await _namespace_labels(api_client)
     return snap
+
+
+def _name_and_labels(obj: dict[str, Any]) -> dict[str, Any]:
+    meta = obj.get("metadata") or {}
+    return {"metadata": {"name": meta.get("name"), "labels": meta.get("labels") or {}}}
+
+
+async def _namespace_labels(api_client: Any) -> dict[str, dict[str, str]] | None:
+    """Each namespace's labels, or None when listing namespaces is forbidden (a ``list`` on
+    ``namespaces`` reads them)."""
+    from kubernetes_asyncio import client
+
+    core = client.CoreV1Api(api_client)
+    try:
+        listed = await Informer("namespaces", core.list_namespace, transform=_name_and_labels).list_once()
+    except WatchError as exc:
+        if exc.status in (401, 403):
+            return None
+        raise
+    return {
+        str(obj["metadata"]["name"]): {str(k): str(v) for k, v in obj["metadata"]["labels"].items()}
+        for obj in listed.values()
+    }
 
 
 def budget_from_dict(obj: dict[str, Any]) -> DisruptionBudget:
