@@ -15,7 +15,7 @@ from stickypack.core.nodetable import NodeTable
 from stickypack.core.pod import Pod, PodSpecError
 from stickypack.core.podaffinity import HostPort, PodsOnNodes
 from stickypack.policies import load_builtin
-from stickypack.testing import pod_manifest
+from stickypack.testing import ControlPlane, pod_manifest
 
 GI = 1024**3
 ZONE = "topology.kubernetes.io/zone"
@@ -383,3 +383,87 @@ def test_scale_down_plan_keeps_daemon_pods_in_the_picture() -> None:
     assert (plan.removable, plan.moves) == (("a",), {"default/web": "c"})
     plan = _plan(_table({"a": "z1", "b": "z1", "c": "z2"}), {"a": [near], "b": [], "c": []}, ["a"])
     assert plan.no_room == {"a": "default/web"}  # no agent anywhere, and web does not select itself
+
+
+# ---- against the real kube-scheduler --------------------------------------------------------
+
+
+def _manifest(
+    name: str,
+    labels: dict[str, str] | None = None,
+    affinity: list[dict[str, Any]] | None = None,
+    anti: list[dict[str, Any]] | None = None,
+    port: int | None = None,
+) -> dict[str, Any]:
+    raw = pod_manifest(name, cpu="100m", memory="128Mi", labels=labels)
+    if affinity is not None:
+        raw["spec"].setdefault("affinity", {})["podAffinity"] = {REQUIRED: affinity}
+    if anti is not None:
+        raw["spec"].setdefault("affinity", {})["podAntiAffinity"] = {REQUIRED: anti}
+    if port is not None:
+        raw["spec"]["containers"][0]["ports"] = [{"containerPort": port, "hostPort": port}]
+    return raw
+
+
+@pytest.mark.controlplane
+def test_the_real_kube_scheduler_agrees(cluster: ControlPlane) -> None:
+    """Nodes n1, n2 (zone z1), n3 (z2) and n4 (no zone label), each roomy, with pods bound:
+    a database on n1, a pod on n3 that keeps ``app=noisy`` pods out of its zone, a proxy
+    binding port 80 on n2. Each probe pod goes, one after the other, to kube-scheduler
+    (its default profile): it binds to a node :meth:`PodsOnNodes.allows` allows, and stays
+    Pending where it allows none; a probe bound counts for the next ones."""
+    zones = {"n1": "z1", "n2": "z1", "n3": "z2", "n4": None}
+    node_labels: dict[int, dict[str, str]] = {}
+    for row, (name, zone) in enumerate(zones.items()):
+        node = cluster.create_node(name, cpu="8", memory="32Gi", labels={ZONE: zone} if zone else None)
+        node_labels[row] = dict(node["metadata"]["labels"])
+    rows = {name: row for row, name in enumerate(zones)}
+    state = PodsOnNodes(node_labels, namespace_labels=None)
+    existing = {
+        "n1": _manifest("db-1", labels={"app": "db"}),
+        "n3": _manifest("guard", anti=[_term(ZONE, app="noisy")]),
+        "n2": _manifest("proxy", port=80),
+    }
+    for node, raw in existing.items():
+        raw["spec"]["nodeName"] = node
+        cluster.create_pod(pod=raw)
+        state.add(rows[node], Pod.from_dict(raw))
+    probes = [
+        ("near-db", _manifest("near-db", affinity=[_term(app="db")]), {"n1"}),
+        ("db-zone", _manifest("db-zone", affinity=[_term(ZONE, app="db")]), {"n1", "n2"}),
+        ("apart-from-db", _manifest("apart-from-db", anti=[_term(ZONE, app="db")]), {"n3", "n4"}),
+        ("noisy", _manifest("noisy", labels={"app": "noisy"}), {"n1", "n2", "n4"}),  # symmetry
+        ("web-80", _manifest("web-80", port=80), {"n1", "n3", "n4"}),
+        # the first of a group drawn to its own zone: any node with a zone label
+        (
+            "web-1",
+            _manifest("web-1", labels={"app": "web"}, affinity=[_term(ZONE, app="web")]),
+            {"n1", "n2", "n3"},
+        ),
+        ("web-2", _manifest("web-2", labels={"app": "web"}, affinity=[_term(ZONE, app="web")]), None),
+        # drawn to pods that do not exist, and not to itself: nowhere
+        ("lost", _manifest("lost", labels={"app": "lost"}, affinity=[_term(app="ghost")]), set()),
+        # near the database and away from it in the same zone: nowhere
+        (
+            "torn",
+            _manifest("torn", affinity=[_term(ZONE, app="db")], anti=[_term(ZONE, app="db")]),
+            set(),
+        ),
+    ]
+    cluster.start_scheduler(None)
+    for name, raw, expected in probes:
+        probe = Pod.from_dict(raw)
+        allowed = {node for node, row in rows.items() if state.allows(probe, row)}
+        if expected is not None:
+            assert allowed == expected, name
+        cluster.create_pod(pod=raw)
+        if not allowed:
+            cluster.wait_unschedulable([name], timeout=30)
+            continue
+        bound = cluster.wait_bound([name], timeout=30)[name]
+        assert bound in allowed, (name, bound, allowed)
+        state.add(rows[bound], probe)
+        if name == "web-1":
+            web_zone = zones[bound]
+    # web-2 followed web-1 into its zone
+    assert zones[cluster.wait_bound(["web-2"], timeout=1)["web-2"]] == web_zone
