@@ -1,6 +1,7 @@
 """What the scale-down simulation adds to ``stickypack inspect`` on a large cluster.
 
     python benchmarks/scale_down_plan.py [--nodes 1000] [--pods-per-node 20] [--seed 0] [--node-selector]
+        [--anti-affinity]
 
 Builds a node table of ``--nodes`` nodes (8 cpus, 32 GiB) with ``--pods-per-node`` pods on
 each on average, half the nodes busy (bare user pods, pinned) and half quiet (a few
@@ -9,9 +10,12 @@ replicated pods each, nothing pinning them), then times the node report
 simulation) and :func:`~stickypack.core.drain.plan_scale_down` over the quiet nodes with
 kube-scheduler's filters. ``--node-selector``: every node labelled and every pod selecting
 the label (as z2jh's user pods select user nodes), so NodeAffinity's filter, a loop over
-the nodes in Python, runs for every pod placed. Prints both times, how many quiet nodes
-the plan finds removable and how many have no room, and ends with ``ratio: X`` (plan /
-node report).
+the nodes in Python, runs for every pod placed. ``--anti-affinity``: every node has its
+hostname label and each replicated pod is one of 50 Deployments whose replicas keep apart
+(required anti-affinity by hostname), so the inter-pod check
+(:class:`~stickypack.core.podaffinity.PodsOnNodes`) runs for every pod placed. Prints both
+times, how many quiet nodes the plan finds removable and how many have no room, and ends
+with ``ratio: X`` (plan / node report).
 """
 
 from __future__ import annotations
@@ -26,11 +30,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from stickypack.core.drain import plan_scale_down
 from stickypack.core.explain import ScaleDownRules, node_report
+from stickypack.core.labels import HOSTNAME_LABEL
 from stickypack.core.nodetable import NodeTable
 from stickypack.core.pod import Pod
 from stickypack.policies import load_builtin
 
 GI = 1024**3
+REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 
 
 def main() -> None:
@@ -39,6 +45,7 @@ def main() -> None:
     parser.add_argument("--pods-per-node", type=int, default=20)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--node-selector", action="store_true")
+    parser.add_argument("--anti-affinity", action="store_true")
     args = parser.parse_args()
     rng = random.Random(args.seed)
     table = NodeTable()
@@ -48,6 +55,8 @@ def main() -> None:
     for i in range(args.nodes):
         name = f"node-{i:05d}"
         labels = {"purpose": "user"} if args.node_selector else {}
+        if args.anti_affinity:
+            labels[HOSTNAME_LABEL] = name
         row = table.upsert_node(name, {"cpu": 8000, "memory": 32 * GI, "pods": 110}, labels=labels)
         busy = i % 2 == 0
         count = args.pods_per_node if busy else rng.randint(1, 4)
@@ -60,6 +69,11 @@ def main() -> None:
             spec: dict = {"containers": [{"name": "c", "resources": {"requests": requests}}]}
             if args.node_selector:
                 spec["nodeSelector"] = {"purpose": "user"}
+            if args.anti_affinity and not busy:
+                app = f"app-{rng.randrange(50)}"
+                meta["labels"] = {"app": app}
+                term = {"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": HOSTNAME_LABEL}
+                spec["affinity"] = {"podAntiAffinity": {REQUIRED: [term]}}
             pod = Pod.from_dict({"metadata": meta, "spec": spec})
             n += 1
             table.add_pod(row, pod)

@@ -13,6 +13,7 @@ Pure: no I/O, no clock.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -222,21 +223,35 @@ class PodsOnNodes:
     node_labels: Mapping[int, Mapping[str, str]]
     namespace_labels: NamespaceLabels = None
     pods: dict[int, list[Pod]] = field(default_factory=dict)
-    #: The pods with required anti-affinity terms, by row (the only ones symmetry reads).
-    anti_affinity_pods: dict[int, list[Pod]] = field(default_factory=dict)
+    #: The required anti-affinity terms of the pods on the nodes, each distinct term once
+    #: (the replicas of a Deployment share theirs), with how many pods hold it in each
+    #: (topology key, value) pair: what symmetry reads (kube-scheduler's
+    #: ``existingAntiAffinityCounts``, before it asks which terms select the pod).
+    _anti_terms: dict[str, tuple[RequiredPodAffinityTerm, Counter[tuple[str, str]]]] = field(
+        default_factory=dict
+    )
     #: Rows by topology key and value (each key's index is built when first needed).
     _domains: dict[str, dict[str, list[int]]] = field(default_factory=dict)
 
     def add(self, row: int, pod: Pod) -> None:
         self.pods.setdefault(row, []).append(pod)
-        if pod.required_pod_anti_affinity:
-            self.anti_affinity_pods.setdefault(row, []).append(pod)
+        self._count_anti_terms(row, pod, 1)
 
     def remove(self, row: int, pod: Pod) -> None:
         """Take ``pod`` (the object :meth:`add` was given) off ``row``."""
         _remove_object(self.pods[row], pod)
-        if pod.required_pod_anti_affinity:
-            _remove_object(self.anti_affinity_pods[row], pod)
+        self._count_anti_terms(row, pod, -1)
+
+    def _count_anti_terms(self, row: int, pod: Pod, sign: int) -> None:
+        labels = self.node_labels.get(row, {})
+        for term in pod.required_pod_anti_affinity:
+            if term.topology_key not in labels:
+                continue  # a node without the label is in no domain: the term forbids nothing
+            held = self._anti_terms.setdefault(repr(term), (term, Counter()))[1]
+            pair = (term.topology_key, labels[term.topology_key])
+            held[pair] += sign
+            if not held[pair]:
+                del held[pair]
 
     def domain(self, topology_key: str, row: int) -> Sequence[int]:
         """The rows in ``row``'s domain for ``topology_key`` (``row`` included), empty when
@@ -282,14 +297,10 @@ class PodsOnNodes:
         As kube-scheduler's PreFilter, it first finds the (topology key, value) pairs the
         other pods' anti-affinity terms that select ``pod`` forbid."""
         ns = self.namespace_labels
-        forbidden: set[tuple[str, str]] = set()  # kube-scheduler's existingAntiAffinityCounts
-        for other_row, others in self.anti_affinity_pods.items():
-            other_labels = self.node_labels.get(other_row, {})
-            for other in others:
-                for term in other.required_pod_anti_affinity:
-                    key = term.topology_key
-                    if key in other_labels and term.selects(pod, ns):
-                        forbidden.add((key, other_labels[key]))
+        forbidden: set[tuple[str, str]] = set()
+        for term, held in self._anti_terms.values():
+            if held and term.selects(pod, ns):
+                forbidden.update(held)
         affinity = pod.required_pod_affinity
         # the special case needs no pod anywhere selected by all terms; found once, if asked
         nobody_selected: list[bool] = []
