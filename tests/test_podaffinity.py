@@ -467,3 +467,26 @@ def test_the_real_kube_scheduler_agrees(cluster: ControlPlane) -> None:
             web_zone = zones[bound]
     # web-2 followed web-1 into its zone
     assert zones[cluster.wait_bound(["web-2"], timeout=1)["web-2"]] == web_zone
+
+
+def test_the_inspect_snapshot_keeps_what_these_rules_read() -> None:
+    """``inspect`` slims each pod as it lists them: the terms and host ports survive (and the
+    node selector and tolerations the other filters read), container ports without a host
+    port do not."""
+    from stickypack.kube.snapshot import snapshot_pod
+
+    raw = _manifest("p", labels={"app": "web"}, affinity=[_term(ZONE, app="db")], anti=[_term(app="web")])
+    raw["spec"]["containers"][0]["ports"] = [{"containerPort": 80, "hostPort": 80}, {"containerPort": 9}]
+    raw["spec"].update(nodeSelector={"pool": "user"}, tolerations=[{"key": "k", "operator": "Exists"}])
+    raw["spec"]["nodeName"] = "n1"
+    slim = snapshot_pod(raw)
+    assert slim["spec"]["containers"][0]["ports"] == [{"containerPort": 80, "hostPort": 80}]
+    full, kept = Pod.from_dict(raw), Pod.from_dict(slim)
+    for name in (
+        "required_pod_affinity",
+        "required_pod_anti_affinity",
+        "host_ports",
+        "node_selector",
+        "tolerations",
+    ):
+        assert getattr(kept, name) == getattr(full, name), name
