@@ -525,12 +525,16 @@ def _user_session(name: str, cpu: str, node: str | None = None, gpus: int = 0) -
 
 
 def _bound_alone_and_with_user_pod_extender(
-    cluster: ControlPlane, tmp_path: Path, make_pod: Callable[[str], dict], score: list[str]
+    cluster: ControlPlane,
+    tmp_path: Path,
+    make_pod: Callable[[str], dict],
+    score: list[str],
+    config: dict[str, Any] | None = None,
 ) -> tuple[str, str]:
     """Where kube-scheduler, run with the rendered ``stickypack`` profile, binds a pod of
     ``make_pod(name)``: alone ("control", deleted afterwards), then with an extender running
     ``score`` for user pods (``component=singleuser-server``) at weight 61, as the operator
-    guide's user-pod deployment ("new")."""
+    guide's user-pod deployment ("new"); ``config``: more of the extender's configuration."""
     plain = tmp_path / "plain.yaml"
     assert cli_main(["render", "scheduler-config", "--profiles", "stickypack", "-o", str(plain)]) == 0
     cluster.start_scheduler(plain)
@@ -538,7 +542,13 @@ def _bound_alone_and_with_user_pod_extender(
     alone = cluster.wait_bound(["control"])["control"]
     cluster.stop_schedulers()
     delete_pods(cluster, ["control"])
-    ext = extender(cluster, profile="stickypack", score=score, pods={"manage": "component=singleuser-server"})
+    ext = extender(
+        cluster,
+        profile="stickypack",
+        score=score,
+        pods={"manage": "component=singleuser-server"},
+        **(config or {}),
+    )
     try:
         out = tmp_path / "user.yaml"
         args = ["render", "scheduler-config", "--profiles", "stickypack", "-o", str(out)]
@@ -609,6 +619,34 @@ def test_user_pod_extender_takes_a_gpu_labelled_node_without_gpus_as_unused(
         cluster, tmp_path, lambda name: _user_session(name, "500m"), ["ScaleDownAware"]
     )
     assert placed == ("booting", "plain")
+
+
+def test_user_pod_extender_leaves_daemonset_pods_out_as_the_autoscaler_is_told_to(
+    cluster: ControlPlane, tmp_path
+) -> None:
+    """``cluster.ignore_daemonsets_utilization``, as the autoscaler's flag: node "agents"
+    holds a DaemonSet pod of 3 cpus and a session of 1.5, node "plain" a session of 4 (8
+    cpus each). The packing profile alone sends a new 500m session to "agents" (4.5 cpus
+    allocated against 4); the extender's ScaleDownAware, told the autoscaler leaves
+    DaemonSet pods out, sees "agents" at (1.5 + 0.5) / (8 - 3) = 0.4, under the threshold
+    (a node the autoscaler would remove once its bare pods end) and "plain" at 4.5 / 8, so
+    the session goes to "plain": the pod's owner reference reached the extender's table."""
+    cluster.create_node("agents", cpu="8", memory="32Gi")
+    cluster.create_node("plain", cpu="8", memory="32Gi")
+    agent = pod_manifest("log-agent", cpu="3", memory="1Gi")
+    agent["metadata"]["ownerReferences"] = [
+        {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "log-agent", "uid": "0", "controller": True}
+    ]
+    agent["spec"]["nodeName"] = "agents"
+    cluster.create_pods([agent, _user_session("one", "1500m", "agents"), _user_session("four", "4", "plain")])
+    placed = _bound_alone_and_with_user_pod_extender(
+        cluster,
+        tmp_path,
+        lambda name: _user_session(name, "500m"),
+        ["ScaleDownAware"],
+        {"cluster": {"ignore_daemonsets_utilization": True}},
+    )
+    assert placed == ("agents", "plain")
 
 
 class _FreezingProxy:

@@ -27,6 +27,7 @@ from stickypack.core.explain import (
 )
 from stickypack.core.framework import SchedulingContext
 from stickypack.core.nodetable import NodeTable
+from stickypack.core.plugins import utilization_and_threshold
 from stickypack.core.pod import Pod
 from stickypack.policies import load_builtin
 from stickypack.render import scheduler_config
@@ -1237,6 +1238,58 @@ def test_gpu_nodes_are_weighed_by_their_gpus() -> None:
     assert aks["gpu"].gpu == 0.25  # GPUs allocatable: a GPU node whatever its labels
 
 
+def test_daemonset_and_mirror_pods_left_out_as_the_autoscaler_is_told_to() -> None:
+    """``--ignore-daemonsets-utilization`` / ``--ignore-mirror-pods-utilization``, as the
+    autoscaler's ``CalculateUtilizationOfResource``: those pods' requests come out of both
+    the node's requests and its allocatable (GPUs too); a pod that is both is a DaemonSet
+    pod; an expendable DaemonSet pod stays out altogether. ``ScaleDownAware`` weighs the
+    same nodes the same way from the table's own columns."""
+    table = NodeTable()
+    for name in ("agents", "static", "gpu"):
+        extra = {"nvidia.com/gpu": 4} if name == "gpu" else {}
+        table.upsert_node(name, {"cpu": 4000, "memory": 16 * GI, "pods": 110, **extra})
+    mirror = _pod("etcd", "1", "1Gi", **{"kubernetes.io/config.mirror": "x"})
+    both = _pod("odd", "500m", "1Gi", owner="DaemonSet", **{"kubernetes.io/config.mirror": "y"})
+    pods = {
+        "agents": [_pod("agent", "1", "1Gi", owner="DaemonSet"), _pod("user", "1500m", "1Gi")],
+        "static": [mirror, both, _pod("user2", "1", "1Gi")],
+        "gpu": [
+            _with_gpus(_pod("gpu-agent", "100m", "1Gi", owner="DaemonSet"), 1),
+            _with_gpus(_pod("nb", "1", "1Gi"), 1),
+        ],
+    }
+    for node, bound in pods.items():
+        for pod in bound:
+            table.add_pod(table.index[node], pod)
+
+    def utilization(**flags: bool) -> dict[str, float]:
+        return {r.node: r.utilization for r in node_report(table, pods, ScaleDownRules(**flags))}
+
+    assert utilization() == {"agents": 2500 / 4000, "static": 2500 / 4000, "gpu": 2 / 4}
+    assert utilization(ignore_daemonsets_utilization=True) == {
+        "agents": 1500 / 3000,
+        "static": 2000 / 3500,  # the pod that is both counts as a DaemonSet pod
+        "gpu": 1 / 3,
+    }
+    assert utilization(ignore_mirror_pods_utilization=True)["static"] == 1500 / 3000  # both: a DaemonSet pod
+    assert (
+        utilization(ignore_daemonsets_utilization=True, ignore_mirror_pods_utilization=True)["static"]
+        == 1000 / 2500
+    )
+    # the same from the table's columns, as ScaleDownAware reads them (a pod of nothing placed)
+    idx = table.active_indices()
+    nothing = Pod("p", requests={"cpu": 0, "memory": 0})
+    for flags in ({}, {"ignore_daemonsets_utilization": True}, {"ignore_mirror_pods_utilization": True}):
+        util, _ = utilization_and_threshold(nothing, table, idx, SchedulingContext(**flags))
+        report = utilization(**flags)
+        assert util.tolist() == [report[n] for n in table.node_names(idx)], flags
+    # removing the pods takes them out of the columns again
+    for node, bound in pods.items():
+        for pod in bound:
+            table.remove_pod(table.index[node], pod)
+    assert not table.daemonset_requested.any() and not table.mirror_requested.any()
+
+
 def _with_priority(pod: Pod, priority: int | None) -> Pod:
     return dataclasses.replace(pod, priority=priority)
 
@@ -1484,6 +1537,34 @@ def test_inspect_weighs_gpu_nodes_by_their_gpus(
     assert scale_down_aware("--gpu-label", "example.com/gpu") == 100
     assert scale_down_aware("--config", str(config)) == 100
     assert scale_down_aware("--config", str(config), "--gpu-label", "k8s.amazonaws.com/accelerator") == 0
+
+
+@pytest.mark.controlplane
+def test_inspect_leaves_daemonset_pods_out_when_told(
+    cluster: ControlPlane, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """On the real API server: a node with a DaemonSet pod of 3 cpus and a bare pod of 1.5
+    (8 cpus) is busy (4.5 / 8) to an autoscaler that counts DaemonSet pods, and pinned by
+    the bare pod (1.5 / 5) to one run with ``--ignore-daemonsets-utilization``: the flag,
+    or the extender configuration's ``cluster.ignore_daemonsets_utilization``."""
+    cluster.create_node("agents", cpu="8", memory="32Gi")
+    _bind(cluster, "log-agent", "agents", "3", "1Gi", owner="DaemonSet")
+    _bind(cluster, "notebook", "agents", "1500m", "1Gi")
+    argv = ["inspect", "--kubeconfig", str(cluster.kubeconfig)]
+    config = tmp_path / "extender.yaml"
+    config.write_text(yaml.safe_dump({"cluster": {"ignore_daemonsets_utilization": True}}))
+    for extra, utilization, verdict in [
+        ((), 4.5 / 8, "busy"),
+        (("--ignore-daemonsets-utilization",), 1.5 / 5, "pinned"),
+        (("--config", str(config)), 1.5 / 5, "pinned"),
+    ]:
+        assert main([*argv, "--json", *extra]) == 0
+        report = json.loads(capsys.readouterr().out)
+        node = next(n for n in report["nodes"] if n["node"] == "agents")
+        assert (node["utilization"], node["verdict"]) == (utilization, verdict), extra
+        assert report["ignore_daemonsets_utilization"] is bool(extra)
+    assert main([*argv, "--ignore-daemonsets-utilization"]) == 0
+    assert "DaemonSet pods not counted" in capsys.readouterr().out
 
 
 @pytest.mark.controlplane

@@ -338,6 +338,29 @@ def test_a_gpu_labelled_node_without_gpus_yet_is_quiet():
     assert bool(t.labelled(labels)[t.slot("n69")])
 
 
+def test_scale_down_aware_leaves_daemonset_pods_out_when_told():
+    """With ``ctx.ignore_daemonsets_utilization`` (the autoscaler's flag) a node's DaemonSet
+    pods' requests leave both its requests and its allocatable, the pod placed too when it
+    is one; one instance (its memo) tells the settings apart."""
+    t = NodeTable()
+    t.upsert_node("n", {"cpu": 4000, "memory": 64 * Gi, "pods": 110})
+    agent = Pod("agent", requests={"cpu": 1000, "memory": Gi}, owner_kind="DaemonSet")
+    t.add_pod(0, agent)
+    t.add_pod(0, pod(1000, Gi))
+    idx = t.active_indices()
+    user, other_agent = pod(200, Gi), Pod("a2", requests={"cpu": 200, "memory": Gi}, owner_kind="DaemonSet")
+    ignoring = SchedulingContext(ignore_daemonsets_utilization=True)
+    kept = ScaleDownAware()
+    for _ in range(2):  # the second round from the memo
+        assert kept.score(user, t, idx, CTX).tolist() == [100]  # 2200 / 4000
+        assert kept.score(user, t, idx, ignoring).tolist() == [16]  # 1200 / 3000 -> 20 * .4 / .5
+        assert kept.score(other_agent, t, idx, ignoring).tolist() == [14]  # 1000 / 2800
+        assert kept.score(other_agent, t, idx, CTX).tolist() == [100]
+    assert t.daemonset_requested[0, t.rindex["cpu"]] == 1000
+    t.remove_pod(0, agent)
+    assert kept.score(user, t, idx, ignoring).tolist() == [12]  # nothing left out: 1200 / 4000
+
+
 def test_scale_down_aware_memo_tells_gpu_requests_and_thresholds_apart():
     """The same node states, asked for pods that differ only in GPUs or under another GPU
     threshold: one instance (its memo filling up) scores each as a fresh one does."""

@@ -79,6 +79,14 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="your autoscaler's --min-replica-count (default 0): a pod of a ReplicaSet or "
         "ReplicationController wanting fewer replicas pins its node",
     )
+    for flag, what in (("daemonsets", "DaemonSet"), ("mirror-pods", "mirror")):
+        insp.add_argument(
+            f"--ignore-{flag}-utilization",
+            action="store_true",
+            default=None,
+            help=f"your autoscaler's --ignore-{flag}-utilization: {what} pods' requests left out of "
+            "a node's utilization and allocatable (default: off, or the config's)",
+        )
     insp.add_argument(
         "--gpu-threshold",
         type=float,
@@ -124,6 +132,10 @@ def _inspect(args: argparse.Namespace, console: Console) -> int:
         args.gpu_threshold = config.cluster.gpu_utilization_threshold
     if args.gpu_label is None:
         args.gpu_label = list(config.cluster.gpu_labels)
+    if args.ignore_daemonsets_utilization is None:
+        args.ignore_daemonsets_utilization = config.cluster.ignore_daemonsets_utilization
+    if args.ignore_mirror_pods_utilization is None:
+        args.ignore_mirror_pods_utilization = config.cluster.ignore_mirror_pods_utilization
     for key in args.gpu_label:
         if not LABEL_KEY.fullmatch(key):
             raise UsageError(f"--gpu-label: {key!r} is not a label key")
@@ -220,6 +232,8 @@ async def _inspect_cluster(
         utilization_threshold=threshold,
         gpu_utilization_threshold=args.gpu_threshold,
         gpu_labels=tuple(args.gpu_label),
+        ignore_daemonsets_utilization=args.ignore_daemonsets_utilization,
+        ignore_mirror_pods_utilization=args.ignore_mirror_pods_utilization,
     )
     pod = policy.prepare(pod, table, ctx, profile)
     if profile is None:
@@ -264,6 +278,8 @@ def _node_report_json(args: argparse.Namespace, snap: Snapshot, threshold: float
         unlisted_controller_kinds=frozenset(snap.unlisted_controllers),
         min_replica_count=args.min_replica_count or 0,
         gpu_labels=tuple(args.gpu_label),
+        ignore_daemonsets_utilization=args.ignore_daemonsets_utilization,
+        ignore_mirror_pods_utilization=args.ignore_mirror_pods_utilization,
         now=time.time(),
         expendable_priority_cutoff=(
             EXPENDABLE_PODS_PRIORITY_CUTOFF
@@ -283,6 +299,8 @@ def _node_report_json(args: argparse.Namespace, snap: Snapshot, threshold: float
         utilization_threshold=threshold,
         gpu_utilization_threshold=gpu_threshold,
         gpu_labels=tuple(args.gpu_label),
+        ignore_daemonsets_utilization=args.ignore_daemonsets_utilization,
+        ignore_mirror_pods_utilization=args.ignore_mirror_pods_utilization,
     )
     candidates = sorted(
         ((r, v) for r, v in zip(nodes, verdicts, strict=True) if v in ("removable", "empty")),
@@ -307,6 +325,8 @@ def _node_report_json(args: argparse.Namespace, snap: Snapshot, threshold: float
     return {
         "threshold": threshold,
         "gpu_threshold": gpu_threshold,
+        "ignore_daemonsets_utilization": rules.ignore_daemonsets_utilization,
+        "ignore_mirror_pods_utilization": rules.ignore_mirror_pods_utilization,
         "nodes": [
             {
                 "node": r.node,
@@ -351,7 +371,13 @@ def _print_inspection(console: Console, report: dict[str, Any]) -> None:
     if "pod" not in report:
         gpus = any(n["gpu"] is not None for n in report["nodes"])
         title = f"nodes as the cluster-autoscaler sees them (threshold {report['threshold']:g}"
-        title += f", GPU nodes {report['gpu_threshold']:g})" if gpus else ")"
+        title += f", GPU nodes {report['gpu_threshold']:g}" if gpus else ""
+        ignored = [
+            what
+            for what, key in (("DaemonSet", "daemonsets"), ("mirror", "mirror_pods"))
+            if report[f"ignore_{key}_utilization"]
+        ]
+        title += f"; {' and '.join(ignored)} pods not counted)" if ignored else ")"
         table = Table(title=title)
         numbers = ("cpu", "memory", *(("gpu",) if gpus else ()), "pods", "builds")
         for column in ("node", *numbers, "autoscaler", "verdict", "pinned by"):

@@ -30,10 +30,6 @@ from stickypack.core.routing import LabelSelector
 SAFE_TO_EVICT_ANNOTATION = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 #: Values of :data:`SAFE_TO_EVICT_ANNOTATION` that hold a (non-DaemonSet, non-mirror) pod's node.
 HOLDING_SAFE_TO_EVICT = frozenset({"false", "on-completion"})
-#: Set by the kubelet on the mirror pods of static pods (the autoscaler ignores them).
-MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
-#: ``"true"``: the autoscaler treats the pod as a DaemonSet pod, whatever owns it.
-DAEMONSET_POD_ANNOTATION = "cluster-autoscaler.kubernetes.io/daemonset-pod"
 #: A pod annotation: local-storage volumes (comma-separated names) the autoscaler may lose.
 SAFE_TO_EVICT_LOCAL_VOLUMES_ANNOTATION = "cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes"
 #: A node annotation: "true" keeps the cluster-autoscaler from ever removing the node.
@@ -122,11 +118,7 @@ def is_daemon_pod(pod: Pod) -> bool:
     ``daemonset-pod: "true"``) or a mirror pod: the autoscaler never moves these, a node
     running nothing else is empty to it, and their requests count in its utilization
     unless ``--ignore-daemonsets-utilization`` / ``--ignore-mirror-pods-utilization``."""
-    return (
-        pod.owner_kind == "DaemonSet"
-        or pod.annotations.get(DAEMONSET_POD_ANNOTATION) == "true"
-        or MIRROR_POD_ANNOTATION in pod.annotations
-    )
+    return pod.is_daemonset_pod or pod.is_mirror_pod
 
 
 def blocking_local_volumes(pod: Pod) -> tuple[str, ...]:
@@ -201,6 +193,18 @@ class ScaleDownRules:
     #: of them, or with a GPU resource allocatable (:data:`~stickypack.core.resources.GPU_RESOURCES`),
     #: is weighed by its GPU requests only.
     gpu_labels: tuple[str, ...] = DEFAULT_GPU_LABELS
+    #: Its ``--ignore-daemonsets-utilization`` and ``--ignore-mirror-pods-utilization``
+    #: (false by default): DaemonSet pods' / mirror pods' requests are left out of a node's
+    #: utilization, and taken out of its allocatable too.
+    ignore_daemonsets_utilization: bool = False
+    ignore_mirror_pods_utilization: bool = False
+
+    def unweighed(self, pod: Pod) -> bool:
+        """Whether the autoscaler leaves ``pod``'s requests out of its node's utilization
+        and allocatable (its ``CalculateUtilizationOfResource``: a DaemonSet pod first)."""
+        if pod.is_daemonset_pod:
+            return self.ignore_daemonsets_utilization
+        return self.ignore_mirror_pods_utilization and pod.is_mirror_pod
 
 
 #: Seconds past its grace period after which the autoscaler takes a terminating pod as
@@ -235,7 +239,7 @@ def _checked_controller(pod: Pod) -> bool:
     StatefulSet)."""
     if pod.owner_kind == "ReplicationController":
         return True
-    if pod.owner_kind == "DaemonSet" or pod.annotations.get(DAEMONSET_POD_ANNOTATION) == "true":
+    if pod.is_daemonset_pod:
         return pod.owner_kind == "DaemonSet" and pod.owner_group == "apps"
     if pod.owner_kind == "StatefulSet":
         return pod.owner_group == "apps"
@@ -289,11 +293,7 @@ def pin_reason(pod: Pod, rules: ScaleDownRules = ScaleDownRules()) -> str | None
     budget that allows no disruption now. An expendable pod
     (:func:`is_expendable`) and one terminating for too long (:func:`is_long_terminating`)
     never pin."""
-    if (
-        MIRROR_POD_ANNOTATION in pod.annotations
-        or is_expendable(pod, rules)
-        or is_long_terminating(pod, rules)
-    ):
+    if pod.is_mirror_pod or is_expendable(pod, rules) or is_long_terminating(pod, rules):
         return None
     controller_reason = _controller_reason(pod, rules)
     if controller_reason is not None:
@@ -384,12 +384,16 @@ def _annotation(table: NodeTable, row: int, key: str) -> str | None:
     return info.annotations.get(key) if info is not None else None
 
 
-def _requested_share(table: NodeTable, row: int, resource: str, left_out: Iterable[Pod]) -> float:
+def _requested_share(
+    table: NodeTable, row: int, resource: str, left_out: Iterable[Pod], unweighed: Iterable[Pod] = ()
+) -> float:
     """Requested over allocatable of ``resource`` on node ``row``, without the requests of
-    the pods ``left_out`` (0 when nothing of it is allocatable)."""
+    the pods ``left_out``, and without those of the pods ``unweighed`` on either side (0
+    when nothing of it is allocatable)."""
     col = table.rindex[resource]
-    requested = int(table.requested[row, col]) - sum(p.requests.get(resource, 0) for p in left_out)
-    return max(requested, 0) / max(int(table.alloc[row, col]), 1)
+    taken = sum(p.requests.get(resource, 0) for p in unweighed)
+    requested = int(table.requested[row, col]) - sum(p.requests.get(resource, 0) for p in left_out) - taken
+    return max(requested, 0) / max(int(table.alloc[row, col]) - taken, 1)
 
 
 def node_report(
@@ -410,14 +414,16 @@ def node_report(
         pods: Sequence[Pod] = list(pods_by_node.get(name, ()))
         expendable = [p for p in pods if is_expendable(p, rules)]
         terminating = [p for p in pods if is_long_terminating(p, rules) and not is_expendable(p, rules)]
-        left_out = (*expendable, *terminating)  # out of the autoscaler's utilization
-        cpu, memory = (_requested_share(table, i, r, left_out) for r in (CPU, MEMORY))
+        unweighed = [p for p in pods if rules.unweighed(p) and not is_expendable(p, rules)]
+        # out of the autoscaler's utilization (an unweighed pod's requests out of both sides)
+        left_out = (*expendable, *(p for p in terminating if not rules.unweighed(p)))
+        cpu, memory = (_requested_share(table, i, r, left_out, unweighed) for r in (CPU, MEMORY))
         gpu_col = int(gpu_cols[k]) if gpu_cols is not None else -1
         info = table.info[i]
         labelled = info is not None and any(label in info.labels for label in rules.gpu_labels)
         gpu = None
         if gpu_col >= 0:
-            gpu = _requested_share(table, i, table.resources[gpu_col], left_out)
+            gpu = _requested_share(table, i, table.resources[gpu_col], left_out, unweighed)
         elif labelled:
             gpu = 0.0  # GPUs not ready: the autoscaler takes the node as unused
         pinned = sorted((p.key, reason) for p in pods if (reason := pin_reason(p, rules)) is not None)

@@ -36,7 +36,10 @@ class SchedulingContext:
     which it weighs by their GPU requests alone); ``gpu_labels``: its cloud provider's GPU
     node labels (keys): a node carrying one but no GPU allocatable yet is a GPU node whose
     GPUs are not ready, which it takes as unused. Empty (the default, the simulator's): no
-    label is read.
+    label is read. ``ignore_daemonsets_utilization`` / ``ignore_mirror_pods_utilization``:
+    its flags of those names, which leave DaemonSet / mirror pods' requests out of a node's
+    utilization, taken out of its allocatable too (``NodeTable.daemonset_requested``,
+    ``NodeTable.mirror_requested``).
     ``cache``: scratch space for one decision (the simulator clears it before each; keys
     beginning ``rendezvous:`` are reserved: the extender keeps those while the builder
     nodes stay the same). ``now``'s origin is the driver's: the simulator counts from the
@@ -49,6 +52,8 @@ class SchedulingContext:
     utilization_threshold: float = 0.5
     gpu_utilization_threshold: float = 0.5
     gpu_labels: tuple[str, ...] = ()
+    ignore_daemonsets_utilization: bool = False
+    ignore_mirror_pods_utilization: bool = False
     cache: dict[str, Any] = field(default_factory=dict)
 
 

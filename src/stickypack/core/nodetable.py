@@ -50,6 +50,10 @@ class NodeTable:
     kube-scheduler's defaults for containers that set none. ``builds`` counts running build
     pods (pods with a ``binder-repo`` annotation) per node, for bounded-load placement;
     ``build_starts`` counts every build pod ever bound to the node since it joined the table.
+    ``daemonset_requested`` and ``mirror_requested`` hold the part of ``requested`` that
+    DaemonSet pods (:attr:`Pod.is_daemonset_pod`) and the other mirror pods
+    (:attr:`Pod.is_mirror_pod`) make up: what the cluster-autoscaler leaves out of a node's
+    utilization with ``--ignore-daemonsets-utilization`` / ``--ignore-mirror-pods-utilization``.
     ``extra`` holds float columns an adapter may maintain (the simulator keeps ``expiry``,
     the latest end time of a node's pods, for the lifetime-aware oracle).
 
@@ -73,6 +77,8 @@ class NodeTable:
         nres = len(self.resources)
         self.alloc = np.zeros((cap, nres), dtype=_I64)
         self.requested = np.zeros((cap, nres), dtype=_I64)
+        self.daemonset_requested = np.zeros((cap, nres), dtype=_I64)
+        self.mirror_requested = np.zeros((cap, nres), dtype=_I64)
         self.nonzero = np.zeros((cap, 2), dtype=_I64)
         self.builds = np.zeros(cap, dtype=_I64)
         self.build_starts = np.zeros(cap, dtype=_I64)
@@ -159,6 +165,8 @@ class NodeTable:
             self.names[i] = name
             self.active[i] = True
             self.requested[i] = 0
+            self.daemonset_requested[i] = 0
+            self.mirror_requested[i] = 0
             self.nonzero[i] = 0
             self.builds[i] = 0
             self.build_starts[i] = 0
@@ -212,6 +220,8 @@ class NodeTable:
         self.ready[i] = False
         self.alloc[i] = 0
         self.requested[i] = 0
+        self.daemonset_requested[i] = 0
+        self.mirror_requested[i] = 0
         self.nonzero[i] = 0
         self.builds[i] = 0
         self.set_images(i, {})
@@ -246,6 +256,8 @@ class NodeTable:
             pad = np.zeros((self.alloc.shape[0], 1), dtype=_I64)
             self.alloc = np.hstack([self.alloc, pad])
             self.requested = np.hstack([self.requested, pad])
+            self.daemonset_requested = np.hstack([self.daemonset_requested, pad])
+            self.mirror_requested = np.hstack([self.mirror_requested, pad])
         return col
 
     def ensure_extra(self, name: str) -> np.ndarray:
@@ -265,7 +277,8 @@ class NodeTable:
             return out
 
         for attr in (
-            "alloc", "requested", "nonzero", "builds", "build_starts", "active", "ready", "unschedulable",
+            "alloc", "requested", "daemonset_requested", "mirror_requested", "nonzero", "builds",
+            "build_starts", "active", "ready", "unschedulable",
             "hard_tainted", "soft_tainted", "to_be_deleted", "deletion_candidate", "created",
         ):  # fmt: skip
             setattr(self, attr, grow(getattr(self, attr)))
@@ -342,6 +355,16 @@ class NodeTable:
                 col = self.ensure_resource(rname)
                 row = self.requested[i]
             row[col] += sign * amount
+        if pod.owner_kind is not None or pod.annotations:  # cheap test first: most pods are neither
+            unweighed = (
+                self.daemonset_requested
+                if pod.is_daemonset_pod
+                else self.mirror_requested
+                if pod.is_mirror_pod
+                else None
+            )
+            if unweighed is not None:
+                unweighed[i] += sign * self.pod_vector(pod)
         cpu, memory = pod.bound_nonzero_cpu, pod.bound_nonzero_memory
         self.nonzero[i, 0] += sign * (pod.nonzero_cpu if cpu is None else cpu)
         self.nonzero[i, 1] += sign * (pod.nonzero_memory if memory is None else memory)

@@ -31,6 +31,10 @@ from stickypack.core.resources import (
 MAX_POD_RESOURCES = 32
 #: Annotation BinderHub puts on build pods: the repository URL being built.
 BUILD_REPO_ANNOTATION = "binder-repo"
+#: Set by the kubelet on the mirror pods of static pods.
+MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
+#: ``"true"``: the cluster-autoscaler treats the pod as a DaemonSet pod, whatever owns it.
+DAEMONSET_POD_ANNOTATION = "cluster-autoscaler.kubernetes.io/daemonset-pod"
 #: Labels of BinderHub build pods.
 BUILD_LABELS: Mapping[str, str] = MappingProxyType({"component": "binderhub-build"})
 
@@ -114,6 +118,17 @@ class Pod:
     def key(self) -> str:
         """``namespace/name``, unique in a cluster."""
         return f"{self.namespace}/{self.name}"
+
+    @property
+    def is_daemonset_pod(self) -> bool:
+        """A DaemonSet's pod to the cluster-autoscaler: its controller is a DaemonSet, or it
+        is annotated :data:`DAEMONSET_POD_ANNOTATION` ``"true"``."""
+        return self.owner_kind == "DaemonSet" or self.annotations.get(DAEMONSET_POD_ANNOTATION) == "true"
+
+    @property
+    def is_mirror_pod(self) -> bool:
+        """The kubelet's mirror of a static pod (annotated :data:`MIRROR_POD_ANNOTATION`)."""
+        return MIRROR_POD_ANNOTATION in self.annotations
 
     @property
     def build_repo(self) -> str | None:

@@ -127,6 +127,10 @@ class ClusterConfig(_Model):
     #: EKS's by default; add ``kubernetes.azure.com/accelerator`` on AKS): a node carrying
     #: one with no GPU allocatable yet is taken as unused, as the autoscaler does.
     gpu_labels: list[str] = Field(default_factory=lambda: list(DEFAULT_GPU_LABELS))
+    #: Its --ignore-daemonsets-utilization and --ignore-mirror-pods-utilization: DaemonSet /
+    #: mirror pods' requests left out of a node's utilization (and of its allocatable).
+    ignore_daemonsets_utilization: bool = False
+    ignore_mirror_pods_utilization: bool = False
 
     @field_validator("gpu_labels")
     @classmethod

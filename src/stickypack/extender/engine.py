@@ -111,8 +111,9 @@ class Extender:
     ``filter_names``/``score_names`` pick the profile's plugins the extender runs (by plugin
     name; the rest is what kube-scheduler runs itself). ``history`` is a callable returning
     the current :class:`BuildHistory` (it is replaced when the store changes).
-    ``utilization_threshold``, ``gpu_utilization_threshold``, ``gpu_labels``: the
-    autoscaler's settings the scale-down scorers read (:class:`SchedulingContext`).
+    ``utilization_threshold``, ``gpu_utilization_threshold``, ``gpu_labels``,
+    ``ignore_daemonsets_utilization``, ``ignore_mirror_pods_utilization``: the autoscaler's
+    settings the scale-down scorers read (:class:`SchedulingContext`).
     """
 
     def __init__(
@@ -131,6 +132,8 @@ class Extender:
         utilization_threshold: float = 0.5,
         gpu_utilization_threshold: float = 0.5,
         gpu_labels: Sequence[str] = DEFAULT_GPU_LABELS,
+        ignore_daemonsets_utilization: bool = False,
+        ignore_mirror_pods_utilization: bool = False,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.cache = cache
@@ -153,6 +156,8 @@ class Extender:
         self.utilization_threshold = utilization_threshold
         self.gpu_utilization_threshold = gpu_utilization_threshold
         self.gpu_labels = tuple(gpu_labels)
+        self.ignore_daemonsets_utilization = ignore_daemonsets_utilization
+        self.ignore_mirror_pods_utilization = ignore_mirror_pods_utilization
         self.clock = clock
         self._epoch: tuple[Any, ...] | None = None
         self._shared = _EpochCache()
@@ -259,6 +264,8 @@ class Extender:
             utilization_threshold=self.utilization_threshold,
             gpu_utilization_threshold=self.gpu_utilization_threshold,
             gpu_labels=self.gpu_labels,
+            ignore_daemonsets_utilization=self.ignore_daemonsets_utilization,
+            ignore_mirror_pods_utilization=self.ignore_mirror_pods_utilization,
             cache=self._shared,
         )
 

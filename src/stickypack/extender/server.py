@@ -112,6 +112,8 @@ class ExtenderService:
             utilization_threshold=config.cluster.utilization_threshold,
             gpu_utilization_threshold=config.cluster.gpu_utilization_threshold,
             gpu_labels=config.cluster.gpu_labels,
+            ignore_daemonsets_utilization=config.cluster.ignore_daemonsets_utilization,
+            ignore_mirror_pods_utilization=config.cluster.ignore_mirror_pods_utilization,
         )
         self.informers: dict[str, Informer] = {}
         self.app = make_app(

@@ -35,7 +35,13 @@ from typing import Any
 
 from stickypack.core.labels import Taint, is_label
 from stickypack.core.nodetable import NodeTable
-from stickypack.core.pod import Pod, PodSpecError, rfc3339_seconds
+from stickypack.core.pod import (
+    DAEMONSET_POD_ANNOTATION,
+    MIRROR_POD_ANNOTATION,
+    Pod,
+    PodSpecError,
+    rfc3339_seconds,
+)
 from stickypack.core.resources import MAX_AMOUNT, parse_resource_list
 
 log = logging.getLogger(__name__)
@@ -84,7 +90,9 @@ def matches(labels: Mapping[str, str] | None, selector: Mapping[str, str]) -> bo
 
 
 #: Pod annotations the cache keeps (the rest can be large: last-applied configurations...).
-KEPT_POD_ANNOTATIONS = ("binder-repo",)
+#: Pod annotations the cache keeps: the build repo (build pods), and what makes a DaemonSet
+#: or mirror pod to the autoscaler (``NodeTable.daemonset_requested``, ``mirror_requested``).
+KEPT_POD_ANNOTATIONS = ("binder-repo", MIRROR_POD_ANNOTATION, DAEMONSET_POD_ANNOTATION)
 _LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 
 
@@ -100,7 +108,8 @@ def _resources_only(containers: Any, keep: tuple[str, ...] = ()) -> list[dict[st
 
 
 def slim_pod(obj: dict[str, Any]) -> dict[str, Any]:
-    """The fields of a Pod the cache reads (requests, node, phase, labels, build repo)."""
+    """The fields of a Pod the cache reads (requests, node, phase, labels, build repo, the
+    controller's owner reference and the DaemonSet and mirror pod annotations)."""
     meta = obj.get("metadata") or {}
     spec = obj.get("spec") or {}
     annotations = meta.get("annotations") or {}
@@ -111,17 +120,26 @@ def slim_pod(obj: dict[str, Any]) -> dict[str, Any]:
     for key in ("nodeName", "overhead", "schedulerName", "resources"):  # resources: pod-level
         if key in spec:
             slim_spec[key] = spec[key]
+    slim_meta = {
+        "name": meta.get("name"),
+        "namespace": meta.get("namespace"),
+        "uid": meta.get("uid"),
+        "resourceVersion": meta.get("resourceVersion"),
+        "creationTimestamp": meta.get("creationTimestamp"),  # DrainForecast's pod ages
+        "labels": meta.get("labels") or {},
+        "annotations": {k: annotations[k] for k in KEPT_POD_ANNOTATIONS if k in annotations},
+        "deletionTimestamp": meta.get("deletionTimestamp"),
+    }
+    # the controller only (a DaemonSet's pods are left out of utilization by some autoscalers)
+    owners = [
+        o for o in meta.get("ownerReferences") or () if isinstance(o, dict) and o.get("controller") is True
+    ]
+    if owners:
+        slim_meta["ownerReferences"] = [
+            {**{k: owners[0].get(k) for k in ("apiVersion", "kind", "name")}, "controller": True}
+        ]
     return {
-        "metadata": {
-            "name": meta.get("name"),
-            "namespace": meta.get("namespace"),
-            "uid": meta.get("uid"),
-            "resourceVersion": meta.get("resourceVersion"),
-            "creationTimestamp": meta.get("creationTimestamp"),  # DrainForecast's pod ages
-            "labels": meta.get("labels") or {},
-            "annotations": {k: annotations[k] for k in KEPT_POD_ANNOTATIONS if k in annotations},
-            "deletionTimestamp": meta.get("deletionTimestamp"),
-        },
+        "metadata": slim_meta,
         "spec": slim_spec,
         "status": {"phase": (obj.get("status") or {}).get("phase")},
     }

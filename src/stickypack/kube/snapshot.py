@@ -13,14 +13,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stickypack.core.explain import (
-    DAEMONSET_POD_ANNOTATION,
-    MIRROR_POD_ANNOTATION,
     REPLICA_COUNTED_CONTROLLERS,
     SAFE_TO_EVICT_ANNOTATION,
     SAFE_TO_EVICT_LOCAL_VOLUMES_ANNOTATION,
     DisruptionBudget,
 )
-from stickypack.core.pod import Pod, PodSpecError
+from stickypack.core.pod import DAEMONSET_POD_ANNOTATION, MIRROR_POD_ANNOTATION, Pod, PodSpecError
 from stickypack.core.routing import LabelSelector, SelectorError
 from stickypack.kube.cache import TERMINAL_PHASES, ClusterCache, slim_node, slim_pod
 from stickypack.kube.informer import Informer, WatchError
@@ -36,7 +34,7 @@ AUTOSCALER_ANNOTATIONS = (
 
 def snapshot_pod(obj: dict[str, Any]) -> dict[str, Any]:
     """:func:`~stickypack.kube.cache.slim_pod` (what the node table reads) plus what the
-    autoscaler's rules read: the controller's owner reference, the ``hostPath`` and
+    autoscaler's rules read (slim_pod keeps the controller's owner reference): the ``hostPath`` and
     ``emptyDir`` volumes, the priority (expendable pods), and :data:`AUTOSCALER_ANNOTATIONS`."""
     slim = slim_pod(obj)
     meta = obj.get("metadata") or {}
@@ -52,11 +50,6 @@ def snapshot_pod(obj: dict[str, Any]) -> dict[str, Any]:
     ]
     if local:
         slim["spec"]["volumes"] = local
-    owners = [o for o in meta.get("ownerReferences") or () if o.get("controller") is True]
-    if owners:
-        owner = {k: owners[0].get(k) for k in ("apiVersion", "kind", "name")}
-        owner["controller"] = True
-        slim["metadata"]["ownerReferences"] = [owner]
     spec = obj.get("spec") or {}
     for key in ("priority", "terminationGracePeriodSeconds"):  # expendable, long-terminating pods
         if spec.get(key) is not None:

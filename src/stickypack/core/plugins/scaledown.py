@@ -49,6 +49,30 @@ def gpu_columns(table: NodeTable, idx: np.ndarray) -> np.ndarray | None:
     return out
 
 
+def unweighed_requests(
+    pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext
+) -> np.ndarray | None:
+    """Per row of ``idx`` (over every resource column), the requests the autoscaler leaves
+    out of the node's utilization, with ``pod`` placed: its DaemonSet pods' with
+    ``ctx.ignore_daemonsets_utilization``, its mirror pods' with
+    ``ctx.ignore_mirror_pods_utilization`` (``pod`` among them if it is one). None when
+    neither flag is set."""
+    if not (ctx.ignore_daemonsets_utilization or ctx.ignore_mirror_pods_utilization):
+        return None
+    own = (  # first: pod_vector adds a column for a resource new to the table
+        table.pod_vector(pod)
+        if (ctx.ignore_daemonsets_utilization and pod.is_daemonset_pod)
+        or (ctx.ignore_mirror_pods_utilization and pod.is_mirror_pod and not pod.is_daemonset_pod)
+        else 0
+    )
+    out = np.zeros((len(idx), len(table.resources)), dtype=np.int64) + own
+    if ctx.ignore_daemonsets_utilization:
+        out += table.daemonset_requested[idx]
+    if ctx.ignore_mirror_pods_utilization:
+        out += table.mirror_requested[idx]
+    return out
+
+
 def utilization_and_threshold(
     pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext
 ) -> tuple[np.ndarray, np.ndarray | float]:
@@ -59,10 +83,17 @@ def utilization_and_threshold(
     ``ctx.gpu_utilization_threshold``, as its ``utilization.Calculate``. A node carrying
     one of ``ctx.gpu_labels`` (its cloud provider's GPU labels) with no GPU allocatable yet
     is a GPU node whose GPUs are not ready: the autoscaler takes it as unused (0, whatever
-    the pod). The threshold is the scalar ``ctx.utilization_threshold`` when no row is a GPU
-    node (the simulator's tables)."""
+    the pod). The requests :func:`unweighed_requests` gives are taken out of both requests
+    and allocatable, as its ``--ignore-daemonsets-utilization`` does. The threshold is the
+    scalar ``ctx.utilization_threshold`` when no row is a GPU node (the simulator's
+    tables)."""
     req = table.requested[idx, :2] + (pod.requests.get(CPU, 0), pod.requests.get(MEMORY, 0))
-    util = (req / np.maximum(table.alloc[idx, :2], 1)).max(axis=1)
+    alloc = table.alloc[idx, :2]
+    unweighed = unweighed_requests(pod, table, idx, ctx)
+    if unweighed is not None:
+        req = req - unweighed[:, :2]
+        alloc = alloc - unweighed[:, :2]
+    util = (req / np.maximum(alloc, 1)).max(axis=1)
     cols = gpu_columns(table, idx)
     if ctx.gpu_labels:
         unready = table.labelled(ctx.gpu_labels)[idx]
@@ -73,11 +104,16 @@ def utilization_and_threshold(
             cols[unready] = _GPUS_NOT_READY
     if cols is None:
         return util, ctx.utilization_threshold
-    gpus = cols >= 0
-    if gpus.any():
+    gpus = np.flatnonzero(cols >= 0)
+    if gpus.size:
         rows, col = idx[gpus], cols[gpus]
         pod_req = np.array([pod.requests.get(table.resources[c], 0) for c in col.tolist()])
-        util[gpus] = (table.requested[rows, col] + pod_req) / table.alloc[rows, col]
+        gpu_req = table.requested[rows, col] + pod_req
+        gpu_alloc = table.alloc[rows, col]
+        if unweighed is not None:
+            gpu_req = gpu_req - unweighed[gpus, col]
+            gpu_alloc = gpu_alloc - unweighed[gpus, col]
+        util[gpus] = gpu_req / np.maximum(gpu_alloc, 1)
     util[cols == _GPUS_NOT_READY] = 0.0
     return util, np.where(cols != -1, ctx.gpu_utilization_threshold, ctx.utilization_threshold)
 
@@ -135,12 +171,18 @@ class ScaleDownAware(ScorePlugin):
             ctx.utilization_threshold,
             ctx.gpu_utilization_threshold,
             ctx.gpu_labels,
+            ctx.ignore_daemonsets_utilization and pod.is_daemonset_pod,
+            ctx.ignore_mirror_pods_utilization and pod.is_mirror_pod,
         )
 
         def keys() -> list[Hashable]:
-            alloc = table.alloc[idx]
+            state = [table.alloc[idx]]
             if ctx.gpu_labels:  # whether a node carries a GPU label is part of its state
-                alloc = np.column_stack((alloc, table.labelled(ctx.gpu_labels)[idx]))
+                state.append(table.labelled(ctx.gpu_labels)[idx, None])
+            unweighed = unweighed_requests(pod, table, idx, ctx)
+            if unweighed is not None:
+                state.append(unweighed)
+            alloc = state[0] if len(state) == 1 else np.column_stack(state)
             return node_state_keys(table.requested[idx], alloc, pod_part)
 
         score = self._memo.scores(idx, keys, lambda rows: self._by_utilization(pod, table, rows, ctx))
