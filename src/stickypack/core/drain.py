@@ -25,9 +25,11 @@ import numpy as np
 
 from stickypack.core.explain import ScaleDownRules, is_daemon_pod, is_expendable, is_long_terminating
 from stickypack.core.framework import FilterPlugin, SchedulingContext
+from stickypack.core.labels import Taint
 from stickypack.core.nodetable import NodeTable
 from stickypack.core.pod import Pod
 from stickypack.core.podaffinity import NamespaceLabels, PodsOnNodes, has_inter_pod_rules
+from stickypack.core.volumes import ClaimVolumes, PersistentVolumesFilter
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +90,7 @@ def plan_scale_down(
     rules: ScaleDownRules | None = None,
     ctx: SchedulingContext | None = None,
     namespace_labels: NamespaceLabels = None,
+    claim_volumes: ClaimVolumes | None = None,
 ) -> ScaleDownPlan:
     """Check ``candidates`` (node names, in the order given; nodes no pod pins) as the
     autoscaler does. ``pods_by_node``: the pods bound to each node, as
@@ -106,14 +109,26 @@ def plan_scale_down(
     left out, and such a node is never judged, as the autoscaler treats its deletions in
     progress. ``table`` is not changed.
 
-    When some pod has required pod (anti-)affinity terms or host ports, each placement also
-    passes kube-scheduler's InterPodAffinity and NodePorts filters against the pods on the
-    nodes at that point of the plan (:class:`~stickypack.core.podaffinity.PodsOnNodes`:
-    every pod but expendable ones, DaemonSet and long-terminating pods included, the pods
-    moved so far where they went, a candidate's pods off it while they are placed);
+    When some pod has required pod (anti-)affinity terms, host ports or ``DoNotSchedule``
+    topology spread constraints, each placement also passes kube-scheduler's
+    InterPodAffinity, NodePorts and PodTopologySpread filters against the pods on the nodes
+    at that point of the plan (:class:`~stickypack.core.podaffinity.PodsOnNodes`: every pod
+    but expendable ones, DaemonSet and long-terminating pods included, the pods moved so
+    far where they went; while a candidate's pods are placed, the candidate is a copy of it
+    tainted ``ToBeDeletedByClusterAutoscaler`` without pods, still a topology domain, and
+    once found removable it leaves the picture with its DaemonSet pods, as the autoscaler's
+    simulation does since kubernetes/autoscaler#9288, :meth:`PodsOnNodes.drain_node`);
     ``namespace_labels`` (namespace to its labels) serve the terms' ``namespaceSelector``
-    (None: unknown, such a selector then selects every namespace)."""
+    (None: unknown, such a selector then selects every namespace).
+
+    ``claim_volumes`` (the cluster's claims and the placement of the volumes they are bound
+    to, :data:`~stickypack.core.volumes.ClaimVolumes`): each placement also passes
+    kube-scheduler's VolumeBinding and VolumeZone filters for the pod's claims
+    (:class:`~stickypack.core.volumes.PersistentVolumesFilter`, after ``filters``); None:
+    unknown, not checked."""
     rules = rules if rules is not None else ScaleDownRules()
+    if claim_volumes is not None:
+        filters = [*filters, PersistentVolumesFilter(claim_volumes)]
     ctx = ctx if ctx is not None else SchedulingContext()
     sim = copy.deepcopy(table)
     gone = np.zeros(sim.alloc.shape[0], dtype=bool)  # removable candidates: no pod goes there
@@ -131,7 +146,8 @@ def plan_scale_down(
                 planned.setdefault(name, []).append(pod)
             else:
                 staying.append((name, pod))
-    # where no pod has inter-pod terms or host ports those filters pass every node: skip them
+    # where no pod has inter-pod terms, host ports or spread constraints those filters pass
+    # every node: skip them
     on_nodes = _pods_on_nodes(sim, planned, staying, namespace_labels) if inter_pod_rules else None
     # the autoscaler's deletions in progress: it places their pods first, where they fit,
     # and never judges those nodes
@@ -159,8 +175,8 @@ def plan_scale_down(
         pods = planned.get(name, [])
         for pod in pods:
             sim.remove_pod(row, pod)
-            if on_nodes is not None:
-                on_nodes.remove(row, pod)
+        # the autoscaler simulates a candidate's removal on a tainted copy of it without pods
+        held = on_nodes.drain_node(row) if on_nodes is not None else []
         placed: list[tuple[Pod, int]] = []
         blocked: str | None = None
         for pod in pods:
@@ -182,10 +198,12 @@ def plan_scale_down(
                     on_nodes.remove(dest, pod)
             for pod in pods:
                 sim.add_pod(row, pod)
-                if on_nodes is not None:
-                    on_nodes.add(row, pod)
+            if on_nodes is not None:
+                on_nodes.restore_node(row, held)
             no_room[name] = blocked
             continue
+        if on_nodes is not None:
+            on_nodes.delete_node(row)  # and then drops it from its snapshot
         gone[row] = True
         removable.append(name)
         planned[name] = []
@@ -203,13 +221,15 @@ def _pods_on_nodes(
     namespace_labels: NamespaceLabels,
 ) -> PodsOnNodes:
     """The pods on each node of ``table`` (those of nodes it does not hold left out, as the
-    autoscaler's snapshot has no such node), with the nodes' labels."""
+    autoscaler's snapshot has no such node), with the nodes' labels, names and taints."""
     labels: dict[int, Mapping[str, str]] = {}
+    names: dict[int, str] = {}
+    taints: dict[int, tuple[Taint, ...]] = {}
     for row in table.active_indices().tolist():
         info = table.info[row]
         if info is not None:
-            labels[row] = info.labels
-    on_nodes = PodsOnNodes(labels, namespace_labels)
+            labels[row], names[row], taints[row] = info.labels, info.name, info.taints
+    on_nodes = PodsOnNodes(labels, namespace_labels, names, taints)
     for name, pods in planned.items():
         if name in table.index:
             for pod in pods:

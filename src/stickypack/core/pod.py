@@ -25,6 +25,7 @@ from stickypack.core.resources import (
     parse_milli_resource_list,
     round_up_amounts,
 )
+from stickypack.core.topologyspread import SpreadConstraint, spread_constraints_from_list
 
 #: Most distinct resources (cpu, memory, extended) a pod may request: real pods ask for a
 #: handful; each name the node table has not seen adds a column to it.
@@ -89,6 +90,15 @@ class Pod:
     required_pod_anti_affinity: tuple[RequiredPodAffinityTerm, ...] = ()
     #: The ports its containers and sidecar init containers bind on the node (``hostPort``).
     host_ports: tuple[HostPort, ...] = ()
+    #: ``spec.topologySpreadConstraints`` with ``whenUnsatisfiable: DoNotSchedule`` (the
+    #: ``ScheduleAnyway`` ones only score): the pod goes only where its domain's matching
+    #: pods stay within ``maxSkew`` of the fewest
+    #: (:meth:`~stickypack.core.podaffinity.PodsOnNodes.judge`).
+    spread_constraints: tuple[SpreadConstraint, ...] = ()
+    #: Names of the PersistentVolumeClaims its volumes use, in its namespace:
+    #: ``persistentVolumeClaim.claimName``, and ``<pod name>-<volume name>`` for a generic
+    #: ephemeral volume (the claim Kubernetes creates for it).
+    claims: tuple[str, ...] = ()
     #: Kind of the pod's controller (the owner reference with ``controller: true``), if any.
     owner_kind: str | None = None
     #: Name of that controller (in the pod's namespace), if any.
@@ -218,6 +228,10 @@ class Pod:
                 required_pod_affinity=required_by_kind["podAffinity"],
                 required_pod_anti_affinity=required_by_kind["podAntiAffinity"],
                 host_ports=host_ports_from_spec(spec),
+                spread_constraints=spread_constraints_from_list(
+                    spec.get("topologySpreadConstraints"), labels, "spec.topologySpreadConstraints"
+                ),
+                claims=_claim_names(spec, str(meta.get("name") or "")),
                 owner_kind=str(controller["kind"]) if controller else None,
                 owner_name=str(controller.get("name") or "") or None if controller else None,
                 owner_group=(
@@ -268,6 +282,26 @@ def _local_volumes(spec: Mapping[str, Any]) -> tuple[str, ...]:
         in_memory = isinstance(empty_dir, Mapping) and empty_dir.get("medium") == "Memory"
         if volume.get("hostPath") is not None or (empty_dir is not None and not in_memory):
             out.append(str(volume.get("name") or ""))
+    return tuple(out)
+
+
+def _claim_names(spec: Mapping[str, Any], pod_name: str) -> tuple[str, ...]:
+    """The claims of the pod's ``persistentVolumeClaim`` and ``ephemeral`` volumes (a volume
+    that is not a mapping is skipped, as :func:`_local_volumes` skips it); ValueError naming a
+    claim name that is not a non-empty string."""
+    out = []
+    for i, volume in enumerate(spec.get("volumes") or ()):
+        if not isinstance(volume, Mapping):
+            continue
+        claim = volume.get("persistentVolumeClaim")
+        if claim is not None:
+            name = claim.get("claimName") if isinstance(claim, Mapping) else None
+            if not isinstance(name, str) or not name:
+                where = f"spec.volumes[{i}].persistentVolumeClaim.claimName"
+                raise ValueError(f"{where}: {name!r} is not a claim name")
+            out.append(name)
+        elif volume.get("ephemeral") is not None:
+            out.append(f"{pod_name}-{volume.get('name') or ''}")
     return tuple(out)
 
 

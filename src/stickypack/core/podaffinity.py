@@ -1,12 +1,14 @@
 """Required inter-pod affinity and anti-affinity, and host ports: what kube-scheduler's
-``InterPodAffinity`` and ``NodePorts`` filters check, for the scale-down simulation.
+``InterPodAffinity`` and ``NodePorts`` filters check, for the scale-down simulation; and,
+through :mod:`stickypack.core.topologyspread`, its ``PodTopologySpread`` filter, which also
+reads the pods on the nodes.
 
 - :class:`RequiredPodAffinityTerm`: one ``requiredDuringSchedulingIgnoredDuringExecution``
   term of ``podAffinity`` or ``podAntiAffinity``, read by :func:`required_terms_from_list`.
 - :class:`HostPort`: a container port bound on the node, read by :func:`host_ports_from_spec`.
 - :class:`PodsOnNodes`: the pods on each node of a table (rows) and the nodes' labels, kept up
   to date as pods move; :meth:`PodsOnNodes.allows` is kube-scheduler's verdict on putting a
-  pod on a node, by those rules alone.
+  pod on a node, by those rules alone (and the pod's topology spread constraints).
 
 Pure: no I/O, no clock.
 """
@@ -18,8 +20,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from stickypack.core.labels import LABEL_KEY, Requirement
+from stickypack.core.labels import LABEL_KEY, NO_SCHEDULE, TO_BE_DELETED_TAINT, Requirement, Taint
 from stickypack.core.routing import LabelSelector, SelectorError
+from stickypack.core.topologyspread import SpreadCounts, spread_key
 
 if TYPE_CHECKING:
     from stickypack.core.pod import Pod
@@ -195,9 +198,14 @@ def host_ports_from_spec(spec: Mapping[str, object]) -> tuple[HostPort, ...]:
 
 
 def has_inter_pod_rules(pod: Pod) -> bool:
-    """Whether ``pod`` has required pod (anti-)affinity terms or host ports: a cluster
-    whose pods have none needs no :class:`PodsOnNodes`."""
-    return bool(pod.required_pod_affinity or pod.required_pod_anti_affinity or pod.host_ports)
+    """Whether ``pod`` has required pod (anti-)affinity terms, host ports or ``DoNotSchedule``
+    topology spread constraints: a cluster whose pods have none needs no :class:`PodsOnNodes`."""
+    return bool(
+        pod.required_pod_affinity
+        or pod.required_pod_anti_affinity
+        or pod.host_ports
+        or pod.spread_constraints
+    )
 
 
 def _remove_object(pods: list[Pod], pod: Pod) -> None:
@@ -213,15 +221,21 @@ def _remove_object(pods: list[Pod], pod: Pod) -> None:
 @dataclass
 class PodsOnNodes:
     """The pods on each node (by row of a node table) and the nodes' labels: what
-    InterPodAffinity and NodePorts read. :meth:`add` and :meth:`remove` keep it up to date
-    as a plan moves pods; :meth:`allows` (or :meth:`judge`, for many nodes) says whether a
-    pod may go on a node.
+    InterPodAffinity, NodePorts and PodTopologySpread read. :meth:`add` and :meth:`remove`
+    keep it up to date as a plan moves pods; :meth:`allows` (or :meth:`judge`, for many
+    nodes) says whether a pod may go on a node.
 
-    ``node_labels``: row to the node's labels (a row not given is a node without labels);
-    ``namespace_labels``: see :data:`NamespaceLabels`."""
+    ``node_labels``: row to the node's labels (a row not given is a node without labels, and
+    is no topology spread domain); ``namespace_labels``: see :data:`NamespaceLabels`;
+    ``node_names`` and ``node_taints`` (by row; a row not given: no name, no taints) serve
+    the spread constraints' node inclusion policies (a node name for a ``matchFields`` term).
+    The three node mappings are copied: :meth:`drain_node` and :meth:`delete_node` change
+    the copies, never the caller's."""
 
-    node_labels: Mapping[int, Mapping[str, str]]
+    node_labels: dict[int, Mapping[str, str]]
     namespace_labels: NamespaceLabels = None
+    node_names: dict[int, str] = field(default_factory=dict)
+    node_taints: dict[int, tuple[Taint, ...]] = field(default_factory=dict)
     pods: dict[int, list[Pod]] = field(default_factory=dict)
     #: The required anti-affinity terms of the pods on the nodes, each distinct term once
     #: (the replicas of a Deployment share theirs), with how many pods hold it in each
@@ -232,15 +246,73 @@ class PodsOnNodes:
     )
     #: Rows by topology key and value (each key's index is built when first needed).
     _domains: dict[str, dict[str, list[int]]] = field(default_factory=dict)
+    #: Topology spread counts by :func:`~stickypack.core.topologyspread.spread_key` (each
+    #: built when a pod with that key is first judged, then kept up to date).
+    _spread: dict[str, SpreadCounts] = field(default_factory=dict)
+
+    #: The taints a node had before :meth:`drain_node`, by row, for :meth:`restore_node`.
+    _taints_before: dict[int, tuple[Taint, ...]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.node_labels = dict(self.node_labels)
+        self.node_names = dict(self.node_names)
+        self.node_taints = dict(self.node_taints)
 
     def add(self, row: int, pod: Pod) -> None:
         self.pods.setdefault(row, []).append(pod)
         self._count_anti_terms(row, pod, 1)
+        for counts in self._spread.values():
+            counts.count(row, pod, 1)
 
     def remove(self, row: int, pod: Pod) -> None:
         """Take ``pod`` (the object :meth:`add` was given) off ``row``."""
         _remove_object(self.pods[row], pod)
         self._count_anti_terms(row, pod, -1)
+        for counts in self._spread.values():
+            counts.count(row, pod, -1)
+
+    def drain_node(self, row: int) -> list[Pod]:
+        """The cluster-autoscaler's ghost of a node whose removal it simulates: every pod
+        taken off it (DaemonSet pods too) and the node tainted
+        ``ToBeDeletedByClusterAutoscaler:NoSchedule`` (a topology spread constraint with
+        ``nodeTaintsPolicy: Honor`` then no longer counts its domain, unless the pod
+        tolerates the taint); it stays a topology domain otherwise. The pods taken off, for
+        :meth:`restore_node`."""
+        taken = list(self.pods.get(row, ()))
+        for pod in taken:
+            self.remove(row, pod)
+        taints = self.node_taints.get(row, ())
+        self._taints_before[row] = taints
+        self.node_taints[row] = (*taints, Taint(TO_BE_DELETED_TAINT, "", NO_SCHEDULE))
+        self._refresh_spread(row)
+        return taken
+
+    def restore_node(self, row: int, pods: Iterable[Pod]) -> None:
+        """Undo :meth:`drain_node`: the node's taints as they were, and ``pods`` back on it."""
+        self.node_taints[row] = self._taints_before.pop(row, ())
+        self._refresh_spread(row)
+        for pod in pods:
+            self.add(row, pod)
+
+    def delete_node(self, row: int) -> None:
+        """The node of ``row`` leaves the cluster, with the pods on it: it is in no topology
+        domain any more."""
+        for pod in list(self.pods.get(row, ())):
+            self.remove(row, pod)
+        self.pods.pop(row, None)
+        labels = self.node_labels.pop(row, {})
+        self.node_names.pop(row, None)
+        self.node_taints.pop(row, None)
+        self._taints_before.pop(row, None)
+        for key, index in self._domains.items():
+            rows = index.get(labels[key], []) if key in labels else []
+            if row in rows:
+                rows.remove(row)
+        self._refresh_spread(row)
+
+    def _refresh_spread(self, row: int) -> None:
+        for counts in self._spread.values():
+            counts.refresh(row)
 
     def _count_anti_terms(self, row: int, pod: Pod, sign: int) -> None:
         labels = self.node_labels.get(row, {})
@@ -273,14 +345,14 @@ class PodsOnNodes:
             yield from self.pods.get(r, ())
 
     def allows(self, pod: Pod, row: int) -> bool:
-        """Whether kube-scheduler's NodePorts and InterPodAffinity filters let ``pod`` onto
-        the node of ``row``, given the pods on the nodes now: :meth:`judge`."""
+        """Whether kube-scheduler's NodePorts, InterPodAffinity and PodTopologySpread filters
+        let ``pod`` onto the node of ``row``, given the pods on the nodes now: :meth:`judge`."""
         return self.judge(pod)(row)
 
     def judge(self, pod: Pod) -> Callable[[int], bool]:
         """A check of ``pod`` on one row after another, valid while no pod moves: True
-        where kube-scheduler's NodePorts and InterPodAffinity filters let it onto the node
-        given the pods on the nodes now:
+        where kube-scheduler's NodePorts, InterPodAffinity and PodTopologySpread filters let
+        it onto the node given the pods on the nodes now:
 
         - host ports: none of ``pod``'s conflicts with one of a pod on the node
           (:meth:`HostPort.conflicts`);
@@ -292,10 +364,12 @@ class PodsOnNodes:
           some pod in the node's domain is selected by *all* the terms; or, kube-scheduler's
           special case for the first of a group of pods that attract each other, no pod on
           any node with one of the terms' topology labels is selected by all the terms and
-          ``pod`` is selected by all its own terms.
+          ``pod`` is selected by all its own terms;
+        - topology spread: each of ``pod``'s ``DoNotSchedule`` constraints holds
+          (:meth:`~stickypack.core.topologyspread.SpreadCounts.judge`).
 
         As kube-scheduler's PreFilter, it first finds the (topology key, value) pairs the
-        other pods' anti-affinity terms that select ``pod`` forbid."""
+        other pods' anti-affinity terms that select ``pod`` forbid, and the spread counts."""
         ns = self.namespace_labels
         forbidden: set[tuple[str, str]] = set()
         for term, held in self._anti_terms.values():
@@ -304,6 +378,7 @@ class PodsOnNodes:
         affinity = pod.required_pod_affinity
         # the special case needs no pod anywhere selected by all terms; found once, if asked
         nobody_selected: list[bool] = []
+        spread = self._spread_counts(pod).judge(pod) if pod.spread_constraints else None
 
         def allows(row: int) -> bool:
             labels = self.node_labels.get(row, {})
@@ -313,6 +388,8 @@ class PodsOnNodes:
                         if any(want.conflicts(used) for want in pod.host_ports):
                             return False
             if forbidden and any(pair in forbidden for pair in labels.items()):
+                return False
+            if spread is not None and not spread(row):
                 return False
             for term in pod.required_pod_anti_affinity:
                 if any(term.selects(o, ns) for o in self._pods_in(self.domain(term.topology_key, row))):
@@ -331,6 +408,14 @@ class PodsOnNodes:
             return nobody_selected[0] and all(t.selects(pod, ns) for t in affinity)
 
         return allows
+
+    def _spread_counts(self, pod: Pod) -> SpreadCounts:
+        key = spread_key(pod)
+        counts = self._spread.get(key)
+        if counts is None:
+            counts = SpreadCounts.build(pod, self.node_labels, self.node_names, self.node_taints, self.pods)
+            self._spread[key] = counts
+        return counts
 
     def _any_pod_selected_by_all(self, terms: Sequence[RequiredPodAffinityTerm]) -> bool:
         """Whether a pod on a node with one of ``terms``' topology labels is selected by
