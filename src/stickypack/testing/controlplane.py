@@ -1242,10 +1242,83 @@ class ControlPlane:
 
         self._core(delete, timeout=timeout + 10)
 
+    # ------------------------------------------------------------------ volumes
+
+    def create_bound_claim(
+        self,
+        name: str,
+        *,
+        namespace: str = "default",
+        node_selector_terms: Sequence[Mapping[str, Any]] | None = None,
+        labels: Mapping[str, str] | None = None,
+        storage: str = "1Gi",
+    ) -> None:
+        """A ``hostPath`` PersistentVolume ``name`` and a PersistentVolumeClaim ``name`` in
+        ``namespace`` bound to each other as the PV controller (which does not run here)
+        binds them: the volume's ``claimRef`` and the claim's ``volumeName``, both ``Bound``
+        (status subresource), the claim annotated ``pv.kubernetes.io/bind-completed`` (what
+        kube-scheduler's VolumeBinding takes for a bound claim). ``node_selector_terms``:
+        the volume's ``spec.nodeAffinity.required`` terms (none when None); ``labels``: the
+        volume's labels (zone and region labels are VolumeZone's)."""
+        volume: dict[str, Any] = {
+            "metadata": {"name": name, "labels": dict(labels or {})},
+            "spec": {
+                "capacity": {"storage": storage},
+                "accessModes": ["ReadWriteOnce"],
+                "persistentVolumeReclaimPolicy": "Retain",
+                "storageClassName": "",
+                "hostPath": {"path": f"/tmp/stickypack-{name}"},
+                "claimRef": {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "name": name,
+                             "namespace": namespace},
+            },
+        }  # fmt: skip
+        if node_selector_terms is not None:
+            volume["spec"]["nodeAffinity"] = {"required": {"nodeSelectorTerms": list(node_selector_terms)}}
+        claim = {
+            "metadata": {"name": name, "annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
+            "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "resources": {"requests": {"storage": storage}},
+                "storageClassName": "",
+                "volumeName": name,
+            },
+        }
+
+        async def create(core: Any) -> None:
+            await core.create_persistent_volume(volume)
+            await core.create_namespaced_persistent_volume_claim(namespace, claim)
+            await core.patch_persistent_volume_status(name, {"status": {"phase": "Bound"}})
+            bound = {"phase": "Bound", "accessModes": ["ReadWriteOnce"], "capacity": {"storage": storage}}
+            status = {"status": bound}
+            await core.patch_namespaced_persistent_volume_claim_status(name, namespace, status)
+
+        self._core(create)
+
+    def delete_all_volumes(self, timeout: float = 60.0) -> None:
+        """Delete every PersistentVolumeClaim and PersistentVolume, their protection
+        finalizers taken off first (the controller that would take them off does not run)."""
+
+        async def delete(core: Any) -> None:
+            unprotected = {"metadata": {"finalizers": None}}
+            for claim in (await core.list_persistent_volume_claim_for_all_namespaces()).items:
+                meta = claim.metadata
+                await core.patch_namespaced_persistent_volume_claim(meta.name, meta.namespace, unprotected)
+                await core.delete_namespaced_persistent_volume_claim(meta.name, meta.namespace)
+            for volume in (await core.list_persistent_volume()).items:
+                await core.patch_persistent_volume(volume.metadata.name, unprotected)
+                await core.delete_persistent_volume(volume.metadata.name)
+            list_claims = core.list_persistent_volume_claim_for_all_namespaces
+            await _until(lambda: list_claims(), lambda r: not r.items, timeout, "claims")
+            await _until(lambda: core.list_persistent_volume(), lambda r: not r.items, timeout, "volumes")
+
+        self._core(delete, timeout=timeout + 10)
+
     def reset(self) -> None:
-        """A clean slate: stop all schedulers, delete all pods, then all nodes."""
+        """A clean slate: stop all schedulers, delete all pods, then all claims and volumes,
+        then all nodes."""
         self.stop_schedulers()
         self.delete_all_pods()
+        self.delete_all_volumes()
         self.delete_all_nodes()
 
 

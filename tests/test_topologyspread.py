@@ -1,0 +1,478 @@
+"""Pod topology spread constraints (core.topologyspread): how a pod dict's constraints are
+read, kube-scheduler's PodTopologySpread filter rule by rule (through PodsOnNodes, which
+keeps the counts as pods move), the scale-down simulation weighing them (core.drain), and
+the real kube-scheduler agreeing."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from stickypack.core.drain import plan_scale_down
+from stickypack.core.labels import HOSTNAME_LABEL, Taint
+from stickypack.core.nodetable import NodeTable
+from stickypack.core.pod import Pod, PodSpecError
+from stickypack.core.podaffinity import PodsOnNodes
+from stickypack.policies import load_builtin
+from stickypack.testing import ControlPlane, pod_manifest
+
+GI = 1024**3
+ZONE = "topology.kubernetes.io/zone"
+
+
+def _constraint(
+    topology_key: str = ZONE, max_skew: int = 1, when: str = "DoNotSchedule", **extra: Any
+) -> dict[str, Any]:
+    out = {
+        "maxSkew": max_skew,
+        "topologyKey": topology_key,
+        "whenUnsatisfiable": when,
+        "labelSelector": {"matchLabels": {"app": "web"}},
+    }
+    out.update(extra)
+    return out
+
+
+def _manifest(
+    name: str,
+    *,
+    labels: dict[str, str] | None = None,
+    spread: list[dict[str, Any]] | None = None,
+    namespace: str = "default",
+    cpu: str = "100m",
+    owner: bool = False,
+    **spec: Any,
+) -> dict[str, Any]:
+    raw = pod_manifest(name, cpu=cpu, memory="128Mi", labels=labels, namespace=namespace)
+    if spread is not None:
+        raw["spec"]["topologySpreadConstraints"] = spread
+    raw["spec"].update(spec)
+    if owner:
+        raw["metadata"]["ownerReferences"] = [
+            {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "u", "controller": True}
+        ]
+    return raw
+
+
+def _pod(name: str, app: str | None = "web", **kw: Any) -> Pod:
+    labels = kw.pop("labels", None) or ({"app": app} if app else {})
+    return Pod.from_dict(_manifest(name, labels=labels, **kw))
+
+
+def _nodes(**zones: str | None) -> dict[int, dict[str, str]]:
+    """Row i: node ``n<i>`` (hostname label) in the zone given (None: no zone label)."""
+    return {
+        i: {HOSTNAME_LABEL: name, **({ZONE: zone} if zone is not None else {})}
+        for i, (name, zone) in enumerate(zones.items())
+    }
+
+
+def _on(labels: dict[int, dict[str, str]], *placed: tuple[int, Pod], **kw: Any) -> PodsOnNodes:
+    state = PodsOnNodes(labels, **kw)
+    for row, pod in placed:
+        state.add(row, pod)
+    return state
+
+
+def _allowed(state: PodsOnNodes, pod: Pod) -> list[bool]:
+    return [state.allows(pod, row) for row in sorted(state.node_labels)]
+
+
+# ---- reading the pod ---------------------------------------------------------------------
+
+
+def test_constraints_are_read_with_kube_schedulers_defaults() -> None:
+    pod = _pod(
+        "p",
+        labels={"app": "web", "pod-template-hash": "abc"},
+        spread=[
+            _constraint(),
+            _constraint(HOSTNAME_LABEL, when="ScheduleAnyway"),  # scores only: dropped
+            _constraint(
+                HOSTNAME_LABEL,
+                max_skew=2,
+                minDomains=3,
+                nodeAffinityPolicy="Ignore",
+                nodeTaintsPolicy="Honor",
+                matchLabelKeys=["pod-template-hash", "missing"],
+            ),
+        ],
+    )
+    zone, host = pod.spread_constraints
+    assert (zone.max_skew, zone.topology_key, zone.min_domains) == (1, ZONE, 1)
+    assert (zone.honor_node_affinity, zone.honor_node_taints) == (True, False)
+    assert (host.max_skew, host.min_domains, host.honor_node_affinity, host.honor_node_taints) == (
+        2,
+        3,
+        False,
+        True,
+    )
+    assert host.selector is not None
+    # a key the pod lacks adds nothing
+    assert [(r.key, r.operator, r.values) for r in host.selector.expressions] == [
+        ("pod-template-hash", "In", ("abc",))
+    ]
+    assert _pod("q").spread_constraints == ()
+    # the API server merges matchLabelKeys itself: merging again adds no second requirement
+    merged = _constraint(
+        matchLabelKeys=["h"],
+        labelSelector={
+            "matchLabels": {"app": "web"},
+            "matchExpressions": [{"key": "h", "operator": "In", "values": ["1"]}],
+        },
+    )
+    again = _pod("p", labels={"app": "web", "h": "1"}, spread=[merged]).spread_constraints[0]
+    assert again.selector is not None and len(again.selector.expressions) == 1
+    # no labelSelector: the constraint selects no pod, not even the pod itself
+    bare = {k: v for k, v in _constraint().items() if k != "labelSelector"}
+    assert not _pod("p", spread=[bare]).spread_constraints[0].selects(_pod("q"))
+
+
+@pytest.mark.parametrize(
+    ("constraint", "where"),
+    [
+        ({"maxSkew": 0}, "[0].maxSkew: 0 is not a positive integer"),
+        ({"maxSkew": True}, "[0].maxSkew: True"),
+        ({"topologyKey": ""}, "[0].topologyKey: ''"),
+        ({"whenUnsatisfiable": "Never"}, "[0].whenUnsatisfiable: 'Never'"),
+        ({"minDomains": 0}, "[0].minDomains: 0"),
+        ({"minDomains": 2, "whenUnsatisfiable": "ScheduleAnyway"}, "[0].minDomains: only with"),
+        ({"nodeAffinityPolicy": "Maybe"}, "[0].nodeAffinityPolicy: 'Maybe'"),
+        ({"nodeTaintsPolicy": "honor"}, "[0].nodeTaintsPolicy: 'honor'"),
+        ({"matchLabelKeys": "app"}, "[0].matchLabelKeys must be a list"),
+        ({"labelSelector": None, "matchLabelKeys": ["app"]}, "[0].matchLabelKeys: cannot be set without"),
+        ({"labelSelector": {"matchLabels": "web"}}, "[0].labelSelector: matchLabels must be a mapping"),
+    ],
+)
+def test_malformed_constraints_say_where(constraint: dict[str, Any], where: str) -> None:
+    raw = _manifest("p", spread=[{**_constraint(), **constraint}])
+    with pytest.raises(PodSpecError, match=re.escape("spec.topologySpreadConstraints" + where)):
+        Pod.from_dict(raw)
+    with pytest.raises(PodSpecError, match="must be a list of topology spread constraints"):
+        Pod.from_dict(_manifest("p", spread=_constraint()))  # type: ignore[arg-type]
+
+
+# ---- the rule, node by node ----------------------------------------------------------------
+
+
+def test_skew_over_several_domains() -> None:
+    """Zones z1 (two nodes), z2, z3; web pods: two in z1, one in z2, none in z3. The fewest
+    is 0 (z3): with maxSkew 1 only z3 takes another; with maxSkew 2, z2 too."""
+    labels = _nodes(a="z1", b="z1", c="z2", d="z3")
+    state = _on(labels, (0, _pod("w1")), (1, _pod("w2")), (2, _pod("w3")), (0, _pod("other", app="db")))
+    assert _allowed(state, _pod("new", spread=[_constraint()])) == [False, False, False, True]
+    assert _allowed(state, _pod("new", spread=[_constraint(max_skew=2)])) == [False, False, True, True]
+    # a pod its own selector does not select adds nothing to the skew: z2 (1 - 0) is fine
+    outsider = _pod("new", app="api", spread=[_constraint()])
+    assert _allowed(state, outsider) == [False, False, True, True]
+    # by hostname: a and b hold one each, c one, d none
+    assert _allowed(state, _pod("new", spread=[_constraint(HOSTNAME_LABEL)])) == [False, False, False, True]
+
+
+def test_only_pods_of_the_namespace_not_terminating_count() -> None:
+    labels = _nodes(a="z1", b="z2")
+    deleted = _manifest("gone", labels={"app": "web"})
+    deleted["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    state = _on(
+        labels,
+        (0, _pod("w1", namespace="team")),
+        (0, Pod.from_dict(deleted)),
+        (1, _pod("w2")),
+    )
+    # default namespace: z1 0, z2 1
+    assert _allowed(state, _pod("new", spread=[_constraint()])) == [True, False]
+    assert _allowed(state, _pod("new", namespace="team", spread=[_constraint()])) == [False, True]
+
+
+def test_min_domains_takes_the_fewest_as_zero_while_domains_are_short() -> None:
+    labels = _nodes(a="z1", b="z2")
+    state = _on(labels, (0, _pod("w1")), (1, _pod("w2")))
+    assert _allowed(state, _pod("new", spread=[_constraint()])) == [True, True]  # 1 + 1 - 1
+    assert _allowed(state, _pod("new", spread=[_constraint(minDomains=2)])) == [True, True]
+    # three domains wanted, two eligible: the fewest counts as 0, so 1 + 1 - 0 > 1 everywhere
+    assert _allowed(state, _pod("new", spread=[_constraint(minDomains=3)])) == [False, False]
+    assert _allowed(state, _pod("new", spread=[_constraint(max_skew=2, minDomains=3)])) == [True, True]
+
+
+def test_node_affinity_policy_decides_which_domains_count() -> None:
+    """z3's node is not a user node: with Honor (the default) its empty domain does not
+    count for a pod selecting user nodes, with Ignore it makes the fewest 0."""
+    labels = {
+        0: {ZONE: "z1", "pool": "user"},
+        1: {ZONE: "z2", "pool": "user"},
+        2: {ZONE: "z3", "pool": "system"},
+    }
+    state = _on(labels, (0, _pod("w1")), (1, _pod("w2")))
+    honor = _pod("new", spread=[_constraint()], nodeSelector={"pool": "user"})
+    assert _allowed(state, honor)[:2] == [True, True]
+    ignore = _pod("new", spread=[_constraint(nodeAffinityPolicy="Ignore")], nodeSelector={"pool": "user"})
+    assert _allowed(state, ignore)[:2] == [False, False]
+    # required node affinity is honored the same way (here by the node's name: matchFields)
+    names = {0: "a", 1: "b", 2: "c"}
+    by_name = _pod(
+        "new",
+        spread=[_constraint()],
+        affinity={
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["a", "b"]}]}
+                    ]
+                }
+            }
+        },
+    )
+    named = _on(labels, (0, _pod("w1")), (1, _pod("w2")), node_names=names)
+    assert _allowed(named, by_name)[:2] == [True, True]
+
+
+def test_node_taints_policy_decides_which_domains_count() -> None:
+    """z3's node is tainted: with Ignore (the default) its empty domain counts, with Honor
+    it does not, unless the pod tolerates the taint."""
+    labels = _nodes(a="z1", b="z2", c="z3")
+    taints = {2: (Taint("dedicated", "gpu", "NoSchedule"),)}
+    state = _on(labels, (0, _pod("w1")), (1, _pod("w2")), node_taints=taints)
+    assert _allowed(state, _pod("new", spread=[_constraint()]))[:2] == [False, False]
+    honor = _pod("new", spread=[_constraint(nodeTaintsPolicy="Honor")])
+    assert _allowed(state, honor)[:2] == [True, True]
+    tolerant = _pod(
+        "new",
+        spread=[_constraint(nodeTaintsPolicy="Honor")],
+        tolerations=[{"key": "dedicated", "operator": "Exists"}],
+    )
+    assert _allowed(state, tolerant)[:2] == [False, False]
+    soft = {2: (Taint("dedicated", "gpu", "PreferNoSchedule"),)}  # only NoSchedule and NoExecute count
+    assert _allowed(_on(labels, (0, _pod("w1")), (1, _pod("w2")), node_taints=soft), honor)[:2] == [
+        False,
+        False,
+    ]
+
+
+def test_a_node_without_the_topology_label() -> None:
+    """It fails the pod, and its pods count for no domain: here a node without a zone
+    label holding web pods leaves z1 and z2 even."""
+    labels = _nodes(a="z1", b="z2", c=None)
+    state = _on(labels, (0, _pod("w1")), (2, _pod("w2")), (2, _pod("w3")))
+    assert _allowed(state, _pod("new", spread=[_constraint()])) == [False, True, False]
+    # a node lacking the key of another of the pod's constraints counts for none of them
+    labels = {0: {ZONE: "z1", "rack": "r1"}, 1: {ZONE: "z2", "rack": "r2"}, 2: {ZONE: "z3"}}
+    both = _pod("new", spread=[_constraint(), _constraint("rack", max_skew=5)])
+    state = _on(labels, (0, _pod("w1")), (1, _pod("w2")))
+    assert _allowed(state, both) == [True, True, False]  # z3 is no domain: the fewest is 1
+
+
+def test_match_label_keys_count_only_the_same_revision() -> None:
+    labels = _nodes(a="z1", b="z2")
+    old = {"app": "web", "pod-template-hash": "old"}
+    new = {"app": "web", "pod-template-hash": "new"}
+    state = _on(
+        labels, (0, _pod("old-1", labels=old)), (0, _pod("old-2", labels=old)), (1, _pod("new-1", labels=new))
+    )
+    plain = _pod("new-2", labels=new, spread=[_constraint()])
+    assert _allowed(state, plain) == [False, True]  # z1: 2 + 1 - 1
+    keyed = _pod("new-2", labels=new, spread=[_constraint(matchLabelKeys=["pod-template-hash"])])
+    assert _allowed(state, keyed) == [True, False]  # new revision: z1 0, z2 1
+
+
+def test_counts_follow_the_pods_and_the_nodes() -> None:
+    """The counts are built once per set of constraints and then kept as pods move; a
+    drained node (the autoscaler's ghost: no pods, tainted ToBeDeleted) stays a domain,
+    a deleted one does not."""
+    labels = _nodes(a="z1", b="z2", c="z3")
+    w1, w2, w3 = _pod("w1"), _pod("w2"), _pod("w3")
+    state = _on(labels, (0, w1), (1, w2), (2, w3))
+    new = _pod("new", spread=[_constraint()])
+    assert _allowed(state, new) == [True, True, True]
+    state.remove(2, w3)
+    assert _allowed(state, new) == [False, False, True]
+    held = state.drain_node(2)
+    assert held == [] and state.node_taints[2][-1].key == "ToBeDeletedByClusterAutoscaler"
+    assert _allowed(state, new) == [False, False, True]  # z3 still counts, at 0
+    honor = _pod("new", spread=[_constraint(nodeTaintsPolicy="Honor")])
+    assert _allowed(state, honor)[:2] == [True, True]  # unless the taint is honored
+    state.restore_node(2, [w3])
+    assert state.node_taints[2] == () and _allowed(state, new) == [True, True, True]
+    state.delete_node(2)
+    assert [state.allows(new, r) for r in range(3)] == [True, True, False]  # z3 is gone
+
+
+# ---- the scale-down simulation -------------------------------------------------------------
+
+
+def _table(nodes: dict[str, str], cpu: int = 4000) -> NodeTable:
+    table = NodeTable()
+    for name, zone in nodes.items():
+        table.upsert_node(
+            name, {"cpu": cpu, "memory": 16 * GI, "pods": 110}, labels={HOSTNAME_LABEL: name, ZONE: zone}
+        )
+    return table
+
+
+def _plan(table: NodeTable, pods_by_node: dict[str, list[Pod]], candidates: list[str]) -> Any:
+    for name, pods in pods_by_node.items():
+        for pod in pods:
+            table.add_pod(table.index[name], pod)
+    return plan_scale_down(table, pods_by_node, candidates, load_builtin("default").profiles[0].filters)
+
+
+def test_a_zone_spread_keeps_both_half_used_nodes() -> None:
+    """a (z1) and c (z2) each hold a replica, b (z1) is full. Without the constraint a's
+    replica goes to c and a is removable; with it (maxSkew 1 by zone) a's replica may not
+    join c's zone (z1, the candidate's, still counts, at 0), nor c's a's: both no-room."""
+    for spread, removable in ((None, ("a",)), ([_constraint()], ())):
+        pods = {
+            "a": [_pod("web-1", spread=spread, cpu="1", owner=True)],
+            "b": [_pod("alice", app="alice", cpu="4")],
+            "c": [_pod("web-2", spread=spread, cpu="1", owner=True)],
+        }
+        plan = _plan(_table({"a": "z1", "b": "z1", "c": "z2"}), pods, ["a", "c"])
+        assert plan.removable == removable
+        if spread:
+            assert plan.no_room == {"a": "default/web-1", "c": "default/web-2"}
+
+
+def test_the_candidate_stays_a_domain_at_zero() -> None:
+    """Replicas spread by hostname (maxSkew 1) on a, b and c, and an empty d. While a's
+    replica moves, a (the autoscaler's tainted ghost of it) counts at 0: only d, at 0 too,
+    takes it. Then b's has nowhere: b counts at 0 while c and d hold one each; so has c's."""
+    spread = [_constraint(HOSTNAME_LABEL)]
+    pods: dict[str, list[Pod]] = {n: [_pod(f"web-{n}", spread=spread, owner=True)] for n in ("a", "b", "c")}
+    pods["d"] = []
+    plan = _plan(_table({"a": "z1", "b": "z1", "c": "z1", "d": "z1"}), pods, ["a", "b", "c"])
+    assert (plan.removable, plan.moves) == (("a",), {"default/web-a": "d"})
+    assert plan.no_room == {"b": "default/web-b", "c": "default/web-c"}
+
+
+def test_a_removed_node_leaves_the_domains() -> None:
+    """a (z1) holds a database pod, b and c (z2) a replica each, spread by zone. a goes
+    first (its pod moves to b); once removable it is no domain any more, so b's replica may
+    join c: z2 would hold 2 with no other domain. Were a still a domain at 0, b would have no
+    room (the autoscaler's simulation before kubernetes/autoscaler#8164)."""
+    spread = [_constraint()]
+    pods = {
+        "a": [_pod("db-1", app="db", owner=True)],
+        "b": [_pod("web-1", spread=spread, owner=True)],
+        "c": [_pod("web-2", spread=spread, owner=True)],
+    }
+    plan = _plan(_table({"a": "z1", "b": "z2", "c": "z2"}), pods, ["a", "b"])
+    assert plan.removable == ("a", "b") and not plan.no_room
+    assert plan.moves == {"default/db-1": "c", "default/web-1": "c"}
+
+
+# ---- against the real kube-scheduler --------------------------------------------------------
+
+
+@pytest.mark.controlplane
+def test_the_real_kube_scheduler_agrees(cluster: ControlPlane) -> None:
+    """Nodes n1, n2 (zone z1, user pool), n3 (z2, user pool), n4 (z3, system pool,
+    tainted) and n5 (no zone label), each roomy, with web pods bound: two on n1, one on
+    n3. Each probe goes, one after the other, to kube-scheduler (its default profile): it
+    binds to a node :meth:`PodsOnNodes.allows` allows among those its other filters pass
+    (node selector, taints), and stays Pending where none is; a probe bound counts for the
+    next ones."""
+    nodes = {
+        "n1": ({ZONE: "z1", "pool": "user"}, None),
+        "n2": ({ZONE: "z1", "pool": "user"}, None),
+        "n3": ({ZONE: "z2", "pool": "user"}, None),
+        "n4": ({ZONE: "z3", "pool": "system"}, ["dedicated=system:NoSchedule"]),
+        "n5": ({"pool": "user"}, None),
+    }
+    rows: dict[str, int] = {}
+    labels: dict[int, dict[str, str]] = {}
+    taints: dict[int, tuple[Taint, ...]] = {}
+    for row, (name, (node_labels, node_taints)) in enumerate(nodes.items()):
+        node = cluster.create_node(name, cpu="8", memory="32Gi", labels=node_labels, taints=node_taints)
+        rows[name], labels[row] = row, dict(node["metadata"]["labels"])
+        taints[row] = tuple(Taint.from_dict(t) for t in node["spec"].get("taints") or ())
+    state = PodsOnNodes(labels, node_names={r: n for n, r in rows.items()}, node_taints=taints)
+    for i, node in enumerate(("n1", "n1", "n3")):
+        raw = _manifest(f"web-{i}", labels={"app": "web"})
+        raw["spec"]["nodeName"] = node
+        cluster.create_pod(pod=raw)
+        state.add(rows[node], Pod.from_dict(raw))
+
+    def other_filters(pod: Pod) -> set[str]:
+        """The nodes the probe's node selector lets it onto, but n4, whose taint no probe
+        tolerates."""
+        return {
+            node
+            for node, (node_labels, node_taints) in nodes.items()
+            if not node_taints and all(node_labels.get(k) == v for k, v in pod.node_selector.items())
+        }
+
+    user = {"pool": "user"}
+    web, user = {"app": "web"}, {"pool": "user"}
+    probes = [
+        # z1 2, z2 1, z3 0 (n4: tainted, counted by default): the fewest is 0, and z3's only
+        # node takes no probe: nowhere (n5 lacks the zone label)
+        ("even", _manifest("even", labels=web, spread=[_constraint()]), set()),
+        # taints honored: z3 is out, the fewest is 1: z2
+        (
+            "honor-taints",
+            _manifest("honor-taints", labels=web, spread=[_constraint(nodeTaintsPolicy="Honor")]),
+            {"n3"},
+        ),
+        # user pods (node affinity honored): z3 is not theirs, z1 2 and z2 2 now
+        (
+            "user",
+            _manifest("user", labels=web, spread=[_constraint()], nodeSelector=user),
+            {"n1", "n2", "n3"},
+        ),
+        # node affinity ignored: z3 counts again, at 0
+        (
+            "ignore-affinity",
+            _manifest(
+                "ignore-affinity",
+                labels=web,
+                spread=[_constraint(nodeAffinityPolicy="Ignore")],
+                nodeSelector=user,
+            ),
+            set(),
+        ),
+        # three domains wanted, two user zones: the fewest is taken as 0
+        (
+            "min-domains",
+            _manifest("min-domains", labels=web, spread=[_constraint(minDomains=3)], nodeSelector=user),
+            set(),
+        ),
+        # a new revision counts its own pods only (matchLabelKeys): none anywhere yet
+        (
+            "new-revision",
+            _manifest(
+                "new-revision",
+                labels={**web, "rev": "b"},
+                spread=[_constraint(matchLabelKeys=["rev"])],
+                nodeSelector=user,
+            ),
+            {"n1", "n2", "n3"},
+        ),
+        # by hostname (n5 counts: it has one), maxSkew 2
+        (
+            "by-host",
+            _manifest(
+                "by-host", labels=web, spread=[_constraint(HOSTNAME_LABEL, max_skew=2)], nodeSelector=user
+            ),
+            None,
+        ),
+        # ScheduleAnyway filters nothing
+        (
+            "anyway",
+            _manifest("anyway", labels=web, spread=[_constraint(when="ScheduleAnyway")], nodeSelector=user),
+            {"n1", "n2", "n3", "n5"},
+        ),
+    ]
+    cluster.start_scheduler(None)
+    for name, raw, expected in probes:
+        probe = Pod.from_dict(raw)
+        allowed = {n for n in other_filters(probe) if state.allows(probe, rows[n])}
+        if expected is not None:
+            assert allowed == expected, name
+        cluster.create_pod(pod=raw)
+        if not allowed:
+            cluster.wait_unschedulable([name], timeout=30)
+            continue
+        bound = cluster.wait_bound([name], timeout=30)[name]
+        assert bound in allowed, (name, bound, allowed)
+        state.add(rows[bound], probe)
