@@ -315,6 +315,7 @@ def _node_report_json(args: argparse.Namespace, snap: Snapshot, threshold: float
         rules,
         ctx,
         namespace_labels=snap.namespace_labels,
+        claim_volumes=snap.claim_volumes,
     )
     verdicts = ["no-room" if r.node in plan.no_room else v for r, v in zip(nodes, verdicts, strict=True)]
     moves: dict[str, dict[str, str]] = {}
@@ -357,6 +358,7 @@ def _node_report_json(args: argparse.Namespace, snap: Snapshot, threshold: float
         "controllers_read": snap.controllers is not None and not snap.unlisted_controllers,
         "controllers_unlisted": sorted(snap.unlisted_controllers),
         "namespaces_read": snap.namespace_labels is not None,
+        "volumes_read": snap.claim_volumes is not None,
     }
 
 
@@ -416,6 +418,12 @@ def _print_inspection(console: Console, report: dict[str, Any]) -> None:
             console.print(
                 "namespaces could not be listed (no `list` right on namespaces): a pod affinity "
                 "term's namespaceSelector is taken to select every namespace",
+                highlight=False,
+            )
+        if not report["volumes_read"]:
+            console.print(
+                "persistent volumes could not be listed (no `list` right on persistentvolumeclaims and "
+                "persistentvolumes): where a pod's volumes let it move is not weighed",
                 highlight=False,
             )
         if report["controllers_unlisted"]:

@@ -20,6 +20,7 @@ from stickypack.core.explain import (
 )
 from stickypack.core.pod import DAEMONSET_POD_ANNOTATION, MIRROR_POD_ANNOTATION, Pod, PodSpecError
 from stickypack.core.routing import LabelSelector, SelectorError
+from stickypack.core.volumes import VOLUME_ZONE_LABELS, ClaimVolumes, claim_volumes
 from stickypack.kube.cache import TERMINAL_PHASES, ClusterCache, slim_node, slim_pod
 from stickypack.kube.informer import Informer, WatchError
 
@@ -31,11 +32,17 @@ AUTOSCALER_ANNOTATIONS = (
     SAFE_TO_EVICT_LOCAL_VOLUMES_ANNOTATION,
 )
 
+#: The volumes :func:`snapshot_pod` keeps: local storage and claims.
+KEPT_VOLUME_KINDS = ("hostPath", "emptyDir", "persistentVolumeClaim", "ephemeral")
+
 
 def snapshot_pod(obj: dict[str, Any]) -> dict[str, Any]:
     """:func:`~stickypack.kube.cache.slim_pod` (what the node table reads) plus what the
-    autoscaler's rules read (slim_pod keeps the controller's owner reference): the ``hostPath`` and
-    ``emptyDir`` volumes, the priority (expendable pods), and :data:`AUTOSCALER_ANNOTATIONS`."""
+    autoscaler's rules read (slim_pod keeps the controller's owner reference): the ``hostPath``,
+    ``emptyDir``, ``persistentVolumeClaim`` and ``ephemeral`` volumes, the priority
+    (expendable pods), :data:`AUTOSCALER_ANNOTATIONS`, and what kube-scheduler's filters read
+    in the scale-down simulation (node selector, tolerations, affinity, host ports, topology
+    spread constraints)."""
     slim = slim_pod(obj)
     meta = obj.get("metadata") or {}
     annotations = meta.get("annotations") or {}
@@ -43,19 +50,25 @@ def snapshot_pod(obj: dict[str, Any]) -> dict[str, Any]:
         {k: annotations[k] for k in AUTOSCALER_ANNOTATIONS if k in annotations}
     )
     volumes = (obj.get("spec") or {}).get("volumes") or ()
-    local = [
-        {"name": v.get("name"), **{k: v[k] for k in ("hostPath", "emptyDir") if k in v}}
+    # local storage (the autoscaler's rule) and the claims (VolumeBinding, VolumeZone); of an
+    # ephemeral volume only that it is one (its claim is named after the pod and the volume)
+    kept_volumes = [
+        {
+            "name": v.get("name"),
+            **{k: v[k] for k in ("hostPath", "emptyDir", "persistentVolumeClaim") if k in v},
+            **({"ephemeral": {}} if v.get("ephemeral") is not None else {}),
+        }
         for v in volumes
-        if isinstance(v, dict) and ("hostPath" in v or "emptyDir" in v)
+        if isinstance(v, dict) and any(k in v for k in KEPT_VOLUME_KINDS)
     ]
-    if local:
-        slim["spec"]["volumes"] = local
+    if kept_volumes:
+        slim["spec"]["volumes"] = kept_volumes
     spec = obj.get("spec") or {}
     for key in ("priority", "terminationGracePeriodSeconds"):  # expendable, long-terminating pods
         if spec.get(key) is not None:
             slim["spec"][key] = spec[key]
     # where the scale-down simulation may move the pod: kube-scheduler's filters read these
-    for key in ("nodeSelector", "tolerations", "affinity", "hostNetwork"):
+    for key in ("nodeSelector", "tolerations", "affinity", "hostNetwork", "topologySpreadConstraints"):
         if spec.get(key) is not None:
             slim["spec"][key] = spec[key]
     host_network = spec.get("hostNetwork") is True
@@ -93,6 +106,10 @@ class Snapshot:
     #: Each namespace's labels (pod affinity terms' ``namespaceSelector``); None when they
     #: could not be listed (no right) or were not asked for.
     namespace_labels: dict[str, dict[str, str]] | None = None
+    #: Each PersistentVolumeClaim with the placement of the volume it is bound to
+    #: (:data:`~stickypack.core.volumes.ClaimVolumes`); None when claims or volumes could not
+    #: be listed (no right) or were not asked for.
+    claim_volumes: ClaimVolumes | None = None
 
 
 async def take_snapshot(
@@ -100,8 +117,9 @@ async def take_snapshot(
 ) -> Snapshot:
     """List every node and every bound, running pod through ``api_client``
     (``kubernetes_asyncio.client.ApiClient``). Needs ``list`` on nodes and on pods of all
-    namespaces. ``controllers``: list them and the namespaces too (:attr:`Snapshot.controllers`
-    and :attr:`Snapshot.namespace_labels`, else None); only the node report reads them."""
+    namespaces. ``controllers``: list them, the namespaces, and the PersistentVolumeClaims
+    and PersistentVolumes too (:attr:`Snapshot.controllers`, :attr:`Snapshot.namespace_labels`
+    and :attr:`Snapshot.claim_volumes`, else None); only the node report reads them."""
     from kubernetes_asyncio import client
 
     core = client.CoreV1Api(api_client)
@@ -128,7 +146,51 @@ async def take_snapshot(
     if controllers:
         snap.controllers, snap.unlisted_controllers = await _controllers(api_client)
         snap.namespace_labels = await _namespace_labels(api_client)
+        snap.claim_volumes = await _claim_volumes(api_client)
     return snap
+
+
+def _slim_claim(obj: dict[str, Any]) -> dict[str, Any]:
+    """What :func:`~stickypack.core.volumes.claim_volumes` reads of a claim."""
+    meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
+    return {
+        "metadata": {k: meta.get(k) for k in ("name", "namespace", "deletionTimestamp")},
+        "spec": {"volumeName": spec.get("volumeName")},
+    }
+
+
+def _slim_volume(obj: dict[str, Any]) -> dict[str, Any]:
+    """What :class:`~stickypack.core.volumes.VolumePlacement` reads of a volume: its name,
+    zone and region labels, and node affinity."""
+    meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
+    labels = meta.get("labels") or {}
+    return {
+        "metadata": {
+            "name": meta.get("name"),
+            "labels": {key: labels[key] for key, _ in VOLUME_ZONE_LABELS if key in labels},
+        },
+        "spec": {"nodeAffinity": spec.get("nodeAffinity")},
+    }
+
+
+async def _claim_volumes(api_client: Any) -> ClaimVolumes | None:
+    """Every PersistentVolumeClaim with the placement of its volume, or None when listing
+    claims or volumes is forbidden (a cluster-wide ``list`` on ``persistentvolumeclaims``
+    and ``persistentvolumes`` reads them)."""
+    from kubernetes_asyncio import client
+
+    core = client.CoreV1Api(api_client)
+    try:
+        list_claims = core.list_persistent_volume_claim_for_all_namespaces
+        claims = await Informer("persistentvolumeclaims", list_claims, transform=_slim_claim).list_once()
+        volumes = await Informer(
+            "persistentvolumes", core.list_persistent_volume, transform=_slim_volume
+        ).list_once()
+    except WatchError as exc:
+        if exc.status in (401, 403):
+            return None
+        raise
+    return claim_volumes(claims.values(), volumes.values())
 
 
 def _name_and_labels(obj: dict[str, Any]) -> dict[str, Any]:
