@@ -424,6 +424,65 @@ def test_inspect_weighs_anti_affinity_and_host_ports(
 
 
 @pytest.mark.controlplane
+@pytest.mark.parametrize("when", ["DoNotSchedule", "ScheduleAnyway"])
+def test_inspect_weighs_topology_spread(
+    cluster: ControlPlane, capsys: pytest.CaptureFixture[str], when: str
+) -> None:
+    """On the real API server: two half-used nodes a (zone z1) and c (z2) each with a
+    replica, and b (z1) full. Spread by zone with maxSkew 1 (DoNotSchedule), neither replica
+    may join the other's zone (the candidate's own zone still counts, at 0): both
+    ``no-room``; ScheduleAnyway filters nothing: a is removable, its replica going to c."""
+    for node, zone in (("a", "z1"), ("b", "z1"), ("c", "z2")):
+        cluster.create_node(node, cpu="4", memory="16Gi", labels={"topology.kubernetes.io/zone": zone})
+    _bind(cluster, "alice", "b", "3500m", "1Gi")
+    constraint = {
+        "maxSkew": 1,
+        "topologyKey": "topology.kubernetes.io/zone",
+        "whenUnsatisfiable": when,
+        "labelSelector": {"matchLabels": {"app": "web"}},
+    }
+    for name, node in (("web-1", "a"), ("web-2", "c")):
+        spec = {"topologySpreadConstraints": [constraint]}
+        _bind(cluster, name, node, "1", "1Gi", owner="ReplicaSet", spec=spec, app="web")
+    assert main(["inspect", "--kubeconfig", str(cluster.kubeconfig), "--json"]) == 0
+    nodes = {n["node"]: n for n in json.loads(capsys.readouterr().out)["nodes"]}
+    if when == "DoNotSchedule":
+        assert (nodes["a"]["verdict"], nodes["a"]["no_room_for"]) == ("no-room", "default/web-1")
+        assert (nodes["c"]["verdict"], nodes["c"]["no_room_for"]) == ("no-room", "default/web-2")
+    else:
+        assert (nodes["a"]["verdict"], nodes["a"]["moves"]) == ("removable", {"default/web-1": "c"})
+        assert nodes["c"]["verdict"] == "no-room"
+
+
+@pytest.mark.controlplane
+def test_inspect_weighs_the_volumes_zone(cluster: ControlPlane, capsys: pytest.CaptureFixture[str]) -> None:
+    """On the real API server: a hub pod (a Deployment's) on a (zone z1) whose claim is
+    bound to a volume with node affinity to z1. With room only in z2 (b, pinned by a bare
+    pod), a has no room; once a z1 node with room joins (d, pinned too), a is removable, the
+    hub going to d."""
+    zone = "topology.kubernetes.io/zone"
+    for node, z in (("a", "z1"), ("b", "z2"), ("c-busy", "z1")):
+        cluster.create_node(node, cpu="4", memory="16Gi", labels={zone: z})
+    _bind(cluster, "alice", "c-busy", "3500m", "1Gi")
+    _bind(cluster, "bob", "b", "1", "1Gi")  # a bare pod pins b: a destination, not a candidate
+    terms = [{"matchExpressions": [{"key": zone, "operator": "In", "values": ["z1"]}]}]
+    cluster.create_bound_claim("hub-db", node_selector_terms=terms)
+    volumes = {"volumes": [{"name": "db", "persistentVolumeClaim": {"claimName": "hub-db"}}]}
+    _bind(cluster, "hub", "a", "1", "1Gi", owner="ReplicaSet", spec=volumes, component="hub")
+    argv = ["inspect", "--kubeconfig", str(cluster.kubeconfig), "--json"]
+    assert main(argv) == 0
+    report = json.loads(capsys.readouterr().out)
+    nodes = {n["node"]: n for n in report["nodes"]}
+    assert report["volumes_read"] is True
+    assert (nodes["a"]["verdict"], nodes["a"]["no_room_for"]) == ("no-room", "default/hub")
+    cluster.create_node("d", cpu="4", memory="16Gi", labels={zone: "z1"})
+    _bind(cluster, "carol", "d", "1", "1Gi")
+    assert main(argv) == 0
+    nodes = {n["node"]: n for n in json.loads(capsys.readouterr().out)["nodes"]}
+    assert (nodes["a"]["verdict"], nodes["a"]["moves"]) == ("removable", {"default/hub": "d"})
+
+
+@pytest.mark.controlplane
 def test_inspect_checks_empty_nodes_first(cluster: ControlPlane, capsys: pytest.CaptureFixture[str]) -> None:
     """On the real API server: the autoscaler sorts its candidates empty nodes first
     (EmptySorting), whatever their utilization. An empty node whose DaemonSet pod uses more
@@ -790,6 +849,16 @@ async def test_snapshot_keeps_only_what_it_reads_of_each_pod(monkeypatch: pytest
 
         list_replication_controller_for_all_namespaces = nothing
 
+        async def list_persistent_volume_claim_for_all_namespaces(self, **kw: object) -> Response:
+            claim = {"metadata": {"name": "data", "namespace": "default", "managedFields": [bulk]}}
+            return page_of(
+                {**claim, "spec": {"volumeName": "pv", "resources": {"requests": {"storage": "1Gi"}}}}
+            )
+
+        async def list_persistent_volume(self, **kw: object) -> Response:
+            labels = {"topology.kubernetes.io/zone": "z1", "other": bulk}
+            return page_of({"metadata": {"name": "pv", "labels": labels}, "spec": {"csi": {"driver": bulk}}})
+
         async def list_namespace(self, **kw: object) -> Response:
             meta = {"name": "default", "labels": {"team": "a"}, "managedFields": [bulk]}
             return page_of({"metadata": meta})
@@ -832,6 +901,10 @@ async def test_snapshot_keeps_only_what_it_reads_of_each_pod(monkeypatch: pytest
     assert snap.controllers == {("ReplicaSet", "default", "rs"): 3}
     assert snap.unlisted_controllers == {}
     assert snap.namespace_labels == {"default": {"team": "a"}}
+    assert snap.claim_volumes is not None
+    data = snap.claim_volumes[("default", "data")]
+    assert data is not None and data.zones == (("topology.kubernetes.io/zone",) * 2 + (frozenset({"z1"}),),)
+    assert held[9] < 200 and held[10] < 200, held  # claims and volumes: what the rules read
     assert held[3] < 200, held  # the ReplicaSets: names and replicas only (listed in full, 4 kB)
     pods = snap.pods_by_node["n1"]
     assert len(pods) == n_pods and not snap.unreadable
@@ -1025,6 +1098,7 @@ def test_inspect_reads_budgets_and_says_when_it_cannot(
         assert main(argv) == 0
         report = json.loads(capsys.readouterr().out)
         assert report["budgets_read"] is True and report["namespaces_read"] is True
+        assert report["volumes_read"] is True
         nodes = {n["node"]: n for n in report["nodes"]}
         assert nodes["sys"]["pin_reasons"] == {
             "kube-system/dns-1": "kube-system pod without a PodDisruptionBudget"
@@ -1048,10 +1122,11 @@ def test_inspect_reads_budgets_and_says_when_it_cannot(
         out = capsys.readouterr().out
         assert "PodDisruptionBudgets could not be listed" in out
         assert "controllers could not be listed" in out and "namespaces could not be listed" in out
+        assert "persistent volumes could not be listed" in out
         assert main(["inspect", "--kubeconfig", str(limited), "--json"]) == 0
         report = json.loads(capsys.readouterr().out)
         assert report["budgets_read"] is False and report["controllers_read"] is False
-        assert report["namespaces_read"] is False
+        assert report["namespaces_read"] is False and report["volumes_read"] is False
         nodes = {n["node"]: n for n in report["nodes"]}
         assert nodes["sys"]["pinning"] == [] and nodes["exhausted"]["pinning"] == []
         # nothing pins any of the four now: three go, their pods moving from one to the

@@ -476,3 +476,23 @@ def test_the_real_kube_scheduler_agrees(cluster: ControlPlane) -> None:
         bound = cluster.wait_bound([name], timeout=30)[name]
         assert bound in allowed, (name, bound, allowed)
         state.add(rows[bound], probe)
+
+
+def test_the_inspect_snapshot_keeps_constraints_and_claims() -> None:
+    """``inspect`` slims each pod as it lists them: the spread constraints and the claims
+    (of an ephemeral volume, that it is one) survive."""
+    from stickypack.kube.snapshot import snapshot_pod
+
+    raw = _manifest("hub", labels={"app": "web", "h": "1"}, spread=[_constraint(matchLabelKeys=["h"])])
+    template = {"volumeClaimTemplate": {"spec": {"resources": {"requests": {"storage": "1Gi"}}}}}
+    raw["spec"]["volumes"] = [
+        {"name": "db", "persistentVolumeClaim": {"claimName": "hub-db", "readOnly": False}},
+        {"name": "scratch", "ephemeral": template},
+        {"name": "config", "configMap": {"name": "hub"}},
+    ]
+    raw["spec"]["nodeName"] = "n1"
+    slim = snapshot_pod(raw)
+    assert [v["name"] for v in slim["spec"]["volumes"]] == ["db", "scratch"]
+    full, kept = Pod.from_dict(raw), Pod.from_dict(slim)
+    assert kept.spread_constraints == full.spread_constraints and kept.claims == full.claims
+    assert kept.claims == ("hub-db", "hub-scratch")
