@@ -1,7 +1,7 @@
 """What the scale-down simulation adds to ``stickypack inspect`` on a large cluster.
 
     python benchmarks/scale_down_plan.py [--nodes 1000] [--pods-per-node 20] [--seed 0] [--node-selector]
-        [--anti-affinity]
+        [--anti-affinity] [--spread] [--volumes]
 
 Builds a node table of ``--nodes`` nodes (8 cpus, 32 GiB) with ``--pods-per-node`` pods on
 each on average, half the nodes busy (bare user pods, pinned) and half quiet (a few
@@ -13,7 +13,13 @@ the label (as z2jh's user pods select user nodes), so NodeAffinity's filter, a l
 the nodes in Python, runs for every pod placed. ``--anti-affinity``: every node has its
 hostname label and each replicated pod is one of 50 Deployments whose replicas keep apart
 (required anti-affinity by hostname), so the inter-pod check
-(:class:`~stickypack.core.podaffinity.PodsOnNodes`) runs for every pod placed. Prints both
+(:class:`~stickypack.core.podaffinity.PodsOnNodes`) runs for every pod placed.
+``--spread``: every node has a zone label (one of 3) and each replicated pod is one of 50
+Deployments spread over the zones (a ``DoNotSchedule`` constraint, ``maxSkew`` 1000, so it
+filters little while its counts are kept and checked for every pod placed). ``--volumes``:
+every node has a zone label and each replicated pod a claim bound to a volume with node
+affinity to its node's zone (the plan given the claims, as ``inspect`` gives them), so
+VolumeBinding's filter, a loop over the nodes in Python, runs for those pods. Prints both
 times, how many quiet nodes the plan finds removable and how many have no room, and ends
 with ``ratio: X`` (plan / node report).
 """
@@ -33,10 +39,12 @@ from stickypack.core.explain import ScaleDownRules, node_report
 from stickypack.core.labels import HOSTNAME_LABEL
 from stickypack.core.nodetable import NodeTable
 from stickypack.core.pod import Pod
+from stickypack.core.volumes import claim_volumes
 from stickypack.policies import load_builtin
 
 GI = 1024**3
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+ZONE = "topology.kubernetes.io/zone"
 
 
 def main() -> None:
@@ -46,17 +54,23 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--node-selector", action="store_true")
     parser.add_argument("--anti-affinity", action="store_true")
+    parser.add_argument("--spread", action="store_true")
+    parser.add_argument("--volumes", action="store_true")
     args = parser.parse_args()
     rng = random.Random(args.seed)
     table = NodeTable()
     pods_by_node: dict[str, list[Pod]] = {}
     owner = [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "u", "controller": True}]
+    claims: list[dict] = []
+    pvs: list[dict] = []
     n = 0
     for i in range(args.nodes):
         name = f"node-{i:05d}"
         labels = {"purpose": "user"} if args.node_selector else {}
         if args.anti_affinity:
             labels[HOSTNAME_LABEL] = name
+        if args.spread or args.volumes:
+            labels[ZONE] = f"z{i % 3}"
         row = table.upsert_node(name, {"cpu": 8000, "memory": 32 * GI, "pods": 110}, labels=labels)
         busy = i % 2 == 0
         count = args.pods_per_node if busy else rng.randint(1, 4)
@@ -74,6 +88,32 @@ def main() -> None:
                 meta["labels"] = {"app": app}
                 term = {"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": HOSTNAME_LABEL}
                 spec["affinity"] = {"podAntiAffinity": {REQUIRED: [term]}}
+            if args.spread and not busy:
+                app = f"app-{rng.randrange(50)}"
+                meta["labels"] = {"app": app}
+                spec["topologySpreadConstraints"] = [
+                    {
+                        "maxSkew": 1000,
+                        "topologyKey": ZONE,
+                        "whenUnsatisfiable": "DoNotSchedule",
+                        "labelSelector": {"matchLabels": {"app": app}},
+                    }
+                ]
+            if args.volumes and not busy:
+                spec["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": f"data-{n}"}}]
+                claims.append(
+                    {
+                        "metadata": {"name": f"data-{n}", "namespace": "default"},
+                        "spec": {"volumeName": f"pv-{n}"},
+                    }
+                )
+                terms = [{"matchExpressions": [{"key": ZONE, "operator": "In", "values": [labels[ZONE]]}]}]
+                pvs.append(
+                    {
+                        "metadata": {"name": f"pv-{n}"},
+                        "spec": {"nodeAffinity": {"required": {"nodeSelectorTerms": terms}}},
+                    }
+                )
             pod = Pod.from_dict({"metadata": meta, "spec": spec})
             n += 1
             table.add_pod(row, pod)
@@ -85,7 +125,8 @@ def main() -> None:
     candidates = [r.node for r in sorted(reports, key=lambda r: (r.utilization, r.node)) if not r.pinning]
     filters = load_builtin("default").profiles[0].filters
     started = time.perf_counter()
-    plan = plan_scale_down(table, pods_by_node, candidates, filters, rules)
+    known = claim_volumes(claims, pvs) if args.volumes else None
+    plan = plan_scale_down(table, pods_by_node, candidates, filters, rules, claim_volumes=known)
     plan_s = time.perf_counter() - started
     print(f"{args.nodes} nodes, {n} pods, {len(candidates)} candidates")
     print(f"node report: {report_s:.3f} s")

@@ -284,13 +284,13 @@ class PodsOnNodes:
         taints = self.node_taints.get(row, ())
         self._taints_before[row] = taints
         self.node_taints[row] = (*taints, Taint(TO_BE_DELETED_TAINT, "", NO_SCHEDULE))
-        self._refresh_spread(row)
+        self._refresh_spread(row, taints_only=True)
         return taken
 
     def restore_node(self, row: int, pods: Iterable[Pod]) -> None:
         """Undo :meth:`drain_node`: the node's taints as they were, and ``pods`` back on it."""
         self.node_taints[row] = self._taints_before.pop(row, ())
-        self._refresh_spread(row)
+        self._refresh_spread(row, taints_only=True)
         for pod in pods:
             self.add(row, pod)
 
@@ -310,9 +310,12 @@ class PodsOnNodes:
                 rows.remove(row)
         self._refresh_spread(row)
 
-    def _refresh_spread(self, row: int) -> None:
+    def _refresh_spread(self, row: int, taints_only: bool = False) -> None:
+        """The spread counts after the node of ``row`` changed (``taints_only``: its taints
+        alone, which only counts honoring taints read)."""
         for counts in self._spread.values():
-            counts.refresh(row)
+            if not taints_only or counts.honors_taints:
+                counts.refresh(row)
 
     def _count_anti_terms(self, row: int, pod: Pod, sign: int) -> None:
         labels = self.node_labels.get(row, {})

@@ -149,10 +149,26 @@ def _untolerated(taints: Iterable[Taint], pod: Pod) -> bool:
     return any(t.effect in (NO_SCHEDULE, NO_EXECUTE) and not tolerated(t, pod.tolerations) for t in taints)
 
 
-def _counted(constraint: SpreadConstraint, namespace: str, pod: Pod) -> bool:
-    """kube-scheduler's ``countPodsMatchSelector``: a pod of ``namespace``, not terminating,
-    that the constraint's selector selects."""
-    return pod.namespace == namespace and pod.deleted is None and constraint.selects(pod)
+def _counter(constraint: SpreadConstraint, namespace: str) -> Callable[[Pod], bool]:
+    """kube-scheduler's ``countPodsMatchSelector`` for one constraint: whether a pod counts
+    (of ``namespace``, not terminating, selected). A plain loop: it runs for every pod of
+    the cluster when the counts are built, and for every pod moved."""
+    selector = constraint.selector
+    if selector is None:
+        return lambda pod: False
+    pairs = tuple(selector.match_labels.items())
+    expressions = selector.expressions
+
+    def counts(pod: Pod) -> bool:
+        if pod.namespace != namespace or pod.deleted is not None:
+            return False
+        labels = pod.labels
+        for key, value in pairs:
+            if labels.get(key) != value:
+                return False
+        return all(requirement.matches(labels) for requirement in expressions)
+
+    return counts
 
 
 def spread_key(pod: Pod) -> str:
@@ -193,6 +209,8 @@ class SpreadCounts:
     domain_rows: tuple[dict[str, int], ...] = ()
     #: Per constraint: domain to the selected pods in it.
     counts: tuple[dict[str, int], ...] = ()
+    #: Per constraint: whether a pod counts (:func:`_counter`).
+    counted: tuple[Callable[[Pod], bool], ...] = ()
 
     @classmethod
     def build(
@@ -216,10 +234,16 @@ class SpreadCounts:
             tuple({} for _ in range(n)),
             tuple({} for _ in range(n)),
             tuple({} for _ in range(n)),
+            tuple(_counter(c, pod.namespace) for c in pod.spread_constraints),
         )
         for row in node_labels:
             state.refresh(row)
         return state
+
+    @property
+    def honors_taints(self) -> bool:
+        """Whether a node's taints decide if it is eligible (a constraint honors them)."""
+        return any(c.honor_node_taints for c in self.pod.spread_constraints)
 
     def _eligible_for(self, row: int) -> list[str | None]:
         """Per constraint, ``row``'s domain if it is eligible now, else None."""
@@ -248,11 +272,11 @@ class SpreadCounts:
         """Take ``row``'s node in or out of the domains it is eligible for now (its labels,
         name and taints as the mappings hold them; a row they no longer hold is out), with
         the pods on it."""
-        for i, (c, now) in enumerate(zip(self.pod.spread_constraints, self._eligible_for(row), strict=True)):
+        for i, now in enumerate(self._eligible_for(row)):
             before = self.eligible[i].get(row)
             if before == now:
                 continue
-            selected = sum(1 for p in self.pods.get(row, ()) if _counted(c, self.pod.namespace, p))
+            selected = sum(map(self.counted[i], self.pods.get(row, ())))
             if before is not None:
                 del self.eligible[i][row]
                 self.counts[i][before] -= selected
@@ -266,10 +290,10 @@ class SpreadCounts:
 
     def count(self, row: int, pod: Pod, sign: int) -> None:
         """``pod`` arrives on (``sign`` 1) or leaves (-1) the node of ``row``."""
-        for i, c in enumerate(self.pod.spread_constraints):
-            value = self.eligible[i].get(row)
-            if value is not None and _counted(c, self.pod.namespace, pod):
-                self.counts[i][value] += sign
+        for eligible, counted, counts in zip(self.eligible, self.counted, self.counts, strict=True):
+            value = eligible.get(row)
+            if value is not None and counted(pod):
+                counts[value] += sign
 
     def judge(self, pod: Pod) -> Callable[[int], bool]:
         """kube-scheduler's Filter for ``pod`` (whose constraints these are) on one row after
