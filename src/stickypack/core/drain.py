@@ -149,21 +149,30 @@ def plan_scale_down(
     # where no pod has inter-pod terms, host ports or spread constraints those filters pass
     # every node: skip them
     on_nodes = _pods_on_nodes(sim, planned, staying, namespace_labels) if inter_pod_rules else None
+
+    def bind(row: int, pod: Pod) -> None:
+        """Put ``pod`` on node ``row`` in the plan (its resources, and its pod rules)."""
+        sim.add_pod(row, pod)
+        if on_nodes is not None:
+            on_nodes.add(row, pod)
+
+    def unbind(row: int, pod: Pod) -> None:
+        """Undo :func:`bind`."""
+        sim.remove_pod(row, pod)
+        if on_nodes is not None:
+            on_nodes.remove(row, pod)
+
     # the autoscaler's deletions in progress: it places their pods first, where they fit,
     # and never judges those nodes
     for row in [int(r) for r in sim.active_indices() if sim.to_be_deleted[r]]:
         leaving = planned.pop(sim.node_names([row])[0], [])
         for pod in leaving:
-            sim.remove_pod(row, pod)
-            if on_nodes is not None:
-                on_nodes.remove(row, pod)
+            unbind(row, pod)
         for pod in leaving:
             idx = sim.active_indices()
             dest = _first_fit(pod, sim, idx[~sim.to_be_deleted[idx]], filters, ctx, on_nodes)
             if dest is not None:
-                sim.add_pod(dest, pod)
-                if on_nodes is not None:
-                    on_nodes.add(dest, pod)
+                bind(dest, pod)
                 planned.setdefault(sim.node_names([dest])[0], []).append(pod)
     removable: list[str] = []
     moves: dict[str, str] = {}
@@ -187,15 +196,11 @@ def plan_scale_down(
             if dest is None:
                 blocked = pod.key
                 break
-            sim.add_pod(dest, pod)
-            if on_nodes is not None:
-                on_nodes.add(dest, pod)
+            bind(dest, pod)
             placed.append((pod, dest))
         if blocked is not None:  # revert: the candidate keeps its pods
             for pod, dest in placed:
-                sim.remove_pod(dest, pod)
-                if on_nodes is not None:
-                    on_nodes.remove(dest, pod)
+                unbind(dest, pod)
             for pod in pods:
                 sim.add_pod(row, pod)
             if on_nodes is not None:
