@@ -1316,8 +1316,9 @@ def test_gpu_nodes_are_weighed_by_their_gpus() -> None:
 def test_daemonset_and_mirror_pods_left_out_as_the_autoscaler_is_told_to() -> None:
     """``--ignore-daemonsets-utilization`` / ``--ignore-mirror-pods-utilization``, as the
     autoscaler's ``CalculateUtilizationOfResource``: those pods' requests come out of both
-    the node's requests and its allocatable (GPUs too); a pod that is both is a DaemonSet
-    pod; an expendable DaemonSet pod stays out altogether. ``ScaleDownAware`` weighs the
+    the node's requests and its allocatable (GPUs too); a pod that is both a DaemonSet and
+    a mirror pod is left out by either flag (the autoscaler asks each in turn); an
+    expendable DaemonSet pod stays out altogether. ``ScaleDownAware`` weighs the
     same nodes the same way from the table's own columns."""
     table = NodeTable()
     for name in ("agents", "static", "gpu"):
@@ -1346,7 +1347,8 @@ def test_daemonset_and_mirror_pods_left_out_as_the_autoscaler_is_told_to() -> No
         "static": 2000 / 3500,  # the pod that is both counts as a DaemonSet pod
         "gpu": 1 / 3,
     }
-    assert utilization(ignore_mirror_pods_utilization=True)["static"] == 1500 / 3000  # both: a DaemonSet pod
+    # both: a mirror pod too, left out with the mirror flag alone as well
+    assert utilization(ignore_mirror_pods_utilization=True)["static"] == 1000 / 2500
     assert (
         utilization(ignore_daemonsets_utilization=True, ignore_mirror_pods_utilization=True)["static"]
         == 1000 / 2500
@@ -1363,6 +1365,7 @@ def test_daemonset_and_mirror_pods_left_out_as_the_autoscaler_is_told_to() -> No
         for pod in bound:
             table.remove_pod(table.index[node], pod)
     assert not table.daemonset_requested.any() and not table.mirror_requested.any()
+    assert not table.daemonset_mirror_requested.any()
 
 
 def _with_priority(pod: Pod, priority: int | None) -> Pod:

@@ -361,6 +361,29 @@ def test_scale_down_aware_leaves_daemonset_pods_out_when_told():
     assert kept.score(user, t, idx, ignoring).tolist() == [12]  # nothing left out: 1200 / 4000
 
 
+def test_a_static_daemonset_pod_is_left_out_by_the_mirror_flag_alone():
+    """The autoscaler's ``CalculateUtilizationOfResource`` asks each flag in turn: a mirror
+    pod annotated as a DaemonSet pod is left out with ``--ignore-mirror-pods-utilization``
+    alone too, on the node and as the pod placed."""
+    t = NodeTable()
+    t.upsert_node("n", {"cpu": 4000, "memory": 64 * Gi, "pods": 110})
+    static = {"kubernetes.io/config.mirror": "x", "cluster-autoscaler.kubernetes.io/daemonset-pod": "true"}
+    big_static = Pod("s", requests={"cpu": 2000, "memory": Gi}, annotations=static)
+    t.add_pod(0, pod(500, Gi))
+    idx = t.active_indices()
+    mirror_only = SchedulingContext(ignore_mirror_pods_utilization=True)
+    kept = ScaleDownAware()
+    assert kept.score(big_static, t, idx, mirror_only).tolist() == [10]  # 500 / 2000
+    t.add_pod(0, big_static)
+    assert t.daemonset_mirror_requested[0, t.rindex["cpu"]] == 2000
+    assert kept.score(pod(200, Gi), t, idx, mirror_only).tolist() == [14]  # 700 / 2000
+    assert kept.score(pod(200, Gi), t, idx, CTX).tolist() == [100]  # 2700 / 4000
+    both = SchedulingContext(ignore_daemonsets_utilization=True, ignore_mirror_pods_utilization=True)
+    assert kept.score(pod(200, Gi), t, idx, both).tolist() == [14]  # left out once
+    t.remove_pod(0, big_static)
+    assert not t.daemonset_mirror_requested.any() and not t.daemonset_requested.any()
+
+
 def test_scale_down_aware_memo_tells_gpu_requests_and_thresholds_apart():
     """The same node states, asked for pods that differ only in GPUs or under another GPU
     threshold: one instance (its memo filling up) scores each as a fresh one does."""

@@ -201,10 +201,11 @@ class ScaleDownRules:
 
     def unweighed(self, pod: Pod) -> bool:
         """Whether the autoscaler leaves ``pod``'s requests out of its node's utilization
-        and allocatable (its ``CalculateUtilizationOfResource``: a DaemonSet pod first)."""
-        if pod.is_daemonset_pod:
-            return self.ignore_daemonsets_utilization
-        return self.ignore_mirror_pods_utilization and pod.is_mirror_pod
+        and allocatable (its ``CalculateUtilizationOfResource`` asks each flag in turn: a
+        DaemonSet pod that is a mirror pod too is left out by either)."""
+        return (self.ignore_daemonsets_utilization and pod.is_daemonset_pod) or (
+            self.ignore_mirror_pods_utilization and pod.is_mirror_pod
+        )
 
 
 #: Seconds past its grace period after which the autoscaler takes a terminating pod as

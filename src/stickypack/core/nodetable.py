@@ -52,8 +52,10 @@ class NodeTable:
     ``build_starts`` counts every build pod ever bound to the node since it joined the table.
     ``daemonset_requested`` and ``mirror_requested`` hold the part of ``requested`` that
     DaemonSet pods (:attr:`Pod.is_daemonset_pod`) and the other mirror pods
-    (:attr:`Pod.is_mirror_pod`) make up: what the cluster-autoscaler leaves out of a node's
-    utilization with ``--ignore-daemonsets-utilization`` / ``--ignore-mirror-pods-utilization``.
+    (:attr:`Pod.is_mirror_pod`) make up, ``daemonset_mirror_requested`` the part of
+    ``daemonset_requested`` of the pods that are both: what the cluster-autoscaler leaves
+    out of a node's utilization with ``--ignore-daemonsets-utilization`` /
+    ``--ignore-mirror-pods-utilization`` (:meth:`unweighed_requested`).
     ``extra`` holds float columns an adapter may maintain (the simulator keeps ``expiry``,
     the latest end time of a node's pods, for the lifetime-aware oracle).
 
@@ -79,6 +81,7 @@ class NodeTable:
         self.requested = np.zeros((cap, nres), dtype=_I64)
         self.daemonset_requested = np.zeros((cap, nres), dtype=_I64)
         self.mirror_requested = np.zeros((cap, nres), dtype=_I64)
+        self.daemonset_mirror_requested = np.zeros((cap, nres), dtype=_I64)
         self.nonzero = np.zeros((cap, 2), dtype=_I64)
         self.builds = np.zeros(cap, dtype=_I64)
         self.build_starts = np.zeros(cap, dtype=_I64)
@@ -167,6 +170,7 @@ class NodeTable:
             self.requested[i] = 0
             self.daemonset_requested[i] = 0
             self.mirror_requested[i] = 0
+            self.daemonset_mirror_requested[i] = 0
             self.nonzero[i] = 0
             self.builds[i] = 0
             self.build_starts[i] = 0
@@ -222,6 +226,7 @@ class NodeTable:
         self.requested[i] = 0
         self.daemonset_requested[i] = 0
         self.mirror_requested[i] = 0
+        self.daemonset_mirror_requested[i] = 0
         self.nonzero[i] = 0
         self.builds[i] = 0
         self.set_images(i, {})
@@ -246,6 +251,22 @@ class NodeTable:
             self._labelled[keys] = mask
         return mask
 
+    def unweighed_requested(self, idx: np.ndarray, daemonsets: bool, mirror_pods: bool) -> np.ndarray:
+        """Per row of ``idx`` (over every resource column), the requests of the pods the
+        cluster-autoscaler leaves out of the node's utilization with
+        ``--ignore-daemonsets-utilization`` (``daemonsets``) and
+        ``--ignore-mirror-pods-utilization`` (``mirror_pods``): with the latter alone, a
+        DaemonSet pod that is a mirror pod too is left out (its
+        ``CalculateUtilizationOfResource`` asks each flag in turn)."""
+        out = np.zeros((len(idx), len(self.resources)), dtype=_I64)
+        if daemonsets:
+            out += self.daemonset_requested[idx]
+        if mirror_pods:
+            out += self.mirror_requested[idx]
+            if not daemonsets:
+                out += self.daemonset_mirror_requested[idx]
+        return out
+
     def ensure_resource(self, name: str) -> int:
         """Column of resource ``name``, adding a zero column if it is new."""
         col = self.rindex.get(name)
@@ -258,6 +279,7 @@ class NodeTable:
             self.requested = np.hstack([self.requested, pad])
             self.daemonset_requested = np.hstack([self.daemonset_requested, pad])
             self.mirror_requested = np.hstack([self.mirror_requested, pad])
+            self.daemonset_mirror_requested = np.hstack([self.daemonset_mirror_requested, pad])
         return col
 
     def ensure_extra(self, name: str) -> np.ndarray:
@@ -277,9 +299,9 @@ class NodeTable:
             return out
 
         for attr in (
-            "alloc", "requested", "daemonset_requested", "mirror_requested", "nonzero", "builds",
-            "build_starts", "active", "ready", "unschedulable",
-            "hard_tainted", "soft_tainted", "to_be_deleted", "deletion_candidate", "created",
+            "alloc", "requested", "daemonset_requested", "mirror_requested",
+            "daemonset_mirror_requested", "nonzero", "builds", "build_starts", "active", "ready",
+            "unschedulable", "hard_tainted", "soft_tainted", "to_be_deleted", "deletion_candidate", "created",
         ):  # fmt: skip
             setattr(self, attr, grow(getattr(self, attr)))
         self.extra = {k: grow(v) for k, v in self.extra.items()}
@@ -356,15 +378,12 @@ class NodeTable:
                 row = self.requested[i]
             row[col] += sign * amount
         if pod.owner_kind is not None or pod.annotations:  # cheap test first: most pods are neither
-            unweighed = (
-                self.daemonset_requested
-                if pod.is_daemonset_pod
-                else self.mirror_requested
-                if pod.is_mirror_pod
-                else None
-            )
-            if unweighed is not None:
-                unweighed[i] += sign * self.pod_vector(pod)
+            daemonset, mirror = pod.is_daemonset_pod, pod.is_mirror_pod
+            if daemonset or mirror:
+                vec = sign * self.pod_vector(pod)
+                (self.daemonset_requested if daemonset else self.mirror_requested)[i] += vec
+                if daemonset and mirror:
+                    self.daemonset_mirror_requested[i] += vec
         cpu, memory = pod.bound_nonzero_cpu, pod.bound_nonzero_memory
         self.nonzero[i, 0] += sign * (pod.nonzero_cpu if cpu is None else cpu)
         self.nonzero[i, 1] += sign * (pod.nonzero_memory if memory is None else memory)

@@ -62,15 +62,13 @@ def unweighed_requests(
     own = (  # first: pod_vector adds a column for a resource new to the table
         table.pod_vector(pod)
         if (ctx.ignore_daemonsets_utilization and pod.is_daemonset_pod)
-        or (ctx.ignore_mirror_pods_utilization and pod.is_mirror_pod and not pod.is_daemonset_pod)
+        or (ctx.ignore_mirror_pods_utilization and pod.is_mirror_pod)
         else 0
     )
-    out = np.zeros((len(idx), len(table.resources)), dtype=np.int64) + own
-    if ctx.ignore_daemonsets_utilization:
-        out += table.daemonset_requested[idx]
-    if ctx.ignore_mirror_pods_utilization:
-        out += table.mirror_requested[idx]
-    return out
+    return (
+        table.unweighed_requested(idx, ctx.ignore_daemonsets_utilization, ctx.ignore_mirror_pods_utilization)
+        + own
+    )
 
 
 def utilization_and_threshold(
