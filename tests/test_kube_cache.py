@@ -250,3 +250,29 @@ def test_an_image_without_sizebytes_is_listed_with_size_zero() -> None:
     p = Pod(name="p", namespace="ns", requests={}, images=("big:1",))
     idx = table.active_indices()
     assert ImageLocality().score(p, table, idx, SchedulingContext()).tolist() == [0, 0, 0]
+
+
+def test_a_pod_that_stops_being_a_daemonset_pod_moves_out_of_its_column(cache: ClusterCache) -> None:
+    """The table keeps DaemonSet and mirror pods' requests apart (what the autoscaler may
+    leave out of utilization): a bound pod whose controller goes (a DaemonSet deleted with
+    ``--cascade=orphan``) or that gains the daemonset-pod annotation, its requests the
+    same, is accounted again, so the columns neither keep it nor go negative once it is
+    deleted."""
+    cache.node_event("ADDED", node("n1"))
+    t = cache.table
+    i, cpu = t.slot("n1"), t.rindex["cpu"]
+    agent = pod("agent", "n1", phase="Running")
+    agent["metadata"]["ownerReferences"] = [
+        {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "ds", "uid": "u", "controller": True}
+    ]
+    cache.pod_event("ADDED", agent)
+    assert t.daemonset_requested[i, cpu] == 1000
+    orphan = pod("agent", "n1", phase="Running")
+    cache.pod_event("MODIFIED", orphan, old=agent)
+    assert t.daemonset_requested[i, cpu] == 0 and cpu_requested(cache, "n1") == 1000
+    marked = pod("agent", "n1", phase="Running")
+    marked["metadata"]["annotations"] = {"cluster-autoscaler.kubernetes.io/daemonset-pod": "true"}
+    cache.pod_event("MODIFIED", marked, old=orphan)
+    assert t.daemonset_requested[i, cpu] == 1000
+    cache.pod_event("DELETED", marked)
+    assert not t.daemonset_requested.any() and cpu_requested(cache, "n1") == 0

@@ -379,10 +379,13 @@ class ClusterCache:
             log.warning("pod %s ignored: %s", key, exc)
             return
         if placed is not None:
-            if (
+            was = placed.pod
+            if (  # nothing the table accounts by changed (else the pod is accounted again)
                 placed.node == node
-                and placed.pod.requests == pod.requests
-                and (placed.pod.build_repo == pod.build_repo)
+                and was.requests == pod.requests
+                and was.build_repo == pod.build_repo
+                and was.is_daemonset_pod == pod.is_daemonset_pod
+                and was.is_mirror_pod == pod.is_mirror_pod
             ):
                 placed.pod = pod
                 return
