@@ -189,6 +189,22 @@ def test_slim_objects_keep_what_the_cache_reads() -> None:
         b.requests, b.nonzero_cpu, b.nonzero_memory, b.build_repo, b.labels, b.node_name, b.created,
     )  # fmt: skip
     assert b.created is not None  # DrainForecast reads pod ages from the watch
+    # what makes a DaemonSet or mirror pod to the autoscaler (NodeTable's own columns)
+    ds = {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "d"}
+    for meta, daemonset, mirror in (
+        ({"ownerReferences": [{**ds, "controller": True}]}, True, False),
+        ({"ownerReferences": [ds]}, False, False),  # not its controller
+        ({"annotations": {"cluster-autoscaler.kubernetes.io/daemonset-pod": "true"}}, True, False),
+        ({"annotations": {"kubernetes.io/config.mirror": "h"}}, False, True),
+    ):  # fmt: skip
+        owned = pod("o", "n1")
+        owned["metadata"].update(meta)
+        kept = Pod.from_dict(slim_pod(owned))
+        assert (kept.is_daemonset_pod, kept.is_mirror_pod, kept.owner_group) == (
+            daemonset,
+            mirror,
+            Pod.from_dict(owned).owner_group,
+        ), meta
     assert b.requests["cpu"] == 1500 + 250 + 50 and b.requests["memory"] == 3 * 1024**3
     assert len(str(slim)) < len(str(full)) / 10
     n = node("n1", taints=[{"key": "k", "effect": "NoSchedule"}])
