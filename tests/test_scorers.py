@@ -384,6 +384,29 @@ def test_a_static_daemonset_pod_is_left_out_by_the_mirror_flag_alone():
     assert not t.daemonset_mirror_requested.any() and not t.daemonset_requested.any()
 
 
+def test_scale_down_aware_memo_keys_carry_the_ignore_flags():
+    """A memo key is the node's state (longer with an ignore flag set: the unweighed
+    columns too) and what the score reads of the pod and the settings: the flags
+    themselves are in it, so a key with them cannot equal one without them from a table
+    that gained columns in between (contrived numbers that once lined up: 4 columns and
+    the flag, 12 integers; 6 columns without it, 12 integers)."""
+    t = NodeTable(resources=("cpu", "memory", "pods", "x"))
+    t.upsert_node("a", {"cpu": 4000, "memory": 4000, "pods": 10, "x": 10})
+    t.add_pod(0, Pod("ds", requests={"cpu": 1000, "memory": 1000}, owner_kind="DaemonSet"))
+    t.add_pod(0, Pod("bare", requests={"cpu": 1000, "memory": 1000}))
+    nothing = Pod("p", requests={"cpu": 0, "memory": 0})
+    kept = ScaleDownAware()
+    ignoring = SchedulingContext(ignore_daemonsets_utilization=True)
+    assert kept.score(nothing, t, t.active_indices(), ignoring).tolist() == [13]  # 1000 / 3000
+    b = t.upsert_node("b", {"cpu": 10, "memory": 10, "pods": 1000, "x": 1000, "y": 1, "z": 0})
+    for k in range(2):
+        t.add_pod(b, Pod(f"b{k}", requests={"cpu": 1000, "memory": 1000, "y": 2000, "z": 2000}))
+    assert len(t.resources) == 6
+    rows = np.array([b])
+    fresh = ScaleDownAware().score(nothing, t, rows, CTX)
+    assert kept.score(nothing, t, rows, CTX).tolist() == fresh.tolist() == [100]  # 2000 / 10
+
+
 def test_scale_down_aware_memo_tells_gpu_requests_and_thresholds_apart():
     """The same node states, asked for pods that differ only in GPUs or under another GPU
     threshold: one instance (its memo filling up) scores each as a fresh one does."""

@@ -169,8 +169,17 @@ class ScaleDownAware(ScorePlugin):
             ctx.utilization_threshold,
             ctx.gpu_utilization_threshold,
             ctx.gpu_labels,
-            ctx.ignore_daemonsets_utilization and pod.is_daemonset_pod,
-            ctx.ignore_mirror_pods_utilization and pod.is_mirror_pod,
+            # the flags themselves, not only whether they leave this pod out: a key's node
+            # state is longer with them (the unweighed columns), and the lengths of two keys
+            # of a table that gained columns between them could otherwise line up
+            (
+                ctx.ignore_daemonsets_utilization,
+                ctx.ignore_mirror_pods_utilization,
+                pod.is_daemonset_pod,
+                pod.is_mirror_pod,
+            )
+            if ctx.ignore_daemonsets_utilization or ctx.ignore_mirror_pods_utilization
+            else None,
         )
 
         def keys() -> list[Hashable]:
