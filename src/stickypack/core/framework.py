@@ -38,8 +38,7 @@ class SchedulingContext:
     GPUs are not ready, which it takes as unused. Empty (the default, the simulator's): no
     label is read. ``ignore_daemonsets_utilization`` / ``ignore_mirror_pods_utilization``:
     its flags of those names, which leave DaemonSet / mirror pods' requests out of a node's
-    utilization, taken out of its allocatable too (``NodeTable.daemonset_requested``,
-    ``NodeTable.mirror_requested``).
+    utilization, taken out of its allocatable too (``NodeTable.unweighed_requested``).
     ``cache``: scratch space for one decision (the simulator clears it before each; keys
     beginning ``rendezvous:`` are reserved: the extender keeps those while the builder
     nodes stay the same). ``now``'s origin is the driver's: the simulator counts from the

@@ -89,9 +89,9 @@ def matches(labels: Mapping[str, str] | None, selector: Mapping[str, str]) -> bo
     return all(labels.get(k) == v for k, v in selector.items())
 
 
-#: Pod annotations the cache keeps (the rest can be large: last-applied configurations...).
-#: Pod annotations the cache keeps: the build repo (build pods), and what makes a DaemonSet
-#: or mirror pod to the autoscaler (``NodeTable.daemonset_requested``, ``mirror_requested``).
+#: Pod annotations the cache keeps (the rest can be large: last-applied configurations...):
+#: the build repo (build pods), and what makes a DaemonSet or mirror pod to the autoscaler
+#: (``NodeTable.unweighed_requested``).
 KEPT_POD_ANNOTATIONS = ("binder-repo", MIRROR_POD_ANNOTATION, DAEMONSET_POD_ANNOTATION)
 _LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 

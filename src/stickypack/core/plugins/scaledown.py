@@ -55,8 +55,9 @@ def unweighed_requests(
     """Per row of ``idx`` (over every resource column), the requests the autoscaler leaves
     out of the node's utilization, with ``pod`` placed: its DaemonSet pods' with
     ``ctx.ignore_daemonsets_utilization``, its mirror pods' with
-    ``ctx.ignore_mirror_pods_utilization`` (``pod`` among them if it is one). None when
-    neither flag is set."""
+    ``ctx.ignore_mirror_pods_utilization`` (a pod that is both by either; ``pod`` among
+    them if it is one: :meth:`NodeTable.unweighed_requested`). None when neither flag is
+    set."""
     if not (ctx.ignore_daemonsets_utilization or ctx.ignore_mirror_pods_utilization):
         return None
     own = (  # first: pod_vector adds a column for a resource new to the table
@@ -121,7 +122,8 @@ _GPUS_NOT_READY = -2
 
 
 def utilization_with(pod: Pod, table: NodeTable, idx: np.ndarray) -> np.ndarray:
-    """The utilization of :func:`utilization_and_threshold` alone (no labels read)."""
+    """The utilization of :func:`utilization_and_threshold` alone, with the autoscaler's
+    defaults (no labels read, DaemonSet and mirror pods counted)."""
     return utilization_and_threshold(pod, table, idx, SchedulingContext())[0]
 
 
