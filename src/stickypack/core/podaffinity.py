@@ -59,6 +59,17 @@ class RequiredPodAffinityTerm:
     namespaces: frozenset[str] = frozenset()
     namespace_selector: LabelSelector | None = None
 
+    @property
+    def key(self) -> tuple[object, ...]:
+        """The term as a hashable value: two equal terms have equal keys, however their
+        selectors' labels were ordered."""
+        return (
+            _selector_key(self.selector),
+            self.topology_key,
+            self.namespaces,
+            _selector_key(self.namespace_selector),
+        )
+
     def selects(self, pod: Pod, namespace_labels: NamespaceLabels = None) -> bool:
         """Whether the term selects ``pod`` (kube-scheduler's ``AffinityTerm.Matches``);
         ``namespace_labels``: see :data:`NamespaceLabels` (a namespace it does not list has
@@ -76,6 +87,12 @@ class RequiredPodAffinityTerm:
             ):
                 return False
         return self.selector.matches(pod.labels)
+
+
+def _selector_key(selector: LabelSelector | None) -> tuple[object, ...] | None:
+    if selector is None:
+        return None
+    return (tuple(sorted(selector.match_labels.items())), selector.expressions)
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,7 +258,7 @@ class PodsOnNodes:
     #: (the replicas of a Deployment share theirs), with how many pods hold it in each
     #: (topology key, value) pair: what symmetry reads (kube-scheduler's
     #: ``existingAntiAffinityCounts``, before it asks which terms select the pod).
-    _anti_terms: dict[str, tuple[RequiredPodAffinityTerm, Counter[tuple[str, str]]]] = field(
+    _anti_terms: dict[tuple[object, ...], tuple[RequiredPodAffinityTerm, Counter[tuple[str, str]]]] = field(
         default_factory=dict
     )
     #: Rows by topology key and value (each key's index is built when first needed).
@@ -322,7 +339,7 @@ class PodsOnNodes:
         for term in pod.required_pod_anti_affinity:
             if term.topology_key not in labels:
                 continue  # a node without the label is in no domain: the term forbids nothing
-            held = self._anti_terms.setdefault(repr(term), (term, Counter()))[1]
+            held = self._anti_terms.setdefault(term.key, (term, Counter()))[1]
             pair = (term.topology_key, labels[term.topology_key])
             held[pair] += sign
             if not held[pair]:
@@ -382,6 +399,26 @@ class PodsOnNodes:
         # the special case needs no pod anywhere selected by all terms; found once, if asked
         nobody_selected: list[bool] = []
         spread = self._spread_counts(pod).judge(pod) if pod.spread_constraints else None
+        # per term and topology value, whether a pod in that domain is selected (by the
+        # anti-affinity term; by all affinity terms): a domain's pods are read once per
+        # judge, not once per node of it (a zone's nodes share one answer)
+        anti_found: dict[tuple[int, str], bool] = {}
+        affinity_found: dict[str, bool] = {}
+
+        def anti_selected(k: int, term: RequiredPodAffinityTerm, row: int, value: str) -> bool:
+            found = anti_found.get((k, value))
+            if found is None:
+                pods = self._pods_in(self.domain(term.topology_key, row))
+                found = anti_found[(k, value)] = any(term.selects(o, ns) for o in pods)
+            return found
+
+        def affinity_selected(term: RequiredPodAffinityTerm, row: int, value: str) -> bool:
+            found = affinity_found.get(f"{term.topology_key}={value}")
+            if found is None:
+                pods = self._pods_in(self.domain(term.topology_key, row))
+                found = any(all(t.selects(o, ns) for t in affinity) for o in pods)
+                affinity_found[f"{term.topology_key}={value}"] = found
+            return found
 
         def allows(row: int) -> bool:
             labels = self.node_labels.get(row, {})
@@ -394,17 +431,15 @@ class PodsOnNodes:
                 return False
             if spread is not None and not spread(row):
                 return False
-            for term in pod.required_pod_anti_affinity:
-                if any(term.selects(o, ns) for o in self._pods_in(self.domain(term.topology_key, row))):
+            for k, term in enumerate(pod.required_pod_anti_affinity):
+                value = labels.get(term.topology_key)
+                if value is not None and anti_selected(k, term, row, value):
                     return False
             if not affinity:
                 return True
             if any(term.topology_key not in labels for term in affinity):
                 return False
-            if all(
-                any(all(t.selects(o, ns) for t in affinity) for o in self._pods_in(domain))
-                for domain in (self.domain(term.topology_key, row) for term in affinity)
-            ):
+            if all(affinity_selected(term, row, labels[term.topology_key]) for term in affinity):
                 return True
             if not nobody_selected:
                 nobody_selected.append(not self._any_pod_selected_by_all(affinity))
