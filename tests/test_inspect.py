@@ -386,7 +386,7 @@ def test_inspect_says_when_pods_would_have_no_room(
     assert report["summary"]["no-room"] == 1
     assert main(argv) == 0
     out = capsys.readouterr().out
-    assert "default/web-2 (fits on no other node)" in out and "1 whose pods fit on no other node" in out
+    assert "default/web-2 (no other node takes it)" in out and "1 whose pods fit on no other node" in out
 
 
 @pytest.mark.controlplane
@@ -1635,12 +1635,13 @@ def test_inspect_leaves_daemonset_pods_out_when_told(
         ((), 4.5 / 8, "busy"),
         (("--ignore-daemonsets-utilization",), 1.5 / 5, "pinned"),
         (("--config", str(config)), 1.5 / 5, "pinned"),
+        (("--config", str(config), "--no-ignore-daemonsets-utilization"), 4.5 / 8, "busy"),
     ]:
         assert main([*argv, "--json", *extra]) == 0
         report = json.loads(capsys.readouterr().out)
         node = next(n for n in report["nodes"] if n["node"] == "agents")
         assert (node["utilization"], node["verdict"]) == (utilization, verdict), extra
-        assert report["ignore_daemonsets_utilization"] is bool(extra)
+        assert report["ignore_daemonsets_utilization"] is (verdict == "pinned")
     assert main([*argv, "--ignore-daemonsets-utilization"]) == 0
     assert "DaemonSet pods not counted" in capsys.readouterr().out
 

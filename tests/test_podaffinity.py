@@ -140,8 +140,11 @@ def test_host_ports_are_read_with_their_defaults() -> None:
     )
     host_network = pod_manifest("h")
     host_network["spec"]["hostNetwork"] = True
-    host_network["spec"]["containers"][0]["ports"] = [{"containerPort": 9100}]
-    assert Pod.from_dict(host_network).host_ports == (HostPort(9100),)
+    host_network["spec"]["containers"][0]["ports"] = [
+        {"containerPort": 9100},
+        {"containerPort": 9101, "hostPort": 0},
+    ]
+    assert Pod.from_dict(host_network).host_ports == (HostPort(9100), HostPort(9101))  # 0: defaulted
 
 
 @pytest.mark.parametrize(

@@ -82,7 +82,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     for flag, what in (("daemonsets", "DaemonSet"), ("mirror-pods", "mirror")):
         insp.add_argument(
             f"--ignore-{flag}-utilization",
-            action="store_true",
+            action=argparse.BooleanOptionalAction,
             default=None,
             help=f"your autoscaler's --ignore-{flag}-utilization: {what} pods' requests left out of "
             "a node's utilization and allocatable (default: off, or the config's)",
@@ -390,7 +390,7 @@ def _print_inspection(console: Console, report: dict[str, Any]) -> None:
             )
             pinning = [f"{key} ({n['pin_reasons'][key]})" for key in n["pinning"]]
             if n["no_room_for"]:
-                pinning.append(f"{n['no_room_for']} (fits on no other node)")
+                pinning.append(f"{n['no_room_for']} (no other node takes it)")
             shown = ", ".join(pinning[:3]) + (f" (+{len(pinning) - 3})" if len(pinning) > 3 else "")
             gpu = (("" if n["gpu"] is None else f"{n['gpu']:.0%}"),) if gpus else ()
             table.add_row(

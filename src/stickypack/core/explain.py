@@ -420,8 +420,7 @@ def node_report(
         left_out = (*expendable, *(p for p in terminating if not rules.unweighed(p)))
         cpu, memory = (_requested_share(table, i, r, left_out, unweighed) for r in (CPU, MEMORY))
         gpu_col = int(gpu_cols[k]) if gpu_cols is not None else -1
-        info = table.info[i]
-        labelled = info is not None and any(label in info.labels for label in rules.gpu_labels)
+        labelled = bool(table.labelled(rules.gpu_labels)[i])
         gpu = None
         if gpu_col >= 0:
             gpu = _requested_share(table, i, table.resources[gpu_col], left_out, unweighed)

@@ -197,7 +197,7 @@ def host_ports_from_spec(spec: Mapping[str, object]) -> tuple[HostPort, ...]:
                 if not isinstance(port, Mapping):
                     raise ValueError(f"{where} must be a mapping, got {port!r}")
                 number = port.get("hostPort")
-                if number is None and host_network:
+                if not number and host_network:  # unset or 0: the API server defaults it
                     number = port.get("containerPort")
                 if number is None or number == 0:
                     continue
