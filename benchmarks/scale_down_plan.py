@@ -1,7 +1,7 @@
 """What the scale-down simulation adds to ``stickypack inspect`` on a large cluster.
 
     python benchmarks/scale_down_plan.py [--nodes 1000] [--pods-per-node 20] [--seed 0] [--node-selector]
-        [--anti-affinity] [--spread] [--volumes]
+        [--anti-affinity] [--zone-affinity] [--spread] [--volumes]
 
 Builds a node table of ``--nodes`` nodes (8 cpus, 32 GiB) with ``--pods-per-node`` pods on
 each on average, half the nodes busy (bare user pods, pinned) and half quiet (a few
@@ -14,6 +14,9 @@ the nodes in Python, runs for every pod placed. ``--anti-affinity``: every node 
 hostname label and each replicated pod is one of 50 Deployments whose replicas keep apart
 (required anti-affinity by hostname), so the inter-pod check
 (:class:`~stickypack.core.podaffinity.PodsOnNodes`) runs for every pod placed.
+``--zone-affinity``: every node has a zone label (one of 3) and every replicated pod
+requires affinity by zone to the one pod labelled ``role=db`` (on the first node), so each
+placement reads the pods of a whole zone.
 ``--spread``: every node has a zone label (one of 3) and each replicated pod is one of 50
 Deployments spread over the zones (a ``DoNotSchedule`` constraint, ``maxSkew`` 1000, so it
 filters little while its counts are kept and checked for every pod placed). ``--volumes``:
@@ -54,6 +57,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--node-selector", action="store_true")
     parser.add_argument("--anti-affinity", action="store_true")
+    parser.add_argument("--zone-affinity", action="store_true")
     parser.add_argument("--spread", action="store_true")
     parser.add_argument("--volumes", action="store_true")
     args = parser.parse_args()
@@ -69,7 +73,7 @@ def main() -> None:
         labels = {"purpose": "user"} if args.node_selector else {}
         if args.anti_affinity:
             labels[HOSTNAME_LABEL] = name
-        if args.spread or args.volumes:
+        if args.spread or args.volumes or args.zone_affinity:
             labels[ZONE] = f"z{i % 3}"
         row = table.upsert_node(name, {"cpu": 8000, "memory": 32 * GI, "pods": 110}, labels=labels)
         busy = i % 2 == 0
@@ -88,6 +92,11 @@ def main() -> None:
                 meta["labels"] = {"app": app}
                 term = {"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": HOSTNAME_LABEL}
                 spec["affinity"] = {"podAntiAffinity": {REQUIRED: [term]}}
+            if args.zone_affinity and n == 0:
+                meta["labels"] = {"role": "db"}
+            if args.zone_affinity and not busy:
+                term = {"labelSelector": {"matchLabels": {"role": "db"}}, "topologyKey": ZONE}
+                spec["affinity"] = {"podAffinity": {REQUIRED: [term]}}
             if args.spread and not busy:
                 app = f"app-{rng.randrange(50)}"
                 meta["labels"] = {"app": app}

@@ -261,6 +261,22 @@ class PodsOnNodes:
     _anti_terms: dict[tuple[object, ...], tuple[RequiredPodAffinityTerm, Counter[tuple[str, str]]]] = field(
         default_factory=dict
     )
+    #: For each distinct list of terms a judged pod had (its anti-affinity terms one by one,
+    #: its affinity terms together), how many pods every one of those terms selects in each
+    #: (topology key, value) pair of the terms' keys: built when first asked, then kept as
+    #: pods move (kube-scheduler's ``affinityCounts`` and ``antiAffinityCounts``, which it
+    #: builds for each pod it schedules; the replicas of a Deployment share theirs here).
+    _selected: dict[
+        tuple[object, ...], tuple[tuple[RequiredPodAffinityTerm, ...], Counter[tuple[str, str]]]
+    ] = field(default_factory=dict)
+    #: The keys of :attr:`_selected` by one label a pod must carry to be selected (one of
+    #: the first term's ``matchLabels`` that has any), and those of lists with none: a pod
+    #: that moves is checked against the lists that may select it only.
+    _selected_by_label: dict[tuple[str, str], list[tuple[object, ...]]] = field(default_factory=dict)
+    _selected_any: list[tuple[object, ...]] = field(default_factory=list)
+    #: The pods on the nodes by each of their labels (``id`` of the pod to its row and the
+    #: pod), so a list of terms with a required label counts the pods carrying it alone.
+    _by_label: dict[tuple[str, str], dict[int, tuple[int, Pod]]] = field(default_factory=dict)
     #: Rows by topology key and value (each key's index is built when first needed).
     _domains: dict[str, dict[str, list[int]]] = field(default_factory=dict)
     #: Topology spread counts by :func:`~stickypack.core.topologyspread.spread_key` (each
@@ -277,14 +293,20 @@ class PodsOnNodes:
 
     def add(self, row: int, pod: Pod) -> None:
         self.pods.setdefault(row, []).append(pod)
+        for pair in pod.labels.items():
+            self._by_label.setdefault(pair, {})[id(pod)] = (row, pod)
         self._count_anti_terms(row, pod, 1)
+        self._count_selected(row, pod, 1)
         for counts in self._spread.values():
             counts.count(row, pod, 1)
 
     def remove(self, row: int, pod: Pod) -> None:
         """Take ``pod`` (the object :meth:`add` was given) off ``row``."""
         _remove_object(self.pods[row], pod)
+        for pair in pod.labels.items():
+            self._by_label[pair].pop(id(pod), None)
         self._count_anti_terms(row, pod, -1)
+        self._count_selected(row, pod, -1)
         for counts in self._spread.values():
             counts.count(row, pod, -1)
 
@@ -345,6 +367,44 @@ class PodsOnNodes:
             if not held[pair]:
                 del held[pair]
 
+    def _count_selected(self, row: int, pod: Pod, sign: int) -> None:
+        if not self._selected:
+            return
+        labels = self.node_labels.get(row, {})
+        keys = [*self._selected_any]
+        for pair in pod.labels.items():
+            keys.extend(self._selected_by_label.get(pair, ()))
+        for key in keys:
+            terms, counts = self._selected[key]
+            if all(t.selects(pod, self.namespace_labels) for t in terms):
+                _count_pairs(counts, terms, labels, sign)
+
+    def _selected_counts(self, terms: tuple[RequiredPodAffinityTerm, ...]) -> Counter[tuple[str, str]]:
+        """How many pods all of ``terms`` select in each (topology key, value) pair of their
+        keys (pairs without such a pod left out), kept from the first call on."""
+        key = tuple(t.key for t in terms)
+        entry = self._selected.get(key)
+        if entry is None:
+            required = next(
+                (t.selector.match_labels for t in terms if t.selector and t.selector.match_labels), None
+            )
+            label = min(required.items()) if required else None
+            candidates: Iterable[tuple[int, Pod]] = (
+                self._by_label.get(label, {}).values()
+                if label is not None
+                else ((row, other) for row, pods in self.pods.items() for other in pods)
+            )
+            counts: Counter[tuple[str, str]] = Counter()
+            for row, other in candidates:
+                if all(t.selects(other, self.namespace_labels) for t in terms):
+                    _count_pairs(counts, terms, self.node_labels.get(row, {}), 1)
+            entry = self._selected[key] = (terms, counts)
+            if label is not None:
+                self._selected_by_label.setdefault(label, []).append(key)
+            else:
+                self._selected_any.append(key)
+        return entry[1]
+
     def domain(self, topology_key: str, row: int) -> Sequence[int]:
         """The rows in ``row``'s domain for ``topology_key`` (``row`` included), empty when
         the node lacks the label."""
@@ -396,29 +456,9 @@ class PodsOnNodes:
             if held and term.selects(pod, ns):
                 forbidden.update(held)
         affinity = pod.required_pod_affinity
-        # the special case needs no pod anywhere selected by all terms; found once, if asked
-        nobody_selected: list[bool] = []
         spread = self._spread_counts(pod).judge(pod) if pod.spread_constraints else None
-        # per term and topology value, whether a pod in that domain is selected (by the
-        # anti-affinity term; by all affinity terms): a domain's pods are read once per
-        # judge, not once per node of it (a zone's nodes share one answer)
-        anti_found: dict[tuple[int, str], bool] = {}
-        affinity_found: dict[str, bool] = {}
-
-        def anti_selected(k: int, term: RequiredPodAffinityTerm, row: int, value: str) -> bool:
-            found = anti_found.get((k, value))
-            if found is None:
-                pods = self._pods_in(self.domain(term.topology_key, row))
-                found = anti_found[(k, value)] = any(term.selects(o, ns) for o in pods)
-            return found
-
-        def affinity_selected(term: RequiredPodAffinityTerm, row: int, value: str) -> bool:
-            found = affinity_found.get(f"{term.topology_key}={value}")
-            if found is None:
-                pods = self._pods_in(self.domain(term.topology_key, row))
-                found = any(all(t.selects(o, ns) for t in affinity) for o in pods)
-                affinity_found[f"{term.topology_key}={value}"] = found
-            return found
+        anti = [(t, self._selected_counts((t,))) for t in pod.required_pod_anti_affinity]
+        selected = self._selected_counts(affinity) if affinity else None
 
         def allows(row: int) -> bool:
             labels = self.node_labels.get(row, {})
@@ -431,19 +471,18 @@ class PodsOnNodes:
                 return False
             if spread is not None and not spread(row):
                 return False
-            for k, term in enumerate(pod.required_pod_anti_affinity):
+            for term, counts in anti:
                 value = labels.get(term.topology_key)
-                if value is not None and anti_selected(k, term, row, value):
+                if value is not None and counts[(term.topology_key, value)] > 0:
                     return False
-            if not affinity:
+            if selected is None:
                 return True
             if any(term.topology_key not in labels for term in affinity):
                 return False
-            if all(affinity_selected(term, row, labels[term.topology_key]) for term in affinity):
+            if all(selected[(t.topology_key, labels[t.topology_key])] > 0 for t in affinity):
                 return True
-            if not nobody_selected:
-                nobody_selected.append(not self._any_pod_selected_by_all(affinity))
-            return nobody_selected[0] and all(t.selects(pod, ns) for t in affinity)
+            # kube-scheduler's special case: no pod anywhere selected by all the terms
+            return not any(selected.values()) and all(t.selects(pod, ns) for t in affinity)
 
         return allows
 
@@ -455,13 +494,18 @@ class PodsOnNodes:
             self._spread[key] = counts
         return counts
 
-    def _any_pod_selected_by_all(self, terms: Sequence[RequiredPodAffinityTerm]) -> bool:
-        """Whether a pod on a node with one of ``terms``' topology labels is selected by
-        every term (kube-scheduler's ``affinityCounts`` not empty)."""
-        ns = self.namespace_labels
-        keys = {t.topology_key for t in terms}
-        for r, others in self.pods.items():
-            labels = self.node_labels.get(r, {})
-            if any(k in labels for k in keys) and any(all(t.selects(o, ns) for t in terms) for o in others):
-                return True
-        return False
+
+def _count_pairs(
+    counts: Counter[tuple[str, str]],
+    terms: Sequence[RequiredPodAffinityTerm],
+    labels: Mapping[str, str],
+    sign: int,
+) -> None:
+    """Count a selected pod on a node of ``labels`` in each (topology key, value) pair of
+    ``terms``' keys the node has (each key once)."""
+    for key in {t.topology_key for t in terms}:
+        if key in labels:
+            pair = (key, labels[key])
+            counts[pair] += sign
+            if not counts[pair]:
+                del counts[pair]
