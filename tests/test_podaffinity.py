@@ -293,6 +293,38 @@ def test_affinity_special_case_for_the_first_of_a_group() -> None:
     assert [unlabelled.allows(first, r) for r in range(3)] == [True, True, False]
 
 
+def test_the_counts_a_judged_pod_built_follow_pods_that_move() -> None:
+    """Once a pod's terms have been judged, their counts are kept as pods come and go (and as
+    a node leaves): a later judge of the same terms sees the moves, for pods that carry the
+    terms' required label and for terms without one."""
+    labels = _nodes(a="z1", b="z1", c="z2", d="z3")
+    cache = _pod("cache", labels={"app": "cache"})
+    state = _on(labels, (0, cache))
+    near = _pod("web", affinity=[_term(ZONE, app="cache")])
+    apart = _pod("web", anti=[_term(ZONE, app="cache")])
+    anywhere = _pod(
+        "web",
+        anti=[
+            {
+                "labelSelector": {"matchExpressions": [{"key": "app", "operator": "Exists"}]},
+                "topologyKey": ZONE,
+            }
+        ],
+    )
+    assert [state.allows(near, r) for r in range(4)] == [True, True, False, False]
+    assert [state.allows(apart, r) for r in range(4)] == [False, False, True, True]
+    assert [state.allows(anywhere, r) for r in range(4)] == [False, False, True, True]
+    state.remove(0, cache)
+    state.add(2, cache)
+    state.add(3, _pod("other", labels={"app": "other", "x": "y"}))
+    assert [state.allows(near, r) for r in range(4)] == [False, False, True, False]
+    assert [state.allows(apart, r) for r in range(4)] == [True, True, False, True]
+    assert [state.allows(anywhere, r) for r in range(4)] == [True, True, False, False]
+    state.delete_node(2)  # the cache's node leaves with it: nobody is selected, the first of a group
+    assert [state.allows(apart, r) for r in (0, 1, 3)] == [True, True, True]
+    assert not any(state.allows(near, r) for r in (0, 1, 3))  # web is not a cache pod itself
+
+
 def test_an_empty_namespace_selector_selects_every_namespace() -> None:
     labels = _nodes(a="z1", b="z2")
     state = _on(labels, (0, _pod("agent", labels={"app": "agent"}, namespace="monitoring")))
