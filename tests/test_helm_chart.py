@@ -35,9 +35,18 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from stickypack.cli import main as cli_main
-from stickypack.core.routing import PREFERRED, REQUIRED, RoutePlacement, SelectorError
+from stickypack.core.routing import (
+    PREFERRED,
+    REQUIRED,
+    ROUTE_ANNOTATION,
+    LabelSelector,
+    RoutePlacement,
+    SchedulerRoute,
+    SelectorError,
+    route_pod,
+)
 from stickypack.extender.config import ClusterConfig, ExtenderConfig, HistoryConfig, PodsConfig
-from stickypack.render import PLACEMENT_PATCH_EXPRESSION, _cel, scheduler_routing
+from stickypack.render import ROUTING_PATCH_EXPRESSION, _cel, routing_policy_name, scheduler_routing
 from stickypack.testing import BinariesNotFoundError, ControlPlane, ControlPlaneError, find_binaries
 from stickypack.testing.controlplane import pinned_versions
 from stickypack.webhook.config import RouteConfig, WebhookConfig, config_from_dict, load_config
@@ -185,12 +194,12 @@ def test_committed_scheduler_configs_are_what_render_writes(name: str, tmp_path:
     )
 
 
-def test_committed_placement_expression_is_renders() -> None:
-    """files/routing-placement.cel, which the chart's routes with a placement use, is
-    stickypack.render.PLACEMENT_PATCH_EXPRESSION (and a newline): one expression for both."""
-    assert (FILES / "routing-placement.cel").read_text() == PLACEMENT_PATCH_EXPRESSION + "\n", (
-        "charts/stickypack/files/routing-placement.cel differs from "
-        "stickypack.render.PLACEMENT_PATCH_EXPRESSION; write the constant (and a newline) into it"
+def test_committed_routing_expression_is_renders() -> None:
+    """files/routing-patch.cel, which every route of the chart uses, is
+    stickypack.render.ROUTING_PATCH_EXPRESSION (and a newline): one expression for both."""
+    assert (FILES / "routing-patch.cel").read_text() == ROUTING_PATCH_EXPRESSION + "\n", (
+        "charts/stickypack/files/routing-patch.cel differs from "
+        "stickypack.render.ROUTING_PATCH_EXPRESSION; write the constant (and a newline) into it"
     )
 
 
@@ -428,7 +437,7 @@ def test_extender_settings_reach_its_configuration(helm: Helm) -> None:
 #: Chart routes with placements, in the shapes RoutePlacement.from_dict normalises: every
 #: part; preferred terms only; required terms only; tolerations only (the operator left out,
 #: empty key, value and effect, tolerationSeconds 0, negative and the largest a policy
-#: carries); parts that are empty or null (the plain policy).
+#: carries); parts that are empty or null (no placement: empty lists).
 PLACED_ROUTES: list[dict] = [
     {
         "schedulerName": "full",
@@ -538,8 +547,9 @@ def _rendered_routing(route: dict) -> list[dict]:
 def test_routing_is_what_render_scheduler_routing_writes(helm: Helm) -> None:
     """Each route's policy and binding are what ``scheduler_routing`` returns, with the
     route's placement (RoutePlacement.from_dict of its node_affinity and tolerations): the
-    plain ApplyConfiguration without one, else the fixed expression and the same variables,
-    character for character."""
+    fixed expression and the same variables, character for character, the route name (the
+    policy's name, which the pods' annotation carries) among them; a route without a
+    placement has empty lists."""
     routes = [
         {
             "schedulerName": "stickypack-builds",
@@ -556,7 +566,16 @@ def test_routing_is_what_render_scheduler_routing_writes(helm: Helm) -> None:
         return doc["kind"], doc["metadata"]["name"]
 
     assert sorted(docs, key=key) == sorted(expected, key=key)  # helm orders objects by kind
-    placed = {d["metadata"]["name"] for d in docs if "variables" in d["spec"]}
+    policies = [d for d in docs if d["kind"] == "MutatingAdmissionPolicy"]
+    variables = {
+        d["metadata"]["name"]: {v["name"]: v["expression"] for v in d["spec"]["variables"]} for d in policies
+    }
+    assert all(v["routeName"] == _cel(name) for name, v in variables.items())
+    placed = {
+        name
+        for name, v in variables.items()
+        if (v["requiredTerms"], v["preferredTerms"], v["tolerations"]) != ("[]",) * 3
+    }
     assert placed == {
         f"stickypack-route-to-{name}"
         for name in ("full", "preferred-only", "required-only", "tolerations-only")
@@ -1728,10 +1747,11 @@ def test_routing_gives_labelled_pods_the_routes_scheduler(
     installed: Installed, cluster: ControlPlane
 ) -> None:
     """The installed route's policy gives a labelled pod of its namespace the route's
-    scheduler and placement, as the webhook's :meth:`RoutePlacement.patch` gives them (the
-    same pod without the labels, admitted, then patched): a pod without affinity or
-    tolerations, and one with a required term and tolerations of its own (one the route's
-    too, written with the operator left out). Elsewhere, pods are left alone."""
+    scheduler, placement and annotation, as the webhook's :func:`route_pod` gives them for
+    a route named like the policy (the same pod without the labels, admitted, then
+    patched): a pod without affinity, tolerations or annotations, and one with a required
+    term, tolerations (one the route's too, written with the operator left out) and
+    annotations of its own. Elsewhere, pods are left alone."""
     deadline = time.monotonic() + 20
     for i in range(100):  # the API server picks a new policy up within a second or so
         probe = cluster.create_pod(
@@ -1758,17 +1778,42 @@ def test_routing_gives_labelled_pods_the_routes_scheduler(
         {"key": "gpu", "operator": "Exists"},
         {"key": "hub.jupyter.org/dedicated", "value": "user", "effect": "NoSchedule"},
     ]
+    own_annotations = {"example.org/owner": "\u00e9quipe \U0001f680", ROUTE_ANNOTATION: "stale"}
     placed = cluster.create_pod(
-        pod={"metadata": {"name": "own-placement", "labels": installed.route_label}, **own},
+        pod={
+            "metadata": {
+                "name": "own-placement",
+                "labels": installed.route_label,
+                "annotations": own_annotations,
+            },
+            **own,
+        },
         namespace=installed.namespace,
     )
-    for pod, sent in ((probe, _pod_spec("default-scheduler")), (placed, own)):
-        unlabelled = {**sent, "metadata": {"name": f"unlabelled-{pod['metadata']['name']}"}}
-        base = cluster.dry_run_pod(unlabelled, namespace=installed.namespace)["spec"]
-        expected = {**base, "schedulerName": "stickypack"}
-        for op in placement.patch(base):  # each adds the whole /spec/affinity or /spec/tolerations
-            expected[op["path"].removeprefix("/spec/")] = op["value"]
-        assert pod["spec"] == expected, pod["metadata"]["name"]
+    selector = LabelSelector.from_dict({"matchLabels": installed.route_label})
+    route = SchedulerRoute(routing_policy_name("stickypack"), "stickypack", selector, placement=placement)
+    for pod, sent, sent_annotations in (
+        (probe, _pod_spec("default-scheduler"), None),
+        (placed, own, own_annotations),
+    ):
+        name = f"unlabelled-{pod['metadata']['name']}"
+        unlabelled = {**sent, "metadata": {"name": name, "annotations": sent_annotations}}
+        base = cluster.dry_run_pod(unlabelled, namespace=installed.namespace)
+        base["metadata"]["labels"] = dict(installed.route_label)
+        expected = {"spec": base["spec"], "annotations": base["metadata"].get("annotations")}
+        for op in route_pod([route], base, installed.namespace).patch:
+            # each adds the whole /spec/<field>, the annotations, or the route's annotation
+            if op["path"].startswith("/spec/"):
+                expected["spec"][op["path"].removeprefix("/spec/")] = op["value"]
+            elif op["path"] == "/metadata/annotations":
+                expected["annotations"] = op["value"]
+            else:
+                assert op["path"] == "/metadata/annotations/stickypack.io~1scheduler-route"
+                expected["annotations"][ROUTE_ANNOTATION] = op["value"]
+        stored = {"spec": pod["spec"], "annotations": pod["metadata"].get("annotations")}
+        assert stored == expected, pod["metadata"]["name"]
+        assert pod["metadata"]["annotations"][ROUTE_ANNOTATION] == "stickypack-route-to-stickypack"
+    assert placed["metadata"]["annotations"]["example.org/owner"] == own_annotations["example.org/owner"]
     # what the equality stands for, spelled out
     (route_term,) = placement.required_terms
     purpose = route_term["matchExpressions"][0]
@@ -1788,7 +1833,7 @@ def test_routing_gives_labelled_pods_the_routes_scheduler(
         }
     )
     assert elsewhere["spec"]["schedulerName"] == "default-scheduler"  # the route's namespace only
-    assert "affinity" not in elsewhere["spec"]
+    assert "affinity" not in elsewhere["spec"] and "annotations" not in elsewhere["metadata"]
 
 
 # --------------------------------------------------------------------------- the webhook, installed

@@ -1,8 +1,10 @@
-"""``stickypack render scheduler-routing --placement``: the ``MutatingAdmissionPolicy`` gives
-routed pods the node affinity and tolerations a webhook route's :class:`RoutePlacement` gives
-them. On the real kube-apiserver, each pod the policy admits is compared with what the
-webhook's pure code (:func:`route_pod`) makes of the same pod, for chosen pods and for
-generated ones."""
+"""``stickypack render scheduler-routing [--placement]``: the ``MutatingAdmissionPolicy`` gives
+routed pods the scheduler, the node affinity and tolerations a webhook route's
+:class:`RoutePlacement` gives them, and the webhook's ``stickypack.io/scheduler-route``
+annotation (the policy's name, unless the pod's annotations are full). On the real
+kube-apiserver, each pod the policy admits is compared with what the webhook's pure code
+(:func:`route_pod`, for a route named like the policy) makes of the same pod, for chosen
+pods and for generated ones."""
 
 from __future__ import annotations
 
@@ -22,8 +24,10 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from stickypack.cli import main
 from stickypack.core.routing import (
+    MAX_ANNOTATION_BYTES,
     PREFERRED,
     REQUIRED,
+    ROUTE_ANNOTATION,
     LabelSelector,
     RoutePlacement,
     SchedulerRoute,
@@ -31,8 +35,9 @@ from stickypack.core.routing import (
 )
 from stickypack.render import (
     MAX_EXACT_PATCH_INT,
-    PLACEMENT_PATCH_EXPRESSION,
-    PLACEMENT_VARIABLES,
+    ROUTING_PATCH_EXPRESSION,
+    ROUTING_VARIABLES,
+    routing_policy_name,
     scheduler_routing,
     scheduler_routing_yaml,
 )
@@ -57,26 +62,41 @@ FULL = {
 # ---------------------------------------------------------------------------- rendering
 
 
-def test_without_a_placement_the_policy_only_sets_the_scheduler() -> None:
-    """No placement, or an empty one: the ``ApplyConfiguration`` that sets the name (what
-    the Helm chart renders too); a placement: one ``JSONPatch`` mutation, scheduler name
-    included, so a failing expression leaves the pod wholly unrouted."""
+def test_every_policy_is_the_one_json_patch_expression_with_its_variables() -> None:
+    """With a placement or without (or with an empty one): one ``JSONPatch`` mutation, the
+    fixed :data:`ROUTING_PATCH_EXPRESSION`, scheduler name and annotation included, so a
+    failing expression leaves the pod wholly unrouted; the route is in the variables: the
+    scheduler name, the route name (the policy's), and the placement's lists (empty for
+    none)."""
     plain = scheduler_routing("stickypack", {"a": "b"})
     assert scheduler_routing("stickypack", {"a": "b"}, placement=RoutePlacement()) == plain
-    (mutation,) = plain[0]["spec"]["mutations"]
-    assert mutation["patchType"] == "ApplyConfiguration"
     placed = scheduler_routing("stickypack", {"a": "b"}, placement=RoutePlacement.from_dict(**FULL))
-    assert placed[0]["spec"]["failurePolicy"] == "Ignore"
     assert placed[1] == plain[1]
-    (mutation,) = placed[0]["spec"]["mutations"]
-    assert mutation == {"patchType": "JSONPatch", "jsonPatch": {"expression": PLACEMENT_PATCH_EXPRESSION}}
-    assert PLACEMENT_PATCH_EXPRESSION.startswith(
+    assert plain[0]["metadata"]["name"] == routing_policy_name("stickypack")
+    assert routing_policy_name("stickypack") == "stickypack-route-to-stickypack"
+    for policy in (plain[0], placed[0]):
+        assert policy["spec"]["failurePolicy"] == "Ignore"
+        (mutation,) = policy["spec"]["mutations"]
+        assert mutation == {"patchType": "JSONPatch", "jsonPatch": {"expression": ROUTING_PATCH_EXPRESSION}}
+    assert ROUTING_PATCH_EXPRESSION.startswith(
         '[JSONPatch{op: "add", path: "/spec/schedulerName", value: variables.schedulerName}]'
     )
+    assert '"pool"' not in ROUTING_PATCH_EXPRESSION  # the placement is in the variables only
+    # the annotation's key and its JSON Pointer (``/`` escaped as ``~1``) are written in
+    assert '"/metadata/annotations/stickypack.io~1scheduler-route"' in ROUTING_PATCH_EXPRESSION
+    assert f"<= {MAX_ANNOTATION_BYTES}" in ROUTING_PATCH_EXPRESSION
+    variables = {v["name"]: v["expression"] for v in plain[0]["spec"]["variables"]}
+    assert variables == {
+        "schedulerName": '"stickypack"',
+        "routeName": '"stickypack-route-to-stickypack"',
+        "requiredTerms": "[]",
+        "preferredTerms": "[]",
+        "tolerations": "[]",
+    }
     variables = {v["name"]: v["expression"] for v in placed[0]["spec"]["variables"]}
-    assert list(variables) == list(PLACEMENT_VARIABLES)
-    assert variables["schedulerName"] == '"stickypack"'
-    assert '"pool"' not in PLACEMENT_PATCH_EXPRESSION  # the placement is in the variables only
+    assert list(variables) == list(ROUTING_VARIABLES)
+    assert variables["routeName"] == '"stickypack-route-to-stickypack"'
+    assert '"pool"' in variables["requiredTerms"]
     # the YAML writes the expression as a block, and reads back as the same policy
     text = scheduler_routing_yaml("stickypack", {"a": "b"}, placement=RoutePlacement.from_dict(**FULL))
     assert "expression: |-\n" in text
@@ -151,9 +171,15 @@ def test_the_documented_placement_file_renders(tmp_path: Path, capsys: pytest.Ca
 # ---------------------------------------------------------------------------- the API server
 
 
-def _webhook_spec(route: SchedulerRoute, base: Mapping[str, Any]) -> dict[str, Any]:
-    """The spec the webhook gives ``base`` (a pod as admission sees it): the ``/spec/...``
-    operations of :func:`route_pod`'s patch applied (its annotation is the webhook's own)."""
+def _routed(pod: Mapping[str, Any]) -> dict[str, Any]:
+    """What routing may change in a pod: its spec, and its annotations (None for none)."""
+    return {"spec": pod["spec"], "annotations": pod["metadata"].get("annotations")}
+
+
+def _as_the_webhook_routes(route: SchedulerRoute, base: Mapping[str, Any]) -> dict[str, Any]:
+    """:func:`_routed` of ``base`` (a pod as admission sees it) once the webhook's
+    :func:`route_pod` patch for ``route`` is applied: its ``add`` operations on
+    ``/spec/<field>``, ``/metadata/annotations`` and ``/metadata/annotations/<key>``."""
     pod = copy.deepcopy(dict(base))
     for op in route_pod([route], pod, "default").patch:
         assert op["op"] == "add"
@@ -161,8 +187,12 @@ def _webhook_spec(route: SchedulerRoute, base: Mapping[str, Any]) -> dict[str, A
         if section == "spec":
             assert len(tokens) == 1, op
             pod["spec"][tokens[0]] = op["value"]
-    spec: dict[str, Any] = pod["spec"]
-    return spec
+        elif tokens == ["annotations"]:
+            pod["metadata"]["annotations"] = op["value"]
+        else:
+            assert section == "metadata" and len(tokens) == 2 and tokens[0] == "annotations", op
+            pod["metadata"]["annotations"][tokens[1].replace("~1", "/").replace("~0", "~")] = op["value"]
+    return _routed(pod)
 
 
 def _admitted_as(cluster: ControlPlane, pod: Mapping[str, Any]) -> dict[str, Any]:
@@ -188,9 +218,11 @@ def _admitted_as(cluster: ControlPlane, pod: Mapping[str, Any]) -> dict[str, Any
 def _route(
     selector: dict[str, str], placement: RoutePlacement, scheduler: str = "stickypack"
 ) -> SchedulerRoute:
-    return SchedulerRoute(
-        "route", scheduler, LabelSelector.from_dict({"matchLabels": selector}), placement=placement
-    )
+    """The webhook's route the policy of ``scheduler_routing(scheduler, selector,
+    placement=placement)`` stands for: named like the policy, whose name the policy's
+    annotation carries."""
+    selector_ = LabelSelector.from_dict({"matchLabels": selector})
+    return SchedulerRoute(routing_policy_name(scheduler), scheduler, selector_, placement=placement)
 
 
 def _pod(
@@ -206,7 +238,8 @@ def test_the_policy_places_pods_as_the_webhook_does(
     cluster: ControlPlane, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """``render scheduler-routing --placement`` applied to kube-apiserver: every pod it
-    routes is stored with the spec the webhook's :func:`route_pod` gives the same pod, for
+    routes is stored with the spec (and the annotation) the webhook's :func:`route_pod`
+    gives the same pod, for
     pods without affinity, with an empty one, with pod anti-affinity only, with two required
     terms of their own (and an empty term), with preferred terms, with required node
     affinity that has no terms yet, with the route's toleration already (written with the
@@ -258,9 +291,12 @@ def test_the_policy_places_pods_as_the_webhook_does(
         created = {p["metadata"]["name"]: p for p in cluster.create_pods(pods)}
     try:
         for name, pod in created.items():
-            assert pod["spec"] == _webhook_spec(route, bases[name]), name
+            assert _routed(pod) == _as_the_webhook_routes(route, bases[name]), name
         routed = {n for n, p in created.items() if p["spec"]["schedulerName"] == "stickypack"}
         assert routed == {p["metadata"]["name"] for p in pods} - {"names-scheduler", "unlabelled"}
+        annotated = {n for n, p in created.items() if p["metadata"].get("annotations")}
+        assert annotated == routed
+        assert created["none"]["metadata"]["annotations"] == {ROUTE_ANNOTATION: route.name}
         # what the equality above stands for, spelled out for two pods
         terms = created["own-required"]["spec"]["affinity"]["nodeAffinity"][REQUIRED]["nodeSelectorTerms"]
         assert terms == [
@@ -276,6 +312,67 @@ def test_the_policy_places_pods_as_the_webhook_does(
         assert created["unlabelled"]["spec"] == bases["unlabelled"]["spec"]
     finally:
         cluster.delete_all_pods()
+
+
+#: Bytes of the route annotation the policy of ``stickypack`` adds: its key and the policy's name.
+_ROUTE_ANNOTATION_BYTES = len(ROUTE_ANNOTATION) + len(routing_policy_name("stickypack"))
+
+
+def _annotations_at(total: int, **others: str) -> dict[str, str]:
+    """``others`` and ``big``, whose value (mostly 2- and 3-byte characters) brings them with
+    the route annotation of the ``stickypack`` policy to ``total`` bytes."""
+    used = sum(len(k.encode()) + len(v.encode()) for k, v in others.items() if k != ROUTE_ANNOTATION)
+    room = total - used - len("big") - _ROUTE_ANNOTATION_BYTES
+    wide = "\u00e9\u20ac" * (room // 5 - 1)  # 5 bytes, 2 characters
+    return {**others, "big": wide + "x" * (room - len(wide.encode()))}
+
+
+@pytest.mark.parametrize("placement", [None, "full"])
+@pytest.mark.controlplane
+def test_the_policy_annotates_pods_as_the_webhook_does(cluster: ControlPlane, placement: str | None) -> None:
+    """Every pod is stored with the annotations the webhook's :func:`route_pod` gives it
+    (a route named like the policy): without annotations, with an empty map, with others,
+    with the route's key at another value (replaced), with annotations that come to exactly
+    256 KiB with the route's (added) or one byte more (left out, the pod routed without
+    it), counted in bytes (the big value has fewer characters than bytes, so counting
+    characters would find room), and the same with a stale route annotation, which the new
+    one replaces and so is not counted. A pod that names its scheduler keeps its
+    annotations."""
+    labels = {"route": uuid.uuid4().hex[:8]}
+    route = _route(labels, RoutePlacement.from_dict(**FULL) if placement else RoutePlacement())
+    stale = {ROUTE_ANNOTATION: "other-route"}
+    shapes: dict[str, dict[str, str] | None] = {
+        "none": None,
+        "empty": {},
+        "others": {"example.org/team": "\u00e9quipe \U0001f680", "b": ""},
+        "stale": {"a": "b", ROUTE_ANNOTATION: "other-route"},
+        "stale-only": {ROUTE_ANNOTATION: "other-route"},
+        "exactly-full": _annotations_at(MAX_ANNOTATION_BYTES, a="\u00e9"),
+        "one-byte-over": _annotations_at(MAX_ANNOTATION_BYTES + 1, a="\u00e9"),
+        "two-bytes-over": _annotations_at(MAX_ANNOTATION_BYTES + 2),
+        "stale-exactly-full": _annotations_at(MAX_ANNOTATION_BYTES, **stale),
+        "stale-one-byte-over": _annotations_at(MAX_ANNOTATION_BYTES + 1, **stale),
+    }
+    full = _annotations_at(MAX_ANNOTATION_BYTES + 1)
+    assert sum(len(k) + len(v) for k, v in full.items()) + _ROUTE_ANNOTATION_BYTES < MAX_ANNOTATION_BYTES
+    pods = {name: _pod(f"annotations-{name}", labels) for name in shapes}
+    for name, sent in shapes.items():
+        if sent is not None:
+            pods[name]["metadata"]["annotations"] = sent
+    pods["names-scheduler"] = _pod("annotations-names-scheduler", labels, scheduler="mine")
+    pods["names-scheduler"]["metadata"]["annotations"] = {"a": "b"}
+    docs = scheduler_routing("stickypack", labels, placement=route.placement)
+    with cluster.admission_policies(docs):
+        for name, pod in pods.items():
+            admitted = cluster.dry_run_pod(pod)
+            assert _routed(admitted) == _as_the_webhook_routes(route, _admitted_as(cluster, pod)), name
+            annotations = admitted["metadata"].get("annotations") or {}
+            routed = name != "names-scheduler"
+            assert (admitted["spec"]["schedulerName"] == "stickypack") == routed, name
+            annotated = annotations.get(ROUTE_ANNOTATION) == "stickypack-route-to-stickypack"
+            assert annotated == (routed and "over" not in name), name
+            if "over" in name:
+                assert annotations == pod["metadata"]["annotations"], name  # left as they were
 
 
 # generated pods: node affinity and tolerations in the shapes the API server takes
@@ -330,11 +427,37 @@ _toleration = st.sampled_from(
         {"operator": "Exists"},
     ]
 )
-#: The policies of the generated pods: every part; tolerations only; one required term.
+#: Annotations: none, an empty map, or a few, the route's among them now and then (another
+#: value), their values of 1- to 4-byte UTF-8 characters.
+_annotations = st.one_of(
+    st.none(),
+    st.just({}),
+    st.dictionaries(
+        st.sampled_from(["a", "example.org/b", ROUTE_ANNOTATION]),
+        st.text(alphabet=st.sampled_from("aZ-\u00e9\u20ac\U0001f600"), max_size=4),
+        min_size=1,
+        max_size=3,
+    ),
+)
+
+
+def _fill_annotations(annotations: dict[str, str] | None, route_name: str, over: int) -> dict[str, str]:
+    """``annotations`` and one more, ``fill``, whose value brings them, without a route
+    annotation but with ``route_name``'s, to ``over`` bytes beyond :data:`MAX_ANNOTATION_BYTES`
+    (0: exactly there; negative: under). Its value is mostly 2-byte characters, so that
+    counting characters instead of bytes would find room."""
+    own = {k: v for k, v in (annotations or {}).items() if k != ROUTE_ANNOTATION}
+    used = sum(len(k.encode()) + len(v.encode()) for k, v in own.items())
+    room = MAX_ANNOTATION_BYTES + over - used - len(ROUTE_ANNOTATION) - len(route_name.encode()) - len("fill")
+    return {**(annotations or {}), "fill": "\u00e9" * (room // 2 - 10) + "x" * (room - 2 * (room // 2 - 10))}
+
+
+#: The policies of the generated pods: every part; tolerations only; one required term; none.
 _PLACEMENTS = {
     "full": RoutePlacement.from_dict(**FULL),
     "tolerations": RoutePlacement.from_dict(tolerations=[DRAIN, {"key": "gpu", "operator": "Exists"}]),
     "required": RoutePlacement.from_dict(node_affinity={REQUIRED: {"nodeSelectorTerms": [NODE_N1]}}),
+    "none": RoutePlacement(),
 }
 
 
@@ -359,6 +482,9 @@ def generated_policies(cluster: ControlPlane) -> Iterator[dict[str, SchedulerRou
     scheduler=st.sampled_from(["default-scheduler", "default-scheduler", "default-scheduler", "mine"]),
     affinity=_affinity,
     tolerations=st.none() | st.lists(_toleration, max_size=3),
+    annotations=_annotations,
+    # how far beyond the annotations' limit a filler takes the pod with the route's annotation
+    over=st.none() | st.none() | st.sampled_from([-1, 0, 1, 2]),
 )
 @pytest.mark.controlplane
 def test_generated_pods_are_placed_as_the_webhook_places_them(
@@ -368,17 +494,26 @@ def test_generated_pods_are_placed_as_the_webhook_places_them(
     scheduler: str,
     affinity: dict[str, Any] | None,
     tolerations: list[dict[str, Any]] | None,
+    annotations: dict[str, str] | None,
+    over: int | None,
 ) -> None:
-    """Whatever the pod's affinity and tolerations, the policy's dry run stores the spec the
-    webhook's :func:`route_pod` gives the same pod (a pod that names a scheduler: its own)."""
+    """Whatever the pod's affinity, tolerations and annotations, the policy's dry run stores
+    the spec and annotations the webhook's :func:`route_pod` gives the same pod (a pod that
+    names a scheduler: its own), the route annotation left out by both when the annotations
+    would come to more than 256 KiB with it."""
     spec: dict[str, Any] = {}
     if affinity is not None:
         spec["affinity"] = affinity
     if tolerations is not None:
         spec["tolerations"] = tolerations
+    route = generated_policies[key]
     pod = _pod(f"gen-{uuid.uuid4().hex[:8]}", {"placement": key}, scheduler, **spec)
-    expected = _webhook_spec(generated_policies[key], _admitted_as(cluster, pod))
-    required = ((expected.get("affinity") or {}).get("nodeAffinity") or {}).get(REQUIRED)
+    if over is not None:
+        annotations = _fill_annotations(annotations, route.name, over)
+    if annotations is not None:
+        pod["metadata"]["annotations"] = annotations
+    expected = _as_the_webhook_routes(route, _admitted_as(cluster, pod))
+    required = ((expected["spec"].get("affinity") or {}).get("nodeAffinity") or {}).get(REQUIRED)
     if required is not None and not required.get("nodeSelectorTerms"):
         # required node affinity without terms, not routed or routed without required terms:
         # invalid, through the webhook as through the policy
@@ -390,17 +525,24 @@ def test_generated_pods_are_placed_as_the_webhook_places_them(
     admitted = cluster.dry_run_pod(pod)
     event("routed" if scheduler == "default-scheduler" else "names its scheduler")
     own = ((pod["spec"].get("affinity") or {}).get("nodeAffinity") or {}).get(REQUIRED)
-    if own and scheduler == "default-scheduler" and key != "tolerations":
+    if own and scheduler == "default-scheduler" and key in ("full", "required"):
         event(f"routed with {len(own['nodeSelectorTerms'])} own required term(s)")
-    assert admitted["spec"] == expected, json.dumps(pod["spec"])
-    assert (admitted["spec"]["schedulerName"] == f"to-{key}") == (scheduler == "default-scheduler")
+    if scheduler == "default-scheduler" and over is not None:
+        event(f"routed with annotations {over:+d} bytes from the limit")
+    assert admitted["spec"] == expected["spec"], json.dumps(pod["spec"])
+    assert admitted["metadata"].get("annotations") == expected["annotations"], (annotations or {}).keys()
+    routed = scheduler == "default-scheduler"
+    assert (admitted["spec"]["schedulerName"] == f"to-{key}") == routed
+    stored = admitted["metadata"].get("annotations") or {}
+    assert (stored.get(ROUTE_ANNOTATION) == route.name) == (routed and (over is None or over <= 0))
 
 
 @pytest.mark.controlplane
 def test_a_failing_expression_leaves_the_pod_as_it_was_sent(cluster: ControlPlane) -> None:
-    """``failurePolicy: Ignore``, and the scheduler name and the placement in one patch: when
-    the expression fails (here an operation appended to it that fails for pods labelled
-    ``fail``), the pod is created as it was sent, neither routed nor placed."""
+    """``failurePolicy: Ignore``, and the scheduler name, the placement and the annotation in
+    one patch: when the expression fails (here an operation appended to it that fails for
+    pods labelled ``fail``), the pod is created as it was sent, neither routed, placed nor
+    annotated."""
     labels = {"route": uuid.uuid4().hex[:8]}
     docs = scheduler_routing("stickypack", labels, placement=RoutePlacement.from_dict(**FULL))
     patch = docs[0]["spec"]["mutations"][0]["jsonPatch"]
@@ -410,7 +552,7 @@ def test_a_failing_expression_leaves_the_pod_as_it_was_sent(cluster: ControlPlan
     )
     with cluster.admission_policies(docs):  # live: a pod without the label is routed
         pod = _pod("sent", {**labels, "fail": "yes"})
-        assert cluster.dry_run_pod(pod)["spec"] == _admitted_as(cluster, pod)["spec"]
+        assert _routed(cluster.dry_run_pod(pod)) == _routed(_admitted_as(cluster, pod))  # not annotated
 
 
 @pytest.mark.controlplane
@@ -499,7 +641,7 @@ def test_edge_shapes_are_placed_as_the_webhook_places_them(cluster: ControlPlane
             pod = _pod(f"edge-{name}", labels, **spec)
             admitted = cluster.dry_run_pod(pod)
             assert admitted["spec"]["schedulerName"] == "stickypack", name
-            assert admitted["spec"] == _webhook_spec(route, _admitted_as(cluster, pod)), name
+            assert _routed(admitted) == _as_the_webhook_routes(route, _admitted_as(cluster, pod)), name
 
 
 #: Strings a CEL string literal must carry exactly: quotes, backslashes, line and paragraph
@@ -553,7 +695,7 @@ def test_a_large_pod_is_routed_within_the_cost_budget(cluster: ControlPlane) -> 
         admitted = cluster.dry_run_pod(pod)
     assert admitted["spec"]["schedulerName"] == "stickypack"
     assert len(admitted["spec"]["affinity"]["nodeAffinity"][REQUIRED]["nodeSelectorTerms"]) == 200
-    assert admitted["spec"] == _webhook_spec(route, _admitted_as(cluster, pod))
+    assert _routed(admitted) == _as_the_webhook_routes(route, _admitted_as(cluster, pod))
 
 
 #: Placements of one part each: the policy's other lists are empty and add no operation.
@@ -584,4 +726,4 @@ def test_a_placement_of_one_part_adds_that_part_only(cluster: ControlPlane, part
             pod = _pod(f"{part}-{name}", labels, **spec)
             admitted = cluster.dry_run_pod(pod)
             assert admitted["spec"]["schedulerName"] == "stickypack", name
-            assert admitted["spec"] == _webhook_spec(route, _admitted_as(cluster, pod)), name
+            assert _routed(admitted) == _as_the_webhook_routes(route, _admitted_as(cluster, pod)), name

@@ -33,9 +33,10 @@ Profiles:
 :func:`scheduler_routing` renders the other half: a ``MutatingAdmissionPolicy`` that sends
 labelled pods (build pods, Dask workers) to one of these schedulers (Kubernetes 1.36+) and,
 given a webhook route's :class:`~stickypack.core.routing.RoutePlacement`, to a node pool
-too (node affinity ANDed into the pod's, tolerations added: a fixed CEL JSON Patch,
-:data:`PLACEMENT_PATCH_EXPRESSION`, reading the placement from the policy's variables,
-with the webhook's result for every pod); :func:`webhook_configuration` the
+too (node affinity ANDed into the pod's, tolerations added), annotating each routed pod
+as the webhook does: one fixed CEL JSON Patch, :data:`ROUTING_PATCH_EXPRESSION`, reading
+the route from the policy's variables, with the webhook's result for every pod);
+:func:`webhook_configuration` the
 ``MutatingWebhookConfiguration`` that does the same through the stickypack webhook, on any
 Kubernetes.
 
@@ -50,11 +51,18 @@ import base64
 import copy
 import json
 from collections.abc import Callable, Mapping, Sequence
+from string import Template
 from typing import Any
 
 import yaml
 
-from stickypack.core.routing import RoutePlacement, SchedulerRoute
+from stickypack.core.routing import (
+    MAX_ANNOTATION_BYTES,
+    ROUTE_ANNOTATION,
+    RoutePlacement,
+    SchedulerRoute,
+    _pointer,
+)
 
 API_VERSION = "kubescheduler.config.k8s.io/v1"
 KIND = "KubeSchedulerConfiguration"
@@ -263,55 +271,53 @@ def scheduler_routing(
     placement: RoutePlacement | None = None,
 ) -> list[dict[str, Any]]:
     """A ``MutatingAdmissionPolicy`` and its binding (``admissionregistration.k8s.io/v1``,
-    on by default from Kubernetes 1.36) that give every pod created with the labels
+    on by default from Kubernetes 1.36), both named :func:`routing_policy_name`
+    (``stickypack-route-to-<scheduler_name>``), that give every pod created with the labels
     ``selector`` the ``schedulerName`` ``scheduler_name``: how build pods reach the
     ``stickypack-builds`` scheduler (BinderHub sets no scheduler name) without a webhook.
 
     Only pods left on ``default-scheduler`` are changed, so a pod that names its scheduler
     keeps it. ``namespace`` limits it to one namespace (else every namespace).
 
-    ``placement`` (a webhook route's :class:`~stickypack.core.routing.RoutePlacement`)
-    also gives each routed pod that node affinity and those tolerations, with the result
-    :meth:`RoutePlacement.patch <stickypack.core.routing.RoutePlacement.patch>` gives the
-    webhook for the same pod (compared on kube-apiserver 1.37 for chosen and generated
-    pods, ``tests/test_routing_policy.py``): the
+    Each routed pod is changed as the webhook's :func:`~stickypack.core.routing.route_pod`
+    changes it for a route named like the policy (compared on kube-apiserver 1.37 for chosen
+    and generated pods, ``tests/test_routing_policy.py``): the scheduler name; the
+    annotation ``stickypack.io/scheduler-route`` set to the policy's name (the policy's
+    route name, as the webhook writes its route's), left out when it would take the pod's
+    annotations beyond the API server's 256 KiB; and, given ``placement`` (a webhook
+    route's :class:`~stickypack.core.routing.RoutePlacement`), that node affinity and those
+    tolerations, with the result
+    :meth:`RoutePlacement.patch <stickypack.core.routing.RoutePlacement.patch>` gives: the
     required terms ANDed into the pod's own (every pod term paired with every route term;
     a pod term without requirements kept as it is), the preferred terms appended, each
     toleration appended unless the pod has an equal one. It is one ``JSONPatch`` mutation
-    that sets the scheduler name too: the fixed CEL expression
-    :data:`PLACEMENT_PATCH_EXPRESSION`, the same for every route, which reads the scheduler
-    name and the placement from the policy's ``spec.variables``
-    (:func:`placement_variables`: CEL literals). Raises ``ValueError`` for a placement a
+    for every route, with or without a placement: the fixed CEL expression
+    :data:`ROUTING_PATCH_EXPRESSION`, which reads the scheduler name, the route name and
+    the placement (empty lists for none) from the policy's ``spec.variables``
+    (:func:`routing_variables`: CEL literals). Raises ``ValueError`` for a placement a
     policy cannot carry: a toleration's ``tolerationSeconds`` beyond +-(2**53 - 1)
-    (:data:`MAX_EXACT_PATCH_INT`). Without a placement (or with an empty one) the policy is
-    the plain ``ApplyConfiguration`` that sets the name, without variables, as before.
-    The Helm chart's ``routing.routes`` render the same policies.
+    (:data:`MAX_EXACT_PATCH_INT`). The Helm chart's ``routing.routes`` render the same
+    policies.
 
     ``failurePolicy: Ignore``: when the policy cannot run (a CEL error, its cost budget
     exceeded, a patch operation that does not apply), the API server skips that mutation
-    and creates the pod as it was sent, for the default scheduler. With a placement that
-    holds for the scheduler name as well, as they are one patch: a pod is routed with its
-    placement or not at all, never half-way (tested on kube-apiserver 1.37; the webhook's
-    failure leaves the pod unchanged too). The cost budget is far off: a pod with 2000
-    tolerations and 100 required terms of 20 requirements each is routed (tested). One failure
-    ``Ignore`` does not cover: a patched pod the API server cannot decode fails the pod's
-    creation (an internal error, on 1.37); the expression only writes strings, lists and
-    small integers, and the one value that could not decode, a ``tolerationSeconds`` beyond
-    :data:`MAX_EXACT_PATCH_INT`, is refused here.
+    and creates the pod as it was sent, for the default scheduler. The scheduler name, the
+    annotation and the placement are one patch: a pod is routed whole or not at all, never
+    half-way (tested on kube-apiserver 1.37; the webhook's failure leaves the pod unchanged
+    too). The cost budget is far off: a pod with 2000 tolerations and 100 required terms of
+    20 requirements each is routed (tested), as is one with 256 KiB of annotations. One
+    failure ``Ignore`` does not cover: a patched pod the API server cannot decode fails the
+    pod's creation (an internal error, on 1.37); the expression only writes strings, lists
+    and small integers, and the one value that could not decode, a ``tolerationSeconds``
+    beyond :data:`MAX_EXACT_PATCH_INT`, is refused here.
     """
     if not selector:
         raise ValueError("a routing needs a label selector (it would catch every pod)")
-    name = f"stickypack-route-to-{scheduler_name}"
+    name = routing_policy_name(scheduler_name)
     pods = {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}
     unnamed = 'object.spec.schedulerName == "default-scheduler"'
-    mutation: dict[str, Any]
-    variables: list[dict[str, str]] = []
-    if placement is None or placement.empty:
-        set_name = f"Object{{spec: Object.spec{{schedulerName: {json.dumps(scheduler_name)}}}}}"
-        mutation = {"patchType": "ApplyConfiguration", "applyConfiguration": {"expression": set_name}}
-    else:
-        variables = placement_variables(scheduler_name, placement)
-        mutation = {"patchType": "JSONPatch", "jsonPatch": {"expression": PLACEMENT_PATCH_EXPRESSION}}
+    variables = routing_variables(scheduler_name, name, placement or RoutePlacement())
+    mutation = {"patchType": "JSONPatch", "jsonPatch": {"expression": ROUTING_PATCH_EXPRESSION}}
     policy: dict[str, Any] = {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "MutatingAdmissionPolicy",
@@ -322,11 +328,10 @@ def scheduler_routing(
             # Ignore: if the policy cannot run, the pod is created for the default scheduler.
             "failurePolicy": "Ignore",
             "reinvocationPolicy": "Never",
+            "variables": variables,
             "mutations": [mutation],
         },
     }
-    if variables:
-        policy["spec"]["variables"] = variables
     match: dict[str, Any] = {"objectSelector": {"matchLabels": dict(selector)}}
     if namespace is not None:
         match["namespaceSelector"] = {"matchLabels": {NAMESPACE_NAME_LABEL: namespace}}
@@ -337,6 +342,13 @@ def scheduler_routing(
         "spec": {"policyName": name, "matchResources": match},
     }
     return [policy, binding]
+
+
+def routing_policy_name(scheduler_name: str) -> str:
+    """The name of the routing policy (and binding) for ``scheduler_name``:
+    ``stickypack-route-to-<scheduler_name>``, one per scheduler. It is also the route's name
+    the policy writes into a routed pod's ``stickypack.io/scheduler-route`` annotation."""
+    return f"stickypack-route-to-{scheduler_name}"
 
 
 #: The largest integer (either sign) a rendered policy's JSON Patch carries: the API server
@@ -382,22 +394,24 @@ def _cel(value: Any) -> str:
     raise TypeError(f"not JSON data: {value!r}")
 
 
-#: The ``spec.variables`` of a routing policy with a placement, in this order: the
-#: scheduler name (a string), the placement's required node selector terms, its preferred
-#: terms and its tolerations (lists, each possibly empty), written as CEL literals
-#: (:func:`placement_variables`) and read by :data:`PLACEMENT_PATCH_EXPRESSION`.
-PLACEMENT_VARIABLES = ("schedulerName", "requiredTerms", "preferredTerms", "tolerations")
+#: The ``spec.variables`` of every routing policy, in this order: the scheduler name and
+#: the route name (strings: the policy's name, :func:`routing_policy_name`), the
+#: placement's required node selector terms, its preferred terms and its tolerations
+#: (lists, each possibly empty), written as CEL literals (:func:`routing_variables`) and
+#: read by :data:`ROUTING_PATCH_EXPRESSION`.
+ROUTING_VARIABLES = ("schedulerName", "routeName", "requiredTerms", "preferredTerms", "tolerations")
 
-#: The ``JSONPatch`` expression of every routing policy with a placement: the same text for
-#: every route, the route's scheduler name and placement read from the policy's variables
-#: (:data:`PLACEMENT_VARIABLES`; ``variables.<name>`` in CEL). The Helm chart reads the
-#: same text from ``charts/stickypack/files/routing-placement.cel`` (a test checks the
-#: two are equal). It sets ``schedulerName`` and adds the placement to the pod's spec with
-#: the result of :meth:`RoutePlacement.patch <stickypack.core.routing.RoutePlacement.patch>`
-#: for the same pod (``object``, as the API server hands it to a policy: the pod's typed
-#: values, a field left out when empty; of the lists only ``nodeSelectorTerms`` may be
-#: null, as its Go field is written even when empty); a part of the placement that is
-#: empty adds no operation.
+#: The ``JSONPatch`` expression of every routing policy: the same text for every route, the
+#: route's scheduler name, route name and placement read from the policy's variables
+#: (:data:`ROUTING_VARIABLES`; ``variables.<name>`` in CEL). The Helm chart reads the same
+#: text from ``charts/stickypack/files/routing-patch.cel`` (a test checks the two are
+#: equal). It gives the pod (``object``, as the API server hands it to a policy: the pod's
+#: typed values, a field left out when empty; of the lists only ``nodeSelectorTerms`` may
+#: be null, as its Go field is written even when empty) the operations of
+#: :func:`~stickypack.core.routing.route_pod` for a route named ``routeName`` (the same
+#: resulting pod; the operations differ in form): it sets ``schedulerName``, adds the
+#: placement to the pod's spec (a part of the placement that is empty adds no operation)
+#: and annotates the pod.
 #:
 #: Node affinity: a pod without ``spec.affinity`` (or without ``nodeAffinity`` in it) gets
 #: the placement's node affinity whole (``na``: its non-empty parts, CEL's optional map
@@ -420,7 +434,19 @@ PLACEMENT_VARIABLES = ("schedulerName", "requiredTerms", "preferredTerms", "tole
 #: ``key``, ``value`` or ``effect`` left out. The pod's own preferred terms and tolerations
 #: are never written back, so its ``tolerationSeconds`` never pass through CEL's JSON
 #: conversion (:data:`MAX_EXACT_PATCH_INT`).
-PLACEMENT_PATCH_EXPRESSION = """\
+#:
+#: Annotation: ``stickypack.io/scheduler-route: <routeName>``
+#: (:data:`~stickypack.core.routing.ROUTE_ANNOTATION`), the whole
+#: ``/metadata/annotations`` for a pod without annotations (or with an empty map), else
+#: the one key (``~1`` escaping its ``/`` in the JSON Pointer; ``add`` replaces a value
+#: the pod has). Left out, as the webhook leaves it out, when the pod's annotations without
+#: that key, plus the key and ``routeName``, come to more than
+#: :data:`~stickypack.core.routing.MAX_ANNOTATION_BYTES` (the API server's limit, which
+#: would fail the pod's creation): each annotation's key and value concatenated, all of
+#: them joined (the strings extension's ``join``) and measured in bytes
+#: (``size(bytes(s))``: UTF-8, where ``size(s)`` counts code points).
+ROUTING_PATCH_EXPRESSION = Template(
+    """\
 [JSONPatch{op: "add", path: "/spec/schedulerName", value: variables.schedulerName}] +
 (size(variables.requiredTerms) == 0 && size(variables.preferredTerms) == 0 ? []
   : !has(object.spec.affinity) || !has(object.spec.affinity.nodeAffinity)
@@ -472,15 +498,31 @@ PLACEMENT_PATCH_EXPRESSION = """\
         && (has(r.tolerationSeconds)
           ? has(o.tolerationSeconds) && o.tolerationSeconds == r.tolerationSeconds
           : !has(o.tolerationSeconds))))
-    .map(r, JSONPatch{op: "add", path: "/spec/tolerations/-", value: r}))"""
+    .map(r, JSONPatch{op: "add", path: "/spec/tolerations/-", value: r})) +
+(!has(object.metadata.annotations) || size(object.metadata.annotations) == 0
+  ? [JSONPatch{op: "add", path: "/metadata/annotations", value: {$key: variables.routeName}}]
+  : size(bytes(object.metadata.annotations.filter(k, k != $key)
+        .map(k, k + object.metadata.annotations[k]).join()
+      + $key + variables.routeName)) <= $max_bytes
+  ? [JSONPatch{op: "add", path: $path,
+      value: variables.routeName}]
+  : [])"""
+).substitute(
+    key=_cel_string(ROUTE_ANNOTATION),
+    path=_cel_string("/metadata/annotations/" + _pointer(ROUTE_ANNOTATION)),
+    max_bytes=MAX_ANNOTATION_BYTES,
+)
 
 
-def placement_variables(scheduler_name: str, placement: RoutePlacement) -> list[dict[str, str]]:
-    """The ``spec.variables`` of the routing policy that sends pods to ``scheduler_name``
-    with ``placement``: :data:`PLACEMENT_VARIABLES`, each a CEL literal (:func:`_cel`) of
-    the placement as :meth:`RoutePlacement.from_dict` normalised it. Raises ``ValueError``
-    for a toleration's ``tolerationSeconds`` beyond +-(2**53 - 1)
-    (:data:`MAX_EXACT_PATCH_INT`), which CEL would write into the patch as a string."""
+def routing_variables(
+    scheduler_name: str, route_name: str, placement: RoutePlacement
+) -> list[dict[str, str]]:
+    """The ``spec.variables`` of the routing policy named ``route_name`` that sends pods to
+    ``scheduler_name`` with ``placement`` (an empty one for none): :data:`ROUTING_VARIABLES`,
+    each a CEL literal (:func:`_cel`) of the placement as :meth:`RoutePlacement.from_dict`
+    normalised it. Raises ``ValueError`` for a toleration's ``tolerationSeconds`` beyond
+    +-(2**53 - 1) (:data:`MAX_EXACT_PATCH_INT`), which CEL would write into the patch as a
+    string."""
     for i, toleration in enumerate(placement.tolerations):
         seconds = toleration.get("tolerationSeconds")
         if seconds is not None and abs(seconds) > MAX_EXACT_PATCH_INT:
@@ -491,14 +533,12 @@ def placement_variables(scheduler_name: str, placement: RoutePlacement) -> list[
             )
     values: tuple[Any, ...] = (
         scheduler_name,
+        route_name,
         list(placement.required_terms),
         list(placement.preferred),
         list(placement.tolerations),
     )
-    return [
-        {"name": name, "expression": _cel(value)}
-        for name, value in zip(PLACEMENT_VARIABLES, values, strict=True)
-    ]
+    return [{"name": name, "expression": _cel(v)} for name, v in zip(ROUTING_VARIABLES, values, strict=True)]
 
 
 def scheduler_routing_yaml(
