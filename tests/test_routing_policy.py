@@ -679,9 +679,10 @@ def test_cel_literals_carry_any_string(cluster: ControlPlane) -> None:
 
 @pytest.mark.controlplane
 def test_a_large_pod_is_routed_within_the_cost_budget(cluster: ControlPlane) -> None:
-    """The CEL cost budget is far off: a pod with 2000 tolerations and 100 required terms
-    of 20 requirements each is routed, as the webhook places it (:data:`FULL`: 200 terms
-    come out, 2000 x 2 tolerations compared)."""
+    """The CEL cost budget is far off: a pod with 2000 tolerations, 100 required terms of 20
+    requirements each and 2000 annotations of 250 KB in all is routed and annotated, as the
+    webhook places it (:data:`FULL`: 200 terms come out, 2000 x 2 tolerations compared, the
+    annotations joined and measured)."""
     labels = {"route": uuid.uuid4().hex[:8]}
     route = _route(labels, RoutePlacement.from_dict(**FULL))
     terms = [
@@ -691,9 +692,11 @@ def test_a_large_pod_is_routed_within_the_cost_budget(cluster: ControlPlane) -> 
     tolerations = [{"key": f"t{i}", "operator": "Exists"} for i in range(2000)]
     affinity = {"nodeAffinity": {REQUIRED: {"nodeSelectorTerms": terms}}}
     pod = _pod("large", labels, affinity=affinity, tolerations=tolerations)
+    pod["metadata"]["annotations"] = {f"a{i}": "\u00e9" * 60 for i in range(2000)}
     with cluster.admission_policies(scheduler_routing("stickypack", labels, placement=route.placement)):
         admitted = cluster.dry_run_pod(pod)
     assert admitted["spec"]["schedulerName"] == "stickypack"
+    assert admitted["metadata"]["annotations"][ROUTE_ANNOTATION] == route.name
     assert len(admitted["spec"]["affinity"]["nodeAffinity"][REQUIRED]["nodeSelectorTerms"]) == 200
     assert _routed(admitted) == _as_the_webhook_routes(route, _admitted_as(cluster, pod))
 
