@@ -500,7 +500,8 @@ ROUTING_PATCH_EXPRESSION = Template(
           : !has(o.tolerationSeconds))))
     .map(r, JSONPatch{op: "add", path: "/spec/tolerations/-", value: r})) +
 (!has(object.metadata.annotations) || size(object.metadata.annotations) == 0
-  ? [JSONPatch{op: "add", path: "/metadata/annotations", value: {$key: variables.routeName}}]
+  ? [JSONPatch{op: "add", path: "/metadata/annotations",
+      value: {$key: variables.routeName}}]
   : size(bytes(object.metadata.annotations.filter(k, k != $key)
         .map(k, k + object.metadata.annotations[k]).join()
       + $key + variables.routeName)) <= $max_bytes

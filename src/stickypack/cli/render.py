@@ -45,7 +45,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
     routing = render_sub.add_parser(
         "scheduler-routing",
-        help="a MutatingAdmissionPolicy that gives labelled pods a schedulerName (Kubernetes 1.36+)",
+        help="a MutatingAdmissionPolicy that gives labelled pods a schedulerName and the webhook's route "
+        "annotation (Kubernetes 1.36+)",
     )
     routing.add_argument(
         "--scheduler-name", default="stickypack-builds", help="the schedulerName to set (a rendered profile)"
