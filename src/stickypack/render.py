@@ -304,12 +304,12 @@ def scheduler_routing(
     and creates the pod as it was sent, for the default scheduler. The scheduler name, the
     annotation and the placement are one patch: a pod is routed whole or not at all, never
     half-way (tested on kube-apiserver 1.37; the webhook's failure leaves the pod unchanged
-    too). The cost budget is far off: a pod with 2000 tolerations and 100 required terms of
-    20 requirements each is routed (tested), as is one with 256 KiB of annotations. One
-    failure ``Ignore`` does not cover: a patched pod the API server cannot decode fails the
-    pod's creation (an internal error, on 1.37); the expression only writes strings, lists
-    and small integers, and the one value that could not decode, a ``tolerationSeconds``
-    beyond :data:`MAX_EXACT_PATCH_INT`, is refused here.
+    too). The cost budget is far off: a pod with 2000 tolerations, 100 required terms of 20
+    requirements each and 2000 annotations of 250 KB in all is routed and annotated
+    (tested). One failure ``Ignore`` does not cover: a patched pod the API server cannot
+    decode fails the pod's creation (an internal error, on 1.37); the expression only
+    writes strings, lists and small integers, and the one value that could not decode, a
+    ``tolerationSeconds`` beyond :data:`MAX_EXACT_PATCH_INT`, is refused here.
     """
     if not selector:
         raise ValueError("a routing needs a label selector (it would catch every pod)")
