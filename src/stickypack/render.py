@@ -59,9 +59,9 @@ import yaml
 from stickypack.core.routing import (
     MAX_ANNOTATION_BYTES,
     ROUTE_ANNOTATION,
+    ROUTE_ANNOTATION_PATH,
     RoutePlacement,
     SchedulerRoute,
-    _pointer,
 )
 
 API_VERSION = "kubescheduler.config.k8s.io/v1"
@@ -510,7 +510,7 @@ ROUTING_PATCH_EXPRESSION = Template(
   : [])"""
 ).substitute(
     key=_cel_string(ROUTE_ANNOTATION),
-    path=_cel_string("/metadata/annotations/" + _pointer(ROUTE_ANNOTATION)),
+    path=_cel_string(ROUTE_ANNOTATION_PATH),
     max_bytes=MAX_ANNOTATION_BYTES,
 )
 

@@ -477,6 +477,10 @@ def _pointer(token: str) -> str:
     return token.replace("~", "~0").replace("/", "~1")
 
 
+#: The JSON Pointer of :data:`ROUTE_ANNOTATION` in a pod, for a JSON Patch.
+ROUTE_ANNOTATION_PATH = f"/metadata/annotations/{_pointer(ROUTE_ANNOTATION)}"
+
+
 def _string_map(value: object) -> bool:
     """Absent (None) or a mapping of strings to strings, as ``labels`` and ``annotations``."""
     if value is None:
@@ -525,8 +529,7 @@ def route_pod(routes: Sequence[SchedulerRoute], pod: Mapping[str, Any], namespac
     if not annotations:  # absent, null or empty: "add" creates the member or replaces its value
         patch.append({"op": "add", "path": "/metadata/annotations", "value": {ROUTE_ANNOTATION: route.name}})
     elif _annotation_bytes({**annotations, ROUTE_ANNOTATION: route.name}) <= MAX_ANNOTATION_BYTES:
-        path = f"/metadata/annotations/{_pointer(ROUTE_ANNOTATION)}"
-        patch.append({"op": "add", "path": path, "value": route.name})
+        patch.append({"op": "add", "path": ROUTE_ANNOTATION_PATH, "value": route.name})
     else:  # the API server would refuse the pod for its annotations' size: route it unannotated
         return RouteDecision(route.name, patch, f"routed to {route.scheduler_name} (annotations full)")
     return RouteDecision(route.name, patch, f"routed to {route.scheduler_name}")
