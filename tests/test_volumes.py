@@ -152,6 +152,30 @@ def test_the_filter_reads_the_pods_claims() -> None:
     assert passes(other) == [False, False]  # claims are looked up in the pod's namespace
 
 
+def test_volume_zone_reads_persistent_volume_claim_volumes_only() -> None:
+    """kube-scheduler's VolumeZone looks up the claims of ``persistentVolumeClaim`` volumes
+    alone: a generic ephemeral volume's bound volume is held to its node affinity
+    (VolumeBinding) but not to its zone labels."""
+    table = NodeTable()
+    for name, zone in (("a", "z1"), ("b", "z2")):
+        table.upsert_node(name, {"cpu": 4000, "memory": 16 * GI, "pods": 110}, labels={ZONE: zone})
+    found = claim_volumes(
+        [_claim("p-scratch", "pv-zone"), _claim("p-pinned", "pv-affinity"), _claim("data", "pv-zone")],
+        [_volume("pv-zone", None, **{ZONE: "z1"}), _volume("pv-affinity", _terms(ZONE, "z1"))],
+    )
+    plugin = PersistentVolumesFilter(found)
+    rows = np.array([0, 1])
+    raw = _manifest("p")
+    raw["spec"]["volumes"] = [{"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}}]
+    ephemeral = Pod.from_dict(raw)
+    assert ephemeral.claims == ("p-scratch",)
+    assert plugin.filter(ephemeral, table, rows, SchedulingContext()).tolist() == [True, True]
+    raw["spec"]["volumes"] = [{"name": "pinned", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}}]
+    assert plugin.filter(Pod.from_dict(raw), table, rows, SchedulingContext()).tolist() == [True, False]
+    claimed = _pod("p", "data")  # the same kind of volume through a persistentVolumeClaim volume
+    assert plugin.filter(claimed, table, rows, SchedulingContext()).tolist() == [True, False]
+
+
 # ---- the scale-down simulation -------------------------------------------------------------
 
 

@@ -99,6 +99,10 @@ class Pod:
     #: ``persistentVolumeClaim.claimName``, and ``<pod name>-<volume name>`` for a generic
     #: ephemeral volume (the claim Kubernetes creates for it).
     claims: tuple[str, ...] = ()
+    #: Those of :attr:`claims` made for its generic ephemeral volumes: kube-scheduler's
+    #: VolumeBinding reads them, its VolumeZone does not (it reads ``persistentVolumeClaim``
+    #: volumes only).
+    ephemeral_claims: tuple[str, ...] = ()
     #: Kind of the pod's controller (the owner reference with ``controller: true``), if any.
     owner_kind: str | None = None
     #: Name of that controller (in the pod's namespace), if any.
@@ -232,6 +236,7 @@ class Pod:
                     spec.get("topologySpreadConstraints"), labels, "spec.topologySpreadConstraints"
                 ),
                 claims=_claim_names(spec, str(meta.get("name") or "")),
+                ephemeral_claims=_claim_names(spec, str(meta.get("name") or ""), ephemeral_only=True),
                 owner_kind=str(controller["kind"]) if controller else None,
                 owner_name=str(controller.get("name") or "") or None if controller else None,
                 owner_group=(
@@ -285,10 +290,11 @@ def _local_volumes(spec: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _claim_names(spec: Mapping[str, Any], pod_name: str) -> tuple[str, ...]:
+def _claim_names(spec: Mapping[str, Any], pod_name: str, ephemeral_only: bool = False) -> tuple[str, ...]:
     """The claims of the pod's ``persistentVolumeClaim`` and ``ephemeral`` volumes (a volume
-    that is not a mapping is skipped, as :func:`_local_volumes` skips it); ValueError naming a
-    claim name that is not a non-empty string."""
+    that is not a mapping is skipped, as :func:`_local_volumes` skips it; ``ephemeral_only``:
+    those of its ``ephemeral`` volumes alone); ValueError naming a claim name that is not a
+    non-empty string."""
     out = []
     for i, volume in enumerate(spec.get("volumes") or ()):
         if not isinstance(volume, Mapping):
@@ -299,7 +305,8 @@ def _claim_names(spec: Mapping[str, Any], pod_name: str) -> tuple[str, ...]:
             if not isinstance(name, str) or not name:
                 where = f"spec.volumes[{i}].persistentVolumeClaim.claimName"
                 raise ValueError(f"{where}: {name!r} is not a claim name")
-            out.append(name)
+            if not ephemeral_only:
+                out.append(name)
         elif volume.get("ephemeral") is not None:
             out.append(f"{pod_name}-{volume.get('name') or ''}")
     return tuple(out)

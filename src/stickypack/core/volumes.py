@@ -86,8 +86,10 @@ class VolumePlacement:
                 zones.append((key, node_key, frozenset(parts)))
         return cls(str(meta.get("name") or ""), node_terms, tuple(zones))
 
-    def allows(self, node_labels: Mapping[str, str]) -> bool:
-        """Whether a node with ``node_labels`` passes both filters for this volume:
+    def allows(self, node_labels: Mapping[str, str], zones: bool = True) -> bool:
+        """Whether a node with ``node_labels`` passes both filters for this volume
+        (``zones`` False: VolumeBinding's alone, as for a generic ephemeral volume's, which
+        VolumeZone does not read):
 
         - VolumeBinding: some required term matches the node's labels (kube's
           ``CheckNodeAffinity`` sees the labels alone, so a ``matchFields`` term on the
@@ -98,7 +100,7 @@ class VolumePlacement:
         """
         if self.node_terms is not None and not any(t.matches(node_labels, "") for t in self.node_terms):
             return False
-        if self.zones and any(key in node_labels for key, _ in VOLUME_ZONE_LABELS):
+        if zones and self.zones and any(key in node_labels for key, _ in VOLUME_ZONE_LABELS):
             for key, node_key, values in self.zones:
                 value = node_labels.get(key, node_labels.get(node_key))
                 if value is None or value not in values:
@@ -141,7 +143,9 @@ def claim_volumes(claims: Iterable[Mapping[str, Any]], volumes: Iterable[Mapping
 class PersistentVolumesFilter(FilterPlugin):
     """kube-scheduler's VolumeBinding (bound claims) and VolumeZone filters: each claim of
     the pod (:attr:`~stickypack.core.pod.Pod.claims`, in its namespace) must be usable and
-    its volume must allow the node (:meth:`VolumePlacement.allows`). ``claims``: see
+    its volume must allow the node (:meth:`VolumePlacement.allows`; a generic ephemeral
+    volume's claim, :attr:`~stickypack.core.pod.Pod.ephemeral_claims`, by its node affinity
+    alone). ``claims``: see
     :data:`ClaimVolumes`. Not one of a policy's plugins: the scale-down simulation adds it
     when the claims and volumes are known."""
 
@@ -153,10 +157,17 @@ class PersistentVolumesFilter(FilterPlugin):
     def filter(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
         if not pod.claims:
             return np.ones(idx.shape[0], dtype=bool)
-        placements = [self.claims.get((pod.namespace, claim)) for claim in pod.claims]
-        if any(p is None for p in placements):
+        ephemeral = pod.ephemeral_claims
+        placements = [
+            (self.claims.get((pod.namespace, claim)), claim not in ephemeral) for claim in pod.claims
+        ]
+        if any(p is None for p, _ in placements):
             return np.zeros(idx.shape[0], dtype=bool)
-        constrained = [p for p in placements if p is not None and (p.node_terms is not None or p.zones)]
+        constrained = [
+            (p, zones)
+            for p, zones in placements
+            if p is not None and (p.node_terms is not None or (zones and p.zones))
+        ]
         out = np.ones(idx.shape[0], dtype=bool)
         if not constrained:
             return out
@@ -164,5 +175,5 @@ class PersistentVolumesFilter(FilterPlugin):
         for j, row in enumerate(idx.tolist()):
             node = info[row]
             labels = node.labels if node is not None else {}
-            out[j] = all(p.allows(labels) for p in constrained)
+            out[j] = all(p.allows(labels, zones) for p, zones in constrained)
         return out
