@@ -277,8 +277,6 @@ class PodsOnNodes:
     #: The pods on the nodes by each of their labels (``id`` of the pod to its row and the
     #: pod), so a list of terms with a required label counts the pods carrying it alone.
     _by_label: dict[tuple[str, str], dict[int, tuple[int, Pod]]] = field(default_factory=dict)
-    #: Rows by topology key and value (each key's index is built when first needed).
-    _domains: dict[str, dict[str, list[int]]] = field(default_factory=dict)
     #: Topology spread counts by :func:`~stickypack.core.topologyspread.spread_key` (each
     #: built when a pod with that key is first judged, then kept up to date).
     _spread: dict[str, SpreadCounts] = field(default_factory=dict)
@@ -339,14 +337,10 @@ class PodsOnNodes:
         for pod in list(self.pods.get(row, ())):
             self.remove(row, pod)
         self.pods.pop(row, None)
-        labels = self.node_labels.pop(row, {})
+        self.node_labels.pop(row, None)
         self.node_names.pop(row, None)
         self.node_taints.pop(row, None)
         self._taints_before.pop(row, None)
-        for key, index in self._domains.items():
-            rows = index.get(labels[key], []) if key in labels else []
-            if row in rows:
-                rows.remove(row)
         self._refresh_spread(row)
 
     def _refresh_spread(self, row: int, taints_only: bool = False) -> None:
@@ -404,25 +398,6 @@ class PodsOnNodes:
             else:
                 self._selected_any.append(key)
         return entry[1]
-
-    def domain(self, topology_key: str, row: int) -> Sequence[int]:
-        """The rows in ``row``'s domain for ``topology_key`` (``row`` included), empty when
-        the node lacks the label."""
-        value = self.node_labels.get(row, {}).get(topology_key)
-        if value is None:
-            return ()
-        index = self._domains.get(topology_key)
-        if index is None:
-            index = {}
-            for r, labels in self.node_labels.items():
-                if topology_key in labels:
-                    index.setdefault(labels[topology_key], []).append(r)
-            self._domains[topology_key] = index
-        return index.get(value, ())
-
-    def _pods_in(self, rows: Iterable[int]) -> Iterable[Pod]:
-        for r in rows:
-            yield from self.pods.get(r, ())
 
     def allows(self, pod: Pod, row: int) -> bool:
         """Whether kube-scheduler's NodePorts, InterPodAffinity and PodTopologySpread filters
