@@ -1,7 +1,7 @@
 """What the scale-down simulation adds to ``stickypack inspect`` on a large cluster.
 
     python benchmarks/scale_down_plan.py [--nodes 1000] [--pods-per-node 20] [--seed 0] [--node-selector]
-        [--anti-affinity] [--zone-affinity] [--spread] [--volumes]
+        [--anti-affinity] [--zone-affinity] [--spread] [--volumes] [--host-port]
 
 Builds a node table of ``--nodes`` nodes (8 cpus, 32 GiB) with ``--pods-per-node`` pods on
 each on average, half the nodes busy (bare user pods, pinned) and half quiet (a few
@@ -22,7 +22,11 @@ Deployments spread over the zones (a ``DoNotSchedule`` constraint, ``maxSkew`` 1
 filters little while its counts are kept and checked for every pod placed). ``--volumes``:
 every node has a zone label and each replicated pod a claim bound to a volume with node
 affinity to its node's zone (the plan given the claims, as ``inspect`` gives them), so
-VolumeBinding's filter, a loop over the nodes in Python, runs for those pods. Prints both
+VolumeBinding's filter, a loop over the nodes in Python, runs for those pods.
+``--host-port``: every pod carries four labels (as a Deployment's do) and the first one binds
+a host port (as a node exporter's DaemonSet pod does), so the plan keeps the pods on the
+nodes (:class:`~stickypack.core.podaffinity.PodsOnNodes`) though no pod has affinity terms:
+what that costs pods without them. Prints both
 times, how many quiet nodes the plan finds removable and how many have no room, and ends
 with ``ratio: X`` (plan / node report).
 """
@@ -60,6 +64,7 @@ def main() -> None:
     parser.add_argument("--zone-affinity", action="store_true")
     parser.add_argument("--spread", action="store_true")
     parser.add_argument("--volumes", action="store_true")
+    parser.add_argument("--host-port", action="store_true")
     args = parser.parse_args()
     rng = random.Random(args.seed)
     table = NodeTable()
@@ -123,6 +128,13 @@ def main() -> None:
                         "spec": {"nodeAffinity": {"required": {"nodeSelectorTerms": terms}}},
                     }
                 )
+            if args.host_port:
+                meta.setdefault("labels", {}).update(
+                    {"app.kubernetes.io/name": f"a{n % 40}", "pod-template-hash": f"h{n % 97}", "tier": "t"}
+                )
+                meta["labels"].setdefault("release", "r")
+                if n == 0:
+                    spec["containers"][0]["ports"] = [{"containerPort": 9100, "hostPort": 9100}]
             pod = Pod.from_dict({"metadata": meta, "spec": spec})
             n += 1
             table.add_pod(row, pod)

@@ -275,8 +275,10 @@ class PodsOnNodes:
     _selected_by_label: dict[tuple[str, str], list[tuple[object, ...]]] = field(default_factory=dict)
     _selected_any: list[tuple[object, ...]] = field(default_factory=list)
     #: The pods on the nodes by each of their labels (``id`` of the pod to its row and the
-    #: pod), so a list of terms with a required label counts the pods carrying it alone.
-    _by_label: dict[tuple[str, str], dict[int, tuple[int, Pod]]] = field(default_factory=dict)
+    #: pod), so a list of terms with a required label counts the pods carrying it alone;
+    #: None until such a list is first counted (a cluster whose pods have host ports or
+    #: spread constraints but no pod affinity terms never pays for it).
+    _by_label: dict[tuple[str, str], dict[int, tuple[int, Pod]]] | None = None
     #: Topology spread counts by :func:`~stickypack.core.topologyspread.spread_key` (each
     #: built when a pod with that key is first judged, then kept up to date).
     _spread: dict[str, SpreadCounts] = field(default_factory=dict)
@@ -291,8 +293,9 @@ class PodsOnNodes:
 
     def add(self, row: int, pod: Pod) -> None:
         self.pods.setdefault(row, []).append(pod)
-        for pair in pod.labels.items():
-            self._by_label.setdefault(pair, {})[id(pod)] = (row, pod)
+        if self._by_label is not None:
+            for pair in pod.labels.items():
+                self._by_label.setdefault(pair, {})[id(pod)] = (row, pod)
         self._count_anti_terms(row, pod, 1)
         self._count_selected(row, pod, 1)
         for counts in self._spread.values():
@@ -301,8 +304,9 @@ class PodsOnNodes:
     def remove(self, row: int, pod: Pod) -> None:
         """Take ``pod`` (the object :meth:`add` was given) off ``row``."""
         _remove_object(self.pods[row], pod)
-        for pair in pod.labels.items():
-            self._by_label[pair].pop(id(pod), None)
+        if self._by_label is not None:
+            for pair in pod.labels.items():
+                self._by_label[pair].pop(id(pod), None)
         self._count_anti_terms(row, pod, -1)
         self._count_selected(row, pod, -1)
         for counts in self._spread.values():
@@ -384,7 +388,7 @@ class PodsOnNodes:
             )
             label = min(required.items()) if required else None
             candidates: Iterable[tuple[int, Pod]] = (
-                self._by_label.get(label, {}).values()
+                self._pods_by_label().get(label, {}).values()
                 if label is not None
                 else ((row, other) for row, pods in self.pods.items() for other in pods)
             )
@@ -398,6 +402,16 @@ class PodsOnNodes:
             else:
                 self._selected_any.append(key)
         return entry[1]
+
+    def _pods_by_label(self) -> dict[tuple[str, str], dict[int, tuple[int, Pod]]]:
+        """:attr:`_by_label`, built from the pods on the nodes when first asked, then kept."""
+        if self._by_label is None:
+            self._by_label = {}
+            for row, pods in self.pods.items():
+                for pod in pods:
+                    for pair in pod.labels.items():
+                        self._by_label.setdefault(pair, {})[id(pod)] = (row, pod)
+        return self._by_label
 
     def allows(self, pod: Pod, row: int) -> bool:
         """Whether kube-scheduler's NodePorts, InterPodAffinity and PodTopologySpread filters
