@@ -496,3 +496,4 @@ def test_the_inspect_snapshot_keeps_constraints_and_claims() -> None:
     full, kept = Pod.from_dict(raw), Pod.from_dict(slim)
     assert kept.spread_constraints == full.spread_constraints and kept.claims == full.claims
     assert kept.claims == ("hub-db", "hub-scratch")
+    assert kept.ephemeral_claims == full.ephemeral_claims == ("hub-scratch",)  # VolumeZone skips it
