@@ -149,7 +149,7 @@ class PersistentVolumesFilter(FilterPlugin):
     :data:`ClaimVolumes`. Not one of a policy's plugins: the scale-down simulation adds it
     when the claims and volumes are known."""
 
-    name = "VolumeBinding"
+    name = "PersistentVolumes"  # kube-scheduler's VolumeBinding and VolumeZone together
 
     def __init__(self, claims: ClaimVolumes) -> None:
         self.claims = claims
