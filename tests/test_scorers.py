@@ -422,7 +422,8 @@ def test_scale_down_aware_memo_tells_gpu_requests_and_thresholds_apart():
         got = kept.score(notebook, t, idx, ctx).tolist()
         assert got == ScaleDownAware().score(notebook, t, idx, ctx).tolist(), (gpus, threshold)
         seen.append(got[0])
-    assert seen == [10, 100, 16, 100, 16, 10, 100]
+    # 2 of 4 GPUs at 0.5 is at the threshold: underutilized to cluster-autoscaler 1.36+ (20)
+    assert seen == [10, 20, 16, 100, 16, 10, 100]
 
 
 def test_node_age_oldest_first_and_flat_below_min_nodes():

@@ -366,11 +366,12 @@ class NodeReport:
     gpu: float | None = None
 
     def verdict(self, threshold: float, gpu_threshold: float = GPU_UTILIZATION_THRESHOLD) -> str:
-        """``busy`` (utilization at or over ``threshold``, or for a GPU node
-        ``gpu_threshold``), else ``disabled`` (the node opts out of scale-down), ``pinned``
-        (held by pods, :func:`pins_node`), ``empty`` (no pods but DaemonSet, mirror and
-        expendable pods) or ``removable`` (nothing pins it)."""
-        if self.utilization >= (threshold if self.gpu is None else gpu_threshold):
+        """``busy`` (utilization over ``threshold``, or for a GPU node ``gpu_threshold``: a
+        node exactly at it is underutilized to cluster-autoscaler 1.36+, which compares
+        "at or below"; earlier versions took it as busy), else ``disabled`` (the node opts
+        out of scale-down), ``pinned`` (held by pods, :func:`pins_node`), ``empty`` (no pods
+        but DaemonSet, mirror and expendable pods) or ``removable`` (nothing pins it)."""
+        if self.utilization > (threshold if self.gpu is None else gpu_threshold):
             return "busy"
         if self.scale_down_disabled:
             return "disabled"

@@ -128,17 +128,18 @@ def utilization_with(pod: Pod, table: NodeTable, idx: np.ndarray) -> np.ndarray:
 
 
 def quiet_nodes(pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
-    """Rows of ``idx`` that would stay under the autoscaler's utilization threshold even
+    """Rows of ``idx`` that would stay at or under the autoscaler's utilization threshold even
     with ``pod`` placed (:func:`utilization_and_threshold`, with ``ctx``'s thresholds and
     GPU labels): the nodes the autoscaler would remove once their bare pods end."""
     util, thr = utilization_and_threshold(pod, table, idx, ctx)
-    return util < thr
+    return util <= thr
 
 
 class ScaleDownAware(ScorePlugin):
     """Keep pods off nodes the autoscaler wants to remove, so they can empty.
 
-    A node that would stay under the autoscaler's utilization threshold even with the pod
+    A node that would stay at or under the autoscaler's utilization threshold (cluster-autoscaler
+    1.36+ compares "at or below"; earlier versions "below") even with the pod
     (max of cpu and memory requests over allocatable; for a GPU node its GPU requests over
     allocatable, at the GPU threshold; a node with a GPU label of ``ctx.gpu_labels`` but no
     GPU allocatable yet, 0: :func:`utilization_and_threshold`) is one the autoscaler would remove
@@ -161,7 +162,7 @@ class ScaleDownAware(ScorePlugin):
     ) -> np.ndarray:
         util, thr = utilization_and_threshold(pod, table, idx, ctx)
         thr = np.maximum(thr, 1e-9)
-        return np.where(util < thr, self.low_score * util / thr, MAX_NODE_SCORE).astype(np.int64)
+        return np.where(util <= thr, self.low_score * util / thr, MAX_NODE_SCORE).astype(np.int64)
 
     def score(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
         pod_part = (
