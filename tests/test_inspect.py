@@ -566,11 +566,35 @@ def test_inspect_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFix
         assert main(["inspect", *argv]) == status, argv
         err = capsys.readouterr().err
         assert message in err and "Traceback" not in err, (argv, err)
-    for value, message in [("-1", "-1 is negative"), ("two", "'two' is not an integer")]:
+    timeout = "--blocking-system-pod-distruption-timeout"
+    for flag, value, message in [
+        ("--min-replica-count", "-1", "-1 is negative"),
+        ("--min-replica-count", "two", "'two' is not an integer"),
+        (timeout, "1x", "'1x' is not a duration"),
+        (timeout, "h1", "'h1' is not a duration"),
+        (timeout, "-5", "'-5' is not a duration >= 0"),
+        (timeout, "inf", "'inf' is not a duration >= 0"),
+    ]:
         with pytest.raises(SystemExit) as exited:  # argparse's own exit
-            main(["inspect", "--min-replica-count", value])
+            main(["inspect", flag, value])
         assert exited.value.code == 2
-        assert f"argument --min-replica-count: {message}" in capsys.readouterr().err
+        assert f"argument {flag}" in (err := capsys.readouterr().err) and message in err, err
+
+
+def test_durations_are_read_as_go_writes_them() -> None:
+    """The autoscaler's duration flags take Go's ``time.Duration`` syntax; plain seconds too."""
+    from stickypack.cli.common import _duration_s
+
+    for text, seconds in [
+        ("1h", 3600),
+        ("1h30m", 5400),
+        ("90s", 90),
+        ("0s", 0),
+        ("1.5h", 5400),
+        ("500ms", 0.5),
+        ("120", 120),
+    ]:
+        assert _duration_s(text) == seconds, text
 
 
 @pytest.mark.controlplane
@@ -1019,6 +1043,13 @@ def test_budgets_and_kube_system_pods() -> None:
     dns, web, bare = pod("kube-system", "dns"), pod("web", "shop"), _pod("user", "1", "1Gi")
     assert pin_reason(dns) == "kube-system pod without a PodDisruptionBudget"
     assert pin_reason(dns, ScaleDownRules(system_pods_pin=False)) is None
+    # cluster-autoscaler 1.33+: only until it is --blocking-system-pod-distruption-timeout old
+    born = dataclasses.replace(dns, created=1000.0)
+    assert pin_reason(born, ScaleDownRules(now=1000.0 + 3600)) is not None  # exactly 1 h: still
+    assert pin_reason(born, ScaleDownRules(now=1000.0 + 3601)) is None
+    assert pin_reason(born, ScaleDownRules(now=1000.0 + 61, system_pod_disruption_timeout_s=60)) is None
+    assert pin_reason(born, ScaleDownRules(now=1e9, system_pod_disruption_timeout_s=None)) is not None
+    assert pin_reason(dns, ScaleDownRules(now=1e9)) is not None  # no creation time: pins
     assert pin_reason(dns, ScaleDownRules(budgets=None)) is None  # budgets unknown
     assert pin_reason(dns, ScaleDownRules(budgets=(budget("kube-system", "dns", 1),))) is None
     assert (
@@ -1103,6 +1134,10 @@ def test_inspect_reads_budgets_and_says_when_it_cannot(
         assert nodes["sys"]["pin_reasons"] == {
             "kube-system/dns-1": "kube-system pod without a PodDisruptionBudget"
         }
+        # an autoscaler whose timeout the pod has outlived (1.33+) lets it go
+        assert main([*argv, "--blocking-system-pod-distruption-timeout", "0s"]) == 0
+        quick = {n["node"]: n for n in json.loads(capsys.readouterr().out)["nodes"]}
+        assert "kube-system/dns-1" not in quick["sys"]["pin_reasons"]
         assert nodes["covered"]["verdict"] == "removable"
         assert nodes["exhausted"]["pin_reasons"] == {
             "default/shop-1": f"PodDisruptionBudget shop-{suffix} allows no disruption"

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import math
+import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,6 +27,29 @@ def _non_negative_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
     if value < 0:
         raise argparse.ArgumentTypeError(f"{value} is negative")
+    return value
+
+
+#: Seconds per unit of a Go ``time.Duration`` string (what the cluster-autoscaler's
+#: duration flags take: ``1h``, ``30m``, ``1h30m``, ``90s``, ``500ms``).
+_GO_DURATION_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+_GO_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(h|ms|m|s|us|µs|ns)")
+
+
+def _duration_s(text: str) -> float:
+    """An argparse type: a duration as Go writes one (``1h``, ``30m``, ``1h30m``, ``0s``) or
+    plain seconds, as seconds >= 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        parts = _GO_DURATION_PART.findall(text)
+        if not parts or "".join(n + u for n, u in parts) != text:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not a duration (1h, 30m, 1h30m, 90s, or seconds)"
+            ) from None
+        value = sum(float(n) * _GO_DURATION_UNITS[u] for n, u in parts)
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration >= 0")
     return value
 
 

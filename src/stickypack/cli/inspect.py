@@ -11,7 +11,13 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.markup import escape
 
-from stickypack.cli.common import UsageError, _load_extender_config, _non_negative_int, _read_pod_file
+from stickypack.cli.common import (
+    UsageError,
+    _duration_s,
+    _load_extender_config,
+    _non_negative_int,
+    _read_pod_file,
+)
 
 if TYPE_CHECKING:  # the extender's and the API client's modules load only when run
     from stickypack.extender.config import ExtenderConfig
@@ -63,6 +69,16 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--system-pods-move",
         action="store_true",
         help="your autoscaler runs with --skip-nodes-with-system-pods=false: kube-system pods need no budget",
+    )
+    insp.add_argument(
+        "--blocking-system-pod-distruption-timeout",  # sic: the autoscaler's spelling
+        "--blocking-system-pod-disruption-timeout",
+        dest="system_pod_timeout",
+        type=_duration_s,
+        default=None,
+        metavar="DURATION",
+        help="your autoscaler's (1.33+) --blocking-system-pod-distruption-timeout (default 1h): a "
+        "kube-system pod without a budget pins its node only until it is this old",
     )
     insp.add_argument(
         "--expendable-pods-priority-cutoff",
@@ -149,6 +165,7 @@ def _inspect(args: argparse.Namespace, console: Console) -> int:
             ("--system-pods-move", args.system_pods_move),
             ("--expendable-pods-priority-cutoff", args.expendable_pods_priority_cutoff is not None),
             ("--min-replica-count", args.min_replica_count is not None),
+            ("--blocking-system-pod-distruption-timeout", args.system_pod_timeout is not None),
         )
         if given
     ]
@@ -262,6 +279,7 @@ def _node_report_json(args: argparse.Namespace, snap: Snapshot, threshold: float
 
     from stickypack.core.drain import plan_scale_down
     from stickypack.core.explain import (
+        BLOCKING_SYSTEM_POD_DISRUPTION_TIMEOUT_S,
         EXPENDABLE_PODS_PRIORITY_CUTOFF,
         ScaleDownRules,
         node_report,
@@ -277,6 +295,11 @@ def _node_report_json(args: argparse.Namespace, snap: Snapshot, threshold: float
         controllers=snap.controllers,
         unlisted_controller_kinds=frozenset(snap.unlisted_controllers),
         min_replica_count=args.min_replica_count or 0,
+        system_pod_disruption_timeout_s=(
+            BLOCKING_SYSTEM_POD_DISRUPTION_TIMEOUT_S
+            if args.system_pod_timeout is None
+            else args.system_pod_timeout
+        ),
         gpu_labels=tuple(args.gpu_label),
         ignore_daemonsets_utilization=args.ignore_daemonsets_utilization,
         ignore_mirror_pods_utilization=args.ignore_mirror_pods_utilization,

@@ -155,6 +155,9 @@ DEFAULT_GPU_LABELS = ("cloud.google.com/gke-accelerator", "k8s.amazonaws.com/acc
 #: The cluster-autoscaler's default ``--scale-down-gpu-utilization-threshold``.
 GPU_UTILIZATION_THRESHOLD = 0.5
 
+#: The cluster-autoscaler's default ``--blocking-system-pod-distruption-timeout`` (seconds).
+BLOCKING_SYSTEM_POD_DISRUPTION_TIMEOUT_S = 3600.0
+
 #: The cluster-autoscaler's default ``--expendable-pods-priority-cutoff``.
 EXPENDABLE_PODS_PRIORITY_CUTOFF = -10
 
@@ -169,6 +172,12 @@ class ScaleDownRules:
 
     local_storage_pins: bool = True
     system_pods_pin: bool = True
+    #: Its ``--blocking-system-pod-distruption-timeout`` (sic; 1 h by default, since
+    #: cluster-autoscaler 1.33): a kube-system pod without a budget pins its node only until
+    #: it is this old (seconds since its creation; one without a creation time always
+    #: pins, and so does every such pod when ``now`` is unknown). None: no timeout (the
+    #: autoscaler before 1.33).
+    system_pod_disruption_timeout_s: float | None = BLOCKING_SYSTEM_POD_DISRUPTION_TIMEOUT_S
     budgets: tuple[DisruptionBudget, ...] | None = ()
     #: Its ``--expendable-pods-priority-cutoff``: pods of a lower priority are expendable,
     #: left out of the autoscaler's picture for scale-down (they neither count toward a
@@ -289,7 +298,8 @@ def pin_reason(pod: Pod, rules: ScaleDownRules = ScaleDownRules()) -> str | None
     PodDisruptionBudget" without the annotation's exception); ``"false"`` and
     ``"on-completion"`` (which holds the node until the pod finishes) pin; so does a pod
     whose controller is none of :data:`MOVABLE_OWNERS` (a bare pod, or a custom
-    controller's); a kube-system pod no budget covers (``system_pods_pin``); a pod with local
+    controller's); a kube-system pod no budget covers (``system_pods_pin``), until it is
+    ``system_pod_disruption_timeout_s`` old; a pod with local
     storage (:func:`blocking_local_volumes`, ``local_storage_pins``); a pod covered by a
     budget that allows no disruption now. An expendable pod
     (:func:`is_expendable`) and one terminating for too long (:func:`is_long_terminating`)
@@ -312,13 +322,28 @@ def pin_reason(pod: Pod, rules: ScaleDownRules = ScaleDownRules()) -> str | None
         return f"safe-to-evict: {safe}"
     if pod.owner_kind not in MOVABLE_OWNERS:
         return "no controller" if pod.owner_kind is None else f"controller {pod.owner_kind}"
-    if rules.system_pods_pin and budgets is not None and pod.namespace == "kube-system" and not covering:
+    if (
+        rules.system_pods_pin
+        and budgets is not None
+        and pod.namespace == "kube-system"
+        and not covering
+        and not _past_system_pod_timeout(pod, rules)
+    ):
         return "kube-system pod without a PodDisruptionBudget"
     if rules.local_storage_pins:
         local = blocking_local_volumes(pod)
         if local:
             return f"local storage: {', '.join(local)}"
     return budget_reason
+
+
+def _past_system_pod_timeout(pod: Pod, rules: ScaleDownRules) -> bool:
+    """The autoscaler's ``isBspPassedDisruptionTimeout``: the kube-system pod was created
+    longer ago than ``rules.system_pod_disruption_timeout_s`` (False when any is unknown)."""
+    timeout = rules.system_pod_disruption_timeout_s
+    if timeout is None or rules.now is None or pod.created is None:
+        return False
+    return rules.now > pod.created + timeout
 
 
 def pins_node(pod: Pod, rules: ScaleDownRules = ScaleDownRules()) -> bool:
