@@ -1,0 +1,262 @@
+"""DRA utilization: how the cluster-autoscaler weighs a node that publishes DRA devices.
+
+With ``--enable-dynamic-resource-allocation``, the autoscaler's ``utilization.Calculate``
+weighs a node with node-local ResourceSlices (``spec.nodeName``) by its most used device
+pool (``drautils.HighestDynamicResourceUtilization``), not by its cpu and memory. Per driver
+and pool, of the slices of the pool's current generation (the highest
+``spec.pool.generation`` among them):
+
+* an atomic pool (no slice has ``sharedCounters``): devices allocated over all its devices;
+* a partitionable pool: for each shared counter set, its most consumed counter (consumed by
+  the allocated devices' ``consumesCounters`` over the set's value; counters of value 0
+  skipped), summed over the sets and divided by how many distinct counter sets the pool's
+  devices consume (0 when they consume none).
+
+Allocated devices are the ``status.allocation.devices.results`` of ResourceClaims (``driver``,
+``pool``, ``device``), except admin-access ones, which reserve nothing. A pool whose current
+generation does not have all its ``resourceSliceCount`` slices is an error for the node (the
+autoscaler cannot weigh it and keeps it: ``UnexpectedError``).
+
+Pure: ResourceSlice and ResourceClaim dicts (``resource.k8s.io/v1``, as the API serves them)
+in, per-node results out. A malformed object is skipped with a one-line problem, never an
+exception.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+from stickypack.core.quantity import QuantityError, parse_quantity
+
+#: Counter values by counter name.
+Counters = dict[str, Fraction]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeDra:
+    """One node's DRA utilization. ``utilization``: its most used pool's (a fraction, 0..1
+    for sane pools; 0 when ``error``); ``pool``: that pool as ``driver/pool`` (of pools tied
+    at the highest, the first by name: the autoscaler takes one of them at random); ``pools``:
+    every pool's utilization; ``error``: why the node cannot be weighed (an incomplete pool),
+    else None."""
+
+    utilization: float
+    pool: str | None
+    pools: Mapping[str, float] = field(default_factory=dict)
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DraReading:
+    """``nodes``: each node with node-local slices; ``problems``: one line per object that
+    could not be read (and was left out)."""
+
+    nodes: dict[str, NodeDra]
+    problems: list[str]
+
+
+class _Malformed(ValueError):
+    """An object that is not what the API serves."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Device:
+    name: str
+    consumes: tuple[tuple[str, Counters], ...]  # (counter set, counters consumed)
+
+
+@dataclass(frozen=True, slots=True)
+class _Slice:
+    node: str
+    driver: str
+    pool: str
+    generation: int
+    slice_count: int
+    devices: tuple[_Device, ...]
+    shared_counters: tuple[tuple[str, Counters], ...]  # (counter set name, counters)
+
+
+def _mapping(value: Any, what: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise _Malformed(f"{what} is not an object")
+    return value
+
+
+def _list(value: Any, what: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise _Malformed(f"{what} is not a list")
+    return value
+
+
+def _name(value: Any, what: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise _Malformed(f"{what} is not a name")
+    return value
+
+
+def _int(value: Any, what: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise _Malformed(f"{what} is not an integer >= {minimum}")
+    return value
+
+
+def _counters(value: Any, what: str) -> Counters:
+    counters: Counters = {}
+    for name, counter in _mapping(value if value is not None else {}, what).items():
+        raw = _mapping(counter, f"{what}.{name}").get("value")
+        if raw is None:
+            raise _Malformed(f"{what}.{name} has no value")
+        try:
+            counters[str(name)] = parse_quantity(raw)
+        except QuantityError:
+            raise _Malformed(f"{what}.{name}.value {raw!r} is not a quantity") from None
+    return counters
+
+
+def _counter_sets(value: Any, what: str, name_key: str) -> tuple[tuple[str, Counters], ...]:
+    sets = []
+    for k, item in enumerate(_list(value, what)):
+        item = _mapping(item, f"{what}[{k}]")
+        sets.append(
+            (_name(item.get(name_key), f"{what}[{k}].{name_key}"), _counters(item.get("counters"), what))
+        )
+    return tuple(sets)
+
+
+def _read_slice(obj: Any) -> _Slice | None:
+    """A node-local slice, or None for one that is not (no ``spec.nodeName``)."""
+    spec = _mapping(_mapping(obj, "the object").get("spec"), "spec")
+    node = spec.get("nodeName")
+    if node is None:
+        return None
+    pool = _mapping(spec.get("pool"), "spec.pool")
+    devices = []
+    for k, raw in enumerate(_list(spec.get("devices"), "spec.devices")):
+        raw = _mapping(raw, f"spec.devices[{k}]")
+        what = f"spec.devices[{k}].consumesCounters"
+        devices.append(
+            _Device(
+                _name(raw.get("name"), f"spec.devices[{k}].name"),
+                _counter_sets(raw.get("consumesCounters"), what, "counterSet"),
+            )
+        )
+    return _Slice(
+        node=_name(node, "spec.nodeName"),
+        driver=_name(spec.get("driver"), "spec.driver"),
+        pool=_name(pool.get("name"), "spec.pool.name"),
+        generation=_int(pool.get("generation"), "spec.pool.generation", 0),
+        slice_count=_int(pool.get("resourceSliceCount"), "spec.pool.resourceSliceCount", 1),
+        devices=tuple(devices),
+        shared_counters=_counter_sets(spec.get("sharedCounters"), "spec.sharedCounters", "name"),
+    )
+
+
+def _allocated_devices(obj: Any) -> list[tuple[str, str, str]]:
+    """``(driver, pool, device)`` of each device a claim reserves (none when unallocated)."""
+    status = _mapping(_mapping(obj, "the object").get("status") or {}, "status")
+    allocation = status.get("allocation")
+    if allocation is None:
+        return []
+    devices = _mapping(_mapping(allocation, "status.allocation").get("devices") or {}, "devices")
+    reserved = []
+    for k, result in enumerate(_list(devices.get("results"), "status.allocation.devices.results")):
+        what = f"status.allocation.devices.results[{k}]"
+        result = _mapping(result, what)
+        if result.get("adminAccess") is True:  # admin access reserves nothing
+            continue
+        reserved.append(
+            (
+                _name(result.get("driver"), f"{what}.driver"),
+                _name(result.get("pool"), f"{what}.pool"),
+                _name(result.get("device"), f"{what}.device"),
+            )
+        )
+    return reserved
+
+
+def _object_name(kind: str, obj: Any) -> str:
+    meta = obj.get("metadata") if isinstance(obj, Mapping) else None
+    meta = meta if isinstance(meta, Mapping) else {}
+    name, namespace = meta.get("name") or "(unnamed)", meta.get("namespace")
+    return f"{kind} {namespace}/{name}" if namespace else f"{kind} {name}"
+
+
+def _pool_utilization(slices: list[_Slice], allocated: set[str]) -> float:
+    """One complete pool's utilization (its current generation's ``slices``; ``allocated``:
+    the names of its devices claims reserve)."""
+    devices = [d for s in slices for d in s.devices]
+    taken = [d for d in devices if d.name in allocated]
+    shared = [counter_set for s in slices for counter_set in s.shared_counters]
+    if not shared:  # atomic
+        return len(taken) / len(devices) if devices else 0.0
+    partitions = len({counter_set for d in devices for counter_set, _ in d.consumes})
+    if partitions == 0:
+        return 0.0
+    consumed: dict[str, Counters] = {}
+    for d in taken:
+        for counter_set, counters in d.consumes:
+            into = consumed.setdefault(counter_set, {})
+            for name, value in counters.items():
+                into[name] = into.get(name, Fraction(0)) + value
+    total = 0.0
+    for counter_set, counters in shared:
+        used = consumed.get(counter_set, {})
+        highest = max(
+            (float(used[name] / value) for name, value in counters.items() if value != 0 and name in used),
+            default=0.0,
+        )
+        total += max(highest, 0.0) / partitions
+    return total
+
+
+def dra_utilization(slices: Iterable[Mapping[str, Any]], claims: Iterable[Mapping[str, Any]]) -> DraReading:
+    """Each node's DRA utilization (:class:`NodeDra`) from every ResourceSlice and every
+    ResourceClaim of the cluster. Slices without ``spec.nodeName`` are not node-local and
+    left out; a claim's devices count only in the pool (driver and pool name) they name, so
+    devices of another node's pool never count here. Every allocated claim counts (the
+    autoscaler reads the claims of the pods on the node, which allocated claims in use are)."""
+    problems: list[str] = []
+    reserved: dict[tuple[str, str], set[str]] = {}
+    for obj in claims:
+        try:
+            devices = _allocated_devices(obj)
+        except _Malformed as exc:
+            problems.append(f"{_object_name('ResourceClaim', obj)}: {exc}; left out")
+            continue
+        for driver, pool, device in devices:
+            reserved.setdefault((driver, pool), set()).add(device)
+    by_node: dict[str, dict[tuple[str, str], list[_Slice]]] = {}
+    for obj in slices:
+        try:
+            read = _read_slice(obj)
+        except _Malformed as exc:
+            problems.append(f"{_object_name('ResourceSlice', obj)}: {exc}; left out")
+            continue
+        if read is not None:
+            by_node.setdefault(read.node, {}).setdefault((read.driver, read.pool), []).append(read)
+    nodes: dict[str, NodeDra] = {}
+    for node, pools in sorted(by_node.items()):
+        utilizations: dict[str, float] = {}
+        errors: list[str] = []
+        for (driver, pool), pool_slices in sorted(pools.items()):
+            generation = max(s.generation for s in pool_slices)
+            current = [s for s in pool_slices if s.generation == generation]
+            wanted = current[0].slice_count
+            if len(current) != wanted:
+                errors.append(
+                    f"pool {driver}/{pool} incomplete: generation {generation} has "
+                    f"{len(current)} of {wanted} slices"
+                )
+                continue
+            utilizations[f"{driver}/{pool}"] = _pool_utilization(current, reserved.get((driver, pool), set()))
+        if errors:
+            nodes[node] = NodeDra(0.0, None, utilizations, "; ".join(errors))
+            continue
+        highest = max(utilizations, key=lambda name: utilizations[name])  # first of the ties
+        nodes[node] = NodeDra(utilizations[highest], highest, utilizations)
+    return DraReading(nodes, problems)

@@ -1,0 +1,157 @@
+"""DRA utilization (core.dra): the cluster-autoscaler's ``HighestDynamicResourceUtilization``
+computed from ResourceSlice and ResourceClaim dicts as the API serves them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from stickypack.core.dra import dra_utilization
+
+DRIVER = "gpu.example.com"
+
+
+def _slice(
+    name: str,
+    node: str | None,
+    devices: list[dict[str, Any]],
+    pool: str | None = None,
+    driver: str = DRIVER,
+    generation: int = 1,
+    count: int = 1,
+    shared: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "driver": driver,
+        "pool": {"name": pool or node or "shared", "generation": generation, "resourceSliceCount": count},
+        "devices": devices,
+    }
+    if node is not None:
+        spec["nodeName"] = node
+    else:
+        spec["allNodes"] = True
+    if shared is not None:
+        spec["sharedCounters"] = shared
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+def _devices(*names: str) -> list[dict[str, Any]]:
+    return [{"name": n} for n in names]
+
+
+def _claim(name: str, *devices: tuple[str, str], driver: str = DRIVER, **extra: Any) -> dict[str, Any]:
+    """A claim allocated the ``(pool, device)`` pairs."""
+    results = [{"request": "r", "driver": driver, "pool": pool, "device": d, **extra} for pool, d in devices]
+    return {
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"devices": {"requests": []}},
+        "status": {"allocation": {"devices": {"results": results}}},
+    }
+
+
+def test_atomic_pool_allocated_over_all_devices() -> None:
+    slices = [_slice("a", "n1", _devices("g0", "g1", "g2", "g3"))]
+    reading = dra_utilization(slices, [_claim("c", ("n1", "g1"))])
+    assert reading.problems == []
+    node = reading.nodes["n1"]
+    assert (node.utilization, node.pool, node.error) == (0.25, f"{DRIVER}/n1", None)
+
+
+def test_highest_of_two_pools_wins() -> None:
+    slices = [
+        _slice("a", "n1", _devices("g0", "g1", "g2", "g3"), pool="p-a"),
+        _slice("b", "n1", _devices("x0", "x1"), pool="p-b", driver="nic.example.com"),
+    ]
+    claims = [_claim("c", ("p-a", "g0")), _claim("d", ("p-b", "x1"), driver="nic.example.com")]
+    node = dra_utilization(slices, claims).nodes["n1"]
+    assert (node.utilization, node.pool) == (0.5, "nic.example.com/p-b")
+    assert node.pools == {f"{DRIVER}/p-a": 0.25, "nic.example.com/p-b": 0.5}
+
+
+def test_admin_access_and_unallocated_claims_reserve_nothing() -> None:
+    slices = [_slice("a", "n1", _devices("g0", "g1"))]
+    unallocated = {"metadata": {"name": "u", "namespace": "default"}, "status": {}}
+    claims = [_claim("admin", ("n1", "g0"), adminAccess=True), unallocated]
+    reading = dra_utilization(slices, claims)
+    assert reading.nodes["n1"].utilization == 0 and reading.problems == []
+
+
+def test_partitionable_pool_averages_counter_sets_most_consumed_counter() -> None:
+    """Two GPUs as counter sets (memory 40Gi, 100 compute units each), partitions consuming
+    them: on gpu-0 a partition of 30Gi and 20 units (memory 75%), on gpu-1 one of 10Gi and 50
+    units (compute 50%): the pool is (75% + 50%) / 2."""
+
+    def gpu(name: str) -> dict[str, Any]:
+        return {"name": name, "counters": {"memory": {"value": "40Gi"}, "compute": {"value": "100"}}}
+
+    def part(name: str, gpu_name: str, memory: str, compute: str) -> dict[str, Any]:
+        consumed = {"memory": {"value": memory}, "compute": {"value": compute}}
+        return {"name": name, "consumesCounters": [{"counterSet": gpu_name, "counters": consumed}]}
+
+    counters = _slice("counters", "n1", [], count=2, shared=[gpu("gpu-0"), gpu("gpu-1")])
+    parts = _slice(
+        "parts",
+        "n1",
+        [
+            part("gpu-0-big", "gpu-0", "30Gi", "20"),
+            part("gpu-0-small", "gpu-0", "10Gi", "10"),
+            part("gpu-1-big", "gpu-1", "10Gi", "50"),
+        ],
+        count=2,
+    )
+    claims = [_claim("c", ("n1", "gpu-0-big"), ("n1", "gpu-1-big"))]
+    node = dra_utilization([counters, parts], claims).nodes["n1"]
+    assert node.utilization == pytest.approx((0.75 + 0.5) / 2) and node.error is None
+
+
+def test_incomplete_pool_is_an_error_for_its_node_and_old_generations_are_dropped() -> None:
+    slices = [
+        _slice("new-1", "n1", _devices("g0", "g1"), generation=2, count=2),
+        _slice("old-1", "n1", _devices("g0"), generation=1, count=1),
+        _slice("n2-a", "n2", _devices("g0", "g1"), generation=3, count=1),
+        _slice("n2-old", "n2", _devices("g0", "g1", "g2", "g3"), generation=2, count=1),
+    ]
+    reading = dra_utilization(slices, [_claim("c", ("n2", "g0"))])
+    n1 = reading.nodes["n1"]
+    assert n1.error == f"pool {DRIVER}/n1 incomplete: generation 2 has 1 of 2 slices" and n1.pool is None
+    assert (reading.nodes["n2"].utilization, reading.nodes["n2"].error) == (0.5, None)
+
+
+def test_a_claim_on_another_nodes_pool_and_slices_of_no_node_are_ignored() -> None:
+    slices = [
+        _slice("a", "n1", _devices("g0", "g1")),
+        _slice("b", "n2", _devices("g0", "g1")),
+        _slice("net", None, _devices("g0")),
+    ]
+    reading = dra_utilization(slices, [_claim("c", ("n2", "g0"), ("n2", "g1"))])
+    assert reading.nodes["n1"].utilization == 0 and reading.nodes["n2"].utilization == 1
+    assert set(reading.nodes) == {"n1", "n2"}
+
+
+def test_malformed_objects_are_left_out_with_a_problem_each() -> None:
+    good = _slice("good", "n1", _devices("g0", "g1"))
+    no_pool = _slice("no-pool", "n2", _devices("g0"))
+    del no_pool["spec"]["pool"]
+    bad_generation = _slice("bad-gen", "n3", _devices("g0"), generation=-1)
+    bad_counter = _slice("bad-counter", "n4", [], shared=[{"name": "s", "counters": {"m": {"value": "x"}}}])
+    bad_claim = _claim("bad", ("n1", "g0"))
+    bad_claim["status"]["allocation"]["devices"]["results"][0]["device"] = 7
+    reading = dra_utilization(
+        [good, no_pool, bad_generation, bad_counter, "not an object"],  # type: ignore[list-item]
+        [bad_claim, _claim("ok", ("n1", "g1")), {"status": {"allocation": []}}],
+    )
+    assert set(reading.nodes) == {"n1"} and reading.nodes["n1"].utilization == 0.5
+    assert reading.problems == [
+        "ResourceClaim default/bad: status.allocation.devices.results[0].device is not a name; left out",
+        "ResourceClaim (unnamed): status.allocation is not an object; left out",
+        "ResourceSlice no-pool: spec.pool is not an object; left out",
+        "ResourceSlice bad-gen: spec.pool.generation is not an integer >= 0; left out",
+        "ResourceSlice bad-counter: spec.sharedCounters.m.value 'x' is not a quantity; left out",
+        "ResourceSlice (unnamed): the object is not an object; left out",
+    ]
