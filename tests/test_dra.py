@@ -8,6 +8,10 @@ from typing import Any
 import pytest
 
 from stickypack.core.dra import dra_utilization
+from stickypack.core.explain import DRA_GPU_LABEL, node_report
+from stickypack.core.nodetable import NodeTable
+from stickypack.core.pod import Pod
+from stickypack.testing import pod_manifest
 
 DRIVER = "gpu.example.com"
 
@@ -155,3 +159,52 @@ def test_malformed_objects_are_left_out_with_a_problem_each() -> None:
         "ResourceSlice bad-counter: spec.sharedCounters.m.value 'x' is not a quantity; left out",
         "ResourceSlice (unnamed): the object is not an object; left out",
     ]
+
+
+def test_node_report_weighs_nodes_with_slices_by_their_pools_in_the_autoscalers_order() -> None:
+    """A cpu node with slices is weighed by its pool (its cpu does not count); a node with a
+    GPU resource by that resource still; a GPU node labelled as exposed via DRA by its pool,
+    at the GPU threshold; an incomplete pool keeps its node (``incomplete``); without DRA
+    nothing changes."""
+    gi = 1024**3
+    table = NodeTable()
+    for name, extra, labels in [
+        ("dra", {}, {}),
+        ("plain", {}, {}),
+        ("gpu", {"nvidia.com/gpu": 4}, {}),
+        ("gke-dra", {}, {"cloud.google.com/gke-accelerator": "nvidia-l4", DRA_GPU_LABEL: "true"}),
+        ("broken", {}, {}),
+    ]:
+        table.upsert_node(name, {"cpu": 4000, "memory": 16 * gi, "pods": 110, **extra}, labels=labels)
+    pods: dict[str, list[Pod]] = {}
+    for node in ("dra", "plain", "gpu", "gke-dra", "broken"):
+        raw = pod_manifest(f"p-{node}", cpu="3", memory="1Gi")
+        pod = Pod.from_dict(raw)
+        table.add_pod(table.index[node], pod)
+        pods[node] = [pod]
+    slices = [
+        _slice("dra", "dra", _devices("g0", "g1", "g2", "g3")),
+        _slice("gpu", "gpu", _devices("g0", "g1")),
+        _slice("gke-dra", "gke-dra", _devices("g0", "g1")),
+        _slice("broken", "broken", _devices("g0"), count=2),
+    ]
+    claims = [_claim("c1", ("dra", "g0")), _claim("c2", ("gpu", "g0")), _claim("c3", ("gke-dra", "g0"))]
+    dra = dra_utilization(slices, claims).nodes
+    reports = {r.node: r for r in node_report(table, pods, dra=dra)}
+    assert (reports["dra"].cpu, reports["dra"].dra, reports["dra"].utilization) == (0.75, 0.25, 0.25)
+    assert reports["dra"].dra_pool == f"{DRIVER}/dra" and reports["dra"].verdict(0.5) == "pinned"
+    assert (reports["plain"].dra, reports["plain"].utilization, reports["plain"].verdict(0.5)) == (
+        None,
+        0.75,
+        "busy",
+    )
+    assert (reports["gpu"].dra, reports["gpu"].utilization) == (None, 0.0)  # its GPU resource first
+    gke = reports["gke-dra"]
+    assert (gke.gpu, gke.dra, gke.utilization) == (0.0, 0.5, 0.5)
+    assert gke.verdict(0.6, 0.4) == "busy" and gke.verdict(0.4, 0.6) == "pinned"  # the GPU threshold
+    broken = reports["broken"]
+    assert broken.dra is None and broken.dra_error is not None and "1 of 2 slices" in broken.dra_error
+    assert broken.verdict(0.5) == "incomplete"
+    without = {r.node: r for r in node_report(table, pods)}
+    assert without["dra"].utilization == 0.75 and without["broken"].verdict(0.5) == "busy"
+    assert without["gke-dra"].utilization == 0.0 and all(r.dra is None for r in without.values())

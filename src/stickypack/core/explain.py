@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from stickypack.core.dra import NodeDra
 from stickypack.core.framework import Profile, SchedulingContext, check_mask, check_scores
 from stickypack.core.nodetable import NodeTable
 from stickypack.core.plugins.scaledown import gpu_columns
@@ -152,6 +153,11 @@ class DisruptionBudget:
 #: since cluster-autoscaler 1.31 and the plain ``accelerator`` before, is not assumed:
 #: pass it to ``stickypack inspect --gpu-label``).
 DEFAULT_GPU_LABELS = ("cloud.google.com/gke-accelerator", "k8s.amazonaws.com/accelerator")
+#: A node label by which a cloud provider's autoscaler knows a GPU node whose GPUs a DRA
+#: driver publishes (GKE's ``DraGPULabel``, value ``"true"``: its ``GpuConfig.ExposedViaDra``):
+#: with DRA on, the autoscaler weighs such a node by its DRA pools (else its cpu and memory),
+#: not by a GPU resource, still against the GPU threshold.
+DRA_GPU_LABEL = "cloud.google.com/gke-gpu-dra-driver"
 #: The cluster-autoscaler's default ``--scale-down-gpu-utilization-threshold``.
 GPU_UTILIZATION_THRESHOLD = 0.5
 
@@ -389,13 +395,26 @@ class NodeReport:
     #: allocatable yet), which is then its ``utilization``, as the autoscaler weighs it;
     #: None for a node without GPUs.
     gpu: float | None = None
+    #: With DRA weighed (``stickypack inspect --dra``), a node with node-local
+    #: ResourceSlices: its most used device pool's utilization (:mod:`stickypack.core.dra`),
+    #: which is then its ``utilization`` (unless a GPU resource weighs it first), and that
+    #: pool (``driver/pool``); None otherwise.
+    dra: float | None = None
+    dra_pool: str | None = None
+    #: Why the autoscaler cannot weigh the node (an incomplete DRA pool): it then keeps the
+    #: node (its ``UnexpectedError``); None when it can.
+    dra_error: str | None = None
 
     def verdict(self, threshold: float, gpu_threshold: float = GPU_UTILIZATION_THRESHOLD) -> str:
-        """``busy`` (utilization over ``threshold``, or for a GPU node ``gpu_threshold``: a
+        """``incomplete`` (:attr:`dra_error`: the autoscaler cannot weigh the node and keeps
+        it; ``disabled`` if the node opts out, which the autoscaler checks first), else
+        ``busy`` (utilization over ``threshold``, or for a GPU node ``gpu_threshold``: a
         node exactly at it is underutilized to cluster-autoscaler 1.36+, which compares
         "at or below"; earlier versions took it as busy), else ``disabled`` (the node opts
         out of scale-down), ``pinned`` (held by pods, :func:`pins_node`), ``empty`` (no pods
         but DaemonSet, mirror and expendable pods) or ``removable`` (nothing pins it)."""
+        if self.dra_error is not None:
+            return "disabled" if self.scale_down_disabled else "incomplete"
         if self.utilization > (threshold if self.gpu is None else gpu_threshold):
             return "busy"
         if self.scale_down_disabled:
@@ -409,6 +428,11 @@ class NodeReport:
 def _annotation(table: NodeTable, row: int, key: str) -> str | None:
     info = table.info[row]
     return info.annotations.get(key) if info is not None else None
+
+
+def _label(table: NodeTable, row: int, key: str) -> str | None:
+    info = table.info[row]
+    return info.labels.get(key) if info is not None else None
 
 
 def _requested_share(
@@ -427,11 +451,19 @@ def node_report(
     table: NodeTable,
     pods_by_node: Mapping[str, Iterable[Pod]],
     rules: ScaleDownRules = ScaleDownRules(),
+    dra: Mapping[str, NodeDra] | None = None,
 ) -> list[NodeReport]:
     """One :class:`NodeReport` per node of ``table``, by name; ``pods_by_node``: the pods
     bound to each node (the ones the table's requests count); ``rules``: the autoscaler's
     settings and budgets (:func:`pin_reason`). A GPU node (:attr:`ScaleDownRules.gpu_labels`)
-    is weighed by its GPU requests alone, as the autoscaler's ``utilization.Calculate``."""
+    is weighed by its GPU requests alone, as the autoscaler's ``utilization.Calculate``.
+
+    ``dra``: the nodes with node-local ResourceSlices (:func:`~stickypack.core.dra.dra_utilization`)
+    when DRA is weighed (the autoscaler's ``--enable-dynamic-resource-allocation``), else
+    None. In ``utilization.Calculate``'s order: a GPU node weighed by a GPU resource stays
+    so; any other node with slices is weighed by its most used pool, and so is a GPU node
+    whose GPUs a DRA driver publishes (:data:`DRA_GPU_LABEL`; without slices it is weighed
+    by cpu and memory), against the GPU threshold still."""
     out = []
     active = table.active_indices()
     gpu_cols = gpu_columns(table, active)
@@ -452,6 +484,15 @@ def node_report(
             gpu = _requested_share(table, i, table.resources[gpu_col], left_out, unweighed)
         elif labelled:
             gpu = 0.0  # GPUs not ready: the autoscaler takes the node as unused
+        utilization = max(cpu, memory) if gpu is None else gpu
+        node_dra = dra.get(name) if dra is not None else None
+        via_dra = gpu is not None and dra is not None and _label(table, i, DRA_GPU_LABEL) == "true"
+        if via_dra:
+            utilization = max(cpu, memory)
+        if node_dra is not None and (gpu is None or via_dra):
+            utilization = node_dra.utilization
+        else:
+            node_dra = None  # weighed by its GPUs: its pools do not count
         pinned = sorted((p.key, reason) for p in pods if (reason := pin_reason(p, rules)) is not None)
         autoscaler = (
             "deleting" if table.to_be_deleted[i] else "candidate" if table.deletion_candidate[i] else ""
@@ -461,7 +502,7 @@ def node_report(
                 node=name,
                 cpu=cpu,
                 memory=memory,
-                utilization=max(cpu, memory) if gpu is None else gpu,
+                utilization=utilization,
                 pods=len(pods),
                 daemon_pods=sum(1 for p in pods if is_daemon_pod(p)),
                 pinning=tuple(key for key, _ in pinned),
@@ -474,6 +515,9 @@ def node_report(
                 expendable_pods=sum(1 for p in expendable if not is_daemon_pod(p)),
                 terminating_pods=sum(1 for p in terminating if not is_daemon_pod(p)),
                 gpu=gpu,
+                dra=None if node_dra is None or node_dra.error else node_dra.utilization,
+                dra_pool=None if node_dra is None else node_dra.pool,
+                dra_error=None if node_dra is None else node_dra.error,
             )
         )
     out.sort(key=lambda r: r.node)
