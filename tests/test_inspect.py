@@ -1825,3 +1825,70 @@ def test_snapshot_reads_when_a_pod_was_deleted(
     monkeypatch.undo()
     (node,) = json.loads(capsys.readouterr().out)["nodes"]
     assert (node["verdict"], node["utilization"], node["terminating_pods"]) == ("empty", 0.0, 1)
+
+
+@pytest.mark.controlplane
+def test_inspect_dra_weighs_a_node_by_its_device_pool(
+    cluster: ControlPlane, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """On the real API server (``resource.k8s.io/v1``): a node publishing 4 devices in a
+    ResourceSlice, one of them allocated to a ResourceClaim (its status written as the absent
+    DRA scheduler plugin would), with a bare pod of 3 cpus of 4: with ``--dra`` the autoscaler
+    weighs it by its pool (25%), under the threshold, so the bare pod pins it; without, by
+    its cpu (75%): busy. An account that may not list ResourceSlices is told so."""
+    from kubernetes_asyncio import client as k8s
+
+    suffix = uuid.uuid4().hex[:6]
+    node, driver, device_class, claim = f"dra-{suffix}", "gpu.example.com", f"gpu-{suffix}", f"gpu-{suffix}"
+    cluster.create_node(node, cpu="4", memory="16Gi")
+    _bind(cluster, f"notebook-{suffix}", node, "3", "1Gi")
+
+    async def make(api: object) -> None:
+        resource = k8s.ResourceV1Api(api)
+        await resource.create_device_class({"metadata": {"name": device_class}, "spec": {}})
+        devices = [{"name": f"gpu-{k}"} for k in range(4)]
+        pool = {"name": node, "generation": 1, "resourceSliceCount": 1}
+        spec = {"driver": driver, "nodeName": node, "pool": pool, "devices": devices}
+        await resource.create_resource_slice({"metadata": {"name": node}, "spec": spec})
+        request = {"name": "gpu", "exactly": {"deviceClassName": device_class}}
+        body = {"metadata": {"name": claim}, "spec": {"devices": {"requests": [request]}}}
+        await resource.create_namespaced_resource_claim("default", body)
+        result = {"request": "gpu", "driver": driver, "pool": node, "device": "gpu-1"}
+        status = {"status": {"allocation": {"devices": {"results": [result]}}}}
+        await resource.patch_namespaced_resource_claim_status(claim, "default", status)
+
+    async def drop(api: object) -> None:
+        resource = k8s.ResourceV1Api(api)
+        await resource.delete_namespaced_resource_claim(claim, "default")
+        await resource.delete_resource_slice(node)
+        await resource.delete_device_class(device_class)
+
+    cluster.call(make)
+    try:
+        argv = ["inspect", "--kubeconfig", str(cluster.kubeconfig)]
+        assert main([*argv, "--json", "--dra"]) == 0
+        report = json.loads(capsys.readouterr().out)
+        documented, documented_node = _documented_json_fields()
+        assert set(report) == documented and all(set(n) == documented_node for n in report["nodes"])
+        assert report["dra_read"] is True and report["dra_problems"] == []
+        weighed = {n["node"]: n for n in report["nodes"]}[node]
+        assert (weighed["cpu"], weighed["dra"], weighed["utilization"]) == (0.75, 0.25, 0.25)
+        assert (weighed["dra_pool"], weighed["dra_error"]) == (f"{driver}/{node}", None)
+        assert weighed["verdict"] == "pinned"
+        assert main([*argv, "--json"]) == 0
+        report = json.loads(capsys.readouterr().out)
+        plain = {n["node"]: n for n in report["nodes"]}[node]
+        assert (plain["dra"], plain["utilization"], plain["verdict"]) == (None, 0.75, "busy")
+        assert report["dra_read"] is None and "incomplete" not in report["summary"]
+        assert main([*argv, "--dra"]) == 0
+        out = capsys.readouterr().out
+        assert "dra" in out and "25%" in out
+        limited = _account_that_lists(cluster, f"inspect-dra-{suffix}", {"": ["nodes", "pods"]})
+        assert main(["inspect", "--kubeconfig", str(limited), "--dra", "--json"]) == 0
+        report = json.loads(capsys.readouterr().out)
+        assert report["dra_read"] is False
+        assert {n["node"]: n for n in report["nodes"]}[node]["utilization"] == 0.75
+        assert main(["inspect", "--kubeconfig", str(limited), "--dra"]) == 0
+        assert "ResourceSlices and ResourceClaims could not be listed" in capsys.readouterr().out
+    finally:
+        cluster.call(drop)

@@ -121,6 +121,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "k8s.amazonaws.com/accelerator; AKS: kubernetes.azure.com/accelerator, before "
         "cluster-autoscaler 1.31 accelerator)",
     )
+    insp.add_argument(
+        "--dra",
+        action="store_true",
+        help="your autoscaler runs with --enable-dynamic-resource-allocation: a node with node-local "
+        "ResourceSlices is weighed by its most used DRA device pool (lists ResourceSlices and "
+        "ResourceClaims)",
+    )
     insp.add_argument("--json", action="store_true", help="print JSON instead of a table")
     insp.set_defaults(handler=_inspect)
 
@@ -166,6 +173,7 @@ def _inspect(args: argparse.Namespace, console: Console) -> int:
             ("--expendable-pods-priority-cutoff", args.expendable_pods_priority_cutoff is not None),
             ("--min-replica-count", args.min_replica_count is not None),
             ("--blocking-system-pod-distruption-timeout", args.system_pod_timeout is not None),
+            ("--dra", args.dra),
         )
         if given
     ]
@@ -228,7 +236,7 @@ async def _inspect_cluster(
         cache = ClusterCache(
             build_selector=config.pods.build_selector, builder_selector=config.pods.builder_selector
         )
-        snap = await take_snapshot(api, cache, controllers=pod is None)
+        snap = await take_snapshot(api, cache, controllers=pod is None, dra=pod is None and args.dra)
         history = None
         if pod is not None and args.config:
             recorder = HistoryRecorder(make_store(config, api), history_limits(config))
@@ -310,7 +318,7 @@ def _node_report_json(args: argparse.Namespace, snap: Snapshot, threshold: float
             else args.expendable_pods_priority_cutoff
         ),
     )
-    nodes = node_report(table, snap.pods_by_node, rules)
+    nodes = node_report(table, snap.pods_by_node, rules, dra=snap.dra.nodes if snap.dra is not None else None)
     gpu_threshold = args.gpu_threshold
     verdicts = [r.verdict(threshold, gpu_threshold) for r in nodes]
     # the autoscaler removes an unpinned node under its threshold only if its pods fit
@@ -361,6 +369,9 @@ def _node_report_json(args: argparse.Namespace, snap: Snapshot, threshold: float
                 "cpu": round(r.cpu, 4),
                 "memory": round(r.memory, 4),
                 "gpu": None if r.gpu is None else round(r.gpu, 4),
+                "dra": None if r.dra is None else round(r.dra, 4),
+                "dra_pool": r.dra_pool,
+                "dra_error": r.dra_error,
                 "utilization": round(r.utilization, 4),
                 "pods": r.pods,
                 "daemon_pods": r.daemon_pods,
@@ -375,19 +386,22 @@ def _node_report_json(args: argparse.Namespace, snap: Snapshot, threshold: float
             }
             for r, v in zip(nodes, verdicts, strict=True)
         ],
-        "summary": {v: verdicts.count(v) for v in VERDICTS},
+        # ``incomplete`` only with --dra: without it the report is as it was
+        "summary": {v: verdicts.count(v) for v in VERDICTS if v != "incomplete" or args.dra},
         "unreadable_pods": snap.unreadable,
         "budgets_read": snap.budgets is not None,
         "controllers_read": snap.controllers is not None and not snap.unlisted_controllers,
         "controllers_unlisted": sorted(snap.unlisted_controllers),
         "namespaces_read": snap.namespace_labels is not None,
         "volumes_read": snap.claim_volumes is not None,
+        "dra_read": (snap.dra is not None) if args.dra else None,
+        "dra_problems": snap.dra.problems if snap.dra is not None else [],
     }
 
 
 #: The node report's verdicts: :meth:`NodeReport.verdict`'s, and ``no-room`` for a node
 #: whose pods would fit on no other node (:func:`~stickypack.core.drain.plan_scale_down`).
-VERDICTS = ("busy", "disabled", "pinned", "no-room", "removable", "empty")
+VERDICTS = ("busy", "disabled", "pinned", "no-room", "removable", "empty", "incomplete")
 
 
 def _print_inspection(console: Console, report: dict[str, Any]) -> None:
@@ -404,7 +418,15 @@ def _print_inspection(console: Console, report: dict[str, Any]) -> None:
         ]
         title += f"; {' and '.join(ignored)} pods not counted)" if ignored else ")"
         table = Table(title=title)
-        numbers = ("cpu", "memory", *(("gpu",) if gpus else ()), "pods", "builds")
+        dras = any(n["dra"] is not None or n["dra_error"] is not None for n in report["nodes"])
+        numbers = (
+            "cpu",
+            "memory",
+            *(("gpu",) if gpus else ()),
+            *(("dra",) if dras else ()),
+            "pods",
+            "builds",
+        )
         for column in ("node", *numbers, "autoscaler", "verdict", "pinned by"):
             table.add_column(column, justify="right" if column in numbers else "left")
         for n in report["nodes"]:
@@ -414,11 +436,14 @@ def _print_inspection(console: Console, report: dict[str, Any]) -> None:
             pinning = [f"{key} ({n['pin_reasons'][key]})" for key in n["pinning"]]
             if n["no_room_for"]:
                 pinning.append(f"{n['no_room_for']} (no other node takes it)")
+            if n["dra_error"]:
+                pinning.insert(0, escape(n["dra_error"]))  # names from ResourceSlices
             shown = ", ".join(pinning[:3]) + (f" (+{len(pinning) - 3})" if len(pinning) > 3 else "")
             gpu = (("" if n["gpu"] is None else f"{n['gpu']:.0%}"),) if gpus else ()
+            dra = (("" if n["dra"] is None else f"{n['dra']:.0%}"),) if dras else ()
             table.add_row(
-                n["node"], f"{n['cpu']:.0%}", f"{n['memory']:.0%}", *gpu, str(n["pods"]), str(n["builds"]),
-                state, n["verdict"], shown,
+                n["node"], f"{n['cpu']:.0%}", f"{n['memory']:.0%}", *gpu, *dra, str(n["pods"]),
+                str(n["builds"]), state, n["verdict"], shown,
             )  # fmt: skip
         console.print(table)
         summary = report["summary"]
@@ -427,7 +452,12 @@ def _print_inspection(console: Console, report: dict[str, Any]) -> None:
             f"but pinned, "
             + (f"{summary['no-room']} whose pods fit on no other node, " if summary["no-room"] else "")
             + f"{summary['removable']} removable, {summary['empty']} empty"
-            + (f", {summary['disabled']} with scale-down disabled" if summary["disabled"] else ""),
+            + (f", {summary['disabled']} with scale-down disabled" if summary["disabled"] else "")
+            + (
+                f", {summary['incomplete']} with incomplete DRA pools (kept)"
+                if summary.get("incomplete")
+                else ""
+            ),
             highlight=False,
         )
         _print_unreadable(console, report["unreadable_pods"])
@@ -449,6 +479,14 @@ def _print_inspection(console: Console, report: dict[str, Any]) -> None:
                 "persistentvolumes): where a pod's volumes let it move is not weighed",
                 highlight=False,
             )
+        if report["dra_read"] is False:
+            console.print(
+                "ResourceSlices and ResourceClaims could not be listed (no `list` right on resourceslices "
+                "and resourceclaims, or resource.k8s.io/v1 not served): nodes are weighed without DRA",
+                highlight=False,
+            )
+        for problem in report["dra_problems"][:5]:
+            console.print(f"DRA: {escape(problem)}", highlight=False, soft_wrap=True)
         if report["controllers_unlisted"]:
             kinds = ", ".join(report["controllers_unlisted"])
             console.print(

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from stickypack.core.dra import DraReading, dra_utilization
 from stickypack.core.explain import (
     REPLICA_COUNTED_CONTROLLERS,
     SAFE_TO_EVICT_ANNOTATION,
@@ -110,16 +111,24 @@ class Snapshot:
     #: (:data:`~stickypack.core.volumes.ClaimVolumes`); None when claims or volumes could not
     #: be listed (no right) or were not asked for.
     claim_volumes: ClaimVolumes | None = None
+    #: Each node's DRA utilization from the ResourceSlices and ResourceClaims
+    #: (:func:`~stickypack.core.dra.dra_utilization`); None when they were not asked for or
+    #: could not be listed (then :attr:`dra_unlisted` says why).
+    dra: DraReading | None = None
+    #: The API server's status (401, 403: no right; 404: ``resource.k8s.io/v1`` not served)
+    #: when ResourceSlices or ResourceClaims could not be listed; None otherwise.
+    dra_unlisted: int | None = None
 
 
 async def take_snapshot(
-    api_client: Any, cache: ClusterCache | None = None, *, controllers: bool = True
+    api_client: Any, cache: ClusterCache | None = None, *, controllers: bool = True, dra: bool = False
 ) -> Snapshot:
     """List every node and every bound, running pod through ``api_client``
     (``kubernetes_asyncio.client.ApiClient``). Needs ``list`` on nodes and on pods of all
     namespaces. ``controllers``: list them, the namespaces, and the PersistentVolumeClaims
     and PersistentVolumes too (:attr:`Snapshot.controllers`, :attr:`Snapshot.namespace_labels`
-    and :attr:`Snapshot.claim_volumes`, else None); only the node report reads them."""
+    and :attr:`Snapshot.claim_volumes`, else None); only the node report reads them.
+    ``dra``: list the ResourceSlices and ResourceClaims too (:attr:`Snapshot.dra`)."""
     from kubernetes_asyncio import client
 
     core = client.CoreV1Api(api_client)
@@ -147,7 +156,63 @@ async def take_snapshot(
         snap.controllers, snap.unlisted_controllers = await _controllers(api_client)
         snap.namespace_labels = await _namespace_labels(api_client)
         snap.claim_volumes = await _claim_volumes(api_client)
+    if dra:
+        snap.dra, snap.dra_unlisted = await _dra(api_client)
     return snap
+
+
+#: What :func:`~stickypack.core.dra.dra_utilization` reads of a device (its attributes and
+#: capacity, most of a slice, are dropped).
+_DEVICE_KEYS = ("name", "consumesCounters")
+
+
+def _slim_resource_slice(obj: dict[str, Any]) -> dict[str, Any]:
+    """A ResourceSlice without what :func:`~stickypack.core.dra.dra_utilization` does not
+    read; anything not shaped as served is kept as is, for it to report."""
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        return obj
+    devices = spec.get("devices")
+    if isinstance(devices, list):
+        devices = [{k: d[k] for k in _DEVICE_KEYS if k in d} if isinstance(d, dict) else d for d in devices]
+    kept = {k: spec[k] for k in ("nodeName", "driver", "pool", "sharedCounters") if k in spec}
+    return {"metadata": _name_meta(obj), "spec": {**kept, "devices": devices}}
+
+
+def _slim_resource_claim(obj: dict[str, Any]) -> dict[str, Any]:
+    """A ResourceClaim's name and ``status.allocation`` (what is allocated of it)."""
+    status = obj.get("status")
+    kept = {"allocation": status.get("allocation")} if isinstance(status, dict) else status
+    return {"metadata": _name_meta(obj), "status": kept}
+
+
+def _name_meta(obj: dict[str, Any]) -> dict[str, Any]:
+    meta = obj.get("metadata")
+    return {k: meta.get(k) for k in ("name", "namespace")} if isinstance(meta, dict) else {}
+
+
+async def _dra(api_client: Any) -> tuple[DraReading | None, int | None]:
+    """Every node's DRA utilization from every ResourceSlice and ResourceClaim (a ``list``
+    on ``resourceslices`` and, in every namespace, ``resourceclaims``, ``resource.k8s.io``),
+    or None and the API server's status when they could not be listed (401, 403: no right;
+    404: ``resource.k8s.io/v1`` not served)."""
+    from kubernetes_asyncio import client
+
+    resource = client.ResourceV1Api(api_client)
+    try:
+        slices = await Informer(
+            "resourceslices", resource.list_resource_slice, transform=_slim_resource_slice
+        ).list_once()
+        claims = await Informer(
+            "resourceclaims", resource.list_resource_claim_for_all_namespaces, transform=_slim_resource_claim
+        ).list_once()
+    except WatchError as exc:
+        if exc.status in (401, 403, 404):
+            return None, exc.status
+        raise
+    return dra_utilization(
+        (obj for _, obj in sorted(slices.items())), (obj for _, obj in sorted(claims.items()))
+    ), None
 
 
 def _slim_claim(obj: dict[str, Any]) -> dict[str, Any]:
