@@ -485,8 +485,11 @@ def _print_inspection(console: Console, report: dict[str, Any]) -> None:
                 "and resourceclaims, or resource.k8s.io/v1 not served): nodes are weighed without DRA",
                 highlight=False,
             )
-        for problem in report["dra_problems"][:5]:
+        problems = report["dra_problems"]
+        for problem in problems[:5]:
             console.print(f"DRA: {escape(problem)}", highlight=False, soft_wrap=True)
+        if len(problems) > 5:
+            console.print(f"DRA: {len(problems) - 5} more objects left out (see --json)", highlight=False)
         if report["controllers_unlisted"]:
             kinds = ", ".join(report["controllers_unlisted"])
             console.print(
