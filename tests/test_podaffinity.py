@@ -16,6 +16,7 @@ from stickypack.core.pod import Pod, PodSpecError
 from stickypack.core.podaffinity import HostPort, PodsOnNodes
 from stickypack.policies import load_builtin
 from stickypack.testing import ControlPlane, pod_manifest
+from stickypack.testing.fidelity import probe_placements
 
 GI = 1024**3
 ZONE = "topology.kubernetes.io/zone"
@@ -486,17 +487,11 @@ def test_the_real_kube_scheduler_agrees(cluster: ControlPlane) -> None:
         ),
     ]
     cluster.start_scheduler(None)
-    for name, raw, expected in probes:
-        probe = Pod.from_dict(raw)
-        allowed = {node for node, row in rows.items() if state.allows(probe, row)}
-        if expected is not None:
-            assert allowed == expected, name
-        cluster.create_pod(pod=raw)
-        if not allowed:
-            cluster.wait_unschedulable([name], timeout=30)
-            continue
-        bound = cluster.wait_bound([name], timeout=30)[name]
-        assert bound in allowed, (name, bound, allowed)
+
+    def allowed(probe: Pod) -> set[str]:
+        return {node for node, row in rows.items() if state.allows(probe, row)}
+
+    for name, probe, bound in probe_placements(cluster, probes, allowed):
         state.add(rows[bound], probe)
         if name == "web-1":
             web_zone = zones[bound]

@@ -17,6 +17,7 @@ from stickypack.core.pod import Pod, PodSpecError
 from stickypack.core.podaffinity import PodsOnNodes
 from stickypack.policies import load_builtin
 from stickypack.testing import ControlPlane, pod_manifest
+from stickypack.testing.fidelity import probe_placements
 
 GI = 1024**3
 ZONE = "topology.kubernetes.io/zone"
@@ -464,17 +465,11 @@ def test_the_real_kube_scheduler_agrees(cluster: ControlPlane) -> None:
         ),
     ]
     cluster.start_scheduler(None)
-    for name, raw, expected in probes:
-        probe = Pod.from_dict(raw)
-        allowed = {n for n in other_filters(probe) if state.allows(probe, rows[n])}
-        if expected is not None:
-            assert allowed == expected, name
-        cluster.create_pod(pod=raw)
-        if not allowed:
-            cluster.wait_unschedulable([name], timeout=30)
-            continue
-        bound = cluster.wait_bound([name], timeout=30)[name]
-        assert bound in allowed, (name, bound, allowed)
+
+    def allowed(probe: Pod) -> set[str]:
+        return {n for n in other_filters(probe) if state.allows(probe, rows[n])}
+
+    for _, probe, bound in probe_placements(cluster, probes, allowed):
         state.add(rows[bound], probe)
 
 

@@ -41,7 +41,7 @@ import copy
 import math
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -415,3 +415,33 @@ def run_cases(
 
 def agreement(cases: list[Case]) -> float:
     return float(np.mean([c.agrees for c in cases])) if cases else 0.0
+
+
+def probe_placements(
+    cp: ControlPlane,
+    probes: Sequence[tuple[str, dict[str, Any], set[str] | None]],
+    allowed_for: Callable[[Pod], set[str]],
+    timeout: float = 30.0,
+) -> Iterator[tuple[str, Pod, str]]:
+    """Check the real kube-scheduler (running on ``cp``) against a rule of ours, probe by
+    probe: each ``(name, pod manifest, expected nodes or None)`` is created in turn, and
+    the scheduler must bind it to one of the nodes ``allowed_for(pod)`` names (which must
+    equal the expected set when one is given), or leave it unschedulable when that names
+    none. Yields each bound probe's name, :class:`Pod` and node, so the caller records the
+    placement in its own state before the next probe is judged. Raises AssertionError on
+    a disagreement, naming the probe."""
+    for name, raw, expected in probes:
+        probe = Pod.from_dict(raw)
+        allowed = allowed_for(probe)
+        if expected is not None and allowed != expected:
+            raise AssertionError(f"{name}: our rules allow {sorted(allowed)}, expected {sorted(expected)}")
+        cp.create_pod(pod=raw)
+        if not allowed:
+            cp.wait_unschedulable([name], timeout=timeout)
+            continue
+        bound = cp.wait_bound([name], timeout=timeout)[name]
+        if bound not in allowed:
+            raise AssertionError(
+                f"{name}: kube-scheduler bound it to {bound}, our rules allow {sorted(allowed)}"
+            )
+        yield name, probe, bound
