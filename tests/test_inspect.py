@@ -1892,3 +1892,32 @@ def test_inspect_dra_weighs_a_node_by_its_device_pool(
         assert "ResourceSlices and ResourceClaims could not be listed" in capsys.readouterr().out
     finally:
         cluster.call(drop)
+
+
+def test_a_kube_system_pod_past_the_timeout_is_drainable_whatever_the_later_rules_say() -> None:
+    """The autoscaler's system rule returns *drainable* for a kube-system pod without a budget
+    once it is --blocking-system-pod-distruption-timeout old, and its rules stop at the first
+    outcome: the later ones (not-safe-to-evict, local storage) never see that pod. Before the
+    timeout, or with the rule off, they still pin it."""
+    raw = pod_manifest("dns-1", namespace="kube-system", labels={"app": "dns"})
+    raw["metadata"]["ownerReferences"] = [
+        {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "o", "uid": "u", "controller": True}
+    ]
+    raw["spec"]["volumes"] = [{"name": "scratch", "emptyDir": {}}]
+    scratch = dataclasses.replace(Pod.from_dict(raw), created=1000.0)
+    raw["spec"]["volumes"] = []
+    raw["metadata"]["annotations"] = {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}
+    held = dataclasses.replace(Pod.from_dict(raw), created=1000.0)
+    raw["metadata"]["annotations"] = {"cluster-autoscaler.kubernetes.io/safe-to-evict": "on-completion"}
+    waiting = dataclasses.replace(Pod.from_dict(raw), created=1000.0)
+    past, young = ScaleDownRules(now=1000.0 + 3601), ScaleDownRules(now=1000.0 + 60)
+    assert scratch.local_volumes
+    assert pin_reason(scratch, young) == "kube-system pod without a PodDisruptionBudget"
+    assert pin_reason(scratch, past) is None
+    assert pin_reason(held, past) is None
+    assert pin_reason(held, young) is not None
+    # without the system rule, the later rules apply
+    assert pin_reason(scratch, dataclasses.replace(past, system_pods_pin=False)) == "local storage: scratch"
+    assert pin_reason(held, dataclasses.replace(past, system_pods_pin=False)) == "safe-to-evict: false"
+    # on-completion is an interrupting check, before the system rule: it still holds the node
+    assert pin_reason(waiting, past) == "safe-to-evict: on-completion"

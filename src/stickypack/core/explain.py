@@ -305,7 +305,9 @@ def pin_reason(pod: Pod, rules: ScaleDownRules = ScaleDownRules()) -> str | None
     ``"on-completion"`` (which holds the node until the pod finishes) pin; so does a pod
     whose controller is none of :data:`MOVABLE_OWNERS` (a bare pod, or a custom
     controller's); a kube-system pod no budget covers (``system_pods_pin``), until it is
-    ``system_pod_disruption_timeout_s`` old; a pod with local
+    ``system_pod_disruption_timeout_s`` old (then nothing but on-completion pins it: the
+    autoscaler's system rule drains it before its not-safe-to-evict and local storage
+    rules are read); a pod with local
     storage (:func:`blocking_local_volumes`, ``local_storage_pins``); a pod covered by a
     budget that allows no disruption now. An expendable pod
     (:func:`is_expendable`) and one terminating for too long (:func:`is_long_terminating`)
@@ -324,18 +326,20 @@ def pin_reason(pod: Pod, rules: ScaleDownRules = ScaleDownRules()) -> str | None
     safe = pod.annotations.get(SAFE_TO_EVICT_ANNOTATION)
     if safe == "true":
         return budget_reason
-    if safe in HOLDING_SAFE_TO_EVICT:
+    movable = pod.owner_kind in MOVABLE_OWNERS
+    blocking_system = (
+        rules.system_pods_pin and budgets is not None and pod.namespace == "kube-system" and not covering
+    )
+    # the system rule's "drainable" for a pod past the timeout ends the autoscaler's rules:
+    # the later ones (not-safe-to-evict, local storage) never see it; on-completion (an
+    # interrupting check) and the controller's come before it
+    released = movable and blocking_system and _past_system_pod_timeout(pod, rules)
+    if safe in HOLDING_SAFE_TO_EVICT and not (released and safe == "false"):
         return f"safe-to-evict: {safe}"
-    if pod.owner_kind not in MOVABLE_OWNERS:
+    if not movable:
         return "no controller" if pod.owner_kind is None else f"controller {pod.owner_kind}"
-    if (
-        rules.system_pods_pin
-        and budgets is not None
-        and pod.namespace == "kube-system"
-        and not covering
-        and not _past_system_pod_timeout(pod, rules)
-    ):
-        return "kube-system pod without a PodDisruptionBudget"
+    if blocking_system:
+        return None if released else "kube-system pod without a PodDisruptionBudget"
     if rules.local_storage_pins:
         local = blocking_local_volumes(pod)
         if local:
