@@ -4,8 +4,10 @@ node by node, checked against where the real kube-scheduler binds it."""
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
+import re
 import uuid
 from pathlib import Path
 
@@ -593,8 +595,23 @@ def test_durations_are_read_as_go_writes_them() -> None:
         ("1.5h", 5400),
         ("500ms", 0.5),
         ("120", 120),
+        ("+1h", 3600),  # Go takes a sign
+        ("1\u03bcs", 1e-6),  # and both micro signs
+        ("1\u00b5s", 1e-6),
+        ("0", 0),
     ]:
         assert _duration_s(text) == seconds, text
+    for junk, message in [
+        ("1h-30m", "is not a duration ("),
+        ("1h 30m", "is not a duration ("),
+        ("h", "is not a duration ("),
+        ("1x", "is not a duration ("),
+        ("", "is not a duration ("),
+        ("-1h", "is not a duration >= 0"),  # valid Go, but the autoscaler's timeouts are not negative
+        ("nan", "is not a duration >= 0"),
+    ]:
+        with pytest.raises(argparse.ArgumentTypeError, match=re.escape(message)):
+            _duration_s(junk)
 
 
 @pytest.mark.controlplane

@@ -32,8 +32,11 @@ def _non_negative_int(text: str) -> int:
 
 #: Seconds per unit of a Go ``time.Duration`` string (what the cluster-autoscaler's
 #: duration flags take: ``1h``, ``30m``, ``1h30m``, ``90s``, ``500ms``).
-_GO_DURATION_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
-_GO_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(h|ms|m|s|us|µs|ns)")
+#: (Go takes both micro signs: U+00B5 and the Greek U+03BC.)
+_GO_DURATION_UNITS = {
+    "h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "\u00b5s": 1e-6, "\u03bcs": 1e-6, "ns": 1e-9,
+}  # fmt: skip
+_GO_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(h|ms|m|s|us|\u00b5s|\u03bcs|ns)")
 
 
 def _duration_s(text: str) -> float:
@@ -42,12 +45,14 @@ def _duration_s(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        parts = _GO_DURATION_PART.findall(text)
-        if not parts or "".join(n + u for n, u in parts) != text:
+        sign, body = (text[0], text[1:]) if text[:1] in ("+", "-") else ("", text)  # Go takes a sign
+        parts = _GO_DURATION_PART.findall(body)
+        if not parts or "".join(n + u for n, u in parts) != body:
             raise argparse.ArgumentTypeError(
                 f"{text!r} is not a duration (1h, 30m, 1h30m, 90s, or seconds)"
             ) from None
-        value = sum(float(n) * _GO_DURATION_UNITS[u] for n, u in parts)
+        value = sum(float(n) * _GO_DURATION_UNITS[u] for n, u in parts) * (-1 if sign == "-" else 1)
+    value += 0.0  # -0 is 0
     if not math.isfinite(value) or value < 0:
         raise argparse.ArgumentTypeError(f"{text!r} is not a duration >= 0")
     return value
