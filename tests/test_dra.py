@@ -207,4 +207,8 @@ def test_node_report_weighs_nodes_with_slices_by_their_pools_in_the_autoscalers_
     assert broken.verdict(0.5) == "incomplete"
     without = {r.node: r for r in node_report(table, pods)}
     assert without["dra"].utilization == 0.75 and without["broken"].verdict(0.5) == "busy"
-    assert without["gke-dra"].utilization == 0.0 and all(r.dra is None for r in without.values())
+    assert all(r.dra is None for r in without.values())
+    # DRA off, the autoscaler still skips the GPU branch for a GPU exposed via DRA
+    # (GpuConfig.ExposedViaDra): cpu and memory weigh it, against the GPU threshold
+    assert (without["gke-dra"].gpu, without["gke-dra"].utilization) == (0.0, 0.75)
+    assert without["gke-dra"].verdict(0.5, 0.8) == "pinned" and without["gke-dra"].verdict(0.8, 0.5) == "busy"

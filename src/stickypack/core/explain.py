@@ -466,8 +466,8 @@ def node_report(
     when DRA is weighed (the autoscaler's ``--enable-dynamic-resource-allocation``), else
     None. In ``utilization.Calculate``'s order: a GPU node weighed by a GPU resource stays
     so; any other node with slices is weighed by its most used pool, and so is a GPU node
-    whose GPUs a DRA driver publishes (:data:`DRA_GPU_LABEL`; without slices it is weighed
-    by cpu and memory), against the GPU threshold still."""
+    whose GPUs a DRA driver publishes (:data:`DRA_GPU_LABEL`; without slices, or with ``dra``
+    None, it is weighed by cpu and memory), against the GPU threshold still."""
     out = []
     active = table.active_indices()
     gpu_cols = gpu_columns(table, active)
@@ -490,7 +490,8 @@ def node_report(
             gpu = 0.0  # GPUs not ready: the autoscaler takes the node as unused
         utilization = max(cpu, memory) if gpu is None else gpu
         node_dra = dra.get(name) if dra is not None else None
-        via_dra = gpu is not None and dra is not None and _label(table, i, DRA_GPU_LABEL) == "true"
+        # ExposedViaDra skips the GPU branch whether or not DRA is on (off: cpu and memory)
+        via_dra = gpu is not None and _label(table, i, DRA_GPU_LABEL) == "true"
         if via_dra:
             utilization = max(cpu, memory)
         if node_dra is not None and (gpu is None or via_dra):
