@@ -363,7 +363,10 @@ def test_inspect_nodes_on_a_real_cluster(cluster: ControlPlane, capsys: pytest.C
     }
     assert main(["inspect", "--kubeconfig", str(cluster.kubeconfig), "--threshold", "0.8"]) == 0
     out = capsys.readouterr().out
-    assert "6 nodes: 0 busy, 2 under the threshold but pinned, 1 removable, 2 empty, 1 with scale-down" in out
+    assert (
+        "6 nodes: 0 busy, 2 at or under the threshold but pinned, 1 removable, 2 empty, 1 with scale-down"
+        in out
+    )
 
 
 @pytest.mark.controlplane
@@ -757,7 +760,7 @@ def test_inspect_table_terminated_cordoned_not_ready_and_unreadable(
     ]  # fmt: skip
     assert "cordoned" in rows["cordoned"].split("│")[6] and "removable" in rows["cordoned"]
     assert "not ready" in rows["down"].split("│")[6] and "empty" in rows["down"]
-    assert "3 nodes: 0 busy, 1 under the threshold but pinned, 1 removable, 1 empty" in out
+    assert "3 nodes: 0 busy, 1 at or under the threshold but pinned, 1 removable, 1 empty" in out
     assert "1 pod could not be read and is not counted: default/weird" in out
     pod = tmp_path / "pod.yaml"
     pod.write_text(yaml.safe_dump(pod_manifest("new", cpu="1", memory="1Gi")))

@@ -407,6 +407,30 @@ def test_scale_down_aware_memo_keys_carry_the_ignore_flags():
     assert kept.score(nothing, t, rows, CTX).tolist() == fresh.tolist() == [100]  # 2000 / 10
 
 
+def test_a_gpu_node_whose_gpus_dra_publishes_is_weighed_by_cpu_and_memory():
+    """GKE labels a GPU node whose GPUs a DRA driver publishes ``gke-gpu-dra-driver: "true"``:
+    the autoscaler skips its GPU branch for it (``ExposedViaDra``) and weighs cpu and memory,
+    still against the GPU threshold; not as a labelled node whose GPUs are not ready (0)."""
+    t = NodeTable()
+    labels = {"cloud.google.com/gke-accelerator": "nvidia-l4", "cloud.google.com/gke-gpu-dra-driver": "true"}
+    t.upsert_node("dra", {"cpu": 8000, "memory": 32 * Gi, "pods": 110}, labels=labels)
+    t.add_pod(0, pod(6000, Gi))
+    idx = t.active_indices()
+    gke = ("cloud.google.com/gke-accelerator",)
+    kept = ScaleDownAware()
+    assert kept.score(pod(500, Gi), t, idx, SchedulingContext(gpu_labels=gke)).tolist() == [
+        100
+    ]  # 6500 / 8000
+    looser = SchedulingContext(gpu_labels=gke, gpu_utilization_threshold=0.9)
+    assert kept.score(pod(500, Gi), t, idx, looser).tolist() == [18]  # 20 * 0.8125 / 0.9
+    t.upsert_node(
+        "dra",
+        {"cpu": 8000, "memory": 32 * Gi, "pods": 110},
+        labels={**labels, "cloud.google.com/gke-gpu-dra-driver": "false"},
+    )
+    assert kept.score(pod(500, Gi), t, idx, SchedulingContext(gpu_labels=gke)).tolist() == [0]  # not ready
+
+
 def test_scale_down_aware_memo_tells_gpu_requests_and_thresholds_apart():
     """The same node states, asked for pods that differ only in GPUs or under another GPU
     threshold: one instance (its memo filling up) scores each as a fresh one does."""

@@ -469,8 +469,7 @@ def test_the_real_kube_scheduler_agrees(cluster: ControlPlane) -> None:
     def allowed(probe: Pod) -> set[str]:
         return {n for n in other_filters(probe) if state.allows(probe, rows[n])}
 
-    for _, probe, bound in probe_placements(cluster, probes, allowed):
-        state.add(rows[bound], probe)
+    probe_placements(cluster, probes, allowed, lambda _, probe, node: state.add(rows[node], probe))
 
 
 def test_the_inspect_snapshot_keeps_constraints_and_claims() -> None:

@@ -321,7 +321,7 @@ def _node_report_json(args: argparse.Namespace, snap: Snapshot, threshold: float
     nodes = node_report(table, snap.pods_by_node, rules, dra=snap.dra.nodes if snap.dra is not None else None)
     gpu_threshold = args.gpu_threshold
     verdicts = [r.verdict(threshold, gpu_threshold) for r in nodes]
-    # the autoscaler removes an unpinned node under its threshold only if its pods fit
+    # the autoscaler removes an unpinned node at or under its threshold only if its pods fit
     # elsewhere: check the candidates as it does, with kube-scheduler's filters (the
     # default policy's). Its order puts empty nodes first (EmptySorting), so they take no
     # pods of the others; among the rest (its node list's order, after the nodes it found
@@ -448,8 +448,8 @@ def _print_inspection(console: Console, report: dict[str, Any]) -> None:
         console.print(table)
         summary = report["summary"]
         console.print(
-            f"{len(report['nodes'])} nodes: {summary['busy']} busy, {summary['pinned']} under the threshold "
-            f"but pinned, "
+            f"{len(report['nodes'])} nodes: {summary['busy']} busy, "
+            f"{summary['pinned']} at or under the threshold but pinned, "
             + (f"{summary['no-room']} whose pods fit on no other node, " if summary["no-room"] else "")
             + f"{summary['removable']} removable, {summary['empty']} empty"
             + (f", {summary['disabled']} with scale-down disabled" if summary["disabled"] else "")

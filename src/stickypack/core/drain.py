@@ -1,6 +1,6 @@
 """Where a node's pods would go: the cluster-autoscaler's scale-down simulation.
 
-A node under the autoscaler's utilization threshold that no pod pins is removed only if
+A node at or under the autoscaler's utilization threshold that no pod pins is removed only if
 its pods fit on the other nodes (its ``NoPlaceToMovePods`` reason otherwise). The
 autoscaler checks its candidates one after the other (empty nodes first): for each it
 places the node's pods, in order, on another node that passes the scheduler's filters,

@@ -20,7 +20,7 @@ import numpy as np
 from stickypack.core.dra import NodeDra
 from stickypack.core.framework import Profile, SchedulingContext, check_mask, check_scores
 from stickypack.core.nodetable import NodeTable
-from stickypack.core.plugins.scaledown import gpu_columns
+from stickypack.core.plugins.scaledown import DRA_GPU_LABEL, gpu_columns
 from stickypack.core.pod import Pod
 from stickypack.core.resources import CPU, MEMORY
 from stickypack.core.routing import LabelSelector
@@ -153,11 +153,6 @@ class DisruptionBudget:
 #: since cluster-autoscaler 1.31 and the plain ``accelerator`` before, is not assumed:
 #: pass it to ``stickypack inspect --gpu-label``).
 DEFAULT_GPU_LABELS = ("cloud.google.com/gke-accelerator", "k8s.amazonaws.com/accelerator")
-#: A node label by which a cloud provider's autoscaler knows a GPU node whose GPUs a DRA
-#: driver publishes (GKE's ``DraGPULabel``, value ``"true"``: its ``GpuConfig.ExposedViaDra``):
-#: with DRA on, the autoscaler weighs such a node by its DRA pools (else its cpu and memory),
-#: not by a GPU resource, still against the GPU threshold.
-DRA_GPU_LABEL = "cloud.google.com/gke-gpu-dra-driver"
 #: The cluster-autoscaler's default ``--scale-down-gpu-utilization-threshold``.
 GPU_UTILIZATION_THRESHOLD = 0.5
 

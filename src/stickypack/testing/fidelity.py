@@ -41,7 +41,7 @@ import copy
 import math
 import random
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -421,15 +421,16 @@ def probe_placements(
     cp: ControlPlane,
     probes: Sequence[tuple[str, dict[str, Any], set[str] | None]],
     allowed_for: Callable[[Pod], set[str]],
+    placed: Callable[[str, Pod, str], None],
     timeout: float = 30.0,
-) -> Iterator[tuple[str, Pod, str]]:
+) -> None:
     """Check the real kube-scheduler (running on ``cp``) against a rule of ours, probe by
     probe: each ``(name, pod manifest, expected nodes or None)`` is created in turn, and
     the scheduler must bind it to one of the nodes ``allowed_for(pod)`` names (which must
     equal the expected set when one is given), or leave it unschedulable when that names
-    none. Yields each bound probe's name, :class:`Pod` and node, so the caller records the
-    placement in its own state before the next probe is judged. Raises AssertionError on
-    a disagreement, naming the probe."""
+    none. ``placed(name, pod, node)`` is called for each bound probe before the next is
+    judged, so the caller records the placement in its own state. Raises AssertionError on
+    a disagreement, naming the probe; returns once every probe is checked."""
     for name, raw, expected in probes:
         probe = Pod.from_dict(raw)
         allowed = allowed_for(probe)
@@ -441,7 +442,5 @@ def probe_placements(
             continue
         bound = cp.wait_bound([name], timeout=timeout)[name]
         if bound not in allowed:
-            raise AssertionError(
-                f"{name}: kube-scheduler bound it to {bound}, our rules allow {sorted(allowed)}"
-            )
-        yield name, probe, bound
+            raise AssertionError(f"{name}: kube-scheduler bound it to {bound}; ours allow {sorted(allowed)}")
+        placed(name, probe, bound)

@@ -98,9 +98,13 @@ def utilization_and_threshold(
         unready = table.labelled(ctx.gpu_labels)[idx]
         if cols is not None:
             unready &= cols < 0
-        if unready.any():
+        via_dra = gpus_via_dra(table, idx)
+        if unready.any() or via_dra.any():
             cols = np.full(len(idx), -1, dtype=np.int64) if cols is None else cols.copy()
             cols[unready] = _GPUS_NOT_READY
+            # the autoscaler skips the GPU branch for these: cpu and memory (no DRA read here),
+            # at the GPU threshold
+            cols[via_dra] = _GPUS_VIA_DRA
     if cols is None:
         return util, ctx.utilization_threshold
     gpus = np.flatnonzero(cols >= 0)
@@ -117,8 +121,25 @@ def utilization_and_threshold(
     return util, np.where(cols != -1, ctx.gpu_utilization_threshold, ctx.utilization_threshold)
 
 
-#: :func:`utilization_and_threshold`'s column mark for a labelled GPU node without GPUs yet.
+#: :func:`utilization_and_threshold`'s column marks: a labelled GPU node without GPUs yet, and
+#: a GPU node whose GPUs a DRA driver publishes (:data:`DRA_GPU_LABEL`).
 _GPUS_NOT_READY = -2
+_GPUS_VIA_DRA = -3
+
+#: A node label by which a cloud provider's autoscaler knows a GPU node whose GPUs a DRA
+#: driver publishes (GKE's ``DraGPULabel``, value ``"true"``: its ``GpuConfig.ExposedViaDra``):
+#: with DRA on, the autoscaler weighs such a node by its DRA pools (else its cpu and memory),
+#: not by a GPU resource, still against the GPU threshold.
+DRA_GPU_LABEL = "cloud.google.com/gke-gpu-dra-driver"
+
+
+def gpus_via_dra(table: NodeTable, idx: np.ndarray) -> np.ndarray:
+    """Per row of ``idx``, whether the node is labelled :data:`DRA_GPU_LABEL` ``"true"``."""
+    out = table.labelled((DRA_GPU_LABEL,))[idx].copy()
+    for k in np.flatnonzero(out).tolist():
+        info = table.info[int(idx[k])]
+        out[k] = info is not None and info.labels.get(DRA_GPU_LABEL) == "true"
+    return out
 
 
 def utilization_with(pod: Pod, table: NodeTable, idx: np.ndarray) -> np.ndarray:
@@ -189,6 +210,7 @@ class ScaleDownAware(ScorePlugin):
             state = [table.alloc[idx]]
             if ctx.gpu_labels:  # whether a node carries a GPU label is part of its state
                 state.append(table.labelled(ctx.gpu_labels)[idx, None])
+                state.append(gpus_via_dra(table, idx)[:, None])
             unweighed = unweighed_requests(pod, table, idx, ctx)
             if unweighed is not None:
                 state.append(unweighed)
