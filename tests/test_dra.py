@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 
 from stickypack.core.dra import dra_utilization
-from stickypack.core.explain import DRA_GPU_LABEL, node_report
+from stickypack.core.explain import node_report
 from stickypack.core.nodetable import NodeTable
+from stickypack.core.plugins.scaledown import DRA_GPU_LABEL
 from stickypack.core.pod import Pod
 from stickypack.testing import pod_manifest
 

@@ -20,7 +20,7 @@ import numpy as np
 from stickypack.core.dra import NodeDra
 from stickypack.core.framework import Profile, SchedulingContext, check_mask, check_scores
 from stickypack.core.nodetable import NodeTable
-from stickypack.core.plugins.scaledown import DRA_GPU_LABEL, gpu_columns
+from stickypack.core.plugins.scaledown import exposes_gpus_via_dra, gpu_columns
 from stickypack.core.pod import Pod
 from stickypack.core.resources import CPU, MEMORY
 from stickypack.core.routing import LabelSelector
@@ -213,9 +213,7 @@ class ScaleDownRules:
         """Whether the autoscaler leaves ``pod``'s requests out of its node's utilization
         and allocatable (its ``CalculateUtilizationOfResource`` asks each flag in turn: a
         DaemonSet pod that is a mirror pod too is left out by either)."""
-        return (self.ignore_daemonsets_utilization and pod.is_daemonset_pod) or (
-            self.ignore_mirror_pods_utilization and pod.is_mirror_pod
-        )
+        return pod.unweighed(self.ignore_daemonsets_utilization, self.ignore_mirror_pods_utilization)
 
 
 #: Seconds past its grace period after which the autoscaler takes a terminating pod as
@@ -429,11 +427,6 @@ def _annotation(table: NodeTable, row: int, key: str) -> str | None:
     return info.annotations.get(key) if info is not None else None
 
 
-def _label(table: NodeTable, row: int, key: str) -> str | None:
-    info = table.info[row]
-    return info.labels.get(key) if info is not None else None
-
-
 def _requested_share(
     table: NodeTable, row: int, resource: str, left_out: Iterable[Pod], unweighed: Iterable[Pod] = ()
 ) -> float:
@@ -461,8 +454,9 @@ def node_report(
     when DRA is weighed (the autoscaler's ``--enable-dynamic-resource-allocation``), else
     None. In ``utilization.Calculate``'s order: a GPU node weighed by a GPU resource stays
     so; any other node with slices is weighed by its most used pool, and so is a GPU node
-    whose GPUs a DRA driver publishes (:data:`DRA_GPU_LABEL`; without slices, or with ``dra``
-    None, it is weighed by cpu and memory), against the GPU threshold still."""
+    whose GPUs a DRA driver publishes
+    (:func:`~stickypack.core.plugins.scaledown.exposes_gpus_via_dra`; without slices, or
+    with ``dra`` None, it is weighed by cpu and memory), against the GPU threshold still."""
     out = []
     active = table.active_indices()
     gpu_cols = gpu_columns(table, active)
@@ -486,7 +480,7 @@ def node_report(
         utilization = max(cpu, memory) if gpu is None else gpu
         node_dra = dra.get(name) if dra is not None else None
         # ExposedViaDra skips the GPU branch whether or not DRA is on (off: cpu and memory)
-        via_dra = gpu is not None and _label(table, i, DRA_GPU_LABEL) == "true"
+        via_dra = gpu is not None and exposes_gpus_via_dra(table, i)
         if via_dra:
             utilization = max(cpu, memory)
         if node_dra is not None and (gpu is None or via_dra):

@@ -144,6 +144,14 @@ class Pod:
         """The kubelet's mirror of a static pod (annotated :data:`MIRROR_POD_ANNOTATION`)."""
         return MIRROR_POD_ANNOTATION in self.annotations
 
+    def unweighed(self, daemonsets: bool, mirror_pods: bool) -> bool:
+        """Whether the cluster-autoscaler leaves this pod's requests out of its node's
+        utilization and allocatable when run with ``--ignore-daemonsets-utilization``
+        (``daemonsets``) / ``--ignore-mirror-pods-utilization`` (``mirror_pods``): its
+        ``CalculateUtilizationOfResource`` asks each flag in turn, so a DaemonSet pod that is
+        a mirror pod too is left out by either."""
+        return (daemonsets and self.is_daemonset_pod) or (mirror_pods and self.is_mirror_pod)
+
     @property
     def build_repo(self) -> str | None:
         """The repository this pod builds (BinderHub build pods), else ``None``."""

@@ -62,8 +62,7 @@ def unweighed_requests(
         return None
     own = (  # first: pod_vector adds a column for a resource new to the table
         table.pod_vector(pod)
-        if (ctx.ignore_daemonsets_utilization and pod.is_daemonset_pod)
-        or (ctx.ignore_mirror_pods_utilization and pod.is_mirror_pod)
+        if pod.unweighed(ctx.ignore_daemonsets_utilization, ctx.ignore_mirror_pods_utilization)
         else 0
     )
     return (
@@ -133,12 +132,17 @@ _GPUS_VIA_DRA = -3
 DRA_GPU_LABEL = "cloud.google.com/gke-gpu-dra-driver"
 
 
+def exposes_gpus_via_dra(table: NodeTable, row: int) -> bool:
+    """Whether the node of ``row`` is labelled :data:`DRA_GPU_LABEL` ``"true"``."""
+    info = table.info[row]
+    return info is not None and info.labels.get(DRA_GPU_LABEL) == "true"
+
+
 def gpus_via_dra(table: NodeTable, idx: np.ndarray) -> np.ndarray:
-    """Per row of ``idx``, whether the node is labelled :data:`DRA_GPU_LABEL` ``"true"``."""
+    """:func:`exposes_gpus_via_dra` per row of ``idx`` (the label's key looked up first)."""
     out = table.labelled((DRA_GPU_LABEL,))[idx].copy()
     for k in np.flatnonzero(out).tolist():
-        info = table.info[int(idx[k])]
-        out[k] = info is not None and info.labels.get(DRA_GPU_LABEL) == "true"
+        out[k] = exposes_gpus_via_dra(table, int(idx[k]))
     return out
 
 
