@@ -20,6 +20,7 @@ from stickypack.cli.common import (
 )
 
 if TYPE_CHECKING:  # the extender's and the API client's modules load only when run
+    from stickypack.core.framework import SchedulingContext
     from stickypack.extender.config import ExtenderConfig
     from stickypack.kube.snapshot import Snapshot
 
@@ -205,7 +206,6 @@ async def _inspect_cluster(
 ) -> dict[str, Any]:
     """The report ``stickypack inspect`` prints, as JSON-ready data."""
     from stickypack.core.explain import explain_placement
-    from stickypack.core.framework import SchedulingContext
     from stickypack.core.pod import Pod, PodSpecError
     from stickypack.core.policy import PolicyError
     from stickypack.extender.engine import select_profile
@@ -250,15 +250,8 @@ async def _inspect_cluster(
 
     table = snap.cache.table
     assert policy is not None
-    ctx = SchedulingContext(
-        now=time.time(),
-        history=history,
-        builder_nodes=snap.cache.builder_nodes(),
-        utilization_threshold=threshold,
-        gpu_utilization_threshold=args.gpu_threshold,
-        gpu_labels=tuple(args.gpu_label),
-        ignore_daemonsets_utilization=args.ignore_daemonsets_utilization,
-        ignore_mirror_pods_utilization=args.ignore_mirror_pods_utilization,
+    ctx = _autoscaler_context(
+        args, threshold, now=time.time(), history=history, builder_nodes=snap.cache.builder_nodes()
     )
     pod = policy.prepare(pod, table, ctx, profile)
     if profile is None:
@@ -279,6 +272,21 @@ async def _inspect_cluster(
     }
 
 
+def _autoscaler_context(args: argparse.Namespace, threshold: float, **more: Any) -> SchedulingContext:
+    """A :class:`SchedulingContext` with the autoscaler's settings ``inspect`` was given (its
+    thresholds, GPU labels and ignore flags), and ``more`` of its fields."""
+    from stickypack.core.framework import SchedulingContext
+
+    return SchedulingContext(
+        utilization_threshold=threshold,
+        gpu_utilization_threshold=args.gpu_threshold,
+        gpu_labels=tuple(args.gpu_label),
+        ignore_daemonsets_utilization=args.ignore_daemonsets_utilization,
+        ignore_mirror_pods_utilization=args.ignore_mirror_pods_utilization,
+        **more,
+    )
+
+
 def _node_report_json(args: argparse.Namespace, snap: Snapshot, threshold: float) -> dict[str, Any]:
     """The node report ``stickypack inspect`` prints (no ``--pod``), as JSON-ready data:
     each node as the cluster-autoscaler weighs it, then its scale-down simulation over the
@@ -292,7 +300,6 @@ def _node_report_json(args: argparse.Namespace, snap: Snapshot, threshold: float
         ScaleDownRules,
         node_report,
     )
-    from stickypack.core.framework import SchedulingContext
     from stickypack.policies import load_builtin
 
     table = snap.cache.table
@@ -326,13 +333,7 @@ def _node_report_json(args: argparse.Namespace, snap: Snapshot, threshold: float
     # default policy's). Its order puts empty nodes first (EmptySorting), so they take no
     # pods of the others; among the rest (its node list's order, after the nodes it found
     # unneeded before, which cannot be known here) the least utilized first
-    ctx = SchedulingContext(
-        utilization_threshold=threshold,
-        gpu_utilization_threshold=gpu_threshold,
-        gpu_labels=tuple(args.gpu_label),
-        ignore_daemonsets_utilization=args.ignore_daemonsets_utilization,
-        ignore_mirror_pods_utilization=args.ignore_mirror_pods_utilization,
-    )
+    ctx = _autoscaler_context(args, threshold)
     candidates = sorted(
         ((r, v) for r, v in zip(nodes, verdicts, strict=True) if v in ("removable", "empty")),
         key=lambda rv: (rv[1] != "empty", rv[0].utilization, rv[0].node),
