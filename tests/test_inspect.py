@@ -508,6 +508,67 @@ def test_inspect_checks_empty_nodes_first(cluster: ControlPlane, capsys: pytest.
 
 
 @pytest.mark.controlplane
+def test_inspect_counts_pods_on_the_node_they_are_nominated_to(
+    cluster: ControlPlane, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """On the real API server: a pending pod the scheduler nominated to a node (its status
+    as kube-scheduler writes it for a preemptor, or since 1.35 for a pod whose binding
+    waits) counts there, as the autoscaler's snapshot counts it: its requests weigh, and a
+    bare one pins the node, which would be empty without it. A replicated one there takes
+    room another node's pod would have moved to. A nominated pod being deleted is left out."""
+    cluster.create_node("n-nominated", cpu="4", memory="16Gi")
+    cluster.create_node("n-full", cpu="4", memory="16Gi")
+    cluster.create_node("n-web", cpu="4", memory="16Gi")
+    _bind(cluster, "alice", "n-full", "3", "1Gi")
+    _bind(cluster, "web", "n-web", "1500m", "1Gi", owner="ReplicaSet")
+    for name, cpu in (("preemptor", "1"), ("leaving", "3")):
+        pending = pod_manifest(name, cpu=cpu, memory="1Gi", scheduler_name="nobody")
+        if name == "leaving":  # held by a finalizer once deleted
+            pending["metadata"]["finalizers"] = ["stickypack.io/test"]
+        cluster.create_pod(pod=pending)
+
+    async def nominate(api: object) -> None:
+        core = client.CoreV1Api(api)
+        for name in ("preemptor", "leaving"):
+            await core.patch_namespaced_pod_status(
+                name, "default", {"status": {"nominatedNodeName": "n-nominated"}}
+            )
+        await core.delete_namespaced_pod("leaving", "default")
+
+    cluster.call(nominate)
+    try:
+        assert main(["inspect", "--kubeconfig", str(cluster.kubeconfig), "--json"]) == 0
+        report = json.loads(capsys.readouterr().out)
+        nodes = {n["node"]: n for n in report["nodes"]}
+        assert report["nominated_pods"] == ["default/preemptor"]
+        nominated = nodes["n-nominated"]
+        assert (nominated["pods"], nominated["cpu"]) == (1, pytest.approx(0.25))
+        assert (nominated["verdict"], nominated["pinning"]) == ("pinned", ["default/preemptor"])
+        # web's 1.5 cpu would fit beside the preemptor's 1, not beside alice's 3
+        assert nodes["n-web"]["moves"] == {"default/web": "n-nominated"}
+
+        async def nominated_elsewhere(api: object) -> None:
+            await client.CoreV1Api(api).patch_namespaced_pod_status(
+                "preemptor", "default", {"status": {"nominatedNodeName": "n-full"}}
+            )
+
+        cluster.call(nominated_elsewhere)  # 3 + 1 on n-full: web has room on n-nominated only
+        assert main(["inspect", "--kubeconfig", str(cluster.kubeconfig), "--json"]) == 0
+        nodes = {n["node"]: n for n in json.loads(capsys.readouterr().out)["nodes"]}
+        assert nodes["n-nominated"]["verdict"] == "empty" and nodes["n-full"]["cpu"] == pytest.approx(1.0)
+        assert main(["inspect", "--kubeconfig", str(cluster.kubeconfig)]) == 0
+        assert "1 pending pods counted on the node the scheduler nominated them to" in capsys.readouterr().out
+    finally:
+
+        async def release(api: object) -> None:
+            await client.CoreV1Api(api).patch_namespaced_pod(
+                "leaving", "default", {"metadata": {"finalizers": None}}
+            )
+
+        cluster.call(release)
+
+
+@pytest.mark.controlplane
 def test_inspect_pod_explains_where_the_real_scheduler_binds_it(
     cluster: ControlPlane, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

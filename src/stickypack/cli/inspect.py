@@ -236,7 +236,9 @@ async def _inspect_cluster(
         cache = ClusterCache(
             build_selector=config.pods.build_selector, builder_selector=config.pods.builder_selector
         )
-        snap = await take_snapshot(api, cache, controllers=pod is None, dra=pod is None and args.dra)
+        snap = await take_snapshot(
+            api, cache, controllers=pod is None, dra=pod is None and args.dra, nominated=pod is None
+        )
         history = None
         if pod is not None and args.config:
             recorder = HistoryRecorder(make_store(config, api), history_limits(config))
@@ -390,6 +392,7 @@ def _node_report_json(args: argparse.Namespace, snap: Snapshot, threshold: float
         # ``incomplete`` only with --dra: without it the report is as it was
         "summary": {v: verdicts.count(v) for v in VERDICTS if v != "incomplete" or args.dra},
         "unreadable_pods": snap.unreadable,
+        "nominated_pods": snap.nominated,
         "budgets_read": snap.budgets is not None,
         "controllers_read": snap.controllers is not None and not snap.unlisted_controllers,
         "controllers_unlisted": sorted(snap.unlisted_controllers),
@@ -462,6 +465,12 @@ def _print_inspection(console: Console, report: dict[str, Any]) -> None:
             highlight=False,
         )
         _print_unreadable(console, report["unreadable_pods"])
+        if report["nominated_pods"]:
+            console.print(
+                f"{len(report['nominated_pods'])} pending pods counted on the node the scheduler "
+                "nominated them to, as the autoscaler counts them",
+                highlight=False,
+            )
         if not report["budgets_read"]:
             console.print(
                 "PodDisruptionBudgets could not be listed (no `list` right on poddisruptionbudgets): "

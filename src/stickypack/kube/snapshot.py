@@ -65,6 +65,9 @@ def snapshot_pod(obj: dict[str, Any]) -> dict[str, Any]:
     if kept_volumes:
         slim["spec"]["volumes"] = kept_volumes
     spec = obj.get("spec") or {}
+    nominated = (obj.get("status") or {}).get("nominatedNodeName")
+    if nominated:
+        slim["status"]["nominatedNodeName"] = nominated
     for key in ("priority", "terminationGracePeriodSeconds"):  # expendable, long-terminating pods
         if spec.get(key) is not None:
             slim["spec"][key] = spec[key]
@@ -118,14 +121,34 @@ class Snapshot:
     #: The API server's status (401, 403: no right; 404: ``resource.k8s.io/v1`` not served)
     #: when ResourceSlices or ResourceClaims could not be listed; None otherwise.
     dra_unlisted: int | None = None
+    #: Keys of the pods not yet bound that the scheduler has nominated to a node
+    #: (``status.nominatedNodeName``: a preemptor, or since Kubernetes 1.35 a pod whose
+    #: binding waits): counted on that node, as the autoscaler's snapshot counts them
+    #: (:func:`as_placed_on_nominated_node`).
+    nominated: list[str] = field(default_factory=list)
+
+
+def as_placed_on_nominated_node(obj: dict[str, Any]) -> dict[str, Any]:
+    """A pending pod nominated to a node (``status.nominatedNodeName``), as if bound there
+    (``spec.nodeName`` set to it): the cluster-autoscaler puts such pods on their nominated
+    node in its cluster snapshot (utilization and the scale-down simulation; deleted ones
+    left out), so a node a preemptor or a pod about to bind is headed for is not empty."""
+    return {**obj, "spec": {**obj["spec"], "nodeName": obj["status"]["nominatedNodeName"]}}
 
 
 async def take_snapshot(
-    api_client: Any, cache: ClusterCache | None = None, *, controllers: bool = True, dra: bool = False
+    api_client: Any,
+    cache: ClusterCache | None = None,
+    *,
+    controllers: bool = True,
+    dra: bool = False,
+    nominated: bool = False,
 ) -> Snapshot:
     """List every node and every bound, running pod through ``api_client``
     (``kubernetes_asyncio.client.ApiClient``). Needs ``list`` on nodes and on pods of all
-    namespaces. ``controllers``: list them, the namespaces, and the PersistentVolumeClaims
+    namespaces. ``nominated``: the pending pods nominated to a node too, counted there
+    (:attr:`Snapshot.nominated`; the autoscaler's view, which the node report shows).
+    ``controllers``: list them, the namespaces, and the PersistentVolumeClaims
     and PersistentVolumes too (:attr:`Snapshot.controllers`, :attr:`Snapshot.namespace_labels`
     and :attr:`Snapshot.claim_volumes`, else None); only the node report reads them.
     ``dra``: list the ResourceSlices and ResourceClaims too (:attr:`Snapshot.dra`)."""
@@ -134,12 +157,28 @@ async def take_snapshot(
     core = client.CoreV1Api(api_client)
     cache = cache if cache is not None else ClusterCache(clock=lambda: 0.0)
     nodes = await Informer("nodes", core.list_node, transform=slim_node).list_once()
+    # the pods nominated to a node first: one bound between the two lists is then kept bound
+    pending = (
+        await Informer(
+            "pods",
+            core.list_pod_for_all_namespaces,
+            field_selector="spec.nodeName=,status.nominatedNodeName!=",
+            transform=snapshot_pod,
+        ).list_once()
+        if nominated
+        else {}
+    )
     pods = await Informer(
         "pods", core.list_pod_for_all_namespaces, field_selector="spec.nodeName!=", transform=snapshot_pod
     ).list_once()
     for obj in nodes.values():
         cache.node_event("ADDED", obj)
     snap = Snapshot(cache)
+    for key, obj in pending.items():
+        if key not in pods and not (obj.get("metadata") or {}).get("deletionTimestamp"):
+            pods[key] = as_placed_on_nominated_node(obj)
+            snap.nominated.append(key)
+    snap.nominated.sort()
     for key, obj in sorted(pods.items()):
         if (obj.get("status") or {}).get("phase") in TERMINAL_PHASES:
             continue
