@@ -8,6 +8,7 @@ import argparse
 import dataclasses
 import json
 import re
+import time
 import uuid
 from pathlib import Path
 
@@ -321,7 +322,10 @@ def test_inspect_nodes_on_a_real_cluster(cluster: ControlPlane, capsys: pytest.C
     cluster.create_node("removable", cpu="4", memory="16Gi")
     cluster.create_node("empty", cpu="4", memory="16Gi")
     cluster.create_node(
-        "going", cpu="4", memory="16Gi", taints=["DeletionCandidateOfClusterAutoscaler=1:PreferNoSchedule"]
+        "going",
+        cpu="4",
+        memory="16Gi",
+        taints=[f"DeletionCandidateOfClusterAutoscaler={int(time.time()) - 420}:PreferNoSchedule"],
     )
     _bind(cluster, "jupyter-alice", "busy", "3", "2Gi")
     _bind(cluster, "jupyter-bob", "pinned", "500m", "1Gi")
@@ -350,6 +354,8 @@ def test_inspect_nodes_on_a_real_cluster(cluster: ControlPlane, capsys: pytest.C
     assert nodes["kept"]["scale_down_disabled"] and nodes["kept"]["pinning"] == ["default/jupyter-carol"]
     assert nodes["pinned"]["pinning"] == ["default/dask-worker-1", "default/jupyter-bob"]
     assert nodes["going"]["autoscaler"] == "candidate"
+    assert time.time() - 430 < nodes["going"]["autoscaler_since"] <= time.time() - 420  # the taint's value
+    assert nodes["busy"]["autoscaler_since"] is None
     assert (nodes["going"]["pods"], nodes["going"]["daemon_pods"]) == (1, 1)
     assert nodes["going"]["cpu"] == pytest.approx(0.025)  # its requests count all the same
     assert nodes["busy"]["cpu"] == pytest.approx(0.75)
@@ -367,6 +373,35 @@ def test_inspect_nodes_on_a_real_cluster(cluster: ControlPlane, capsys: pytest.C
         "6 nodes: 0 busy, 2 at or under the threshold but pinned, 1 removable, 2 empty, 1 with scale-down"
         in out
     )
+    assert re.search(r"\bcandidate 7m\b", out)  # the autoscaler found it unneeded 7 minutes ago
+
+
+def test_the_autoscalers_taint_times_are_read_as_it_reads_them() -> None:
+    """A taint's value is Unix seconds as the autoscaler writes it; what its ``GetTaintTime``
+    (Go's ``strconv.ParseInt(value, 10, 64)``) refuses is no time."""
+    from stickypack.core.explain import autoscaler_taint_time
+
+    table = NodeTable()
+    for value, expected in (
+        ("1765000000", 1765000000),
+        ("+12", 12),
+        ("-3", -3),
+        ("007", 7),
+        (str(2**63 - 1), 2**63 - 1),
+        (str(2**63), None),  # out of int64's range
+        ("", None),
+        ("1.5", None),
+        ("1e9", None),
+        (" 12", None),
+        ("\u0663", None),  # an Arabic-Indic digit: Python's int() takes it, Go's does not
+        ("+", None),
+        ("0x10", None),
+    ):
+        table.upsert_node("n", {"cpu": 1000}, taints=[Taint("DeletionCandidateOfClusterAutoscaler", value)])
+        assert (
+            autoscaler_taint_time(table, table.index["n"], "DeletionCandidateOfClusterAutoscaler") == expected
+        ), value
+    assert autoscaler_taint_time(table, table.index["n"], "ToBeDeletedByClusterAutoscaler") is None
 
 
 @pytest.mark.controlplane

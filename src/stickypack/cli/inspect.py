@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import reprlib
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -248,8 +249,6 @@ async def _inspect_cluster(
         await api.close()
     if pod is None:
         return _node_report_json(args, snap, threshold)
-    import time
-
     table = snap.cache.table
     assert policy is not None
     ctx = _autoscaler_context(
@@ -293,7 +292,6 @@ def _node_report_json(args: argparse.Namespace, snap: Snapshot, threshold: float
     """The node report ``stickypack inspect`` prints (no ``--pod``), as JSON-ready data:
     each node as the cluster-autoscaler weighs it, then its scale-down simulation over the
     nodes nothing pins (:func:`~stickypack.core.drain.plan_scale_down`)."""
-    import time
 
     from stickypack.core.drain import plan_scale_down
     from stickypack.core.explain import (
@@ -369,6 +367,7 @@ def _node_report_json(args: argparse.Namespace, snap: Snapshot, threshold: float
                 "unschedulable": r.unschedulable,
                 "scale_down_disabled": r.scale_down_disabled,
                 "autoscaler": r.autoscaler,
+                "autoscaler_since": r.autoscaler_since,
                 "cpu": round(r.cpu, 4),
                 "memory": round(r.memory, 4),
                 "gpu": None if r.gpu is None else round(r.gpu, 4),
@@ -433,10 +432,13 @@ def _print_inspection(console: Console, report: dict[str, Any]) -> None:
         )
         for column in ("node", *numbers, "autoscaler", "verdict", "pinned by"):
             table.add_column(column, justify="right" if column in numbers else "left")
+        now = time.time()
         for n in report["nodes"]:
             state = n["autoscaler"] or (
                 "not ready" if not n["ready"] else "cordoned" if n["unschedulable"] else ""
             )
+            if n["autoscaler_since"] is not None and n["autoscaler_since"] <= now:
+                state += f" {_age(now - n['autoscaler_since'])}"
             pinning = [f"{key} ({n['pin_reasons'][key]})" for key in n["pinning"]]
             if n["no_room_for"]:
                 pinning.append(f"{n['no_room_for']} (no other node takes it)")
@@ -531,6 +533,14 @@ def _print_inspection(console: Console, report: dict[str, Any]) -> None:
         highlight=False,
     )
     _print_unreadable(console, report["unreadable_pods"])
+
+
+def _age(seconds: float) -> str:
+    """A span as ``kubectl`` shows ages: ``45s``, ``12m``, ``3h``, ``2d``."""
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)}{unit}"
+    return f"{int(seconds)}s"
 
 
 def _print_unreadable(console: Console, keys: list[str]) -> None:

@@ -19,6 +19,7 @@ import numpy as np
 
 from stickypack.core.dra import NodeDra
 from stickypack.core.framework import Profile, SchedulingContext, check_mask, check_scores
+from stickypack.core.labels import DELETION_CANDIDATE_TAINT, TO_BE_DELETED_TAINT
 from stickypack.core.nodetable import NodeTable
 from stickypack.core.plugins.scaledown import exposes_gpus_via_dra, gpu_columns
 from stickypack.core.pod import Pod
@@ -401,6 +402,11 @@ class NodeReport:
     #: Why the autoscaler cannot weigh the node (an incomplete DRA pool): it then keeps the
     #: node (its ``UnexpectedError``); None when it can.
     dra_error: str | None = None
+    #: When the autoscaler set the taint ``autoscaler`` names (Unix seconds, the taint's value
+    #: as it writes it: :func:`autoscaler_taint_time`): for ``candidate``, about when it found
+    #: the node unneeded, which it counts its ``--scale-down-unneeded-time`` from (and reads
+    #: back after a restart); None without such a taint or a value that is no time.
+    autoscaler_since: int | None = None
 
     def verdict(self, threshold: float, gpu_threshold: float = GPU_UTILIZATION_THRESHOLD) -> str:
         """``incomplete`` (:attr:`dra_error`: the autoscaler cannot weigh the node and keeps
@@ -420,6 +426,27 @@ class NodeReport:
             return "pinned"
         left_out = self.daemon_pods + self.expendable_pods + self.terminating_pods
         return "empty" if self.pods == left_out else "removable"
+
+
+#: The range of a Go int64, which the autoscaler parses its taints' values into.
+_INT64 = range(-(2**63), 2**63)
+
+
+def autoscaler_taint_time(table: NodeTable, row: int, key: str) -> int | None:
+    """The value of the node's taint ``key`` (one the cluster-autoscaler sets:
+    ``ToBeDeletedByClusterAutoscaler``, ``DeletionCandidateOfClusterAutoscaler``) read as it
+    reads it (its ``GetTaintTime``: a base-10 int64 of Unix seconds), None when the node has
+    no such taint or its value is no such number."""
+    info = table.info[row]
+    for taint in info.taints if info is not None else ():
+        if taint.key == key:
+            value = taint.value
+            digits = value[1:] if value[:1] in ("+", "-") else value
+            if not (digits.isascii() and digits.isdigit()):
+                return None
+            seconds = int(value)
+            return seconds if seconds in _INT64 else None
+    return None
 
 
 def _annotation(table: NodeTable, row: int, key: str) -> str | None:
@@ -488,8 +515,12 @@ def node_report(
         else:
             node_dra = None  # weighed by its GPUs: its pools do not count
         pinned = sorted((p.key, reason) for p in pods if (reason := pin_reason(p, rules)) is not None)
-        autoscaler = (
-            "deleting" if table.to_be_deleted[i] else "candidate" if table.deletion_candidate[i] else ""
+        autoscaler, taint = (
+            ("deleting", TO_BE_DELETED_TAINT)
+            if table.to_be_deleted[i]
+            else ("candidate", DELETION_CANDIDATE_TAINT)
+            if table.deletion_candidate[i]
+            else ("", None)
         )
         out.append(
             NodeReport(
@@ -512,6 +543,7 @@ def node_report(
                 dra=None if node_dra is None or node_dra.error else node_dra.utilization,
                 dra_pool=None if node_dra is None else node_dra.pool,
                 dra_error=None if node_dra is None else node_dra.error,
+                autoscaler_since=None if taint is None else autoscaler_taint_time(table, i, taint),
             )
         )
     out.sort(key=lambda r: r.node)
