@@ -213,3 +213,75 @@ def test_node_report_weighs_nodes_with_slices_by_their_pools_in_the_autoscalers_
     # (GpuConfig.ExposedViaDra): cpu and memory weigh it, against the GPU threshold
     assert (without["gke-dra"].gpu, without["gke-dra"].utilization) == (0.0, 0.75)
     assert without["gke-dra"].verdict(0.5, 0.8) == "pinned" and without["gke-dra"].verdict(0.8, 0.5) == "busy"
+
+
+def _pod_with_claims(name: str, *refs: dict[str, Any], statuses: list[dict[str, Any]] | None = None) -> Pod:
+    raw = pod_manifest(name, cpu="100m", memory="100Mi")
+    raw["spec"]["resourceClaims"] = list(refs)
+    if statuses is not None:
+        raw["status"] = {"resourceClaimStatuses": statuses}
+    return Pod.from_dict(raw)
+
+
+def test_pods_claims_are_named_as_the_autoscaler_names_them() -> None:
+    """``resourceClaimName``, else the name the pod's status gives its template's claim; ""
+    while the status has none (the autoscaler's ``claimRefToName``)."""
+    pod = _pod_with_claims(
+        "p",
+        {"name": "a", "resourceClaimName": "shared"},
+        {"name": "b", "resourceClaimTemplateName": "t"},
+        {"name": "c", "resourceClaimTemplateName": "t"},
+        statuses=[{"name": "b", "resourceClaimName": "p-b-x7k2q"}, {"name": "c"}],
+    )
+    assert pod.resource_claims == ("shared", "p-b-x7k2q", "")
+    assert _pod_with_claims("q").resource_claims == ()
+    raw = pod_manifest("odd", cpu="100m", memory="100Mi")
+    raw["spec"]["resourceClaims"] = ["not a mapping", {"name": "x", "resourceClaimName": 7}]
+    raw["status"] = ["not a mapping"]
+    assert Pod.from_dict(raw).resource_claims == ("",)  # read, never a failed pod
+
+
+def test_with_the_pods_given_only_their_claims_count_on_their_node() -> None:
+    """As the autoscaler's ``NodeInfo.ResourceClaims``: a claim allocated on a node's pool
+    that no pod on the node uses (its pod gone, or allocated ahead) does not count; the
+    claims of the node's pods do, once each however many pods share one; a claim of theirs
+    that is not allocated, cannot be found or has no name yet keeps the node unweighed."""
+    slices = [
+        _slice("n1", "n1", _devices("g0", "g1", "g2", "g3")),
+        _slice("n2", "n2", _devices("g0", "g1")),
+        _slice("n3", "n3", _devices("g0", "g1")),
+    ]
+    unallocated = {"metadata": {"name": "pending", "namespace": "default"}, "status": {}}
+    claims = [
+        _claim("used", ("n1", "g0"), ("n1", "g1")),
+        _claim("orphan", ("n1", "g2")),
+        _claim("other-ns", ("n2", "g0")) | {"metadata": {"name": "used", "namespace": "team"}},
+        unallocated,
+    ]
+    on_n1 = [
+        _pod_with_claims("a", {"name": "gpu", "resourceClaimName": "used"}),
+        _pod_with_claims("b", {"name": "gpu", "resourceClaimName": "used"}),
+    ]
+    everything = dra_utilization(slices, claims).nodes
+    assert everything["n1"].utilization == 0.75 and everything["n2"].utilization == 0.5
+    reading = dra_utilization(
+        slices,
+        claims,
+        {
+            "n1": on_n1,
+            "n2": [_pod_with_claims("c", {"name": "gpu", "resourceClaimName": "pending"})],
+            "n3": [
+                _pod_with_claims("d", {"name": "gpu", "resourceClaimName": "gone"}),
+                _pod_with_claims("e", {"name": "gpu", "resourceClaimTemplateName": "t"}, statuses=[]),
+            ],
+        },
+    )
+    n1, n2, n3 = (reading.nodes[n] for n in ("n1", "n2", "n3"))
+    assert (n1.utilization, n1.error) == (0.5, None)  # "used" once, not "orphan"
+    assert n2.error == "ResourceClaim default/pending not allocated"  # team/used is not default's
+    assert n3.error == (
+        "pod default/d: ResourceClaim gone not found; "
+        "pod default/e: ResourceClaim (name not known yet) not found"
+    )
+    no_pods = dra_utilization(slices, claims, {}).nodes
+    assert [no_pods[n].utilization for n in ("n1", "n2", "n3")] == [0.0, 0.0, 0.0]

@@ -1949,15 +1949,15 @@ def test_inspect_dra_weighs_a_node_by_its_device_pool(
 ) -> None:
     """On the real API server (``resource.k8s.io/v1``): a node publishing 4 devices in a
     ResourceSlice, one of them allocated to a ResourceClaim (its status written as the absent
-    DRA scheduler plugin would), with a bare pod of 3 cpus of 4: with ``--dra`` the autoscaler
-    weighs it by its pool (25%), under the threshold, so the bare pod pins it; without, by
-    its cpu (75%): busy. An account that may not list ResourceSlices is told so."""
+    DRA scheduler plugin would) and used by a bare pod of 3 cpus of 4: with ``--dra`` the
+    autoscaler weighs it by its pool (25%; a second claim allocated there that no pod on
+    the node uses does not count), under the threshold, so the bare pod pins it; without,
+    by its cpu (75%): busy. An account that may not list ResourceSlices is told so."""
     from kubernetes_asyncio import client as k8s
 
     suffix = uuid.uuid4().hex[:6]
     node, driver, device_class, claim = f"dra-{suffix}", "gpu.example.com", f"gpu-{suffix}", f"gpu-{suffix}"
     cluster.create_node(node, cpu="4", memory="16Gi")
-    _bind(cluster, f"notebook-{suffix}", node, "3", "1Gi")
 
     async def make(api: object) -> None:
         resource = k8s.ResourceV1Api(api)
@@ -1967,19 +1967,23 @@ def test_inspect_dra_weighs_a_node_by_its_device_pool(
         spec = {"driver": driver, "nodeName": node, "pool": pool, "devices": devices}
         await resource.create_resource_slice({"metadata": {"name": node}, "spec": spec})
         request = {"name": "gpu", "exactly": {"deviceClassName": device_class}}
-        body = {"metadata": {"name": claim}, "spec": {"devices": {"requests": [request]}}}
-        await resource.create_namespaced_resource_claim("default", body)
-        result = {"request": "gpu", "driver": driver, "pool": node, "device": "gpu-1"}
-        status = {"status": {"allocation": {"devices": {"results": [result]}}}}
-        await resource.patch_namespaced_resource_claim_status(claim, "default", status)
+        for name, device in ((claim, "gpu-1"), (f"{claim}-orphan", "gpu-2")):
+            body = {"metadata": {"name": name}, "spec": {"devices": {"requests": [request]}}}
+            await resource.create_namespaced_resource_claim("default", body)
+            result = {"request": "gpu", "driver": driver, "pool": node, "device": device}
+            status = {"status": {"allocation": {"devices": {"results": [result]}}}}
+            await resource.patch_namespaced_resource_claim_status(name, "default", status)
 
     async def drop(api: object) -> None:
         resource = k8s.ResourceV1Api(api)
-        await resource.delete_namespaced_resource_claim(claim, "default")
+        for name in (claim, f"{claim}-orphan"):
+            await resource.delete_namespaced_resource_claim(name, "default")
         await resource.delete_resource_slice(node)
         await resource.delete_device_class(device_class)
 
     cluster.call(make)
+    uses_claim = {"resourceClaims": [{"name": "gpu", "resourceClaimName": claim}]}
+    _bind(cluster, f"notebook-{suffix}", node, "3", "1Gi", spec=uses_claim)
     try:
         argv = ["inspect", "--kubeconfig", str(cluster.kubeconfig)]
         assert main([*argv, "--json", "--dra"]) == 0

@@ -293,11 +293,13 @@ def _node_report_json(args: argparse.Namespace, snap: Snapshot, threshold: float
     each node as the cluster-autoscaler weighs it, then its scale-down simulation over the
     nodes nothing pins (:func:`~stickypack.core.drain.plan_scale_down`)."""
 
+    from stickypack.core.dra import dra_utilization
     from stickypack.core.drain import plan_scale_down
     from stickypack.core.explain import (
         BLOCKING_SYSTEM_POD_DISRUPTION_TIMEOUT_S,
         EXPENDABLE_PODS_PRIORITY_CUTOFF,
         ScaleDownRules,
+        is_expendable,
         node_report,
     )
     from stickypack.policies import load_builtin
@@ -325,7 +327,13 @@ def _node_report_json(args: argparse.Namespace, snap: Snapshot, threshold: float
             else args.expendable_pods_priority_cutoff
         ),
     )
-    nodes = node_report(table, snap.pods_by_node, rules, dra=snap.dra.nodes if snap.dra is not None else None)
+    dra = None
+    if snap.dra is not None:  # the claims of the pods in the autoscaler's snapshot count
+        in_snapshot = {
+            node: [p for p in pods if not is_expendable(p, rules)] for node, pods in snap.pods_by_node.items()
+        }
+        dra = dra_utilization(snap.dra.slices, snap.dra.claims, in_snapshot)
+    nodes = node_report(table, snap.pods_by_node, rules, dra=dra.nodes if dra is not None else None)
     gpu_threshold = args.gpu_threshold
     verdicts = [r.verdict(threshold, gpu_threshold) for r in nodes]
     # the autoscaler removes an unpinned node at or under its threshold only if its pods fit
@@ -398,7 +406,7 @@ def _node_report_json(args: argparse.Namespace, snap: Snapshot, threshold: float
         "namespaces_read": snap.namespace_labels is not None,
         "volumes_read": snap.claim_volumes is not None,
         "dra_read": (snap.dra is not None) if args.dra else None,
-        "dra_problems": snap.dra.problems if snap.dra is not None else [],
+        "dra_problems": dra.problems if dra is not None else [],
     }
 
 

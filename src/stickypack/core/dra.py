@@ -12,8 +12,10 @@ and pool, of the slices of the pool's current generation (the highest
   skipped), summed over the sets and divided by how many distinct counter sets the pool's
   devices consume (0 when they consume none).
 
-Allocated devices are the ``status.allocation.devices.results`` of ResourceClaims (``driver``,
-``pool``, ``device``), except admin-access ones, which reserve nothing. A pool whose current
+Allocated devices are the ``status.allocation.devices.results`` of the ResourceClaims of the
+pods on the node (``driver``, ``pool``, ``device``), except admin-access ones, which reserve
+nothing; one of those claims that is not allocated, or cannot be found, is an error for the
+node. A pool whose current
 generation does not have all its ``resourceSliceCount`` slices is an error for the node (the
 autoscaler cannot weigh it and keeps it: ``UnexpectedError``).
 
@@ -29,6 +31,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+from stickypack.core.pod import Pod
 from stickypack.core.quantity import QuantityError, parse_quantity
 
 #: Counter values by counter name.
@@ -156,12 +159,13 @@ def _read_slice(obj: Any) -> _Slice | None:
     )
 
 
-def _allocated_devices(obj: Any) -> list[tuple[str, str, str]]:
-    """``(driver, pool, device)`` of each device a claim reserves (none when unallocated)."""
+def _allocated_devices(obj: Any) -> list[tuple[str, str, str]] | None:
+    """``(driver, pool, device)`` of each device a claim reserves; None when it is not
+    allocated."""
     status = _mapping(_mapping(obj, "the object").get("status") or {}, "status")
     allocation = status.get("allocation")
     if allocation is None:
-        return []
+        return None
     devices = _mapping(_mapping(allocation, "status.allocation").get("devices") or {}, "devices")
     reserved = []
     for k, result in enumerate(_list(devices.get("results"), "status.allocation.devices.results")):
@@ -214,22 +218,38 @@ def _pool_utilization(slices: list[_Slice], allocated: set[str]) -> float:
     return total
 
 
-def dra_utilization(slices: Iterable[Mapping[str, Any]], claims: Iterable[Mapping[str, Any]]) -> DraReading:
-    """Each node's DRA utilization (:class:`NodeDra`) from every ResourceSlice and every
-    ResourceClaim of the cluster. Slices without ``spec.nodeName`` are not node-local and
-    left out; a claim's devices count only in the pool (driver and pool name) they name, so
-    devices of another node's pool never count here. Every allocated claim counts (the
-    autoscaler reads the claims of the pods on the node, which allocated claims in use are)."""
+def dra_utilization(
+    slices: Iterable[Mapping[str, Any]],
+    claims: Iterable[Mapping[str, Any]],
+    pods_by_node: Mapping[str, Iterable[Pod]] | None = None,
+) -> DraReading:
+    """Each node's DRA utilization (:class:`NodeDra`) from every ResourceSlice and the
+    ResourceClaims of the cluster. Slices without ``spec.nodeName`` are not node-local and
+    left out; a claim's devices count only in the pool (driver and pool name) they name.
+
+    ``pods_by_node``: the pods on each node as the autoscaler's snapshot holds them (bound
+    and nominated ones, expendable ones left out); only the claims those pods use count on
+    a node (its ``NodeInfo.ResourceClaims``), and a claim of theirs that is not allocated,
+    does not exist or whose name is not known yet keeps the node from being weighed (an
+    error, as for the autoscaler, whose snapshot fails on the last two). None: every
+    allocated claim of the cluster counts on the node whose pool it names."""
     problems: list[str] = []
-    reserved: dict[tuple[str, str], set[str]] = {}
+    # devices each claim reserves, by (namespace, name); None: not allocated
+    allocated: dict[tuple[str, str], list[tuple[str, str, str]] | None] = {}
     for obj in claims:
         try:
             devices = _allocated_devices(obj)
         except _Malformed as exc:
             problems.append(f"{_object_name('ResourceClaim', obj)}: {exc}; left out")
             continue
-        for driver, pool, device in devices:
-            reserved.setdefault((driver, pool), set()).add(device)
+        meta = obj.get("metadata")
+        meta = meta if isinstance(meta, Mapping) else {}
+        allocated[(str(meta.get("namespace") or ""), str(meta.get("name") or ""))] = devices
+    reserved: dict[tuple[str, str], set[str]] = {}
+    if pods_by_node is None:
+        for devices in allocated.values():
+            for driver, pool, device in devices or ():
+                reserved.setdefault((driver, pool), set()).add(device)
     by_node: dict[str, dict[tuple[str, str], list[_Slice]]] = {}
     for obj in slices:
         try:
@@ -243,6 +263,21 @@ def dra_utilization(slices: Iterable[Mapping[str, Any]], claims: Iterable[Mappin
     for node, pools in sorted(by_node.items()):
         utilizations: dict[str, float] = {}
         errors: list[str] = []
+        if pods_by_node is not None:
+            reserved = {}
+            for pod in pods_by_node.get(node, ()):
+                for name in pod.resource_claims:
+                    key = (pod.namespace, name)
+                    if key not in allocated:  # "" (name not known yet) is never a key
+                        errors.append(
+                            f"pod {pod.key}: ResourceClaim {name or '(name not known yet)'} not found"
+                        )
+                        continue
+                    devices = allocated[key]
+                    if devices is None:
+                        errors.append(f"ResourceClaim {pod.namespace}/{name} not allocated")
+                    for driver, pool, device in devices or ():
+                        reserved.setdefault((driver, pool), set()).add(device)
         for (driver, pool), pool_slices in sorted(pools.items()):
             generation = max(s.generation for s in pool_slices)
             current = [s for s in pool_slices if s.generation == generation]
@@ -255,7 +290,7 @@ def dra_utilization(slices: Iterable[Mapping[str, Any]], claims: Iterable[Mappin
                 continue
             utilizations[f"{driver}/{pool}"] = _pool_utilization(current, reserved.get((driver, pool), set()))
         if errors:
-            nodes[node] = NodeDra(0.0, None, utilizations, "; ".join(errors))
+            nodes[node] = NodeDra(0.0, None, utilizations, "; ".join(dict.fromkeys(errors)))
             continue
         highest = max(utilizations, key=lambda name: utilizations[name])  # first of the ties
         nodes[node] = NodeDra(utilizations[highest], highest, utilizations)

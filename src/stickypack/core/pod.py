@@ -103,6 +103,11 @@ class Pod:
     #: VolumeBinding reads them, its VolumeZone does not (it reads ``persistentVolumeClaim``
     #: volumes only).
     ephemeral_claims: tuple[str, ...] = ()
+    #: Names of the DRA ResourceClaims of its ``spec.resourceClaims``, in order (in its
+    #: namespace): ``resourceClaimName``, or for a claim made from a template the name
+    #: ``status.resourceClaimStatuses`` gives it; "" while that is not known (no status yet),
+    #: as the cluster-autoscaler's ``claimRefToName`` finds none.
+    resource_claims: tuple[str, ...] = ()
     #: Kind of the pod's controller (the owner reference with ``controller: true``), if any.
     owner_kind: str | None = None
     #: Name of that controller (in the pod's namespace), if any.
@@ -245,6 +250,7 @@ class Pod:
                 ),
                 claims=_claim_names(spec, str(meta.get("name") or "")),
                 ephemeral_claims=_claim_names(spec, str(meta.get("name") or ""), ephemeral_only=True),
+                resource_claims=_resource_claim_names(spec, raw.get("status")),
                 owner_kind=str(controller["kind"]) if controller else None,
                 owner_name=str(controller.get("name") or "") or None if controller else None,
                 owner_group=(
@@ -317,6 +323,24 @@ def _claim_names(spec: Mapping[str, Any], pod_name: str, ephemeral_only: bool = 
                 out.append(name)
         elif volume.get("ephemeral") is not None:
             out.append(f"{pod_name}-{volume.get('name') or ''}")
+    return tuple(out)
+
+
+def _resource_claim_names(spec: Mapping[str, Any], status: Any) -> tuple[str, ...]:
+    """:attr:`Pod.resource_claims` (an entry that is not a mapping, or a name that is not a
+    string, is skipped or read as "": what scheduling reads of the pod does not depend on
+    it)."""
+    status = status if isinstance(status, Mapping) else {}
+    generated = {
+        s.get("name"): s.get("resourceClaimName")
+        for s in status.get("resourceClaimStatuses") or ()
+        if isinstance(s, Mapping)
+    }
+    out = []
+    for ref in spec.get("resourceClaims") or ():
+        if isinstance(ref, Mapping):
+            name = ref.get("resourceClaimName") or generated.get(ref.get("name"))
+            out.append(name if isinstance(name, str) else "")
     return tuple(out)
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from stickypack.core.dra import DraReading, dra_utilization
 from stickypack.core.explain import (
     REPLICA_COUNTED_CONTROLLERS,
     SAFE_TO_EVICT_ANNOTATION,
@@ -43,7 +42,8 @@ def snapshot_pod(obj: dict[str, Any]) -> dict[str, Any]:
     ``emptyDir``, ``persistentVolumeClaim`` and ``ephemeral`` volumes, the priority
     (expendable pods), :data:`AUTOSCALER_ANNOTATIONS`, and what kube-scheduler's filters read
     in the scale-down simulation (node selector, tolerations, affinity, host ports, topology
-    spread constraints)."""
+    spread constraints), the DRA claims it uses (``spec.resourceClaims`` and
+    ``status.resourceClaimStatuses``) and the node it is nominated to, if any."""
     slim = slim_pod(obj)
     meta = obj.get("metadata") or {}
     annotations = meta.get("annotations") or {}
@@ -65,14 +65,22 @@ def snapshot_pod(obj: dict[str, Any]) -> dict[str, Any]:
     if kept_volumes:
         slim["spec"]["volumes"] = kept_volumes
     spec = obj.get("spec") or {}
-    nominated = (obj.get("status") or {}).get("nominatedNodeName")
-    if nominated:
-        slim["status"]["nominatedNodeName"] = nominated
+    status = obj.get("status") or {}
+    for key in ("nominatedNodeName", "resourceClaimStatuses"):  # where it counts; its DRA claims
+        if status.get(key):
+            slim["status"][key] = status[key]
     for key in ("priority", "terminationGracePeriodSeconds"):  # expendable, long-terminating pods
         if spec.get(key) is not None:
             slim["spec"][key] = spec[key]
     # where the scale-down simulation may move the pod: kube-scheduler's filters read these
-    for key in ("nodeSelector", "tolerations", "affinity", "hostNetwork", "topologySpreadConstraints"):
+    for key in (
+        "nodeSelector",
+        "tolerations",
+        "affinity",
+        "hostNetwork",
+        "topologySpreadConstraints",
+        "resourceClaims",  # not a filter here: the DRA claims whose devices count on the node
+    ):
         if spec.get(key) is not None:
             slim["spec"][key] = spec[key]
     host_network = spec.get("hostNetwork") is True
@@ -86,6 +94,15 @@ def snapshot_pod(obj: dict[str, Any]) -> dict[str, Any]:
             if bound:  # NodePorts: only the ports bound on the node
                 kept["ports"] = bound
     return slim
+
+
+@dataclass(frozen=True, slots=True)
+class DraObjects:
+    """The cluster's ResourceSlices and ResourceClaims, as
+    :func:`~stickypack.core.dra.dra_utilization` takes them."""
+
+    slices: list[dict[str, Any]]
+    claims: list[dict[str, Any]]
 
 
 @dataclass
@@ -114,10 +131,10 @@ class Snapshot:
     #: (:data:`~stickypack.core.volumes.ClaimVolumes`); None when claims or volumes could not
     #: be listed (no right) or were not asked for.
     claim_volumes: ClaimVolumes | None = None
-    #: Each node's DRA utilization from the ResourceSlices and ResourceClaims
-    #: (:func:`~stickypack.core.dra.dra_utilization`); None when they were not asked for or
-    #: could not be listed (then :attr:`dra_unlisted` says why).
-    dra: DraReading | None = None
+    #: The ResourceSlices and ResourceClaims (slimmed to what
+    #: :func:`~stickypack.core.dra.dra_utilization` reads, by name); None when they were not
+    #: asked for or could not be listed (then :attr:`dra_unlisted` says why).
+    dra: DraObjects | None = None
     #: The API server's status (401, 403: no right; 404: ``resource.k8s.io/v1`` not served)
     #: when ResourceSlices or ResourceClaims could not be listed; None otherwise.
     dra_unlisted: int | None = None
@@ -230,11 +247,11 @@ def _name_meta(obj: dict[str, Any]) -> dict[str, Any]:
     return {k: meta.get(k) for k in ("name", "namespace")} if isinstance(meta, dict) else {}
 
 
-async def _dra(api_client: Any) -> tuple[DraReading | None, int | None]:
-    """Every node's DRA utilization from every ResourceSlice and ResourceClaim (a ``list``
-    on ``resourceslices`` and, in every namespace, ``resourceclaims``, ``resource.k8s.io``),
-    or None and the API server's status when they could not be listed (401, 403: no right;
-    404: ``resource.k8s.io/v1`` not served)."""
+async def _dra(api_client: Any) -> tuple[DraObjects | None, int | None]:
+    """Every ResourceSlice and ResourceClaim (a ``list`` on ``resourceslices`` and, in every
+    namespace, ``resourceclaims``, ``resource.k8s.io``), or None and the API server's status
+    when they could not be listed (401, 403: no right; 404: ``resource.k8s.io/v1`` not
+    served)."""
     from kubernetes_asyncio import client
 
     resource = client.ResourceV1Api(api_client)
@@ -249,8 +266,8 @@ async def _dra(api_client: Any) -> tuple[DraReading | None, int | None]:
         if exc.status in (401, 403, 404):
             return None, exc.status
         raise
-    return dra_utilization(
-        (obj for _, obj in sorted(slices.items())), (obj for _, obj in sorted(claims.items()))
+    return DraObjects(
+        [obj for _, obj in sorted(slices.items())], [obj for _, obj in sorted(claims.items())]
     ), None
 
 
