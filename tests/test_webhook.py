@@ -1092,21 +1092,23 @@ def test_the_reloader_outlives_an_unexpected_error(tmp_path: Path) -> None:
     assert outcomes[-1] == "loaded" and _served_by(context, last_ca)
 
 
-def test_the_reloader_refuses_a_pair_of_another_key_kind(tmp_path: Path) -> None:
+def test_the_reloader_switches_to_a_pair_of_another_key_kind(tmp_path: Path) -> None:
     """OpenSSL keeps one certificate per kind of key in a context: an RSA pair loaded over
     an ECDSA one would be served beside it, the old (soon expired) ECDSA certificate still
-    to every client that prefers ECDSA. So that is a failed reload (a restart switches)."""
+    to every client that prefers ECDSA. The reloader hands new connections a new context
+    instead, so the renewed pair alone is served, whatever its kind, and back again."""
     from stickypack.extender.server import CertificateReloader
 
-    old_ca, new_ca = trustme.CA(), trustme.CA()
-    for folder, ca, kind in (
-        (tmp_path, old_ca, trustme.KeyType.ECDSA),
-        (tmp_path / "new", new_ca, trustme.KeyType.RSA),
-    ):
+    cas = {trustme.KeyType.ECDSA: trustme.CA(), trustme.KeyType.RSA: trustme.CA()}
+
+    def write(kind: trustme.KeyType, folder: Path = tmp_path) -> None:
         folder.mkdir(exist_ok=True)
-        issued = ca.issue_cert("127.0.0.1", key_type=kind)
+        issued = cas[kind].issue_cert("127.0.0.1", key_type=kind)
         issued.cert_chain_pems[0].write_to_path(str(folder / "tls.crt"))
         issued.private_key_pem.write_to_path(str(folder / "tls.key"))
+
+    write(trustme.KeyType.ECDSA)
+    write(trustme.KeyType.RSA, tmp_path / "new")
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(tmp_path / "tls.crt", tmp_path / "tls.key")
     outcomes: list[str] = []
@@ -1117,14 +1119,21 @@ def test_the_reloader_refuses_a_pair_of_another_key_kind(tmp_path: Path) -> None
         interval_s=1,
         on_load=lambda outcome, _: outcomes.append(outcome),
     )
-    both = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)  # what loading it would have done
+    both = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)  # what loading it into the live context does
     both.load_cert_chain(tmp_path / "tls.crt", tmp_path / "tls.key")
     both.load_cert_chain(tmp_path / "new" / "tls.crt", tmp_path / "new" / "tls.key")
-    assert _served_by(both, old_ca) and not _served_by(both, new_ca)
+    assert _served_by(both, cas[trustme.KeyType.ECDSA]) and not _served_by(both, cas[trustme.KeyType.RSA])
     for name in ("tls.crt", "tls.key"):
         (tmp_path / "new" / name).replace(tmp_path / name)
-    assert reloader.check() is False and outcomes == ["failed"]
-    assert _served_by(context, old_ca)
+    assert reloader.check() is True and outcomes == ["loaded"]
+    assert _served_by(context, cas[trustme.KeyType.RSA]) and not _served_by(
+        context, cas[trustme.KeyType.ECDSA]
+    )
+    write(trustme.KeyType.ECDSA)  # and back
+    assert reloader.check() is True
+    assert _served_by(context, cas[trustme.KeyType.ECDSA]) and not _served_by(
+        context, cas[trustme.KeyType.RSA]
+    )
 
 
 def _context(ca: trustme.CA) -> ssl.SSLContext:

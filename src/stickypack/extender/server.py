@@ -14,10 +14,12 @@ import hashlib
 import logging
 import reprlib
 import socket
+import ssl
 import tempfile
 import threading
 import time
 from collections.abc import Generator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
 
@@ -347,40 +349,78 @@ def uvicorn_config(
     )
 
 
-def _certificate_facts(cert_pem: bytes | OSError) -> tuple[str | None, float | None]:
-    """The kind of key of a PEM certificate, as OpenSSL files it in a context (one slot per
-    kind: RSA, EC...), and its expiry (notAfter, seconds since the epoch): of its first
-    certificate, each None if it cannot be read."""
+def _certificate_expiry(cert_pem: bytes | OSError) -> float | None:
+    """The expiry (notAfter, seconds since the epoch) of a PEM's first certificate, None if
+    it cannot be read."""
     from cryptography import x509
-    from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
     if isinstance(cert_pem, OSError):
-        return None, None
+        return None
     try:
-        cert = x509.load_pem_x509_certificate(cert_pem)
+        return x509.load_pem_x509_certificate(cert_pem).not_valid_after_utc.timestamp()
     except ValueError:
-        return None, None
-    expiry = cert.not_valid_after_utc.timestamp()
-    key = cert.public_key()
-    if isinstance(key, rsa.RSAPublicKey):
-        return "RSA", expiry
-    if isinstance(key, ec.EllipticCurvePublicKey):
-        return "EC", expiry
-    return type(key).__name__, expiry
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class ServerTLS:
+    """How a TLS server's context is set up, to build a new one for a renewed pair: the
+    settings uvicorn's ``create_ssl_context`` applies (:meth:`from_uvicorn`). The default is
+    a plain server context (no client certificates)."""
+
+    protocol: int = ssl.PROTOCOL_TLS_SERVER
+    verify_mode: int = ssl.CERT_NONE
+    ca_certs: str | None = None
+    ciphers: str | None = None
+    alpn_protocols: tuple[str, ...] = ()
+
+    @classmethod
+    def from_uvicorn(cls, uv_config: Any) -> ServerTLS:
+        """The settings of a loaded uvicorn config's context."""
+        alpn = getattr(uv_config.http_protocol_class, "alpn_protocols", None) or ()
+        return cls(
+            protocol=uv_config.ssl_version,
+            verify_mode=uv_config.ssl_cert_reqs,
+            ca_certs=str(uv_config.ssl_ca_certs) if uv_config.ssl_ca_certs else None,
+            ciphers=uv_config.ssl_ciphers or None,
+            alpn_protocols=tuple(alpn),
+        )
+
+    def context(self, certfile: Path, keyfile: Path) -> Any:
+        """A new ``ssl.SSLContext`` with these settings serving the pair; raises
+        ``ssl.SSLError``, ``OSError`` or ``ValueError`` (an encrypted key: never a prompt)
+        when it does not load."""
+
+        def no_password() -> bytes:
+            raise ValueError("the key is encrypted: give it unencrypted")
+
+        ctx = ssl.SSLContext(self.protocol)
+        ctx.load_cert_chain(certfile, keyfile, password=no_password)
+        ctx.verify_mode = ssl.VerifyMode(self.verify_mode)
+        if self.ca_certs:
+            ctx.load_verify_locations(self.ca_certs)
+        if self.ciphers:
+            ctx.set_ciphers(self.ciphers)
+        if self.alpn_protocols:
+            ctx.set_alpn_protocols(list(self.alpn_protocols))
+        return ctx
 
 
 class CertificateReloader:
     """Serves a renewed certificate without a restart: checks a TLS server's certificate
     and key files every ``interval_s`` seconds and, when either's content changed (a
     Kubernetes Secret volume swaps a symlink, cert-manager renews into it; the content, as a
-    rewrite in place can keep the size, inode and a coarse mtime), loads
-    them into the server's live ``ssl.SSLContext``; new connections get the new
-    certificate, open ones keep theirs. A pair that does not load (a key that does not
-    match, a file half written, an encrypted key, a key of another kind than the one
-    served) is logged and the old certificate kept;
-    it is tried again at the next change. ``on_load(outcome, not_after)`` reports each
-    attempt (``"loaded"`` or ``"failed"``; ``not_after``: the certificate's expiry,
-    seconds since the epoch, None where it could not be read)."""
+    rewrite in place can keep the size, inode and a coarse mtime), builds a new context
+    serving them (``tls``: the server's settings, :class:`ServerTLS`) and hands it to each
+    new connection of the server's live ``ssl.SSLContext`` (its ``sni_callback``, which
+    OpenSSL calls in every handshake, SNI or not, swaps the connection's context); open
+    connections keep theirs. A whole new context, not the pair loaded into the live one:
+    OpenSSL keeps one certificate per kind of key in a context, so an RSA pair loaded over
+    an ECDSA one would be served beside it, not instead. A pair that does not load (a key
+    that does not match, a file half written, an encrypted key) is logged and the old
+    certificate kept; it is tried again at the next change. ``on_load(outcome, not_after)``
+    reports each attempt (``"loaded"`` or ``"failed"``; ``not_after``: the certificate's
+    expiry, seconds since the epoch, None where it could not be read)."""
 
     def __init__(
         self,
@@ -390,18 +430,24 @@ class CertificateReloader:
         *,
         interval_s: float,
         on_load: Any = None,
+        tls: ServerTLS = ServerTLS(),
     ) -> None:
         self.context = context
         self.certfile = certfile
         self.keyfile = keyfile
         self.interval_s = interval_s
         self.on_load = on_load
+        self.tls = tls
         pair = self._read()
         self._seen = self._stamp(pair)
-        #: The kind of key served (OpenSSL keeps one certificate per kind in a context, so a
-        #: pair of another kind would be served beside the old one, not instead of it) and
-        #: the served certificate's expiry.
-        self._kind, self._not_after = _certificate_facts(pair[0])
+        self._not_after = _certificate_expiry(pair[0])
+        #: The context of the last pair reloaded; None: the live context's own pair.
+        self._serving: Any = None
+        context.sni_callback = self._hand_over
+
+    def _hand_over(self, connection: Any, server_name: str | None, context: Any) -> None:
+        if self._serving is not None:
+            connection.context = self._serving
 
     def _read(self) -> tuple[bytes | OSError, bytes | OSError]:
         """The two files' content (the error where one cannot be read)."""
@@ -425,43 +471,25 @@ class CertificateReloader:
     def check(self) -> bool | None:
         """Reload if the files changed: True when loaded, False when they failed to load
         (the old certificate stays), None when nothing changed."""
-        import ssl
-
         pair = self._read()
         stamp = self._stamp(pair)
         if stamp == self._seen:
             return None
         self._seen = stamp
-
-        def no_password() -> bytes:
-            raise ValueError("the key is encrypted: give it unencrypted")
-
         cert_pem, key_pem = pair
-        kind, expiry = _certificate_facts(cert_pem)
+        expiry = _certificate_expiry(cert_pem)
         try:
-            # OpenSSL sets the certificate before it checks the key: a pair that fails
-            # half-way would leave the live context serving a certificate without its key.
-            # So the pair is read once, copied aside, tried on a scratch context, and only
-            # then loaded into the live one, from the same copies (of the content compared).
             if isinstance(cert_pem, OSError):
                 raise cert_pem
             if isinstance(key_pem, OSError):
                 raise key_pem
-            if self._kind is not None and kind is not None and kind != self._kind:
-                raise ValueError(
-                    f"its key is {kind}, the served one {self._kind}: OpenSSL would serve both, the old one"
-                    " to clients that prefer it; restart to switch"
-                )
+            # the content compared is the content loaded: copied aside, read from there
             with tempfile.TemporaryDirectory(prefix="stickypack-tls-") as tmp:
                 cert, key = Path(tmp) / "tls.crt", Path(tmp) / "tls.key"
                 cert.write_bytes(cert_pem)
                 key.touch(mode=0o600)
                 key.write_bytes(key_pem)
-                ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(
-                    cert, key, password=no_password
-                )
-                self.context.load_cert_chain(cert, key, password=no_password)
-            self._kind = self._kind or kind
+                self._serving = self.tls.context(cert, key)
             self._not_after = expiry
         except (OSError, ssl.SSLError, ValueError) as exc:
             log.warning("TLS certificate %s / key %s not reloaded, keeping the old one: %s",
@@ -494,7 +522,14 @@ def start_certificate_reloader(
     ``interval_s`` is 0, start a :class:`CertificateReloader` task; cancel it when the
     server stops."""
     uv_config.load()
-    reloader = CertificateReloader(uv_config.ssl, certfile, keyfile, interval_s=interval_s, on_load=on_load)
+    reloader = CertificateReloader(
+        uv_config.ssl,
+        certfile,
+        keyfile,
+        interval_s=interval_s,
+        on_load=on_load,
+        tls=ServerTLS.from_uvicorn(uv_config),
+    )
     if on_load is not None:
         on_load(None, reloader.not_after())
     return asyncio.ensure_future(reloader.run()) if interval_s else None
