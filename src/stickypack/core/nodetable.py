@@ -103,6 +103,11 @@ class NodeTable:
         self._free: list[int] = list(range(cap - 1, -1, -1))
         self._active_idx: np.ndarray | None = None
         self._labelled: dict[tuple[str, ...], np.ndarray] = {}
+        # label_codes: per label keys, each row's code, the values of each code, their codes
+        self._label_codes: dict[
+            tuple[str, ...],
+            tuple[np.ndarray, list[tuple[str | None, ...]], dict[tuple[str | None, ...], int]],
+        ] = {}
         # Timed pods, one entry per (row, pod key): row (-1 when free), creation time, and
         # how many times it was added (an adapter may count a pod twice for a moment).
         self._t_row = np.full(64, -1, dtype=_I64)
@@ -186,6 +191,8 @@ class NodeTable:
         lab = dict(labels or {})
         for keys, mask in self._labelled.items():
             mask[i] = any(key in lab for key in keys)
+        for keys, found in self._label_codes.items():
+            self._set_label_code(found, keys, i, lab)
         taints = tuple(taints)
         self.info[i] = NodeInfo(name, dict(allocatable), lab, taints, dict(annotations or {}))
         self.ready[i] = ready
@@ -236,6 +243,8 @@ class NodeTable:
         self._active_idx = None
         for mask in self._labelled.values():
             mask[i] = False
+        for codes, _, _ in self._label_codes.values():
+            codes[i] = -1
 
     def labelled(self, keys: tuple[str, ...]) -> np.ndarray:
         """Per row (all slots), whether the node carries any of the label ``keys`` (any
@@ -250,6 +259,39 @@ class NodeTable:
                 mask[i] = info is not None and any(key in info.labels for key in keys)
             self._labelled[keys] = mask
         return mask
+
+    def label_codes(self, keys: tuple[str, ...]) -> tuple[np.ndarray, list[tuple[str | None, ...]]]:
+        """Per row (all slots), a code for the node's values of the label ``keys`` (None for
+        a key it lacks), and the values of each code: ``values[codes[row]]``; -1 for a free
+        slot. To read, not to change. Built on the first call for ``keys`` and kept up to
+        date row by row from then on, as :meth:`labelled` is, so a scorer that asks on
+        every decision pays for the scan of the labels once; one code per distinct tuple
+        ever seen (codes are not reused)."""
+        found = self._label_codes.get(keys)
+        if found is None:
+            codes = np.full(self.alloc.shape[0], -1, dtype=_I64)
+            values: list[tuple[str | None, ...]] = []
+            known: dict[tuple[str | None, ...], int] = {}
+            found = self._label_codes[keys] = (codes, values, known)
+            for i in self.active_indices().tolist():
+                info = self.info[i]
+                self._set_label_code(found, keys, i, info.labels if info is not None else {})
+        return found[0], found[1]
+
+    @staticmethod
+    def _set_label_code(
+        found: tuple[np.ndarray, list[tuple[str | None, ...]], dict[tuple[str | None, ...], int]],
+        keys: tuple[str, ...],
+        i: int,
+        labels: Mapping[str, str],
+    ) -> None:
+        codes, values, known = found
+        value = tuple(labels.get(key) for key in keys)
+        code = known.get(value)
+        if code is None:
+            code = known[value] = len(values)
+            values.append(value)
+        codes[i] = code
 
     def unweighed_requested(self, idx: np.ndarray, daemonsets: bool, mirror_pods: bool) -> np.ndarray:
         """Per row of ``idx`` (over every resource column), the requests of the pods the
@@ -310,6 +352,10 @@ class NodeTable:
         self.images.extend({} for _ in range(new - old))
         self._free.extend(range(new - 1, old - 1, -1))
         self._labelled = {k: grow(v) for k, v in self._labelled.items()}
+        for keys, (codes, values, known) in list(self._label_codes.items()):
+            grown = np.full(new, -1, dtype=_I64)
+            grown[:old] = codes
+            self._label_codes[keys] = (grown, values, known)
 
     # ---- images ------------------------------------------------------------------------
 
