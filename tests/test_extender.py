@@ -383,6 +383,16 @@ def test_config_errors_name_file_and_field(tmp_path) -> None:
         ("cluster: {assume_ttl_s: .nan}\n", "cluster.assume_ttl_s"),
         ("cluster: {gpu_labels: [ok.example/gpu, 'no spaces']}\n", "cluster.gpu_labels"),
         ("cluster: {gpu_labels: a.example/gpu}\n", "cluster.gpu_labels"),
+        (
+            "cluster: {node_group_labels: ['no spaces']}\n",
+            "node_group_labels: 'no spaces' is not a label key",
+        ),
+        (
+            "cluster: {node_group_min_sizes: {pool-a: -1}}\n",
+            "min_sizes: 'pool-a': a minimum size must be >= 0",
+        ),
+        ("cluster: {node_group_min_sizes: {'': 1}}\n", "min_sizes: a node group's name must not be empty"),
+        ("cluster: {node_group_min_sizes: {pool-a: two}}\n", "cluster.node_group_min_sizes.pool-a"),
         # a score plugin named twice once counted twice (weight doubled) without a word
         ("score: [ScaleDownAware, ScaleDownAware]\n", "score: ScaleDownAware given more"),
         ("filters: [ScaleDownAware, ScaleDownAware]\n", "filters: ScaleDownAware given more"),
@@ -400,6 +410,18 @@ def test_config_errors_name_file_and_field(tmp_path) -> None:
         "cluster: {gpu_labels: [kubernetes.azure.com/accelerator, kubernetes.azure.com/accelerator]}\n"
     )
     assert load_config(path).cluster.gpu_labels == ["kubernetes.azure.com/accelerator"]
+    path.write_text(
+        "cluster: {node_group_labels: [a.example/pool, a.example/zone], node_group_min_sizes: {p/z: 2}}\n"
+    )
+    cluster = load_config(path).cluster
+    assert (cluster.node_group_labels, cluster.node_group_min_sizes) == (
+        ["a.example/pool", "a.example/zone"],
+        {"p/z": 2},
+    )
+    assert (load_config(None).cluster.node_group_labels, load_config(None).cluster.node_group_min_sizes) == (
+        [],
+        {},
+    )
 
 
 @pytest.mark.parametrize("command", ["extender", "forget-node n1"])

@@ -649,6 +649,39 @@ def test_user_pod_extender_leaves_daemonset_pods_out_as_the_autoscaler_is_told_t
     assert placed == ("agents", "plain")
 
 
+def test_user_pod_extender_packs_onto_a_node_its_group_keeps(cluster: ControlPlane, tmp_path) -> None:
+    """``cluster.node_group_min_sizes``: node "core", alone in its GKE node pool ``core``,
+    holds a session of 3 cpus and 14Gi (under the threshold: 0.47 with a new one), node
+    "other", of pool ``user``, one of 17Gi (busy: 0.56). The packing profile alone sends a
+    new session to "core" (more allocated); the extender's ScaleDownAware keeps it off
+    "core" as a node the autoscaler would remove; told that pool ``core`` has a minimum size
+    of 1, so the autoscaler never removes "core", it scores "core" as busy and the session
+    packs onto it: the node's pool label reached the extender's table from the watch."""
+    pool = "cloud.google.com/gke-nodepool"
+    cluster.create_node("core", cpu="8", memory="32Gi", labels={pool: "core"})
+    cluster.create_node("other", cpu="8", memory="32Gi", labels={pool: "user"})
+    held = []
+    for name, node, cpu, memory in (("heavy", "core", "3", "14Gi"), ("wide", "other", "500m", "17Gi")):
+        manifest = pod_manifest(name, cpu=cpu, memory=memory)
+        manifest["spec"]["nodeName"] = node
+        held.append(manifest)
+    cluster.create_pods(held)
+    placed = _bound_alone_and_with_user_pod_extender(
+        cluster, tmp_path, lambda name: _user_session(name, "500m"), ["ScaleDownAware"]
+    )
+    assert placed == ("core", "other")
+    cluster.stop_schedulers()
+    delete_pods(cluster, ["new"])
+    placed = _bound_alone_and_with_user_pod_extender(
+        cluster,
+        tmp_path,
+        lambda name: _user_session(name, "500m"),
+        ["ScaleDownAware"],
+        {"cluster": {"node_group_min_sizes": {"core": 1}}},
+    )
+    assert placed == ("core", "core")
+
+
 class _FreezingProxy:
     """A TCP relay to ``target`` on a free loopback port. :meth:`freeze` makes every open
     connection go silent for good (a dead API server instance or a partition: no RST, no

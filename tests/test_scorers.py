@@ -16,6 +16,7 @@ from stickypack.core.labels import (
     PreferredTerm,
     Requirement,
 )
+from stickypack.core.nodegroups import NodeGroups
 from stickypack.core.plugins import (
     BalancedAllocation,
     BuildHeadroom,
@@ -247,6 +248,48 @@ def test_scale_down_aware():
     s = scores(ScaleDownAware(), pod(100, Gi), t)
     # busy: util .8 >= .5 -> 100; idle (quiet): util .1 -> 20 * .1 / .5 = 4; candidate: 0
     assert s == [100, 4, 0]
+
+
+def test_scale_down_aware_takes_a_node_of_a_group_at_its_min_size_as_busy():
+    """A node of a node group at or under its minimum size is one the autoscaler never
+    removes: ScaleDownAware scores it as a busy node and quiet_nodes does not count it
+    (BuildSpread, BuildHeadroom); a group above its minimum keeps its quiet nodes quiet; a
+    node in no known group, or a group with no minimum, is weighed as before."""
+    pool = "cloud.google.com/gke-nodepool"
+    t = NodeTable()
+    spec = {"cpu": 1000, "memory": 10 * Gi, "pods": 110}
+    t.upsert_node("core-0", spec, labels={pool: "core"})
+    t.upsert_node("user-0", spec, labels={pool: "user"})
+    t.upsert_node("user-1", spec, labels={pool: "user"})
+    t.upsert_node("loose", spec)
+    t.upsert_node(
+        "core-candidate",
+        spec,
+        labels={pool: "core"},
+        taints=[Taint("DeletionCandidateOfClusterAutoscaler", "1", "PreferNoSchedule")],
+    )
+    idx = t.active_indices()
+    p = pod(100, Gi)
+    plain = ScaleDownAware().score(p, t, idx, CTX).tolist()
+    assert plain == [4, 4, 4, 4, 0]  # all quiet: util .1 -> 20 * .1 / .5 = 4; the candidate 0
+    groups = NodeGroups(min_sizes={"core": 2, "user": 1})
+    ctx = SchedulingContext(node_groups=groups)
+    # core: 2 nodes, min 2 -> busy (100; the candidate's taint still wins); user: 2 > 1 -> quiet
+    plugin = ScaleDownAware()
+    assert plugin.score(p, t, idx, ctx).tolist() == [100, 4, 4, 4, 0]
+    assert plugin.score(p, t, idx, CTX).tolist() == plain  # the memo holds no group
+    assert quiet_nodes(p, t, idx, ctx).tolist() == [False, True, True, True, False]
+    # a user node goes: the other is at the minimum now
+    t.remove_node("user-1")
+    idx = t.active_indices()
+    assert plugin.score(p, t, idx, ctx).tolist() == [100, 100, 4, 0]
+    # groups without minimum sizes: nothing changes (and nothing is read)
+    assert ScaleDownAware().score(p, t, idx, SchedulingContext(node_groups=NodeGroups())).tolist() == [
+        4,
+        4,
+        4,
+        0,
+    ]
 
 
 def test_scale_down_aware_weighs_gpu_nodes_by_their_gpus():

@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from stickypack.core.history import BuildHistory
+from stickypack.core.nodegroups import NodeGroups
 from stickypack.core.nodetable import NodeTable
 from stickypack.core.pod import Pod
 
@@ -39,6 +40,9 @@ class SchedulingContext:
     label is read. ``ignore_daemonsets_utilization`` / ``ignore_mirror_pods_utilization``:
     its flags of those names, which leave DaemonSet / mirror pods' requests out of a node's
     utilization, taken out of its allocatable too (``NodeTable.unweighed_requested``).
+    ``node_groups``: its node groups and their minimum sizes (:class:`NodeGroups`): a node
+    of a group at or under its minimum size is one it never removes; None (the default):
+    no group has a minimum.
     ``cache``: scratch space for one decision (the simulator clears it before each; keys
     beginning ``rendezvous:`` are reserved: the extender keeps those while the builder
     nodes stay the same). ``now``'s origin is the driver's: the simulator counts from the
@@ -53,6 +57,7 @@ class SchedulingContext:
     gpu_labels: tuple[str, ...] = ()
     ignore_daemonsets_utilization: bool = False
     ignore_mirror_pods_utilization: bool = False
+    node_groups: NodeGroups | None = None
     cache: dict[str, Any] = field(default_factory=dict)
 
 

@@ -131,14 +131,31 @@ class ClusterConfig(_Model):
     #: mirror pods' requests left out of a node's utilization (and of its allocatable).
     ignore_daemonsets_utilization: bool = False
     ignore_mirror_pods_utilization: bool = False
+    #: Node label keys whose values, joined by "/", name the autoscaler's node group of a
+    #: node (empty: the first of GKE's, EKS's and AKS's pool labels the node carries).
+    node_group_labels: list[str] = Field(default_factory=list)
+    #: Each node group's minimum size (its name as ``node_group_labels`` make it): a node of a
+    #: group at or under it is one the autoscaler never removes, so ScaleDownAware takes it
+    #: as busy.
+    node_group_min_sizes: dict[str, int] = Field(default_factory=dict)
 
-    @field_validator("gpu_labels")
+    @field_validator("gpu_labels", "node_group_labels")
     @classmethod
-    def _gpu_labels(cls, value: list[str]) -> list[str]:
+    def _label_keys(cls, value: list[str]) -> list[str]:
         for key in value:
             if not LABEL_KEY.fullmatch(key):
                 raise ValueError(f"{key!r} is not a label key")
         return list(dict.fromkeys(value))
+
+    @field_validator("node_group_min_sizes")
+    @classmethod
+    def _min_sizes(cls, value: dict[str, int]) -> dict[str, int]:
+        for name, size in value.items():
+            if not name:
+                raise ValueError("a node group's name must not be empty")
+            if size < 0:
+                raise ValueError(f"{name!r}: a minimum size must be >= 0, got {size}")
+        return value
 
 
 class ExtenderConfig(_Model):

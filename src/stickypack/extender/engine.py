@@ -40,6 +40,7 @@ from stickypack.core.framework import (
     check_scores,
 )
 from stickypack.core.history import BuildHistory
+from stickypack.core.nodegroups import NodeGroups
 from stickypack.core.plugins import BuildBounds, BuildLocality
 from stickypack.core.pod import Pod, PodSpecError
 from stickypack.core.policy import Policy, PolicyError
@@ -112,8 +113,10 @@ class Extender:
     name; the rest is what kube-scheduler runs itself). ``history`` is a callable returning
     the current :class:`BuildHistory` (it is replaced when the store changes).
     ``utilization_threshold``, ``gpu_utilization_threshold``, ``gpu_labels``,
-    ``ignore_daemonsets_utilization``, ``ignore_mirror_pods_utilization``: the autoscaler's
-    settings the scale-down scorers read (:class:`SchedulingContext`).
+    ``ignore_daemonsets_utilization``, ``ignore_mirror_pods_utilization``,
+    ``node_group_labels``, ``node_group_min_sizes``: the autoscaler's settings the
+    scale-down scorers read (:class:`SchedulingContext`; the last two its
+    :class:`~stickypack.core.nodegroups.NodeGroups`, none without minimum sizes).
     """
 
     def __init__(
@@ -134,6 +137,8 @@ class Extender:
         gpu_labels: Sequence[str] = DEFAULT_GPU_LABELS,
         ignore_daemonsets_utilization: bool = False,
         ignore_mirror_pods_utilization: bool = False,
+        node_group_labels: Sequence[str] = (),
+        node_group_min_sizes: Mapping[str, int] | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.cache = cache
@@ -158,6 +163,9 @@ class Extender:
         self.gpu_labels = tuple(gpu_labels)
         self.ignore_daemonsets_utilization = ignore_daemonsets_utilization
         self.ignore_mirror_pods_utilization = ignore_mirror_pods_utilization
+        self.node_groups = (
+            NodeGroups(tuple(node_group_labels), dict(node_group_min_sizes)) if node_group_min_sizes else None
+        )
         self.clock = clock
         self._epoch: tuple[Any, ...] | None = None
         self._shared = _EpochCache()
@@ -266,6 +274,7 @@ class Extender:
             gpu_labels=self.gpu_labels,
             ignore_daemonsets_utilization=self.ignore_daemonsets_utilization,
             ignore_mirror_pods_utilization=self.ignore_mirror_pods_utilization,
+            node_groups=self.node_groups,
             cache=self._shared,
         )
 

@@ -116,6 +116,8 @@ class ExtenderService:
             gpu_labels=config.cluster.gpu_labels,
             ignore_daemonsets_utilization=config.cluster.ignore_daemonsets_utilization,
             ignore_mirror_pods_utilization=config.cluster.ignore_mirror_pods_utilization,
+            node_group_labels=config.cluster.node_group_labels,
+            node_group_min_sizes=config.cluster.node_group_min_sizes,
         )
         self.informers: dict[str, Informer] = {}
         self.app = make_app(

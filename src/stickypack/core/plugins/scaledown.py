@@ -152,12 +152,28 @@ def utilization_with(pod: Pod, table: NodeTable, idx: np.ndarray) -> np.ndarray:
     return utilization_and_threshold(pod, table, idx, SchedulingContext())[0]
 
 
+def kept_at_min_size(table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray | None:
+    """Per row of ``idx``: the node is in a node group at or under its minimum size
+    (``ctx.node_groups``, :meth:`~stickypack.core.nodegroups.NodeGroups.at_min_size`), so
+    the autoscaler never takes it as a scale-down candidate; None when no group has a
+    minimum size (nothing read)."""
+    groups = ctx.node_groups
+    if groups is None or not groups.min_sizes:
+        return None
+    return groups.at_min_size(table, idx)
+
+
 def quiet_nodes(pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
     """Rows of ``idx`` that would stay at or under the autoscaler's utilization threshold even
     with ``pod`` placed (:func:`utilization_and_threshold`, with ``ctx``'s thresholds and
-    GPU labels): the nodes the autoscaler would remove once their bare pods end."""
+    GPU labels): the nodes the autoscaler would remove once their bare pods end. A node of a
+    group at or under its minimum size (:func:`kept_at_min_size`) is not quiet: the
+    autoscaler keeps it whatever runs there. A group above its minimum may lose any of its
+    nodes, so its quiet nodes stay quiet, even where the group could lose only some of them."""
     util, thr = utilization_and_threshold(pod, table, idx, ctx)
-    return util <= thr
+    quiet = util <= thr
+    kept = kept_at_min_size(table, idx, ctx)
+    return quiet if kept is None else quiet & ~kept
 
 
 class ScaleDownAware(ScorePlugin):
@@ -169,8 +185,10 @@ class ScaleDownAware(ScorePlugin):
     allocatable, at the GPU threshold; a node with a GPU label of ``ctx.gpu_labels`` but no
     GPU allocatable yet, 0: :func:`utilization_and_threshold`) is one the autoscaler would remove
     once its bare pods end: it scores ``low_score * utilization / threshold`` (0..20 by
-    default); a node marked ``DeletionCandidateOfClusterAutoscaler`` scores 0; every other
-    node scores 100. Weighted above the packing scorers, this sends pods to busy nodes
+    default), unless its node group is at or under its minimum size (``ctx.node_groups``:
+    :func:`kept_at_min_size`; the autoscaler keeps such a node, so there is no reason to keep
+    pods off it); a node marked ``DeletionCandidateOfClusterAutoscaler`` scores 0; every
+    other node scores 100. Weighted above the packing scorers, this sends pods to busy nodes
     whenever one has room, and lets the quiet ones drain.
     """
 
@@ -222,6 +240,11 @@ class ScaleDownAware(ScorePlugin):
             return node_state_keys(table.requested[idx], alloc, pod_part)
 
         score = self._memo.scores(idx, keys, lambda rows: self._by_utilization(pod, table, rows, ctx))
+        # after the memo: its keys need not hold the groups (a node's group size is no part
+        # of its score by utilization)
+        kept = kept_at_min_size(table, idx, ctx)
+        if kept is not None:
+            score[kept] = MAX_NODE_SCORE
         score[table.deletion_candidate[idx]] = 0
         return score
 
