@@ -542,6 +542,127 @@ def test_inspect_checks_empty_nodes_first(cluster: ControlPlane, capsys: pytest.
     assert (r["verdict"], r["no_room_for"], r["moves"]) == ("no-room", "default/web", {})
 
 
+POOL_LABEL = "cloud.google.com/gke-nodepool"
+
+
+@pytest.mark.controlplane
+def test_inspect_keeps_a_node_group_at_its_minimum_size(
+    cluster: ControlPlane, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """On the real API server: two empty nodes of GKE node pool ``pool-a`` (its label). With
+    ``--min-size pool-a=1`` the autoscaler would remove one of them and keep the other
+    (``min-size``: its RemovableAt budget, 2 - 1); with ``pool-a=2`` the group is at its
+    minimum and neither is a candidate. Without minimum sizes both are ``empty``, and the
+    report is as it was (no new summary keys), but for the groups named."""
+    for name in ("a-1", "a-2"):
+        cluster.create_node(name, cpu="4", memory="16Gi", labels={POOL_LABEL: "pool-a"})
+    cluster.create_node("plain", cpu="4", memory="16Gi")
+    _bind(cluster, "alice", "plain", "3", "1Gi")
+    argv = ["inspect", "--kubeconfig", str(cluster.kubeconfig)]
+    assert main([*argv, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert {n["node"]: (n["verdict"], n["node_group"]) for n in report["nodes"]} == {
+        "a-1": ("empty", "pool-a"),
+        "a-2": ("empty", "pool-a"),
+        "plain": ("busy", None),
+    }
+    assert "min-size" not in report["summary"] and "resource-limit" not in report["summary"]
+    assert report["node_groups"] == {"pool-a": {"size": 2, "min_size": None, "removes": 2}}
+    assert main([*argv, "--json", "--min-size", "pool-a=1", "--min-size", "pool-b=3"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    verdicts = {n["node"]: n["verdict"] for n in report["nodes"]}
+    assert sorted(verdicts.values()) == ["busy", "empty", "min-size"]
+    assert (
+        report["summary"]["min-size"],
+        report["summary"]["empty"],
+        report["summary"]["resource-limit"],
+    ) == (
+        1,
+        1,
+        0,
+    )
+    assert report["node_groups"] == {
+        "pool-a": {"size": 2, "min_size": 1, "removes": 1},
+        "pool-b": {"size": 0, "min_size": 3, "removes": 0},  # named, but no node of it
+    }
+    assert main([*argv, "--json", "--min-size", "pool-a=2"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert [n["verdict"] for n in report["nodes"]] == ["min-size", "min-size", "busy"]
+    assert report["node_groups"]["pool-a"]["removes"] == 0
+    # the group named by explicit label keys: a node lacking one is in no known group
+    assert main([*argv, "--json", "--min-size", "pool-a=2", "--node-group-label", "example.com/pool"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert [n["verdict"] for n in report["nodes"]] == ["empty", "empty", "busy"]
+    assert all(n["node_group"] is None for n in report["nodes"])
+    assert main([*argv, "--min-size", "pool-a=1"]) == 0
+    out = capsys.readouterr().out
+    assert "1 kept at their node group's minimum size" in out and "pool-a" in out
+
+
+@pytest.mark.controlplane
+def test_inspect_a_node_at_its_groups_minimum_is_no_candidate_but_a_destination(
+    cluster: ControlPlane, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """On the real API server: nodes "a" (alone in pool ``pool-a``) and "b" each hold a
+    replicated pod of 1.5 of 4 cpus, node "busy" 3.5. Without minimum sizes the autoscaler
+    checks "a" first, its pod moves to "b", and "b"'s pod then fits nowhere ("a" being
+    removed): "a" removable, "b" ``no-room``. With ``pool-a`` at its minimum of 1, "a" is no
+    candidate, so its pod takes no room on "b", and "a" takes "b"'s pod: "b" removable."""
+    cluster.create_node("a", cpu="4", memory="16Gi", labels={POOL_LABEL: "pool-a"})
+    cluster.create_node("b", cpu="4", memory="16Gi", labels={POOL_LABEL: "pool-b"})
+    cluster.create_node("busy", cpu="4", memory="16Gi")
+    _bind(cluster, "alice", "busy", "3500m", "1Gi")
+    _bind(cluster, "web-1", "a", "1500m", "1Gi", owner="ReplicaSet")
+    _bind(cluster, "web-2", "b", "1500m", "1Gi", owner="ReplicaSet")
+    argv = ["inspect", "--kubeconfig", str(cluster.kubeconfig), "--json"]
+    assert main(argv) == 0
+    nodes = {n["node"]: n for n in json.loads(capsys.readouterr().out)["nodes"]}
+    assert (nodes["a"]["verdict"], nodes["a"]["moves"]) == ("removable", {"default/web-1": "b"})
+    assert (nodes["b"]["verdict"], nodes["b"]["no_room_for"]) == ("no-room", "default/web-2")
+    assert main([*argv, "--min-size", "pool-a=1"]) == 0
+    nodes = {n["node"]: n for n in json.loads(capsys.readouterr().out)["nodes"]}
+    assert (nodes["a"]["verdict"], nodes["a"]["moves"]) == ("min-size", {})
+    assert (nodes["b"]["verdict"], nodes["b"]["moves"]) == ("removable", {"default/web-2": "a"})
+
+
+@pytest.mark.controlplane
+def test_inspect_keeps_the_clusters_minimum_cores_and_memory(
+    cluster: ControlPlane, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """On the real API server: three empty nodes of 4 cores and 16 GiB. The autoscaler's
+    ``--cores-total 8:100`` lets one go (12 cores, 4 above the minimum) and keeps two
+    (``resource-limit``); ``--memory-total 40:1000`` (GiB) keeps one; a busy node counts
+    toward the totals too. The minimum sizes come from the extender's configuration."""
+    for name in ("e-1", "e-2", "e-3"):
+        cluster.create_node(name, cpu="4", memory="16Gi")
+    argv = ["inspect", "--kubeconfig", str(cluster.kubeconfig), "--json"]
+    assert main([*argv, "--cores-total", "8:100"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert sorted(n["verdict"] for n in report["nodes"]) == ["empty", "resource-limit", "resource-limit"]
+    assert report["summary"]["resource-limit"] == 2
+    assert main([*argv, "--memory-total", "16:1000"]) == 0
+    verdicts = sorted(n["verdict"] for n in json.loads(capsys.readouterr().out)["nodes"])
+    assert verdicts == ["empty", "empty", "resource-limit"]
+    assert main([*argv, "--cores-total", "0:100", "--memory-total", "0:1000"]) == 0
+    assert {n["verdict"] for n in json.loads(capsys.readouterr().out)["nodes"]} == {"empty"}
+    config = tmp_path / "extender.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {"cluster": {"node_group_labels": ["example.com/pool"], "node_group_min_sizes": {"x": 3}}}
+        )
+    )
+    for name in ("x-1", "x-2", "x-3"):
+        cluster.create_node(name, cpu="1", memory="1Gi", labels={"example.com/pool": "x"})
+    assert main([*argv, "--config", str(config)]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert [n["verdict"] for n in report["nodes"]] == ["empty"] * 3 + ["min-size"] * 3
+    assert report["node_groups"] == {"x": {"size": 3, "min_size": 3, "removes": 0}}
+    # the command line's minimum sizes replace the configuration's
+    assert main([*argv, "--config", str(config), "--min-size", "x=2"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["node_groups"]["x"] == {"size": 3, "min_size": 2, "removes": 1}
+
+
 @pytest.mark.controlplane
 def test_inspect_counts_pods_on_the_node_they_are_nominated_to(
     cluster: ControlPlane, capsys: pytest.CaptureFixture[str]
@@ -657,6 +778,8 @@ def test_inspect_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFix
         (["--pod", str(not_pod), "--min-replica-count", "2"], "--min-replica-count: for the node report", 2),
         (["--gpu-label", "not a key"], "--gpu-label: 'not a key' is not a label key", 2),
         (["--gpu-threshold", "1.5"], "--gpu-threshold must be in (0, 1], got 1.5", 2),
+        (["--node-group-label", "a b"], "--node-group-label: 'a b' is not a label key", 2),
+        (["--pod", str(not_pod), "--cores-total", "1:2"], "--cores-total: for the node report", 2),
         # the thresholds serve --pod too (ScaleDownAware's): taken, the cluster is then read
         (
             ["--pod", str(good_pod), "--threshold", "0.3", "--gpu-threshold", "0.3", *missing_kubeconfig],
@@ -675,6 +798,13 @@ def test_inspect_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFix
         (timeout, "h1", "'h1' is not a duration"),
         (timeout, "-5", "'-5' is not a duration >= 0"),
         (timeout, "inf", "'inf' is not a duration >= 0"),
+        ("--min-size", "pool-a", "'pool-a' is not GROUP=N"),
+        ("--min-size", "=2", "'=2' is not GROUP=N"),
+        ("--min-size", "pool-a=two", "'pool-a=two': 'two' is not an integer"),
+        ("--min-size", "pool-a=-1", "'pool-a=-1': the minimum size is negative"),
+        ("--cores-total", "8", "'8' is not MIN:MAX (two integers)"),
+        ("--cores-total", "9:8", "'9:8' is not MIN:MAX with 0 <= MIN <= MAX"),
+        ("--memory-total", "a:b", "'a:b' is not MIN:MAX (two integers)"),
     ]:
         with pytest.raises(SystemExit) as exited:  # argparse's own exit
             main(["inspect", flag, value])

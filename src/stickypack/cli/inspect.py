@@ -22,6 +22,7 @@ from stickypack.cli.common import (
 
 if TYPE_CHECKING:  # the extender's and the API client's modules load only when run
     from stickypack.core.framework import SchedulingContext
+    from stickypack.core.nodegroups import NodeGroups
     from stickypack.extender.config import ExtenderConfig
     from stickypack.kube.snapshot import Snapshot
 
@@ -124,6 +125,34 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "cluster-autoscaler 1.31 accelerator)",
     )
     insp.add_argument(
+        "--node-group-label",
+        action="append",
+        default=None,
+        metavar="KEY",
+        help="a node label whose value names the autoscaler's node group of a node (repeatable: "
+        "the values joined by '/', e.g. the pool and topology.kubernetes.io/zone for GKE's "
+        "per-zone groups; default the config's cluster.node_group_labels, else the first of "
+        "cloud.google.com/gke-nodepool, eks.amazonaws.com/nodegroup, kubernetes.azure.com/agentpool)",
+    )
+    insp.add_argument(
+        "--min-size",
+        action="append",
+        type=_min_size,
+        default=None,
+        metavar="GROUP=N",
+        help="a node group's minimum size (repeatable; default the config's "
+        "cluster.node_group_min_sizes): the autoscaler removes none of its nodes at or under it",
+    )
+    for flag, unit in (("cores", "cores"), ("memory", "GiB")):
+        insp.add_argument(
+            f"--{flag}-total",
+            type=_min_max,
+            default=None,
+            metavar="MIN:MAX",
+            help=f"your autoscaler's --{flag}-total ({unit}): it removes no node that would take the "
+            f"cluster's {flag} under MIN",
+        )
+    insp.add_argument(
         "--dra",
         action="store_true",
         help="your autoscaler runs with --enable-dynamic-resource-allocation: a node with node-local "
@@ -139,6 +168,33 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     forget.add_argument("--kubeconfig", default=None, help="kubeconfig (default: $KUBECONFIG or in-cluster)")
     forget.add_argument("--namespace", default=None, help="namespace of the history (overrides the config)")
     forget.set_defaults(handler=_forget_node)
+
+
+def _min_size(text: str) -> tuple[str, int]:
+    """An argparse type: ``GROUP=N``, a node group's name and its minimum size (>= 0)."""
+    name, sep, size = text.rpartition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"{text!r} is not GROUP=N (a node group and its minimum size)")
+    try:
+        value = int(size)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: {size!r} is not an integer") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: the minimum size is negative")
+    return name, value
+
+
+def _min_max(text: str) -> tuple[int, int]:
+    """An argparse type: ``MIN:MAX``, integers with 0 <= MIN <= MAX (the autoscaler's
+    ``--cores-total`` and ``--memory-total``)."""
+    low, sep, high = text.partition(":")
+    try:
+        pair = (int(low), int(high))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not MIN:MAX (two integers)") from None
+    if not sep or pair[0] < 0 or pair[1] < pair[0]:
+        raise argparse.ArgumentTypeError(f"{text!r} is not MIN:MAX with 0 <= MIN <= MAX")
+    return pair
 
 
 def _inspect(args: argparse.Namespace, console: Console) -> int:
@@ -161,9 +217,13 @@ def _inspect(args: argparse.Namespace, console: Console) -> int:
         args.ignore_daemonsets_utilization = config.cluster.ignore_daemonsets_utilization
     if args.ignore_mirror_pods_utilization is None:
         args.ignore_mirror_pods_utilization = config.cluster.ignore_mirror_pods_utilization
-    for key in args.gpu_label:
-        if not LABEL_KEY.fullmatch(key):
-            raise UsageError(f"--gpu-label: {key!r} is not a label key")
+    if args.node_group_label is None:
+        args.node_group_label = list(config.cluster.node_group_labels)
+    args.min_size = dict(config.cluster.node_group_min_sizes if args.min_size is None else args.min_size)
+    for flag, keys in (("--gpu-label", args.gpu_label), ("--node-group-label", args.node_group_label)):
+        for key in keys:
+            if not LABEL_KEY.fullmatch(key):
+                raise UsageError(f"{flag}: {key!r} is not a label key")
     for flag, value in (("--threshold", threshold), ("--gpu-threshold", args.gpu_threshold)):
         if value is not None and not (math.isfinite(value) and 0 < value <= 1):
             raise UsageError(f"{flag} must be in (0, 1], got {value}")
@@ -175,6 +235,8 @@ def _inspect(args: argparse.Namespace, console: Console) -> int:
             ("--expendable-pods-priority-cutoff", args.expendable_pods_priority_cutoff is not None),
             ("--min-replica-count", args.min_replica_count is not None),
             ("--blocking-system-pod-distruption-timeout", args.system_pod_timeout is not None),
+            ("--cores-total", args.cores_total is not None),
+            ("--memory-total", args.memory_total is not None),
             ("--dra", args.dra),
         )
         if given
@@ -275,7 +337,8 @@ async def _inspect_cluster(
 
 def _autoscaler_context(args: argparse.Namespace, threshold: float, **more: Any) -> SchedulingContext:
     """A :class:`SchedulingContext` with the autoscaler's settings ``inspect`` was given (its
-    thresholds, GPU labels and ignore flags), and ``more`` of its fields."""
+    thresholds, GPU labels, ignore flags and node groups' minimum sizes), and ``more`` of its
+    fields."""
     from stickypack.core.framework import SchedulingContext
 
     return SchedulingContext(
@@ -284,8 +347,15 @@ def _autoscaler_context(args: argparse.Namespace, threshold: float, **more: Any)
         gpu_labels=tuple(args.gpu_label),
         ignore_daemonsets_utilization=args.ignore_daemonsets_utilization,
         ignore_mirror_pods_utilization=args.ignore_mirror_pods_utilization,
+        node_groups=_node_groups(args) if args.min_size else None,
         **more,
     )
+
+
+def _node_groups(args: argparse.Namespace) -> NodeGroups:
+    from stickypack.core.nodegroups import NodeGroups
+
+    return NodeGroups(tuple(args.node_group_label), dict(args.min_size))
 
 
 def _node_report_json(args: argparse.Namespace, snap: Snapshot, threshold: float) -> dict[str, Any]:
@@ -302,6 +372,7 @@ def _node_report_json(args: argparse.Namespace, snap: Snapshot, threshold: float
         is_expendable,
         node_report,
     )
+    from stickypack.core.nodegroups import MIN_SIZE, ResourceMinimums, kept_at_limits
     from stickypack.policies import load_builtin
 
     table = snap.cache.table
@@ -336,6 +407,16 @@ def _node_report_json(args: argparse.Namespace, snap: Snapshot, threshold: float
     nodes = node_report(table, snap.pods_by_node, rules, dra=dra.nodes if dra is not None else None)
     gpu_threshold = args.gpu_threshold
     verdicts = [r.verdict(threshold, gpu_threshold) for r in nodes]
+    # a node of a group at or under its minimum size is never a candidate (the autoscaler's
+    # PreFilteringScaleDownNodeProcessor): its pods stay, it stays a destination for others'
+    groups = _node_groups(args)
+    rows = table.active_indices()
+    group_of = dict(zip(table.node_names(rows), groups.groups(table, rows), strict=True))
+    at_min = set(table.node_names(rows[groups.at_min_size(table, rows)]))
+    verdicts = [
+        MIN_SIZE if r.node in at_min and v in ("removable", "empty") else v
+        for r, v in zip(nodes, verdicts, strict=True)
+    ]
     # the autoscaler removes an unpinned node at or under its threshold only if its pods fit
     # elsewhere: check the candidates as it does, with kube-scheduler's filters (the
     # default policy's). Its order puts empty nodes first (EmptySorting), so they take no
@@ -357,12 +438,25 @@ def _node_report_json(args: argparse.Namespace, snap: Snapshot, threshold: float
         namespace_labels=snap.namespace_labels,
         claim_volumes=snap.claim_volumes,
     )
-    verdicts = ["no-room" if r.node in plan.no_room else v for r, v in zip(nodes, verdicts, strict=True)]
+    # then, going through the nodes found removable (empty ones first, as its RemovableAt;
+    # within each its map order, unspecified, so which of a group's nodes it keeps can
+    # differ), the groups' minimum sizes and the cluster's minimum resources keep some
+    mins = tuple((total or (0, 0))[0] for total in (args.cores_total, args.memory_total))
+    kept = kept_at_limits(
+        table, plan.removable, groups, snap.capacity, ResourceMinimums(mins[0], mins[1] * 1024**3)
+    )
+    verdicts = [
+        "no-room" if r.node in plan.no_room else kept.get(r.node, v)
+        for r, v in zip(nodes, verdicts, strict=True)
+    ]
+    removed = {n for n in plan.removable if n not in kept}
     moves: dict[str, dict[str, str]] = {}
     for r in nodes:
         for p in snap.pods_by_node.get(r.node, ()):
-            if p.key in plan.moves and r.node in plan.removable:
+            if p.key in plan.moves and r.node in removed:
                 moves.setdefault(r.node, {})[p.key] = plan.moves[p.key]
+    sizes = groups.sizes(table)
+    limited = bool(args.min_size) or args.cores_total is not None or args.memory_total is not None
     return {
         "threshold": threshold,
         "gpu_threshold": gpu_threshold,
@@ -390,14 +484,28 @@ def _node_report_json(args: argparse.Namespace, snap: Snapshot, threshold: float
                 "builds": r.builds,
                 "pinning": list(r.pinning),
                 "pin_reasons": dict(zip(r.pinning, r.pin_reasons, strict=True)),
+                "node_group": group_of.get(r.node),
                 "verdict": v,
                 "no_room_for": plan.no_room.get(r.node),
                 "moves": moves.get(r.node, {}),
             }
             for r, v in zip(nodes, verdicts, strict=True)
         ],
-        # ``incomplete`` only with --dra: without it the report is as it was
-        "summary": {v: verdicts.count(v) for v in VERDICTS if v != "incomplete" or args.dra},
+        # ``incomplete`` only with --dra, ``min-size`` and ``resource-limit`` only with
+        # minimum sizes or totals: without them the report is as it was
+        "summary": {
+            v: verdicts.count(v)
+            for v in VERDICTS
+            if (v != "incomplete" or args.dra) and (v not in LIMIT_VERDICTS or limited)
+        },
+        "node_groups": {
+            g: {
+                "size": sizes.get(g, 0),
+                "min_size": args.min_size.get(g),
+                "removes": sum(1 for n in removed if group_of.get(n) == g),
+            }
+            for g in sorted(set(sizes) | set(args.min_size))
+        },
         "unreadable_pods": snap.unreadable,
         "nominated_pods": snap.nominated,
         "budgets_read": snap.budgets is not None,
@@ -410,9 +518,15 @@ def _node_report_json(args: argparse.Namespace, snap: Snapshot, threshold: float
     }
 
 
-#: The node report's verdicts: :meth:`NodeReport.verdict`'s, and ``no-room`` for a node
-#: whose pods would fit on no other node (:func:`~stickypack.core.drain.plan_scale_down`).
-VERDICTS = ("busy", "disabled", "pinned", "no-room", "removable", "empty", "incomplete")
+#: The node report's verdicts: :meth:`NodeReport.verdict`'s, ``no-room`` for a node whose
+#: pods would fit on no other node (:func:`~stickypack.core.drain.plan_scale_down`), and
+#: :data:`LIMIT_VERDICTS`.
+VERDICTS = (
+    "busy", "disabled", "pinned", "no-room", "min-size", "resource-limit", "removable", "empty", "incomplete",
+)  # fmt: skip
+#: A node the autoscaler would remove but keeps for its group's minimum size, or for the
+#: cluster's minimum cores or memory (:func:`~stickypack.core.nodegroups.kept_at_limits`).
+LIMIT_VERDICTS = ("min-size", "resource-limit")
 
 
 def _print_inspection(console: Console, report: dict[str, Any]) -> None:
@@ -438,7 +552,15 @@ def _print_inspection(console: Console, report: dict[str, Any]) -> None:
             "pods",
             "builds",
         )
-        for column in ("node", *numbers, "autoscaler", "verdict", "pinned by"):
+        grouped = any(n["node_group"] is not None for n in report["nodes"])
+        for column in (
+            "node",
+            *(("group",) if grouped else ()),
+            *numbers,
+            "autoscaler",
+            "verdict",
+            "pinned by",
+        ):
             table.add_column(column, justify="right" if column in numbers else "left")
         now = time.time()
         for n in report["nodes"]:
@@ -455,8 +577,9 @@ def _print_inspection(console: Console, report: dict[str, Any]) -> None:
             shown = ", ".join(pinning[:3]) + (f" (+{len(pinning) - 3})" if len(pinning) > 3 else "")
             gpu = (("" if n["gpu"] is None else f"{n['gpu']:.0%}"),) if gpus else ()
             dra = (("" if n["dra"] is None else f"{n['dra']:.0%}"),) if dras else ()
+            group = (escape(n["node_group"] or ""),) if grouped else ()  # label values, not markup
             table.add_row(
-                n["node"], f"{n['cpu']:.0%}", f"{n['memory']:.0%}", *gpu, *dra, str(n["pods"]),
+                n["node"], *group, f"{n['cpu']:.0%}", f"{n['memory']:.0%}", *gpu, *dra, str(n["pods"]),
                 str(n["builds"]), state, n["verdict"], shown,
             )  # fmt: skip
         console.print(table)
@@ -467,6 +590,16 @@ def _print_inspection(console: Console, report: dict[str, Any]) -> None:
             + (f"{summary['no-room']} whose pods fit on no other node, " if summary["no-room"] else "")
             + f"{summary['removable']} removable, {summary['empty']} empty"
             + (f", {summary['disabled']} with scale-down disabled" if summary["disabled"] else "")
+            + (
+                f", {summary['min-size']} kept at their node group's minimum size"
+                if summary.get("min-size")
+                else ""
+            )
+            + (
+                f", {summary['resource-limit']} kept by the cluster's minimum cores or memory"
+                if summary.get("resource-limit")
+                else ""
+            )
             + (
                 f", {summary['incomplete']} with incomplete DRA pools (kept)"
                 if summary.get("incomplete")

@@ -19,6 +19,8 @@ from stickypack.core.explain import (
     DisruptionBudget,
 )
 from stickypack.core.pod import DAEMONSET_POD_ANNOTATION, MIRROR_POD_ANNOTATION, Pod, PodSpecError
+from stickypack.core.quantity import QuantityError
+from stickypack.core.resources import CPU, MEMORY, parse_resource_list
 from stickypack.core.routing import LabelSelector, SelectorError
 from stickypack.core.volumes import VOLUME_ZONE_LABELS, ClaimVolumes, claim_volumes
 from stickypack.kube.cache import TERMINAL_PHASES, ClusterCache, slim_node, slim_pod
@@ -143,6 +145,10 @@ class Snapshot:
     #: binding waits): counted on that node, as the autoscaler's snapshot counts them
     #: (:func:`as_placed_on_nominated_node`).
     nominated: list[str] = field(default_factory=list)
+    #: Each node's ``status.capacity`` as the cluster-autoscaler counts it toward its
+    #: ``--cores-total`` and ``--memory-total``: (cores rounded up, memory in bytes); a
+    #: node without it (or with one that cannot be read) is missing.
+    capacity: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
 def as_placed_on_nominated_node(obj: dict[str, Any]) -> dict[str, Any]:
@@ -191,6 +197,16 @@ async def take_snapshot(
     for obj in nodes.values():
         cache.node_event("ADDED", obj)
     snap = Snapshot(cache)
+    for obj in nodes.values():
+        name = (obj.get("metadata") or {}).get("name")
+        capacity = (obj.get("status") or {}).get("capacity")
+        if isinstance(name, str) and isinstance(capacity, dict):
+            try:
+                amounts = parse_resource_list(capacity)
+            except (QuantityError, TypeError, ValueError):
+                continue  # not counted
+            # the autoscaler's Quantity.Value(): whole cores, rounded up
+            snap.capacity[name] = (-(-amounts.get(CPU, 0) // 1000), amounts.get(MEMORY, 0))
     for key, obj in pending.items():
         if key not in pods and not (obj.get("metadata") or {}).get("deletionTimestamp"):
             pods[key] = as_placed_on_nominated_node(obj)
