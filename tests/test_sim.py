@@ -1088,3 +1088,18 @@ def test_dask_adapt_trims_to_the_workers_asked_and_refuses_impossible_counts():
     assert sum(isinstance(j, PodJob) for j in jobs) == 100 + 70 + 70  # rounds top up to 100
     with pytest.raises(ValueError, match=r"keep must be 0\.\.100 workers, not 101"):
         dask_adapt(0, keep=101)
+
+
+def test_the_pools_are_the_contexts_node_groups():
+    """The simulator's pools reach ScaleDownAware as the extender's node groups do: by the
+    pool label its nodes carry, each with its pool's minimum size."""
+    from stickypack.policies import load_builtin
+    from stickypack.sim.engine import POOL_LABEL, Simulation
+    from stickypack.sim.workloads import dask_burst
+
+    workload = dask_burst(0)
+    sim = Simulation(load_builtin("stickypack"), workload, seed=0)
+    groups = sim.ctx.node_groups
+    assert groups is not None and groups.label_keys == (POOL_LABEL,)
+    assert dict(groups.min_sizes) == {pool.name: pool.min_size for pool in workload.pools}
+    assert groups.group_of({POOL_LABEL: workload.pools[0].name}) == workload.pools[0].name

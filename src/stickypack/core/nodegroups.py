@@ -104,9 +104,18 @@ class NodeGroups:
     def at_min_size(self, table: NodeTable, idx: np.ndarray) -> np.ndarray:
         """Per row of ``idx``: the node is in a group with a minimum size and the group's
         size (:meth:`sizes`) is at or under it, so the autoscaler never takes it as a
-        scale-down candidate. All False when no minimum size is given (no scan)."""
+        scale-down candidate. All False when no minimum size is given (no scan). The mask
+        over all rows is kept in ``table.node_memo`` until a node changes (scorers ask on
+        every decision)."""
         if not self.min_sizes:
             return np.zeros(idx.shape[0], dtype=bool)
+        kept = table.node_memo.get(_AT_MIN_SIZE)
+        if kept is None or kept[0] is not self:
+            kept = table.node_memo[_AT_MIN_SIZE] = (self, self._at_min_size_rows(table))
+        return kept[1][idx]
+
+    def _at_min_size_rows(self, table: NodeTable) -> np.ndarray:
+        """:meth:`at_min_size` over every row of ``table`` (False for a free slot)."""
         codes, values = table.label_codes(self.keys)
         active = table.active_indices()
         per_code = np.bincount(codes[active], minlength=len(values)).tolist()
@@ -119,7 +128,11 @@ class NodeGroups:
         for code, name in enumerate(names):
             if name is not None and name in self.min_sizes:
                 kept[code] = size.get(name, 0) <= self.min_sizes[name]
-        return kept[codes[idx]]
+        return kept[codes]
+
+
+#: :meth:`NodeGroups.at_min_size`'s key in ``NodeTable.node_memo``.
+_AT_MIN_SIZE = "nodegroups:at-min-size"
 
 
 def _count(groups: NodeGroups, table: NodeTable, idx: np.ndarray) -> dict[str, int]:

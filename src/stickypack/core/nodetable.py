@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -103,6 +104,10 @@ class NodeTable:
         self._free: list[int] = list(range(cap - 1, -1, -1))
         self._active_idx: np.ndarray | None = None
         self._labelled: dict[tuple[str, ...], np.ndarray] = {}
+        #: Values derived from the nodes alone (their labels, which nodes there are), by a
+        #: key of the deriving code's choosing: cleared whenever a node is added, changed or
+        #: removed, so a scorer can keep what it reads of the nodes on every decision.
+        self.node_memo: dict[str, Any] = {}
         # label_codes: per label keys, each row's code, the values of each code, their codes
         self._label_codes: dict[
             tuple[str, ...],
@@ -164,6 +169,7 @@ class NodeTable:
         for rname, amount in allocatable.items():  # checked first: no half-registered node
             if not isinstance(amount, int | np.integer) or not 0 <= amount <= MAX_AMOUNT:
                 raise ValueError(f"node {name}: allocatable {rname} must be an integer in 0..{MAX_AMOUNT}")
+        self.node_memo.clear()
         i = self.index.get(name)
         if i is None:
             if not self._free:
@@ -224,6 +230,7 @@ class NodeTable:
     def remove_node(self, name: str) -> None:
         """Forget node ``name`` (its pods go with it)."""
         i = self.slot(name)
+        self.node_memo.clear()
         del self.index[name]
         self.names[i] = None
         self.info[i] = None

@@ -18,6 +18,7 @@ import numpy as np
 from stickypack.core.framework import Profile, SchedulingContext
 from stickypack.core.history import BuildHistory
 from stickypack.core.labels import DELETION_CANDIDATE_TAINT, HOSTNAME_LABEL, PREFER_NO_SCHEDULE, Taint
+from stickypack.core.nodegroups import NodeGroups
 from stickypack.core.nodetable import NodeTable
 from stickypack.core.plugins import EXPECTED_END_ANNOTATION, LifetimeAware
 from stickypack.core.pod import Pod
@@ -38,6 +39,8 @@ from stickypack.sim.workloads import LaunchJob, PodJob, TrimJob, Workload, build
 
 _END, _READY, _SCAN = 0, 1, 2
 _SOFT_TAINT = Taint(DELETION_CANDIDATE_TAINT, "", PREFER_NO_SCHEDULE)
+#: The label a simulated node carries with its pool's name: the autoscaler model's node group.
+POOL_LABEL = "stickypack.io/pool"
 
 
 @dataclass(slots=True, eq=False)
@@ -135,7 +138,11 @@ class Simulation:
         self.table = NodeTable()
         self.history = BuildHistory(ttl_s=history_ttl_s)
         self.ctx = SchedulingContext(
-            history=self.history, utilization_threshold=self.ca.scale_down_utilization_threshold
+            history=self.history,
+            utilization_threshold=self.ca.scale_down_utilization_threshold,
+            # the pools are the autoscaler model's node groups: ScaleDownAware reads them as
+            # the extender reads cluster.node_group_min_sizes
+            node_groups=NodeGroups((POOL_LABEL,), {pool.name: pool.min_size for pool in workload.pools}),
         )
         self._ca_profile = load_builtin("default").profiles[0]
         self.needs_expiry = any(
@@ -450,7 +457,7 @@ class Simulation:
             node.name,
             node.pool.allocatable,
             # kubelet's own labels: the hostname (BinderHub's sticky affinity names it)
-            labels={**node.pool.labels, "stickypack.io/pool": node.pool.name, HOSTNAME_LABEL: node.name},
+            labels={**node.pool.labels, POOL_LABEL: node.pool.name, HOSTNAME_LABEL: node.name},
             created=node.requested_at,
         )
         if self.needs_expiry:
