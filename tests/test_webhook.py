@@ -1136,6 +1136,27 @@ def test_the_reloader_switches_to_a_pair_of_another_key_kind(tmp_path: Path) -> 
     )
 
 
+def test_the_reloader_sets_no_sni_callback_until_it_reloads(tmp_path: Path) -> None:
+    """With reloading off (``tls.reload_interval_s: 0``) the reloader is still made, to
+    report the certificate's expiry: it must leave the live context as it is, with no
+    callback into Python in every handshake; the first pair reloaded sets it."""
+    from stickypack.extender.server import CertificateReloader
+
+    old_ca, new_ca = trustme.CA(), trustme.CA()
+    cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
+    for ca in (old_ca, new_ca):
+        issued = ca.issue_cert("127.0.0.1")
+        issued.cert_chain_pems[0].write_to_path(str(cert))
+        issued.private_key_pem.write_to_path(str(key))
+        if ca is old_ca:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(cert, key)
+            reloader = CertificateReloader(context, str(cert), str(key), interval_s=0)
+            assert context.sni_callback is None and reloader.not_after() is not None
+    assert reloader.check() is True and context.sni_callback is not None
+    assert _served_by(context, new_ca)
+
+
 def _context(ca: trustme.CA) -> ssl.SSLContext:
     context = ssl.create_default_context()
     ca.configure_trust(context)

@@ -443,9 +443,10 @@ class CertificateReloader:
         pair = self._read()
         self._seen = self._stamp(pair)
         self._not_after = _certificate_expiry(pair[0])
-        #: The context of the last pair reloaded; None: the live context's own pair.
+        #: The context of the last pair reloaded; None: the live context's own pair (and no
+        #: ``sni_callback`` set on it: with reloading off, or until a pair is reloaded, no
+        #: handshake calls into Python).
         self._serving: Any = None
-        context.sni_callback = self._hand_over
 
     def _hand_over(self, connection: Any, server_name: str | None, context: Any) -> None:
         if self._serving is not None:
@@ -492,6 +493,7 @@ class CertificateReloader:
                 key.touch(mode=0o600)
                 key.write_bytes(key_pem)
                 self._serving = self.tls.context(cert, key)
+            self.context.sni_callback = self._hand_over
             self._not_after = expiry
         except (OSError, ssl.SSLError, ValueError) as exc:
             log.warning("TLS certificate %s / key %s not reloaded, keeping the old one: %s",
