@@ -9,6 +9,7 @@ import asyncio
 import base64
 import contextlib
 import copy
+import dataclasses
 import json
 import os
 import re
@@ -1155,6 +1156,65 @@ def test_the_reloader_sets_no_sni_callback_until_it_reloads(tmp_path: Path) -> N
             assert context.sni_callback is None and reloader.not_after() is not None
     assert reloader.check() is True and context.sni_callback is not None
     assert _served_by(context, new_ca)
+
+
+def test_a_reloaded_pair_keeps_the_servers_tls_settings(tmp_path: Path) -> None:
+    """The new context is made with the settings uvicorn gave the live one
+    (``ServerTLS.from_uvicorn``): a server that asks for client certificates still verifies
+    them against its CA, and one that offers ALPN still does, after the handover."""
+    import uvicorn
+
+    from stickypack.extender.server import CertificateReloader, ServerTLS
+
+    server_ca, client_ca, new_ca = trustme.CA(), trustme.CA(), trustme.CA()
+    cert, key, cas = tmp_path / "tls.crt", tmp_path / "tls.key", tmp_path / "clients.pem"
+    client_ca.cert_pem.write_to_path(str(cas))
+
+    def write(ca: trustme.CA) -> None:
+        issued = ca.issue_cert("127.0.0.1")
+        issued.cert_chain_pems[0].write_to_path(str(cert))
+        issued.private_key_pem.write_to_path(str(key))
+
+    write(server_ca)
+    uv = uvicorn.Config(
+        lambda *_: None,
+        ssl_certfile=str(cert),
+        ssl_keyfile=str(key),
+        ssl_cert_reqs=ssl.CERT_REQUIRED,
+        ssl_ca_certs=str(cas),
+        ssl_ciphers="ECDHE+AESGCM",
+        lifespan="off",
+    )
+    uv.load()
+    tls = ServerTLS.from_uvicorn(uv)
+    assert (tls.verify_mode, tls.ca_certs, tls.ciphers) == (ssl.CERT_REQUIRED, str(cas), "ECDHE+AESGCM")
+    tls = dataclasses.replace(tls, alpn_protocols=("h2", "http/1.1"))  # as an h2 protocol class has
+    uv.ssl.set_alpn_protocols(["h2", "http/1.1"])
+    reloader = CertificateReloader(uv.ssl, str(cert), str(key), interval_s=1, tls=tls)
+    write(new_ca)
+    assert reloader.check() is True
+
+    def handshake(with_cert: bool) -> str | None:
+        client = _context(new_ca)
+        client.set_alpn_protocols(["h2"])
+        if with_cert:
+            client_ca.issue_cert("client.example").configure_cert(client)
+        c_in, c_out, s_in, s_out = ssl.MemoryBIO(), ssl.MemoryBIO(), ssl.MemoryBIO(), ssl.MemoryBIO()
+        cli = client.wrap_bio(c_in, c_out, server_hostname="127.0.0.1")
+        srv = uv.ssl.wrap_bio(s_in, s_out, server_side=True)
+        for _ in range(10):
+            for end in (cli, srv):
+                with contextlib.suppress(ssl.SSLWantReadError):
+                    end.do_handshake()
+            s_in.write(c_out.read())
+            c_in.write(s_out.read())
+        srv.do_handshake()
+        assert srv.getpeercert() and srv.context is not uv.ssl  # the new context's
+        return srv.selected_alpn_protocol()
+
+    assert handshake(with_cert=True) == "h2"
+    with pytest.raises(ssl.SSLError):
+        handshake(with_cert=False)
 
 
 def _context(ca: trustme.CA) -> ssl.SSLContext:
