@@ -2171,3 +2171,31 @@ def test_a_kube_system_pod_past_the_timeout_is_drainable_whatever_the_later_rule
     assert pin_reason(held, dataclasses.replace(past, system_pods_pin=False)) == "safe-to-evict: false"
     # on-completion is an interrupting check, before the system rule: it still holds the node
     assert pin_reason(waiting, past) == "safe-to-evict: on-completion"
+
+
+def test_a_nominated_pod_that_ended_is_neither_counted_nor_listed() -> None:
+    """The autoscaler's pod lister drops Succeeded and Failed pods before it sorts the rest
+    by schedulability, so a pod that ended while nominated (its activeDeadlineSeconds passed
+    while pending) is no nominated pod: it is not placed, nor named in ``nominated_pods``
+    (which once named it while the node's count left it out). A pod bound meanwhile and one
+    being deleted are left out too."""
+    from stickypack.kube.snapshot import place_nominated, snapshot_pod
+
+    def nominated(name: str, **status: str) -> dict:
+        raw = pod_manifest(name, cpu="100m", memory="100Mi")
+        raw["status"] = {"phase": "Pending", "nominatedNodeName": "n1", **status}
+        return snapshot_pod(raw)
+
+    pending = {
+        "default/waits": nominated("waits"),
+        "default/ended": nominated("ended", phase="Failed"),
+        "default/done": nominated("done", phase="Succeeded"),
+        "default/bound": nominated("bound"),
+        "default/leaving": nominated("leaving"),
+    }
+    pending["default/leaving"]["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    bound = {"default/bound": {"spec": {"nodeName": "n2"}}}
+    assert place_nominated(pending, bound) == ["default/waits"]
+    assert sorted(bound) == ["default/bound", "default/waits"]
+    assert bound["default/waits"]["spec"]["nodeName"] == "n1"
+    assert bound["default/bound"] == {"spec": {"nodeName": "n2"}}

@@ -159,6 +159,23 @@ def as_placed_on_nominated_node(obj: dict[str, Any]) -> dict[str, Any]:
     return {**obj, "spec": {**obj["spec"], "nodeName": obj["status"]["nominatedNodeName"]}}
 
 
+def place_nominated(pending: dict[str, dict[str, Any]], pods: dict[str, dict[str, Any]]) -> list[str]:
+    """Put into ``pods`` (bound pods by key) each pod of ``pending`` (pods nominated to a
+    node, not bound) the autoscaler counts on its nominated node, placed there
+    (:func:`as_placed_on_nominated_node`), and return their keys, sorted. Left out, as its
+    pod lister and ``ArrangePodsBySchedulability`` leave them out: a pod bound meanwhile (in
+    ``pods`` already), one being deleted, and one that has ended (Succeeded, Failed)."""
+    placed = []
+    for key, obj in pending.items():
+        if key in pods or (obj.get("metadata") or {}).get("deletionTimestamp"):
+            continue
+        if (obj.get("status") or {}).get("phase") in TERMINAL_PHASES:
+            continue
+        pods[key] = as_placed_on_nominated_node(obj)
+        placed.append(key)
+    return sorted(placed)
+
+
 async def take_snapshot(
     api_client: Any,
     cache: ClusterCache | None = None,
@@ -207,11 +224,7 @@ async def take_snapshot(
                 continue  # not counted
             # the autoscaler's Quantity.Value(): whole cores, rounded up
             snap.capacity[name] = (-(-amounts.get(CPU, 0) // 1000), amounts.get(MEMORY, 0))
-    for key, obj in pending.items():
-        if key not in pods and not (obj.get("metadata") or {}).get("deletionTimestamp"):
-            pods[key] = as_placed_on_nominated_node(obj)
-            snap.nominated.append(key)
-    snap.nominated.sort()
+    snap.nominated = place_nominated(pending, pods)
     for key, obj in sorted(pods.items()):
         if (obj.get("status") or {}).get("phase") in TERMINAL_PHASES:
             continue
