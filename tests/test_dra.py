@@ -239,6 +239,12 @@ def test_pods_claims_are_named_as_the_autoscaler_names_them() -> None:
     raw["spec"]["resourceClaims"] = ["not a mapping", {"name": "x", "resourceClaimName": 7}]
     raw["status"] = ["not a mapping"]
     assert Pod.from_dict(raw).resource_claims == ("",)  # read, never a failed pod
+    # names of other types (unhashable ones too), lists that are not lists
+    raw["spec"]["resourceClaims"] = [{"name": ["x"], "resourceClaimTemplateName": "t"}, {"name": "y"}]
+    raw["status"] = {"resourceClaimStatuses": [{"name": {"y": 1}, "resourceClaimName": "z"}]}
+    assert Pod.from_dict(raw).resource_claims == ("", "")
+    raw["spec"]["resourceClaims"], raw["status"] = 5, {"resourceClaimStatuses": 5}
+    assert Pod.from_dict(raw).resource_claims == ()
 
 
 def test_with_the_pods_given_only_their_claims_count_on_their_node() -> None:

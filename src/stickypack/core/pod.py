@@ -331,15 +331,18 @@ def _resource_claim_names(spec: Mapping[str, Any], status: Any) -> tuple[str, ..
     string, is skipped or read as "": what scheduling reads of the pod does not depend on
     it)."""
     status = status if isinstance(status, Mapping) else {}
+    statuses = status.get("resourceClaimStatuses")
     generated = {
         s.get("name"): s.get("resourceClaimName")
-        for s in status.get("resourceClaimStatuses") or ()
-        if isinstance(s, Mapping)
+        for s in (statuses if isinstance(statuses, list) else ())
+        if isinstance(s, Mapping) and isinstance(s.get("name"), str)
     }
+    refs = spec.get("resourceClaims")
     out = []
-    for ref in spec.get("resourceClaims") or ():
+    for ref in refs if isinstance(refs, list) else ():
         if isinstance(ref, Mapping):
-            name = ref.get("resourceClaimName") or generated.get(ref.get("name"))
+            key = ref.get("name")
+            name = ref.get("resourceClaimName") or (generated.get(key) if isinstance(key, str) else None)
             out.append(name if isinstance(name, str) else "")
     return tuple(out)
 
