@@ -2194,6 +2194,7 @@ def test_a_nominated_pod_that_ended_is_neither_counted_nor_listed() -> None:
         "default/leaving": nominated("leaving"),
     }
     pending["default/leaving"]["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    pending["default/odd"] = {**nominated("odd"), "status": {"phase": "Pending"}}  # no name after all
     bound = {"default/bound": {"spec": {"nodeName": "n2"}}}
     assert place_nominated(pending, bound) == ["default/waits"]
     assert sorted(bound) == ["default/bound", "default/waits"]

@@ -164,12 +164,15 @@ def place_nominated(pending: dict[str, dict[str, Any]], pods: dict[str, dict[str
     node, not bound) the autoscaler counts on its nominated node, placed there
     (:func:`as_placed_on_nominated_node`), and return their keys, sorted. Left out, as its
     pod lister and ``ArrangePodsBySchedulability`` leave them out: a pod bound meanwhile (in
-    ``pods`` already), one being deleted, and one that has ended (Succeeded, Failed)."""
+    ``pods`` already), one being deleted, and one that has ended (Succeeded, Failed); and one
+    whose ``status.nominatedNodeName`` names no node after all (the list's field selector
+    asked for a name: never a KeyError)."""
     placed = []
     for key, obj in pending.items():
         if key in pods or (obj.get("metadata") or {}).get("deletionTimestamp"):
             continue
-        if (obj.get("status") or {}).get("phase") in TERMINAL_PHASES:
+        status = obj.get("status") or {}
+        if status.get("phase") in TERMINAL_PHASES or not isinstance(status.get("nominatedNodeName"), str):
             continue
         pods[key] = as_placed_on_nominated_node(obj)
         placed.append(key)
