@@ -597,6 +597,9 @@ def test_inspect_keeps_a_node_group_at_its_minimum_size(
     assert main([*argv, "--min-size", "pool-a=1"]) == 0
     out = capsys.readouterr().out
     assert "1 kept at their node group's minimum size" in out and "pool-a" in out
+    assert "no node is in node group" not in out
+    assert main([*argv, "--min-size", "pool-a=2", "--node-group-label", "example.com/pool"]) == 0
+    assert "no node is in node group 'pool-a' given a minimum size" in capsys.readouterr().out
 
 
 @pytest.mark.controlplane

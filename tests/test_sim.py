@@ -1092,14 +1092,20 @@ def test_dask_adapt_trims_to_the_workers_asked_and_refuses_impossible_counts():
 
 def test_the_pools_are_the_contexts_node_groups():
     """The simulator's pools reach ScaleDownAware as the extender's node groups do: by the
-    pool label its nodes carry, each with its pool's minimum size."""
+    pool label its nodes carry, each with its pool's minimum size (a minimum of 0 left out:
+    it keeps no node)."""
+    import dataclasses
+
     from stickypack.policies import load_builtin
     from stickypack.sim.engine import POOL_LABEL, Simulation
     from stickypack.sim.workloads import dask_burst
 
     workload = dask_burst(0)
+    assert [pool.min_size for pool in workload.pools] == [0]
     sim = Simulation(load_builtin("stickypack"), workload, seed=0)
     groups = sim.ctx.node_groups
-    assert groups is not None and groups.label_keys == (POOL_LABEL,)
-    assert dict(groups.min_sizes) == {pool.name: pool.min_size for pool in workload.pools}
+    assert groups is not None and groups.label_keys == (POOL_LABEL,) and dict(groups.min_sizes) == {}
+    kept = dataclasses.replace(workload, pools=[dataclasses.replace(workload.pools[0], min_size=2)])
+    groups = Simulation(load_builtin("stickypack"), kept, seed=0).ctx.node_groups
+    assert groups is not None and dict(groups.min_sizes) == {workload.pools[0].name: 2}
     assert groups.group_of({POOL_LABEL: workload.pools[0].name}) == workload.pools[0].name

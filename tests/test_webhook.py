@@ -1022,14 +1022,14 @@ def _served_by(context: ssl.SSLContext, ca: trustme.CA) -> bool:
 def test_the_reloader_follows_a_secret_volumes_symlink_swap(tmp_path: Path) -> None:
     """The kubelet swaps ``..data`` to a new folder and removes the old one: the reloader
     sees the new pair through the unchanged tls.crt / tls.key symlinks."""
-    from stickypack.extender.server import CertificateReloader
+    from stickypack.extender.server import CertificateReloader, ServerTLS
 
     old_ca, new_ca = trustme.CA(), trustme.CA()
     old = _kubelet_write(tmp_path, old_ca, 1)
     cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(cert, key)
-    reloader = CertificateReloader(context, str(cert), str(key), interval_s=1)
+    reloader = CertificateReloader(context, str(cert), str(key), interval_s=1, tls=ServerTLS())
     assert reloader.check() is None and _served_by(context, old_ca)
     _kubelet_write(tmp_path, new_ca, 2)
     shutil.rmtree(old)
@@ -1040,13 +1040,15 @@ def test_the_reloader_follows_a_secret_volumes_symlink_swap(tmp_path: Path) -> N
 def test_the_reloader_sees_a_rewrite_of_the_same_size_and_mtime(tmp_path: Path) -> None:
     """A file rewritten in place (same inode, same size, within the filesystem's mtime
     granularity) is still a change."""
-    from stickypack.extender.server import CertificateReloader
+    from stickypack.extender.server import CertificateReloader, ServerTLS
 
     _write_pair(tmp_path, trustme.CA())
     key = tmp_path / "tls.key"
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(tmp_path / "tls.crt", key)
-    reloader = CertificateReloader(context, str(tmp_path / "tls.crt"), str(key), interval_s=1)
+    reloader = CertificateReloader(
+        context, str(tmp_path / "tls.crt"), str(key), interval_s=1, tls=ServerTLS()
+    )
     before = key.stat()
     with key.open("r+b") as f:  # the same length, not a key any more
         f.write(b"x" * before.st_size)
@@ -1058,7 +1060,7 @@ def test_the_reloader_sees_a_rewrite_of_the_same_size_and_mtime(tmp_path: Path) 
 def test_the_reloader_outlives_an_unexpected_error(tmp_path: Path) -> None:
     """An error the reloader did not foresee (here from its ``on_load``) is logged; the
     next change is still loaded."""
-    from stickypack.extender.server import CertificateReloader
+    from stickypack.extender.server import CertificateReloader, ServerTLS
 
     _write_pair(tmp_path, trustme.CA())
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -1071,7 +1073,12 @@ def test_the_reloader_outlives_an_unexpected_error(tmp_path: Path) -> None:
             raise RuntimeError("boom")
 
     reloader = CertificateReloader(
-        context, str(tmp_path / "tls.crt"), str(tmp_path / "tls.key"), interval_s=0.01, on_load=on_load
+        context,
+        str(tmp_path / "tls.crt"),
+        str(tmp_path / "tls.key"),
+        interval_s=0.01,
+        on_load=on_load,
+        tls=ServerTLS(),
     )
     last_ca = trustme.CA()
 
@@ -1098,7 +1105,7 @@ def test_the_reloader_switches_to_a_pair_of_another_key_kind(tmp_path: Path) -> 
     an ECDSA one would be served beside it, the old (soon expired) ECDSA certificate still
     to every client that prefers ECDSA. The reloader hands new connections a new context
     instead, so the renewed pair alone is served, whatever its kind, and back again."""
-    from stickypack.extender.server import CertificateReloader
+    from stickypack.extender.server import CertificateReloader, ServerTLS
 
     cas = {trustme.KeyType.ECDSA: trustme.CA(), trustme.KeyType.RSA: trustme.CA()}
 
@@ -1119,6 +1126,7 @@ def test_the_reloader_switches_to_a_pair_of_another_key_kind(tmp_path: Path) -> 
         str(tmp_path / "tls.key"),
         interval_s=1,
         on_load=lambda outcome, _: outcomes.append(outcome),
+        tls=ServerTLS(),
     )
     both = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)  # what loading it into the live context does
     both.load_cert_chain(tmp_path / "tls.crt", tmp_path / "tls.key")
@@ -1141,7 +1149,7 @@ def test_the_reloader_sets_no_sni_callback_until_it_reloads(tmp_path: Path) -> N
     """With reloading off (``tls.reload_interval_s: 0``) the reloader is still made, to
     report the certificate's expiry: it must leave the live context as it is, with no
     callback into Python in every handshake; the first pair reloaded sets it."""
-    from stickypack.extender.server import CertificateReloader
+    from stickypack.extender.server import CertificateReloader, ServerTLS
 
     old_ca, new_ca = trustme.CA(), trustme.CA()
     cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
@@ -1152,7 +1160,7 @@ def test_the_reloader_sets_no_sni_callback_until_it_reloads(tmp_path: Path) -> N
         if ca is old_ca:
             context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
             context.load_cert_chain(cert, key)
-            reloader = CertificateReloader(context, str(cert), str(key), interval_s=0)
+            reloader = CertificateReloader(context, str(cert), str(key), interval_s=0, tls=ServerTLS())
             assert context.sni_callback is None and reloader.not_after() is not None
     assert reloader.check() is True and context.sni_callback is not None
     assert _served_by(context, new_ca)

@@ -608,6 +608,13 @@ def _print_inspection(console: Console, report: dict[str, Any]) -> None:
             highlight=False,
         )
         _print_unreadable(console, report["unreadable_pods"])
+        nowhere = [g for g, group in report["node_groups"].items() if group["size"] == 0]
+        if nowhere:  # a typo, or groups named by other labels (--node-group-label)
+            console.print(
+                f"no node is in node group {', '.join(map(repr, nowhere))} given a minimum size "
+                "(groups are named by --node-group-label, or the pool labels)",
+                highlight=False,
+            )
         if report["nominated_pods"]:
             console.print(
                 f"{len(report['nominated_pods'])} pending pods counted on the node the scheduler "

@@ -432,7 +432,7 @@ class CertificateReloader:
         *,
         interval_s: float,
         on_load: Any = None,
-        tls: ServerTLS = ServerTLS(),
+        tls: ServerTLS,
     ) -> None:
         self.context = context
         self.certfile = certfile

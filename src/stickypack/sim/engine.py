@@ -141,8 +141,11 @@ class Simulation:
             history=self.history,
             utilization_threshold=self.ca.scale_down_utilization_threshold,
             # the pools are the autoscaler model's node groups: ScaleDownAware reads them as
-            # the extender reads cluster.node_group_min_sizes
-            node_groups=NodeGroups((POOL_LABEL,), {pool.name: pool.min_size for pool in workload.pools}),
+            # the extender reads cluster.node_group_min_sizes (a minimum of 0 keeps no node
+            # it could weigh: left out, so pools without one cost no lookup per decision)
+            node_groups=NodeGroups(
+                (POOL_LABEL,), {pool.name: pool.min_size for pool in workload.pools if pool.min_size}
+            ),
         )
         self._ca_profile = load_builtin("default").profiles[0]
         self.needs_expiry = any(
