@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
 
-from stickypack.core.dra import dra_utilization
+from stickypack.core.dra import NodeDra, dra_utilization
 from stickypack.core.explain import node_report
 from stickypack.core.nodetable import NodeTable
 from stickypack.core.plugins.scaledown import DRA_GPU_LABEL
@@ -291,3 +292,79 @@ def test_with_the_pods_given_only_their_claims_count_on_their_node() -> None:
     )
     no_pods = dra_utilization(slices, claims, {}).nodes
     assert [no_pods[n].utilization for n in ("n1", "n2", "n3")] == [0.0, 0.0, 0.0]
+
+
+def test_scale_down_aware_weighs_nodes_with_slices_by_their_pools_when_dra_is_on() -> None:
+    """The table's DRA columns (``set_node_dra``, as the extender keeps them) read in the
+    autoscaler's order with ``ctx.dra``: a cpu node with slices by its most used pool (3 of
+    4 devices: busy, whatever its low cpu; 1 of 4: quiet, whatever its high cpu), a node
+    with a GPU resource by that resource still, a GKE node whose GPUs DRA publishes by its
+    pool at the GPU threshold, a node that cannot be weighed (an incomplete pool) as busy;
+    the pod placed adds nothing to a pool. Without ``ctx.dra`` (and in a table without the
+    columns) every node is weighed as before; one ScaleDownAware instance, its memo
+    filling, scores each DRA state as a fresh one does."""
+    from stickypack.core.dra import node_dra_columns, set_node_dra
+    from stickypack.core.framework import SchedulingContext
+    from stickypack.core.plugins import ScaleDownAware, quiet_nodes, utilization_and_threshold
+
+    gi = 1024**3
+    table = NodeTable()
+    gke = {"cloud.google.com/gke-accelerator": "nvidia-l4", DRA_GPU_LABEL: "true"}
+    cpu_load = {"devices-busy": 500, "devices-idle": 3000, "gpu": 500, "gke-dra": 3000, "broken": 500}
+    for name, extra, labels in [
+        ("devices-busy", {}, {}),
+        ("devices-idle", {}, {}),
+        ("gpu", {"nvidia.com/gpu": 4}, {}),
+        ("gke-dra", {}, gke),
+        ("broken", {}, {}),
+        ("plain", {}, {}),
+    ]:
+        row = table.upsert_node(name, {"cpu": 4000, "memory": 16 * gi, "pods": 110, **extra}, labels=labels)
+        table.add_pod(row, Pod(f"p-{name}", requests={"cpu": cpu_load.get(name, 500), "memory": gi}))
+    idx = table.active_indices()
+    notebook = Pod("nb", requests={"cpu": 500, "memory": gi})
+    off = SchedulingContext(gpu_labels=("cloud.google.com/gke-accelerator",), gpu_utilization_threshold=0.6)
+    on = SchedulingContext(
+        gpu_labels=off.gpu_labels, gpu_utilization_threshold=off.gpu_utilization_threshold, dra=True
+    )
+    before = utilization_and_threshold(notebook, table, idx, off)[0].tolist()
+    assert before == [0.25, 0.875, 0.0, 0.875, 0.25, 0.25]
+    assert node_dra_columns(table, idx) is None
+    assert utilization_and_threshold(notebook, table, idx, on)[0].tolist() == before  # no columns yet
+    slices = [
+        _slice("devices-busy", "devices-busy", _devices("g0", "g1", "g2", "g3")),
+        _slice("devices-idle", "devices-idle", _devices("g0", "g1", "g2", "g3")),
+        _slice("gpu", "gpu", _devices("g0", "g1")),
+        _slice("gke-dra", "gke-dra", _devices("g0", "g1")),
+        _slice("broken", "broken", _devices("g0"), count=2),
+    ]
+    claims = [
+        _claim("busy", ("devices-busy", "g0"), ("devices-busy", "g1"), ("devices-busy", "g2")),
+        _claim("idle", ("devices-idle", "g0")),
+        _claim("gpu", ("gpu", "g0"), ("gpu", "g1")),
+        _claim("gke", ("gke-dra", "g0")),
+    ]
+    readings = dra_utilization(slices, claims).nodes
+    for name in table.index:
+        set_node_dra(table, table.index[name], readings.get(name))
+    util, threshold = utilization_and_threshold(notebook, table, idx, on)
+    assert util.tolist() == [0.75, 0.25, 0.0, 0.5, float("inf"), 0.25]
+    assert np.asarray(threshold).tolist() == [0.5, 0.5, 0.6, 0.6, 0.5, 0.5]
+    assert utilization_and_threshold(notebook, table, idx, off)[0].tolist() == before
+    assert quiet_nodes(notebook, table, idx, on).tolist() == [False, True, True, True, False, True]
+    assert quiet_nodes(notebook, table, idx, off).tolist() == [True, False, True, False, True, True]
+    kept = ScaleDownAware()
+    # devices-busy 100; devices-idle 20 * .25 / .5 = 10; gpu 0; gke-dra 20 * .5 / .6 = 16;
+    # broken 100; plain 20 * .25 / .5 = 10
+    assert kept.score(notebook, table, idx, on).tolist() == [100, 10, 0, 16, 100, 10]
+    assert kept.score(notebook, table, idx, off).tolist() == [10, 100, 0, 100, 10, 10]
+    # another claim allocated on devices-idle: 3 of 4 now, and the memo does not answer from before
+    set_node_dra(table, table.index["devices-idle"], NodeDra(0.75, f"{DRIVER}/devices-idle"))
+    assert kept.score(notebook, table, idx, on).tolist() == [100, 100, 0, 16, 100, 10]
+    assert (
+        kept.score(notebook, table, idx, on).tolist()
+        == ScaleDownAware().score(notebook, table, idx, on).tolist()
+    )
+    # devices-busy's slices go: weighed by its cpu again, (500 + 500) / 4000
+    set_node_dra(table, table.index["devices-busy"], None)
+    assert kept.score(notebook, table, idx, on).tolist() == [10, 100, 0, 16, 100, 10]

@@ -22,6 +22,11 @@ autoscaler cannot weigh it and keeps it: ``UnexpectedError``).
 Pure: ResourceSlice and ResourceClaim dicts (``resource.k8s.io/v1``, as the API serves them)
 in, per-node results out. A malformed object is skipped with a one-line problem, never an
 exception.
+
+A driver that weighs nodes this way for the scorers (the extender with ``cluster.dra``)
+keeps each node's result in two :attr:`~stickypack.core.nodetable.NodeTable.extra` columns
+(:func:`set_node_dra`), which :func:`node_dra_columns` reads back: a row the driver never
+wrote (a new node, the simulator's tables) is a node without node-local slices.
 """
 
 from __future__ import annotations
@@ -31,6 +36,9 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+import numpy as np
+
+from stickypack.core.nodetable import NodeTable
 from stickypack.core.pod import Pod
 from stickypack.core.quantity import QuantityError, parse_quantity
 
@@ -295,3 +303,35 @@ def dra_utilization(
         highest = max(utilizations, key=lambda name: utilizations[name])  # first of the ties
         nodes[node] = NodeDra(utilizations[highest], highest, utilizations)
     return DraReading(nodes, problems)
+
+
+#: :attr:`NodeTable.extra` column: 1.0 for a node with node-local ResourceSlices (weighed by
+#: its pools when DRA is on), 0.0 otherwise (the value of a row nobody wrote).
+DRA_SLICES_COLUMN = "dra_slices"
+#: :attr:`NodeTable.extra` column: such a node's :attr:`NodeDra.utilization` (a fraction), or
+#: +inf when it cannot be weighed (:attr:`NodeDra.error`: the autoscaler keeps the node, so
+#: it is over any threshold); 0.0 for a node without slices.
+DRA_UTILIZATION_COLUMN = "dra_utilization"
+
+
+def set_node_dra(table: NodeTable, row: int, reading: NodeDra | None) -> None:
+    """Keep node ``row``'s DRA reading in ``table`` (None: the node has no node-local
+    slices), creating the two columns on first use."""
+    slices = table.ensure_extra(DRA_SLICES_COLUMN)
+    utilization = table.ensure_extra(DRA_UTILIZATION_COLUMN)
+    if reading is None:
+        slices[row], utilization[row] = 0.0, 0.0
+        return
+    slices[row] = 1.0
+    utilization[row] = np.inf if reading.error is not None else reading.utilization
+
+
+def node_dra_columns(table: NodeTable, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """Per row of ``idx``: whether the node has node-local slices (bool) and its DRA
+    utilization (float, +inf when it cannot be weighed), as :func:`set_node_dra` kept them;
+    None when no driver keeps them in ``table``."""
+    slices = table.extra.get(DRA_SLICES_COLUMN)
+    utilization = table.extra.get(DRA_UTILIZATION_COLUMN)
+    if slices is None or utilization is None:
+        return None
+    return slices[idx] > 0, utilization[idx]

@@ -43,6 +43,11 @@ class SchedulingContext:
     ``node_groups``: its node groups and their minimum sizes (:class:`NodeGroups`): a node
     of a group at or under its minimum size is one it never removes; None (the default):
     no group has a minimum.
+    ``dra``: its ``--enable-dynamic-resource-allocation``: a node with node-local
+    ResourceSlices is weighed by its most used DRA device pool (unless a GPU resource weighs
+    it first), as the driver keeps it in the table (:func:`~stickypack.core.dra.set_node_dra`;
+    a driver that keeps none leaves every node weighed by cpu and memory). False (the
+    default, the simulator's): nothing of DRA is read.
     ``cache``: scratch space for one decision (the simulator clears it before each; keys
     beginning ``rendezvous:`` are reserved: the extender keeps those while the builder
     nodes stay the same). ``now``'s origin is the driver's: the simulator counts from the
@@ -58,6 +63,7 @@ class SchedulingContext:
     ignore_daemonsets_utilization: bool = False
     ignore_mirror_pods_utilization: bool = False
     node_groups: NodeGroups | None = None
+    dra: bool = False
     cache: dict[str, Any] = field(default_factory=dict)
 
 

@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from stickypack.core.dra import node_dra_columns
 from stickypack.core.framework import (
     MAX_NODE_SCORE,
     FilterPlugin,
@@ -84,7 +85,17 @@ def utilization_and_threshold(
     the pod). The requests :func:`unweighed_requests` gives are taken out of both requests
     and allocatable, as its ``--ignore-daemonsets-utilization`` does. The threshold is the
     scalar ``ctx.utilization_threshold`` when no row is a GPU node (the simulator's
-    tables)."""
+    tables).
+
+    With ``ctx.dra`` (the autoscaler's ``--enable-dynamic-resource-allocation``), a node
+    with node-local ResourceSlices that no GPU resource weighs is weighed by its most used
+    DRA device pool instead of cpu and memory, as the table keeps it
+    (:func:`~stickypack.core.dra.node_dra_columns`; +inf for a node the autoscaler cannot
+    weigh and so keeps), and so is a GPU node whose GPUs a DRA driver publishes
+    (:data:`DRA_GPU_LABEL`; still at the GPU threshold). ``pod`` adds nothing to a node's
+    DRA utilization: its claims are allocated only when kube-scheduler binds it, so no
+    device of theirs is known before; a pod whose claims would take a node's devices is
+    seen there once bound."""
     req = table.requested[idx, :2] + (pod.requests.get(CPU, 0), pod.requests.get(MEMORY, 0))
     alloc = table.alloc[idx, :2]
     unweighed = unweighed_requests(pod, table, idx, ctx)
@@ -105,6 +116,7 @@ def utilization_and_threshold(
             # at the GPU threshold
             cols[via_dra] = _GPUS_VIA_DRA
     if cols is None:
+        _weigh_by_dra_pools(util, table, idx, ctx, None)
         return util, ctx.utilization_threshold
     gpus = np.flatnonzero(cols >= 0)
     if gpus.size:
@@ -117,7 +129,25 @@ def utilization_and_threshold(
             gpu_alloc = gpu_alloc - unweighed[gpus, col]
         util[gpus] = gpu_req / np.maximum(gpu_alloc, 1)
     util[cols == _GPUS_NOT_READY] = 0.0
+    _weigh_by_dra_pools(util, table, idx, ctx, cols)
     return util, np.where(cols != -1, ctx.gpu_utilization_threshold, ctx.utilization_threshold)
+
+
+def _weigh_by_dra_pools(
+    util: np.ndarray, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext, cols: np.ndarray | None
+) -> None:
+    """With ``ctx.dra``, set ``util`` (per row of ``idx``) of the nodes with node-local
+    slices that no GPU resource weighs (``cols``: :func:`utilization_and_threshold`'s marks)
+    to their DRA utilization, as the autoscaler's ``utilization.Calculate`` orders it."""
+    if not ctx.dra:
+        return
+    columns = node_dra_columns(table, idx)
+    if columns is None:
+        return
+    has_slices, dra = columns
+    if cols is not None:
+        has_slices &= (cols == -1) | (cols == _GPUS_VIA_DRA)
+    util[has_slices] = dra[has_slices]
 
 
 #: :func:`utilization_and_threshold`'s column marks: a labelled GPU node without GPUs yet, and
@@ -183,7 +213,9 @@ class ScaleDownAware(ScorePlugin):
     1.36+ compares "at or below"; earlier versions "below") even with the pod
     (max of cpu and memory requests over allocatable; for a GPU node its GPU requests over
     allocatable, at the GPU threshold; a node with a GPU label of ``ctx.gpu_labels`` but no
-    GPU allocatable yet, 0: :func:`utilization_and_threshold`) is one the autoscaler would remove
+    GPU allocatable yet, 0; with ``ctx.dra``, a node with node-local ResourceSlices by its
+    most used DRA pool, the pod adding nothing there: :func:`utilization_and_threshold`) is
+    one the autoscaler would remove
     once its bare pods end: it scores ``low_score * utilization / threshold`` (0..20 by
     default), unless its node group is at or under its minimum size (``ctx.node_groups``:
     :func:`kept_at_min_size`; the autoscaler keeps such a node, so there is no reason to keep
@@ -226,6 +258,7 @@ class ScaleDownAware(ScorePlugin):
             )
             if ctx.ignore_daemonsets_utilization or ctx.ignore_mirror_pods_utilization
             else None,
+            ctx.dra,  # as the flags above: whether the key's node state holds DRA columns
         )
 
         def keys() -> list[Hashable]:
@@ -236,6 +269,12 @@ class ScaleDownAware(ScorePlugin):
             unweighed = unweighed_requests(pod, table, idx, ctx)
             if unweighed is not None:
                 state.append(unweighed)
+            dra = node_dra_columns(table, idx) if ctx.dra else None
+            if dra is not None:  # a node's DRA reading is part of its state
+                has_slices, utilization = dra
+                # the float's bits: the key stays integers (a float column would make every
+                # column float, and big integers lose digits there)
+                state.extend((has_slices[:, None], utilization.view(np.int64)[:, None]))
             alloc = state[0] if len(state) == 1 else np.column_stack(state)
             return node_state_keys(table.requested[idx], alloc, pod_part)
 
