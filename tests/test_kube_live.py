@@ -486,3 +486,84 @@ def test_a_watch_cut_after_it_brought_events_reconnects_after_the_shortest_backo
     result = cluster.call(scenario, timeout=90)
     assert result["grown"] >= 1.6
     assert result["after_progress"] == 0.05
+
+
+def test_a_claims_allocation_changing_updates_its_nodes_dra_reading(cluster: ControlPlane) -> None:
+    """``ClusterCache(dra=True)`` fed by the extender's watches (nodes, pods, and with
+    ``cluster.dra`` ResourceSlices and ResourceClaims, slimmed as it slims them): a node
+    publishing 4 devices holds a bound pod using a claim. Not allocated yet: the autoscaler
+    cannot weigh the node (kept: +inf in the table); its allocation written through the
+    status subresource (3 devices): 0.75; taken away again: unweighable again; the pod
+    gone: 0 of 4 (its claim counts no more). Each change reaches the table through the
+    claim's or the pod's watch alone."""
+    from kubernetes_asyncio import client
+
+    from stickypack.core.dra import DRA_SLICES_COLUMN, DRA_UTILIZATION_COLUMN
+    from stickypack.kube.dra import NodeDraTracker, slim_resource_claim, slim_resource_slice
+    from stickypack.testing import pod_manifest
+
+    cluster.create_node("devices", cpu="8", memory="32Gi")
+    cluster.create_node("plain", cpu="8", memory="32Gi")
+    cluster.create_device_pool("devices", 4)
+    cluster.create_claim("gpus", 3)
+    user = pod_manifest("user", cpu="1", memory="1Gi")
+    user["spec"]["nodeName"] = "devices"
+    user["spec"]["resourceClaims"] = [{"name": "gpus", "resourceClaimName": "gpus"}]
+    cluster.create_pod(pod=user)
+
+    async def scenario(_: Any) -> list[tuple[float, float]]:
+        api = client.ApiClient(configuration=cluster.client_configuration())
+        resource = client.ResourceV1Api(api)
+        cache = ClusterCache(dra=True)
+        tracker = cache.dra
+        assert isinstance(tracker, NodeDraTracker)
+        informers = [
+            Informer(
+                "slices", resource.list_resource_slice, tracker.slice_event, transform=slim_resource_slice
+            ),
+            Informer(
+                "claims", resource.list_resource_claim_for_all_namespaces, tracker.claim_event,
+                transform=slim_resource_claim,
+            ),
+        ]  # fmt: skip
+        seen: list[tuple[float, float]] = []
+
+        def state() -> tuple[float, float]:
+            cache.refresh_dra()
+            row = cache.table.index["devices"]
+            return (
+                float(cache.table.extra[DRA_SLICES_COLUMN][row]),
+                float(cache.table.extra[DRA_UTILIZATION_COLUMN][row]),
+            )
+
+        async def becomes(expected: tuple[float, float], what: str) -> None:
+            await _until(lambda: state() == expected, what)
+            seen.append(state())
+
+        try:
+            for informer in informers:
+                informer.start()
+                await asyncio.wait_for(informer.synced.wait(), 30)
+            async with _watched_cache(client.CoreV1Api(api), cache):
+                await becomes((1.0, float("inf")), "the claim not allocated keeps the node")
+                assert cache.table.extra[DRA_SLICES_COLUMN][cache.table.index["plain"]] == 0.0
+                await asyncio.to_thread(
+                    cluster.allocate_claim, "gpus", "devices", ["dev-0", "dev-1", "dev-2"]
+                )
+                await becomes((1.0, 0.75), "3 of 4 devices allocated")
+                await asyncio.to_thread(cluster.allocate_claim, "gpus", None)
+                await becomes((1.0, float("inf")), "the allocation taken away")
+                await asyncio.to_thread(cluster.allocate_claim, "gpus", "devices", ["dev-3"])
+                await becomes((1.0, 0.25), "1 of 4 devices allocated")
+                await client.CoreV1Api(api).delete_namespaced_pod("user", "default", grace_period_seconds=0)
+                await becomes((1.0, 0.0), "the pod gone, its claim counts no more")
+                return seen
+        finally:
+            for informer in informers:
+                await informer.stop()
+            await api.close()
+
+    try:
+        assert len(cluster.call(scenario, timeout=120)) == 5
+    finally:
+        cluster.delete_all_dra()

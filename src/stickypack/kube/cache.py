@@ -15,7 +15,10 @@
 - a **builder pod** (labels ``builder_selector``, BinderHub's DinD/pink DaemonSet) marks its
   node as a candidate builder node (:meth:`builder_nodes`);
 - a Node deletion is reported to ``on_node_deleted(name, when)``; a build pod left on it
-  that ends afterwards (pod GC deletes it) is not reported: its cache died with the node.
+  that ends afterwards (pod GC deletes it) is not reported: its cache died with the node;
+- with ``dra``, the bound pods' DRA claims go to a :class:`~stickypack.kube.dra.NodeDraTracker`
+  (:attr:`ClusterCache.dra`), which the ResourceSlice and ResourceClaim informers feed
+  too, and which keeps each node's DRA utilization in the table (:meth:`ClusterCache.refresh_dra`).
 
 It also keeps *assumptions*, like kube-scheduler's assume cache: when the extender has told
 the scheduler where a build pod should go, it counts the pod there at once (so the next
@@ -43,6 +46,7 @@ from stickypack.core.pod import (
     rfc3339_seconds,
 )
 from stickypack.core.resources import MAX_AMOUNT, parse_resource_list
+from stickypack.kube.dra import NodeDraTracker
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +113,8 @@ def _resources_only(containers: Any, keep: tuple[str, ...] = ()) -> list[dict[st
 
 def slim_pod(obj: dict[str, Any]) -> dict[str, Any]:
     """The fields of a Pod the cache reads (requests, node, phase, labels, build repo, the
-    controller's owner reference and the DaemonSet and mirror pod annotations)."""
+    controller's owner reference, the DaemonSet and mirror pod annotations, and the DRA
+    claims it uses: ``spec.resourceClaims`` and ``status.resourceClaimStatuses``)."""
     meta = obj.get("metadata") or {}
     spec = obj.get("spec") or {}
     annotations = meta.get("annotations") or {}
@@ -117,8 +122,8 @@ def slim_pod(obj: dict[str, Any]) -> dict[str, Any]:
         "containers": _resources_only(spec.get("containers")),
         "initContainers": _resources_only(spec.get("initContainers"), ("restartPolicy",)),
     }
-    for key in ("nodeName", "overhead", "schedulerName", "resources"):  # resources: pod-level
-        if key in spec:
+    for key in ("nodeName", "overhead", "schedulerName", "resources", "resourceClaims"):
+        if key in spec:  # resources: pod-level
             slim_spec[key] = spec[key]
     slim_meta = {
         "name": meta.get("name"),
@@ -138,11 +143,11 @@ def slim_pod(obj: dict[str, Any]) -> dict[str, Any]:
         slim_meta["ownerReferences"] = [
             {**{k: owners[0].get(k) for k in ("apiVersion", "kind", "name")}, "controller": True}
         ]
-    return {
-        "metadata": slim_meta,
-        "spec": slim_spec,
-        "status": {"phase": (obj.get("status") or {}).get("phase")},
-    }
+    status = obj.get("status") or {}
+    slim_status = {"phase": status.get("phase")}
+    if status.get("resourceClaimStatuses"):  # the names of claims made from templates
+        slim_status["resourceClaimStatuses"] = status["resourceClaimStatuses"]
+    return {"metadata": slim_meta, "spec": slim_spec, "status": slim_status}
 
 
 def slim_node(obj: dict[str, Any]) -> dict[str, Any]:
@@ -262,8 +267,12 @@ class ClusterCache:
         assume_ttl_s: float = 30.0,
         clock: Callable[[], float] = time.time,
         ttl_clock: Callable[[], float] = time.monotonic,
+        dra: bool = False,
     ) -> None:
         self.table = table if table is not None else NodeTable()
+        #: The nodes' DRA readings (``dra``; None without), fed the bound pods' claims here
+        #: and the ResourceSlices and ResourceClaims by their informers.
+        self.dra: NodeDraTracker | None = NodeDraTracker(self.table) if dra else None
         self.build_selector = dict(DEFAULT_BUILD_SELECTOR if build_selector is None else build_selector)
         self.builder_selector = dict(
             DEFAULT_BUILDER_SELECTOR if builder_selector is None else builder_selector
@@ -309,6 +318,8 @@ class ClusterCache:
             self.nodeset_version += 1
             self._builders_changed()
             self._deleted_nodes.discard(name)
+            if self.dra is not None:
+                self.dra.node_added(name)
             i = self.table.index[name]
             for key in self._waiting.pop(name, ()):
                 placed = self._pods.get(key)
@@ -386,6 +397,7 @@ class ClusterCache:
                 and was.build_repo == pod.build_repo
                 and was.is_daemonset_pod == pod.is_daemonset_pod
                 and was.is_mirror_pod == pod.is_mirror_pod
+                and was.resource_claims == pod.resource_claims
             ):
                 placed.pod = pod
                 return
@@ -400,11 +412,15 @@ class ClusterCache:
         else:
             self._waiting.setdefault(node, set()).add(key)
         self._pods[key] = placed
+        if self.dra is not None:
+            self.dra.pod_added(key, node, pod)
 
     def _unplace(self, key: str) -> None:
         placed = self._pods.pop(key, None)
         if placed is None:
             return
+        if self.dra is not None:
+            self.dra.pod_removed(key, placed.node)
         if placed.accounted:
             i = self.table.index.get(placed.node)
             if i is not None:
@@ -484,6 +500,13 @@ class ClusterCache:
     def assumed(self) -> dict[str, str]:
         """Pod key -> assumed node."""
         return {k: a.node for k, a in self._assumed.items()}
+
+    def refresh_dra(self) -> None:
+        """Bring the table's DRA readings up to date (the nodes whose slices, claims or pods
+        changed since the last call: :meth:`NodeDraTracker.refresh`); nothing without
+        ``dra``. Call it before a decision reads the table."""
+        if self.dra is not None:
+            self.dra.refresh()
 
     # ---- views -----------------------------------------------------------------------------
 

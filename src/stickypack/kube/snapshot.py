@@ -24,6 +24,7 @@ from stickypack.core.resources import CPU, MEMORY, parse_resource_list
 from stickypack.core.routing import LabelSelector, SelectorError
 from stickypack.core.volumes import VOLUME_ZONE_LABELS, ClaimVolumes, claim_volumes
 from stickypack.kube.cache import TERMINAL_PHASES, ClusterCache, slim_node, slim_pod
+from stickypack.kube.dra import slim_resource_claim, slim_resource_slice
 from stickypack.kube.informer import Informer, WatchError
 
 #: Pod annotations :func:`~stickypack.core.explain.pins_node` reads.
@@ -44,8 +45,7 @@ def snapshot_pod(obj: dict[str, Any]) -> dict[str, Any]:
     ``emptyDir``, ``persistentVolumeClaim`` and ``ephemeral`` volumes, the priority
     (expendable pods), :data:`AUTOSCALER_ANNOTATIONS`, and what kube-scheduler's filters read
     in the scale-down simulation (node selector, tolerations, affinity, host ports, topology
-    spread constraints), the DRA claims it uses (``spec.resourceClaims`` and
-    ``status.resourceClaimStatuses``) and the node it is nominated to, if any."""
+    spread constraints) and the node it is nominated to, if any."""
     slim = slim_pod(obj)
     meta = obj.get("metadata") or {}
     annotations = meta.get("annotations") or {}
@@ -68,9 +68,8 @@ def snapshot_pod(obj: dict[str, Any]) -> dict[str, Any]:
         slim["spec"]["volumes"] = kept_volumes
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}
-    for key in ("nominatedNodeName", "resourceClaimStatuses"):  # where it counts; its DRA claims
-        if status.get(key):
-            slim["status"][key] = status[key]
+    if status.get("nominatedNodeName"):  # where it counts
+        slim["status"]["nominatedNodeName"] = status["nominatedNodeName"]
     for key in ("priority", "terminationGracePeriodSeconds"):  # expendable, long-terminating pods
         if spec.get(key) is not None:
             slim["spec"][key] = spec[key]
@@ -81,7 +80,6 @@ def snapshot_pod(obj: dict[str, Any]) -> dict[str, Any]:
         "affinity",
         "hostNetwork",
         "topologySpreadConstraints",
-        "resourceClaims",  # not a filter here: the DRA claims whose devices count on the node
     ):
         if spec.get(key) is not None:
             slim["spec"][key] = spec[key]
@@ -249,36 +247,6 @@ async def take_snapshot(
     return snap
 
 
-#: What :func:`~stickypack.core.dra.dra_utilization` reads of a device (its attributes and
-#: capacity, most of a slice, are dropped).
-_DEVICE_KEYS = ("name", "consumesCounters")
-
-
-def _slim_resource_slice(obj: dict[str, Any]) -> dict[str, Any]:
-    """A ResourceSlice without what :func:`~stickypack.core.dra.dra_utilization` does not
-    read; anything not shaped as served is kept as is, for it to report."""
-    spec = obj.get("spec")
-    if not isinstance(spec, dict):
-        return obj
-    devices = spec.get("devices")
-    if isinstance(devices, list):
-        devices = [{k: d[k] for k in _DEVICE_KEYS if k in d} if isinstance(d, dict) else d for d in devices]
-    kept = {k: spec[k] for k in ("nodeName", "driver", "pool", "sharedCounters") if k in spec}
-    return {"metadata": _name_meta(obj), "spec": {**kept, "devices": devices}}
-
-
-def _slim_resource_claim(obj: dict[str, Any]) -> dict[str, Any]:
-    """A ResourceClaim's name and ``status.allocation`` (what is allocated of it)."""
-    status = obj.get("status")
-    kept = {"allocation": status.get("allocation")} if isinstance(status, dict) else status
-    return {"metadata": _name_meta(obj), "status": kept}
-
-
-def _name_meta(obj: dict[str, Any]) -> dict[str, Any]:
-    meta = obj.get("metadata")
-    return {k: meta.get(k) for k in ("name", "namespace")} if isinstance(meta, dict) else {}
-
-
 async def _dra(api_client: Any) -> tuple[DraObjects | None, int | None]:
     """Every ResourceSlice and ResourceClaim (a ``list`` on ``resourceslices`` and, in every
     namespace, ``resourceclaims``, ``resource.k8s.io``), or None and the API server's status
@@ -289,10 +257,10 @@ async def _dra(api_client: Any) -> tuple[DraObjects | None, int | None]:
     resource = client.ResourceV1Api(api_client)
     try:
         slices = await Informer(
-            "resourceslices", resource.list_resource_slice, transform=_slim_resource_slice
+            "resourceslices", resource.list_resource_slice, transform=slim_resource_slice
         ).list_once()
         claims = await Informer(
-            "resourceclaims", resource.list_resource_claim_for_all_namespaces, transform=_slim_resource_claim
+            "resourceclaims", resource.list_resource_claim_for_all_namespaces, transform=slim_resource_claim
         ).list_once()
     except WatchError as exc:
         if exc.status in (401, 403, 404):

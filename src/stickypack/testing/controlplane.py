@@ -1313,6 +1313,92 @@ class ControlPlane:
 
         self._core(delete, timeout=timeout + 10)
 
+    # ---- DRA (resource.k8s.io/v1) ---------------------------------------------------------------
+
+    def create_device_pool(self, node: str, devices: int, *, driver: str = "gpu.example.com") -> None:
+        """A DeviceClass named ``driver`` (unless there is one) and a node-local ResourceSlice
+        named ``node`` publishing ``devices`` devices (``dev-0``...) in pool ``node`` of
+        ``driver``, as a DRA driver's kubelet plugin would."""
+        from kubernetes_asyncio import client
+        from kubernetes_asyncio.client.exceptions import ApiException
+
+        async def create(api: Any) -> None:
+            resource: Any = client.ResourceV1Api(api)  # bodies as dicts
+            try:
+                await resource.create_device_class({"metadata": {"name": driver}, "spec": {}})
+            except ApiException as exc:
+                if exc.status != 409:
+                    raise
+            pool = {"name": node, "generation": 1, "resourceSliceCount": 1}
+            published = [{"name": f"dev-{k}"} for k in range(devices)]
+            spec = {"driver": driver, "nodeName": node, "pool": pool, "devices": published}
+            await resource.create_resource_slice({"metadata": {"name": node}, "spec": spec})
+
+        self.call(create)
+
+    def create_claim(
+        self,
+        name: str,
+        count: int,
+        *,
+        driver: str = "gpu.example.com",
+        namespace: str = "default",
+    ) -> None:
+        """A ResourceClaim named ``name`` for ``count`` devices of the DeviceClass ``driver``
+        (:meth:`create_device_pool`), not allocated (:meth:`allocate_claim`)."""
+        from kubernetes_asyncio import client
+
+        request = {"name": "devices", "exactly": {"deviceClassName": driver, "count": count}}
+        body = {"metadata": {"name": name}, "spec": {"devices": {"requests": [request]}}}
+        resource: Callable[[Any], Any] = client.ResourceV1Api  # bodies as dicts
+        self.call(lambda api: resource(api).create_namespaced_resource_claim(namespace, body))
+
+    def allocate_claim(
+        self,
+        name: str,
+        node: str | None,
+        devices: Iterable[str] = (),
+        *,
+        driver: str = "gpu.example.com",
+        namespace: str = "default",
+    ) -> None:
+        """Write claim ``name``'s allocation through the status subresource, as kube-scheduler's
+        DRA plugin would: ``devices`` of pool ``node`` of ``driver``; ``node`` None takes
+        the allocation away (the claim deallocated)."""
+        from kubernetes_asyncio import client
+
+        allocation = None
+        if node is not None:
+            results = [{"request": "devices", "driver": driver, "pool": node, "device": d} for d in devices]
+            allocation = {"devices": {"results": results}}
+        status = {"status": {"allocation": allocation}}
+        self.call(
+            lambda api: client.ResourceV1Api(api).patch_namespaced_resource_claim_status(
+                name, namespace, status
+            )
+        )
+
+    def delete_all_dra(self) -> None:
+        """Delete every ResourceClaim, ResourceSlice and DeviceClass (nothing where
+        ``resource.k8s.io/v1`` is not served)."""
+        from kubernetes_asyncio import client
+        from kubernetes_asyncio.client.exceptions import ApiException
+
+        async def delete(api: Any) -> None:
+            resource = client.ResourceV1Api(api)
+            try:
+                claims = (await resource.list_resource_claim_for_all_namespaces()).items
+            except ApiException as exc:
+                if exc.status == 404:
+                    return
+                raise
+            for claim in claims:
+                await resource.delete_namespaced_resource_claim(claim.metadata.name, claim.metadata.namespace)
+            await resource.delete_collection_resource_slice()
+            await resource.delete_collection_device_class()
+
+        self.call(delete)
+
     def reset(self) -> None:
         """A clean slate: stop all schedulers, delete all pods, then all claims and volumes,
         then all nodes."""
