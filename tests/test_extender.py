@@ -393,6 +393,7 @@ def test_config_errors_name_file_and_field(tmp_path) -> None:
         ),
         ("cluster: {node_group_min_sizes: {'': 1}}\n", "min_sizes: a node group's name must not be empty"),
         ("cluster: {node_group_min_sizes: {pool-a: two}}\n", "cluster.node_group_min_sizes.pool-a"),
+        ("cluster: {dra: maybe}\n", "cluster.dra"),
         # a score plugin named twice once counted twice (weight doubled) without a word
         ("score: [ScaleDownAware, ScaleDownAware]\n", "score: ScaleDownAware given more"),
         ("filters: [ScaleDownAware, ScaleDownAware]\n", "filters: ScaleDownAware given more"),
@@ -422,6 +423,9 @@ def test_config_errors_name_file_and_field(tmp_path) -> None:
         [],
         {},
     )
+    assert load_config(None).cluster.dra is False  # the autoscaler's default
+    path.write_text("cluster: {dra: true}\n")
+    assert load_config(path).cluster.dra is True
 
 
 @pytest.mark.parametrize("command", ["extender", "forget-node n1"])

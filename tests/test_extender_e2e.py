@@ -682,6 +682,93 @@ def test_user_pod_extender_packs_onto_a_node_its_group_keeps(cluster: ControlPla
     assert placed == ("core", "core")
 
 
+def test_user_pod_extender_packs_onto_a_node_whose_dra_devices_are_busy(
+    cluster: ControlPlane, tmp_path
+) -> None:
+    """``cluster.dra``, as the autoscaler's ``--enable-dynamic-resource-allocation``: node
+    "devices" publishes 4 devices in a ResourceSlice, 3 of them allocated to the claim of a
+    bare pod of 1 cpu (8 cpus: quiet by cpu, busy by its pool, 0.75), node "plain" holds a
+    session of 3 cpus (quiet: 0.44 with a new one). The packing profile alone sends a new
+    session to "plain" (more allocated), and so does the extender's ScaleDownAware without
+    ``cluster.dra``, which takes "devices" for a node the autoscaler would remove; with it,
+    "devices" is busy to the autoscaler, as to the extender, and the session packs onto it:
+    the slice, the claim's allocation and the pod's claim reached the extender's table
+    through its watches."""
+    cluster.create_node("devices", cpu="8", memory="32Gi")
+    cluster.create_node("plain", cpu="8", memory="32Gi")
+    cluster.create_device_pool("devices", 4)
+    try:
+        cluster.create_claim("gpus", 3)
+        cluster.allocate_claim("gpus", "devices", ["dev-0", "dev-1", "dev-2"])
+        bare = pod_manifest("trainer", cpu="1", memory="1Gi")
+        bare["spec"]["nodeName"] = "devices"
+        bare["spec"]["resourceClaims"] = [{"name": "gpus", "resourceClaimName": "gpus"}]
+        cluster.create_pods([bare, _user_session("three", "3", "plain")])
+        user = lambda name: _user_session(name, "500m")  # noqa: E731
+        assert _bound_alone_and_with_user_pod_extender(cluster, tmp_path, user, ["ScaleDownAware"]) == (
+            "plain",
+            "plain",
+        )
+        cluster.stop_schedulers()
+        delete_pods(cluster, ["new"])
+        placed = _bound_alone_and_with_user_pod_extender(
+            cluster, tmp_path, user, ["ScaleDownAware"], {"cluster": {"dra": True}}
+        )
+        assert placed == ("plain", "devices")
+    finally:
+        cluster.delete_all_dra()
+
+
+def test_an_extender_that_may_not_list_dra_objects_runs_without_dra(
+    cluster: ControlPlane, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``cluster.dra`` with an account that may list and watch nodes and pods but not
+    ResourceSlices: the extender becomes ready, says so once in its log and in
+    ``stickypack_extender_dra_active`` (0), and weighs nodes without DRA."""
+    account = "extender-no-dra"
+
+    async def grant(api: Any) -> None:
+        from kubernetes_asyncio import client
+
+        core, rbac = client.CoreV1Api(api), client.RbacAuthorizationV1Api(api)
+        await core.create_namespaced_service_account("default", {"metadata": {"name": account}})
+        rules = [{"apiGroups": [""], "resources": ["nodes", "pods"], "verbs": ["list", "watch"]}]
+        await rbac.create_cluster_role({"metadata": {"name": account}, "rules": rules})
+        binding = {
+            "metadata": {"name": account},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": account},
+            "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": "default"}],
+        }
+        await rbac.create_cluster_role_binding(binding)
+
+    async def revoke(api: Any) -> None:
+        from kubernetes_asyncio import client
+
+        rbac = client.RbacAuthorizationV1Api(api)
+        await rbac.delete_cluster_role_binding(account)
+        await rbac.delete_cluster_role(account)
+        await client.CoreV1Api(api).delete_namespaced_service_account(account, "default")
+
+    cluster.create_node("n1", cpu="8", memory="32Gi")
+    cluster.call(grant)
+    try:
+        kubeconfig = cluster.service_account_kubeconfig(account)
+        cfg = config_from_dict(
+            {"history": {"store": "memory"}, "cluster": {"kubeconfig": str(kubeconfig), "dra": True}}
+        )
+        with ServiceThread(cfg) as ext:
+            assert ext.service is not None and ext.service.dra_listed is False
+            assert ext.call(lambda: (ext.service.extender.dra, ext.service.cache.dra)) == (False, None)
+            metrics = httpx.get(f"{ext.url}/metrics").text
+            families = {f.name: f for f in text_string_to_metric_families(metrics)}
+            assert families["stickypack_extender_dra_active"].samples[0].value == 0.0
+            assert httpx.get(f"{ext.url}/readyz").status_code == 200
+        said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("cluster.dra:")]
+        assert len(said) == 1 and "resourceslices cannot be listed (HTTP 403" in said[0], said
+    finally:
+        cluster.call(revoke)
+
+
 class _FreezingProxy:
     """A TCP relay to ``target`` on a free loopback port. :meth:`freeze` makes every open
     connection go silent for good (a dead API server instance or a partition: no RST, no

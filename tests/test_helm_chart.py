@@ -414,6 +414,20 @@ def test_history_store_decides_the_extenders_rights(
         assert one(docs, "RoleBinding", "stickypack-extender-history")["metadata"]["namespace"] == "hist"
 
 
+def test_cluster_dra_grants_the_extender_the_dra_objects(helm: Helm) -> None:
+    """Only with ``cluster.dra`` may the extender list and watch ResourceSlices and
+    ResourceClaims (the operator guide's RBAC table); the setting reaches its configuration."""
+    dra = {"apiGroups": ["resource.k8s.io"], "resources": ["resourceslices", "resourceclaims"],
+           "verbs": ["list", "watch"]}  # fmt: skip
+    for values, granted in (((), False), (("extender.config.cluster.dra=false",), False),
+                            (("extender.config.cluster.dra=true",), True)):  # fmt: skip
+        docs = helm.template(*values)
+        assert (dra in rules(docs, "ClusterRole", "stickypack-extender")) == granted, values
+    docs = helm.template("extender.config.cluster.dra=true")
+    config = yaml.safe_load(one(docs, "ConfigMap", "stickypack-extender")["data"]["extender.yaml"])
+    assert config["cluster"]["dra"] is True
+
+
 def test_extender_settings_reach_its_configuration(helm: Helm) -> None:
     docs = helm.template(
         "extender.port=9999",

@@ -138,6 +138,10 @@ class ClusterConfig(_Model):
     #: group at or under it is one the autoscaler never removes, so ScaleDownAware takes it
     #: as busy.
     node_group_min_sizes: dict[str, int] = Field(default_factory=dict)
+    #: Its --enable-dynamic-resource-allocation: a node with node-local ResourceSlices is
+    #: weighed by its most used DRA device pool (the extender then watches ResourceSlices
+    #: and ResourceClaims: ``list`` and ``watch`` on them, ``resource.k8s.io``).
+    dra: bool = False
 
     @field_validator("gpu_labels", "node_group_labels")
     @classmethod

@@ -114,9 +114,12 @@ class Extender:
     the current :class:`BuildHistory` (it is replaced when the store changes).
     ``utilization_threshold``, ``gpu_utilization_threshold``, ``gpu_labels``,
     ``ignore_daemonsets_utilization``, ``ignore_mirror_pods_utilization``,
-    ``node_group_labels``, ``node_group_min_sizes``: the autoscaler's settings the
-    scale-down scorers read (:class:`SchedulingContext`; the last two its
-    :class:`~stickypack.core.nodegroups.NodeGroups`, none without minimum sizes).
+    ``node_group_labels``, ``node_group_min_sizes``, ``dra``: the autoscaler's settings the
+    scale-down scorers read (:class:`SchedulingContext`; ``node_group_*`` its
+    :class:`~stickypack.core.nodegroups.NodeGroups`, none without minimum sizes; with
+    ``dra`` the nodes' DRA readings the cache keeps, ``ClusterCache(dra=True)``, brought up
+    to date before each decision). :attr:`dra` may be turned off while running (the
+    service does when the DRA objects cannot be listed).
     """
 
     def __init__(
@@ -139,6 +142,7 @@ class Extender:
         ignore_mirror_pods_utilization: bool = False,
         node_group_labels: Sequence[str] = (),
         node_group_min_sizes: Mapping[str, int] | None = None,
+        dra: bool = False,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.cache = cache
@@ -166,6 +170,7 @@ class Extender:
         self.node_groups = (
             NodeGroups(tuple(node_group_labels), dict(node_group_min_sizes)) if node_group_min_sizes else None
         )
+        self.dra = dra
         self.clock = clock
         self._epoch: tuple[Any, ...] | None = None
         self._shared = _EpochCache()
@@ -249,7 +254,10 @@ class Extender:
     def _ctx(self) -> SchedulingContext:
         """A context whose ``cache`` keeps BuildLocality's per-repo rendezvous scores (the
         ranking, ~0.3 ms at 500 nodes) across decisions while the builder nodes,
-        the history and the minute stay the same; everything else is per decision."""
+        the history and the minute stay the same; everything else is per decision. With
+        :attr:`dra`, the table's DRA readings are brought up to date first."""
+        if self.dra:
+            self.cache.refresh_dra()
         now = self.clock()
         history = self.history()
         builders = self.cache.builder_nodes()
@@ -275,6 +283,7 @@ class Extender:
             ignore_daemonsets_utilization=self.ignore_daemonsets_utilization,
             ignore_mirror_pods_utilization=self.ignore_mirror_pods_utilization,
             node_groups=self.node_groups,
+            dra=self.dra,
             cache=self._shared,
         )
 

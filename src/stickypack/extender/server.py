@@ -29,6 +29,8 @@ from stickypack.extender.config import ExtenderConfig
 from stickypack.extender.engine import Extender, select_profile
 from stickypack.extender.metrics import Metrics
 from stickypack.kube.cache import ClusterCache, selector_text, slim_node, slim_pod
+from stickypack.kube.client import describe_error
+from stickypack.kube.dra import slim_resource_claim, slim_resource_slice
 from stickypack.kube.history import (
     STORE_LABEL,
     ConfigMapHistoryStore,
@@ -37,9 +39,20 @@ from stickypack.kube.history import (
     MemoryHistoryStore,
     NodeAnnotationHistoryStore,
 )
-from stickypack.kube.informer import Informer
+from stickypack.kube.informer import Informer, WatchError
 
 log = logging.getLogger(__name__)
+
+
+async def _list_status(list_call: Any) -> int:
+    """The HTTP status of a one-item list (``list_call``: a kubernetes_asyncio list method)."""
+    resp = await list_call(limit=1, _preload_content=False, _request_timeout=30)
+    try:
+        await resp.read()
+        return int(resp.status)
+    finally:
+        resp.release()
+
 
 #: Pods the cache needs: bound ones. Terminated pods are kept in the selection (kube-scheduler
 #: leaves them out): a pod leaving a watch's field selection is reported as a deletion that
@@ -99,6 +112,7 @@ class ExtenderService:
             on_node_deleted=self._on_node_deleted,
             record_failed=config.pods.record_failed,
             assume_ttl_s=config.cluster.assume_ttl_s,
+            dra=config.cluster.dra,
         )
         self.extender = Extender(
             self.cache,
@@ -118,8 +132,12 @@ class ExtenderService:
             ignore_mirror_pods_utilization=config.cluster.ignore_mirror_pods_utilization,
             node_group_labels=config.cluster.node_group_labels,
             node_group_min_sizes=config.cluster.node_group_min_sizes,
+            dra=config.cluster.dra,
         )
         self.informers: dict[str, Informer] = {}
+        #: With ``cluster.dra``: None until the DRA objects were first listed, then whether
+        #: they could be (False: not served, or no right; the extender runs without DRA).
+        self.dra_listed: bool | None = None
         self.app = make_app(
             self.extender,
             metrics=self.metrics,
@@ -177,6 +195,8 @@ class ExtenderService:
             missing.append("not started")
         if self.recorder is not None and not self.recorder.loaded.is_set():
             missing.append("build history not loaded")
+        if self.config.cluster.dra and self.dra_listed is None:
+            missing.append("DRA objects not listed yet")
         return missing
 
     async def start(self) -> None:
@@ -221,9 +241,60 @@ class ExtenderService:
         self._load_task = asyncio.create_task(self._load_history())
         for inf in self.informers.values():
             inf.start()
+        if cfg.cluster.dra:
+            self._dra_task: asyncio.Task[None] = asyncio.create_task(self._start_dra(common))
         self.recorder.start()
         self._started = True
         self._freeze_task = asyncio.create_task(self._freeze_after_sync())
+
+    async def _start_dra(self, common: dict[str, Any]) -> None:
+        """Watch ResourceSlices and ResourceClaims into the cache's DRA tracker, once one
+        list of each shows they can be listed (retried with backoff while the API server
+        cannot be reached). Where they cannot (``resource.k8s.io/v1`` not served: 404; no
+        right: 401, 403), say so once and run without DRA, as without ``cluster.dra``."""
+        from kubernetes_asyncio import client
+
+        tracker = self.cache.dra
+        assert tracker is not None
+        resource = client.ResourceV1Api(self.api_client)
+        calls: dict[str, tuple[Any, Any, Any]] = {
+            "resourceslices": (resource.list_resource_slice, tracker.slice_event, slim_resource_slice),
+            "resourceclaims": (
+                resource.list_resource_claim_for_all_namespaces,
+                tracker.claim_event,
+                slim_resource_claim,
+            ),
+        }
+        delay = 0.2
+        while True:
+            try:
+                for kind, (list_call, _, _) in calls.items():
+                    status = await _list_status(list_call)
+                    if status in (401, 403, 404):
+                        why = "not served" if status == 404 else "no right to list them"
+                        log.warning(
+                            "cluster.dra: %s cannot be listed (HTTP %d: %s); running without DRA "
+                            "(nodes weighed by cpu and memory)", kind, status, why,
+                        )  # fmt: skip
+                        self.extender.dra = False
+                        self.cache.dra = None
+                        self.dra_listed = False
+                        return
+                    if status != 200:
+                        raise WatchError(status, f"listing {kind}")
+                break
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("cluster.dra: cannot list the DRA objects (%s); retrying in %.1f s",
+                            describe_error(exc), delay)  # fmt: skip
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 30.0)
+        for kind, (list_call, handler, transform) in calls.items():
+            informer = Informer(kind, list_call, handler, transform=transform, **common)
+            self.informers[kind] = informer
+            informer.start()
+        self.dra_listed = True
 
     async def _load_history(self) -> None:
         """Read the stored history, retrying with backoff (the service serves, not ready,
@@ -247,6 +318,8 @@ class ExtenderService:
         node table and pod cache, which keeps them out of the request latency tail."""
         import gc
 
+        while self.config.cluster.dra and self.dra_listed is None:  # its informers not there yet
+            await asyncio.sleep(0.1)
         await asyncio.gather(*(inf.synced.wait() for inf in self.informers.values()))
         if self.recorder is not None:
             await self.recorder.loaded.wait()
@@ -277,6 +350,32 @@ class ExtenderService:
         yield CounterMetricFamily(
             "stickypack_extender_builds_recorded", "Build ends recorded.", value=self.cache.builds_recorded
         )
+        if self.config.cluster.dra:
+            yield GaugeMetricFamily(
+                "stickypack_extender_dra_active",
+                "1 while nodes are weighed by their DRA devices (cluster.dra, the objects listed).",
+                value=1.0 if self.dra_listed and self.extender.dra else 0.0,
+            )
+            tracker = self.cache.dra
+            if tracker is not None:
+                tracker.refresh()  # on the event loop, as the handlers
+                readings = tracker.readings.values()
+                yield GaugeMetricFamily(
+                    "stickypack_extender_dra_nodes",
+                    "Nodes with node-local ResourceSlices (weighed by their DRA pools).",
+                    value=len(tracker.readings),
+                )
+                yield GaugeMetricFamily(
+                    "stickypack_extender_dra_unweighable_nodes",
+                    "Of those, nodes the autoscaler cannot weigh (an incomplete pool, a claim of a "
+                    "pod there not allocated or not found): taken as busy.",
+                    value=sum(1 for r in readings if r.error is not None),
+                )
+                yield CounterMetricFamily(
+                    "stickypack_extender_dra_node_readings",
+                    "Node DRA readings computed (each for a node whose slices, claims or pods changed).",
+                    value=tracker.computed,
+                )
 
     async def wait_ready(self, timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout
@@ -286,7 +385,8 @@ class ExtenderService:
             await asyncio.sleep(0.02)
 
     async def stop(self) -> None:
-        for task in (getattr(self, "_load_task", None), getattr(self, "_freeze_task", None)):
+        tasks = ("_load_task", "_freeze_task", "_dra_task")
+        for task in (getattr(self, name, None) for name in tasks):
             if task is not None:
                 task.cancel()
         for inf in self.informers.values():
