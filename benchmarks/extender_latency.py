@@ -1,13 +1,16 @@
 """Latency of the extender's prioritize verb over real HTTP on loopback.
 
-    python benchmarks/extender_latency.py --nodes 1000 [--requests 2000] [--repos 5000]
+    python benchmarks/extender_latency.py --nodes 1000 [--requests 2000] [--repos 5000] [--dra]
 
 A uvicorn server, in its own process as in production, runs the extender app (the same app
 ``stickypack extender`` serves) over a node table of ``--nodes`` nodes with pods on them and
 a build history of ``--repos`` repos;
 a client on one keep-alive connection sends prioritize requests as kube-scheduler does with
 ``nodeCacheCapable: true`` (a build pod and every node name), one at a time, and times each
-round trip. The last line is ``p99_ms: X``.
+round trip. The last line is ``p99_ms: X``. With ``--dra`` the extender runs as with
+``cluster.dra``, every node publishing 4 ResourceSlices and holding a pod whose claim
+takes 2 of their devices (``benchmarks/dra_refresh.py``'s world; the readings computed
+before the first request, as nothing changes while it runs).
 """
 
 from __future__ import annotations
@@ -32,9 +35,11 @@ from stickypack.kube.cache import ClusterCache
 from stickypack.policies import load_builtin
 
 
-def build_world(n_nodes: int, n_repos: int, seed: int) -> tuple[Extender, list[str], list[str]]:
+def build_world(
+    n_nodes: int, n_repos: int, seed: int, dra: bool = False
+) -> tuple[Extender, list[str], list[str]]:
     rng = random.Random(seed)
-    cache = ClusterCache()
+    cache = ClusterCache(dra=dra)
     names = [f"gke-pool-{i // 100}-node-{i:05d}" for i in range(n_nodes)]
     for name in names:
         taints = []
@@ -73,8 +78,12 @@ def build_world(n_nodes: int, n_repos: int, seed: int) -> tuple[Extender, list[s
     for repo in repos:
         for _ in range(rng.randrange(1, 3)):
             history.record(repo, names[rng.randrange(n_nodes)], now - rng.random() * 86400)
+    if dra:
+        from dra_refresh import add_dra_world
+
+        add_dra_world(cache, names, slices=4)
     profile = select_profile(load_builtin("stickypack"), "stickypack-builds")
-    ext = Extender(cache, profile, history=lambda: history, assume=False)
+    ext = Extender(cache, profile, history=lambda: history, assume=False, dra=dra)
     return ext, names, repos
 
 
@@ -84,7 +93,8 @@ def serve(args: argparse.Namespace) -> int:
 
     from stickypack.extender.server import loopback_socket, uvicorn_config
 
-    ext, _, _ = build_world(args.nodes, args.repos, args.seed)
+    ext, _, _ = build_world(args.nodes, args.repos, args.seed, args.dra)
+    ext.cache.refresh_dra()  # the first list's readings, before the caches are frozen
     gc.collect()
     gc.freeze()  # what `stickypack extender` does once its caches are synced
     import asyncio
@@ -108,6 +118,7 @@ def main() -> int:
     parser.add_argument("--repos", type=int, default=5000)
     parser.add_argument("--warmup", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--dra", action="store_true", help="as with cluster.dra, nodes publishing devices")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
@@ -141,7 +152,8 @@ def main() -> int:
         bodies.append(json.dumps({"Pod": pod, "Nodes": None, "NodeNames": names}).encode())
 
     cmd = [sys.executable, __file__, "--serve", *(f"--{k}={v}" for k, v in
-           (("nodes", args.nodes), ("repos", args.repos), ("seed", args.seed)))]  # fmt: skip
+           (("nodes", args.nodes), ("repos", args.repos), ("seed", args.seed))),
+           *(["--dra"] if args.dra else [])]  # fmt: skip
     server = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     try:
         port = int(server.stdout.readline())  # type: ignore[union-attr]
