@@ -2078,7 +2078,7 @@ def test_snapshot_reads_when_a_pod_was_deleted(
 
 @pytest.mark.controlplane
 def test_inspect_dra_weighs_a_node_by_its_device_pool(
-    cluster: ControlPlane, capsys: pytest.CaptureFixture[str]
+    cluster: ControlPlane, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     """On the real API server (``resource.k8s.io/v1``): a node publishing 4 devices in a
     ResourceSlice, one of them allocated to a ResourceClaim (its status written as the absent
@@ -2142,6 +2142,30 @@ def test_inspect_dra_weighs_a_node_by_its_device_pool(
         assert report["dra_read"] is False
         assert {n["node"]: n for n in report["nodes"]}[node]["utilization"] == 0.75
         assert main(["inspect", "--kubeconfig", str(limited), "--dra"]) == 0
+        assert "ResourceSlices and ResourceClaims could not be listed" in capsys.readouterr().out
+        # --pod: ScaleDownAware weighs the node as the extender with cluster.dra does: by its
+        # pool (25%: quiet, 20 x 0.25 / 0.5 = 10) with --dra or the config's cluster.dra; by its cpu
+        # (75% and more with the pod: busy, 100) without
+        pod_file = tmp_path / "pod.yaml"
+        pod_file.write_text(yaml.safe_dump(pod_manifest(f"new-{suffix}", cpu="100m", memory="100Mi")))
+        config = tmp_path / "extender.yaml"
+        config.write_text(yaml.safe_dump({"cluster": {"dra": True}}))
+        scores = {}
+        for extra in ([], ["--dra"], ["--config", str(config)], ["--config", str(config), "--no-dra"]):
+            assert main([*argv, "--json", "--pod", str(pod_file), *extra]) == 0
+            report = json.loads(capsys.readouterr().out)
+            verdict = {n["node"]: n for n in report["nodes"]}[node]
+            scores[" ".join(extra[:1] + extra[2:])] = (
+                verdict["scores"]["ScaleDownAware"],
+                report["dra_read"],
+            )
+        assert scores == {
+            "": (100, None),
+            "--dra": (10, True),
+            "--config": (10, True),
+            "--config --no-dra": (100, None),
+        }
+        assert main(["inspect", "--kubeconfig", str(limited), "--dra", "--pod", str(pod_file)]) == 0
         assert "ResourceSlices and ResourceClaims could not be listed" in capsys.readouterr().out
     finally:
         cluster.call(drop)

@@ -154,10 +154,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         )
     insp.add_argument(
         "--dra",
-        action="store_true",
+        action=argparse.BooleanOptionalAction,
+        default=None,
         help="your autoscaler runs with --enable-dynamic-resource-allocation: a node with node-local "
-        "ResourceSlices is weighed by its most used DRA device pool (lists ResourceSlices and "
-        "ResourceClaims)",
+        "ResourceSlices is weighed by its most used DRA device pool, in the node report and by "
+        "ScaleDownAware with --pod (lists ResourceSlices and ResourceClaims; default: off, or the "
+        "config's cluster.dra)",
     )
     insp.add_argument("--json", action="store_true", help="print JSON instead of a table")
     insp.set_defaults(handler=_inspect)
@@ -219,6 +221,8 @@ def _inspect(args: argparse.Namespace, console: Console) -> int:
         args.ignore_mirror_pods_utilization = config.cluster.ignore_mirror_pods_utilization
     if args.node_group_label is None:
         args.node_group_label = list(config.cluster.node_group_labels)
+    if args.dra is None:
+        args.dra = config.cluster.dra
     args.min_size = dict(config.cluster.node_group_min_sizes if args.min_size is None else args.min_size)
     for flag, keys in (("--gpu-label", args.gpu_label), ("--node-group-label", args.node_group_label)):
         for key in keys:
@@ -237,7 +241,6 @@ def _inspect(args: argparse.Namespace, console: Console) -> int:
             ("--blocking-system-pod-distruption-timeout", args.system_pod_timeout is not None),
             ("--cores-total", args.cores_total is not None),
             ("--memory-total", args.memory_total is not None),
-            ("--dra", args.dra),
         )
         if given
     ]
@@ -297,11 +300,11 @@ async def _inspect_cluster(
     api = await make_api_client(config.cluster.kubeconfig)
     try:
         cache = ClusterCache(
-            build_selector=config.pods.build_selector, builder_selector=config.pods.builder_selector
+            build_selector=config.pods.build_selector,
+            builder_selector=config.pods.builder_selector,
+            dra=pod is not None and args.dra,  # --pod: the nodes' DRA readings as the extender keeps them
         )
-        snap = await take_snapshot(
-            api, cache, controllers=pod is None, dra=pod is None and args.dra, nominated=pod is None
-        )
+        snap = await take_snapshot(api, cache, controllers=pod is None, dra=args.dra, nominated=pod is None)
         history = None
         if pod is not None and args.config:
             recorder = HistoryRecorder(make_store(config, api), history_limits(config))
@@ -313,8 +316,20 @@ async def _inspect_cluster(
         return _node_report_json(args, snap, threshold)
     table = snap.cache.table
     assert policy is not None
+    tracker = snap.cache.dra
+    if tracker is not None and snap.dra is not None:  # fed as the extender's informers feed it
+        for obj in snap.dra.slices:
+            tracker.slice_event("ADDED", obj)
+        for obj in snap.dra.claims:
+            tracker.claim_event("ADDED", obj)
+        snap.cache.refresh_dra()
     ctx = _autoscaler_context(
-        args, threshold, now=time.time(), history=history, builder_nodes=snap.cache.builder_nodes()
+        args,
+        threshold,
+        now=time.time(),
+        history=history,
+        builder_nodes=snap.cache.builder_nodes(),
+        dra=snap.dra is not None,
     )
     pod = policy.prepare(pod, table, ctx, profile)
     if profile is None:
@@ -332,6 +347,7 @@ async def _inspect_cluster(
         ],
         "history": "from the extender's store" if history is not None else "none (give --config)",
         "unreadable_pods": snap.unreadable,
+        "dra_read": (snap.dra is not None) if args.dra else None,
     }
 
 
@@ -639,12 +655,7 @@ def _print_inspection(console: Console, report: dict[str, Any]) -> None:
                 "persistentvolumes): where a pod's volumes let it move is not weighed",
                 highlight=False,
             )
-        if report["dra_read"] is False:
-            console.print(
-                "ResourceSlices and ResourceClaims could not be listed (no `list` right on resourceslices "
-                "and resourceclaims, or resource.k8s.io/v1 not served): nodes are weighed without DRA",
-                highlight=False,
-            )
+        _print_dra_unread(console, report)
         problems = report["dra_problems"]
         for problem in problems[:5]:
             console.print(f"DRA: {escape(problem)}", highlight=False, soft_wrap=True)
@@ -673,6 +684,7 @@ def _print_inspection(console: Console, report: dict[str, Any]) -> None:
             table.add_row(n["node"], *[str(n["scores"][p]) for p in plugins], str(n["total"]))
     console.print(table)
     console.print(f"build history: {report['history']}", highlight=False)
+    _print_dra_unread(console, report)
     best = report["best"]
     console.print(
         f"best: {', '.join(best)}" + (" (kube-scheduler picks one at random)" if len(best) > 1 else "")
@@ -681,6 +693,15 @@ def _print_inspection(console: Console, report: dict[str, Any]) -> None:
         highlight=False,
     )
     _print_unreadable(console, report["unreadable_pods"])
+
+
+def _print_dra_unread(console: Console, report: dict[str, Any]) -> None:
+    if report["dra_read"] is False:
+        console.print(
+            "ResourceSlices and ResourceClaims could not be listed (no `list` right on resourceslices "
+            "and resourceclaims, or resource.k8s.io/v1 not served): nodes are weighed without DRA",
+            highlight=False,
+        )
 
 
 def _age(seconds: float) -> str:
