@@ -302,3 +302,69 @@ async def test_a_watch_that_made_progress_and_then_broke_reconnects_after_the_sh
     await run_until_done(inf, script)
     assert set(inf.objects) == {"a", "b"}
     assert sleeps == [0.5, 1.0, 2.0, 0.5]
+
+
+async def test_a_relist_brings_a_dra_objects_change_to_the_nodes_reading() -> None:
+    """The extender's ResourceClaim informer (``slim_resource_claim``, as ``cluster.dra``
+    runs it) relisting after a 410: the claim, not allocated at first (the node it is used
+    on cannot be weighed: +inf), was allocated while the watch was away. The slimmed
+    copies once kept no resourceVersion, so the relist's diff saw no change and the node
+    stayed unweighable until the claim's next event; a claim deleted and created again
+    under its name likewise went unseen."""
+    from stickypack.core.dra import DRA_UTILIZATION_COLUMN
+    from stickypack.kube.cache import ClusterCache
+    from stickypack.kube.dra import slim_resource_claim, slim_resource_slice
+
+    cache = ClusterCache(dra=True)
+    tracker = cache.dra
+    assert tracker is not None
+    allocatable = {"cpu": "8", "memory": "32Gi", "pods": "110"}
+    cache.node_event("ADDED", {"metadata": {"name": "n1"}, "status": {"allocatable": allocatable}})
+    devices = [{"name": f"g{k}"} for k in range(4)]
+    pool = {"name": "n1", "generation": 1, "resourceSliceCount": 1}
+    spec = {"driver": "d", "nodeName": "n1", "pool": pool, "devices": devices}
+    tracker.slice_event("ADDED", slim_resource_slice({"metadata": {"name": "s"}, "spec": spec}))
+    cache.pod_event(
+        "ADDED",
+        {
+            "metadata": {"name": "p", "namespace": "ns", "uid": "p"},
+            "spec": {
+                "nodeName": "n1",
+                "containers": [],
+                "resourceClaims": [{"name": "c", "resourceClaimName": "c"}],
+            },
+            "status": {"phase": "Running"},
+        },
+    )
+
+    def claim(rv: str, uid: str, devices: list[str] | None) -> dict:
+        results = [{"request": "r", "driver": "d", "pool": "n1", "device": d} for d in devices or ()]
+        allocation = {"devices": {"results": results}} if devices is not None else None
+        meta = {"name": "c", "namespace": "ns", "resourceVersion": rv, "uid": uid}
+        return {"metadata": meta, "spec": {}, "status": {"allocation": allocation}}
+
+    def utilization() -> float:
+        cache.refresh_dra()
+        return float(cache.table.extra[DRA_UTILIZATION_COLUMN][cache.table.index["n1"]])
+
+    gone = ev("ERROR", {"code": 410, "message": "too old"})
+    script = Script(
+        lists=[
+            FakeResponse(body={"metadata": {"resourceVersion": "1"}, "items": [claim("1", "u1", None)]}),
+            # allocated while the watch was away
+            FakeResponse(body={"metadata": {"resourceVersion": "5"}, "items": [claim("4", "u1", ["g0"])]}),
+            # deleted and created again, allocated 2 devices, while away again
+            FakeResponse(
+                body={"metadata": {"resourceVersion": "9"}, "items": [claim("8", "u2", ["g0", "g1"])]}
+            ),
+        ],
+        watches=[FakeResponse(chunks=[gone]), FakeResponse(chunks=[gone])],
+    )
+    seen: list[float] = []
+    inf = Informer("resourceclaims", script, tracker.claim_event, transform=slim_resource_claim)
+    inf.add_handler(lambda *a, **k: seen.append(utilization()))
+    record_sleeps(inf)
+    await run_until_done(inf, script)
+    # listed; the relist's MODIFIED; the next one's DELETED (synthetic: not found) and ADDED
+    assert seen == [float("inf"), 0.25, float("inf"), 0.5]
+    assert utilization() == 0.5

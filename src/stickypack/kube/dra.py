@@ -49,15 +49,22 @@ def slim_resource_slice(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 def slim_resource_claim(obj: dict[str, Any]) -> dict[str, Any]:
-    """A ResourceClaim's name and ``status.allocation`` (what is allocated of it)."""
+    """A ResourceClaim's name (and version) and ``status.allocation`` (what is allocated of
+    it)."""
     status = obj.get("status")
     kept = {"allocation": status.get("allocation")} if isinstance(status, dict) else status
     return {"metadata": _name_meta(obj), "status": kept}
 
 
+#: What the slimmers keep of ``metadata``: the object's name, and what an informer's relist
+#: compares to find the objects that changed (``resourceVersion``) or were created again
+#: under their name (``uid``) while its watch was away.
+_META_KEYS = ("name", "namespace", "uid", "resourceVersion")
+
+
 def _name_meta(obj: dict[str, Any]) -> dict[str, Any]:
     meta = obj.get("metadata")
-    return {k: meta.get(k) for k in ("name", "namespace")} if isinstance(meta, dict) else {}
+    return {k: meta.get(k) for k in _META_KEYS} if isinstance(meta, dict) else {}
 
 
 def _slice_node(obj: Mapping[str, Any]) -> str | None:
