@@ -3,6 +3,7 @@ computed from ResourceSlice and ResourceClaim dicts as the API serves them."""
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import numpy as np
@@ -114,6 +115,29 @@ def test_partitionable_pool_averages_counter_sets_most_consumed_counter() -> Non
     claims = [_claim("c", ("n1", "gpu-0-big"), ("n1", "gpu-1-big"))]
     node = dra_utilization([counters, parts], claims).nodes["n1"]
     assert node.utilization == pytest.approx((0.75 + 0.5) / 2) and node.error is None
+
+
+def test_a_counter_consumed_past_a_floats_range_weighs_its_node_as_full_not_an_exception() -> None:
+    """A partition consuming a counter written with 400 digits (the API server takes any
+    length; an exponent is clamped at 1e40 by parse_quantity, digits are not) over a set of
+    4: the autoscaler's AsApproximateFloat64 makes it +Inf, so the node is busy. Its float
+    once raised OverflowError out of dra_utilization, and so out of each of the extender's
+    decisions (``cluster.dra``). Its reading is the largest float (busy, and a number a JSON
+    report can hold), for each of two such sets too (their sum no overflow)."""
+    huge = "1" + "0" * 400
+    sets = [{"name": f"gpu-{k}", "counters": {"memory": {"value": "4"}}} for k in range(2)]
+    parts = [
+        {
+            "name": f"p{k}",
+            "consumesCounters": [{"counterSet": f"gpu-{k}", "counters": {"memory": {"value": huge}}}],
+        }
+        for k in range(2)
+    ]
+    slices = [_slice("s", "n1", parts, shared=sets)]
+    for claimed in (("p0",), ("p0", "p1")):
+        reading = dra_utilization(slices, [_claim("c", *(("n1", p) for p in claimed))])
+        node = reading.nodes["n1"]
+        assert (node.utilization, node.error, reading.problems) == (sys.float_info.max, None, [])
 
 
 def test_incomplete_pool_is_an_error_for_its_node_and_old_generations_are_dropped() -> None:

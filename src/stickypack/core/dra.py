@@ -31,6 +31,8 @@ wrote (a new node, the simulator's tables) is a node without node-local slices.
 
 from __future__ import annotations
 
+import math
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -219,11 +221,25 @@ def _pool_utilization(slices: list[_Slice], allocated: set[str]) -> float:
     for counter_set, counters in shared:
         used = consumed.get(counter_set, {})
         highest = max(
-            (float(used[name] / value) for name, value in counters.items() if value != 0 and name in used),
+            (_float(used[name] / value) for name, value in counters.items() if value != 0 and name in used),
             default=0.0,
         )
         total += max(highest, 0.0) / partitions
-    return total
+    return min(total, _LARGEST)
+
+
+#: What a pool's utilization past a float's range is read as (the autoscaler's float is
+#: +Inf: a node over any threshold, as this is; a finite number keeps a JSON report valid).
+_LARGEST = sys.float_info.max
+
+
+def _float(ratio: Fraction) -> float:
+    """``ratio`` as a float, +-inf past a float's range (a quantity may have any number of
+    digits), as the autoscaler's ``AsApproximateFloat64`` quotients."""
+    try:
+        return float(ratio)
+    except OverflowError:
+        return math.inf if ratio > 0 else -math.inf
 
 
 def dra_utilization(
