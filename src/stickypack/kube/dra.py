@@ -173,10 +173,15 @@ class NodeDraTracker:
 
     def refresh(self) -> int:
         """Recompute the nodes touched since the last call and write them into the table;
-        how many were recomputed."""
+        how many were recomputed. A node whose reading raises is logged and kept as one the
+        autoscaler cannot weigh (busy) until its next change; the others are written."""
         dirty, self._dirty = self._dirty, set()
         for node in dirty:
-            reading = self._compute(node)
+            try:
+                reading = self._compute(node)
+            except Exception as exc:  # unforeseen: must not fail every decision
+                log.exception("DRA: node %s cannot be weighed (%r); taken as busy", node, exc)
+                reading = NodeDra(0.0, None, error=f"its reading failed: {type(exc).__name__}: {exc}")
             if reading is None:
                 self.readings.pop(node, None)
             else:

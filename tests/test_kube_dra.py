@@ -1,0 +1,100 @@
+"""NodeDraTracker (kube.dra): each node's DRA reading kept in the node table from the events
+of ResourceSlices, ResourceClaims, Nodes and Pods, recomputing only the nodes an event
+touched. Without an API server: the events are handed to it as its informers would."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+
+from stickypack.core.dra import DRA_SLICES_COLUMN, DRA_UTILIZATION_COLUMN
+from stickypack.kube.cache import ClusterCache
+
+DRIVER = "gpu.example.com"
+
+
+def node(name: str) -> dict[str, Any]:
+    allocatable = {"cpu": "8", "memory": "32Gi", "pods": "110"}
+    return {"metadata": {"name": name}, "status": {"allocatable": allocatable}}
+
+
+def device_slice(
+    name: str, node: str | None, devices: int, pool: str = "p", count: int = 1
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "driver": DRIVER,
+        "pool": {"name": pool, "generation": 1, "resourceSliceCount": count},
+        "devices": [{"name": f"g{k}"} for k in range(devices)],
+    }
+    if node is not None:
+        spec["nodeName"] = node
+    return {"metadata": {"name": name}, "spec": spec}
+
+
+def claim(name: str, *devices: str, pool: str = "p") -> dict[str, Any]:
+    results = [{"request": "r", "driver": DRIVER, "pool": pool, "device": d} for d in devices]
+    return {
+        "metadata": {"name": name, "namespace": "ns"},
+        "status": {"allocation": {"devices": {"results": results}}},
+    }
+
+
+def pod(name: str, node: str, *claims: str) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "namespace": "ns", "uid": name},
+        "spec": {
+            "nodeName": node,
+            "containers": [],
+            "resourceClaims": [{"name": c, "resourceClaimName": c} for c in claims],
+        },
+        "status": {"phase": "Running"},
+    }
+
+
+def column(cache: ClusterCache, name: str) -> tuple[float, float]:
+    """Node ``name``'s two DRA columns, after a refresh."""
+    cache.refresh_dra()
+    row = cache.table.index[name]
+    return float(cache.table.extra[DRA_SLICES_COLUMN][row]), float(
+        cache.table.extra[DRA_UTILIZATION_COLUMN][row]
+    )
+
+
+def test_a_node_whose_reading_fails_is_kept_busy_and_the_other_nodes_still_refresh(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An exception computing one node's reading (a case dra_utilization does not foresee)
+    once escaped refresh(), and so every decision of the extender (refreshed first) and
+    the metrics scrape; and the nodes not yet recomputed, taken out of the dirty set, were
+    never recomputed. Now the node is taken as one the autoscaler cannot weigh (busy, +inf)
+    and logged, the others are written, and the next change recomputes it again."""
+    import stickypack.kube.dra as kube_dra
+
+    cache = ClusterCache(dra=True)
+    tracker = cache.dra
+    assert tracker is not None
+    names = [f"n{k}" for k in range(6)]
+    for name in names:
+        cache.node_event("ADDED", node(name))
+        tracker.slice_event("ADDED", device_slice(name, name, 4, pool=name))
+    tracker.claim_event("ADDED", claim("c", "g0", pool="n3"))
+    cache.pod_event("ADDED", pod("user", "n3", "c"))
+    real = kube_dra.dra_utilization
+
+    def failing(slices: Any, claims: Any, pods_by_node: Any) -> Any:
+        if "n3" in pods_by_node:
+            raise ArithmeticError("unforeseen")
+        return real(slices, claims, pods_by_node)
+
+    monkeypatch.setattr(kube_dra, "dra_utilization", failing)
+    with caplog.at_level(logging.WARNING):
+        assert tracker.refresh() == len(names)
+    assert [column(cache, n) for n in names] == [(1.0, 0.0)] * 3 + [(1.0, float("inf"))] + [(1.0, 0.0)] * 2
+    error = tracker.readings["n3"].error
+    assert error is not None and "unforeseen" in error
+    assert any("n3" in r.getMessage() and "unforeseen" in r.getMessage() for r in caplog.records)
+    monkeypatch.setattr(kube_dra, "dra_utilization", real)
+    tracker.claim_event("MODIFIED", claim("c", "g0", "g1", pool="n3"))
+    assert column(cache, "n3") == (1.0, 0.5)
