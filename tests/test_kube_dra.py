@@ -98,3 +98,22 @@ def test_a_node_whose_reading_fails_is_kept_busy_and_the_other_nodes_still_refre
     monkeypatch.setattr(kube_dra, "dra_utilization", real)
     tracker.claim_event("MODIFIED", claim("c", "g0", "g1", pool="n3"))
     assert column(cache, "n3") == (1.0, 0.5)
+
+
+def test_a_nodes_reading_does_not_depend_on_the_order_its_slices_came_in() -> None:
+    """Two slices of one pool and generation that disagree on the pool's slice count (a
+    driver republishing it): dra_utilization takes the first's count, so the tracker once
+    answered by the order of the events (a slice republished went last), and differently
+    from ``stickypack inspect --dra``, whose list comes sorted by name. Now by name too."""
+    readings = []
+    for order in (("a", "b"), ("b", "a"), ("a", "b", "a")):
+        cache = ClusterCache(dra=True)
+        tracker = cache.dra
+        assert tracker is not None
+        cache.node_event("ADDED", node("n1"))
+        slices = {"a": device_slice("a", "n1", 2, count=2), "b": device_slice("b", "n1", 2, count=1)}
+        for k, name in enumerate(order):
+            tracker.slice_event("MODIFIED" if k >= 2 else "ADDED", slices[name])
+        readings.append(column(cache, "n1"))
+    # "a" first: 2 slices wanted, 2 there (complete: 0 of 4 devices used)
+    assert readings == [(1.0, 0.0)] * 3

@@ -204,7 +204,8 @@ class NodeDraTracker:
         pods = list(self._node_pods.get(node, {}).values())
         used = {(p.namespace, name) for p in pods for name in p.resource_claims}
         claims = [self._claims[k] for k in sorted(used) if k in self._claims]
-        result = dra_utilization(list(slices.values()), claims, {node: pods})
+        # by name, as a list brings them (``inspect --dra``), not as the events came
+        result = dra_utilization([slices[name] for name in sorted(slices)], claims, {node: pods})
         for problem in result.problems:
             if problem not in self._logged:
                 if len(self._logged) >= _MAX_LOGGED:
