@@ -392,3 +392,23 @@ def test_scale_down_aware_weighs_nodes_with_slices_by_their_pools_when_dra_is_on
     # devices-busy's slices go: weighed by its cpu again, (500 + 500) / 4000
     set_node_dra(table, table.index["devices-busy"], None)
     assert kept.score(notebook, table, idx, on).tolist() == [10, 100, 0, 16, 100, 10]
+
+
+@pytest.mark.filterwarnings("error")
+def test_scale_down_aware_with_low_score_0_takes_an_unweighable_node_as_busy_without_a_warning() -> None:
+    """A node the autoscaler cannot weigh is kept at +inf in the table: ``low_score * util``
+    with ``low_score`` 0 once made it 0 * inf (numpy's "invalid value" RuntimeWarning on
+    the extender's log, each process); it still scores 100."""
+    from stickypack.core.dra import set_node_dra
+    from stickypack.core.framework import SchedulingContext
+    from stickypack.core.plugins import ScaleDownAware
+
+    table = NodeTable()
+    for name in ("unweighable", "quiet"):
+        table.upsert_node(name, {"cpu": 4000, "memory": 1024**3, "pods": 110})
+    set_node_dra(table, table.index["unweighable"], NodeDra(0.0, None, error="pool incomplete"))
+    idx = table.active_indices()
+    scores = ScaleDownAware(low_score=0).score(
+        Pod("p", requests={"cpu": 100}), table, idx, SchedulingContext(dra=True)
+    )
+    assert scores.tolist() == [100, 0]

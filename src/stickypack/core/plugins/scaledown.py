@@ -237,7 +237,10 @@ class ScaleDownAware(ScorePlugin):
     ) -> np.ndarray:
         util, thr = utilization_and_threshold(pod, table, idx, ctx)
         thr = np.maximum(thr, 1e-9)
-        return np.where(util <= thr, self.low_score * util / thr, MAX_NODE_SCORE).astype(np.int64)
+        # util at most thr where the low score is taken: a node kept at +inf (DRA: one the
+        # autoscaler cannot weigh) makes no 0 * inf with low_score 0
+        low = self.low_score * np.minimum(util, thr) / thr
+        return np.where(util <= thr, low, MAX_NODE_SCORE).astype(np.int64)
 
     def score(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
         pod_part = (
