@@ -117,3 +117,87 @@ def test_a_nodes_reading_does_not_depend_on_the_order_its_slices_came_in() -> No
         readings.append(column(cache, "n1"))
     # "a" first: 2 slices wanted, 2 there (complete: 0 of 4 devices used)
     assert readings == [(1.0, 0.0)] * 3
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_tables_readings_match_a_reading_from_scratch_after_any_events(seed: int) -> None:
+    """Random events (nodes added, deleted and added again; slices published, moved between
+    nodes and pools, republished with a new generation, deleted; claims allocated,
+    deallocated, deleted; pods bound with claims, moved, their claims changed, ended,
+    deleted; a claim used by pods on several nodes), refreshed now and then: each node's
+    columns are always those of dra_utilization over everything as it is then, so no event
+    leaves a node it changed unmarked, and nothing is kept of what went."""
+    import random
+
+    from stickypack.core.dra import dra_utilization
+    from stickypack.core.pod import Pod
+
+    rnd = random.Random(seed)
+    cache = ClusterCache(dra=True)
+    tracker = cache.dra
+    assert tracker is not None
+    nodes, claims_names, pod_names = ["n0", "n1", "n2"], ["c0", "c1", "c2"], ["a", "b", "c", "d"]
+    slices: dict[str, dict[str, Any]] = {}
+    claims: dict[str, dict[str, Any]] = {}
+    pods: dict[str, dict[str, Any]] = {}
+
+    def check() -> None:
+        cache.refresh_dra()
+        by_node: dict[str, list[Pod]] = {}
+        for obj in pods.values():
+            by_node.setdefault(obj["spec"]["nodeName"], []).append(Pod.from_dict(obj))
+        ordered = [slices[k] for k in sorted(slices)]
+        want = dra_utilization(ordered, list(claims.values()), by_node).nodes
+        assert set(tracker.readings) == set(want)
+        for name in list(cache.table.index):
+            reading = want.get(name)
+            expected = (0.0, 0.0) if reading is None else (1.0, reading.utilization)
+            if reading is not None and reading.error is not None:
+                expected = (1.0, float("inf"))
+            assert column(cache, name) == expected, (name, reading)
+        used = {(p.namespace, c) for ps in by_node.values() for p in ps for c in p.resource_claims if c}
+        assert set(tracker._claim_nodes) == used  # nothing kept of pods gone
+        assert set(tracker._node_slices) == {
+            s["spec"]["nodeName"] for s in slices.values() if "nodeName" in s["spec"]
+        }
+
+    for _ in range(150):
+        op = rnd.randrange(10)
+        if op == 0:
+            cache.node_event("ADDED", node(rnd.choice(nodes)))
+        elif op == 1:
+            cache.node_event("DELETED", node(rnd.choice(nodes)))
+        elif op == 2:
+            name, pool, generation = rnd.choice("stuv"), rnd.choice(["p0", "p1"]), rnd.choice([1, 2])
+            obj = device_slice(name, rnd.choice([*nodes, None]), rnd.randint(1, 4), pool=pool)
+            obj["spec"]["pool"]["generation"] = generation
+            obj["spec"]["pool"]["resourceSliceCount"] = 2 if (pool, generation) == ("p1", 2) else 1
+            tracker.slice_event("MODIFIED" if name in slices else "ADDED", obj)
+            slices[name] = obj
+        elif op == 3 and slices:
+            tracker.slice_event("DELETED", slices.pop(rnd.choice(sorted(slices))))
+        elif op == 4:
+            name = rnd.choice(claims_names)
+            devices = [f"g{rnd.randrange(4)}" for _ in range(rnd.randint(0, 3))]
+            obj = claim(name, *devices, pool=rnd.choice(["p0", "p1"]))
+            if rnd.random() < 0.2:
+                obj["status"]["allocation"] = None
+            tracker.claim_event("MODIFIED" if name in claims else "ADDED", obj)
+            claims[name] = obj
+        elif op == 5 and claims:
+            tracker.claim_event("DELETED", claims.pop(rnd.choice(sorted(claims))))
+        elif op in (6, 7):
+            name = rnd.choice(pod_names)
+            obj = pod(name, rnd.choice(nodes), *rnd.sample(claims_names, rnd.randint(0, 2)))
+            cache.pod_event("MODIFIED" if name in pods else "ADDED", obj)
+            pods[name] = obj
+        elif op == 8 and pods:
+            name = rnd.choice(sorted(pods))
+            obj = pods.pop(name)
+            if rnd.random() < 0.5:
+                cache.pod_event("DELETED", obj)
+            else:
+                cache.pod_event("MODIFIED", {**obj, "status": {"phase": "Succeeded"}})
+        else:
+            check()
+    check()
