@@ -22,6 +22,14 @@
 ``stickypack_extender_builds_recorded_total``          build ends recorded
 ``stickypack_extender_history_write_errors_total``     failed history writes (retried)
 ``stickypack_extender_history_pending_ops``            history operations not yet stored
+``stickypack_extender_dra_active``                     with ``cluster.dra`` only (these four):
+                                                       1 while nodes are weighed by their
+                                                       DRA devices, 0 when the objects
+                                                       could not be listed
+``stickypack_extender_dra_nodes``                      nodes with node-local ResourceSlices
+``stickypack_extender_dra_unweighable_nodes``          of those, the ones taken as busy (the
+                                                       autoscaler cannot weigh them)
+``stickypack_extender_dra_node_readings_total``        node DRA readings computed
 =====================================================  =====================================
 """
 

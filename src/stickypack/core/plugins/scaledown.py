@@ -112,8 +112,8 @@ def utilization_and_threshold(
         if unready.any() or via_dra.any():
             cols = np.full(len(idx), -1, dtype=np.int64) if cols is None else cols.copy()
             cols[unready] = _GPUS_NOT_READY
-            # the autoscaler skips the GPU branch for these: cpu and memory (no DRA read here),
-            # at the GPU threshold
+            # the autoscaler skips the GPU branch for these: their DRA pools with ctx.dra and
+            # node-local slices (_weigh_by_dra_pools), else cpu and memory, at the GPU threshold
             cols[via_dra] = _GPUS_VIA_DRA
     if cols is None:
         _weigh_by_dra_pools(util, table, idx, ctx, None)
