@@ -271,7 +271,9 @@ class ExtenderService:
                 for kind, (list_call, _, _) in calls.items():
                     status = await _list_status(list_call)
                     if status in (401, 403, 404):
-                        why = "not served" if status == 404 else "no right to list them"
+                        why = {404: "not served", 403: "no right to list them"}.get(
+                            status, "not authenticated"
+                        )
                         log.warning(
                             "cluster.dra: %s cannot be listed (HTTP %d: %s); running without DRA "
                             "(nodes weighed by cpu and memory)", kind, status, why,
