@@ -32,7 +32,6 @@ wrote (a new node, the simulator's tables) is a node without node-local slices.
 from __future__ import annotations
 
 import math
-import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -230,7 +229,7 @@ def _pool_utilization(slices: list[_Slice], allocated: set[str]) -> float:
 
 #: What a pool's utilization past a float's range is read as (the autoscaler's float is
 #: +Inf: a node over any threshold, as this is; a finite number keeps a JSON report valid).
-_LARGEST = sys.float_info.max
+_LARGEST = float(np.finfo(np.float64).max)
 
 
 def _float(ratio: Fraction) -> float:
