@@ -726,31 +726,10 @@ def test_an_extender_that_may_not_list_dra_objects_runs_without_dra(
     ResourceSlices: the extender becomes ready, says so once in its log and in
     ``stickypack_extender_dra_active`` (0), and weighs nodes without DRA."""
     account = "extender-no-dra"
-
-    async def grant(api: Any) -> None:
-        from kubernetes_asyncio import client
-
-        core, rbac = client.CoreV1Api(api), client.RbacAuthorizationV1Api(api)
-        await core.create_namespaced_service_account("default", {"metadata": {"name": account}})
-        rules = [{"apiGroups": [""], "resources": ["nodes", "pods"], "verbs": ["list", "watch"]}]
-        await rbac.create_cluster_role({"metadata": {"name": account}, "rules": rules})
-        binding = {
-            "metadata": {"name": account},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": account},
-            "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": "default"}],
-        }
-        await rbac.create_cluster_role_binding(binding)
-
-    async def revoke(api: Any) -> None:
-        from kubernetes_asyncio import client
-
-        rbac = client.RbacAuthorizationV1Api(api)
-        await rbac.delete_cluster_role_binding(account)
-        await rbac.delete_cluster_role(account)
-        await client.CoreV1Api(api).delete_namespaced_service_account(account, "default")
-
     cluster.create_node("n1", cpu="8", memory="32Gi")
-    cluster.call(grant)
+    cluster.grant_cluster_rules(
+        account, [{"apiGroups": [""], "resources": ["nodes", "pods"], "verbs": ["list", "watch"]}]
+    )
     try:
         kubeconfig = cluster.service_account_kubeconfig(account)
         cfg = config_from_dict(
@@ -766,7 +745,7 @@ def test_an_extender_that_may_not_list_dra_objects_runs_without_dra(
         said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("cluster.dra:")]
         assert len(said) == 1 and "resourceslices cannot be listed (HTTP 403" in said[0], said
     finally:
-        cluster.call(revoke)
+        cluster.revoke_cluster_rules(account)
 
 
 class _FreezingProxy:

@@ -248,23 +248,10 @@ def _controller(cp: ControlPlane, kind: str, name: str, namespace: str = "defaul
 def _account_that_lists(cp: ControlPlane, account: str, resources: dict[str, list[str]]) -> Path:
     """A kubeconfig for a new ServiceAccount ``account`` of ``default`` that may ``list``
     only ``resources`` (API group to resource names), cluster-wide."""
-
-    async def grant(api: object) -> None:
-        core, rbac = client.CoreV1Api(api), client.RbacAuthorizationV1Api(api)
-        await core.create_namespaced_service_account("default", {"metadata": {"name": account}})
-        rules = [
-            {"apiGroups": [group], "resources": names, "verbs": ["list"]}
-            for group, names in resources.items()
-        ]
-        await rbac.create_cluster_role({"metadata": {"name": account}, "rules": rules})
-        binding = {
-            "metadata": {"name": account},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": account},
-            "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": "default"}],
-        }
-        await rbac.create_cluster_role_binding(binding)
-
-    cp.call(grant)
+    rules = [
+        {"apiGroups": [group], "resources": names, "verbs": ["list"]} for group, names in resources.items()
+    ]
+    cp.grant_cluster_rules(account, rules)
     return cp.service_account_kubeconfig(account)
 
 

@@ -806,6 +806,42 @@ class ControlPlane:
                     raise ControlPlaneError(f"namespace {name!r} not available: {e}") from e
             time.sleep(0.1)
 
+    def grant_cluster_rules(
+        self, name: str, rules: Sequence[Mapping[str, Any]], namespace: str = "default"
+    ) -> None:
+        """Create the ServiceAccount ``namespace/name`` and give it exactly ``rules`` (RBAC
+        PolicyRule dicts: ``apiGroups``, ``resources``, ``verbs``), cluster-wide: a
+        ClusterRole and a ClusterRoleBinding both named ``name``. Its kubeconfig:
+        :meth:`service_account_kubeconfig`; undo with :meth:`revoke_cluster_rules`."""
+        from kubernetes_asyncio import client
+
+        async def grant(api: Any) -> None:
+            # dict bodies: the generated client serializes them as it would its own models
+            core: Any = client.CoreV1Api(api)
+            rbac: Any = client.RbacAuthorizationV1Api(api)
+            await core.create_namespaced_service_account(namespace, {"metadata": {"name": name}})
+            await rbac.create_cluster_role({"metadata": {"name": name}, "rules": [dict(r) for r in rules]})
+            binding = {
+                "metadata": {"name": name},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+                "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
+            }
+            await rbac.create_cluster_role_binding(binding)
+
+        self.call(grant)
+
+    def revoke_cluster_rules(self, name: str, namespace: str = "default") -> None:
+        """Delete what :meth:`grant_cluster_rules` created."""
+        from kubernetes_asyncio import client
+
+        async def revoke(api: Any) -> None:
+            rbac = client.RbacAuthorizationV1Api(api)
+            await rbac.delete_cluster_role_binding(name)
+            await rbac.delete_cluster_role(name)
+            await client.CoreV1Api(api).delete_namespaced_service_account(name, namespace)
+
+        self.call(revoke)
+
     def service_account_kubeconfig(
         self, name: str, namespace: str = "default", *, expiration_seconds: int = 3600
     ) -> Path:
