@@ -746,6 +746,26 @@ def test_an_extender_that_may_not_list_dra_objects_runs_without_dra(
         assert len(said) == 1 and "resourceslices cannot be listed (HTTP 403" in said[0], said
     finally:
         cluster.revoke_cluster_rules(account)
+    # an account that may: active once its DRA informers have filled the readings
+    cfg = config_from_dict(
+        {"history": {"store": "memory"}, "cluster": {"kubeconfig": str(cluster.kubeconfig), "dra": True}}
+    )
+    with ServiceThread(cfg) as ext:
+        deadline = time.monotonic() + 20
+
+        def active() -> float:
+            metrics = httpx.get(f"{ext.url}/metrics").text
+            families = {f.name: f for f in text_string_to_metric_families(metrics)}
+            return families["stickypack_extender_dra_active"].samples[0].value
+
+        while active() != 1.0:
+            assert time.monotonic() < deadline, "DRA never active"
+            time.sleep(0.1)
+        assert ext.call(
+            lambda: all(
+                ext.service.informers[k].synced.is_set() for k in ("resourceslices", "resourceclaims")
+            )
+        )
 
 
 class _FreezingProxy:

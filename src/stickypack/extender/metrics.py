@@ -25,7 +25,8 @@
 ``stickypack_extender_dra_active``                     with ``cluster.dra`` only (these four):
                                                        1 while nodes are weighed by their
                                                        DRA devices, 0 when the objects
-                                                       could not be listed
+                                                       could not be listed or are still
+                                                       being read at start
 ``stickypack_extender_dra_nodes``                      nodes with node-local ResourceSlices
 ``stickypack_extender_dra_unweighable_nodes``          of those, the ones taken as busy (the
                                                        autoscaler cannot weigh them)

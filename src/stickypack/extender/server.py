@@ -298,6 +298,16 @@ class ExtenderService:
             informer.start()
         self.dra_listed = True
 
+    def dra_active(self) -> bool:
+        """Whether nodes are weighed by their DRA devices: ``cluster.dra``, the extender may
+        list the objects, and its ResourceSlice and ResourceClaim informers have filled the
+        readings once (before that, a node's devices are not known yet)."""
+        return bool(
+            self.dra_listed
+            and self.extender.dra
+            and all(self.informers[kind].synced.is_set() for kind in ("resourceslices", "resourceclaims"))
+        )
+
     async def _load_history(self) -> None:
         """Read the stored history, retrying with backoff (the service serves, not ready,
         meanwhile; build ends seen before are applied on top)."""
@@ -356,7 +366,7 @@ class ExtenderService:
             yield GaugeMetricFamily(
                 "stickypack_extender_dra_active",
                 "1 while nodes are weighed by their DRA devices (cluster.dra, the objects listed).",
-                value=1.0 if self.dra_listed and self.extender.dra else 0.0,
+                value=1.0 if self.dra_active() else 0.0,
             )
             tracker = self.cache.dra
             if tracker is not None:
