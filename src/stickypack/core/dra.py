@@ -52,8 +52,9 @@ class NodeDra:
     """One node's DRA utilization. ``utilization``: its most used pool's (a fraction, 0..1
     for sane pools; 0 when ``error``); ``pool``: that pool as ``driver/pool`` (of pools tied
     at the highest, the first by name: the autoscaler takes one of them at random); ``pools``:
-    every pool's utilization; ``error``: why the node cannot be weighed (an incomplete pool),
-    else None."""
+    every pool's utilization; ``error``: why the node cannot be weighed (an incomplete pool;
+    with :func:`dra_utilization`'s ``pods_by_node``, a claim of a pod there not allocated
+    or not found), else None."""
 
     utilization: float
     pool: str | None

@@ -399,8 +399,9 @@ class NodeReport:
     #: pool (``driver/pool``); None otherwise.
     dra: float | None = None
     dra_pool: str | None = None
-    #: Why the autoscaler cannot weigh the node (an incomplete DRA pool): it then keeps the
-    #: node (its ``UnexpectedError``); None when it can.
+    #: Why the autoscaler cannot weigh the node (an incomplete DRA pool, or a claim of a pod
+    #: there not allocated or not found): it then keeps the node (its ``UnexpectedError``);
+    #: None when it can.
     dra_error: str | None = None
     #: When the autoscaler set the taint ``autoscaler`` names (Unix seconds, the taint's value
     #: as it writes it: :func:`autoscaler_taint_time`): for ``candidate``, about when it found

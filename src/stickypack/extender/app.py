@@ -11,8 +11,9 @@ Routes:
 ``GET /healthz``
     200 while the process serves.
 ``GET /readyz``
-    200 once the node and pod caches have synced and the history is loaded, else 503 with
-    what is missing.
+    200 once the node and pod caches have synced and the history is loaded (with
+    ``cluster.dra``, the ResourceSlices and ResourceClaims too, unless they cannot be
+    listed), else 503 with what is missing.
 ``GET /metrics``
     Prometheus text format (see :mod:`stickypack.extender.metrics`).
 """

@@ -49,8 +49,8 @@ def slim_resource_slice(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 def slim_resource_claim(obj: dict[str, Any]) -> dict[str, Any]:
-    """A ResourceClaim's name (and version) and ``status.allocation`` (what is allocated of
-    it)."""
+    """A ResourceClaim's metadata (:data:`_META_KEYS`) and ``status.allocation`` (what is
+    allocated of it)."""
     status = obj.get("status")
     kept = {"allocation": status.get("allocation")} if isinstance(status, dict) else status
     return {"metadata": _name_meta(obj), "status": kept}
