@@ -242,6 +242,14 @@ def _float(ratio: Fraction) -> float:
         return math.inf if ratio > 0 else -math.inf
 
 
+def claim_key(obj: Mapping[str, Any]) -> tuple[str, str]:
+    """A ResourceClaim's ``(namespace, name)``, as a pod's claims name it (``""`` for a
+    field it lacks)."""
+    meta = obj.get("metadata")
+    meta = meta if isinstance(meta, Mapping) else {}
+    return str(meta.get("namespace") or ""), str(meta.get("name") or "")
+
+
 def dra_utilization(
     slices: Iterable[Mapping[str, Any]],
     claims: Iterable[Mapping[str, Any]],
@@ -266,9 +274,7 @@ def dra_utilization(
         except _Malformed as exc:
             problems.append(f"{_object_name('ResourceClaim', obj)}: {exc}; left out")
             continue
-        meta = obj.get("metadata")
-        meta = meta if isinstance(meta, Mapping) else {}
-        allocated[(str(meta.get("namespace") or ""), str(meta.get("name") or ""))] = devices
+        allocated[claim_key(obj)] = devices
     reserved: dict[tuple[str, str], set[str]] = {}
     if pods_by_node is None:
         for devices in allocated.values():

@@ -22,7 +22,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from stickypack.core.dra import NodeDra, dra_utilization, set_node_dra
+from stickypack.core.dra import NodeDra, claim_key, dra_utilization, set_node_dra
 from stickypack.core.nodetable import NodeTable
 from stickypack.core.pod import Pod
 
@@ -73,12 +73,6 @@ def _slice_node(obj: Mapping[str, Any]) -> str | None:
     spec = obj.get("spec")
     node = spec.get("nodeName") if isinstance(spec, Mapping) else None
     return node if isinstance(node, str) and node else None
-
-
-def _claim_key(obj: Mapping[str, Any]) -> tuple[str, str]:
-    meta = obj.get("metadata")
-    meta = meta if isinstance(meta, Mapping) else {}
-    return str(meta.get("namespace") or ""), str(meta.get("name") or "")
 
 
 class NodeDraTracker:
@@ -132,7 +126,7 @@ class NodeDraTracker:
         self, kind: str, obj: Mapping[str, Any], old: Any = None, synthetic: bool = False
     ) -> None:
         """An informer handler for ResourceClaims."""
-        key = _claim_key(obj)
+        key = claim_key(obj)
         if kind == "DELETED":
             self._claims.pop(key, None)
         else:
@@ -191,11 +185,6 @@ class NodeDraTracker:
                 set_node_dra(self.table, row, reading)
         self.computed += len(dirty)
         return len(dirty)
-
-    def reading(self, node: str) -> NodeDra | None:
-        """Node ``node``'s reading as of now (after :meth:`refresh`); None without slices."""
-        self.refresh()
-        return self.readings.get(node)
 
     def _compute(self, node: str) -> NodeDra | None:
         slices = self._node_slices.get(node)
