@@ -369,6 +369,8 @@ def _autoscaler_context(args: argparse.Namespace, threshold: float, **more: Any)
 
 
 def _node_groups(args: argparse.Namespace) -> NodeGroups:
+    """The node groups of ``--node-group-label`` and ``--min-size`` (each defaulted to the
+    config's by :func:`_inspect`)."""
     from stickypack.core.nodegroups import NodeGroups
 
     return NodeGroups(tuple(args.node_group_label), dict(args.min_size))
@@ -377,8 +379,9 @@ def _node_groups(args: argparse.Namespace) -> NodeGroups:
 def _node_report_json(args: argparse.Namespace, snap: Snapshot, threshold: float) -> dict[str, Any]:
     """The node report ``stickypack inspect`` prints (no ``--pod``), as JSON-ready data:
     each node as the cluster-autoscaler weighs it, then its scale-down simulation over the
-    nodes nothing pins (:func:`~stickypack.core.drain.plan_scale_down`)."""
-
+    nodes nothing pins (:func:`~stickypack.core.drain.plan_scale_down`), then the nodes it
+    would remove that a node group's minimum size or the cluster's minimum cores or memory
+    keep (:func:`~stickypack.core.nodegroups.kept_at_limits`)."""
     from stickypack.core.dra import dra_utilization
     from stickypack.core.drain import plan_scale_down
     from stickypack.core.explain import (
