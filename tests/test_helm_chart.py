@@ -1373,8 +1373,10 @@ def installed(
     assert controlplane.kubeconfig is not None
     namespace = f"sp-helm-{uuid.uuid4().hex[:6]}"
     port = _free_port()
-    route_label = {"stickypack-helm-test": uuid.uuid4().hex[:8]}
-    webhook_label = {"stickypack-helm-webhook": uuid.uuid4().hex[:8]}
+    # label values that begin with a letter: helm reads the values file as YAML 1.2, where a
+    # bare hex string such as 1e345678 is a number, which PyYAML (YAML 1.1) writes unquoted
+    route_label = {"stickypack-helm-test": f"r{uuid.uuid4().hex[:8]}"}
+    webhook_label = {"stickypack-helm-webhook": f"w{uuid.uuid4().hex[:8]}"}
     ((key, value),) = webhook_label.items()
     webhook_routes = [
         {
