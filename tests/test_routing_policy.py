@@ -730,3 +730,71 @@ def test_a_placement_of_one_part_adds_that_part_only(cluster: ControlPlane, part
             admitted = cluster.dry_run_pod(pod)
             assert admitted["spec"]["schedulerName"] == "stickypack", name
             assert _routed(admitted) == _as_the_webhook_routes(route, _admitted_as(cluster, pod)), name
+
+
+#: Label values that PyYAML writes as plain strings unless told otherwise, but that Go's YAML
+#: readers (kubectl, helm, the API server: ``sigs.k8s.io/yaml``) take for a float, a boolean
+#: or an integer.
+GO_NOT_STRINGS = ("1e3", "1E3", "y", "N", "0o17", "0X1F", "0b101")
+
+
+def test_rendered_yaml_quotes_what_go_would_not_read_as_a_string() -> None:
+    """:func:`~stickypack.core.yamltext.dump_yaml` quotes each of :data:`GO_NOT_STRINGS` and
+    what PyYAML quotes itself, leaves other strings plain, and reads back as written."""
+    from stickypack.core.yamltext import dump_yaml
+
+    for value in (*GO_NOT_STRINGS, "1_000", "07", "true", "2024-01-01", "1.5", ".5"):
+        text = dump_yaml({"v": value})
+        assert text == f"v: '{value}'\n" and yaml.safe_load(text) == {"v": value}, text
+    for value in ("abc", "x1e3", "1e3x", "yy", "stickypack-builds"):
+        assert dump_yaml({"v": value}) == f"v: {value}\n"
+    assert dump_yaml({"v": "a\nb\n"}) == "v: |\n  a\n  b\n"
+
+
+@pytest.mark.controlplane
+def test_rendered_routing_yaml_is_read_by_the_api_servers_yaml_as_written(
+    cluster: ControlPlane, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``render scheduler-routing`` and ``render webhook-config`` with selector values that Go's
+    YAML reads as numbers or booleans unless quoted, sent as YAML (``application/yaml``, a dry
+    run) to kube-apiserver, which decodes it as ``kubectl apply -f`` would: accepted, with
+    the values as strings. (PyYAML once wrote ``route: 1e3`` plain: "cannot unmarshal number
+    into ... of type string".)"""
+    import ssl
+
+    import httpx
+
+    cfg = cluster.client_configuration()
+    selector = ",".join(f"k{i}={v}" for i, v in enumerate(GO_NOT_STRINGS))
+    assert main(["render", "scheduler-routing", "--selector", selector]) == 0
+    routing = capsys.readouterr().out
+    hook_config = Path(cluster.work_dir or ".") / "routes.yaml"
+    hook_config.write_text(
+        yaml.safe_dump({"routes": [{"name": "go-yaml", "scheduler_name": "x", "pod_selector": selector}]})
+    )
+    assert main(["render", "webhook-config", "--config", str(hook_config), "--url", "https://h/mutate"]) == 0
+    hook = capsys.readouterr().out
+    group = "/apis/admissionregistration.k8s.io/v1"
+    paths = {
+        "MutatingAdmissionPolicy": f"{group}/mutatingadmissionpolicies",
+        "MutatingAdmissionPolicyBinding": f"{group}/mutatingadmissionpolicybindings",
+        "MutatingWebhookConfiguration": f"{group}/mutatingwebhookconfigurations",
+    }
+    sent = 0
+    tls = ssl.create_default_context(cafile=cfg.ssl_ca_cert)
+    tls.load_cert_chain(cfg.cert_file, cfg.key_file)  # the admin user
+    with httpx.Client(verify=tls) as http:
+        for text in (routing, hook):
+            for document in text.split("\n---\n"):
+                kind = yaml.safe_load(document)["kind"]
+                response = http.post(
+                    f"{cfg.host}{paths[kind]}?dryRun=All",
+                    content=document.encode(),
+                    headers={"Content-Type": "application/yaml", "Accept": "application/json"},
+                )
+                assert response.status_code == 201, (kind, response.text)
+                stored = json.dumps(response.json())
+                if kind != "MutatingAdmissionPolicy":  # the policy holds no selector
+                    assert all(f'"{v}"' in stored for v in GO_NOT_STRINGS), (kind, stored)
+                sent += 1
+    assert sent == 3

@@ -30,7 +30,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-import yaml
+from stickypack.core.yamltext import dump_yaml
 
 #: The preload module (``stickypack.dask``) both halves load.
 PRELOAD = "stickypack.dask"
@@ -260,15 +260,4 @@ def dask_gateway_values(scheduler_name: str | None = None) -> dict[str, Any]:
 
 def dask_gateway_values_yaml(scheduler_name: str | None = None) -> str:
     """:func:`dask_gateway_values` as YAML, the code as a literal block."""
-    return yaml.dump(dask_gateway_values(scheduler_name), Dumper=_BlockDumper, sort_keys=False)
-
-
-class _BlockDumper(yaml.SafeDumper):
-    """Writes multi-line strings as literal blocks (``|``), as Helm values hold code."""
-
-
-def _block_strings(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
-    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="|" if "\n" in value else None)
-
-
-_BlockDumper.add_representer(str, _block_strings)
+    return dump_yaml(dask_gateway_values(scheduler_name))

@@ -54,8 +54,6 @@ from collections.abc import Callable, Mapping, Sequence
 from string import Template
 from typing import Any
 
-import yaml
-
 from stickypack.core.routing import (
     MAX_ANNOTATION_BYTES,
     ROUTE_ANNOTATION,
@@ -63,6 +61,7 @@ from stickypack.core.routing import (
     RoutePlacement,
     SchedulerRoute,
 )
+from stickypack.core.yamltext import dump_yaml, dump_yaml_all
 
 API_VERSION = "kubescheduler.config.k8s.io/v1"
 KIND = "KubeSchedulerConfiguration"
@@ -253,10 +252,8 @@ def scheduler_config_yaml(
     burst: int | None = None,
 ) -> str:
     """:func:`scheduler_config` as a YAML document (keys in the order written)."""
-    return yaml.safe_dump(
-        scheduler_config(profiles, kubeconfig=kubeconfig, extender=extender, qps=qps, burst=burst),
-        sort_keys=False,
-        default_flow_style=False,
+    return dump_yaml(
+        scheduler_config(profiles, kubeconfig=kubeconfig, extender=extender, qps=qps, burst=burst)
     )
 
 
@@ -550,24 +547,7 @@ def scheduler_routing_yaml(
 ) -> str:
     """:func:`scheduler_routing` as a two-document YAML stream (a CEL expression of several
     lines as a literal block)."""
-    return yaml.dump_all(
-        scheduler_routing(scheduler_name, selector, namespace, placement),
-        Dumper=_BlockDumper,
-        sort_keys=False,
-        default_flow_style=False,
-    )
-
-
-class _BlockDumper(yaml.SafeDumper):
-    """``yaml.SafeDumper`` writing a string of several lines as a ``|`` block."""
-
-
-def _block_str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
-    style = "|" if "\n" in value and not any(line != line.rstrip() for line in value.splitlines()) else None
-    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
-
-
-_BlockDumper.add_representer(str, _block_str)
+    return dump_yaml_all(scheduler_routing(scheduler_name, selector, namespace, placement))
 
 
 #: Name of the rendered ``MutatingWebhookConfiguration``.
@@ -654,4 +634,4 @@ def webhook_configuration(
 
 def webhook_configuration_yaml(routes: Sequence[SchedulerRoute], **kwargs: Any) -> str:
     """:func:`webhook_configuration` as YAML."""
-    return yaml.safe_dump(webhook_configuration(routes, **kwargs), sort_keys=False, default_flow_style=False)
+    return dump_yaml(webhook_configuration(routes, **kwargs))

@@ -170,10 +170,9 @@ def _check_url(url: str) -> None:
 
 
 def _dask_yaml(args: argparse.Namespace) -> str:
-    import yaml
 
     from stickypack.core.labels import DNS_SUBDOMAIN
-    from stickypack.core.yamltext import YAMLTextError, load_yaml_all
+    from stickypack.core.yamltext import YAMLTextError, dump_yaml_all, load_yaml_all
     from stickypack.daskconfig import DaskConfigError, dask_gateway_values_yaml, dask_kubernetes_spec
     from stickypack.textfile import TextFileError, read_text_file
 
@@ -196,7 +195,7 @@ def _dask_yaml(args: argparse.Namespace) -> str:
             out.append(dask_kubernetes_spec(doc, scheduler_name=name))
         except DaskConfigError as exc:
             raise UsageError(f"{source}: document {i + 1}: {exc}") from None
-    return yaml.safe_dump_all(out, sort_keys=False, default_flow_style=False)
+    return dump_yaml_all(out)
 
 
 def _routing_yaml(args: argparse.Namespace) -> str:

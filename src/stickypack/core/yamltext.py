@@ -1,7 +1,10 @@
-"""YAML text to Python values, with one-line errors that say where."""
+"""YAML text to Python values, with one-line errors that say where; Python values to YAML
+text that Kubernetes' own YAML readers take as written (:func:`dump_yaml`)."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
 from typing import Any
 
 import yaml
@@ -74,3 +77,44 @@ def describe_yaml_error(exc: yaml.YAMLError, source: str) -> str:
     problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
     context = getattr(exc, "context", None)
     return f"{where}: not valid YAML: {problem}" + (f" ({context})" if context else "")
+
+
+#: Plain scalars that PyYAML (YAML 1.1, its own resolvers) writes unquoted as strings but that
+#: the Go YAML readers of kubectl, helm and the API server (``sigs.k8s.io/yaml``) take for
+#: something else: the booleans y/n, floats without a dot (``1e3``: YAML 1.2's and Go's float
+#: form), integers Go's ``strconv.ParseInt(s, 0, 64)`` reads (``0o17``, ``0X1F``, ``0B101``).
+_GO_NOT_A_STRING = re.compile(
+    r"[yYnN]"
+    r"|[-+]?(?:\.[0-9_]+|[0-9][0-9_]*(?:\.[0-9_]*)?)(?:[eE][-+]?[0-9]+)?"
+    r"|[-+]?0[xXoObB][0-9a-fA-F_]*"
+)
+
+
+class KubernetesDumper(yaml.SafeDumper):
+    """``yaml.SafeDumper`` for YAML that Kubernetes tools read: a string a Go YAML reader
+    would take for a number or a boolean is quoted (:data:`_GO_NOT_A_STRING`; PyYAML quotes
+    those of its own rules), and a string of several lines without trailing blanks is
+    written as a literal ``|`` block (code, CEL)."""
+
+
+def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+    style: str | None = None
+    if "\n" in value and not any(line != line.rstrip() for line in value.splitlines()):
+        style = "|"
+    elif _GO_NOT_A_STRING.fullmatch(value):
+        style = "'"
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+KubernetesDumper.add_representer(str, _represent_str)
+
+
+def dump_yaml(data: Any) -> str:
+    """``data`` as one YAML document for Kubernetes tools (:class:`KubernetesDumper`), keys in
+    the order given."""
+    return yaml.dump(data, Dumper=KubernetesDumper, sort_keys=False, default_flow_style=False)
+
+
+def dump_yaml_all(documents: Iterable[Any]) -> str:
+    """``documents`` as a YAML stream, each as :func:`dump_yaml` writes it."""
+    return yaml.dump_all(documents, Dumper=KubernetesDumper, sort_keys=False, default_flow_style=False)
