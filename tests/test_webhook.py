@@ -999,20 +999,28 @@ def _kubelet_write(folder: Path, ca: trustme.CA, version: int) -> Path:
     return stamped
 
 
+def _handshake(client: ssl.SSLContext, server: ssl.SSLContext) -> tuple[ssl.SSLObject, ssl.SSLObject]:
+    """A TLS handshake between ``client`` and ``server`` in memory (no sockets): the two
+    ends, after ten rounds of messages passed both ways. A verification failure raises
+    ``ssl.SSLCertVerificationError``; check the outcome with each end's ``do_handshake``."""
+    c_in, c_out, s_in, s_out = ssl.MemoryBIO(), ssl.MemoryBIO(), ssl.MemoryBIO(), ssl.MemoryBIO()
+    cli = client.wrap_bio(c_in, c_out, server_hostname="127.0.0.1")
+    srv = server.wrap_bio(s_in, s_out, server_side=True)
+    for _ in range(10):
+        for end in (cli, srv):
+            with contextlib.suppress(ssl.SSLWantReadError):
+                end.do_handshake()
+        s_in.write(c_out.read())
+        c_in.write(s_out.read())
+    return cli, srv
+
+
 def _served_by(context: ssl.SSLContext, ca: trustme.CA) -> bool:
     """Whether a handshake with a server of ``context`` verifies against ``ca``."""
     client = ssl.create_default_context()
     ca.configure_trust(client)
-    c_in, c_out, s_in, s_out = ssl.MemoryBIO(), ssl.MemoryBIO(), ssl.MemoryBIO(), ssl.MemoryBIO()
-    cli = client.wrap_bio(c_in, c_out, server_hostname="127.0.0.1")
-    srv = context.wrap_bio(s_in, s_out, server_side=True)
     try:
-        for _ in range(10):
-            for end in (cli, srv):
-                with contextlib.suppress(ssl.SSLWantReadError):
-                    end.do_handshake()
-            s_in.write(c_out.read())
-            c_in.write(s_out.read())
+        cli, _ = _handshake(client, context)
         cli.do_handshake()
     except ssl.SSLCertVerificationError:
         return False
@@ -1207,15 +1215,7 @@ def test_a_reloaded_pair_keeps_the_servers_tls_settings(tmp_path: Path) -> None:
         client.set_alpn_protocols(["h2"])
         if with_cert:
             client_ca.issue_cert("client.example").configure_cert(client)
-        c_in, c_out, s_in, s_out = ssl.MemoryBIO(), ssl.MemoryBIO(), ssl.MemoryBIO(), ssl.MemoryBIO()
-        cli = client.wrap_bio(c_in, c_out, server_hostname="127.0.0.1")
-        srv = uv.ssl.wrap_bio(s_in, s_out, server_side=True)
-        for _ in range(10):
-            for end in (cli, srv):
-                with contextlib.suppress(ssl.SSLWantReadError):
-                    end.do_handshake()
-            s_in.write(c_out.read())
-            c_in.write(s_out.read())
+        _, srv = _handshake(client, uv.ssl)
         srv.do_handshake()
         assert srv.getpeercert() and srv.context is not uv.ssl  # the new context's
         return srv.selected_alpn_protocol()
