@@ -25,7 +25,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from stickypack.cli import main as cli_main
 from stickypack.extender.config import config_from_dict
-from stickypack.extender.server import ServiceThread
+from stickypack.extender.server import DRA_KINDS, ServiceThread
 from stickypack.rendezvous import rendezvous_rank
 from stickypack.testing import ControlPlane, pod_manifest
 
@@ -719,31 +719,76 @@ def test_user_pod_extender_packs_onto_a_node_whose_dra_devices_are_busy(
         cluster.delete_all_dra()
 
 
-def test_an_extender_that_may_not_list_dra_objects_runs_without_dra(
+def _dra_active(url: str) -> float:
+    families = {f.name: f for f in text_string_to_metric_families(httpx.get(f"{url}/metrics").text)}
+    return families["stickypack_extender_dra_active"].samples[0].value
+
+
+def _wait_dra_active(ext: ServiceThread, value: float, seconds: float = 30.0) -> None:
+    deadline = time.monotonic() + seconds
+    while _dra_active(ext.url) != value:
+        assert time.monotonic() < deadline, f"stickypack_extender_dra_active never {value}"
+        time.sleep(0.1)
+
+
+def test_an_extender_that_may_not_list_dra_objects_runs_without_dra_until_it_may(
     cluster: ControlPlane, caplog: pytest.LogCaptureFixture
 ) -> None:
     """``cluster.dra`` with an account that may list and watch nodes and pods but not
     ResourceSlices: the extender becomes ready, says so once in its log and in
-    ``stickypack_extender_dra_active`` (0), and weighs nodes without DRA."""
+    ``stickypack_extender_dra_active`` (0), and its decisions weigh nodes without DRA. Given
+    the right while running, it finds out within ``cluster.dra_retry_s``, says so once, and
+    weighs nodes by their devices (1) without leaving ``/readyz``; the right taken away
+    again, its next watch is refused and it goes back to cpu and memory (0); given back,
+    to DRA (1): no restart."""
     account = "extender-no-dra"
     cluster.create_node("n1", cpu="8", memory="32Gi")
-    cluster.grant_cluster_rules(
-        account, [{"apiGroups": [""], "resources": ["nodes", "pods"], "verbs": ["list", "watch"]}]
-    )
+    base = [{"apiGroups": [""], "resources": ["nodes", "pods"], "verbs": ["list", "watch"]}]
+    with_dra = [
+        *base,
+        {"apiGroups": ["resource.k8s.io"], "resources": ["resourceslices", "resourceclaims"],
+         "verbs": ["list", "watch"]},
+    ]  # fmt: skip
+    cluster.grant_cluster_rules(account, base)
     try:
         kubeconfig = cluster.service_account_kubeconfig(account)
         cfg = config_from_dict(
-            {"history": {"store": "memory"}, "cluster": {"kubeconfig": str(kubeconfig), "dra": True}}
+            {
+                "history": {"store": "memory"},
+                "cluster": {
+                    "kubeconfig": str(kubeconfig),
+                    "dra": True,
+                    "dra_retry_s": 0.3,
+                    "watch_timeout_s": 1,
+                },
+            }
         )
         with ServiceThread(cfg) as ext:
             assert ext.service is not None and ext.service.dra_listed is False
-            assert ext.call(lambda: (ext.service.extender.dra, ext.service.cache.dra)) == (False, None)
-            metrics = httpx.get(f"{ext.url}/metrics").text
-            families = {f.name: f for f in text_string_to_metric_families(metrics)}
-            assert families["stickypack_extender_dra_active"].samples[0].value == 0.0
+            decides_with_dra = lambda: ext.call(lambda: ext.service.extender._ctx().dra)  # noqa: E731
+            assert _dra_active(ext.url) == 0.0 and decides_with_dra() is False
             assert httpx.get(f"{ext.url}/readyz").status_code == 200
-        said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("cluster.dra:")]
-        assert len(said) == 1 and "resourceslices cannot be listed (HTTP 403" in said[0], said
+            time.sleep(1.0)  # refused again at each retry: said once
+            said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("cluster.dra:")]
+            assert len(said) == 1 and "resourceslices cannot be listed (HTTP 403" in said[0], said
+
+            cluster.set_cluster_rules(account, with_dra)
+            deadline = time.monotonic() + 30
+            while _dra_active(ext.url) != 1.0:
+                assert httpx.get(f"{ext.url}/readyz").status_code == 200  # never out of its Service
+                assert time.monotonic() < deadline, "DRA never active"
+                time.sleep(0.05)
+            assert decides_with_dra() is True
+            said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("cluster.dra:")]
+            assert len(said) == 2 and "can be listed now" in said[1], said
+
+            cluster.set_cluster_rules(account, base)
+            _wait_dra_active(ext, 0.0)  # the watches renew every second: refused
+            assert decides_with_dra() is False
+            assert httpx.get(f"{ext.url}/readyz").status_code == 200
+            cluster.set_cluster_rules(account, with_dra)
+            _wait_dra_active(ext, 1.0)
+            assert decides_with_dra() is True
     finally:
         cluster.revoke_cluster_rules(account)
     # an account that may: active once its DRA informers have filled the readings
@@ -751,21 +796,8 @@ def test_an_extender_that_may_not_list_dra_objects_runs_without_dra(
         {"history": {"store": "memory"}, "cluster": {"kubeconfig": str(cluster.kubeconfig), "dra": True}}
     )
     with ServiceThread(cfg) as ext:
-        deadline = time.monotonic() + 20
-
-        def active() -> float:
-            metrics = httpx.get(f"{ext.url}/metrics").text
-            families = {f.name: f for f in text_string_to_metric_families(metrics)}
-            return families["stickypack_extender_dra_active"].samples[0].value
-
-        while active() != 1.0:
-            assert time.monotonic() < deadline, "DRA never active"
-            time.sleep(0.1)
-        assert ext.call(
-            lambda: all(
-                ext.service.informers[k].synced.is_set() for k in ("resourceslices", "resourceclaims")
-            )
-        )
+        _wait_dra_active(ext, 1.0, 20.0)
+        assert ext.call(lambda: all(ext.service.informers[k].synced.is_set() for k in DRA_KINDS))
 
 
 class _FreezingProxy:

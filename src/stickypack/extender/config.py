@@ -142,6 +142,10 @@ class ClusterConfig(_Model):
     #: weighed by its most used DRA device pool (the extender then watches ResourceSlices
     #: and ResourceClaims: ``list`` and ``watch`` on them, ``resource.k8s.io``).
     dra: bool = False
+    #: With ``dra``, while the DRA objects cannot be listed (``resource.k8s.io/v1`` not
+    #: served, or no right to list them), try again every this many seconds: a right granted
+    #: later, or an API server upgraded to serve them, is picked up without a restart.
+    dra_retry_s: float = Field(default=60.0, gt=0)
 
     @field_validator("gpu_labels", "node_group_labels")
     @classmethod

@@ -118,8 +118,9 @@ class Extender:
     scale-down scorers read (:class:`SchedulingContext`; ``node_group_*`` its
     :class:`~stickypack.core.nodegroups.NodeGroups`, none without minimum sizes; with
     ``dra`` the nodes' DRA readings the cache keeps, ``ClusterCache(dra=True)``, brought up
-    to date before each decision). :attr:`dra` may be turned off while running (the
-    service does when the DRA objects cannot be listed).
+    to date before each decision). ``dra`` may be a callable, asked at each decision: the
+    service's says whether the DRA objects are listed and watched now (the nodes are weighed
+    by cpu and memory while they cannot be).
     """
 
     def __init__(
@@ -142,7 +143,7 @@ class Extender:
         ignore_mirror_pods_utilization: bool = False,
         node_group_labels: Sequence[str] = (),
         node_group_min_sizes: Mapping[str, int] | None = None,
-        dra: bool = False,
+        dra: bool | Callable[[], bool] = False,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.cache = cache
@@ -256,7 +257,8 @@ class Extender:
         ranking, ~0.3 ms at 500 nodes) across decisions while the builder nodes,
         the history and the minute stay the same; everything else is per decision. With
         :attr:`dra`, the table's DRA readings are brought up to date first."""
-        if self.dra:
+        dra = self.dra() if callable(self.dra) else self.dra
+        if dra:
             self.cache.refresh_dra()
         now = self.clock()
         history = self.history()
@@ -283,7 +285,7 @@ class Extender:
             ignore_daemonsets_utilization=self.ignore_daemonsets_utilization,
             ignore_mirror_pods_utilization=self.ignore_mirror_pods_utilization,
             node_groups=self.node_groups,
-            dra=self.dra,
+            dra=dra,
             cache=self._shared,
         )
 

@@ -25,8 +25,9 @@
 ``stickypack_extender_dra_active``                     with ``cluster.dra`` only (these four):
                                                        1 while nodes are weighed by their
                                                        DRA devices, 0 when the objects
-                                                       could not be listed or are still
-                                                       being read at start
+                                                       cannot be listed, a watch of them
+                                                       is refused, or they are still
+                                                       being read
 ``stickypack_extender_dra_nodes``                      nodes with node-local ResourceSlices
 ``stickypack_extender_dra_unweighable_nodes``          of those, the ones taken as busy (the
                                                        autoscaler cannot weigh them)

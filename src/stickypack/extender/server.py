@@ -60,6 +60,10 @@ async def _list_status(list_call: Any) -> int:
 #: would be seen as merely deleted (``record_failed`` ignored). The cache stops counting a
 #: pod once its phase is terminal.
 POD_FIELD_SELECTOR = "spec.nodeName!="
+#: The kinds the extender watches with ``cluster.dra`` (its informers' names).
+DRA_KINDS = ("resourceslices", "resourceclaims")
+#: The answers to a list or watch of them that mean "not here" (not "not now"), and why.
+REFUSED = {401: "not authenticated", 403: "no right to list them", 404: "not served"}
 
 
 def load_policy(name_or_path: str, plugin_files: Sequence[str] = ()) -> Policy:
@@ -132,12 +136,16 @@ class ExtenderService:
             ignore_mirror_pods_utilization=config.cluster.ignore_mirror_pods_utilization,
             node_group_labels=config.cluster.node_group_labels,
             node_group_min_sizes=config.cluster.node_group_min_sizes,
-            dra=config.cluster.dra,
+            dra=self.dra_active if config.cluster.dra else False,
         )
         self.informers: dict[str, Informer] = {}
-        #: With ``cluster.dra``: None until the DRA objects were first listed, then whether
-        #: they could be (False: not served, or no right; the extender runs without DRA).
+        #: With ``cluster.dra``: None until the DRA objects were first tried, then whether
+        #: they could be listed (False: not served, or no right; the extender runs without
+        #: DRA and tries again every ``cluster.dra_retry_s``, True once they could be).
         self.dra_listed: bool | None = None
+        #: The DRA informers started after a refusal: not waited for by ``/readyz`` (the
+        #: service was ready already, and is not taken out of its Service for them).
+        self._dra_late = False
         self.app = make_app(
             self.extender,
             metrics=self.metrics,
@@ -190,7 +198,11 @@ class ExtenderService:
     # ---- lifecycle -------------------------------------------------------------------------
 
     def not_ready(self) -> list[str]:
-        missing = [f"{k} cache not synced" for k, inf in self.informers.items() if not inf.synced.is_set()]
+        missing = [
+            f"{k} cache not synced"
+            for k, inf in self.informers.items()
+            if not inf.synced.is_set() and not (self._dra_late and k in DRA_KINDS)
+        ]
         if not self._started:
             missing.append("not started")
         if self.recorder is not None and not self.recorder.loaded.is_set():
@@ -251,7 +263,9 @@ class ExtenderService:
         """Watch ResourceSlices and ResourceClaims into the cache's DRA tracker, once one
         list of each shows they can be listed (retried with backoff while the API server
         cannot be reached). Where they cannot (``resource.k8s.io/v1`` not served: 404; no
-        right: 401, 403), say so once and run without DRA, as without ``cluster.dra``."""
+        right: 401, 403), say so once and run without DRA, as without ``cluster.dra``,
+        trying again every ``cluster.dra_retry_s`` (a right granted later is picked up
+        without a restart, and said once)."""
         from kubernetes_asyncio import client
 
         tracker = self.cache.dra
@@ -266,25 +280,27 @@ class ExtenderService:
             ),
         }
         delay = 0.2
+        refused: tuple[str, int] | None = None  # the last refusal said, not said again
         while True:
             try:
                 for kind, (list_call, _, _) in calls.items():
                     status = await _list_status(list_call)
-                    if status in (401, 403, 404):
-                        why = {404: "not served", 403: "no right to list them"}.get(
-                            status, "not authenticated"
-                        )
-                        log.warning(
-                            "cluster.dra: %s cannot be listed (HTTP %d: %s); running without DRA "
-                            "(nodes weighed by cpu and memory)", kind, status, why,
-                        )  # fmt: skip
-                        self.extender.dra = False
-                        self.cache.dra = None
+                    if status in REFUSED:
+                        if refused != (kind, status):
+                            log.warning(
+                                "cluster.dra: %s cannot be listed (HTTP %d: %s); running without DRA "
+                                "(nodes weighed by cpu and memory), trying again every %g s",
+                                kind, status, REFUSED[status], self.config.cluster.dra_retry_s,
+                            )  # fmt: skip
+                        refused = (kind, status)
                         self.dra_listed = False
-                        return
+                        break
                     if status != 200:
                         raise WatchError(status, f"listing {kind}")
-                break
+                else:
+                    break
+                await asyncio.sleep(self.config.cluster.dra_retry_s)
+                continue
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -292,6 +308,10 @@ class ExtenderService:
                             describe_error(exc), delay)  # fmt: skip
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 30.0)
+        if refused is not None:
+            self._dra_late = True
+            log.warning("cluster.dra: the DRA objects can be listed now; nodes are weighed by their "
+                        "DRA devices once their watches have read them")  # fmt: skip
         for kind, (list_call, handler, transform) in calls.items():
             informer = Informer(kind, list_call, handler, transform=transform, **common)
             self.informers[kind] = informer
@@ -299,13 +319,18 @@ class ExtenderService:
         self.dra_listed = True
 
     def dra_active(self) -> bool:
-        """Whether nodes are weighed by their DRA devices: ``cluster.dra``, the extender may
-        list the objects, and its ResourceSlice and ResourceClaim informers have filled the
-        readings once (before that, a node's devices are not known yet)."""
-        return bool(
-            self.dra_listed
-            and self.extender.dra
-            and all(self.informers[kind].synced.is_set() for kind in ("resourceslices", "resourceclaims"))
+        """Whether nodes are weighed by their DRA devices now: ``cluster.dra``, the extender
+        may list the objects, its ResourceSlice and ResourceClaim informers have filled the
+        readings once (before that, a node's devices are not known yet), and neither is
+        being refused since (a right taken away, ``resource.k8s.io/v1`` no longer served:
+        the readings would only grow stale; weighed by their devices again once a list
+        answers). Asked by the extender at each decision."""
+        if not (self.config.cluster.dra and self.dra_listed):
+            return False
+        informers = [self.informers.get(kind) for kind in DRA_KINDS]
+        return all(
+            inf is not None and inf.synced.is_set() and inf.stats.refused_status not in REFUSED
+            for inf in informers
         )
 
     async def _load_history(self) -> None:

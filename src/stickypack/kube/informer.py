@@ -70,6 +70,10 @@ class InformerStats:
     #: Events and listed objects skipped because they could not be read (logged).
     bad_events: int = 0
     connected: bool = False
+    #: The HTTP status of the last list or watch the API server refused (401, 403, 404, 5xx...;
+    #: 410 aside, which only means relist), None once one is answered again: a 403 here
+    #: that stays means the informer's rights were taken away.
+    refused_status: int | None = None
     #: time.monotonic() of the last contact with the API server (event, bookmark, list)
     last_contact: float = field(default_factory=time.monotonic)
 
@@ -194,6 +198,7 @@ class Informer:
                     backoff = min(backoff * 2, self.max_backoff_s)
                     continue
                 self.stats.watch_errors += 1
+                self.stats.refused_status = exc.status or None
                 log.warning("%s: watch error %s; retrying in %.1f s", self.name, exc, backoff)
                 await self._sleep(backoff)
                 backoff = min(backoff * 2, self.max_backoff_s)
@@ -253,6 +258,7 @@ class Informer:
     async def _relist(self) -> None:
         items, rv = await self._list()
         self.stats.lists += 1
+        self.stats.refused_status = None
         self.stats.last_contact = time.monotonic()
         old = self.objects
         self.objects = items
@@ -292,6 +298,7 @@ class Informer:
             if resp.status != 200:
                 raise WatchError(resp.status, _message(await resp.read()))
             self.stats.connected = True
+            self.stats.refused_status = None
             self.stats.last_contact = time.monotonic()
             buf = bytearray()
             async for chunk in resp.content.iter_any():

@@ -830,6 +830,19 @@ class ControlPlane:
 
         self.call(grant)
 
+    def set_cluster_rules(self, name: str, rules: Sequence[Mapping[str, Any]]) -> None:
+        """Give what :meth:`grant_cluster_rules` created exactly ``rules`` from now on (its
+        ClusterRole replaced; the account, its tokens and binding kept)."""
+        from kubernetes_asyncio import client
+
+        async def replace(api: Any) -> None:
+            rbac: Any = client.RbacAuthorizationV1Api(api)
+            role = await rbac.read_cluster_role(name)
+            role.rules = [dict(r) for r in rules]
+            await rbac.replace_cluster_role(name, role)
+
+        self.call(replace)
+
     def revoke_cluster_rules(self, name: str, namespace: str = "default") -> None:
         """Delete what :meth:`grant_cluster_rules` created."""
         from kubernetes_asyncio import client
