@@ -382,7 +382,7 @@ def _node_report_json(args: argparse.Namespace, snap: Snapshot, threshold: float
     nodes nothing pins (:func:`~stickypack.core.drain.plan_scale_down`), then the nodes it
     would remove that a node group's minimum size or the cluster's minimum cores or memory
     keep (:func:`~stickypack.core.nodegroups.kept_at_limits`)."""
-    from stickypack.core.dra import dra_utilization
+    from stickypack.core.dra import DraDevices, dra_utilization
     from stickypack.core.drain import plan_scale_down
     from stickypack.core.explain import (
         BLOCKING_SYSTEM_POD_DISRUPTION_TIMEOUT_S,
@@ -417,12 +417,16 @@ def _node_report_json(args: argparse.Namespace, snap: Snapshot, threshold: float
             else args.expendable_pods_priority_cutoff
         ),
     )
-    dra = None
+    dra, devices = None, None
     if snap.dra is not None:  # the claims of the pods in the autoscaler's snapshot count
         in_snapshot = {
             node: [p for p in pods if not is_expendable(p, rules)] for node, pods in snap.pods_by_node.items()
         }
         dra = dra_utilization(snap.dra.slices, snap.dra.claims, in_snapshot)
+        # the scale-down plan moves the claims' node-local devices as the autoscaler's
+        # removal simulation does (every pod a claim's user, expendable ones too; the
+        # objects it cannot read are those dra_utilization reports)
+        devices = DraDevices.read(snap.dra.slices, snap.dra.claims, snap.pods_by_node)
     nodes = node_report(table, snap.pods_by_node, rules, dra=dra.nodes if dra is not None else None)
     gpu_threshold = args.gpu_threshold
     verdicts = [r.verdict(threshold, gpu_threshold) for r in nodes]
@@ -456,6 +460,7 @@ def _node_report_json(args: argparse.Namespace, snap: Snapshot, threshold: float
         ctx,
         namespace_labels=snap.namespace_labels,
         claim_volumes=snap.claim_volumes,
+        dra=devices,
     )
     # then, going through the nodes found removable (empty ones first, as its RemovableAt;
     # within each its map order, unspecified, so which of a group's nodes it keeps can

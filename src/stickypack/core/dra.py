@@ -357,3 +357,299 @@ def node_dra_columns(table: NodeTable, idx: np.ndarray) -> tuple[np.ndarray, np.
     if slices is None or utilization is None:
         return None
     return slices[idx] > 0, utilization[idx]
+
+
+#: A ResourceClaim's ``(namespace, name)`` (:func:`claim_key`).
+ClaimKey = tuple[str, str]
+
+
+@dataclass(slots=True)
+class _FreePool:
+    """One node-local pool's current generation, as the scale-down plan uses it: ``name``;
+    ``devices`` in slice order; ``taken`` the names of those allocated; ``left`` the
+    counters its shared counter sets have left (None: an atomic pool, no sharedCounters);
+    ``complete``: whether the generation has all its slices (else none of it is free)."""
+
+    name: str
+    devices: tuple[_Device, ...]
+    names: frozenset[str]
+    taken: set[str]
+    left: dict[str, Counters] | None
+    complete: bool
+
+
+def _consume(left: dict[str, Counters], consumes: tuple[tuple[str, Counters], ...], sign: int) -> None:
+    for counter_set, counters in consumes:
+        into = left.setdefault(counter_set, {})
+        for name, value in counters.items():
+            into[name] = into.get(name, Fraction(0)) - sign * value
+
+
+def _fits(left: dict[str, Counters], consumes: tuple[tuple[str, Counters], ...]) -> bool:
+    """Whether a device consuming ``consumes`` fits in the counters ``left`` (a counter set or
+    counter the pool does not share: not known to fit)."""
+    for counter_set, counters in consumes:
+        have = left.get(counter_set)
+        if have is None:
+            return False
+        for name, value in counters.items():
+            if name not in have or have[name] < value:
+                return False
+    return True
+
+
+class DraDevices:
+    """The DRA devices of the cluster as the cluster-autoscaler's removal simulation moves
+    them with ``--enable-dynamic-resource-allocation`` (its DRA snapshot and kube-scheduler's
+    DynamicResources plugin), for :func:`~stickypack.core.drain.plan_scale_down`. Built by
+    :meth:`read`; changed by the plan (:meth:`release`, :meth:`place`) and put back with
+    :meth:`mark` and :meth:`rollback`.
+
+    What the autoscaler does: unscheduling a pod (all the pods of a node it checks, before
+    any is placed) removes the pod's reservation from each of its claims and deallocates a
+    claim that no pod reserves any more (or that the pod owns), freeing its devices;
+    scheduling it elsewhere runs the DRA plugin, which allocates a deallocated claim from
+    the devices the target node reaches and keeps a pod whose claim is still allocated to
+    the nodes the allocation's node selector allows (a node-local device's: its node).
+
+    The approximation modelled here:
+
+    * Only claims allocated (at least in part) to devices of *node-local* slices
+      (``spec.nodeName``; of their pool's current generation) are followed, at the node of
+      the first such device. A claim's results on other devices (slices with
+      ``nodeSelector``, ``allNodes`` or ``perDeviceNodeSelection``, or devices no current
+      slice publishes) constrain nothing, as before: such devices are taken to be free
+      wherever the pod goes; nor does a claim not allocated or not found (a node whose pods
+      have one is not weighed by :func:`dra_utilization` and stays anyway). Admin-access
+      results reserve nothing (as :func:`dra_utilization`).
+    * A claim's users are the pods that name it (:attr:`~stickypack.core.pod.Pod.resource_claims`)
+      among all the pods given, expendable ones included (the autoscaler reads the claim's
+      ``status.reservedFor``, which the scheduler fills with the pods it binds there and
+      which its snapshot of pods, without expendable ones, does not change). A claim stays
+      allocated while one of them has not been released: a pod moved away whose claim
+      another pod that stays still uses (a DaemonSet pod, a long-terminating or expendable
+      pod on the node) can go only to that claim's node, the node being removed: no room.
+      Pod ownership of a claim (a claim made from a template) is not read: such a claim
+      has its pod as only user.
+    * A released claim is allocated again on the target from the unallocated devices of
+      its node-local slices: as many devices of each driver as the claim held on
+      node-local devices before. Which devices a DeviceClass's CEL selectors and the
+      requests' selectors would accept is not in reach: any device of the driver counts;
+      devices of slices that are not node-local never count as room. In a partitionable
+      pool (``sharedCounters``), a device counts when its ``consumesCounters`` fit what
+      the pool's counter sets have left after the allocated devices (the devices are
+      taken first-fit, in slice order, pools by name). Devices of an incomplete pool
+      (not all the current generation's ``resourceSliceCount`` slices) are never room.
+    * Once allocated again on a node, a claim pins its other users to that node, as the
+      plugin pins a pod to an allocated claim's node.
+
+    Pure: built from the API's dicts, a malformed object skipped with a problem line
+    (:attr:`problems`), never an exception."""
+
+    def __init__(self) -> None:
+        #: One line per object that could not be read (and was left out).
+        self.problems: list[str] = []
+        self._pools: dict[str, dict[str, list[_FreePool]]] = {}  # by node, by driver
+        #: (driver, pool name) to its pool (a name two nodes publish: the first node's)
+        self._pool_of: dict[tuple[str, str], tuple[str, _FreePool]] = {}
+        #: a claim allocated on node-local devices: their node and the devices
+        self._held: dict[ClaimKey, tuple[str, tuple[_Held, ...]]] = {}
+        self._need: dict[ClaimKey, dict[str, int]] = {}  # how many devices of each driver
+        self._users: dict[ClaimKey, set[str]] = {}  # pod keys
+        self._journal: list[tuple[str, ClaimKey, Any]] = []
+
+    @classmethod
+    def read(
+        cls,
+        slices: Iterable[Mapping[str, Any]],
+        claims: Iterable[Mapping[str, Any]],
+        pods_by_node: Mapping[str, Iterable[Pod]],
+    ) -> DraDevices:
+        """From every ResourceSlice and ResourceClaim of the cluster (as
+        :func:`dra_utilization` takes them) and every pod bound to each node (expendable ones
+        included: their claims' users too)."""
+        out = cls()
+        by_pool: dict[tuple[str, str, str], list[_Slice]] = {}
+        for obj in slices:
+            try:
+                read = _read_slice(obj)
+            except _Malformed as exc:
+                out.problems.append(f"{_object_name('ResourceSlice', obj)}: {exc}; left out")
+                continue
+            if read is not None:
+                by_pool.setdefault((read.node, read.driver, read.pool), []).append(read)
+        for (node, driver, pool), pool_slices in sorted(by_pool.items()):
+            generation = max(s.generation for s in pool_slices)
+            current = [s for s in pool_slices if s.generation == generation]
+            devices = tuple(d for s in current for d in s.devices)
+            shared = [counter_set for s in current for counter_set in s.shared_counters]
+            free = _FreePool(
+                pool,
+                devices,
+                frozenset(d.name for d in devices),
+                set(),
+                {name: dict(counters) for name, counters in shared} if shared else None,
+                len(current) == current[0].slice_count,
+            )
+            out._pool_of.setdefault((driver, pool), (node, free))
+            out._pools.setdefault(node, {}).setdefault(driver, []).append(free)
+        for obj in claims:
+            try:
+                allocated = _allocated_devices(obj)
+            except _Malformed as exc:
+                out.problems.append(f"{_object_name('ResourceClaim', obj)}: {exc}; left out")
+                continue
+            local: list[_Held] = []
+            where: str | None = None  # the node of its node-local devices (the first's)
+            for driver, pool, name in allocated or ():
+                found = out._pool_of.get((driver, pool))
+                if found is None or name not in found[1].names:
+                    continue  # not a node-local device: constrains nothing
+                where = where if where is not None else found[0]
+                device = next(d for d in found[1].devices if d.name == name)
+                if name not in found[1].taken:
+                    _take(((driver, found[1], device),))
+                local.append((driver, found[1], device))
+            if where is not None:
+                key = claim_key(obj)
+                need: dict[str, int] = {}
+                for driver, _, _ in local:
+                    need[driver] = need.get(driver, 0) + 1
+                out._held[key], out._need[key] = (where, tuple(local)), need
+        for pods in pods_by_node.values():
+            for pod in pods:
+                for name in pod.resource_claims:
+                    if (pod.namespace, name) in out._need:
+                        out._users.setdefault((pod.namespace, name), set()).add(pod.key)
+        return out
+
+    def _claims(self, pod: Pod) -> list[ClaimKey]:
+        """The pod's claims this model follows (each once)."""
+        keys = dict.fromkeys((pod.namespace, name) for name in pod.resource_claims)
+        return [key for key in keys if key in self._need]
+
+    def follows(self, pod: Pod) -> bool:
+        """Whether one of ``pod``'s claims holds (or held) node-local devices: only then is
+        it judged by :meth:`allows` (any other pod is allowed everywhere)."""
+        return bool(self._claims(pod))
+
+    def mark(self) -> int:
+        """A point :meth:`rollback` goes back to."""
+        return len(self._journal)
+
+    def rollback(self, mark: int) -> None:
+        """Undo every :meth:`release` and :meth:`place` since ``mark``, latest first."""
+        while len(self._journal) > mark:
+            what, key, arg = self._journal.pop()
+            if what == "use":  # a pod became a user: it is not any more
+                self._users[key].discard(arg)
+            elif what == "unuse":
+                self._users.setdefault(key, set()).add(arg)
+            elif what == "hold":  # the claim took devices: free them
+                _free(self._held.pop(key)[1])
+            else:  # "unhold": the claim freed its devices: take them back
+                _take(arg[1])
+                self._held[key] = arg
+
+    def release(self, pods: Iterable[Pod]) -> None:
+        """The autoscaler's unscheduling of ``pods`` (all those it moves off a node, before
+        it places any): each is no longer a user of its claims, and a claim left without
+        users frees its node-local devices (deallocated)."""
+        touched: dict[ClaimKey, None] = {}
+        for pod in pods:
+            for key in self._claims(pod):
+                users = self._users.get(key, set())
+                if pod.key in users:
+                    users.discard(pod.key)
+                    self._journal.append(("unuse", key, pod.key))
+                touched[key] = None
+        for key in touched:
+            if not self._users.get(key) and key in self._held:
+                held = self._held.pop(key)
+                _free(held[1])
+                self._journal.append(("unhold", key, held))
+
+    def _pick(self, pod: Pod, node: str) -> list[tuple[ClaimKey, tuple[_Held, ...]]] | None:
+        """The devices of ``node`` each of the pod's claims would hold there (first fit for
+        the released ones), or None when the pod cannot run there (a claim allocated on
+        another node's devices, or too few free devices)."""
+        picks: list[tuple[ClaimKey, tuple[_Held, ...]]] = []
+        trial: dict[int, tuple[set[str], dict[str, Counters] | None]] = {}  # by id(pool)
+        pools = self._pools.get(node, {})
+        for key in self._claims(pod):
+            held = self._held.get(key)
+            if held is not None:  # still allocated: the DRA plugin keeps the pod on its node
+                if held[0] != node:
+                    return None
+                picks.append((key, held[1]))
+                continue
+            taken: list[_Held] = []
+            for driver, count in sorted(self._need[key].items()):
+                for free in pools.get(driver, ()):
+                    if not free.complete:
+                        continue
+                    if id(free) not in trial:
+                        left = None if free.left is None else {k: dict(v) for k, v in free.left.items()}
+                        trial[id(free)] = (set(free.taken), left)
+                    used, left = trial[id(free)]
+                    for device in free.devices:
+                        if count == 0:
+                            break
+                        if device.name in used or (left is not None and not _fits(left, device.consumes)):
+                            continue
+                        used.add(device.name)
+                        if left is not None:
+                            _consume(left, device.consumes, 1)
+                        taken.append((driver, free, device))
+                        count -= 1
+                    if count == 0:
+                        break
+                if count:
+                    return None
+            picks.append((key, tuple(taken)))
+        return picks
+
+    def allows(self, pod: Pod, node: str) -> bool:
+        """Whether the DRA plugin, as modelled, lets ``pod`` run on ``node`` now: each of its
+        claims still allocated is allocated on ``node``'s devices, and ``node``'s node-local
+        slices have the free devices its released claims take."""
+        return self._pick(pod, node) is not None
+
+    def place(self, pod: Pod, node: str) -> None:
+        """Put ``pod`` on ``node`` (which :meth:`allows` it): its released claims take their
+        devices there, and it uses its claims again."""
+        for key, devices in self._pick(pod, node) or ():
+            if key not in self._held:
+                _take(devices)
+                self._held[key] = (node, devices)
+                self._journal.append(("hold", key, None))
+            users = self._users.setdefault(key, set())
+            if pod.key not in users:
+                users.add(pod.key)
+                self._journal.append(("use", key, pod.key))
+
+    def free_devices(self, node: str) -> dict[str, int]:
+        """Each driver's unallocated devices in ``node``'s complete node-local pools, now
+        (counters not checked)."""
+        return {
+            driver: sum(len(free.names - free.taken) for free in pools if free.complete)
+            for driver, pools in sorted(self._pools.get(node, {}).items())
+        }
+
+
+#: A device a claim holds: its driver, its pool and the device.
+_Held = tuple[str, _FreePool, _Device]
+
+
+def _take(devices: Iterable[_Held]) -> None:
+    for _, free, device in devices:
+        if free.left is not None:
+            _consume(free.left, device.consumes, 1)
+        free.taken.add(device.name)
+
+
+def _free(devices: Iterable[_Held]) -> None:
+    for _, free, device in devices:
+        if free.left is not None:
+            _consume(free.left, device.consumes, -1)
+        free.taken.discard(device.name)

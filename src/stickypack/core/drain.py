@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from stickypack.core.dra import DraDevices
 from stickypack.core.explain import ScaleDownRules, is_daemon_pod, is_expendable, is_long_terminating
 from stickypack.core.framework import FilterPlugin, SchedulingContext
 from stickypack.core.labels import Taint
@@ -91,6 +92,7 @@ def plan_scale_down(
     ctx: SchedulingContext | None = None,
     namespace_labels: NamespaceLabels = None,
     claim_volumes: ClaimVolumes | None = None,
+    dra: DraDevices | None = None,
 ) -> ScaleDownPlan:
     """Check ``candidates`` (node names, in the order given; nodes no pod pins) as the
     autoscaler does. ``pods_by_node``: the pods bound to each node, as
@@ -125,10 +127,43 @@ def plan_scale_down(
     to, :data:`~stickypack.core.volumes.ClaimVolumes`): each placement also passes
     kube-scheduler's VolumeBinding and VolumeZone filters for the pod's claims
     (:class:`~stickypack.core.volumes.PersistentVolumesFilter`, after ``filters``); None:
-    unknown, not checked."""
+    unknown, not checked.
+
+    ``dra`` (the cluster's DRA devices and claims, :class:`~stickypack.core.dra.DraDevices`,
+    as the autoscaler's removal simulation sees them with
+    ``--enable-dynamic-resource-allocation``): moving a candidate's pods first releases
+    their ResourceClaims (a claim no pod uses any more frees its node-local devices), and
+    each placement also passes kube-scheduler's DynamicResources filter as modelled there
+    (:class:`DevicesFilter`, after the others): a pod whose claim still holds node-local
+    devices (another pod that stays uses it) goes only to that claim's node, one whose
+    released claims held node-local devices only to a node whose node-local slices have
+    as many free devices of each driver, which it then holds (later placements see them
+    taken; a reverted candidate gives them back). None: DRA off, a pod's claims constrain
+    nothing (as before, and as with claims on devices that are not node-local)."""
     rules = rules if rules is not None else ScaleDownRules()
     if claim_volumes is not None:
         filters = [*filters, PersistentVolumesFilter(claim_volumes)]
+    if dra is not None:
+        filters = [*filters, DevicesFilter(dra)]
+        start = dra.mark()
+        try:
+            return _plan(table, pods_by_node, candidates, filters, rules, ctx, namespace_labels, dra)
+        finally:
+            dra.rollback(start)  # the caller's devices as they were
+    return _plan(table, pods_by_node, candidates, filters, rules, ctx, namespace_labels, None)
+
+
+def _plan(
+    table: NodeTable,
+    pods_by_node: Mapping[str, Iterable[Pod]],
+    candidates: Sequence[str],
+    filters: Sequence[FilterPlugin],
+    rules: ScaleDownRules,
+    ctx: SchedulingContext | None,
+    namespace_labels: NamespaceLabels,
+    dra: DraDevices | None,
+) -> ScaleDownPlan:
+    """:func:`plan_scale_down` with its filters complete."""
     ctx = ctx if ctx is not None else SchedulingContext()
     sim = copy.deepcopy(table)
     gone = np.zeros(sim.alloc.shape[0], dtype=bool)  # removable candidates: no pod goes there
@@ -151,13 +186,17 @@ def plan_scale_down(
     on_nodes = _pods_on_nodes(sim, planned, staying, namespace_labels) if inter_pod_rules else None
 
     def bind(row: int, pod: Pod) -> None:
-        """Put ``pod`` on node ``row`` in the plan (its resources, and its pod rules)."""
+        """Put ``pod`` on node ``row`` in the plan (its resources, its pod rules and, with
+        ``dra``, the devices its claims take there)."""
         sim.add_pod(row, pod)
         if on_nodes is not None:
             on_nodes.add(row, pod)
+        if dra is not None and dra.follows(pod):
+            dra.place(pod, sim.node_names([row])[0])
 
     def unbind(row: int, pod: Pod) -> None:
-        """Undo :func:`bind`."""
+        """Undo :func:`bind` but for its devices (:meth:`DraDevices.rollback` gives them
+        back; the deletions in progress :meth:`DraDevices.release` them)."""
         sim.remove_pod(row, pod)
         if on_nodes is not None:
             on_nodes.remove(row, pod)
@@ -168,6 +207,8 @@ def plan_scale_down(
         leaving = planned.pop(sim.node_names([row])[0], [])
         for pod in leaving:
             unbind(row, pod)
+        if dra is not None:
+            dra.release(leaving)
         for pod in leaving:
             idx = sim.active_indices()
             dest = _first_fit(pod, sim, idx[~sim.to_be_deleted[idx]], filters, ctx, on_nodes)
@@ -186,6 +227,9 @@ def plan_scale_down(
             sim.remove_pod(row, pod)
         # the autoscaler simulates a candidate's removal on a tainted copy of it without pods
         held = on_nodes.drain_node(row) if on_nodes is not None else []
+        devices = dra.mark() if dra is not None else 0
+        if dra is not None:
+            dra.release(pods)  # its pods unscheduled first: their claims' devices freed
         placed: list[tuple[Pod, int]] = []
         blocked: str | None = None
         for pod in pods:
@@ -205,6 +249,8 @@ def plan_scale_down(
                 sim.add_pod(row, pod)
             if on_nodes is not None:
                 on_nodes.restore_node(row, held)
+            if dra is not None:
+                dra.rollback(devices)
             no_room[name] = blocked
             continue
         if on_nodes is not None:
@@ -243,3 +289,22 @@ def _pods_on_nodes(
         if name in table.index:
             on_nodes.add(table.index[name], pod)
     return on_nodes
+
+
+class DevicesFilter(FilterPlugin):
+    """kube-scheduler's DynamicResources filter, as :class:`~stickypack.core.dra.DraDevices`
+    models it for the scale-down plan: a pod whose claims it follows
+    (:meth:`~stickypack.core.dra.DraDevices.follows`) passes the nodes it
+    :meth:`~stickypack.core.dra.DraDevices.allows`; any other pod passes every node. Not one
+    of a policy's plugins: :func:`plan_scale_down` adds it when given ``dra``."""
+
+    name = "DynamicResources"
+
+    def __init__(self, devices: DraDevices) -> None:
+        self.devices = devices
+
+    def filter(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
+        if not self.devices.follows(pod):
+            return np.ones(idx.shape[0], dtype=bool)
+        allows = self.devices.allows
+        return np.array([allows(pod, name) for name in table.node_names(idx.tolist())], dtype=bool)

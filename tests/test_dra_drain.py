@@ -1,0 +1,227 @@
+"""DRA in the scale-down plan (core.dra.DraDevices, core.drain.plan_scale_down's ``dra``):
+a pod whose ResourceClaims hold node-local devices moves as the cluster-autoscaler's removal
+simulation moves it with ``--enable-dynamic-resource-allocation``: its claims released (their
+devices freed, unless a pod that stays uses them) and allocated again from the target's
+free node-local devices of the same driver."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from stickypack.core.dra import DraDevices
+from stickypack.core.drain import ScaleDownPlan, plan_scale_down
+from stickypack.core.nodetable import NodeTable
+from stickypack.core.pod import Pod
+from stickypack.policies import load_builtin
+from stickypack.testing import pod_manifest
+
+GI = 1024**3
+GPU = "gpu.example.com"
+NIC = "nic.example.com"
+FILTERS = load_builtin("default").profiles[0].filters
+
+
+def _slice(
+    node: str | None, *names: str, driver: str = GPU, pool: str | None = None, **spec: Any
+) -> dict[str, Any]:
+    """A ResourceSlice publishing ``names``: node-local on ``node``, else on all nodes."""
+    body: dict[str, Any] = {
+        "driver": driver,
+        "pool": {"name": pool or node or "fabric", "generation": 1, "resourceSliceCount": 1},
+        "devices": [{"name": n} for n in names],
+        **spec,
+    }
+    if node is not None:
+        body["nodeName"] = node
+    else:
+        body["allNodes"] = True
+    return {"metadata": {"name": f"{pool or node}-{driver}"}, "spec": body}
+
+
+def _claim(name: str, *devices: tuple[str, str], driver: str = GPU, **extra: Any) -> dict[str, Any]:
+    """A claim of ``default`` allocated the ``(pool, device)`` pairs."""
+    results = [{"request": "r", "driver": driver, "pool": pool, "device": d, **extra} for pool, d in devices]
+    return {
+        "metadata": {"name": name, "namespace": "default"},
+        "status": {"allocation": {"devices": {"results": results}}},
+    }
+
+
+def _pod(name: str, *claims: str, cpu: str = "1", owner: str = "ReplicaSet") -> Pod:
+    raw = pod_manifest(name, cpu=cpu, memory="1Gi")
+    raw["metadata"]["ownerReferences"] = [
+        {"apiVersion": "apps/v1", "kind": owner, "name": "o", "uid": "u", "controller": True}
+    ]
+    raw["spec"]["resourceClaims"] = [{"name": f"c{k}", "resourceClaimName": c} for k, c in enumerate(claims)]
+    return Pod.from_dict(raw)
+
+
+def _plan(
+    pods: dict[str, list[Pod]],
+    candidates: list[str],
+    slices: list[dict[str, Any]] | None,
+    claims: list[dict[str, Any]] | None = None,
+    nodes: tuple[str, ...] = ("gpu-a", "cpu-b", "gpu-c"),
+) -> ScaleDownPlan:
+    """The plan over 4-cpu nodes ``nodes`` holding ``pods``, with DRA (``slices`` and
+    ``claims``) or without (``slices`` None)."""
+    table = NodeTable()
+    for name in nodes:
+        table.upsert_node(name, {"cpu": 4000, "memory": 16 * GI, "pods": 110})
+    for node, bound in pods.items():
+        for pod in bound:
+            table.add_pod(table.index[node], pod)
+    dra = None if slices is None else DraDevices.read(slices, claims or [], pods)
+    plan = plan_scale_down(table, pods, candidates, FILTERS, dra=dra)
+    if dra is not None:  # the caller's devices are as they were
+        again = DraDevices.read(slices or [], claims or [], pods)
+        assert all(dra.free_devices(n) == again.free_devices(n) for n in nodes)
+    return plan
+
+
+def test_a_pod_holding_a_node_local_device_needs_a_free_device_of_its_driver_elsewhere() -> None:
+    """gpu-a's trainer holds gpu-a's g0: cpu-b has room for its cpu but no devices, so with
+    DRA gpu-a keeps it (no room), where the plan without DRA moved it to cpu-b; once gpu-c
+    publishes a free device of the driver, the trainer moves there (cpu-b fails the DRA
+    filter, first by row though it is)."""
+    trainer = _pod("trainer", "train-gpu")
+    pods = {"gpu-a": [trainer], "cpu-b": [], "gpu-c": [_pod("pinned", owner="DaemonSet", cpu="100m")]}
+    claims = [_claim("train-gpu", ("gpu-a", "g0"))]
+    without = _plan(pods, ["gpu-a"], None, claims)
+    assert (without.removable, without.moves) == (("gpu-a",), {"default/trainer": "cpu-b"})
+    gpu_a_only = [_slice("gpu-a", "g0", "g1")]
+    plan = _plan(pods, ["gpu-a"], gpu_a_only, claims)
+    assert (plan.removable, plan.moves, plan.no_room) == ((), {}, {"gpu-a": "default/trainer"})
+    # gpu-a's own free g1 is no room: gpu-a is the node being removed
+    other_driver = [*gpu_a_only, _slice("gpu-c", "n0", driver=NIC)]
+    assert _plan(pods, ["gpu-a"], other_driver, claims).no_room == {"gpu-a": "default/trainer"}
+    with_gpu_c = [*gpu_a_only, _slice("gpu-c", "g0")]
+    plan = _plan(pods, ["gpu-a"], with_gpu_c, claims)
+    assert (plan.removable, plan.moves, plan.no_room) == (("gpu-a",), {"default/trainer": "gpu-c"}, {})
+    # a device that a claim holds on gpu-c is no room either
+    taken = [*claims, _claim("other", ("gpu-c", "g0"))]
+    assert _plan(pods, ["gpu-a"], with_gpu_c, taken).no_room == {"gpu-a": "default/trainer"}
+
+
+def test_the_devices_a_moved_pod_takes_are_taken_for_the_next_pods_of_the_plan() -> None:
+    """gpu-a and cpu-b each run a trainer holding one GPU; gpu-c has one free GPU: gpu-a's
+    trainer takes it, so cpu-b's finds no room (cpu-b is kept). A pod holding two GPUs needs
+    two free ones; a candidate that is kept gives back what its pods took."""
+    slices = [_slice("gpu-a", "g0"), _slice("cpu-b", "g0", pool="b"), _slice("gpu-c", "g0", "g1", pool="c")]
+    claims = [_claim("a", ("gpu-a", "g0")), _claim("b", ("b", "g0")), _claim("c", ("c", "g1"))]
+    pods = {
+        "gpu-a": [_pod("trainer-a", "a")],
+        "cpu-b": [_pod("trainer-b", "b")],
+        "gpu-c": [_pod("holder", "c", owner="DaemonSet")],
+    }
+    plan = _plan(pods, ["gpu-a", "cpu-b"], slices, claims)
+    assert (plan.removable, plan.moves, plan.no_room) == (
+        ("gpu-a",),
+        {"default/trainer-a": "gpu-c"},
+        {"cpu-b": "default/trainer-b"},
+    )
+    # the other order: cpu-b's trainer takes gpu-c's free GPU, gpu-a's has none
+    plan = _plan(pods, ["cpu-b", "gpu-a"], slices, claims)
+    assert (plan.removable, plan.no_room) == (("cpu-b",), {"gpu-a": "default/trainer-a"})
+    # gpu-a's two pods need two GPUs of gpu-c, which has one: gpu-a is kept, and the device
+    # its first pod took there is free again for cpu-b's trainer
+    pods["gpu-a"] = [_pod("small", "a"), _pod("big", "a2")]
+    slices[0] = _slice("gpu-a", "g0", "g1")
+    claims.append(_claim("a2", ("gpu-a", "g1")))
+    plan = _plan(pods, ["gpu-a", "cpu-b"], slices, claims)
+    assert (plan.removable, plan.moves, plan.no_room) == (
+        ("cpu-b",),
+        {"default/trainer-b": "gpu-c"},
+        {"gpu-a": "default/big"},
+    )
+    two = [_claim("both", ("gpu-a", "g0"), ("gpu-a", "g1")), *claims[1:3]]
+    pods["gpu-a"] = [_pod("pair", "both")]
+    assert _plan(pods, ["gpu-a"], slices, two).no_room == {"gpu-a": "default/pair"}
+    slices[2] = _slice("gpu-c", "g0", "g1", "g2", pool="c")
+    assert _plan(pods, ["gpu-a"], slices, two).moves == {"default/pair": "gpu-c"}
+
+
+def test_a_claim_shared_with_a_pod_that_stays_keeps_its_device_and_its_pods_on_their_node() -> None:
+    """As the autoscaler's ``UnreservePodClaims``: a claim stays allocated while a pod that
+    stays on the node (a DaemonSet's) uses it, and the DRA plugin keeps a pod on the node of
+    its allocated claim: no room, whatever gpu-c has. A claim shared by two pods both
+    moved is released, allocated again once on gpu-c (one device), and its second pod
+    follows it there."""
+    slices = [_slice("gpu-a", "g0"), _slice("gpu-c", "g0")]
+    claims = [_claim("shared", ("gpu-a", "g0"))]
+    monitor = _pod("monitor", "shared", owner="DaemonSet", cpu="100m")
+    pods = {"gpu-a": [_pod("worker", "shared"), monitor], "cpu-b": [], "gpu-c": []}
+    assert _plan(pods, ["gpu-a"], slices, claims).no_room == {"gpu-a": "default/worker"}
+    pods["gpu-a"] = [_pod("worker-1", "shared"), _pod("worker-2", "shared")]
+    plan = _plan(pods, ["gpu-a"], slices, claims)
+    assert plan.moves == {"default/worker-1": "gpu-c", "default/worker-2": "gpu-c"}
+    # gpu-c's cpu fits one worker only: the second cannot follow the claim elsewhere
+    pods["gpu-c"] = [_pod("filler", cpu="2500m", owner="DaemonSet")]
+    assert _plan(pods, ["gpu-a"], slices, claims).no_room == {"gpu-a": "default/worker-2"}
+
+
+def test_claims_on_devices_that_are_not_node_local_move_freely() -> None:
+    """A claim allocated a device of a slice for all nodes (network-attached) constrains
+    nothing, as before: its pod goes to cpu-b, which has no slices; admin access reserves
+    nothing, and a claim not allocated or not found constrains nothing either. In the same
+    plan, gpu-c's pod, whose claim holds a node-local device, finds no room on cpu-b."""
+    slices = [_slice(None, "f0"), _slice("gpu-a", "g0"), _slice("gpu-c", "g0")]
+    claims = [
+        _claim("fabric", ("fabric", "f0")),
+        _claim("watch", ("gpu-a", "g0"), adminAccess=True),
+        {"metadata": {"name": "pending", "namespace": "default"}, "status": {}},
+        _claim("local", ("gpu-c", "g0")),
+    ]
+    pods = {
+        "gpu-a": [_pod("net", "fabric"), _pod("admin", "watch"), _pod("wait", "pending", "gone")],
+        "gpu-c": [_pod("local", "local")],
+    }
+    plan = _plan(pods, ["gpu-a", "gpu-c"], slices, claims)
+    assert plan.moves == {"default/net": "cpu-b", "default/admin": "cpu-b", "default/wait": "cpu-b"}
+    assert (plan.removable, plan.no_room) == (("gpu-a",), {"gpu-c": "default/local"})
+
+
+def test_partitionable_pools_and_incomplete_pools() -> None:
+    """In a partitionable pool a free device counts only if its counters fit what the pool
+    has left (gpu-c's whole GPU is taken by a partition, its other partition is free); an
+    incomplete pool has no free device."""
+    memory = [{"name": "mem", "counters": {"memory": {"value": "40Gi"}}}]
+
+    def uses(gi: int) -> list[dict[str, Any]]:
+        return [{"counterSet": "mem", "counters": {"memory": {"value": f"{gi}Gi"}}}]
+
+    gpu_c = _slice("gpu-c", sharedCounters=memory)
+    gpu_c["spec"]["devices"] = [
+        {"name": "whole", "consumesCounters": uses(40)},
+        {"name": "half-1", "consumesCounters": uses(20)},
+        {"name": "half-2", "consumesCounters": uses(20)},
+    ]
+    slices = [_slice("gpu-a", "g0"), gpu_c]
+    claims = [_claim("a", ("gpu-a", "g0")), _claim("c", ("gpu-c", "half-1"))]
+    pods = {"gpu-a": [_pod("a-1", "a")], "gpu-c": [_pod("c", "c", owner="DaemonSet")]}
+    dra = DraDevices.read(slices, claims, pods)
+    assert dra.free_devices("gpu-c") == {GPU: 2}  # by name; "whole" does not fit
+    assert _plan(pods, ["gpu-a"], slices, claims).moves == {"default/a-1": "gpu-c"}
+    claims.append(_claim("c2", ("gpu-c", "half-2")))
+    pods["gpu-c"].append(_pod("c2", "c2", owner="DaemonSet"))
+    assert _plan(pods, ["gpu-a"], slices, claims).no_room == {"gpu-a": "default/a-1"}
+    incomplete = [_slice("gpu-a", "g0"), _slice("gpu-c", "g0")]
+    incomplete[1]["spec"]["pool"]["resourceSliceCount"] = 2
+    assert _plan(pods, ["gpu-a"], incomplete, claims[:1]).no_room == {"gpu-a": "default/a-1"}
+
+
+def test_malformed_objects_are_left_out_with_a_problem_each() -> None:
+    """A slice or claim that is not what the API serves is a problem line, never an
+    exception; the rest is read."""
+    slices = [{"metadata": {"name": "bad"}, "spec": {"nodeName": "gpu-c", "pool": 5}}, _slice("gpu-a", "g0")]
+    claims = [{"metadata": {"name": "odd", "namespace": "default"}, "status": {"allocation": 7}}]
+    dra = DraDevices.read(slices, claims, {})
+    assert dra.problems == [
+        "ResourceSlice bad: spec.pool is not an object; left out",
+        "ResourceClaim default/odd: status.allocation is not an object; left out",
+    ]
+    assert dra.free_devices("gpu-a") == {GPU: 1} and dra.free_devices("gpu-c") == {}
+    # the objects read still move devices: gpu-a's trainer has no room on gpu-c
+    claims.append(_claim("train", ("gpu-a", "g0")))
+    pods = {"gpu-a": [_pod("trainer", "train")], "gpu-c": []}
+    assert _plan(pods, ["gpu-a"], slices, claims).no_room == {"gpu-a": "default/trainer"}
