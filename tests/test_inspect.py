@@ -2158,6 +2158,56 @@ def test_inspect_dra_weighs_a_node_by_its_device_pool(
         cluster.call(drop)
 
 
+@pytest.mark.controlplane
+def test_inspect_dra_moves_a_pod_holding_a_node_local_device_only_where_a_free_device_is(
+    cluster: ControlPlane, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """On the real API server: gpu-a publishes 4 devices, one allocated to the claim of a
+    ReplicaSet's pod (25%: a scale-down candidate with ``--dra``); cpu-b, pinned by a bare
+    pod, has room for its cpu but no devices. With ``--dra`` the autoscaler's removal
+    simulation must allocate the pod's claim again on the node it goes to: none has a free
+    device of the driver, so gpu-a is kept (no room for the pod), where without ``--dra``
+    the pod moves to cpu-b. Once gpu-c (pinned too) publishes a free device of the driver,
+    gpu-a is removable, its pod moving to gpu-c."""
+    suffix = uuid.uuid4().hex[:6]
+    driver = f"gpu-{suffix}.example.com"
+    gpu_a, cpu_b, gpu_c = f"gpu-a-{suffix}", f"cpu-b-{suffix}", f"gpu-c-{suffix}"
+    trainer, claim = f"trainer-{suffix}", f"train-{suffix}"
+    for node in (gpu_a, cpu_b, gpu_c):
+        cluster.create_node(node, cpu="4", memory="16Gi")
+    cluster.create_device_pool(gpu_a, 4, driver=driver)
+    cluster.create_claim(claim, 1, driver=driver)
+    cluster.allocate_claim(claim, gpu_a, ["dev-0"], driver=driver)
+    uses_claim = {"resourceClaims": [{"name": "gpu", "resourceClaimName": claim}]}
+    _bind(cluster, trainer, gpu_a, "1", "1Gi", owner="ReplicaSet", spec=uses_claim)
+    for node in (cpu_b, gpu_c):
+        _bind(cluster, f"anchor-{node}", node, "100m", "100Mi")  # bare: pins its node
+
+    def report(*extra: str) -> dict[str, dict]:
+        assert main(["inspect", "--kubeconfig", str(cluster.kubeconfig), "--json", *extra]) == 0
+        out = json.loads(capsys.readouterr().out)
+        assert out["dra_problems"] == []
+        return {n["node"]: n for n in out["nodes"]}
+
+    try:
+        nodes = report("--dra")
+        assert (nodes[gpu_a]["dra"], nodes[cpu_b]["verdict"], nodes[gpu_c]["verdict"]) == (
+            0.25,
+            "pinned",
+            "pinned",
+        )
+        assert (nodes[gpu_a]["verdict"], nodes[gpu_a]["no_room_for"]) == ("no-room", f"default/{trainer}")
+        assert nodes[gpu_a]["moves"] == {}
+        plain = report()[gpu_a]  # weighed by cpu (25%); its claim moves as if free
+        assert (plain["verdict"], plain["moves"]) == ("removable", {f"default/{trainer}": cpu_b})
+        cluster.create_device_pool(gpu_c, 1, driver=driver)
+        nodes = report("--dra")
+        assert (nodes[gpu_a]["verdict"], nodes[gpu_a]["no_room_for"]) == ("removable", None)
+        assert nodes[gpu_a]["moves"] == {f"default/{trainer}": gpu_c}
+    finally:
+        cluster.delete_all_dra()
+
+
 def test_a_kube_system_pod_past_the_timeout_is_drainable_whatever_the_later_rules_say() -> None:
     """The autoscaler's system rule returns *drainable* for a kube-system pod without a budget
     once it is --blocking-system-pod-distruption-timeout old, and its rules stop at the first
