@@ -158,8 +158,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         default=None,
         help="your autoscaler runs with --enable-dynamic-resource-allocation: a node with node-local "
         "ResourceSlices is weighed by its most used DRA device pool, in the node report and by "
-        "ScaleDownAware with --pod (lists ResourceSlices and ResourceClaims; default: off, or the "
-        "config's cluster.dra)",
+        "ScaleDownAware with --pod, and the scale-down plan moves a pod whose claims hold "
+        "node-local devices only to a node with free devices of their drivers (lists ResourceSlices "
+        "and ResourceClaims; default: off, or the config's cluster.dra)",
     )
     insp.add_argument("--json", action="store_true", help="print JSON instead of a table")
     insp.set_defaults(handler=_inspect)
@@ -379,7 +380,8 @@ def _node_groups(args: argparse.Namespace) -> NodeGroups:
 def _node_report_json(args: argparse.Namespace, snap: Snapshot, threshold: float) -> dict[str, Any]:
     """The node report ``stickypack inspect`` prints (no ``--pod``), as JSON-ready data:
     each node as the cluster-autoscaler weighs it, then its scale-down simulation over the
-    nodes nothing pins (:func:`~stickypack.core.drain.plan_scale_down`), then the nodes it
+    nodes nothing pins (:func:`~stickypack.core.drain.plan_scale_down`; with ``--dra``, its
+    claims' node-local devices moved too, :class:`~stickypack.core.dra.DraDevices`), then the nodes it
     would remove that a node group's minimum size or the cluster's minimum cores or memory
     keep (:func:`~stickypack.core.nodegroups.kept_at_limits`)."""
     from stickypack.core.dra import DraDevices, dra_utilization

@@ -10,9 +10,13 @@ loop). :func:`plan_scale_down` does the same on a
 :class:`~stickypack.core.nodetable.NodeTable`, with the filters it is given (``stickypack
 inspect`` passes kube-scheduler's, the ``default`` policy's), taking the first node that
 passes by row where the autoscaler tries the node a like pod went to before (its
-``HintingSimulator``), then searches on from the last node it chose.
+``HintingSimulator``), then searches on from the last node it chose. Given the cluster's
+DRA devices (:class:`~stickypack.core.dra.DraDevices`, ``inspect --dra``), it also frees
+and allocates again the node-local devices of the claims of the pods it moves, as the
+autoscaler's DRA snapshot does.
 
-Pure: a copy of the table is changed, never the caller's.
+Pure: a copy of the table is changed, never the caller's, and the DRA devices given are
+put back as they were.
 """
 
 from __future__ import annotations
