@@ -225,3 +225,41 @@ def test_malformed_objects_are_left_out_with_a_problem_each() -> None:
     claims.append(_claim("train", ("gpu-a", "g0")))
     pods = {"gpu-a": [_pod("trainer", "train")], "gpu-c": []}
     assert _plan(pods, ["gpu-a"], slices, claims).no_room == {"gpu-a": "default/trainer"}
+
+
+def test_deletions_in_progress_and_pods_moved_twice_carry_their_devices() -> None:
+    """A node being deleted places its pods first: its pod takes gpu-c's one free GPU, so
+    gpu-a's trainer finds none. A pod placed on a candidate that is checked next is released
+    from there again: gpu-a's trainer takes going's free GPU, then going's two pods need two
+    GPUs elsewhere (gpu-c has one: going is kept; with two, both move there)."""
+    nodes = ("going", "gpu-a", "cpu-b", "gpu-c")
+    slices = [_slice("going", "g0", "g1"), _slice("gpu-a", "g0"), _slice("gpu-c", "g0")]
+    claims = [_claim("a", ("gpu-a", "g0")), _claim("going", ("going", "g0"))]
+    pods = {"going": [_pod("leaving", "going")], "gpu-a": [_pod("trainer", "a")]}
+
+    def plan(candidates: list[str], deleting: bool = False) -> ScaleDownPlan:
+        table = NodeTable()
+        for name in nodes:
+            table.upsert_node(name, {"cpu": 4000, "memory": 16 * GI, "pods": 110})
+        for node, bound in pods.items():
+            for pod in bound:
+                table.add_pod(table.index[node], pod)
+        table.to_be_deleted[table.index["going"]] = deleting
+        return plan_scale_down(table, pods, candidates, FILTERS, dra=DraDevices.read(slices, claims, pods))
+
+    assert plan(["gpu-a"]).moves == {"default/trainer": "going"}
+    deleted = plan(["gpu-a"], deleting=True)  # going's GPUs are no room; leaving took gpu-c's
+    assert (deleted.removable, deleted.no_room) == ((), {"gpu-a": "default/trainer"})
+    slices[2] = _slice("gpu-c", "g0", "g1")
+    assert plan(["gpu-a"], deleting=True).moves == {"default/trainer": "gpu-c"}
+    slices[2] = _slice("gpu-c", "g0")
+    twice = plan(["gpu-a", "going"])
+    assert (twice.removable, twice.moves, twice.no_room) == (
+        ("gpu-a",),
+        {"default/trainer": "going"},
+        {"going": "default/trainer"},
+    )
+    slices[2] = _slice("gpu-c", "g0", "g1")
+    twice = plan(["gpu-a", "going"])
+    assert twice.removable == ("gpu-a", "going")
+    assert twice.moves == {"default/trainer": "gpu-c", "default/leaving": "gpu-c"}
