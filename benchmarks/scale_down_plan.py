@@ -1,7 +1,7 @@
 """What the scale-down simulation adds to ``stickypack inspect`` on a large cluster.
 
     python benchmarks/scale_down_plan.py [--nodes 1000] [--pods-per-node 20] [--seed 0] [--node-selector]
-        [--anti-affinity] [--zone-affinity] [--spread] [--volumes] [--host-port]
+        [--anti-affinity] [--zone-affinity] [--spread] [--volumes] [--host-port] [--dra]
 
 Builds a node table of ``--nodes`` nodes (8 cpus, 32 GiB) with ``--pods-per-node`` pods on
 each on average, half the nodes busy (bare user pods, pinned) and half quiet (a few
@@ -26,7 +26,11 @@ VolumeBinding's filter, a loop over the nodes in Python, runs for those pods.
 ``--host-port``: every pod carries four labels (as a Deployment's do) and the first one binds
 a host port (as a node exporter's DaemonSet pod does), so the plan keeps the pods on the
 nodes (:class:`~stickypack.core.podaffinity.PodsOnNodes`) though no pod has affinity terms:
-what that costs pods without them. Prints both
+what that costs pods without them. ``--dra``: every node publishes a node-local ResourceSlice
+of 8 devices, and every replicated pod and every fifth bare pod holds one of its node's
+devices through a ResourceClaim, so the plan (given
+:class:`~stickypack.core.dra.DraDevices`, as ``inspect --dra`` gives it) releases and
+allocates again a device for every pod it moves. Prints both
 times, how many quiet nodes the plan finds removable and how many have no room, and ends
 with ``ratio: X`` (plan / node report).
 """
@@ -41,6 +45,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
+from stickypack.core.dra import DraDevices
 from stickypack.core.drain import plan_scale_down
 from stickypack.core.explain import ScaleDownRules, node_report
 from stickypack.core.labels import HOSTNAME_LABEL
@@ -52,6 +57,7 @@ from stickypack.policies import load_builtin
 GI = 1024**3
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 ZONE = "topology.kubernetes.io/zone"
+DRIVER = "gpu.example.com"
 
 
 def main() -> None:
@@ -65,6 +71,7 @@ def main() -> None:
     parser.add_argument("--spread", action="store_true")
     parser.add_argument("--volumes", action="store_true")
     parser.add_argument("--host-port", action="store_true")
+    parser.add_argument("--dra", action="store_true")
     args = parser.parse_args()
     rng = random.Random(args.seed)
     table = NodeTable()
@@ -72,6 +79,8 @@ def main() -> None:
     owner = [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "u", "controller": True}]
     claims: list[dict] = []
     pvs: list[dict] = []
+    slices: list[dict] = []
+    resource_claims: list[dict] = []
     n = 0
     for i in range(args.nodes):
         name = f"node-{i:05d}"
@@ -83,7 +92,20 @@ def main() -> None:
         row = table.upsert_node(name, {"cpu": 8000, "memory": 32 * GI, "pods": 110}, labels=labels)
         busy = i % 2 == 0
         count = args.pods_per_node if busy else rng.randint(1, 4)
-        for _ in range(count):
+        if args.dra:
+            slices.append(
+                {
+                    "metadata": {"name": f"{name}-gpus"},
+                    "spec": {
+                        "nodeName": name,
+                        "driver": DRIVER,
+                        "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
+                        "devices": [{"name": f"gpu-{d}"} for d in range(8)],
+                    },
+                }
+            )
+        held = 0  # devices of this node its pods' claims hold
+        for k in range(count):
             cpu = rng.choice([100, 200, 300]) if busy else rng.choice([200, 500, 1000])
             meta: dict = {"name": f"p{n}", "namespace": "default"}
             if not busy:
@@ -135,6 +157,16 @@ def main() -> None:
                 meta["labels"].setdefault("release", "r")
                 if n == 0:
                     spec["containers"][0]["ports"] = [{"containerPort": 9100, "hostPort": 9100}]
+            if args.dra and (not busy or k % 5 == 0) and held < 8:
+                spec["resourceClaims"] = [{"name": "gpu", "resourceClaimName": f"gpu-{n}"}]
+                result = {"request": "gpu", "driver": DRIVER, "pool": name, "device": f"gpu-{held}"}
+                resource_claims.append(
+                    {
+                        "metadata": {"name": f"gpu-{n}", "namespace": "default"},
+                        "status": {"allocation": {"devices": {"results": [result]}}},
+                    }
+                )
+                held += 1
             pod = Pod.from_dict({"metadata": meta, "spec": spec})
             n += 1
             table.add_pod(row, pod)
@@ -147,7 +179,8 @@ def main() -> None:
     filters = load_builtin("default").profiles[0].filters
     started = time.perf_counter()
     known = claim_volumes(claims, pvs) if args.volumes else None
-    plan = plan_scale_down(table, pods_by_node, candidates, filters, rules, claim_volumes=known)
+    devices = DraDevices.read(slices, resource_claims, pods_by_node) if args.dra else None
+    plan = plan_scale_down(table, pods_by_node, candidates, filters, rules, claim_volumes=known, dra=devices)
     plan_s = time.perf_counter() - started
     print(f"{args.nodes} nodes, {n} pods, {len(candidates)} candidates")
     print(f"node report: {report_s:.3f} s")

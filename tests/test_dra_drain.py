@@ -263,3 +263,87 @@ def test_deletions_in_progress_and_pods_moved_twice_carry_their_devices() -> Non
     twice = plan(["gpu-a", "going"])
     assert twice.removable == ("gpu-a", "going")
     assert twice.moves == {"default/trainer": "gpu-c", "default/leaving": "gpu-c"}
+
+
+def test_the_devices_filter_answers_as_picking_the_devices_node_by_node() -> None:
+    """DevicesFilter counts free devices per row in numpy (and asks ``allows`` only where a
+    pool shares counters): over random pools (atomic, partitionable, incomplete), claims and
+    pods, and random releases and placements in between (its columns then follow the
+    devices' changes), it passes exactly the nodes where ``DraDevices._pick`` finds the
+    devices."""
+    import random
+
+    import numpy as np
+
+    from stickypack.core.drain import DevicesFilter
+    from stickypack.core.framework import SchedulingContext
+
+    memory = [{"name": "mem", "counters": {"memory": {"value": "40Gi"}}}]
+    for seed in range(30):
+        rng = random.Random(seed)
+        nodes = [f"n{i}" for i in range(rng.randint(3, 12))]
+        slices: list[dict[str, Any]] = []
+        for node in nodes:
+            for driver in (GPU, NIC):
+                if rng.random() < 0.3:
+                    continue
+                names = [f"{driver[:3]}{k}" for k in range(rng.randint(1, 4))]
+                if rng.random() < 0.3:  # partitionable: each device takes 10-30 Gi of 40
+                    body = _slice(node, driver=driver, sharedCounters=memory)
+                    body["spec"]["devices"] = [
+                        {
+                            "name": n,
+                            "consumesCounters": [
+                                {
+                                    "counterSet": "mem",
+                                    "counters": {"memory": {"value": f"{rng.choice((10, 20, 30))}Gi"}},
+                                }
+                            ],
+                        }
+                        for n in names
+                    ]
+                else:
+                    body = _slice(node, *names, driver=driver)
+                if rng.random() < 0.1:
+                    body["spec"]["pool"]["resourceSliceCount"] = 2
+                slices.append(body)
+        published = [
+            (s["spec"]["driver"], s["spec"]["nodeName"], d["name"])
+            for s in slices
+            for d in s["spec"]["devices"]
+        ]
+        rng.shuffle(published)
+        claims, pods = [], {node: [] for node in nodes}
+        used: set[tuple[str, str, str]] = set()
+        for k in range(rng.randint(1, 10)):
+            free = [d for d in published if d not in used]
+            if not free:
+                break
+            driver, node, device = free[0]
+            held = [(node, device)]
+            used.add(free[0])
+            extra = [d for d in free[1:] if d[1] == node and d[0] == driver][:1]
+            if extra and rng.random() < 0.3:
+                held.append((node, extra[0][2]))
+                used.add(extra[0])
+            claims.append(_claim(f"c{k}", *held, driver=driver))
+            pods[node].append(_pod(f"p{k}", f"c{k}"))
+        table = NodeTable()
+        for name in nodes:
+            table.upsert_node(name, {"cpu": 4000, "memory": 16 * GI, "pods": 110})
+        dra = DraDevices.read(slices, claims, pods)
+        devices_filter = DevicesFilter(dra)
+        everyone = [pod for bound in pods.values() for pod in bound]
+        idx = np.arange(len(nodes), dtype=np.int64)
+        for _ in range(8):
+            for pod in everyone:
+                got = devices_filter.filter(pod, table, idx, SchedulingContext()).tolist()
+                want = [dra._pick(pod, node) is not None for node in nodes]
+                assert got == want, (seed, pod.key)
+                assert got == [dra.allows(pod, node) for node in nodes]
+            moved = rng.sample(everyone, rng.randint(0, len(everyone)))
+            dra.release(moved)
+            for pod in moved:
+                fits = [node for node in nodes if dra.allows(pod, node)]
+                if fits:
+                    dra.place(pod, rng.choice(fits))

@@ -368,7 +368,8 @@ class _FreePool:
     """One node-local pool's current generation, as the scale-down plan uses it: ``name``;
     ``devices`` in slice order; ``taken`` the names of those allocated; ``left`` the
     counters its shared counter sets have left (None: an atomic pool, no sharedCounters);
-    ``complete``: whether the generation has all its slices (else none of it is free)."""
+    ``complete``: whether the generation has all its slices (else none of it is free);
+    ``node``: the node whose slices publish it."""
 
     name: str
     devices: tuple[_Device, ...]
@@ -376,6 +377,7 @@ class _FreePool:
     taken: set[str]
     left: dict[str, Counters] | None
     complete: bool
+    node: str
 
 
 def _consume(left: dict[str, Counters], consumes: tuple[tuple[str, Counters], ...], sign: int) -> None:
@@ -457,6 +459,8 @@ class DraDevices:
         self._need: dict[ClaimKey, dict[str, int]] = {}  # how many devices of each driver
         self._users: dict[ClaimKey, set[str]] = {}  # pod keys
         self._journal: list[tuple[str, ClaimKey, Any]] = []
+        self._claims_of: dict[str, list[ClaimKey]] = {}  # pod key -> _claims(pod)
+        self._changed: set[tuple[str, str]] = set()  # (node, driver) since take_changes()
 
     @classmethod
     def read(
@@ -490,6 +494,7 @@ class DraDevices:
                 set(),
                 {name: dict(counters) for name, counters in shared} if shared else None,
                 len(current) == current[0].slice_count,
+                node,
             )
             out._pool_of.setdefault((driver, pool), (node, free))
             out._pools.setdefault(node, {}).setdefault(driver, []).append(free)
@@ -508,7 +513,7 @@ class DraDevices:
                 where = where if where is not None else found[0]
                 device = next(d for d in found[1].devices if d.name == name)
                 if name not in found[1].taken:
-                    _take(((driver, found[1], device),))
+                    out._take(((driver, found[1], device),))
                 local.append((driver, found[1], device))
             if where is not None:
                 key = claim_key(obj)
@@ -524,9 +529,13 @@ class DraDevices:
         return out
 
     def _claims(self, pod: Pod) -> list[ClaimKey]:
-        """The pod's claims this model follows (each once)."""
-        keys = dict.fromkeys((pod.namespace, name) for name in pod.resource_claims)
-        return [key for key in keys if key in self._need]
+        """The pod's claims this model follows (each once; the claims followed are fixed by
+        :meth:`read`, so this is kept per pod)."""
+        claims = self._claims_of.get(pod.key)
+        if claims is None:
+            keys = dict.fromkeys((pod.namespace, name) for name in pod.resource_claims)
+            claims = self._claims_of[pod.key] = [key for key in keys if key in self._need]
+        return claims
 
     def follows(self, pod: Pod) -> bool:
         """Whether one of ``pod``'s claims holds (or held) node-local devices: only then is
@@ -546,9 +555,9 @@ class DraDevices:
             elif what == "unuse":
                 self._users.setdefault(key, set()).add(arg)
             elif what == "hold":  # the claim took devices: free them
-                _free(self._held.pop(key)[1])
+                self._free(self._held.pop(key)[1])
             else:  # "unhold": the claim freed its devices: take them back
-                _take(arg[1])
+                self._take(arg[1])
                 self._held[key] = arg
 
     def release(self, pods: Iterable[Pod]) -> None:
@@ -566,7 +575,7 @@ class DraDevices:
         for key in touched:
             if not self._users.get(key) and key in self._held:
                 held = self._held.pop(key)
-                _free(held[1])
+                self._free(held[1])
                 self._journal.append(("unhold", key, held))
 
     def _pick(self, pod: Pod, node: str) -> list[tuple[ClaimKey, tuple[_Held, ...]]] | None:
@@ -609,24 +618,83 @@ class DraDevices:
             picks.append((key, tuple(taken)))
         return picks
 
+    def requirement(self, pod: Pod) -> DeviceNeed | None:
+        """What ``pod``'s claims ask of a node now (:class:`DeviceNeed`), or None when no
+        node can take it (two of its claims still allocated on different nodes)."""
+        need: dict[str, int] = {}
+        pinned: str | None = None
+        for key in self._claims(pod):
+            held = self._held.get(key)
+            if held is not None:
+                if pinned is not None and held[0] != pinned:
+                    return None
+                pinned = held[0]
+                continue
+            for driver, count in self._need[key].items():
+                need[driver] = need.get(driver, 0) + count
+        return DeviceNeed(pinned, need)
+
+    def free_count(self, node: str, driver: str) -> int | None:
+        """The unallocated devices of ``driver`` in ``node``'s complete node-local pools,
+        or None when one of its pools of that driver shares counters (then only
+        :meth:`allows`, which picks the devices, can tell)."""
+        pools = self._pools.get(node, {}).get(driver, ())
+        if any(free.left is not None for free in pools):
+            return None
+        return sum(len(free.names) - len(free.taken) for free in pools if free.complete)
+
+    def nodes_with(self, driver: str) -> list[str]:
+        """The nodes with node-local pools of ``driver``."""
+        return [node for node, drivers in self._pools.items() if driver in drivers]
+
+    def take_changes(self) -> set[tuple[str, str]]:
+        """The ``(node, driver)`` pairs whose devices were taken or freed since the last
+        call (what a caller keeping :meth:`free_count` per node must read again)."""
+        changed, self._changed = self._changed, set()
+        return changed
+
     def allows(self, pod: Pod, node: str) -> bool:
         """Whether the DRA plugin, as modelled, lets ``pod`` run on ``node`` now: each of its
         claims still allocated is allocated on ``node``'s devices, and ``node``'s node-local
-        slices have the free devices its released claims take."""
-        return self._pick(pod, node) is not None
+        slices have the free devices its released claims take (counted where the node's
+        pools of a driver are atomic, any free device doing; else picked, :meth:`_pick`)."""
+        req = self.requirement(pod)
+        if req is None or (req.pinned is not None and req.pinned != node):
+            return False
+        for driver, count in req.need.items():
+            free = self.free_count(node, driver)
+            if free is None:
+                return self._pick(pod, node) is not None
+            if free < count:
+                return False
+        return True
 
     def place(self, pod: Pod, node: str) -> None:
         """Put ``pod`` on ``node`` (which :meth:`allows` it): its released claims take their
         devices there, and it uses its claims again."""
         for key, devices in self._pick(pod, node) or ():
             if key not in self._held:
-                _take(devices)
+                self._take(devices)
                 self._held[key] = (node, devices)
                 self._journal.append(("hold", key, None))
             users = self._users.setdefault(key, set())
             if pod.key not in users:
                 users.add(pod.key)
                 self._journal.append(("use", key, pod.key))
+
+    def _take(self, devices: Iterable[_Held]) -> None:
+        for driver, free, device in devices:
+            if free.left is not None:
+                _consume(free.left, device.consumes, 1)
+            free.taken.add(device.name)
+            self._changed.add((free.node, driver))
+
+    def _free(self, devices: Iterable[_Held]) -> None:
+        for driver, free, device in devices:
+            if free.left is not None:
+                _consume(free.left, device.consumes, -1)
+            free.taken.discard(device.name)
+            self._changed.add((free.node, driver))
 
     def free_devices(self, node: str) -> dict[str, int]:
         """Each driver's unallocated devices in ``node``'s complete node-local pools, now
@@ -641,15 +709,11 @@ class DraDevices:
 _Held = tuple[str, _FreePool, _Device]
 
 
-def _take(devices: Iterable[_Held]) -> None:
-    for _, free, device in devices:
-        if free.left is not None:
-            _consume(free.left, device.consumes, 1)
-        free.taken.add(device.name)
+@dataclass(frozen=True, slots=True)
+class DeviceNeed:
+    """What a pod's claims ask of the node it goes to in the scale-down plan: ``pinned``,
+    the node of a claim of it still allocated (None: any node); ``need``, how many free
+    node-local devices of each driver its released claims take there."""
 
-
-def _free(devices: Iterable[_Held]) -> None:
-    for _, free, device in devices:
-        if free.left is not None:
-            _consume(free.left, device.consumes, -1)
-        free.taken.discard(device.name)
+    pinned: str | None
+    need: Mapping[str, int]

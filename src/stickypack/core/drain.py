@@ -300,15 +300,67 @@ class DevicesFilter(FilterPlugin):
     models it for the scale-down plan: a pod whose claims it follows
     (:meth:`~stickypack.core.dra.DraDevices.follows`) passes the nodes it
     :meth:`~stickypack.core.dra.DraDevices.allows`; any other pod passes every node. Not one
-    of a policy's plugins: :func:`plan_scale_down` adds it when given ``dra``."""
+    of a policy's plugins: :func:`plan_scale_down` adds it when given ``dra``.
+
+    The same answers as asking ``allows`` node by node, in numpy: per driver, each row's
+    free devices (:meth:`~stickypack.core.dra.DraDevices.free_count`) are kept in a column
+    of the table's rows, brought up to date from the devices' changes at each call; only
+    rows whose pools share counters are asked one by one. One filter serves one table."""
 
     name = "DynamicResources"
 
     def __init__(self, devices: DraDevices) -> None:
         self.devices = devices
+        self._table: NodeTable | None = None
+        #: per driver: free devices per row, and the rows only ``allows`` can judge
+        self._columns: dict[str, tuple[np.ndarray, np.ndarray]] = {}
 
     def filter(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
-        if not self.devices.follows(pod):
+        devices = self.devices
+        if not devices.follows(pod):
             return np.ones(idx.shape[0], dtype=bool)
-        allows = self.devices.allows
-        return np.array([allows(pod, name) for name in table.node_names(idx.tolist())], dtype=bool)
+        req = devices.requirement(pod)
+        if req is None:
+            return np.zeros(idx.shape[0], dtype=bool)
+        mask = np.ones(idx.shape[0], dtype=bool)
+        if req.pinned is not None:
+            mask &= idx == table.index.get(req.pinned, -1)
+        if not req.need:
+            return mask
+        self._update(table)
+        ask = np.zeros(idx.shape[0], dtype=bool)
+        for driver, count in req.need.items():
+            free, counted = self._column(table, driver)
+            ask |= counted[idx]
+            mask &= (free[idx] >= count) | counted[idx]
+        for i in np.flatnonzero(mask & ask).tolist():
+            mask[i] = devices.allows(pod, table.node_names([int(idx[i])])[0])
+        return mask
+
+    def _update(self, table: NodeTable) -> None:
+        """Start over for a new table; read again the rows whose devices changed."""
+        if table is not self._table:
+            self._table, self._columns = table, {}
+            self.devices.take_changes()
+            return
+        for node, driver in self.devices.take_changes():
+            column = self._columns.get(driver)
+            row = table.index.get(node)
+            if column is not None and row is not None:
+                self._set(column, row, self.devices.free_count(node, driver))
+
+    def _column(self, table: NodeTable, driver: str) -> tuple[np.ndarray, np.ndarray]:
+        column = self._columns.get(driver)
+        if column is None:
+            rows = table.alloc.shape[0]
+            column = self._columns[driver] = (np.zeros(rows, dtype=np.int64), np.zeros(rows, dtype=bool))
+            for node in self.devices.nodes_with(driver):
+                row = table.index.get(node)
+                if row is not None:
+                    self._set(column, row, self.devices.free_count(node, driver))
+        return column
+
+    @staticmethod
+    def _set(column: tuple[np.ndarray, np.ndarray], row: int, free: int | None) -> None:
+        column[0][row] = 0 if free is None else free
+        column[1][row] = free is None
