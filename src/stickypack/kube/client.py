@@ -18,17 +18,17 @@ async def make_api_client(kubeconfig: str | None = None) -> Any:
 
     cfg = client.Configuration()
     path = kubeconfig or os.environ.get("KUBECONFIG")
-    if path:
-        if not os.path.isfile(path):  # the library would print and then complain of a missing context
-            raise FileNotFoundError(f"kubeconfig not found: {path}")
-        try:
-            await config.load_kube_config(config_file=path, client_configuration=cfg)
-        except Exception as exc:  # the library's own errors say little of which file is wrong
-            raise KubeconfigError(f"kubeconfig {path} cannot be used: {type(exc).__name__}: {exc}") from exc
-    elif os.environ.get("KUBERNETES_SERVICE_HOST"):
+    if not path and os.environ.get("KUBERNETES_SERVICE_HOST"):
         config.load_incluster_config(client_configuration=cfg)
-    else:
-        await config.load_kube_config(client_configuration=cfg)
+        return client.ApiClient(configuration=cfg)
+    # ~/.kube/config read now (the library fixes its default path at import)
+    path = path or os.path.expanduser("~/.kube/config")
+    if not os.path.isfile(path):  # the library would print and then complain of a missing context
+        raise FileNotFoundError(f"kubeconfig not found: {path}")
+    try:
+        await config.load_kube_config(config_file=path, client_configuration=cfg)
+    except Exception as exc:  # the library's own errors say little of which file is wrong
+        raise KubeconfigError(f"kubeconfig {path} cannot be used: {type(exc).__name__}: {exc}") from exc
     return client.ApiClient(configuration=cfg)
 
 
