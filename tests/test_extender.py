@@ -491,6 +491,26 @@ def test_an_unknown_plugin_in_the_config_file_names_the_file(tmp_path, capsys) -
     assert f"{cfg}: profile 'stickypack-builds' has no filter plugin(s) ['Foo']" in " ".join(err.split())
 
 
+def test_a_misspelled_policy_lists_the_built_in_ones(tmp_path, capsys, monkeypatch) -> None:
+    # the extender's `policy:` and `inspect --policy` take a built-in name or a file; a
+    # misspelled name said only that no such file could be read
+    from stickypack.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("policy: stikypack\n")
+    pod = tmp_path / "pod.yaml"
+    pod.write_text("kind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: c, image: x}]}\n")
+    hint = "stikypack: not a built-in policy (default, z2jh, binderhub, stickypack, oracle) nor a file"
+    for argv in (
+        ["extender", "--config", str(cfg), "--check"],
+        ["inspect", "--pod", str(pod), "--policy", "stikypack"],
+    ):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert hint in err and err.count("\n") == 1, err
+
+
 # ---- fuzzing ---------------------------------------------------------------------------------
 
 json_values = st.recursive(

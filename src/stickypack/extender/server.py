@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
 
-from stickypack.core.policy import Policy
+from stickypack.core.policy import Policy, PolicyError
 from stickypack.extender.app import make_app
 from stickypack.extender.config import ExtenderConfig
 from stickypack.extender.engine import Extender, select_profile
@@ -75,7 +75,10 @@ def load_policy(name_or_path: str, plugin_files: Sequence[str] = ()) -> Policy:
     plugins = load_plugin_files(plugin_files)
     if name_or_path in BUILTIN:
         return load_builtin(name_or_path)
-    return load_policy_file(Path(name_or_path), plugins)
+    path = Path(name_or_path)
+    if not path.exists():  # a misspelled name as much as a missing file
+        raise PolicyError(f"{name_or_path}: not a built-in policy ({', '.join(BUILTIN)}) nor a file")
+    return load_policy_file(path, plugins)
 
 
 def make_store(config: ExtenderConfig, api_client: Any) -> Any:
