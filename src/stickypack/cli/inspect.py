@@ -33,7 +33,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "inspect",
         help="a live cluster's nodes as the autoscaler sees them, or where a pod would go and why",
     )
-    insp.add_argument("--kubeconfig", default=None, help="kubeconfig (default: $KUBECONFIG or in-cluster)")
+    insp.add_argument(
+        "--kubeconfig",
+        default=None,
+        help="kubeconfig (default: $KUBECONFIG, else in-cluster, else ~/.kube/config)",
+    )
     insp.add_argument(
         "--pod",
         type=Path,
@@ -168,7 +172,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     forget = sub.add_parser("forget-node", help="forget a node's build history (its image cache is gone)")
     forget.add_argument("node", metavar="NODE")
     forget.add_argument("--config", type=Path, default=None, metavar="FILE", help="extender configuration")
-    forget.add_argument("--kubeconfig", default=None, help="kubeconfig (default: $KUBECONFIG or in-cluster)")
+    forget.add_argument(
+        "--kubeconfig",
+        default=None,
+        help="kubeconfig (default: $KUBECONFIG, else in-cluster, else ~/.kube/config)",
+    )
     forget.add_argument("--namespace", default=None, help="namespace of the history (overrides the config)")
     forget.set_defaults(handler=_forget_node)
 

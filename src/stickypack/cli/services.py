@@ -21,7 +21,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     """``extender`` and ``webhook``."""
     ext = sub.add_parser("extender", help="run the kube-scheduler extender")
     ext.add_argument("--config", type=Path, default=None, metavar="FILE", help="extender YAML configuration")
-    ext.add_argument("--kubeconfig", default=None, help="kubeconfig (default: $KUBECONFIG, else in-cluster)")
+    ext.add_argument(
+        "--kubeconfig",
+        default=None,
+        help="kubeconfig (default: $KUBECONFIG, else in-cluster, else ~/.kube/config)",
+    )
     ext.add_argument("--host", default=None, help="listen address (overrides listen.host)")
     ext.add_argument("--port", type=int, default=None, help="listen port (overrides listen.port)")
     ext.add_argument("--check", action="store_true", help="validate the configuration and exit")
