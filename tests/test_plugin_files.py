@@ -202,7 +202,16 @@ def test_policies_show_takes_a_file_with_its_plugins(tmp_path, plugin_file, caps
     assert main(["policies", "--show", str(mine), "--plugins", str(plugin_file)]) == 0
     assert "plugin: Youngest" in capsys.readouterr().out
     assert main(["policies", "--show", str(mine)]) == 2
-    assert "unknown score plugin 'Youngest'" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "unknown score plugin 'Youngest'" in err
+    assert "built-in policies" not in err  # the file exists: its fault is all there is to say
+
+
+def test_policies_show_of_a_misspelled_name_lists_the_built_in_ones(tmp_path, capsys, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["policies", "--show", "stikypack"]) == 2
+    err = capsys.readouterr().err
+    assert "stikypack: not a built-in policy (default, z2jh, binderhub, stickypack, oracle) nor a file" in err
 
 
 BUILD_CHECKS = """

@@ -303,9 +303,11 @@ def _policies(args: argparse.Namespace, console: Console) -> int:
 
         try:
             plugins = load_plugin_files(args.plugins)
+            if args.show not in BUILTIN and not Path(args.show).exists():
+                raise PolicyError(f"{args.show}: not a built-in policy ({', '.join(BUILTIN)}) nor a file")
             policy = load_builtin(args.show) if args.show in BUILTIN else load_policy_file(args.show, plugins)
         except PolicyError as exc:
-            raise UsageError(f"--show: {exc} (built-in policies: {', '.join(BUILTIN)})") from None
+            raise UsageError(f"--show: {exc}") from None
         sys.stdout.write(yaml.safe_dump(policy.describe(), sort_keys=False, width=100))
         return 0
 
