@@ -25,7 +25,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     sched = render_sub.add_parser(
         "scheduler-config", help="a KubeSchedulerConfiguration with stickypack's profiles"
     )
-    sched.add_argument("--profiles", default="stickypack", help="comma-separated profiles to include")
+    sched.add_argument(
+        "--profiles",
+        default="stickypack",
+        help="comma-separated profiles to include: stickypack (the default), stickypack-builds, z2jh, "
+        "default-scheduler",
+    )
     sched.add_argument("--kubeconfig", default=None, help="clientConnection.kubeconfig to set")
     _add_output(sched)
     sched.add_argument(
