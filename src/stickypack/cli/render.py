@@ -54,7 +54,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "annotation (Kubernetes 1.36+)",
     )
     routing.add_argument(
-        "--scheduler-name", default="stickypack-builds", help="the schedulerName to set (a rendered profile)"
+        "--scheduler-name",
+        default="stickypack-builds",
+        help="the schedulerName to set (a rendered profile; default stickypack-builds)",
     )
     routing.add_argument(
         "--selector",
