@@ -203,6 +203,7 @@ def test_go_modules_pin_the_versions_of_versions_env() -> None:
             f"helm.sh/helm/{versions['HELM_VERSION'].split('.')[0]}",
             versions["HELM_VERSION"],
         ),
+        k8s / "prometheus/go.mod": ("github.com/prometheus/prometheus", versions["PROMETHEUS_VERSION"]),
     }
     for gomod, (module, version) in expected.items():
         required = {
@@ -215,7 +216,17 @@ def test_go_modules_pin_the_versions_of_versions_env() -> None:
 
 FAKE_GO = r"""#!/usr/bin/env bash
 # Stands in for go: `go build -o OUT pkgs...` writes stand-in binaries that print "fake" and
-# exit with $FAKE_BINARIES_EXIT (default 0); the other commands do nothing.
+# exit with $FAKE_BINARIES_EXIT (default 0); `go mod download -json` of the prometheus-operator
+# module makes a stand-in of it (its CRD files) in $FAKE_MODULES and prints its "Dir"; the
+# other commands do nothing.
+if [[ $1 == mod && $2 == download && ${*: -1} == github.com/prometheus-operator/* ]]; then
+  d=$FAKE_MODULES/prometheus-operator; mkdir -p "$d/example/prometheus-operator-crd"
+  for f in servicemonitors prometheusrules; do
+    echo "kind: CustomResourceDefinition" >"$d/example/prometheus-operator-crd/monitoring.coreos.com_$f.yaml"
+  done
+  printf '{\n\t"Dir": "%s",\n}\n' "$d"
+  exit 0
+fi
 [[ $1 == build ]] || exit 0
 out=""; pkgs=()
 while (($#)); do
@@ -236,7 +247,12 @@ def _fake_go_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     fake.mkdir()
     (fake / "go").write_text(FAKE_GO)
     (fake / "go").chmod(0o755)
-    env = dict(os.environ, STICKYPACK_K8S_CACHE=str(tmp_path / "cache"), **extra)
+    env = dict(
+        os.environ,
+        STICKYPACK_K8S_CACHE=str(tmp_path / "cache"),
+        FAKE_MODULES=str(tmp_path / "modules"),
+        **extra,
+    )
     env["PATH"] = f"{fake}:{env['PATH']}"
     env.pop("STICKYPACK_K8S_BIN", None)
     return env
@@ -250,9 +266,17 @@ def test_build_script_removes_what_a_killed_build_left(tmp_path: Path) -> None:
     stale = cache / f"kubernetes-{pinned_versions()['K8S_VERSION']}" / ".build.killed"
     stale.mkdir(parents=True)
     (stale / "kube-apiserver").write_bytes(b"\0" * 1000)
-    subprocess.run([REPO / "tools/k8s/build.sh"], env=env, capture_output=True, check=True)
+    out = subprocess.run([REPO / "tools/k8s/build.sh"], env=env, capture_output=True, text=True, check=True)
     assert not stale.exists()
     assert sorted(p.name for p in cache.glob("*/.build.*")) == []
+    # and the rest of a build: every binary, and the CRDs copied out of their module
+    bin_dir = Path(out.stdout.strip())
+    assert sorted(p.name for p in bin_dir.iterdir()) == [
+        "crds", "etcd", "helm", "kube-apiserver", "kube-scheduler", "promtool"
+    ]  # fmt: skip
+    assert sorted(p.name for p in (bin_dir / "crds").glob("*.yaml")) == [
+        "monitoring.coreos.com_prometheusrules.yaml", "monitoring.coreos.com_servicemonitors.yaml"
+    ]  # fmt: skip
 
 
 def test_build_script_fails_every_time_on_binaries_that_do_not_run(tmp_path: Path) -> None:

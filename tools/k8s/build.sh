@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Builds the local control plane used by the tests (no kubelet, no containers):
 #   etcd, kube-apiserver, kube-scheduler and helm, from the Go modules pinned in
-#   tools/k8s/{etcd,kubernetes,helm}/go.mod (versions in tools/k8s/versions.env).
+#   tools/k8s/{etcd,kubernetes,helm}/go.mod (versions in tools/k8s/versions.env);
+#   promtool (tools/k8s/prometheus/go.mod), which checks the chart's alerting rules; and
+#   the ServiceMonitor and PrometheusRule CRDs of the prometheus-operator module (a
+#   directory crds/, copied from the module the Go module proxy serves).
 #
 # Binaries go to a cache OUTSIDE the clone, keyed by version:
 #   ${STICKYPACK_K8S_CACHE:-$HOME/.cache/stickypack/k8s}/<component>-<version>/<binary>
 # and a directory of symlinks to all of them,
-#   <cache>/bin-kubernetes-<v>-etcd-<v>-helm-<v>/
+#   <cache>/bin-kubernetes-<v>-etcd-<v>-helm-<v>-prometheus-<v>-operator-<v>/
 # whose path is the only thing printed on stdout (logs go to stderr).
 # stickypack.testing.controlplane.binaries_dir() computes the same path.
 #
@@ -32,6 +35,7 @@ cache="${STICKYPACK_K8S_CACHE:-$HOME/.cache/stickypack/k8s}"
 # A value from a CI file is not tilde-expanded by a shell; Python's binaries_dir() expands it.
 case "$cache" in "~") cache="$HOME" ;; "~/"*) cache="$HOME/${cache#"~/"}" ;; esac
 bin_dir="$cache/bin-kubernetes-$K8S_VERSION-etcd-$ETCD_VERSION-helm-$HELM_VERSION"
+bin_dir+="-prometheus-$PROMETHEUS_VERSION-operator-$PROMETHEUS_OPERATOR_VERSION"
 
 force=0
 case "${1:-}" in
@@ -48,7 +52,12 @@ components=(
   "kubernetes $K8S_VERSION kubernetes kube-apiserver kube-scheduler"
   "etcd $ETCD_VERSION etcd etcd"
   "helm $HELM_VERSION helm helm"
+  "prometheus $PROMETHEUS_VERSION prometheus promtool"
 )
+# The CRDs: <cache>/prometheus-operator-<v>/ (with a stamp), linked as <bin_dir>/crds.
+crds_dir="$cache/prometheus-operator-$PROMETHEUS_OPERATOR_VERSION"
+crd_files=(monitoring.coreos.com_servicemonitors.yaml monitoring.coreos.com_prometheusrules.yaml)
+crds_stamp="prometheus-operator $PROMETHEUS_OPERATOR_VERSION ${crd_files[*]}"
 
 stamp_text() { # component version module-dir
   local sum
@@ -72,6 +81,13 @@ link_bin_dir() {
       [[ -L "$bin_dir/$b" ]] || ln -sfn "../$name-$version/$b" "$bin_dir/$b"
     done
   done
+  [[ -L "$bin_dir/crds" ]] || ln -sfn "../${crds_dir##*/}" "$bin_dir/crds"
+}
+
+crds_fetched() {
+  local f
+  [[ $force == 0 && -f "$crds_dir/.stamp" && "$(cat "$crds_dir/.stamp")" == "$crds_stamp" ]] || return 1
+  for f in "${crd_files[@]}"; do [[ -s "$crds_dir/$f" ]] || return 1; done
 }
 
 all_built() {
@@ -80,7 +96,8 @@ all_built() {
     # shellcheck disable=SC2086
     is_built $c || return 1
   done
-  for c in kube-apiserver kube-scheduler etcd helm; do [[ -x "$bin_dir/$c" ]] || return 1; done
+  for c in kube-apiserver kube-scheduler etcd helm promtool; do [[ -x "$bin_dir/$c" ]] || return 1; done
+  crds_fetched && [[ -L "$bin_dir/crds" ]]
 }
 
 # Fast path: nothing to do.
@@ -106,6 +123,8 @@ ldflags_for() { # component version
     helm)
       flags+=" -X helm.sh/helm/${v%%.*}/internal/version.version=$v"
       flags+=" -X helm.sh/helm/${v%%.*}/internal/version.metadata=" ;;
+    prometheus)
+      flags+=" -X github.com/prometheus/common/version.Version=$v" ;;
   esac
   echo "$flags"
 }
@@ -116,6 +135,7 @@ packages_for() { # component version -> "binary=package" pairs
                      "kube-scheduler=k8s.io/kubernetes/cmd/kube-scheduler" ;;
     etcd) echo "etcd=go.etcd.io/etcd/server/v3" ;;
     helm) echo "helm=helm.sh/helm/${2%%.*}/cmd/helm" ;;
+    prometheus) echo "promtool=github.com/prometheus/prometheus/cmd/promtool" ;;
   esac
 }
 
@@ -180,9 +200,34 @@ mkdir -p "$cache"
 exec 9>"$cache/.build.lock"
 command -v flock >/dev/null && flock 9
 
+fetch_crds() { # the CRD files of the prometheus-operator module, copied out of it
+  local attempt dir tmp f
+  if crds_fetched; then return 0; fi
+  for attempt in 1 2 3 4; do
+    dir="$(cd "$here/prometheus" && go mod download -json \
+      "github.com/prometheus-operator/prometheus-operator@$PROMETHEUS_OPERATOR_VERSION" \
+      | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p')" && [[ -d $dir ]] && break
+    [[ $attempt == 4 ]] && { log "could not download prometheus-operator $PROMETHEUS_OPERATOR_VERSION"; exit 1; }
+    log "downloading prometheus-operator failed (attempt $attempt of 4); retrying"
+    sleep $((attempt * 5))
+  done
+  mkdir -p "$crds_dir"
+  rm -f "$crds_dir/.stamp"
+  tmp="$(mktemp -d "$crds_dir/.fetch.XXXXXX")"
+  for f in "${crd_files[@]}"; do
+    cp "$dir/example/prometheus-operator-crd/$f" "$tmp/$f"
+    mv -f "$tmp/$f" "$crds_dir/$f"
+  done
+  echo "$crds_stamp" >"$tmp/.stamp"
+  mv -f "$tmp/.stamp" "$crds_dir/.stamp"
+  rm -rf "$tmp"
+  log "fetched the prometheus-operator $PROMETHEUS_OPERATOR_VERSION CRDs -> $crds_dir"
+}
+
 for c in "${components[@]}"; do
   # shellcheck disable=SC2086
   build_component $c
 done
+fetch_crds
 link_bin_dir
 echo "$bin_dir"

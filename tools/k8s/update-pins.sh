@@ -3,6 +3,7 @@
 #   tools/k8s/kubernetes/  k8s.io/kubernetes (kube-apiserver, kube-scheduler)
 #   tools/k8s/etcd/        go.etcd.io/etcd/server/v3 (own module: its grpc differs)
 #   tools/k8s/helm/        helm.sh/helm/v4 (own module: its k8s.io deps differ)
+#   tools/k8s/prometheus/  github.com/prometheus/prometheus (promtool)
 # Versions come from versions.env. k8s.io/kubernetes requires its staging modules at
 # v0.0.0 and replaces them with local paths; the list of replace directives here is
 # derived from that release's own go.mod, never typed by hand.
@@ -73,10 +74,31 @@ gen_simple() { # dir module-path module@version tool-package...
   (cd "$dir" && go get "$modver" && go get -tool "${tools[@]}" && go mod tidy)
 }
 
-gen_kubernetes
-gen_simple etcd stickypack/tools/k8s/etcd "go.etcd.io/etcd/server/v3@$ETCD_VERSION" \
-  go.etcd.io/etcd/server/v3
-helm_major="${HELM_VERSION%%.*}"                # v4.3.1 -> v4
-gen_simple helm stickypack/tools/k8s/helm "helm.sh/helm/$helm_major@$HELM_VERSION" \
-  "helm.sh/helm/$helm_major/cmd/helm"
-echo "pinned: kubernetes $K8S_VERSION (staging $k8s_staging_version), etcd $ETCD_VERSION, helm $HELM_VERSION"
+gen_prometheus() {
+  gen_simple prometheus stickypack/tools/k8s/prometheus \
+    "github.com/prometheus/prometheus@$PROMETHEUS_VERSION" github.com/prometheus/prometheus/cmd/promtool
+}
+
+gen_etcd() {
+  gen_simple etcd stickypack/tools/k8s/etcd "go.etcd.io/etcd/server/v3@$ETCD_VERSION" \
+    go.etcd.io/etcd/server/v3
+}
+
+gen_helm() {
+  local helm_major="${HELM_VERSION%%.*}"                # v4.3.1 -> v4
+  gen_simple helm stickypack/tools/k8s/helm "helm.sh/helm/$helm_major@$HELM_VERSION" \
+    "helm.sh/helm/$helm_major/cmd/helm"
+}
+
+# Usage: update-pins.sh [kubernetes|etcd|helm|prometheus ...]   (none: all of them)
+targets=("$@")
+[[ ${#targets[@]} -gt 0 ]] || targets=(kubernetes etcd helm prometheus)
+for t in "${targets[@]}"; do
+  case "$t" in
+    kubernetes|etcd|helm|prometheus) "gen_$t" ;;
+    *) echo "unknown component $t (kubernetes, etcd, helm, prometheus)" >&2; exit 2 ;;
+  esac
+done
+echo "pinned: kubernetes $K8S_VERSION (staging $k8s_staging_version), etcd $ETCD_VERSION," \
+  "helm $HELM_VERSION, prometheus $PROMETHEUS_VERSION (the CRDs of prometheus-operator" \
+  "$PROMETHEUS_OPERATOR_VERSION are fetched by build.sh)"

@@ -120,15 +120,23 @@ def binaries_dir() -> Path:
 
     ``$STICKYPACK_K8S_BIN`` if set; else the directory that ``tools/k8s/build.sh`` fills and
     prints: ``${STICKYPACK_K8S_CACHE:-~/.cache/stickypack/k8s}/bin-kubernetes-<v>-etcd-<v>-
-    helm-<v>`` with the versions of ``tools/k8s/versions.env``. The directory may not exist
-    yet; :func:`find_binaries` checks.
+    helm-<v>-prometheus-<v>-operator-<v>`` with the versions of ``tools/k8s/versions.env``
+    (it also holds ``helm``, ``promtool`` and ``crds/``, the prometheus-operator CRDs). The
+    directory may not exist yet; :func:`find_binaries` checks.
     """
     explicit = os.environ.get(BIN_ENV)
     if explicit:
         return Path(explicit).expanduser()
     versions = pinned_versions()
+    keys = (
+        "K8S_VERSION",
+        "ETCD_VERSION",
+        "HELM_VERSION",
+        "PROMETHEUS_VERSION",
+        "PROMETHEUS_OPERATOR_VERSION",
+    )
     try:
-        k8s, etcd, helm = (versions[k] for k in ("K8S_VERSION", "ETCD_VERSION", "HELM_VERSION"))
+        k8s, etcd, helm, prometheus, operator = (versions[k] for k in keys)
     except KeyError:
         raise BinariesNotFoundError(
             f"no tools/k8s/versions.env found (looked in {_REPO_ROOT} and {Path.cwd()}) and "
@@ -136,7 +144,8 @@ def binaries_dir() -> Path:
             f"{', '.join(REQUIRED_BINARIES)}"
         ) from None
     cache = Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "stickypack" / "k8s")
-    return cache.expanduser() / f"bin-kubernetes-{k8s}-etcd-{etcd}-helm-{helm}"
+    name = f"bin-kubernetes-{k8s}-etcd-{etcd}-helm-{helm}-prometheus-{prometheus}-operator-{operator}"
+    return cache.expanduser() / name
 
 
 def find_binaries(
