@@ -426,6 +426,41 @@ def test_every_metric_the_alerts_read_is_exported_by_the_services(
     assert read <= exported, sorted(read - exported)
 
 
+def test_every_labelled_series_an_alert_selects_is_exported_at_zero_before_its_first_event(
+    helm: Helm,
+) -> None:
+    """A series an alert picks by a label value (``requests_total{outcome="error"}``,
+    ``certificate_reloads_total{outcome="failed"}``) is exported at 0 by a service that has
+    seen none yet: ``increase()`` takes a series that first appears at 1 for one that was
+    always 1, so the first internal error, or a failed reload (counted once: the same files
+    are not tried again), would never fire its alert."""
+    from stickypack.extender.metrics import Metrics
+    from stickypack.webhook.app import WebhookMetrics
+
+    exported = {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for metrics in (Metrics(), WebhookMetrics())
+        for family in text_string_to_metric_families(metrics.render()[0].decode())
+        for sample in family.samples
+    }
+    selected = [
+        (name, dict(re.findall(r'(\w+)="([^"]*)"', matchers)))
+        for rule in _rules(helm)[0]["rules"]
+        for name, matchers in re.findall(r"\b(stickypack_[a-z_]+)\{([^}]*)\}", rule["expr"])
+    ]
+    assert sorted(name for name, _ in selected) == [
+        "stickypack_extender_requests_total",
+        "stickypack_webhook_certificate_reloads_total",
+    ]
+    for name, labels in selected:
+        values = [
+            value
+            for (sample, sample_labels), value in exported.items()
+            if sample == name and labels.items() <= dict(sample_labels).items()
+        ]
+        assert values and set(values) == {0.0}, (name, labels, values)
+
+
 # --------------------------------------------------------------------------- API server
 
 

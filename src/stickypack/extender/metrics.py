@@ -44,6 +44,8 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+#: The extender's verbs (``POST /filter``, ``POST /prioritize``).
+VERBS = ("filter", "prioritize")
 LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
 
 
@@ -74,6 +76,10 @@ class Metrics:
             ["verb", "outcome"],
             registry=self.registry,
         )
+        # exported at 0 from the start: an alert on increase() of a series that first
+        # appears at 1 (the first internal error) would never see that error
+        for verb in VERBS:
+            self.requests.labels(verb, "error")
         self.decisions = Counter(
             "stickypack_extender_decisions",
             "Filter/prioritize decisions; managed=true for pods the extender placed.",

@@ -84,6 +84,10 @@ class WebhookMetrics:
             ["outcome"],
             registry=self.registry,
         )
+        # exported at 0 from the start: a failed reload is counted once (the same files
+        # are not tried again), and increase() does not see a series that first appears at 1
+        for outcome in ("loaded", "failed"):
+            self.tls_loads.labels(outcome)
         self.tls_expiry = Gauge(
             "stickypack_webhook_certificate_expiry_timestamp_seconds",
             "When the served TLS certificate expires (seconds since the epoch).",
