@@ -260,15 +260,21 @@ def _fake_go_env(tmp_path: Path, **extra: str) -> dict[str, str]:
 
 def test_build_script_removes_what_a_killed_build_left(tmp_path: Path) -> None:
     """A build killed with SIGKILL leaves its temporary directory (up to 200 MB of half-linked
-    binaries) in the cache; the next build removes it."""
+    binaries) in the cache, a fetch of the CRDs killed so its own; the next build removes them."""
     env = _fake_go_env(tmp_path)
     cache = tmp_path / "cache"
     stale = cache / f"kubernetes-{pinned_versions()['K8S_VERSION']}" / ".build.killed"
     stale.mkdir(parents=True)
     (stale / "kube-apiserver").write_bytes(b"\0" * 1000)
+    stale_fetch = (
+        cache / f"prometheus-operator-{pinned_versions()['PROMETHEUS_OPERATOR_VERSION']}" / ".fetch.x"
+    )
+    stale_fetch.mkdir(parents=True)
+    (stale_fetch / "monitoring.coreos.com_servicemonitors.yaml").write_text("half")
     out = subprocess.run([REPO / "tools/k8s/build.sh"], env=env, capture_output=True, text=True, check=True)
-    assert not stale.exists()
+    assert not stale.exists() and not stale_fetch.exists()
     assert sorted(p.name for p in cache.glob("*/.build.*")) == []
+    assert sorted(p.name for p in cache.glob("*/.fetch.*")) == []
     # and the rest of a build: every binary, and the CRDs copied out of their module
     bin_dir = Path(out.stdout.strip())
     assert sorted(p.name for p in bin_dir.iterdir()) == [

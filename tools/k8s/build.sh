@@ -213,7 +213,10 @@ fetch_crds() { # the CRD files of the prometheus-operator module, copied out of 
   done
   mkdir -p "$crds_dir"
   rm -f "$crds_dir/.stamp"
+  rm -rf "$crds_dir"/.fetch.*  # left by a fetch killed with SIGKILL (we hold the lock)
   tmp="$(mktemp -d "$crds_dir/.fetch.XXXXXX")"
+  # shellcheck disable=SC2064
+  trap "rm -rf '$tmp'" EXIT
   for f in "${crd_files[@]}"; do
     cp "$dir/example/prometheus-operator-crd/$f" "$tmp/$f"
     mv -f "$tmp/$f" "$crds_dir/$f"
@@ -221,6 +224,7 @@ fetch_crds() { # the CRD files of the prometheus-operator module, copied out of 
   echo "$crds_stamp" >"$tmp/.stamp"
   mv -f "$tmp/.stamp" "$crds_dir/.stamp"
   rm -rf "$tmp"
+  trap - EXIT
   log "fetched the prometheus-operator $PROMETHEUS_OPERATOR_VERSION CRDs -> $crds_dir"
 }
 
