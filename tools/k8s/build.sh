@@ -139,17 +139,36 @@ packages_for() { # component version -> "binary=package" pairs
   esac
 }
 
-download_modules() { # module-dir: `go mod download`, retried: cmd/go does not retry a failed
-  # request, so one hiccup of the module proxy would otherwise fail a cold build.
-  local attempt
+retried() { # what command...: the command, tried up to 4 times (5, 10, 15 s apart): cmd/go
+  # does not retry a failed request, so one hiccup of the module proxy would otherwise fail
+  # a cold build. The command's stdout is passed on; the log goes to stderr.
+  local what="$1" attempt
+  shift
   for attempt in 1 2 3 4; do
-    if (cd "$here/$1" && go mod download); then return 0; fi
+    if "$@"; then return 0; fi
     [[ $attempt == 4 ]] && break
-    log "downloading the modules of tools/k8s/$1 failed (attempt $attempt of 4); retrying"
+    log "$what failed (attempt $attempt of 4); retrying"
     sleep $((attempt * 5))
   done
-  log "could not download the modules of tools/k8s/$1 (GOPROXY=$(go env GOPROXY))"
+  log "could not $what (GOPROXY=$(go env GOPROXY))"
   return 1
+}
+
+go_in() { # module-dir go-args...: go, run in tools/k8s/<module-dir>
+  local mod="$1"
+  shift
+  (cd "$here/$mod" && go "$@")
+}
+
+download_modules() { # module-dir
+  retried "download the modules of tools/k8s/$1" go_in "$1" mod download
+}
+
+operator_module_dir() { # prints where the prometheus-operator module was unpacked
+  local dir
+  dir="$(go_in prometheus mod download -json \
+    "github.com/prometheus-operator/prometheus-operator@$PROMETHEUS_OPERATOR_VERSION" \
+    | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p')" && [[ -d $dir ]] && echo "$dir"
 }
 
 check_runs() { # binary-path: a binary that does not print its version is no build
@@ -201,16 +220,9 @@ exec 9>"$cache/.build.lock"
 command -v flock >/dev/null && flock 9
 
 fetch_crds() { # the CRD files of the prometheus-operator module, copied out of it
-  local attempt dir tmp f
+  local dir tmp f
   if crds_fetched; then return 0; fi
-  for attempt in 1 2 3 4; do
-    dir="$(cd "$here/prometheus" && go mod download -json \
-      "github.com/prometheus-operator/prometheus-operator@$PROMETHEUS_OPERATOR_VERSION" \
-      | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p')" && [[ -d $dir ]] && break
-    [[ $attempt == 4 ]] && { log "could not download prometheus-operator $PROMETHEUS_OPERATOR_VERSION"; exit 1; }
-    log "downloading prometheus-operator failed (attempt $attempt of 4); retrying"
-    sleep $((attempt * 5))
-  done
+  dir="$(retried "download prometheus-operator $PROMETHEUS_OPERATOR_VERSION" operator_module_dir)" || exit 1
   mkdir -p "$crds_dir"
   rm -f "$crds_dir/.stamp"
   rm -rf "$crds_dir"/.fetch.*  # left by a fetch killed with SIGKILL (we hold the lock)
