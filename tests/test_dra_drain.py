@@ -56,6 +56,17 @@ def _pod(name: str, *claims: str, cpu: str = "1", owner: str = "ReplicaSet") -> 
     return Pod.from_dict(raw)
 
 
+def _table(nodes: tuple[str, ...], pods: dict[str, list[Pod]]) -> NodeTable:
+    """4-cpu nodes ``nodes`` holding ``pods``."""
+    table = NodeTable()
+    for name in nodes:
+        table.upsert_node(name, {"cpu": 4000, "memory": 16 * GI, "pods": 110})
+    for node, bound in pods.items():
+        for pod in bound:
+            table.add_pod(table.index[node], pod)
+    return table
+
+
 def _plan(
     pods: dict[str, list[Pod]],
     candidates: list[str],
@@ -65,12 +76,7 @@ def _plan(
 ) -> ScaleDownPlan:
     """The plan over 4-cpu nodes ``nodes`` holding ``pods``, with DRA (``slices`` and
     ``claims``) or without (``slices`` None)."""
-    table = NodeTable()
-    for name in nodes:
-        table.upsert_node(name, {"cpu": 4000, "memory": 16 * GI, "pods": 110})
-    for node, bound in pods.items():
-        for pod in bound:
-            table.add_pod(table.index[node], pod)
+    table = _table(nodes, pods)
     dra = None if slices is None else DraDevices.read(slices, claims or [], pods)
     plan = plan_scale_down(table, pods, candidates, FILTERS, dra=dra)
     if dra is not None:  # the caller's devices are as they were
@@ -238,12 +244,7 @@ def test_deletions_in_progress_and_pods_moved_twice_carry_their_devices() -> Non
     pods = {"going": [_pod("leaving", "going")], "gpu-a": [_pod("trainer", "a")]}
 
     def plan(candidates: list[str], deleting: bool = False) -> ScaleDownPlan:
-        table = NodeTable()
-        for name in nodes:
-            table.upsert_node(name, {"cpu": 4000, "memory": 16 * GI, "pods": 110})
-        for node, bound in pods.items():
-            for pod in bound:
-                table.add_pod(table.index[node], pod)
+        table = _table(nodes, pods)
         table.to_be_deleted[table.index["going"]] = deleting
         return plan_scale_down(table, pods, candidates, FILTERS, dra=DraDevices.read(slices, claims, pods))
 
