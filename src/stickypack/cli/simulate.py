@@ -299,13 +299,10 @@ def _policies(args: argparse.Namespace, console: Console) -> int:
 
         from stickypack.core.policy import PolicyError
         from stickypack.plugin_files import load_plugin_files
-        from stickypack.policies import load_policy_file
+        from stickypack.policies import load_policy
 
         try:
-            plugins = load_plugin_files(args.plugins)
-            if args.show not in BUILTIN and not Path(args.show).exists():
-                raise PolicyError(f"{args.show}: not a built-in policy ({', '.join(BUILTIN)}) nor a file")
-            policy = load_builtin(args.show) if args.show in BUILTIN else load_policy_file(args.show, plugins)
+            policy = load_policy(args.show, load_plugin_files(args.plugins))
         except PolicyError as exc:
             raise UsageError(f"--show: {exc}") from None
         sys.stdout.write(yaml.safe_dump(policy.describe(), sort_keys=False, width=100))

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
 
-from stickypack.core.policy import Policy, PolicyError
+from stickypack.core.policy import Policy
 from stickypack.extender.app import make_app
 from stickypack.extender.config import ExtenderConfig
 from stickypack.extender.engine import Extender, select_profile
@@ -70,15 +70,9 @@ def load_policy(name_or_path: str, plugin_files: Sequence[str] = ()) -> Policy:
     """A built-in policy by name, or a policy file that may name the plugins of
     ``plugin_files``; ``PolicyError`` in one line otherwise."""
     from stickypack.plugin_files import load_plugin_files
-    from stickypack.policies import BUILTIN, load_builtin, load_policy_file
+    from stickypack.policies import load_policy as load_named_policy
 
-    plugins = load_plugin_files(plugin_files)
-    if name_or_path in BUILTIN:
-        return load_builtin(name_or_path)
-    path = Path(name_or_path)
-    if not path.exists():  # a misspelled name as much as a missing file
-        raise PolicyError(f"{name_or_path}: not a built-in policy ({', '.join(BUILTIN)}) nor a file")
-    return load_policy_file(path, plugins)
+    return load_named_policy(name_or_path, load_plugin_files(plugin_files))
 
 
 def make_store(config: ExtenderConfig, api_client: Any) -> Any:

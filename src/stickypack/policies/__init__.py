@@ -38,3 +38,14 @@ def load_policy_file(path: str | Path, plugins: PluginRegistry = BUILTIN_PLUGINS
     except TextFileError as exc:
         raise PolicyError(str(exc)) from None
     return policy_from_yaml(text, source=str(path), plugins=plugins)
+
+
+def load_policy(name_or_path: str, plugins: PluginRegistry = BUILTIN_PLUGINS) -> Policy:
+    """Built-in policy ``name_or_path``, else the policy file at that path
+    (:func:`load_policy_file`); a name that is neither (a misspelt built-in as much as a
+    missing file) is a :class:`PolicyError` that lists the built-in names."""
+    if name_or_path in BUILTIN:
+        return load_builtin(name_or_path)
+    if not Path(name_or_path).exists():
+        raise PolicyError(f"{name_or_path}: not a built-in policy ({', '.join(BUILTIN)}) nor a file")
+    return load_policy_file(name_or_path, plugins)
