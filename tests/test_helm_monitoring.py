@@ -25,7 +25,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from stickypack.testing import BinariesNotFoundError, ControlPlane, binaries_dir, find_binaries
-from test_helm_chart import WEBHOOK_ROUTES, Helm, _own_ca_pem, _request, _tls_values, find, helm, one
+from test_helm_chart import CHART, WEBHOOK_ROUTES, Helm, _own_ca_pem, _request, _tls_values, find, helm, one
 
 __all__ = ["helm"]  # the fixture, shared with test_helm_chart
 
@@ -508,3 +508,24 @@ def test_the_api_server_accepts_the_monitoring_objects(
         controlplane, "POST", path, bad, [("dryRun", "All"), ("fieldValidation", "Strict")]
     )
     assert status == 400 and "endpoint" in body.get("message", ""), body
+
+
+def test_install_notes_name_the_monitoring_objects(helm: Helm) -> None:
+    """NOTES.txt (rendered by an install, where an error would fail it) says what monitoring
+    put in, and nothing of it when off."""
+
+    def notes(*sets: str) -> str:
+        args = ["install", "sp", str(CHART), "--namespace", "binder", "--dry-run=client"]
+        for value in sets:
+            args += ["--set", value]
+        out = helm.run(*args).stdout
+        return out[out.index("NOTES:") :]
+
+    assert "Monitoring" not in notes()
+    both = notes(*ON)
+    assert (
+        "- Monitoring: ServiceMonitors (every 30s), PrometheusRule sp-stickypack (alerts Stickypack*);"
+        in both
+    )
+    rule_only = notes("monitoring.prometheusRule.enabled=true")
+    assert "- Monitoring: PrometheusRule sp-stickypack (alerts Stickypack*);" in rule_only
