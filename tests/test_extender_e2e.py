@@ -800,6 +800,31 @@ def test_an_extender_that_may_not_list_dra_objects_runs_without_dra_until_it_may
         assert ext.call(lambda: all(ext.service.informers[k].synced.is_set() for k in DRA_KINDS))
 
 
+def test_dra_watches_that_cannot_start_leave_the_extender_ready_without_dra(
+    cluster: ControlPlane, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An unforeseen failure starting the DRA informers (here: their constructor raises)
+    must not keep ``/readyz`` at 503 for good: the extender logs it and runs without DRA."""
+    import stickypack.extender.server as server
+
+    real = server.Informer
+
+    def informer(name: str, *args: Any, **kwargs: Any) -> Any:
+        if name in DRA_KINDS:
+            raise RuntimeError("no informer for you")
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(server, "Informer", informer)
+    cfg = config_from_dict(
+        {"history": {"store": "memory"}, "cluster": {"kubeconfig": str(cluster.kubeconfig), "dra": True}}
+    )
+    with ServiceThread(cfg) as ext:
+        assert httpx.get(f"{ext.url}/readyz").status_code == 200
+        assert ext.service is not None and ext.service.dra_listed is False
+        assert _dra_active(ext.url) == 0.0
+    assert any("the DRA watches could not start" in r.getMessage() for r in caplog.records)
+
+
 class _FreezingProxy:
     """A TCP relay to ``target`` on a free loopback port. :meth:`freeze` makes every open
     connection go silent for good (a dead API server instance or a partition: no RST, no

@@ -291,6 +291,7 @@ class ExtenderService:
                             )  # fmt: skip
                         refused = (kind, status)
                         self.dra_listed = False
+                        delay = 0.2  # the next unreachable spell backs off from the start
                         break
                     if status != 200:
                         raise WatchError(status, f"listing {kind}")
@@ -309,10 +310,15 @@ class ExtenderService:
             self._dra_late = True
             log.warning("cluster.dra: the DRA objects can be listed now; nodes are weighed by their "
                         "DRA devices once their watches have read them")  # fmt: skip
-        for kind, (list_call, handler, transform) in calls.items():
-            informer = Informer(kind, list_call, handler, transform=transform, **common)
-            self.informers[kind] = informer
-            informer.start()
+        try:
+            for kind, (list_call, handler, transform) in calls.items():
+                informer = Informer(kind, list_call, handler, transform=transform, **common)
+                self.informers[kind] = informer
+                informer.start()
+        except Exception:  # unforeseen: run without DRA rather than never become ready
+            log.exception("cluster.dra: the DRA watches could not start; running without DRA")
+            self.dra_listed = False
+            return
         self.dra_listed = True
 
     def dra_active(self) -> bool:
