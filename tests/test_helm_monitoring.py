@@ -118,6 +118,7 @@ def test_alerts_follow_the_components_and_the_thresholds(helm: Helm) -> None:
         "StickypackExtenderBadEvents",
         "StickypackExtenderDraInactive",
         "StickypackWebhookCertificateExpiry",
+        "StickypackWebhookFailOpen",
         "StickypackWebhookCertificateReloadFailed",
     ]
     docs = _docs(
@@ -131,6 +132,7 @@ def test_alerts_follow_the_components_and_the_thresholds(helm: Helm) -> None:
     rules = one(docs, "PrometheusRule", "stickypack")["spec"]["groups"][0]["rules"]
     assert [r["alert"] for r in rules] == [
         "StickypackWebhookCertificateExpiry",
+        "StickypackWebhookFailOpen",
         "StickypackWebhookCertificateReloadFailed",
     ]
     assert {r["labels"]["severity"] for r in rules} == {"page"}
@@ -179,7 +181,7 @@ def test_promtool_checks_the_rules_and_each_alert_fires_when_it_should(helm: Hel
     (tmp_path / "rules.yaml").write_text(yaml.safe_dump({"groups": groups}))
     checked = _promtool("check", "rules", "rules.yaml", cwd=tmp_path)
     assert checked.returncode == 0, checked.stdout + checked.stderr
-    assert "SUCCESS: 9 rules found" in checked.stdout
+    assert "SUCCESS: 10 rules found" in checked.stdout
 
     def series(name: str, values: str, **labels: str) -> dict[str, str]:
         text = ",".join(f'{k}="{v}"' for k, v in {**NS, **labels}.items())
@@ -188,6 +190,8 @@ def test_promtool_checks_the_rules_and_each_alert_fires_when_it_should(helm: Hel
     pods = {**NS, "kind": "pods"}
     bucket = "stickypack_extender_request_duration_seconds_bucket"
     fast = {"pod": "sp-extender-1"}
+    route = "dask-gateway.routing.stickypack.io"
+    fail_open = "apiserver_admission_webhook_fail_open_count"  # kube-apiserver's
     tests = [
         {  # staleness grows 60 s a minute: over 600 from 11m, firing 2m later
             "interval": "1m",
@@ -347,6 +351,41 @@ def test_promtool_checks_the_rules_and_each_alert_fires_when_it_should(helm: Hel
                         ),
                     ),
                 ),
+            ],
+        },
+        {  # the API server failed to call a route's entry at 3m (its counter born at 1), and
+            # never again: firing from 3m until the failure is 10 minutes old; another
+            # webhook's failures are not ours
+            "interval": "1m",
+            "input_series": [
+                {
+                    "series": f'{fail_open}{{name="{route}",type="admit"}}',
+                    "values": "_ _ _ 1x20",
+                },
+                {
+                    "series": f'{fail_open}{{name="other.example.com",type="admit"}}',
+                    "values": "1+1x23",
+                },
+            ],
+            "alert_rule_test": [
+                _alert("StickypackWebhookFailOpen", "2m"),
+                _alert(
+                    "StickypackWebhookFailOpen",
+                    "3m",
+                    _firing(
+                        {"name": route},
+                        **_annotations(rules, "StickypackWebhookFailOpen", **{"{{ $labels.name }}": route}),
+                    ),
+                ),
+                _alert(
+                    "StickypackWebhookFailOpen",
+                    "12m",
+                    _firing(
+                        {"name": route},
+                        **_annotations(rules, "StickypackWebhookFailOpen", **{"{{ $labels.name }}": route}),
+                    ),
+                ),
+                _alert("StickypackWebhookFailOpen", "14m"),
             ],
         },
         {  # a reload failed at 2m; the other pod's loaded
