@@ -11,6 +11,7 @@ helm and promtool are built by ``tools/k8s/build.sh`` (the CRDs fetched there to
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import ssl
@@ -429,12 +430,13 @@ def _exported_names(metrics_text: str) -> set[str]:
 
 
 @pytest.mark.controlplane
-def test_every_metric_the_alerts_read_is_exported_by_the_services(
+def test_every_metric_the_alerts_and_the_dashboard_read_is_exported_by_the_services(
     helm: Helm, controlplane: ControlPlane, tmp_path: Path
 ) -> None:
-    """The names the alert expressions read, against the ``/metrics`` of the real extender
-    (with ``cluster.dra``, on the local API server) and the real webhook: a metric renamed
-    in the code fails here, not in an operator's Prometheus."""
+    """The names the alert expressions and the dashboard's queries read, against the
+    ``/metrics`` of the real extender (with ``cluster.dra``, on the local API server) and
+    the real webhook: a metric renamed in the code fails here, not in an operator's
+    Prometheus or Grafana."""
     import trustme
 
     from stickypack.extender.config import config_from_dict as extender_config
@@ -463,6 +465,9 @@ def test_every_metric_the_alerts_read_is_exported_by_the_services(
         exported |= _exported_names(httpx.get(f"{webhook.url}/metrics", verify=context).text)
     assert len(read) == 10  # both of StickypackExtenderHistoryNotStored's
     assert read <= exported, sorted(read - exported)
+    shown = {name for expr in _dashboard_queries() for name in re.findall(r"\bstickypack_[a-z_]+", expr)}
+    assert len(shown) == 20
+    assert shown <= exported, sorted(shown - exported)
 
 
 def test_every_labelled_series_an_alert_selects_is_exported_at_zero_before_its_first_event(
@@ -568,3 +573,44 @@ def test_install_notes_name_the_monitoring_objects(helm: Helm) -> None:
     )
     rule_only = notes("monitoring.prometheusRule.enabled=true")
     assert "- Monitoring: PrometheusRule sp-stickypack (alerts Stickypack*);" in rule_only
+    dashboard = notes("monitoring.grafanaDashboard.enabled=true")
+    assert "- Monitoring: Grafana dashboard sp-stickypack-dashboard;" in dashboard
+
+
+# --------------------------------------------------------------------------- dashboard
+
+
+def _dashboard_queries() -> list[str]:
+    """Every panel query of the committed dashboard."""
+    dashboard = json.loads((CHART / "files" / "grafana-dashboard.json").read_text())
+    return [target["expr"] for panel in dashboard["panels"] for target in panel["targets"]]
+
+
+def test_the_dashboard_is_the_committed_file_in_a_configmap_the_sidecar_finds(helm: Helm) -> None:
+    assert not find(_docs(helm, *ON), "ConfigMap", "stickypack-dashboard")
+    docs = _docs(
+        helm, "monitoring.grafanaDashboard.enabled=true", "monitoring.grafanaDashboard.namespace=grafana"
+    )
+    config = one(docs, "ConfigMap", "stickypack-dashboard")
+    assert config["metadata"]["namespace"] == "grafana"
+    assert config["metadata"]["labels"]["grafana_dashboard"] == "1"
+    committed = json.loads((CHART / "files" / "grafana-dashboard.json").read_text())
+    assert json.loads(config["data"]["stickypack.json"]) == committed
+    assert committed["uid"] == "stickypack" and len(committed["panels"]) == 14
+
+
+def test_promtool_parses_every_dashboard_query(tmp_path: Path) -> None:
+    """Each panel's query, with the dashboard's ``$namespace`` as Grafana fills it for
+    "All" (``.*``), is valid PromQL to the real promtool (each checked as a recording rule)."""
+    queries = _dashboard_queries()
+    assert all("$namespace" in q or "apiserver_" in q for q in queries)
+    rules = [
+        {"record": f"stickypack:dashboard_query_{i}", "expr": q.replace("$namespace", ".*")}
+        for i, q in enumerate(queries)
+    ]
+    (tmp_path / "queries.yaml").write_text(
+        yaml.safe_dump({"groups": [{"name": "dashboard", "rules": rules}]})
+    )
+    checked = _promtool("check", "rules", "queries.yaml", cwd=tmp_path)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert f"SUCCESS: {len(rules)} rules found" in checked.stdout
