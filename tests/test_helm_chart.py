@@ -709,6 +709,10 @@ def test_the_charts_cel_literals_are_cels(helm: Helm, tmp_path: Path) -> None:
             "at '/webhook/config/routes/0/tolerations/0/tolerationSeconds': minimum",
         ),
         ("routing.routes[0].tolerations[0].operator=Maybe", "at '/routing/routes/0/tolerations/0/operator'"),
+        ("monitoring.serviceMonitor.interval=30 seconds", "at '/monitoring/serviceMonitor/interval'"),
+        ("monitoring.prometheusRule.latencyP99Seconds=0", "at '/monitoring/prometheusRule/latencyP99"),
+        ("monitoring.prometheusRule.for=5m", "at '/monitoring/prometheusRule': additional properties 'for'"),
+        ("monitoring.grafanaDashboard.namespace=Bad_NS", "at '/monitoring/grafanaDashboard/namespace'"),
         ("routing.routes[0].node_affinty.x=1", "additional properties 'node_affinty' not allowed"),
         (
             "routing.routes[0].node_affinity.preferredDuringSchedulingIgnoredDuringExecution[0].weight=0",
