@@ -200,6 +200,45 @@ def _object_name(kind: str, obj: Any) -> str:
     return f"{kind} {namespace}/{name}" if namespace else f"{kind} {name}"
 
 
+def _read_slices(
+    slices: Iterable[Any], problems: list[str]
+) -> dict[str, dict[tuple[str, str], list[_Slice]]]:
+    """The node-local slices, by node and then by (driver, pool); one line in ``problems``
+    for each slice that cannot be read (left out)."""
+    by_node: dict[str, dict[tuple[str, str], list[_Slice]]] = {}
+    for obj in slices:
+        try:
+            read = _read_slice(obj)
+        except _Malformed as exc:
+            problems.append(f"{_object_name('ResourceSlice', obj)}: {exc}; left out")
+            continue
+        if read is not None:
+            by_node.setdefault(read.node, {}).setdefault((read.driver, read.pool), []).append(read)
+    return by_node
+
+
+def _read_claims(
+    claims: Iterable[Any], problems: list[str]
+) -> list[tuple[Mapping[str, Any], list[tuple[str, str, str]] | None]]:
+    """Each readable claim with the devices it reserves (:func:`_allocated_devices`; None:
+    not allocated); one line in ``problems`` for each claim that cannot be read."""
+    read: list[tuple[Mapping[str, Any], list[tuple[str, str, str]] | None]] = []
+    for obj in claims:
+        try:
+            read.append((obj, _allocated_devices(obj)))
+        except _Malformed as exc:
+            problems.append(f"{_object_name('ResourceClaim', obj)}: {exc}; left out")
+    return read
+
+
+def _current_generation(pool_slices: list[_Slice]) -> tuple[int, list[_Slice], bool]:
+    """A pool's highest generation, its slices, and whether they are all there (its
+    ``resourceSliceCount``)."""
+    generation = max(s.generation for s in pool_slices)
+    current = [s for s in pool_slices if s.generation == generation]
+    return generation, current, len(current) == current[0].slice_count
+
+
 def _pool_utilization(slices: list[_Slice], allocated: set[str]) -> float:
     """One complete pool's utilization (its current generation's ``slices``; ``allocated``:
     the names of its devices claims reserve)."""
@@ -213,10 +252,7 @@ def _pool_utilization(slices: list[_Slice], allocated: set[str]) -> float:
         return 0.0
     consumed: dict[str, Counters] = {}
     for d in taken:
-        for counter_set, counters in d.consumes:
-            into = consumed.setdefault(counter_set, {})
-            for name, value in counters.items():
-                into[name] = into.get(name, Fraction(0)) + value
+        _add_counters(consumed, d.consumes)
     total = 0.0
     for counter_set, counters in shared:
         used = consumed.get(counter_set, {})
@@ -267,28 +303,13 @@ def dra_utilization(
     allocated claim of the cluster counts on the node whose pool it names."""
     problems: list[str] = []
     # devices each claim reserves, by (namespace, name); None: not allocated
-    allocated: dict[tuple[str, str], list[tuple[str, str, str]] | None] = {}
-    for obj in claims:
-        try:
-            devices = _allocated_devices(obj)
-        except _Malformed as exc:
-            problems.append(f"{_object_name('ResourceClaim', obj)}: {exc}; left out")
-            continue
-        allocated[claim_key(obj)] = devices
+    allocated = {claim_key(obj): devices for obj, devices in _read_claims(claims, problems)}
     reserved: dict[tuple[str, str], set[str]] = {}
     if pods_by_node is None:
         for devices in allocated.values():
             for driver, pool, device in devices or ():
                 reserved.setdefault((driver, pool), set()).add(device)
-    by_node: dict[str, dict[tuple[str, str], list[_Slice]]] = {}
-    for obj in slices:
-        try:
-            read = _read_slice(obj)
-        except _Malformed as exc:
-            problems.append(f"{_object_name('ResourceSlice', obj)}: {exc}; left out")
-            continue
-        if read is not None:
-            by_node.setdefault(read.node, {}).setdefault((read.driver, read.pool), []).append(read)
+    by_node = _read_slices(slices, problems)
     nodes: dict[str, NodeDra] = {}
     for node, pools in sorted(by_node.items()):
         utilizations: dict[str, float] = {}
@@ -309,13 +330,11 @@ def dra_utilization(
                     for driver, pool, device in devices or ():
                         reserved.setdefault((driver, pool), set()).add(device)
         for (driver, pool), pool_slices in sorted(pools.items()):
-            generation = max(s.generation for s in pool_slices)
-            current = [s for s in pool_slices if s.generation == generation]
-            wanted = current[0].slice_count
-            if len(current) != wanted:
+            generation, current, complete = _current_generation(pool_slices)
+            if not complete:
                 errors.append(
                     f"pool {driver}/{pool} incomplete: generation {generation} has "
-                    f"{len(current)} of {wanted} slices"
+                    f"{len(current)} of {current[0].slice_count} slices"
                 )
                 continue
             utilizations[f"{driver}/{pool}"] = _pool_utilization(current, reserved.get((driver, pool), set()))
@@ -380,11 +399,14 @@ class _FreePool:
     node: str
 
 
-def _consume(left: dict[str, Counters], consumes: tuple[tuple[str, Counters], ...], sign: int) -> None:
+def _add_counters(
+    into: dict[str, Counters], consumes: tuple[tuple[str, Counters], ...], sign: int = 1
+) -> None:
+    """Add (``sign`` -1: take away) a device's ``consumesCounters`` to counters by set."""
     for counter_set, counters in consumes:
-        into = left.setdefault(counter_set, {})
+        values = into.setdefault(counter_set, {})
         for name, value in counters.items():
-            into[name] = into.get(name, Fraction(0)) - sign * value
+            values[name] = values.get(name, Fraction(0)) + sign * value
 
 
 def _fits(left: dict[str, Counters], consumes: tuple[tuple[str, Counters], ...]) -> bool:
@@ -473,18 +495,13 @@ class DraDevices:
         :func:`dra_utilization` takes them) and every pod bound to each node (expendable ones
         included: their claims' users too)."""
         out = cls()
-        by_pool: dict[tuple[str, str, str], list[_Slice]] = {}
-        for obj in slices:
-            try:
-                read = _read_slice(obj)
-            except _Malformed as exc:
-                out.problems.append(f"{_object_name('ResourceSlice', obj)}: {exc}; left out")
-                continue
-            if read is not None:
-                by_pool.setdefault((read.node, read.driver, read.pool), []).append(read)
+        by_pool = {
+            (node, driver, pool): pool_slices
+            for node, pools in _read_slices(slices, out.problems).items()
+            for (driver, pool), pool_slices in pools.items()
+        }
         for (node, driver, pool), pool_slices in sorted(by_pool.items()):
-            generation = max(s.generation for s in pool_slices)
-            current = [s for s in pool_slices if s.generation == generation]
+            _, current, complete = _current_generation(pool_slices)
             devices = tuple(d for s in current for d in s.devices)
             shared = [counter_set for s in current for counter_set in s.shared_counters]
             free = _FreePool(
@@ -493,17 +510,12 @@ class DraDevices:
                 frozenset(d.name for d in devices),
                 set(),
                 {name: dict(counters) for name, counters in shared} if shared else None,
-                len(current) == current[0].slice_count,
+                complete,
                 node,
             )
             out._pool_of.setdefault((driver, pool), (node, free))
             out._pools.setdefault(node, {}).setdefault(driver, []).append(free)
-        for obj in claims:
-            try:
-                allocated = _allocated_devices(obj)
-            except _Malformed as exc:
-                out.problems.append(f"{_object_name('ResourceClaim', obj)}: {exc}; left out")
-                continue
+        for obj, allocated in _read_claims(claims, out.problems):
             local: list[_Held] = []
             where: str | None = None  # the node of its node-local devices (the first's)
             for driver, pool, name in allocated or ():
@@ -608,7 +620,7 @@ class DraDevices:
                             continue
                         used.add(device.name)
                         if left is not None:
-                            _consume(left, device.consumes, 1)
+                            _add_counters(left, device.consumes, -1)
                         taken.append((driver, free, device))
                         count -= 1
                     if count == 0:
@@ -685,14 +697,14 @@ class DraDevices:
     def _take(self, devices: Iterable[_Held]) -> None:
         for driver, free, device in devices:
             if free.left is not None:
-                _consume(free.left, device.consumes, 1)
+                _add_counters(free.left, device.consumes, -1)
             free.taken.add(device.name)
             self._changed.add((free.node, driver))
 
     def _free(self, devices: Iterable[_Held]) -> None:
         for driver, free, device in devices:
             if free.left is not None:
-                _consume(free.left, device.consumes, -1)
+                _add_counters(free.left, device.consumes)
             free.taken.discard(device.name)
             self._changed.add((free.node, driver))
 
