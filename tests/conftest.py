@@ -18,10 +18,31 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
 from stickypack.testing import BinariesNotFoundError, ControlPlane, find_binaries
+
+
+def missing(what: str) -> NoReturn:
+    """A test's dependency that ``make k8s`` builds is missing: a failure on CI
+    (``CI=true``), where it must be there, a skip elsewhere."""
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"CI=true and {what}", pytrace=False)
+    pytest.skip(f"{what} (skipped outside CI; run `make k8s` first)")
+
+
+def needs_binaries(*names: str) -> dict[str, Path]:
+    """The paths of the named binaries of the control plane's directory
+    (:func:`~stickypack.testing.find_binaries`; all of them without names), or
+    :func:`missing`."""
+    try:
+        return find_binaries(names=names) if names else find_binaries()
+    except BinariesNotFoundError as e:
+        missing(str(e))
+
 
 _RUNNING: list[ControlPlane] = []
 
@@ -29,12 +50,7 @@ _RUNNING: list[ControlPlane] = []
 @pytest.fixture(scope="session")
 def controlplane(request: pytest.FixtureRequest) -> Iterator[ControlPlane]:
     """The session's control plane (etcd + kube-apiserver, no scheduler)."""
-    try:
-        find_binaries()
-    except BinariesNotFoundError as e:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"CI=true and {e}", pytrace=False)
-        pytest.skip(f"{e} (skipped outside CI; run `make k8s` first)")
+    needs_binaries()
     cp = ControlPlane()
     cp.start()
     _RUNNING.append(cp)

@@ -34,6 +34,7 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from conftest import needs_binaries
 from stickypack.cli import main as cli_main
 from stickypack.core.routing import (
     PREFERRED,
@@ -47,7 +48,7 @@ from stickypack.core.routing import (
 )
 from stickypack.extender.config import ClusterConfig, ExtenderConfig, HistoryConfig, PodsConfig
 from stickypack.render import ROUTING_PATCH_EXPRESSION, _cel, routing_policy_name, scheduler_routing
-from stickypack.testing import BinariesNotFoundError, ControlPlane, ControlPlaneError, find_binaries
+from stickypack.testing import ControlPlane, ControlPlaneError
 from stickypack.testing.controlplane import pinned_versions
 from stickypack.webhook.config import RouteConfig, WebhookConfig, config_from_dict, load_config
 
@@ -144,13 +145,7 @@ class Helm:
 
 @pytest.fixture(scope="session")
 def helm(tmp_path_factory: pytest.TempPathFactory) -> Helm:
-    try:
-        path = find_binaries(names=["helm"])["helm"]
-    except BinariesNotFoundError as e:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"CI=true and {e}", pytrace=False)
-        pytest.skip(f"{e} (skipped outside CI; run `make k8s` first)")
-    return Helm(path, tmp_path_factory.mktemp("helm-home"))
+    return Helm(needs_binaries("helm")["helm"], tmp_path_factory.mktemp("helm-home"))
 
 
 def find(docs: list[dict], kind: str, name: str | None = None) -> list[dict]:

@@ -12,7 +12,6 @@ helm and promtool are built by ``tools/k8s/build.sh`` (the CRDs fetched there to
 from __future__ import annotations
 
 import json
-import os
 import re
 import ssl
 import subprocess
@@ -25,7 +24,8 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from stickypack.testing import BinariesNotFoundError, ControlPlane, binaries_dir, find_binaries
+from conftest import missing, needs_binaries
+from stickypack.testing import ControlPlane, binaries_dir
 from test_helm_chart import CHART, WEBHOOK_ROUTES, Helm, _own_ca_pem, _request, _tls_values, find, helm, one
 
 __all__ = ["helm"]  # the fixture, shared with test_helm_chart
@@ -34,20 +34,11 @@ ON = ("monitoring.serviceMonitor.enabled=true", "monitoring.prometheusRule.enabl
 NS = {"namespace": "binder", "pod": "sp-extender-0"}
 
 
-def _needs(name: str) -> Path:
-    try:
-        return find_binaries(names=[name])[name]
-    except BinariesNotFoundError as e:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"CI=true and {e}", pytrace=False)
-        pytest.skip(f"{e} (skipped outside CI; run `make k8s` first)")
-
-
 def _crds() -> list[Path]:
     folder = binaries_dir() / "crds"
     files = sorted(folder.glob("monitoring.coreos.com_*.yaml"))
     if not files:
-        _needs("crds/monitoring.coreos.com_servicemonitors.yaml")
+        missing(f"no prometheus-operator CRDs in {folder}")
     return files
 
 
@@ -146,7 +137,11 @@ def test_alerts_follow_the_components_and_the_thresholds(helm: Helm) -> None:
 
 def _promtool(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [str(_needs("promtool")), *args], cwd=cwd, capture_output=True, text=True, timeout=120
+        [str(needs_binaries("promtool")["promtool"]), *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 
