@@ -653,7 +653,7 @@ class DraDevices:
         pools = self._pools.get(node, {}).get(driver, ())
         if any(free.left is not None for free in pools):
             return None
-        return sum(len(free.names) - len(free.taken) for free in pools if free.complete)
+        return _unallocated(pools)
 
     def nodes_with(self, driver: str) -> list[str]:
         """The nodes with node-local pools of ``driver``."""
@@ -711,10 +711,12 @@ class DraDevices:
     def free_devices(self, node: str) -> dict[str, int]:
         """Each driver's unallocated devices in ``node``'s complete node-local pools, now
         (counters not checked)."""
-        return {
-            driver: sum(len(free.names - free.taken) for free in pools if free.complete)
-            for driver, pools in sorted(self._pools.get(node, {}).items())
-        }
+        return {driver: _unallocated(pools) for driver, pools in sorted(self._pools.get(node, {}).items())}
+
+
+def _unallocated(pools: Iterable[_FreePool]) -> int:
+    """The devices of the complete ``pools`` no claim holds (counters not checked)."""
+    return sum(len(free.names - free.taken) for free in pools if free.complete)
 
 
 #: A device a claim holds: its driver, its pool and the device.
