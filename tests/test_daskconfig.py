@@ -25,6 +25,7 @@ from dask_kubernetes.operator.controller.controller import (
 )
 from distributed import Scheduler, Worker
 from distributed.cli.dask_scheduler import main as dask_scheduler_cli
+from distributed.cli.dask_worker import main as dask_worker_cli
 from traitlets.config import Config
 
 from stickypack.cli import main
@@ -197,6 +198,54 @@ def test_dask_gateway_config_takes_settings_as_dask_gateway_reads_them() -> None
         PRELOAD,
         "dask_gateway.scheduler_preload",
     ]
+
+
+def _worker_cli_preloads(args: list[str]) -> list[str]:
+    """The preloads distributed's ``dask worker`` command line parses out of ``args``."""
+    command, *options = args
+    assert command == "dask-worker"
+    context = click.Context(dask_worker_cli, info_name="dask-worker", **dask_worker_cli.context_settings)
+    parsed, _, _ = dask_worker_cli.make_parser(context).parse_args(list(options))
+    return list(parsed.get("preload") or [])
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"worker_cmd": ["dask-worker", "--preload", "MINE"]},
+        {"worker_extra_container_config": {"args": ["--preload=MINE"]}},  # appended by dask-gateway
+    ],
+    ids=["worker_cmd", "extra-args"],
+)
+async def test_a_dask_gateway_worker_command_that_names_a_preload_gets_ours_there(
+    values: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """distributed reads the worker preload variable only where the worker's command line
+    names no ``--preload``; dask-gateway's worker command is ``worker_cmd``, its own
+    arguments, then the extra container config's ``args``. Where that names one, ours goes
+    on it too, or the worker never reports its node. Checked with a real worker started as
+    the command line and the pod's variables say."""
+    mine = tmp_path / "mine_preload.py"
+    mine.write_text("def dask_setup(worker):\n    worker.mine_loaded = True\n")
+    values = json.loads(json.dumps(values).replace("MINE", str(mine)))
+    controller = _gateway(values)
+    worker_pod, _ = _pods(controller)
+    (container,) = worker_pod["spec"]["containers"]
+    preloads = _worker_cli_preloads(container["args"])
+    assert preloads.count(PRELOAD) == 1 and str(mine) in preloads
+    again = copy.deepcopy(controller.config)  # run twice: not added twice
+    exec(dask_gateway_config(), {"c": again})
+    worker_again, _ = _pods(KubeController(config=again))
+    assert _worker_cli_preloads(worker_again["spec"]["containers"][0]["args"]).count(PRELOAD) == 1
+    # what the worker loads: its command line's preloads, else distributed's variable
+    env = {e["name"]: e["value"] for e in container["env"] if "value" in e}
+    monkeypatch.setenv(NODE_ENV, "node-7")  # what the downward API gives the pod
+    async with Scheduler(host="127.0.0.1", port=0, dashboard=False, preload=[PRELOAD]) as scheduler:
+        with dask.config.set({"distributed.worker.preload": _read(WORKER_PRELOAD_ENV, env)}):
+            async with Worker(scheduler.address, dashboard=False, nthreads=1, preload=preloads) as worker:
+                assert getattr(worker, "mine_loaded", False)  # theirs still loaded
+                (ws,) = scheduler.workers.values()
+                assert ws.extra.get("stickypack-node") == "node-7"
 
 
 def test_render_dask_gateway_writes_helm_values(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

@@ -10,10 +10,11 @@ command line too. These helpers apply those rules so nobody has to:
 
 - :func:`dask_gateway_config`: Python for the dask-gateway chart's ``gateway.extraConfig``
   (its traitlets configuration). dask-gateway's scheduler command names its own preload, so
-  ``--preload stickypack.dask`` is added to ``KubeClusterConfig.scheduler_cmd``; the workers'
-  variables are appended to ``KubeClusterConfig.worker_extra_container_config`` (dask-gateway
-  appends that ``env`` to its own). Self-contained: the gateway's image need not have
-  stickypack installed, only the Dask image.
+  ``--preload stickypack.dask`` is added to ``KubeClusterConfig.scheduler_cmd`` (and to
+  ``worker_cmd`` where the workers' command names a ``--preload``); the workers' variables
+  are appended to ``KubeClusterConfig.worker_extra_container_config`` (dask-gateway appends
+  that ``env`` to its own). Self-contained: the gateway's image need not have stickypack
+  installed, only the Dask image.
 - :func:`dask_kubernetes_spec`: a ``DaskCluster`` or ``DaskWorkerGroup`` of the
   dask-kubernetes operator with the variables (or ``--preload``) added to its scheduler's and
   workers' containers.
@@ -177,11 +178,14 @@ def dask_gateway_config(scheduler_name: str | None = None) -> str:
     ``dask-scheduler`` otherwise), and :data:`NODE_ENV` and the worker preload added to
     ``KubeClusterConfig.worker_extra_container_config``'s ``env`` (entries of the same
     names replaced, the rest kept; a worker preload set there or in ``environment`` kept
-    beside ours). ``scheduler_name`` (optional) goes into ``worker_extra_pod_config`` as
+    beside ours); where the workers' command line names a ``--preload`` already
+    (``worker_cmd``, or the extra container config's ``args``), distributed ignores that
+    variable, so ``--preload stickypack.dask`` goes on ``worker_cmd`` as well.
+    ``scheduler_name`` (optional) goes into ``worker_extra_pod_config`` as
     the workers' ``schedulerName``, for clusters without the routing webhook. Needs
     nothing of stickypack in the gateway's image (it imports dask-gateway-server's
     ``KubeClusterConfig``). Settings a cluster options handler returns per cluster are
-    not seen: one that replaces ``scheduler_cmd``, ``environment`` or
+    not seen: one that replaces ``scheduler_cmd``, ``worker_cmd``, ``environment`` or
     ``worker_extra_container_config`` must keep ours itself."""
     body = [
         "import ast",
@@ -208,9 +212,23 @@ def dask_gateway_config(scheduler_name: str | None = None) -> str:
         "    names = [str(v) for v in value] if isinstance(value, (list, tuple)) else [str(value)]",
         "    return [n for n in names if n]",
         "",
+        "# distributed reads the workers' preload variable only where their command line names no",
+        "# --preload. Their command line is worker_cmd, dask-gateway's own arguments, then the",
+        "# extra container config's command and args (merged in): where it names one, ours goes",
+        "# on worker_cmd too.",
+        "extra = dict(now.worker_extra_container_config)",
+        "worker_cmd = list(now.worker_cmd)",
+        "words = [",
+        "    w for part in (worker_cmd, extra.get('command'), extra.get('args'))",
+        "    if isinstance(part, list) for w in part if isinstance(w, str)",
+        "]",
+        "if any(w == '--preload' or w.startswith('--preload=') for w in words) and not (",
+        f"    {PRELOAD!r} in words or {'--preload=' + PRELOAD!r} in words",
+        "):",
+        f"    cluster.worker_cmd = [*worker_cmd, '--preload', {PRELOAD!r}]",
+        "",
         "# A worker container has `environment`'s variables, then the extra env; of two entries",
         "# of one name the last wins. A worker preload set there is kept beside ours.",
-        "extra = dict(now.worker_extra_container_config)",
         "env = list(extra.get('env') or [])",
         f"preload = str(now.environment.get({WORKER_PRELOAD_ENV!r}) or '')",
         "for e in env:",
