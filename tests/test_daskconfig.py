@@ -200,6 +200,22 @@ def test_dask_gateway_config_takes_settings_as_dask_gateway_reads_them() -> None
     ]
 
 
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"FOO": "bar"},  # the mapping form z2jh's extraEnv takes, which a container's env does not
+        ["FOO=bar"],
+        "FOO=bar",
+    ],
+)
+def test_a_dask_gateway_worker_env_that_is_not_a_list_of_entries_is_named(env: object) -> None:
+    """The gateway runs our extraConfig at startup (and refuses to start when a config file
+    raises): a malformed ``env`` says which setting, not ``'str' object has no attribute
+    'get'`` from inside the generated code."""
+    with pytest.raises(ValueError, match=r"^stickypack: worker_extra_container_config env must be a list"):
+        _gateway({"worker_extra_container_config": {"env": env}})
+
+
 def _worker_cli_preloads(args: list[str]) -> list[str]:
     """The preloads distributed's ``dask worker`` command line parses out of ``args``."""
     command, *options = args
