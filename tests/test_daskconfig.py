@@ -346,6 +346,25 @@ def test_a_command_line_that_names_a_preload_gets_ours_there() -> None:
     assert dask_kubernetes_spec(done) == done
 
 
+def test_a_shell_command_that_names_a_preload_is_an_error_not_a_variable_distributed_ignores() -> None:
+    """A container that runs Dask through a shell (``sh -c "... dask worker --preload x"``):
+    distributed ignores the preload variable there, and the shell string cannot be edited
+    safely, so the helper says so instead of adding a variable that does nothing. A shell
+    string that names no preload gets the variable; one that names ours already is done."""
+    cluster = make_cluster_spec("abc")
+    worker = cluster["spec"]["worker"]["spec"]["containers"][0]
+    worker["command"] = ["/bin/sh", "-c"]
+    worker["args"] = ["pip install mine && exec dask worker --preload mine --name $(DASK_WORKER_NAME)"]
+    with pytest.raises(DaskConfigError, match=r"containers\[0\]\.args\[0\]: a shell command that"):
+        dask_kubernetes_spec(cluster)
+    worker["args"] = ["pip install mine && exec dask worker --name $(DASK_WORKER_NAME)"]
+    done = dask_kubernetes_spec(cluster)["spec"]["worker"]["spec"]["containers"][0]
+    assert _env(done)[WORKER_PRELOAD_ENV] == PRELOAD
+    worker["args"] = [f"exec dask worker --preload mine --preload={PRELOAD}"]
+    done = dask_kubernetes_spec(cluster)["spec"]["worker"]["spec"]["containers"][0]
+    assert done["args"] == worker["args"] and NODE_ENV in _env(done)
+
+
 def test_a_worker_group_gets_the_worker_half() -> None:
     group = {
         "apiVersion": "kubernetes.dask.org/v1",

@@ -101,20 +101,38 @@ def _env_list(env: object, where: str) -> list[dict[str, Any]]:
     return [dict(e) for e in env]
 
 
+def _names_preload(words: list[str]) -> bool:
+    return any(w == "--preload" or w.startswith("--preload=") for w in words)
+
+
+def _names_ours(words: list[str]) -> bool:
+    return PRELOAD in words or f"--preload={PRELOAD}" in words
+
+
 def _add_preload(container: dict[str, Any], variable: str, where: str) -> None:
     """Make the container's Dask process load :data:`PRELOAD`: on its command line when
     that names a ``--preload`` already (distributed then ignores the variable), else in
-    ``variable``."""
+    ``variable``. A shell command (a word with spaces, as ``sh -c`` runs) that names a
+    ``--preload`` but not ours is an error: it cannot be edited safely."""
     words: list[str] = []
     for key in ("command", "args"):
         part = container.get(key)
         if part is not None and (not isinstance(part, list) or not all(isinstance(w, str) for w in part)):
             raise DaskConfigError(f"{where}.{key}: must be a list of strings, got {part!r}")
+        for i, word in enumerate(part or []):
+            shell = word.split()
+            if len(shell) > 1 and _names_preload(shell):
+                if _names_ours(shell):
+                    return
+                raise DaskConfigError(
+                    f"{where}.{key}[{i}]: a shell command that names --preload, so distributed "
+                    f"ignores {variable}; add --preload {PRELOAD} to it"
+                )
         words += part or []
-    if not any(w == "--preload" or w.startswith("--preload=") for w in words):
+    if not _names_preload(words):
         container["env"] = _add_preload_env(container.get("env"), variable, where)
         return
-    if PRELOAD in words or f"--preload={PRELOAD}" in words:
+    if _names_ours(words):
         return
     key = "args" if container.get("args") else "command"
     container[key] = [*container[key], "--preload", PRELOAD]
