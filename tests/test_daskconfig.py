@@ -177,6 +177,8 @@ def test_dask_gateway_config_takes_settings_as_dask_gateway_reads_them() -> None
         PRELOAD,
     ]
     assert _worker_preloads(worker["spec"]["containers"][0]["env"]) == [PRELOAD, "mine"]
+    worker, _ = _pods(_gateway({"environment": {WORKER_PRELOAD_ENV: "null"}}))  # dask reads None
+    assert _worker_preloads(worker["spec"]["containers"][0]["env"]) == PRELOAD
 
     c = Config()
     c.KubeController.gateway_instance = "gw"
@@ -316,6 +318,10 @@ def test_dask_kubernetes_cluster_gets_the_preloads_and_the_node_name() -> None:
         (f'["a", "{PRELOAD}"]', ["a", PRELOAD]),
         (PRELOAD, PRELOAD),
         ("", PRELOAD),
+        # dask reads these as None or False, no module (distributed itself fails on them)
+        ("null", PRELOAD),
+        ("None", PRELOAD),
+        ("false", PRELOAD),
     ],
 )
 def test_a_preload_already_set_is_kept_beside_ours(current: str, preloads: object) -> None:
@@ -445,13 +451,20 @@ def _read(variable: str, env: dict[str, Any]) -> object:
 
 
 @pytest.mark.asyncio
+@pytest.mark.parametrize("before", [None, "null"])
 async def test_the_rendered_variables_make_distributed_load_the_preload(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, before: str | None
 ) -> None:
     """A real scheduler and worker configured only by the variables the operator's pods get
     (read by dask from the environment, as in the pod) load stickypack.dask: the scheduler
-    runs the node-aware plugin, the worker reports its node."""
-    done = dask_kubernetes_spec(make_cluster_spec("abc"))
+    runs the node-aware plugin, the worker reports its node. A variable set before to what
+    dask reads as no module (``null``) is not kept as a module named ``null``, which no
+    scheduler could import."""
+    cluster = make_cluster_spec("abc")
+    if before is not None:
+        for part, variable in (("scheduler", SCHEDULER_PRELOAD_ENV), ("worker", WORKER_PRELOAD_ENV)):
+            cluster["spec"][part]["spec"]["containers"][0]["env"] = [{"name": variable, "value": before}]
+    done = dask_kubernetes_spec(cluster)
     sched_env = _env(done["spec"]["scheduler"]["spec"]["containers"][0])
     worker_env = _env(done["spec"]["worker"]["spec"]["containers"][0])
     monkeypatch.setenv(NODE_ENV, "node-7")  # what the downward API gives the pod

@@ -51,15 +51,24 @@ def node_name_env() -> dict[str, Any]:
     return {"name": NODE_ENV, "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}
 
 
+#: The words dask reads from a ``DASK_*`` variable as YAML would (``dask.config.interpret_value``).
+_DASK_WORDS: dict[str, object] = {"none": None, "null": None, "false": False, "true": True}
+
+
 def _with_preload_value(current: str) -> str:
     """An ``env`` value for a preload variable that keeps ``current`` and adds
-    :data:`PRELOAD`: dask parses the variable with ``ast.literal_eval``, so a list literal
-    names several modules."""
+    :data:`PRELOAD`: dask parses the variable with ``ast.literal_eval`` (so a list literal
+    names several modules), else reads ``none``, ``null``, ``false`` and ``true`` (any case)
+    as YAML would, else takes the string; None and False name no module (distributed fails
+    on them, and a module named ``null`` no scheduler could import)."""
     try:
         parsed: object = ast.literal_eval(current)
     except (ValueError, SyntaxError, MemoryError, RecursionError):
-        parsed = current
-    modules = [str(m) for m in parsed] if isinstance(parsed, list | tuple) else [str(parsed)]
+        parsed = _DASK_WORDS.get(current.lower(), current)
+    if parsed is None or parsed is False:
+        modules: list[str] = []
+    else:
+        modules = [str(m) for m in parsed] if isinstance(parsed, list | tuple) else [str(parsed)]
     modules = [m for m in modules if m]
     if PRELOAD in modules:
         return current
@@ -222,11 +231,13 @@ def dask_gateway_config(scheduler_name: str | None = None) -> str:
         f"    cmd += ['--preload', {PRELOAD!r}]",
         "cluster.scheduler_cmd = cmd",
         "",
-        "def preloads(value):  # as dask reads the variable: a module, or a list literal",
+        "def preloads(value):  # as dask reads the variable: a module, a list literal, or none",
         "    try:",
         "        value = ast.literal_eval(value)",
         "    except (ValueError, SyntaxError, MemoryError, RecursionError):",
-        "        pass",
+        f"        value = {_DASK_WORDS!r}.get(value.lower(), value)",
+        "    if value is None or value is False:",
+        "        return []",
         "    names = [str(v) for v in value] if isinstance(value, (list, tuple)) else [str(value)]",
         "    return [n for n in names if n]",
         "",
