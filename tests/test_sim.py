@@ -1109,3 +1109,60 @@ def test_the_pools_are_the_contexts_node_groups():
     groups = Simulation(load_builtin("stickypack"), kept, seed=0).ctx.node_groups
     assert groups is not None and dict(groups.min_sizes) == {workload.pools[0].name: 2}
     assert groups.group_of({POOL_LABEL: workload.pools[0].name}) == workload.pools[0].name
+
+
+def test_a_trim_retires_its_workers_at_once_and_a_waiting_one_never_runs():
+    # A trim is one decision: the pods it retires go together. Once the room each retired
+    # worker freed was handed, within the same trim, to a waiting worker the trim also
+    # retired: bound and deleted at one instant, it counted as scheduled (with its wait in
+    # pending_p95_s) though it never ran. Likewise a waiting worker whose cluster ends at
+    # this instant must not be bound as the cluster's other workers end.
+    import dataclasses
+
+    from stickypack.policies import load_builtin
+    from stickypack.sim.engine import Simulation
+    from stickypack.sim.workloads import TrimJob, dask_adapt, dask_burst
+
+    class Recording(Simulation):
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            self.bound_at: dict[int, float] = {}
+            self.created: list = []
+            self.retired_bound_at_trim = 0
+            self.waiting_retired = 0
+
+        def _create(self, *args, **kwargs):
+            sp = super()._create(*args, **kwargs)
+            self.created.append(sp)
+            return sp
+
+        def _bind(self, sp, slot) -> None:
+            super()._bind(sp, slot)
+            self.bound_at[sp.uid] = self.now
+
+        def _trim(self, job) -> None:
+            waiting = {uid for uid, sp in self.groups.get(job.group, {}).items() if sp.node is None}
+            members = set(self.groups.get(job.group, {}))
+            super()._trim(job)
+            retired = members - set(self.groups.get(job.group, {}))
+            self.waiting_retired += len(retired & waiting)
+            self.retired_bound_at_trim += sum(self.bound_at.get(uid) == self.now for uid in retired)
+
+    workload = dask_adapt(0)  # 12 workers fit a node: on one node most of them wait
+    workload.pools = [dataclasses.replace(workload.pools[0], max_size=1)]
+    sim = Recording(load_builtin("z2jh"), workload, seed=0)
+    m = sim.run().metrics
+    made = sum(not isinstance(j, TrimJob) for j in workload.jobs)
+    assert m["pods_scheduled"] + m["pods_unscheduled"] == made == 280
+    assert sim.waiting_retired > 0 and sim.retired_bound_at_trim == 0
+    # every worker retired while waiting, or waiting when the cluster ended, never ran
+    assert m["pods_scheduled"] == len(sim.bound_at) and m["pods_unscheduled"] >= sim.waiting_retired
+    # users leaving: a worker still waiting when its user leaves is not bound as the user's
+    # other workers end at that instant (dask-burst on 5 nodes: 10 once were)
+    burst = dask_burst(0)
+    burst.pools = [dataclasses.replace(burst.pools[0], max_size=5)]
+    sim = Recording(load_builtin("z2jh"), burst, seed=0)
+    m = sim.run().metrics
+    ends = {sp.uid: job.end_at for sp, job in zip(sim.created, burst.jobs, strict=True)}
+    assert m["pods_unscheduled"] > 0 and m["pods_scheduled"] + m["pods_unscheduled"] == 1020
+    assert all(t < ends[uid] for uid, t in sim.bound_at.items())

@@ -283,12 +283,17 @@ class Simulation:
             return
         ids = sorted(members)
         if self.policy.dask_retirement == "node-aware":
-            for uid in choose_retirements({uid: members[uid].node for uid in ids}, excess):
-                self._finish(members[uid])
-            return
-        chosen = self.trim_rng.choice(len(ids), size=excess, replace=False)
-        for k in sorted(int(c) for c in chosen):
-            self._finish(members[ids[k]])
+            placed = {uid: members[uid].node for uid in ids}
+            retired = [members[uid] for uid in choose_retirements(placed, excess)]
+        else:
+            chosen = self.trim_rng.choice(len(ids), size=excess, replace=False)
+            retired = [members[ids[k]] for k in sorted(int(c) for c in chosen)]
+        # one decision: the workers go together, and only then do waiting pods get the room
+        # (retrying after each, a waiting worker the trim retires later was bound first)
+        for sp in retired:
+            self._finish(sp, retry=False)
+        if self.pending:
+            self._retry_pending()
 
     # ---- pods ---------------------------------------------------------------------------
 
@@ -329,6 +334,8 @@ class Simulation:
         return sp
 
     def _try_bind(self, sp: SimPod) -> bool:
+        if sp.end_at is not None and sp.end_at <= self.now:
+            return False  # deleted at this instant (its end is due): it never runs
         ctx = self.ctx
         ctx.now = self.now
         ctx.cache.clear()
@@ -384,8 +391,9 @@ class Simulation:
         if not sp.done:
             self._finish(sp)
 
-    def _finish(self, sp: SimPod) -> None:
-        """The pod ends (or is deleted while pending)."""
+    def _finish(self, sp: SimPod, retry: bool = True) -> None:
+        """The pod ends (or is deleted while pending); ``retry``: then retry the waiting
+        pods (a caller ending several pods at once retries once, after the last)."""
         sp.done = True
         self.live_pods -= 1
         self.last_end = self.now
@@ -419,7 +427,7 @@ class Simulation:
             self.building.pop(repo, None)
             for job in self.waiting.pop(repo, []):
                 self._start_session(job)
-        if self.pending:
+        if retry and self.pending:
             self._retry_pending()
 
     def _retry_pending(self) -> None:
