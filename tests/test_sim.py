@@ -1166,3 +1166,20 @@ def test_a_trim_retires_its_workers_at_once_and_a_waiting_one_never_runs():
     ends = {sp.uid: job.end_at for sp, job in zip(sim.created, burst.jobs, strict=True)}
     assert m["pods_unscheduled"] > 0 and m["pods_scheduled"] + m["pods_unscheduled"] == 1020
     assert all(t < ends[uid] for uid, t in sim.bound_at.items())
+
+
+def test_a_gzip_file_cut_mid_stream_says_after_which_line(tmp_path, capsys):
+    # A download cut short: the lines before the cut are replayed, and the report names the
+    # line where reading stopped (it once said "cannot read file", with no line, as if
+    # nothing of it had been read)
+    day = [_launch_line(f"2019-03-04T10:{i:02d}:00+00:00") for i in range(60)]
+    whole = gzip.compress(("\n".join(day) + "\n").encode(), mtime=0)
+    trace = tmp_path / "events-2019-03-04.jsonl.gz"
+    trace.write_bytes(whole[: len(whole) - 12])  # the last bytes of the stream and the trailer
+    errors = TraceErrors()
+    launches = read_launches([trace], errors)
+    read = len(launches)
+    assert 0 < read < 60 and errors.count == 1
+    assert errors.first[0].startswith(f"{trace}:{read + 1}: the file ends mid-stream, {read} lines read: ")
+    assert main(["simulate", "--trace", str(trace), "--policies", "default", "--quiet"]) == 0
+    assert f"{trace}:{read + 1}: the file ends mid-stream" in capsys.readouterr().out

@@ -182,6 +182,7 @@ def _read_file(path: Path, errors: TraceErrors) -> Iterator[tuple[float, str, in
         except ValueError:
             why = f"the name's day {day_name} is not a date; its launches are not checked against it"
             errors.add(str(path), why)
+    lineno = 0
     try:
         handle = _open(path)
         with handle as lines:  # type: ignore[attr-defined]
@@ -195,7 +196,11 @@ def _read_file(path: Path, errors: TraceErrors) -> Iterator[tuple[float, str, in
                     continue
                 yield parsed[0], parsed[1], lineno
     except (OSError, EOFError, zlib.error) as exc:  # zlib.error: a corrupt gzip stream
-        errors.add(str(path), f"cannot read file: {exc}")
+        if lineno == 0 and not isinstance(exc, EOFError):
+            errors.add(str(path), f"cannot read file: {exc}")
+        else:  # the lines before were read (and replayed): say where reading stopped
+            what = "the file ends mid-stream" if isinstance(exc, EOFError) else "cannot read further"
+            errors.add(f"{path}:{lineno + 1}", f"{what}, {lineno} lines read: {exc}")
 
 
 def _timestamp(raw: object) -> float:
