@@ -476,6 +476,10 @@ def test_sim_config_overrides_and_errors(tmp_path, capsys):
             "pool: {labels: {'a b': x}}\n",
             "a b=x is not a valid Kubernetes label",
         ),
+        # the key given is the one named (it once said "pool.max_size must be >= min_size
+        # and >= 1, got 500", a value the file did not have)
+        ("pool: {min_size: 600}\n", "pool.min_size must be <= max_size (500), got 600"),
+        ("pool: {max_size: 0}\n", "pool.max_size must be >= 1, got 0"),
     ],
 )
 def test_sim_config_out_of_range_values_are_named(tmp_path, capsys, text, message):

@@ -62,7 +62,10 @@ class NodePool:
                 )
         _require(self.price_per_hour >= 0, "price_per_hour", ">= 0", self.price_per_hour)
         _require(self.min_size >= 0, "min_size", ">= 0", self.min_size)
-        _require(self.max_size >= max(self.min_size, 1), "max_size", ">= min_size and >= 1", self.max_size)
+        _require(self.max_size >= 1, "max_size", ">= 1", self.max_size)
+        # named as min_size: with max_size >= 1 checked first, a --sim-config that sets only
+        # max_size passes the default min_size (1), so the key named is one the file sets
+        _require(self.min_size <= self.max_size, "min_size", f"<= max_size ({self.max_size})", self.min_size)
         _require(self.provision_delay_s >= 0, "provision_delay_s", ">= 0", self.provision_delay_s)
 
 
