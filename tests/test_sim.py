@@ -1187,3 +1187,24 @@ def test_a_gzip_file_cut_mid_stream_says_after_which_line(tmp_path, capsys):
     assert errors.first[0].startswith(f"{trace}:{read + 1}: the file ends mid-stream, {read} lines read: ")
     assert main(["simulate", "--trace", str(trace), "--policies", "default", "--quiet"]) == 0
     assert f"{trace}:{read + 1}: the file ends mid-stream" in capsys.readouterr().out
+
+
+def test_an_empty_trace_file_is_reported_not_skipped_unseen(tmp_path, capsys):
+    # A day file of 0 bytes (a download that failed; gzip reads it as no data) once added
+    # nothing and said nothing: a directory of three days replayed two, back to back
+    for day in (4, 6):
+        lines = [_launch_line(f"2019-03-{day:02d}T10:0{i}:00+00:00") for i in range(3)]
+        with gzip.open(tmp_path / f"events-2019-03-{day:02d}.jsonl.gz", "wt") as fh:
+            fh.write("\n".join(lines) + "\n")
+    empty = tmp_path / "events-2019-03-05.jsonl.gz"
+    empty.write_bytes(b"")
+    errors = TraceErrors()
+    launches = read_launches([tmp_path], errors)
+    assert len(launches) == 6 and launches[-1].t < 2 * 86400  # the 6th follows the 4th
+    assert errors.count == 1 and errors.first == [f"{empty}: empty file, no launch events"]
+    blank = tmp_path / "blank.jsonl"
+    blank.write_text("\n  \n")  # blank lines only: as empty
+    errors = TraceErrors()
+    assert read_launches([blank], errors) == [] and errors.first == [f"{blank}: empty file, no launch events"]
+    assert main(["simulate", "--trace", str(tmp_path), "--policies", "default", "--quiet"]) == 0
+    assert f"{empty}: empty file, no launch events" in capsys.readouterr().out

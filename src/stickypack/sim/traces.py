@@ -183,10 +183,14 @@ def _read_file(path: Path, errors: TraceErrors) -> Iterator[tuple[float, str, in
             why = f"the name's day {day_name} is not a date; its launches are not checked against it"
             errors.add(str(path), why)
     lineno = 0
+    blank = 0
     try:
         handle = _open(path)
         with handle as lines:  # type: ignore[attr-defined]
             for lineno, line in enumerate(lines, 1):
+                if not line.strip():
+                    blank += 1
+                    continue
                 where = f"{path}:{lineno}"
                 parsed = _parse(line, where, errors)
                 if parsed is None:
@@ -201,6 +205,9 @@ def _read_file(path: Path, errors: TraceErrors) -> Iterator[tuple[float, str, in
         else:  # the lines before were read (and replayed): say where reading stopped
             what = "the file ends mid-stream" if isinstance(exc, EOFError) else "cannot read further"
             errors.add(f"{path}:{lineno + 1}", f"{what}, {lineno} lines read: {exc}")
+        return
+    if blank == lineno:  # 0 bytes (a download that failed: gzip reads it as no data) or blank
+        errors.add(str(path), "empty file, no launch events")
 
 
 def _timestamp(raw: object) -> float:
@@ -226,8 +233,6 @@ def _is_text(value: object) -> TypeGuard[str]:
 
 
 def _parse(line: bytes, where: str, errors: TraceErrors) -> tuple[float, str] | None:
-    if not line.strip():
-        return None
     try:
         event = json.loads(line)
     except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, an int over 4300 digits
