@@ -85,6 +85,16 @@ def post(client: httpx.Client, verb: str, body: Any) -> httpx.Response:
     return client.post(f"/{verb}", content=json.dumps(body), headers={"Content-Type": "application/json"})
 
 
+def error_of(r: httpx.Response, verb: str) -> str:
+    """What a bad request was told: filter's ``ExtenderFilterResult.Error`` (HTTP 200, which
+    kube-scheduler reads), prioritize's ``{"error": ...}`` (HTTP 400)."""
+    if verb == "filter":
+        assert r.status_code == 200 and r.json()["NodeNames"] is None, r.text
+        return str(r.json()["Error"])
+    assert r.status_code == 400, r.text
+    return str(r.json()["error"])
+
+
 def test_filter_wire_format_and_autoscaler_taint(world) -> None:
     w, _, client = world
     names = [*w.names, "doomed"]
@@ -184,11 +194,40 @@ def test_assumption_moves_hot_repo_builds_along(world, with_filter: bool) -> Non
          b' "NodeNames": []}', "affinity weight"),
     ],
 )  # fmt: skip
-def test_bad_requests_get_400_with_a_message(world, verb: str, body: bytes, message: str) -> None:
+def test_bad_requests_are_answered_with_a_message(world, verb: str, body: bytes, message: str) -> None:
     _, _, client = world
-    r = client.post(f"/{verb}", content=body)
-    assert r.status_code == 400
-    assert message in r.json()["error"]
+    assert message in error_of(client.post(f"/{verb}", content=body), verb)
+
+
+def test_filter_errors_reach_kube_scheduler_in_the_results_error_field(world) -> None:
+    # kube-scheduler reads no body of an answer other than 200: a 400 or 500 from filter
+    # reached its log as "failed filter with extender at URL ..., code 400", the reason
+    # (an unknown node, a field it cannot read) lost. It reads ExtenderFilterResult.Error
+    # of a 200 and logs it (or, for an extender not ignorable, fails the pod with it).
+    w, _, client = world
+
+    def counted(outcome: str) -> float:
+        labels = {"outcome": outcome, "verb": "filter"}
+        return w.metrics.registry.get_sample_value("stickypack_extender_requests_total", labels) or 0.0
+
+    bad_before, large_before = counted("bad_request"), counted("too_large")
+    unknown = json.dumps({"Pod": build_pod("e1"), "NodeNames": ["node-0", "ghost"]}).encode()
+    for body, message in [
+        (b"{not json", "request body is not valid JSON"),
+        (b'{"Pod": 5, "NodeNames": []}', "ExtenderArgs.Pod must be a JSON object"),
+        (unknown, "unknown node name(s): 'ghost'"),
+        (b" " * (LIMIT + 1), f"exceeds the limit of {LIMIT} bytes"),
+    ]:
+        r = client.post("/filter", content=body, headers={"Content-Type": "application/json"})
+        assert r.status_code == 200, r.text
+        out = r.json()
+        assert list(out) == ["Nodes", "NodeNames", "FailedNodes", "FailedAndUnresolvableNodes", "Error"]
+        assert out["Nodes"] is None and out["NodeNames"] is None and message in out["Error"], out
+    assert counted("bad_request") == bad_before + 3 and counted("too_large") == large_before + 1
+    # prioritize's answer (a HostPriorityList) has no such field: an HTTP error it stays
+    r = client.post("/prioritize", content=unknown, headers={"Content-Type": "application/json"})
+    assert r.status_code == 400 and "unknown node name(s): 'ghost'" in r.json()["error"]
+    assert post(client, "filter", {"Pod": build_pod("e2"), "NodeNames": w.names}).json()["Error"] == ""
 
 
 def test_unknown_nodes_and_oversized_payloads(world) -> None:
@@ -196,15 +235,13 @@ def test_unknown_nodes_and_oversized_payloads(world) -> None:
     r = post(client, "prioritize", {"Pod": build_pod(), "NodeNames": ["node-0", "ghost"]})
     assert r.status_code == 400 and "unknown node name(s): 'ghost'" in r.json()["error"]
     big = {"Pod": build_pod(), "NodeNames": ["node-0"] * (LIMIT // 8)}
-    r = post(client, "filter", big)
-    assert r.status_code == 400 and "exceeds the limit" in r.json()["error"]
+    assert "exceeds the limit" in error_of(post(client, "filter", big), "filter")
 
     def chunks():  # no Content-Length: the limit still holds while reading
         for _ in range(LIMIT // 1024 + 2):
             yield b" " * 1024
 
-    r = client.post("/filter", content=chunks())
-    assert r.status_code == 400 and "exceeds the limit" in r.json()["error"]
+    assert "exceeds the limit" in error_of(client.post("/filter", content=chunks()), "filter")
     assert client.get("/healthz").status_code == 200
 
 
@@ -246,7 +283,7 @@ def test_health_ready_and_metrics(world) -> None:
         post(client, "prioritize", {"Pod": build_pod("m"), "NodeNames": ["node-0", "node-1"]}).status_code
         == 200
     )
-    assert client.post("/filter", content=b"{not json").status_code == 400  # this test's own bad request
+    assert error_of(client.post("/filter", content=b"{not json"), "filter")  # this test's own bad request
     text = client.get("/metrics").text
     assert 'stickypack_extender_request_duration_seconds_bucket{le="0.005",verb="prioritize"}' in text
     assert 'stickypack_extender_decisions_total{managed="true",verb="prioritize"}' in text
@@ -530,8 +567,8 @@ def test_fuzz_random_bytes(world, verb: str, body: bytes) -> None:
     r = client.post(f"/{verb}", content=body)
     assert r.status_code in (200, 400), r.text
     assert isinstance(r.json(), dict | list)
-    if r.status_code == 400:
-        assert r.json()["error"]
+    if r.status_code == 400 or (verb == "filter" and r.json()["Error"]):
+        assert error_of(r, verb)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -548,8 +585,8 @@ def test_fuzz_structured_requests(world, verb: str, pod: Any, names: Any, extra:
     body = {"Pod": pod, "NodeNames": names, **extra}
     r = post(client, verb, body)
     assert r.status_code in (200, 400), r.text
-    if r.status_code == 400:
-        assert r.json()["error"]
+    if r.status_code == 400 or (verb == "filter" and r.json()["Error"]):
+        assert error_of(r, verb)
     elif verb == "filter":
         out = r.json()
         assert set(out["NodeNames"]) <= set(body["NodeNames"] or [])

@@ -177,6 +177,27 @@ def test_hot_repo_stays_within_the_load_bound(cluster: ControlPlane, tmp_path) -
     assert per_node[top] == max(per_node.values()), per_node
 
 
+def test_kube_scheduler_logs_why_the_extender_could_not_filter(cluster: ControlPlane, tmp_path) -> None:
+    # kube-scheduler reads no body of an answer other than 200: the extender's 400 reached
+    # its log as "failed filter with extender at URL ..., code 400", the reason lost
+    cluster.create_node("node-0", cpu="8", memory="32Gi")
+    ext = extender(cluster, max_request_bytes=1024)
+    try:
+        scheduler = cluster.start_scheduler(render_config(tmp_path, ext.url))
+        pod = build_pod("long-note", "https://github.com/org/r")
+        pod["metadata"]["annotations"]["note"] = "x" * 2048  # the filter request is over 1024 bytes
+        cluster.create_pod(pod=pod)
+        assert cluster.wait_bound(["long-note"]) == {"long-note": "node-0"}  # ignorable: placed without it
+        wait_for(
+            lambda: "exceeds the limit of 1024 bytes" in scheduler.log_path.read_text(),
+            what="the extender's reason in kube-scheduler's log",
+        )
+        text = httpx.get(ext.url + "/metrics").text
+        assert 'stickypack_extender_requests_total{outcome="too_large",verb="filter"} 1.0' in text
+    finally:
+        ext.stop()
+
+
 @pytest.mark.parametrize("node_cache_capable", [True, False], ids=["node-names", "node-objects"])
 def test_no_build_on_a_node_the_autoscaler_deletes(
     cluster: ControlPlane, tmp_path, node_cache_capable: bool

@@ -6,8 +6,11 @@ Routes:
     kube-scheduler's extender verbs (JSON, see :mod:`stickypack.extender.engine`), also
     under a path (``/PATH/filter``: a ``urlPrefix`` with a path). A body
     that is not JSON, not an ``ExtenderArgs``, names unknown nodes, or is larger than
-    ``max_request_bytes`` gets HTTP 400 with ``{"error": "<what is wrong>"}``; an unexpected
-    failure gets HTTP 500 with the same shape. Nothing a client sends stops the service.
+    ``max_request_bytes`` gets, from prioritize, HTTP 400 with ``{"error": "<what is
+    wrong>"}`` (an unexpected failure: HTTP 500, the same shape); from filter, HTTP 200 with
+    an ``ExtenderFilterResult`` whose ``Error`` says it, which kube-scheduler logs (it reads
+    no body of another status, so a 400 reached its log as "code 400" alone). Nothing a
+    client sends stops the service.
 ``GET /healthz``
     200 while the process serves.
 ``GET /readyz``
@@ -48,6 +51,20 @@ def _json(body: Any, status: int = 200) -> Response:
 
 def _error(message: str, status: int = 400) -> Response:
     return _json({"error": message}, status)
+
+
+def _filter_error(message: str, status: int = 400) -> Response:
+    """A filter request that cannot be answered: an ``ExtenderFilterResult`` with ``Error``,
+    HTTP 200 whatever went wrong (``status``), since kube-scheduler reads ``Error`` (and
+    logs it, or fails the pod with it when the extender is not ignorable) but reads no
+    body of another status."""
+    result: dict[str, Any] = {
+        "Nodes": None,
+        "NodeNames": None,
+        "FailedNodes": {},
+        "FailedAndUnresolvableNodes": {},
+    }
+    return _json({**result, "Error": message})
 
 
 class TooLarge(BadRequest):
@@ -101,24 +118,26 @@ async def answer_json(
     limit: int,
     timeout_s: float,
     what: str,
+    error: Callable[[str, int], Response] = _error,
 ) -> tuple[Response, str]:
     """``handle(body)`` for the request's JSON body (:func:`read_json`), and the outcome for
-    the metrics: ``ok``, or what went wrong, answered with ``{"error": ...}``: ``timeout``
-    (408), ``too_large``, ``bad_request``, ``disconnected`` (400) or ``error`` (500, logged
-    as ``what`` failing). Nothing a client sends escapes as an exception."""
+    the metrics: ``ok``, or what went wrong, answered with ``error(message, status)``
+    (default ``{"error": message}`` with that status): ``timeout`` (408), ``too_large``,
+    ``bad_request``, ``disconnected`` (400) or ``error`` (500, logged as ``what`` failing).
+    Nothing a client sends escapes as an exception."""
     try:
         return handle(await read_json(request, limit, timeout_s)), "ok"
     except BodyTimeout as exc:
-        return _error(str(exc), 408), "timeout"
+        return error(str(exc), 408), "timeout"
     except TooLarge as exc:
-        return _error(str(exc)), "too_large"
+        return error(str(exc), 400), "too_large"
     except BadRequest as exc:
-        return _error(str(exc)), "bad_request"
+        return error(str(exc), 400), "bad_request"
     except ClientDisconnect:
-        return _error("client disconnected", 400), "disconnected"
+        return error("client disconnected", 400), "disconnected"
     except Exception as exc:  # never let a request take the service down
         log.exception("%s failed", what)
-        return _error(f"internal error: {type(exc).__name__}: {exc}", 500), "error"
+        return error(f"internal error: {type(exc).__name__}: {exc}", 500), "error"
 
 
 def make_app(
@@ -134,7 +153,9 @@ def make_app(
     request open (kube-scheduler sends its 25 KB in well under a millisecond)."""
     metrics = metrics or Metrics()
 
-    def verb(name: str, fn: Callable[[Any], tuple[Any, Any]]) -> Callable[[Request], Any]:
+    def verb(
+        name: str, fn: Callable[[Any], tuple[Any, Any]], error: Callable[[str, int], Response]
+    ) -> Callable[[Request], Any]:
         def handle(args: Any) -> Response:
             result, decision = fn(args)
             metrics.decision(decision)
@@ -143,7 +164,7 @@ def make_app(
         async def endpoint(request: Request) -> Response:
             start = time.perf_counter()
             response, outcome = await answer_json(
-                request, handle, limit=max_request_bytes, timeout_s=body_timeout_s, what=name
+                request, handle, limit=max_request_bytes, timeout_s=body_timeout_s, what=name, error=error
             )
             metrics.observe(name, outcome, time.perf_counter() - start)
             return response
@@ -166,7 +187,10 @@ def make_app(
     async def not_allowed(request: Request) -> Response:
         return _error(f"{request.method} {request.url.path}: use POST with a JSON ExtenderArgs body", 405)
 
-    verbs = {"filter": verb("filter", extender.filter), "prioritize": verb("prioritize", extender.prioritize)}
+    verbs = {
+        "filter": verb("filter", extender.filter, _filter_error),
+        "prioritize": verb("prioritize", extender.prioritize, _error),
+    }
     routes = [
         # kube-scheduler posts to <urlPrefix>/<verb>, and a urlPrefix may have a path
         # (``render --extender-url http://HOST:PORT/PATH``): the verbs answer under any path
