@@ -874,6 +874,54 @@ def test_webhook_command_serves_tls_and_stops_on_sigterm(tmp_path: Path, tls: di
     assert "Traceback" not in log.read_text()
 
 
+def test_sigterm_while_a_review_is_still_arriving_answers_it_without_a_traceback(tmp_path: Path) -> None:
+    # uvicorn cancels a request still open when its graceful shutdown (5 s) runs out: the
+    # cancellation escaped the app, uvicorn logged "Exception in ASGI application" with a
+    # traceback and answered a bare "Internal Server Error"
+    import socket
+
+    from stickypack.extender.server import GRACEFUL_SHUTDOWN_S, loopback_socket
+
+    sock = loopback_socket()  # a free port: bound, then released for the child
+    port = sock.getsockname()[1]
+    sock.close()
+    log = tmp_path / "webhook.log"
+    argv = [sys.executable, "-m", "stickypack.cli", "webhook", "--host", "127.0.0.1", "--port", str(port)]
+    with log.open("w") as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+    stalled = None
+    try:
+        _until(lambda: proc.poll() is not None or _answers(f"http://127.0.0.1:{port}/readyz"), timeout=30)
+        assert proc.poll() is None, log.read_text()
+        stalled = socket.create_connection(("127.0.0.1", port))
+        stalled.sendall(b"POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{")
+        time.sleep(0.2)  # the request is open, its body awaited
+        proc.send_signal(signal.SIGTERM)
+        stalled.settimeout(GRACEFUL_SHUTDOWN_S + 10)
+        answer = b""
+        while chunk := stalled.recv(4096):
+            answer += chunk
+        assert proc.wait(timeout=20) == 0, log.read_text()
+    finally:
+        if stalled is not None:
+            stalled.close()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 503"), answer
+    assert "stopping" in json.loads(body)["error"], answer
+    text = log.read_text()
+    assert "Traceback" not in text and "Exception in ASGI application" not in text, text
+
+
+def _answers(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=1).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
 def _write_pair(folder: Path, ca: trustme.CA, *, cert: bool = True, key: bool = True) -> None:
     """A serving certificate of ``ca`` for 127.0.0.1 into ``folder``'s tls.crt and tls.key,
     each swapped in whole (written aside, then renamed over), as a Secret volume updates."""

@@ -123,10 +123,21 @@ async def answer_json(
     """``handle(body)`` for the request's JSON body (:func:`read_json`), and the outcome for
     the metrics: ``ok``, or what went wrong, answered with ``error(message, status)``
     (default ``{"error": message}`` with that status): ``timeout`` (408), ``too_large``,
-    ``bad_request``, ``disconnected`` (400) or ``error`` (500, logged as ``what`` failing).
-    Nothing a client sends escapes as an exception."""
+    ``bad_request``, ``disconnected`` (400), ``shutdown`` (503: the service stopped while
+    the body was still arriving) or ``error`` (500, logged as ``what`` failing). Nothing a
+    client sends escapes as an exception."""
     try:
         return handle(await read_json(request, limit, timeout_s)), "ok"
+    except asyncio.CancelledError:
+        # uvicorn cancels the requests still open when its graceful shutdown runs out (a body
+        # not received within it): raised on, the cancellation reached uvicorn, which logged
+        # it as an exception of the app, with a traceback, and answered a bare 500. Only the
+        # body is awaited here (handle() does not wait), so the request is answered instead.
+        task = asyncio.current_task()
+        if task is not None:
+            task.uncancel()
+        stopping = "the service is stopping: the request body was not received before it stopped"
+        return error(stopping, 503), "shutdown"
     except BodyTimeout as exc:
         return error(str(exc), 408), "timeout"
     except TooLarge as exc:
