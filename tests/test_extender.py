@@ -199,6 +199,65 @@ def test_bad_requests_are_answered_with_a_message(world, verb: str, body: bytes,
     assert message in error_of(client.post(f"/{verb}", content=body), verb)
 
 
+REQUESTS = ("spec", "containers", 0, "resources", "requests")
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "message"),
+    [
+        ((*REQUESTS, "cpu"), "12x", "spec.containers[0].resources.requests.cpu: not a quantity: '12x'"),
+        ((*REQUESTS, "memory"), "-1Gi", "spec.containers[0].resources.requests.memory: a negative quantity"),
+        (("spec", "initContainers"), [{"name": "i"}, {"resources": {"limits": {"cpu": []}}}],
+         "spec.initContainers[1].resources.limits.cpu: not a quantity: []"),
+        (("spec", "overhead"), {"memory": "lots"}, "spec.overhead.memory: not a quantity"),
+        (("spec", "resources"), {"requests": {"cpu": True}}, "spec.resources.requests.cpu: not a quantity"),
+        ((*REQUESTS[:-1],), [1], "spec.containers[0].resources must be an object, got [1]"),
+        ((*REQUESTS,), "1", "spec.containers[0].resources.requests must be an object, got '1'"),
+        (("spec", "containers"), "c", "spec.containers must be a list, got 'c'"),
+        (("spec", "containers", 0), 7, "spec.containers[0] must be an object, got 7"),
+        (("spec",), [1], "spec must be an object, got [1]"),
+        (("metadata",), "m", "metadata must be an object, got 'm'"),
+        (("metadata", "labels"), ["component"], "metadata.labels must be an object"),
+        (("metadata", "annotations"), 5, "metadata.annotations must be an object, got 5"),
+        (("metadata", "ownerReferences"), [3, {"kind": "Job", "controller": True}],
+         "metadata.ownerReferences[0] must be an object, got 3"),
+        (("metadata", "creationTimestamp"), "yesterday",
+         "metadata.creationTimestamp: 'yesterday' is not a time (RFC 3339)"),
+        (("spec", "tolerations"), [{"key": "a"}, "b"], "spec.tolerations[1] must be an object, got 'b'"),
+        (("spec", "nodeSelector"), ["a=b"], "spec.nodeSelector must be an object"),
+        (("spec", "affinity"), {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{}]}},
+         "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].weight: an affinity "
+         "weight must be an integer from 1 to 100, not None"),
+        (("spec", "affinity"), {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": [{"key": "a", "operator": "Exists"}]},
+                                  {"matchExpressions": [{"operator": "Exists"}]}]}}},
+         "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[1]: "
+         "key missing"),
+        (("spec", "affinity"), {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 5, "podAffinityTerm": {"labelSelector": {"matchLabels": ["a"]}}}]}},
+         "spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[0]"),
+        (("spec", "volumes"), [{"name": "v", "image": "x"}],
+         "spec.volumes[0].image must be an object, got 'x'"),
+        (("metadata", "ownerReferences"), [{"name": "j", "controller": True}],
+         "metadata.ownerReferences[0].kind missing"),
+        (("spec", "affinity"), {"podAffinity": "x"}, "spec.affinity.podAffinity must be an object, got 'x'"),
+    ],
+)  # fmt: skip
+def test_a_pod_field_that_cannot_be_read_is_named(world, path: tuple, value: Any, message: str) -> None:
+    # "cannot read pod: not a quantity: '12x'" named no container nor resource, and a wrong
+    # type elsewhere came out as Python's own words ("'list' object has no attribute 'get'",
+    # a KeyError's "'key'"), naming no field at all
+    _w, _, client = world
+    pod = build_pod("odd")
+    where: Any = pod
+    for step in path[:-1]:
+        where = where[step]
+    where[path[-1]] = value
+    for verb in ("filter", "prioritize"):
+        text = error_of(post(client, verb, {"Pod": pod, "NodeNames": ["node-0"]}), verb)
+        assert text.startswith("ExtenderArgs.Pod: cannot read pod: ") and message in text, text
+
+
 def test_filter_errors_reach_kube_scheduler_in_the_results_error_field(world) -> None:
     # kube-scheduler reads no body of an answer other than 200: a 400 or 500 from filter
     # reached its log as "failed filter with extender at URL ..., code 400", the reason

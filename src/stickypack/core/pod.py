@@ -21,6 +21,7 @@ from stickypack.core.resources import (
     MEMORY,
     ResourceList,
     add_into,
+    brief_repr,
     max_into,
     parse_milli_resource_list,
     round_up_amounts,
@@ -38,6 +39,9 @@ MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
 DAEMONSET_POD_ANNOTATION = "cluster-autoscaler.kubernetes.io/daemonset-pod"
 #: Labels of BinderHub build pods.
 BUILD_LABELS: Mapping[str, str] = MappingProxyType({"component": "binderhub-build"})
+#: The fields of node affinity (and of pod affinity) that scheduling reads.
+REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,40 +178,48 @@ class Pod:
         requests gets requests equal to its limits, as the API server defaults them.
         """
         try:
-            meta = raw.get("metadata") or {}
-            spec = raw.get("spec") or {}
+            meta = _mapping(raw.get("metadata"), "metadata")
+            spec = _mapping(raw.get("spec"), "spec")
             requests, nonzero, bound_nonzero = _pod_requests(spec)
             if len(requests) > MAX_POD_RESOURCES:
                 # each new name is a column of every node's row: thousands of made-up names
                 # in one request once stalled the extender for minutes
                 raise ValueError(f"{len(requests)} distinct resources requested; at most {MAX_POD_RESOURCES}")
-            affinity = (spec.get("affinity") or {}).get("nodeAffinity") or {}
-            required = affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
-            preferred = affinity.get("preferredDuringSchedulingIgnoredDuringExecution") or []
-            anti = ((spec.get("affinity") or {}).get("podAntiAffinity") or {}).get(
-                "preferredDuringSchedulingIgnoredDuringExecution"
-            ) or []
-            labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
+            inter_pod = _mapping(spec.get("affinity"), "spec.affinity")
+            node_affinity = "spec.affinity.nodeAffinity"
+            affinity = _mapping(inter_pod.get("nodeAffinity"), node_affinity)
+            required = affinity.get(REQUIRED)
+            if required is not None and not isinstance(required, Mapping):
+                raise ValueError(f"{node_affinity}.{REQUIRED} must be an object, got {brief_repr(required)}")
+            preferred = _list(affinity.get(PREFERRED), f"{node_affinity}.{PREFERRED}")
+            anti_where = f"spec.affinity.podAntiAffinity.{PREFERRED}"
+            anti_affinity = _mapping(inter_pod.get("podAntiAffinity"), "spec.affinity.podAntiAffinity")
+            anti = _list(anti_affinity.get(PREFERRED), anti_where)
+            labels = {str(k): str(v) for k, v in _mapping(meta.get("labels"), "metadata.labels").items()}
             namespace = str(meta.get("namespace") or "default")
-            inter_pod = spec.get("affinity") or {}
-            required_field = "requiredDuringSchedulingIgnoredDuringExecution"
             required_by_kind = {
                 kind: required_terms_from_list(
-                    (inter_pod.get(kind) or {}).get(required_field),
+                    _mapping(inter_pod.get(kind), f"spec.affinity.{kind}").get(REQUIRED),
                     labels,
                     namespace,
-                    f"spec.affinity.{kind}.{required_field}",
+                    f"spec.affinity.{kind}.{REQUIRED}",
                 )
                 for kind in ("podAffinity", "podAntiAffinity")
             }
-            owners = meta.get("ownerReferences") or []
             # the controller only (metav1.GetControllerOf): another owner recreates nothing
-            controller = next((o for o in owners if o.get("controller") is True), None)
+            controller = _controller(meta.get("ownerReferences"))
+            created = meta.get("creationTimestamp")
+            try:
+                created_s = rfc3339_seconds(created)
+            except (ValueError, OverflowError):
+                raise ValueError(
+                    f"metadata.creationTimestamp: {brief_repr(created)} is not a time (RFC 3339)"
+                ) from None
             return cls(
                 name=str(meta.get("name") or meta.get("generateName") or ""),
                 namespace=namespace,
                 uid=str(meta.get("uid") or ""),
-                created=rfc3339_seconds(meta.get("creationTimestamp")),
+                created=created_s,
                 deleted=_deletion_time(meta.get("deletionTimestamp")),
                 grace_period_s=_grace_period(spec.get("terminationGracePeriodSeconds")),
                 requests=requests,
@@ -216,31 +228,26 @@ class Pod:
                 bound_nonzero_cpu=bound_nonzero[CPU] if bound_nonzero else None,
                 bound_nonzero_memory=bound_nonzero[MEMORY] if bound_nonzero else None,
                 labels=labels,
-                annotations={str(k): str(v) for k, v in (meta.get("annotations") or {}).items()},
-                tolerations=tuple(Toleration.from_dict(t) for t in spec.get("tolerations") or []),
-                node_selector={str(k): str(v) for k, v in (spec.get("nodeSelector") or {}).items()},
+                annotations={
+                    str(k): str(v)
+                    for k, v in _mapping(meta.get("annotations"), "metadata.annotations").items()
+                },
+                tolerations=tuple(
+                    Toleration.from_dict(t) for t in _objects(spec.get("tolerations"), "spec.tolerations")
+                ),
+                node_selector={
+                    str(k): str(v) for k, v in _mapping(spec.get("nodeSelector"), "spec.nodeSelector").items()
+                },
                 required_terms=(
-                    tuple(NodeSelectorTerm.from_dict(t) for t in required.get("nodeSelectorTerms") or [])
+                    _node_selector_terms(required, f"{node_affinity}.{REQUIRED}")
                     if required is not None
                     else None
                 ),
                 preferred_terms=tuple(
-                    PreferredTerm(_weight(p["weight"]), NodeSelectorTerm.from_dict(p.get("preference") or {}))
-                    for p in preferred
+                    _preferred_term(p, f"{node_affinity}.{PREFERRED}[{i}]") for i, p in enumerate(preferred)
                 ),
                 pod_anti_affinity=tuple(
-                    PodAffinityTerm(
-                        _weight(t["weight"]),
-                        tuple(
-                            sorted(
-                                ((t.get("podAffinityTerm") or {}).get("labelSelector") or {})
-                                .get("matchLabels", {})
-                                .items()
-                            )
-                        ),
-                        str((t.get("podAffinityTerm") or {}).get("topologyKey") or ""),
-                    )
-                    for t in anti
+                    _pod_affinity_term(t, f"{anti_where}[{i}]") for i, t in enumerate(anti)
                 ),
                 required_pod_affinity=required_by_kind["podAffinity"],
                 required_pod_anti_affinity=required_by_kind["podAntiAffinity"],
@@ -263,7 +270,99 @@ class Pod:
                 priority=_priority(spec.get("priority")),
             )
         except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
-            raise PodSpecError(f"cannot read pod: {exc}") from exc
+            raise PodSpecError(f"cannot read pod: {_reason(exc)}") from exc
+
+
+def _reason(exc: BaseException) -> str:
+    """An exception's message; a ``KeyError``'s (only the key) says the key is missing."""
+    if isinstance(exc, KeyError) and len(exc.args) == 1:
+        return f"{exc.args[0]} missing"
+    return str(exc)
+
+
+def _mapping(raw: object, where: str) -> Mapping[str, Any]:
+    """A field that is an object: absent or empty is ``{}``; anything else but a mapping is a
+    ValueError naming ``where`` (the API server refuses such a pod)."""
+    if not raw:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise ValueError(f"{where} must be an object, got {brief_repr(raw)}")
+    return raw
+
+
+def _list(raw: object, where: str) -> list[Any]:
+    """A field that is a list: absent or empty is ``[]``; anything else but a list is a
+    ValueError naming ``where``."""
+    if not raw:
+        return []
+    if not isinstance(raw, list):
+        raise ValueError(f"{where} must be a list, got {brief_repr(raw)}")
+    return raw
+
+
+def _objects(raw: object, where: str) -> list[Mapping[str, Any]]:
+    """A field that is a list of objects (:func:`_list`), each checked (``where[i]``)."""
+    items = _list(raw, where)
+    for i, item in enumerate(items):
+        if not isinstance(item, Mapping):
+            raise ValueError(f"{where}[{i}] must be an object, got {brief_repr(item)}")
+    return items
+
+
+def _node_selector_term(raw: object, where: str) -> NodeSelectorTerm:
+    """A node selector term, the field ``where`` (named in an error)."""
+    if not isinstance(raw, Mapping):
+        raise ValueError(f"{where} must be an object, got {brief_repr(raw)}")
+    try:
+        return NodeSelectorTerm.from_dict(raw)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise ValueError(f"{where}: {_reason(exc)}") from None
+
+
+def _node_selector_terms(raw: Mapping[str, Any], where: str) -> tuple[NodeSelectorTerm, ...]:
+    """The ``nodeSelectorTerms`` of required node affinity (``where``)."""
+    terms = _list(raw.get("nodeSelectorTerms"), f"{where}.nodeSelectorTerms")
+    return tuple(_node_selector_term(t, f"{where}.nodeSelectorTerms[{i}]") for i, t in enumerate(terms))
+
+
+def _preferred_term(raw: object, where: str) -> PreferredTerm:
+    """A ``preferredDuringSchedulingIgnoredDuringExecution`` entry of node affinity, the
+    field ``where``."""
+    if not isinstance(raw, Mapping):
+        raise ValueError(f"{where} must be an object, got {brief_repr(raw)}")
+    try:
+        weight = _weight(raw.get("weight"))
+    except ValueError as exc:
+        raise ValueError(f"{where}.weight: {exc}") from None
+    return PreferredTerm(weight, _node_selector_term(raw.get("preference") or {}, f"{where}.preference"))
+
+
+def _pod_affinity_term(raw: object, where: str) -> PodAffinityTerm:
+    """A preferred pod anti-affinity entry (the field ``where``): its weight, ``matchLabels``
+    and topology key."""
+    if not isinstance(raw, Mapping):
+        raise ValueError(f"{where} must be an object, got {brief_repr(raw)}")
+    try:
+        weight = _weight(raw.get("weight"))
+    except ValueError as exc:
+        raise ValueError(f"{where}.weight: {exc}") from None
+    term = _mapping(raw.get("podAffinityTerm"), f"{where}.podAffinityTerm")
+    selector = _mapping(term.get("labelSelector"), f"{where}.podAffinityTerm.labelSelector")
+    match_labels = _mapping(selector.get("matchLabels"), f"{where}.podAffinityTerm.labelSelector.matchLabels")
+    return PodAffinityTerm(weight, tuple(sorted(match_labels.items())), str(term.get("topologyKey") or ""))
+
+
+def _controller(raw: object) -> Mapping[str, Any] | None:
+    """The owner reference with ``controller: true`` (``metadata.ownerReferences``), if any;
+    the references before it must be objects."""
+    for i, owner in enumerate(_list(raw, "metadata.ownerReferences")):
+        if not isinstance(owner, Mapping):
+            raise ValueError(f"metadata.ownerReferences[{i}] must be an object, got {brief_repr(owner)}")
+        if owner.get("controller") is True:
+            if "kind" not in owner:
+                raise ValueError(f"metadata.ownerReferences[{i}].kind missing")
+            return owner
+    return None
 
 
 def _priority(raw: object) -> int | None:
@@ -294,7 +393,7 @@ def _local_volumes(spec: Mapping[str, Any]) -> tuple[str, ...]:
     """Names of the volumes that live on the node: ``hostPath``, and ``emptyDir`` unless its
     medium is ``Memory`` (the cluster-autoscaler's ``isLocalVolume``)."""
     out = []
-    for volume in spec.get("volumes") or ():
+    for volume in _list(spec.get("volumes"), "spec.volumes"):
         if not isinstance(volume, Mapping):  # the API server refuses these; never fail a pod on them
             continue
         empty_dir = volume.get("emptyDir")
@@ -310,7 +409,7 @@ def _claim_names(spec: Mapping[str, Any], pod_name: str, ephemeral_only: bool = 
     those of its ``ephemeral`` volumes alone); ValueError naming a claim name that is not a
     non-empty string."""
     out = []
-    for i, volume in enumerate(spec.get("volumes") or ()):
+    for i, volume in enumerate(_list(spec.get("volumes"), "spec.volumes")):
         if not isinstance(volume, Mapping):
             continue
         claim = volume.get("persistentVolumeClaim")
@@ -359,12 +458,13 @@ def _pod_images(spec: Mapping[str, Any]) -> tuple[str, ...]:
     images = [
         normalized_image_name(str(c.get("image") or ""))
         for key in ("initContainers", "containers")
-        for c in spec.get(key) or []
+        for c in _objects(spec.get(key), f"spec.{key}")
     ]
-    for volume in spec.get("volumes") or []:
+    for i, volume in enumerate(_objects(spec.get("volumes"), "spec.volumes")):
         source = volume.get("image")
         if source is not None:
-            images.append(normalized_image_name(str(source.get("reference") or "")))
+            reference = _mapping(source, f"spec.volumes[{i}].image").get("reference")
+            images.append(normalized_image_name(str(reference or "")))
     return tuple(images)
 
 
@@ -375,12 +475,13 @@ def _weight(raw: object) -> int:
     return int(raw)
 
 
-def _container_requests(container: Mapping[str, Any]) -> tuple[ResourceList, ResourceList]:
-    """(requests, non-zero requests) of one container in thousandths of each unit (cpu in
-    millicores): kube-scheduler rounds the pod's sums, not each container's."""
-    res = container.get("resources") or {}
-    requests = parse_milli_resource_list(res.get("limits"))
-    requests.update(parse_milli_resource_list(res.get("requests")))
+def _container_requests(container: Mapping[str, Any], where: str) -> tuple[ResourceList, ResourceList]:
+    """(requests, non-zero requests) of one container (``where``: the field it is, for an
+    error) in thousandths of each unit (cpu in millicores): kube-scheduler rounds the pod's
+    sums, not each container's."""
+    res = _mapping(container.get("resources"), f"{where}.resources")
+    requests = parse_milli_resource_list(res.get("limits"), f"{where}.resources.limits")
+    requests.update(parse_milli_resource_list(res.get("requests"), f"{where}.resources.requests"))
     nonzero = dict(requests)
     nonzero.setdefault(CPU, DEFAULT_MILLI_CPU_REQUEST)
     nonzero.setdefault(MEMORY, DEFAULT_MEMORY_REQUEST * 1000)  # thousandths of a byte
@@ -391,13 +492,13 @@ def _pod_requests(spec: Mapping[str, Any]) -> tuple[ResourceList, ResourceList, 
     """(requests for fitting, non-zero requests for scoring the pod, non-zero requests it
     adds to its node once bound when pod-level requests make them differ, else None)."""
     totals: tuple[ResourceList, ResourceList] = ({}, {})
-    for container in spec.get("containers") or []:
-        for total, part in zip(totals, _container_requests(container), strict=True):
+    for i, container in enumerate(_objects(spec.get("containers"), "spec.containers")):
+        for total, part in zip(totals, _container_requests(container, f"spec.containers[{i}]"), strict=True):
             add_into(total, part)
     sidecars: tuple[ResourceList, ResourceList] = ({}, {})
     init_max: tuple[ResourceList, ResourceList] = ({}, {})
-    for container in spec.get("initContainers") or []:
-        parts = _container_requests(container)
+    for i, container in enumerate(_objects(spec.get("initContainers"), "spec.initContainers")):
+        parts = _container_requests(container, f"spec.initContainers[{i}]")
         if container.get("restartPolicy") == "Always":
             for total, part in zip(sidecars, parts, strict=True):
                 add_into(total, part)
@@ -415,9 +516,9 @@ def _pod_requests(spec: Mapping[str, Any]) -> tuple[ResourceList, ResourceList, 
     # those given, then cpu and memory from the containers' sum, then the pod-level limits.
     # Scoring the pod keeps the containers' non-zero requests: kube-scheduler v1.37.2 scores
     # so (tests/test_fidelity.py, against the real one)
-    level = spec.get("resources") or {}
-    level_requests = parse_milli_resource_list(level.get("requests"))
-    level_limits = parse_milli_resource_list(level.get("limits"))
+    level = _mapping(spec.get("resources"), "spec.resources")
+    level_requests = parse_milli_resource_list(level.get("requests"), "spec.resources.requests")
+    level_limits = parse_milli_resource_list(level.get("limits"), "spec.resources.limits")
     pod_level: ResourceList = {}
     if level_requests or level_limits:
         pod_level = dict(level_requests)
@@ -431,7 +532,7 @@ def _pod_requests(spec: Mapping[str, Any]) -> tuple[ResourceList, ResourceList, 
         if name in (CPU, MEMORY) or name.startswith("hugepages-"):
             totals[0][name] = amount
             pod_level_set = True
-    overhead = parse_milli_resource_list(spec.get("overhead"))
+    overhead = parse_milli_resource_list(spec.get("overhead"), "spec.overhead")
     for total in totals:
         add_into(total, overhead)
     requests, nonzero = (round_up_amounts(total) for total in totals)

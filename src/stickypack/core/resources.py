@@ -57,20 +57,36 @@ def parse_resource_list(raw: Mapping[str, object] | None) -> ResourceList:
     return round_up_amounts(parse_milli_resource_list(raw))
 
 
-def parse_milli_resource_list(raw: Mapping[str, object] | None) -> ResourceList:
+def parse_milli_resource_list(raw: Mapping[str, object] | None, where: str = "") -> ResourceList:
     """A container's or a pod's ResourceList in thousandths of each resource's unit, each
     value rounded up there, as the API server stores it (``SetDefaults_ResourceList`` rounds
     every quantity up to milli scale): cpu ``"0.5m"`` is 1 millicore, memory ``"0.5"`` is
     500 thousandths of a byte. kube-scheduler adds these and rounds the pod's total once
     (:func:`round_up_amounts`), so two containers of 0.5 bytes need 1 byte. A negative
-    amount is refused (``QuantityError``), as the API server refuses it."""
+    amount is refused (``QuantityError``), as the API server refuses it. ``where`` names the
+    list in an error (``spec.containers[0].resources.requests``: its ``.cpu`` is named),
+    which then also refuses a list that is not a mapping."""
+    if where and raw and not isinstance(raw, Mapping):
+        raise QuantityError(f"{where} must be an object, got {brief_repr(raw)}")
     out: ResourceList = {}
     for name, quantity in (raw or {}).items():
-        amount = milli_value(quantity)  # type: ignore[arg-type]
+        at = f"{where}.{name}" if where else str(name)
+        try:
+            amount = milli_value(quantity)  # type: ignore[arg-type]
+        except QuantityError as exc:
+            if not where:
+                raise
+            raise QuantityError(f"{at}: {exc}") from None
         if amount < 0 or (amount == 0 and parse_quantity(quantity) < 0):  # type: ignore[arg-type]
-            raise QuantityError(f"{name}: a negative quantity: {quantity!r}")
+            raise QuantityError(f"{at}: a negative quantity: {quantity!r}")
         out[str(name)] = amount
     return out
+
+
+def brief_repr(value: object, limit: int = 60) -> str:
+    """``repr(value)``, cut to ``limit`` characters (an error shows what it got, not all of it)."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."
 
 
 def round_up_amounts(millis: ResourceList, clamp: bool = True) -> ResourceList:
