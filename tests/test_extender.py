@@ -801,11 +801,30 @@ def test_other_context_cache_keys_last_one_decision() -> None:
     assert dict(later.cache) == {BuildLocality.RENDEZVOUS_CACHE_PREFIX + "r": {"n": 1}}
 
 
-def test_unknown_paths_get_a_json_error(world) -> None:
-    _w, _, client = world
-    for method, path, status in [("POST", "/filter/", 404), ("GET", "/nope", 404), ("POST", "/healthz", 405)]:
+def test_unknown_paths_get_a_json_error_and_are_counted(world) -> None:
+    # a scheduler configuration naming another verb (filterVerb: filtr) or a client using
+    # GET got its 404 or 405 and left no trace in the metrics: requests_total showed no
+    # request at all, as if kube-scheduler never called
+    w, _, client = world
+
+    def counted(verb: str, outcome: str) -> float:
+        labels = {"outcome": outcome, "verb": verb}
+        return w.metrics.registry.get_sample_value("stickypack_extender_requests_total", labels) or 0.0
+
+    cases = [
+        ("POST", "/filter/", 404, "", "not_found"),
+        ("GET", "/nope", 404, "", "not_found"),
+        ("POST", "/stickypack/filtr", 404, "", "not_found"),
+        ("POST", "/healthz", 405, "", "method_not_allowed"),
+        ("GET", "/filter", 405, "filter", "method_not_allowed"),
+        ("PUT", "/stickypack/prioritize", 405, "prioritize", "method_not_allowed"),
+    ]
+    for method, path, status, verb, outcome in cases:
+        before = counted(verb, outcome)
         r = client.request(method, path)
         assert r.status_code == status and path in r.json()["error"]
+        assert counted(verb, outcome) == before + 1, (method, path)
+    assert client.get("/healthz").status_code == 200
 
 
 def test_the_verbs_answer_under_the_path_render_accepts(world, tmp_path) -> None:

@@ -755,10 +755,16 @@ def test_metrics_count_reviews_by_outcome_and_route(tls: dict) -> None:
         _post(thread, tls, _review(_pod({"app": "web"})))
         _post(thread, tls, None, raw=b"nope")
         with httpx.Client(verify=tls["ctx"]) as client:
+            # a webhook configuration with another path, or a client using GET, once left
+            # no trace here (the API server then creates the pod unrouted)
+            assert client.post(f"{thread.url}/mutating", json={}).status_code == 404
+            assert client.get(f"{thread.url}/mutate").status_code == 405
             text = client.get(f"{thread.url}/metrics").text
     assert 'stickypack_webhook_reviews_total{outcome="routed",route="dask-kubernetes-workers"} 1.0' in text
     assert 'stickypack_webhook_reviews_total{outcome="unchanged",route=""} 1.0' in text
     assert 'stickypack_webhook_reviews_total{outcome="bad_request",route=""} 1.0' in text
+    assert 'stickypack_webhook_reviews_total{outcome="not_found",route=""} 1.0' in text
+    assert 'stickypack_webhook_reviews_total{outcome="method_not_allowed",route=""} 1.0' in text
     assert "stickypack_webhook_request_duration_seconds_count 3.0" in text
 
 

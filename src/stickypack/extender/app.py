@@ -195,7 +195,14 @@ def make_app(
         body, content_type = metrics.render()
         return Response(body, media_type=content_type)
 
+    def refused(request: Request, outcome: str) -> None:
+        """Count a request no verb answered (its path's verb, else ""): a scheduler
+        configured with another verb or method shows up in the metrics."""
+        last = request.url.path.rpartition("/")[2]
+        metrics.count(last if last in verbs else "", outcome)
+
     async def not_allowed(request: Request) -> Response:
+        refused(request, "method_not_allowed")
         return _error(f"{request.method} {request.url.path}: use POST with a JSON ExtenderArgs body", 405)
 
     verbs = {
@@ -220,10 +227,12 @@ def make_app(
     ]
 
     async def not_found(request: Request, exc: Exception) -> Response:
+        refused(request, "not_found")
         where = f"{request.method} {request.url.path}"
         return _error(f"{where}: no such endpoint; use /filter or /prioritize", 404)
 
     async def method_not_allowed(request: Request, exc: Exception) -> Response:
+        refused(request, "method_not_allowed")
         return _error(f"{request.method} {request.url.path}: method not allowed", 405)
 
     app = Starlette(routes=routes, exception_handlers={404: not_found, 405: method_not_allowed})

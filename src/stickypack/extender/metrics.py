@@ -4,7 +4,10 @@
 ``stickypack_extender_request_duration_seconds``       histogram by ``verb`` (filter,
                                                        prioritize): time in the handler
 ``stickypack_extender_requests_total``                 by ``verb`` and ``outcome`` (ok,
-                                                       bad_request, too_large, error, ...)
+                                                       bad_request, too_large, error, ...;
+                                                       not_found and method_not_allowed
+                                                       with ``verb`` "" where the path
+                                                       names no verb)
 ``stickypack_extender_decisions_total``                by ``verb`` and ``managed`` (true: a
                                                        build pod the extender placed)
 ``stickypack_extender_nodes_filtered_total``           nodes removed by the extender's filter
@@ -101,6 +104,11 @@ class Metrics:
 
     def observe(self, verb: str, outcome: str, seconds: float) -> None:
         self.latency.labels(verb).observe(seconds)
+        self.requests.labels(verb, outcome).inc()
+
+    def count(self, verb: str, outcome: str) -> None:
+        """Count a request no verb's handler answered (``not_found``, ``method_not_allowed``;
+        ``verb`` "" where the path names none): counted, not timed."""
         self.requests.labels(verb, outcome).inc()
 
     def decision(self, decision: Any) -> None:

@@ -23,8 +23,10 @@ Routes:
     ``stickypack_webhook_request_duration_seconds``   histogram: time to answer a review
     ``stickypack_webhook_reviews_total``              by ``outcome`` (routed, unchanged,
                                                       ignored, bad_request, too_large, error,
-                                                      ...) and ``route`` (the matching route's
-                                                      name, else empty)
+                                                      ...; not_found, method_not_allowed: a
+                                                      request to another path or with another
+                                                      method) and ``route`` (the matching
+                                                      route's name, else empty)
     ``stickypack_webhook_certificate_reloads_total``  by ``outcome`` (loaded, failed): renewed
                                                       certificates reloaded
                                                       (:class:`~stickypack.extender.server.CertificateReloader`)
@@ -212,10 +214,13 @@ def make_app(
         body, content_type = metrics.render()
         return Response(body, media_type=content_type)
 
+    # counted (not timed): a webhook configuration with another path shows up here
     async def not_found(request: Request, exc: Exception) -> Response:
+        metrics.reviews.labels("not_found", "").inc()
         return _error(f"{request.method} {request.url.path}: no such endpoint; use POST /mutate", 404)
 
     async def method_not_allowed(request: Request, exc: Exception) -> Response:
+        metrics.reviews.labels("method_not_allowed", "").inc()
         return _error(f"{request.method} {request.url.path}: method not allowed", 405)
 
     app = Starlette(
