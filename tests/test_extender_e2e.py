@@ -200,6 +200,32 @@ def test_kube_scheduler_logs_why_the_extender_could_not_filter(cluster: ControlP
         ext.stop()
 
 
+def test_a_pods_quantity_of_thousands_of_digits_is_counted_clamped(cluster: ControlPlane) -> None:
+    # the API server keeps a limit of 5,000 digits as written; Python's int() refuses more
+    # than 4,300, so the extender's pod watch skipped the pod as unreadable and its node
+    # looked empty (and a build pod like it got an error instead of scores)
+    from stickypack.core.resources import MAX_AMOUNT
+
+    cluster.create_node("node-0", cpu="8", memory="32Gi")
+    ext = extender(cluster)
+    try:
+        pod = pod_manifest("hog", cpu="1", memory="1Gi")
+        pod["spec"]["containers"][0]["resources"] = {"limits": {"memory": "1" * 5000}}
+        pod["spec"]["nodeName"] = "node-0"
+        created = cluster.create_pod(pod=pod)
+        assert created["spec"]["containers"][0]["resources"]["requests"]["memory"] == "1" * 5000
+
+        def memory_requested() -> int:
+            table = ext.service.cache.table
+            return int(table.requested[table.index["node-0"], table.rindex["memory"]])
+
+        wait_for(lambda: ext.call(memory_requested) == MAX_AMOUNT, what="the pod counted on node-0")
+        text = httpx.get(ext.url + "/metrics").text
+        assert 'stickypack_extender_watch_bad_events_total{kind="pods"} 0.0' in text
+    finally:
+        ext.stop()
+
+
 @pytest.mark.parametrize("node_cache_capable", [True, False], ids=["node-names", "node-objects"])
 def test_no_build_on_a_node_the_autoscaler_deletes(
     cluster: ControlPlane, tmp_path, node_cache_capable: bool

@@ -115,6 +115,26 @@ def test_huge_exponents_saturate_instead_of_computing_the_power():
     assert parse_resource_list({"memory": "1e9999999"}) == {"memory": MAX_AMOUNT}
 
 
+def test_a_number_of_thousands_of_digits_saturates_like_a_huge_exponent():
+    # the API server keeps "1" * 5000 in a pod's limits as it is (tested on kube-apiserver
+    # 1.37, test_extender_e2e.py); Python's int() refuses a string of more than 4,300 digits,
+    # so the pod was refused ("Exceeds the limit (4300 digits) for integer string
+    # conversion ... use sys.set_int_max_str_digits()"), the extender's cache left it out
+    assert parse_quantity("1" * 5000) == 10**40
+    assert parse_quantity("-" + "9" * 5000 + "Mi") == -(10**40) * 2**20
+    assert parse_resource_list({"memory": "1" * 5000, "cpu": "1" * 5000 + "m"}) == {
+        "memory": MAX_AMOUNT,
+        "cpu": MAX_AMOUNT,
+    }
+    # many digits an exponent brings back into range: the first 100 followed exactly, the
+    # rest rounded away from zero (as the callers round up)
+    assert parse_quantity("1" * 5000 + "e-4999") == Fraction(int("1" * 100) + 1, 10**99)
+    assert parse_quantity("2" + "0" * 5000 + "e-5000") == 2
+    assert milli_value("0." + "0" * 5000 + "1") == 1  # a tiny positive amount is 1m, as rounded up
+    assert milli_value("1." + "0" * 5000) == 1000 and milli_value("1." + "0" * 5000 + "1") == 1001
+    assert parse_quantity("0" * 5000) == 0 and parse_quantity("-0." + "0" * 5000) == 0
+
+
 @pytest.mark.parametrize("raw", [{"cpu": "-100m"}, {"memory": "-100Ei"}, {"nvidia.com/gpu": -1}])
 def test_negative_amounts_are_refused(raw):
     with pytest.raises(QuantityError, match="negative"):

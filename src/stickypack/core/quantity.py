@@ -41,6 +41,12 @@ _QUANTITY = re.compile(
 #: rounds up, so the result is the same, and ``1e9999999`` (which the API server accepts in
 #: a pod's limits) does not cost seconds of big-integer arithmetic.
 _EXPONENT_SLACK = 40
+#: Most significant digits of a quantity's number followed exactly. The API server keeps a
+#: number of any length (``"1" * 5000`` in a pod's limits stays as written), which Python's
+#: ``int()`` refuses past 4,300 digits; beyond these, the digits left are rounded away from
+#: zero into the last one kept. Every caller clamps far below 10**100 and rounds up at a
+#: thousandth, which such a value has as a digit of its own: the result is the same.
+_MAX_DIGITS = 100
 
 
 class QuantityError(ValueError):
@@ -67,9 +73,11 @@ def parse_quantity(value: str | int | float | Fraction) -> Fraction:
     if match is None:
         raise QuantityError(f"not a quantity: {value!r}")
     num = match["num"]
-    number = Fraction(num) if any(c.isdigit() for c in num) else Fraction(0)
-    if match["bin"]:
-        return number * _BINARY[match["bin"]]
+    shift = 0  # the value is number * 10**shift
+    if len(num) > _MAX_DIGITS:
+        number, shift = _long_number(num)
+    else:
+        number = Fraction(num) if any(c.isdigit() for c in num) else Fraction(0)
     if match["exp"]:
         text = match["exp"][1:]
         exponent = int(text) if len(text.lstrip("+-0")) <= 19 else 2**63
@@ -77,8 +85,28 @@ def parse_quantity(value: str | int | float | Fraction) -> Fraction:
             raise QuantityError(f"not a quantity: {value!r}")
         # suffixHandler.interpret keeps int32(parsed): the exponent wraps around 2**32
         exponent = (exponent + 2**31) % 2**32 - 2**31
-        return _scaled(number, exponent, len(num))
+        return _scaled(number, shift + exponent, min(len(num), _MAX_DIGITS + 1))
+    if shift:
+        number = _scaled(number, shift, _MAX_DIGITS + 1)
+    if match["bin"]:
+        return number * _BINARY[match["bin"]]
     return number * _DECIMAL[match["dec"] or ""]
+
+
+def _long_number(num: str) -> tuple[Fraction, int]:
+    """A number of more than :data:`_MAX_DIGITS` characters as ``(mantissa, shift)``, its
+    value ``mantissa * 10**shift``: the mantissa its first ``_MAX_DIGITS`` significant
+    digits, rounded away from zero when any digit after them is not 0."""
+    sign = -1 if num.startswith("-") else 1
+    whole, _, frac = num.lstrip("+-").partition(".")
+    digits = (whole + frac).lstrip("0")
+    shift = -len(frac)
+    rest = digits[_MAX_DIGITS:]
+    mantissa = int(digits[:_MAX_DIGITS] or "0")
+    if rest:
+        shift += len(rest)
+        mantissa += 1 if rest.strip("0") else 0
+    return Fraction(sign * mantissa), shift
 
 
 def _scaled(number: Fraction, exponent: int, digits: int) -> Fraction:
