@@ -34,7 +34,7 @@ async def serve(config: WebhookConfig) -> None:
         ssl_keyfile=config.tls.key_file,
     )
     routes = ", ".join(f"{r.name} -> {r.scheduler_name}" for r in config.routes)
-    log.info("webhook serving on %s:%d (routes: %s)", config.listen.host, config.listen.port, routes)
+    log.info("webhook starting on %s:%d (routes: %s)", config.listen.host, config.listen.port, routes)
     tls = config.tls
     reloading = None
     if tls.cert_file and tls.key_file:
