@@ -379,6 +379,32 @@ def test_a_trace_of_only_bad_lines_says_where(tmp_path, capsys):
     assert f"{trace}:1: missing field 'timestamp'" in err and f"{trace}:2: not JSON" in err
 
 
+def test_a_load_scale_that_keeps_no_launch_is_an_error_not_a_table_of_zeros(tmp_path, capsys):
+    trace = tmp_path / "events-few.jsonl"
+    trace.write_text(
+        "".join(_launch_line(f"2019-03-04T1{i}:00:00Z", "GitHub", "o/r/master") + "\n" for i in range(3))
+    )
+    out = tmp_path / "out"
+    assert (
+        main(["simulate", "--trace", str(trace), "--load-scale", "0.1", "--plots", str(out), "--quiet"]) == 2
+    )
+    err = capsys.readouterr().err
+    assert (
+        "--load-scale 0.1 keeps fewer than one of the trace's 3 launch(es)" in err and "Traceback" not in err
+    )
+    assert not out.exists()  # a usage error leaves no directory
+    # a scale that keeps some on average but none at this seed says so too
+    for seed in range(50):
+        if (
+            main(["simulate", "--trace", str(trace), "--load-scale", "0.4", "--seed", str(seed), "--quiet"])
+            == 2
+        ):
+            assert f"kept none of the trace's 3 launch(es) at seed {seed}" in capsys.readouterr().err
+            break
+    else:
+        pytest.fail("no seed of 50 kept none of 3 launches at 0.4 (0.6**3 = 22% each)")
+
+
 def test_repo_url():
     assert repo_url("GitHub", "org/repo/feature/with/slash") == "https://github.com/org/repo"
     assert repo_url("Gist", "user/abc123/master") == "https://gist.github.com/user/abc123"

@@ -175,11 +175,21 @@ def _run_simulate(args: argparse.Namespace, console: Console) -> int:
                 why += f"; {errors.count} malformed line(s), first: " + "; ".join(errors.first)
             raise UsageError(why)
         label = "trace:" + ",".join(Path(p).name for p in args.trace)
+        if len(launches) * args.load_scale < 1:
+            raise UsageError(
+                f"--load-scale {args.load_scale:g} keeps fewer than one of the trace's "
+                f"{len(launches)} launch(es) on average: nothing to simulate"
+            )
 
         def factory_for(seed: int) -> Callable[[], Workload]:
             workload = config.apply_to(
                 trace_workload(launches, seed, args.load_scale, model=config.binder, name=label)
             )
+            if not workload.jobs:
+                raise UsageError(
+                    f"--load-scale {args.load_scale:g} kept none of the trace's {len(launches)} "
+                    f"launch(es) at seed {seed}: nothing to simulate"
+                )
             return lambda: workload  # launch jobs hold no pods: one copy serves every policy
 
     _check_outputs(args)  # after every input is checked: a usage error leaves no directory
