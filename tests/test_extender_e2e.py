@@ -501,6 +501,45 @@ def test_forget_node_cli_reaches_the_running_extender(cluster: ControlPlane, tmp
         ext.stop()
 
 
+def test_a_node_created_again_under_its_name_while_no_extender_ran_has_no_history(
+    cluster: ControlPlane,
+) -> None:
+    """A node deleted and created again under the same name (an address reused by the cloud,
+    a machine reinstalled) while no extender watched (a restart, a rollout) is a new machine
+    with an empty image cache. Its predecessor's history once survived in the ConfigMap, and
+    builds were sent to the new node for a cache it never had. The new node's
+    ``creationTimestamp`` says which entries are older than it: they are forgotten, in
+    memory and in the store; the other nodes' entries are kept."""
+    from kubernetes_asyncio import client
+
+    for n in ("node-a", "node-b"):
+        cluster.create_node(n)
+    repo, other = "https://github.com/x/old-machine", "https://github.com/x/kept"
+    ext = extender(cluster)
+    try:
+        ext.call(lambda: ext.service.recorder.record(repo, "node-a"))
+        ext.call(lambda: ext.service.recorder.record(other, "node-b"))
+        wait_for(lambda: {repo, other} <= set(stored_history(cluster)), what="history stored")
+    finally:
+        ext.stop()
+    time.sleep(1.1)  # creationTimestamp is in whole seconds: the new node's is after the build
+    cluster.call(lambda api: client.CoreV1Api(api).delete_node("node-a", grace_period_seconds=0))
+    cluster.create_node("node-a")
+    ext2 = extender(cluster)
+    try:
+        history = lambda r: ext2.call(lambda: ext2.service.recorder.history.nodes_for(r, time.time()))  # noqa: E731
+        wait_for(lambda: history(repo) == [], timeout=10, what="the old machine's history forgotten")
+        wait_for(lambda: repo not in stored_history(cluster), timeout=10, what="forgotten in the store")
+        assert history(other) == ["node-b"]
+        assert stored_history(cluster)[other].keys() == {"node-b"}
+        # a build on the new node counts as any other
+        ext2.call(lambda: ext2.service.recorder.record(repo, "node-a"))
+        wait_for(lambda: "node-a" in stored_history(cluster).get(repo, {}), what="a new build stored")
+        assert history(repo) == ["node-a"]
+    finally:
+        ext2.stop()
+
+
 def test_node_annotation_store_round_trip(cluster: ControlPlane) -> None:
     for n in ("node-a", "node-b"):
         cluster.create_node(n)

@@ -320,3 +320,46 @@ async def test_a_part_whose_write_finds_it_gone_leaves_the_cache() -> None:
     assert rec.history.nodes_for("r", NOW) == ["n"]
     rec.on_part_gone("0")
     assert rec._docs == {} and rec.history.nodes_for("r", NOW) == []
+
+
+@pytest.mark.parametrize("nodes_first", [True, False])
+async def test_entries_older_than_their_node_are_forgotten_once_both_are_known(nodes_first: bool) -> None:
+    # A node deleted and created again under its name while no extender watched: the stored
+    # history of the older machine once survived and drew builds to an empty cache. Whether
+    # the node list or the stored history arrives first, the check runs once both are there.
+    store = MemoryHistoryStore()
+    created = NOW - 3600
+    doc = HistoryDoc(
+        {
+            "old-machine": {"n1": created - 60, "n2": created - 60},
+            "new-machine": {"n1": created + 60},
+            "expired": {"n3": NOW - 30 * 86400},
+        }
+    )
+    await store.write("0", doc, None)
+    rec = HistoryRecorder(store, flush_interval_s=0, clock=lambda: NOW)
+
+    def see_nodes() -> None:
+        rec.node_seen("n1", created)
+        rec.node_seen("n2", created - 7200)  # older than its entries: the same machine
+        rec.node_seen("n3", created)  # its entry is past the TTL: left to expire, no write
+
+    if nodes_first:
+        see_nodes()
+        await rec.load()
+    else:
+        await rec.load()
+        see_nodes()
+        await asyncio.sleep(0)  # the check runs after the rest of the node list
+    assert rec.history.nodes_for("old-machine", NOW) == ["n2"]
+    assert rec.history.nodes_for("new-machine", NOW) == ["n1"]
+    assert rec.pending == [Forget("n1", created)]
+    await rec.flush()
+    stored, _ = await store.read("0")
+    assert stored.repos == {"old-machine": {"n2": created - 60}, "new-machine": {"n1": created + 60}}
+    assert stored.forgotten == {"n1": created}
+    # a late record of the older machine (a replica that saw its build end) stays out
+    await commit(store, [Record("late", "n1", created - 1)], Limits(), now=lambda: NOW)
+    assert "late" not in (await store.read("0"))[0].repos
+    rec.node_seen("n1", created)  # seen again (a resync): nothing older left, nothing written
+    assert rec.check_nodes() == 0 and rec.pending == []

@@ -65,12 +65,14 @@ class BuildHistory:
             del self._repos[repo]
         return True
 
-    def forget_node(self, node: str) -> int:
-        """Drop every entry of ``node`` (deleted, or its image cache pruned). Returns how many."""
+    def forget_node(self, node: str, up_to: float = float("inf")) -> int:
+        """Drop every entry of ``node`` (deleted, or its image cache pruned), or only those
+        dated ``up_to`` or earlier. Returns how many."""
         dropped = 0
         for repo in list(self._repos):
             nodes = self._repos[repo]
-            if node in nodes:
+            when = nodes.get(node)
+            if when is not None and when <= up_to:
                 del nodes[node]
                 dropped += 1
                 if not nodes:

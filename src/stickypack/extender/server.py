@@ -111,6 +111,7 @@ class ExtenderService:
             builder_selector=config.pods.builder_selector,
             on_build_end=self._on_build_end,
             on_node_deleted=self._on_node_deleted,
+            on_node_added=self._on_node_added,
             record_failed=config.pods.record_failed,
             assume_ttl_s=config.cluster.assume_ttl_s,
             dra=config.cluster.dra,
@@ -160,7 +161,14 @@ class ExtenderService:
 
     def _on_node_deleted(self, node: str, when: float) -> None:
         if self.recorder is not None:
+            self.recorder.node_gone(node)
             self.recorder.forget_node(node, when)
+
+    def _on_node_added(self, node: str, created: float | None) -> None:
+        # a node deleted and created again under its name while no extender watched: the
+        # history of the older one is forgotten
+        if self.recorder is not None:
+            self.recorder.node_seen(node, created)
 
     def _on_history_configmap(
         self, kind: str, obj: dict[str, Any], old: Any = None, synthetic: bool = False

@@ -16,6 +16,8 @@
   node as a candidate builder node (:meth:`builder_nodes`);
 - a Node deletion is reported to ``on_node_deleted(name, when)``; a build pod left on it
   that ends afterwards (pod GC deletes it) is not reported: its cache died with the node;
+  a Node new to the cache, to ``on_node_added(name, created)`` (its ``creationTimestamp``,
+  None when unreadable);
 - with ``dra``, the bound pods' DRA claims go to a :class:`~stickypack.kube.dra.NodeDraTracker`
   (:attr:`ClusterCache.dra`), which the ResourceSlice and ResourceClaim informers feed
   too, and which keeps each node's DRA utilization in the table (:meth:`ClusterCache.refresh_dra`).
@@ -263,6 +265,7 @@ class ClusterCache:
         builder_selector: Mapping[str, str] | None = None,
         on_build_end: Callable[[str, str, float, str], None] | None = None,
         on_node_deleted: Callable[[str, float], None] | None = None,
+        on_node_added: Callable[[str, float | None], None] | None = None,
         record_failed: bool = True,
         assume_ttl_s: float = 30.0,
         clock: Callable[[], float] = time.time,
@@ -279,6 +282,7 @@ class ClusterCache:
         )
         self.on_build_end = on_build_end
         self.on_node_deleted = on_node_deleted
+        self.on_node_added = on_node_added
         self.record_failed = record_failed
         self.assume_ttl_s = assume_ttl_s
         #: Wall time, seconds: when builds ended (the history's timestamps).
@@ -313,7 +317,8 @@ class ClusterCache:
                 self.on_node_deleted(name, self.clock())
             return
         known = name in self.table
-        self.table.upsert_node(name, **node_row(obj))
+        row = node_row(obj)
+        self.table.upsert_node(name, **row)
         if not known:
             self.nodeset_version += 1
             self._builders_changed()
@@ -330,6 +335,8 @@ class ClusterCache:
                 if a.node == name and not a.accounted:
                     self.table.add_pod(i, a.pod)
                     a.accounted = True
+            if self.on_node_added is not None:
+                self.on_node_added(name, row["created"])
 
     def _builders_changed(self) -> None:
         self._builder_nodes_cache = None

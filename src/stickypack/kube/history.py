@@ -610,6 +610,10 @@ class HistoryRecorder:
         self._stop = False
         self.flush_errors = 0
         self.dropped_ops = 0
+        #: Nodes seen in the cluster (name -> creationTimestamp) whose history is not yet
+        #: checked for entries older than the node (:meth:`node_seen`).
+        self._unchecked: dict[str, float] = {}
+        self._check_scheduled = False
 
     @property
     def unstored(self) -> int:
@@ -634,6 +638,59 @@ class HistoryRecorder:
         self._touch()
         self._queue(Forget(node, when))
         return dropped
+
+    def node_seen(self, node: str, created: float | None) -> None:
+        """``node`` is in the cluster, created at ``created`` (its ``creationTimestamp``).
+
+        Entries of ``node`` dated before that belong to an older machine of the same name,
+        deleted and created again while no writer watched (a writer that sees the deletion
+        forgets the node then): its image cache went with it, so they are forgotten (a
+        tombstone at ``created``; later builds count). Checked once per node seen, after
+        the history is loaded, in one pass for all the nodes seen meanwhile."""
+        if created is None:
+            return
+        self._unchecked[node] = created
+        if not self.loaded.is_set() or self._check_scheduled:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no loop (a test, a script): check now
+            self.check_nodes()
+            return
+        self._check_scheduled = True
+        loop.call_soon(self.check_nodes)  # the rest of a node list's events come first
+
+    def node_gone(self, node: str) -> None:
+        """``node`` was deleted: nothing to check (:meth:`forget_node` forgets it)."""
+        self._unchecked.pop(node, None)
+
+    def check_nodes(self) -> int:
+        """Forget the entries older than their node of the nodes :meth:`node_seen` since
+        the last check; returns how many nodes had such entries. Entries past the TTL are
+        left to expire (they are not scored)."""
+        self._check_scheduled = False
+        if not self.loaded.is_set() or not self._unchecked:
+            return 0
+        unchecked, self._unchecked = self._unchecked, {}
+        horizon = self.clock() - self.limits.ttl_s
+        oldest: dict[str, float] = {}
+        for _, nodes in self.history.items():
+            for node, when in nodes.items():
+                if node in unchecked and horizon <= when < oldest.get(node, math.inf):
+                    oldest[node] = when
+        stale = sorted(node for node, when in oldest.items() if when < unchecked[node])
+        for node in stale:
+            created = unchecked[node]
+            dropped = self.history.forget_node(node, up_to=created)
+            self._queue(Forget(node, created))
+            log.warning(
+                "build history: node %s was created after %d of its entries; forgetting them "
+                "(an older node of that name, deleted while no extender watched)",
+                node, dropped,
+            )  # fmt: skip
+        if stale:
+            self._touch()
+        return len(stale)
 
     def _queue(self, op: Op) -> None:
         if self.store is None:
@@ -660,6 +717,7 @@ class HistoryRecorder:
         self._docs = dict(await self.store.read_all())
         self._rebuild()
         self.loaded.set()
+        self.check_nodes()
 
     def on_stored(self, part: str, doc: HistoryDoc, version: str | None) -> None:
         """A stored part changed (seen by a watch): rebuild unless it is our own write.
