@@ -197,3 +197,37 @@ def test_a_node_whose_annotations_are_nearly_full_neither_blocks_nor_loses_the_o
     assert 0 < len(crowded) < 100 and "https://github.com/o/r099" in crowded
     annotations = {n["metadata"]["name"]: n["metadata"].get("annotations", {}) for n in cluster.nodes()}
     assert annotations["crowded"]["other.tool/blob"] == blob
+
+
+@pytest.mark.parametrize("kind", ["configmap", "node-annotations"])
+def test_a_forget_is_not_undone_by_a_late_record_of_an_older_build(cluster: ControlPlane, kind: str) -> None:
+    """An image cleaner prunes a node and runs ``forget-node`` while an extender still holds
+    the record of a build that ended there before the prune (its store was slow, or it is a
+    second replica): the record written afterwards must not bring the pruned cache back,
+    while a build after the prune counts. With node annotations the tombstone was not
+    stored, and the late record undid the forget."""
+    cluster.create_node("n1")
+    name = f"h-{uuid.uuid4().hex[:8]}"
+
+    def make_store(api: Any) -> Any:
+        if kind == "configmap":
+            return ConfigMapHistoryStore(api, "default", name)
+        return NodeAnnotationHistoryStore(api)
+
+    async def scenario(api: Any) -> Any:
+        await commit(make_store(api), [Record("https://github.com/o/a", "n1", NOW - 100)], Limits())
+        rec = HistoryRecorder(make_store(api), flush_interval_s=0, clock=lambda: NOW)
+        await rec.load()
+        rec.record("https://github.com/o/b", "n1", NOW - 50)  # ended before the prune, not written yet
+        dropped = await forget_node(make_store(api), "n1", when=NOW - 10)  # the image cleaner
+        await rec.flush()
+        after_late = {r for doc, _ in (await make_store(api).read_all()).values() for r in doc.repos}
+        rec.record("https://github.com/o/c", "n1", NOW)  # built after the prune
+        await rec.flush()
+        after_new = {r for doc, _ in (await make_store(api).read_all()).values() for r in doc.repos}
+        return dropped, after_late, after_new
+
+    dropped, after_late, after_new = run(cluster, scenario)
+    assert dropped == 1
+    assert after_late == set()
+    assert after_new == {"https://github.com/o/c"}

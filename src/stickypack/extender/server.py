@@ -193,9 +193,10 @@ class ExtenderService:
         if kind == "DELETED":
             self.recorder.on_part_gone(str(meta.get("name")))
             return
-        new = (meta.get("annotations") or {}).get(store.annotation)
+        keys = (store.annotation, store.forgotten_annotation)
+        now = meta.get("annotations") or {}
         before = ((old or {}).get("metadata") or {}).get("annotations") or {}
-        if old is not None and before.get(store.annotation) == new:
+        if old is not None and all(before.get(k) == now.get(k) for k in keys):
             return
         doc, version = store.parse_node(obj)
         self.recorder.on_stored(str(meta.get("name")), doc, version)

@@ -23,7 +23,8 @@ Stores (see ``docs/operator-guide.md`` for the measured comparison):
     follow other writers) on ConfigMaps in that namespace.
 :class:`NodeAnnotationHistoryStore`
     each node's annotation ``stickypack.io/build-history``: ``{repo: time}``, bounded to
-    ``max_annotation_bytes``. RBAC: get and patch on Nodes, cluster-wide.
+    ``max_annotation_bytes``, and its tombstone ``stickypack.io/build-history-forgotten``:
+    a time. RBAC: get and patch on Nodes, cluster-wide.
 :class:`MemoryHistoryStore`
     in-process, for tests and ``history.store: memory``; same semantics (resource versions,
     conflicts).
@@ -57,6 +58,9 @@ log = logging.getLogger(__name__)
 DATA_KEY = "history.json"
 DEFAULT_NAME = "stickypack-build-history"
 NODE_ANNOTATION = "stickypack.io/build-history"
+#: The node-annotation store's tombstone: the time (seconds, as text) up to which the node's
+#: builds are forgotten (a late record of an older build is dropped).
+NODE_FORGOTTEN_ANNOTATION = "stickypack.io/build-history-forgotten"
 STORE_LABEL = ("app.kubernetes.io/component", "build-history")
 #: Leave room under the 1 MiB object limit (etcd's request limit is ~1.5 MiB).
 DEFAULT_MAX_BYTES = 900_000
@@ -408,7 +412,9 @@ class ConfigMapHistoryStore:
 class NodeAnnotationHistoryStore:
     """History split by node: annotation ``stickypack.io/build-history`` = ``{repo: time}``.
 
-    A part is a node name; a forget of node N touches only N. The annotation is bounded to
+    A part is a node name; a forget of node N touches only N, and leaves its tombstone in
+    the annotation ``stickypack.io/build-history-forgotten`` (the time, as text), as the
+    ConfigMap store keeps it in its document. The history annotation is bounded to
     ``max_annotation_bytes`` (oldest repos dropped), because all annotations of an object
     share a 256 KiB limit; when the node's other annotations leave less room than that (the
     API server refuses the write, 422), the newest repos that fit are kept. Writes are JSON
@@ -425,6 +431,7 @@ class NodeAnnotationHistoryStore:
 
         self.core = client.CoreV1Api(api_client)
         self.annotation = annotation
+        self.forgotten_annotation = NODE_FORGOTTEN_ANNOTATION
         self.max_annotation_bytes = max_annotation_bytes
         self.writes = 0
         self.conflicts = 0
@@ -435,7 +442,8 @@ class NodeAnnotationHistoryStore:
     def parse_node(self, body: Mapping[str, Any]) -> tuple[HistoryDoc, str | None]:
         meta = body.get("metadata") or {}
         node = str(meta.get("name"))
-        raw = (meta.get("annotations") or {}).get(self.annotation)
+        annotations = meta.get("annotations") or {}
+        raw = annotations.get(self.annotation)
         repos: dict[str, dict[str, float]] = {}
         if raw:
             try:
@@ -456,7 +464,21 @@ class NodeAnnotationHistoryStore:
                     len(skipped),
                     skipped[0],
                 )
-        return HistoryDoc(repos), meta.get("resourceVersion")
+        forgotten: dict[str, float] = {}
+        tombstone = annotations.get(self.forgotten_annotation)
+        if tombstone is not None:
+            try:
+                when = float(tombstone)
+            except (TypeError, ValueError):
+                when = math.nan
+            if math.isfinite(when):
+                forgotten[node] = when
+            else:
+                log.warning(
+                    "node %s: annotation %s: %s is not a time; ignored",
+                    node, self.forgotten_annotation, _brief(tombstone),
+                )  # fmt: skip
+        return HistoryDoc(repos, forgotten), meta.get("resourceVersion")
 
     async def read(self, part: str) -> tuple[HistoryDoc, str | None]:
         from kubernetes_asyncio.client.exceptions import ApiException
@@ -487,9 +509,17 @@ class NodeAnnotationHistoryStore:
         while ordered and len(text) > self.max_annotation_bytes:
             ordered = ordered[max(1, len(ordered) // 20) :]
             text = json.dumps(dict(ordered), separators=(",", ":"))
+        tombstone = doc.forgotten.get(part)
         while True:
             value = text if ordered else None
-            patch: dict[str, Any] = {"metadata": {"annotations": {self.annotation: value}}}
+            patch: dict[str, Any] = {
+                "metadata": {
+                    "annotations": {
+                        self.annotation: value,
+                        self.forgotten_annotation: None if tombstone is None else repr(tombstone),
+                    }
+                }
+            }
             if version is not None:
                 patch["metadata"]["resourceVersion"] = version
             try:
