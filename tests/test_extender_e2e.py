@@ -588,7 +588,12 @@ def test_history_configmap_damaged_or_deleted_by_hand(cluster: ControlPlane) -> 
     try:
         ext.call(lambda: ext.service.recorder.record("https://github.com/o/a", "node-1"))
         wait_for(lambda: "https://github.com/o/a" in stored_history(cluster), what="first write")
-        for garbage in ({"history.json": "{not json"}, {"history.json": "[1, 2]"}, {"other": "x"}):
+        for garbage in (
+            {"history.json": "{not json"},
+            {"history.json": "[1, 2]"},
+            {"other": "x"},
+            {"history.json": ""},
+        ):
             replaced = _configmap_call(cluster, "replace", garbage)
             version = replaced.metadata.resource_version
             wait_for(  # the watch has delivered the damaged document...

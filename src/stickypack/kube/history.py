@@ -133,8 +133,9 @@ class HistoryDoc:
     def parse(cls, text: str | bytes | None, source: str = "build history") -> HistoryDoc:
         """The document stored as ``text``; what is not a valid entry is skipped with one log
         line naming ``source`` (a ConfigMap, a node), so a damaged store never stops the
-        extender: the next write stores only the valid entries."""
-        if not text:
+        extender: the next write stores only the valid entries. No text (None) is an empty
+        history; an empty text, like any other that is not JSON, is unreadable."""
+        if text is None:
             return cls()
         try:
             raw = json.loads(text)
