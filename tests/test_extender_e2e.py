@@ -564,6 +564,39 @@ def test_node_annotation_store_round_trip(cluster: ControlPlane) -> None:
         ext2.stop()
 
 
+def test_a_node_history_annotation_damaged_by_hand_keeps_the_last_good_copy(cluster: ControlPlane) -> None:
+    """As with the ConfigMap: an annotation edited into something unreadable once read as
+    an empty history, wiping the node's entries from memory and, with the next build there,
+    from the store."""
+    from kubernetes_asyncio import client
+
+    cluster.create_node("node-a")
+    first, second = "https://github.com/x/first", "https://github.com/x/second"
+    ext = extender(cluster, history={"store": "node-annotations", "flush_interval_s": 0.05})
+    history = lambda r: ext.call(lambda: ext.service.recorder.history.nodes_for(r, time.time()))  # noqa: E731
+
+    def stored() -> str:
+        (node,) = [n for n in cluster.nodes() if n["metadata"]["name"] == "node-a"]
+        return (node["metadata"].get("annotations") or {}).get("stickypack.io/build-history", "")
+
+    try:
+        ext.call(lambda: ext.service.recorder.record(first, "node-a"))
+        wait_for(lambda: first in stored(), what="the first write")
+        for garbage in ("{not json", "[1, 2]", ""):
+            patch = {"metadata": {"annotations": {"stickypack.io/build-history": garbage}}}
+            node = cluster.call(lambda api, p=patch: client.CoreV1Api(api).patch_node("node-a", p))
+            version = node.metadata.resource_version
+            wait_for(  # the watch has delivered the damaged annotation...
+                lambda v=version: ext.call(lambda: ext.service.recorder._docs["node-a"][1]) == v,
+                what="the damaged annotation to arrive",
+            )
+            assert history(first) == ["node-a"], garbage  # ...and the memory kept the entry
+        ext.call(lambda: ext.service.recorder.record(second, "node-a"))
+        wait_for(lambda: first in stored() and second in stored(), what="the store repaired")
+    finally:
+        ext.stop()
+
+
 def _configmap_call(cluster: ControlPlane, verb: str, body: Any = None) -> Any:
     from kubernetes_asyncio import client
 

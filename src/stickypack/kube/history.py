@@ -446,14 +446,19 @@ class NodeAnnotationHistoryStore:
         annotations = meta.get("annotations") or {}
         raw = annotations.get(self.annotation)
         repos: dict[str, dict[str, float]] = {}
-        if raw:
+        damaged = False
+        if raw is not None:
             try:
                 stored = json.loads(raw)
-            except (ValueError, RecursionError):
+            except (ValueError, RecursionError, TypeError):
                 stored = None
             if not isinstance(stored, dict):
-                log.error("node %s: annotation %s is not a JSON object; ignored", node, self.annotation)
-                stored = {}
+                log.error(
+                    "node %s: annotation %s is not a JSON object; ignored (a last good copy in "
+                    "memory is kept)",
+                    node, self.annotation,
+                )  # fmt: skip
+                stored, damaged = {}, True
             skipped: list[str] = []
             for repo, when in _times(stored, "", skipped).items():
                 repos[repo] = {node: when}
@@ -479,7 +484,7 @@ class NodeAnnotationHistoryStore:
                     "node %s: annotation %s: %s is not a time; ignored",
                     node, self.forgotten_annotation, _brief(tombstone),
                 )  # fmt: skip
-        return HistoryDoc(repos, forgotten), meta.get("resourceVersion")
+        return HistoryDoc(repos, forgotten, damaged=damaged), meta.get("resourceVersion")
 
     async def read(self, part: str) -> tuple[HistoryDoc, str | None]:
         from kubernetes_asyncio.client.exceptions import ApiException
