@@ -59,7 +59,9 @@ class FakeApi:
 
     def read_namespaced_config_map(self, name: str, namespace: str, **kwargs: Any) -> Any:
         if self.history is None:
-            raise RuntimeError("404 not found")
+            from kubernetes.client.exceptions import ApiException
+
+            raise ApiException(status=404, reason="Not Found")
         return model({"data": {"history.json": HistoryDoc(self.history).dumps()}}, "V1ConfigMap")
 
 
@@ -331,6 +333,49 @@ def test_default_scheduler_follows_the_affinity(cluster, shards: int) -> None:
     pod["spec"]["affinity"] = aff
     cluster.create_pod(pod=pod)
     assert cluster.wait_bound(["build-1"])["build-1"] == built
+
+
+@pytest.mark.controlplane
+def test_an_api_server_that_stops_answering_holds_a_build_for_the_bound_not_for_its_retries(
+    cluster,
+) -> None:
+    """The sync kubernetes client BinderHub hands us retries a read that timed out three more
+    times (urllib3's default), so a call given 5 s held the build for 20 s, and a history
+    read one such call per shard. Through a relay that goes silent (a dead API server
+    instance, a partition: no reset), the affinity comes within the documented 5 s: the
+    rendezvous order when the builder nodes are known, else BinderHub's default."""
+    from urllib.parse import urlsplit
+
+    from kubernetes import client, config
+
+    from stickypack.testing import pod_manifest
+    from test_extender_e2e import _FreezingProxy
+
+    cluster.create_node("node-1")
+    pod = pod_manifest("dind-0", labels={"component": "image-builder", "app": "binder"})
+    pod["spec"]["nodeName"] = "node-1"
+    cluster.create_pods([pod])
+    target = urlsplit(cluster.server)
+    proxy = _FreezingProxy((target.hostname or "127.0.0.1", target.port or 443))
+    try:
+        api_client = config.new_client_from_config(config_file=str(cluster.kubeconfig))
+        api_client.configuration.host = f"https://127.0.0.1:{proxy.port}"
+        api = client.CoreV1Api(api_client)
+        sticky = enabled(history_shards=2)
+        assert sticky.builder_nodes(api, "default") == ["node-1"]  # listed while it answers
+        proxy.freeze()
+        started = time.monotonic()
+        affinity = sticky.affinity_for(api, "default", REPO)  # the history read meets the silence
+        held = time.monotonic() - started
+        assert preferred(affinity) == [(100, "node-1")]
+        assert held < REQUEST_TIMEOUT_S + 2, f"the build waited {held:.1f} s"
+        StickyBuilds.clear_cache()  # a new process: the builder nodes not known
+        started = time.monotonic()
+        assert sticky.affinity_for(api, "default", REPO) == default_anti_affinity()
+        held = time.monotonic() - started
+        assert held < REQUEST_TIMEOUT_S + 2, f"the build waited {held:.1f} s"
+    finally:
+        proxy.close()
 
 
 def test_only_running_bound_pods_name_builder_nodes() -> None:

@@ -57,7 +57,8 @@ from stickypack.kube.history import DATA_KEY, DEFAULT_NAME, HistoryDoc
 
 log = logging.getLogger(__name__)
 
-#: Seconds each API call may take (BinderHub waits on get_affinity() before creating the pod).
+#: Seconds the builder list, and the history read (all its shards), may take: BinderHub
+#: waits on get_affinity() before creating the pod.
 REQUEST_TIMEOUT_S = 5.0
 #: Most throttles kept (one per cluster, namespace and selector in practice).
 MAX_THROTTLES = 64
@@ -135,6 +136,30 @@ class Throttle:
 
     def _fresh(self) -> bool:
         return self._at is not None and self.clock() - self._at < self.interval_s
+
+
+def _within(seconds: float, fn: Callable[[], Any], what: str) -> Any:
+    """``fn()``, waited for at most ``seconds`` (then ``TimeoutError``; the call goes on in
+    its daemon thread, and its result is dropped). The sync client's own ``_request_timeout``
+    bounds one attempt only: urllib3 retries a read that timed out three more times, so a
+    call given 5 s took 20 s against an API server that stopped answering."""
+    box: dict[str, Any] = {}
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            box["result"] = fn()
+        except BaseException as exc:  # handed to the caller
+            box["error"] = exc
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name="stickypack-sticky-builds", daemon=True).start()
+    if not done.wait(seconds):
+        raise TimeoutError(f"{what}: no answer within {seconds:g} s")
+    if "error" in box:
+        raise box["error"]
+    return box["result"]
 
 
 def _to_dict(obj: Any) -> dict[str, Any]:
@@ -270,7 +295,8 @@ class StickyBuilds(Configurable):
             items = pods.get("items") if isinstance(pods, dict) else getattr(pods, "items", None)
             return nodes_of_pods(_to_dict(p) for p in items or ())
 
-        return self._throttled(("builders", _cluster_of(api), namespace, self.builder_selector), fetch)
+        key = ("builders", _cluster_of(api), namespace, self.builder_selector)
+        return self._throttled(key, lambda: _within(REQUEST_TIMEOUT_S, fetch, "listing the builder pods"))
 
     def history(self, api: Any, namespace: str) -> BuildHistory | None:
         """stickypack's stored build history, cached; None when absent or unreadable."""
@@ -286,7 +312,15 @@ class StickyBuilds(Configurable):
                     cm = api.read_namespaced_config_map(
                         f"{self.history_name}-{shard}", ns, _request_timeout=REQUEST_TIMEOUT_S
                     )
-                except Exception as exc:  # 404 (no extender) or 403 (no RBAC): no history
+                except Exception as exc:
+                    status = getattr(exc, "status", None)  # the client's ApiException: an answer
+                    if not isinstance(status, int) or status == 0:
+                        # no answer (a timeout, no connection): the other shards would wait too
+                        log.warning(
+                            "stickypack history %s-%s not readable: %s", self.history_name, shard, exc
+                        )
+                        break
+                    # 404 (no extender) or 403 (no RBAC): no history there
                     log.debug("stickypack history %s-%s not readable: %s", self.history_name, shard, exc)
                     continue
                 data = cm.get("data") if isinstance(cm, dict) else getattr(cm, "data", None)
@@ -297,7 +331,7 @@ class StickyBuilds(Configurable):
             return hist if found else None
 
         key = ("history", _cluster_of(api), ns, self.history_name, self.history_shards)
-        return self._throttled(key, fetch)
+        return self._throttled(key, lambda: _within(REQUEST_TIMEOUT_S, fetch, "reading the build history"))
 
     # ---- the affinity ----------------------------------------------------------------------
 
