@@ -626,6 +626,7 @@ def test_history_configmap_damaged_or_deleted_by_hand(cluster: ControlPlane) -> 
             {"history.json": "[1, 2]"},
             {"other": "x"},
             {"history.json": ""},
+            {"history.json": '{"version": 1, "repos": ["https://github.com/o/a"]}'},
         ):
             replaced = _configmap_call(cluster, "replace", garbage)
             version = replaced.metadata.resource_version

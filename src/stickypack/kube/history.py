@@ -123,7 +123,8 @@ NO_LIMITS = Limits(ttl_s=math.inf, max_nodes_per_repo=2**31, max_repos=2**31, ma
 @dataclass
 class HistoryDoc:
     """One stored document. ``damaged``: what was stored could not be read at all (not JSON,
-    not an object, the key missing); the recorder then keeps its last good copy."""
+    not an object, its ``repos`` not an object, the key missing); the recorder then keeps
+    its last good copy."""
 
     repos: dict[str, dict[str, float]] = field(default_factory=dict)
     forgotten: dict[str, float] = field(default_factory=dict)
@@ -145,6 +146,8 @@ class HistoryDoc:
             return cls._unreadable(source, "is nested too deeply")
         if not isinstance(raw, dict):
             return cls._unreadable(source, "is not a JSON object")
+        if raw.get("repos") is not None and not isinstance(raw["repos"], Mapping):
+            return cls._unreadable(source, "has no object of repos")
         skipped: list[str] = []
         repos: dict[str, dict[str, float]] = {}
         for repo, nodes in _mapping(raw.get("repos"), "repos", skipped).items():
