@@ -3,7 +3,6 @@ computed from ResourceSlice and ResourceClaim dicts as the API serves them."""
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 import numpy as np
@@ -119,11 +118,13 @@ def test_partitionable_pool_averages_counter_sets_most_consumed_counter() -> Non
 
 def test_a_counter_consumed_past_a_floats_range_weighs_its_node_as_full_not_an_exception() -> None:
     """A partition consuming a counter written with 400 digits (the API server takes any
-    length; an exponent is clamped at 1e40 by parse_quantity, digits are not) over a set of
-    4: the autoscaler's AsApproximateFloat64 makes it +Inf, so the node is busy. Its float
-    once raised OverflowError out of dra_utilization, and so out of each of the extender's
-    decisions (``cluster.dra``). Its reading is the largest float (busy, and a number a JSON
-    report can hold), for each of two such sets too (their sum no overflow)."""
+    length) over a set of 4: the autoscaler's AsApproximateFloat64 makes it +Inf, so the
+    node is busy. Its float once raised OverflowError out of dra_utilization, and so out of
+    each of the extender's decisions (``cluster.dra``). parse_quantity now saturates such a
+    number at 1e40, as it does a huge exponent: the node's reading is that over the set's 4,
+    shared by its two sets (busy), and with both partitions claimed twice that. A ratio past
+    a float's range (a 100-digit number with an exponent over a tiny fraction) reads as the
+    largest float (busy, and a number a JSON report can hold)."""
     huge = "1" + "0" * 400
     sets = [{"name": f"gpu-{k}", "counters": {"memory": {"value": "4"}}} for k in range(2)]
     parts = [
@@ -137,7 +138,16 @@ def test_a_counter_consumed_past_a_floats_range_weighs_its_node_as_full_not_an_e
     for claimed in (("p0",), ("p0", "p1")):
         reading = dra_utilization(slices, [_claim("c", *(("n1", p) for p in claimed))])
         node = reading.nodes["n1"]
-        assert (node.utilization, node.error, reading.problems) == (sys.float_info.max, None, [])
+        assert (node.error, reading.problems) == (None, [])
+        assert node.utilization == pytest.approx(1e40 / 4 / 2 * len(claimed))
+    # A ratio past a float's range still: 1e240 consumed of a set of 1e-238.
+    sets[0]["counters"]["memory"]["value"] = "0." + "0" * 97 + "1e-140"
+    parts[0]["consumesCounters"][0]["counters"]["memory"]["value"] = "9" * 100 + "e140"
+    reading = dra_utilization([_slice("s", "n1", parts, shared=sets)], [_claim("c", ("n1", "p0"))])
+    assert (reading.nodes["n1"].utilization, reading.nodes["n1"].error) == (
+        float(np.finfo(np.float64).max),
+        None,
+    )
 
 
 def test_incomplete_pool_is_an_error_for_its_node_and_old_generations_are_dropped() -> None:

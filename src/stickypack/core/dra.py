@@ -270,8 +270,9 @@ _LARGEST = float(np.finfo(np.float64).max)
 
 
 def _float(ratio: Fraction) -> float:
-    """``ratio`` as a float, +-inf past a float's range (a quantity may have any number of
-    digits), as the autoscaler's ``AsApproximateFloat64`` quotients."""
+    """``ratio`` as a float, +-inf past a float's range, as the autoscaler's
+    ``AsApproximateFloat64`` quotients (a quantity of 100 digits and an exponent over one
+    written as a tiny fraction can exceed it)."""
     try:
         return float(ratio)
     except OverflowError:
