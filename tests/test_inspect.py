@@ -874,6 +874,55 @@ def test_inspect_build_pod_reads_the_extenders_history(
 
 
 @pytest.mark.controlplane
+def test_inspect_leaves_out_history_older_than_its_node(
+    cluster: ControlPlane, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An entry dated before its node was created is an earlier machine's of that name
+    (deleted and created again while no extender watched): ``inspect`` leaves it out, as
+    the extender forgets it, and says so, writing nothing to the store."""
+    import time
+
+    from stickypack.kube.history import ConfigMapHistoryStore, HistoryRecorder
+
+    name = f"inspect-older-{uuid.uuid4().hex[:6]}"
+    repo = "https://github.com/org/older"
+    for node in ("n1", "n2", "n3"):
+        cluster.create_node(node, cpu="8", memory="32Gi")
+    stored: list[list[tuple[str, dict[str, float]]]] = []
+
+    async def record(api: object) -> None:
+        recorder = HistoryRecorder(ConfigMapHistoryStore(api, "default", name), flush_interval_s=0)
+        recorder.record(repo, "n2", time.time() - 3600)  # an hour before n2 was created
+        await recorder.flush()
+
+    async def read(api: object) -> None:
+        recorder = HistoryRecorder(ConfigMapHistoryStore(api, "default", name))
+        await recorder.load()
+        stored.append(list(recorder.history.items()))
+
+    cluster.call(record)
+    config = tmp_path / "extender.yaml"
+    config.write_text(yaml.safe_dump({"history": {"namespace": "default", "name": name}}))
+    build = pod_manifest("build-1", cpu="1", memory="1Gi", labels={"component": "binderhub-build"})
+    build["metadata"]["annotations"] = {"binder-repo": repo}
+    path = tmp_path / "build.yaml"
+    path.write_text(yaml.safe_dump(build))
+    argv = ["inspect", "--kubeconfig", str(cluster.kubeconfig), "--pod", str(path), "--json"]
+    assert main([*argv, "--config", str(config)]) == 0
+    with_config = json.loads(capsys.readouterr().out)
+    assert (
+        with_config["history"] == "from the extender's store (left out: entries older than their node on n2)"
+    )
+    assert main(argv) == 0  # no history at all: the same scores
+    without = json.loads(capsys.readouterr().out)
+    assert [n["scores"] for n in with_config["nodes"]] == [n["scores"] for n in without["nodes"]]
+    cluster.call(read)
+    assert [(r, dict(nodes)) for r, nodes in stored[0]] == [
+        (repo, {"n2": pytest.approx(time.time() - 3600, abs=60)})
+    ]
+
+
+@pytest.mark.controlplane
 def test_inspect_given_profile_runs_its_own_mutators(
     cluster: ControlPlane, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

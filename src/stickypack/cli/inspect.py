@@ -325,6 +325,18 @@ async def _inspect_cluster(
         return _node_report_json(args, snap, threshold)
     table = snap.cache.table
     assert policy is not None
+    history_note = "from the extender's store" if history is not None else "none (give --config)"
+    if history is not None:
+        # as the extender does (HistoryRecorder.check_nodes), in memory only: entries older
+        # than their node are an earlier machine's of that name, deleted while no extender
+        # watched, and its image cache went with it
+        older = []
+        for node, i in table.index.items():
+            created = float(table.created[i])  # 0: not known
+            if created > 0 and history.forget_node(node, up_to=created):
+                older.append(node)
+        if older:
+            history_note += f" (left out: entries older than their node on {', '.join(sorted(older))})"
     tracker = snap.cache.dra
     if tracker is not None and snap.dra is not None:  # fed as the extender's informers feed it
         for obj in snap.dra.slices:
@@ -354,7 +366,7 @@ async def _inspect_cluster(
             {"node": v.node, "filtered_by": v.filtered_by, "scores": dict(v.scores), "total": v.total}
             for v in explanation.verdicts
         ],
-        "history": "from the extender's store" if history is not None else "none (give --config)",
+        "history": history_note,
         "unreadable_pods": snap.unreadable,
         "dra_read": (snap.dra is not None) if args.dra else None,
     }
