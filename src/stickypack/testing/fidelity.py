@@ -96,21 +96,33 @@ class Case:
         lines = [f"case {self.index}: real kube-scheduler chose {self.chosen}, policy's best {self.top}"]
         for n in self.nodes:
             on = [p for p in self.bound if p["spec"]["nodeName"] == n["name"]]
-            reqs = [p["spec"]["containers"][0]["resources"].get("requests", {}) for p in on]
+            reqs = [
+                {
+                    **p["spec"]["containers"][0]["resources"].get("requests", {}),
+                    **p["metadata"].get("labels", {}),
+                }
+                for p in on
+            ]
             lines.append(
                 f"  node {n['name']} cpu={n['cpu']} memory={n['memory']} labels={n['labels']} "
                 f"taints={n['taints']} score={self.scores.get(n['name'])} pods={reqs}"
             )
+            if n.get("extended") or n.get("ephemeral_storage"):
+                lines.append(
+                    f"    ephemeral-storage={n.get('ephemeral_storage')} extended={n.get('extended')}"
+                )
             if n.get("images"):
                 lines.append(f"    images={[(i['names'], i['sizeBytes']) for i in n['images']]}")
         spec = self.pod["spec"]
         lines.append(
             f"  pod requests={spec['containers'][0]['resources'].get('requests', {})} "
             f"tolerations={spec.get('tolerations')} affinity={spec.get('affinity')} "
-            f"nodeSelector={spec.get('nodeSelector')}"
+            f"nodeSelector={spec.get('nodeSelector')} schedulerName={spec.get('schedulerName')}"
         )
         if self.lists_images:
             lines.append(f"  pod images={list(Pod.from_dict(self.pod).images)}")
+        if spec.get("initContainers"):
+            lines.append(f"  init containers={[c.get('resources', {}) for c in spec['initContainers']]}")
         return "\n".join(lines)
 
 
@@ -119,7 +131,13 @@ def _node_table(cases: Sequence[Case]) -> NodeTable:
     table = NodeTable()
     for n in (n for case in cases for n in case.nodes):
         alloc = parse_resource_list(
-            {"cpu": n["cpu"], "memory": n["memory"], "pods": "110", "ephemeral-storage": "100Gi"}
+            {
+                "cpu": n["cpu"],
+                "memory": n["memory"],
+                "pods": "110",
+                "ephemeral-storage": n.get("ephemeral_storage", "100Gi"),
+                **n.get("extended", {}),
+            }
         )
         labels = {
             "kubernetes.io/hostname": n["name"],
@@ -353,7 +371,7 @@ def wait_scheduler_cache(
 
 def run_cases(
     cp: ControlPlane,
-    policy: Policy,
+    policy: Policy | Callable[[Case], Policy],
     scheduler_name: str,
     cases: int,
     seed: int,
@@ -361,6 +379,7 @@ def run_cases(
     settle_timeout_s: float = 30.0,
     on_case: Callable[[Case], None] | None = None,
     images: bool = False,
+    draw: Callable[[random.Random, int], Case] | None = None,
 ) -> list[Case]:
     """Run ``cases`` random cases against the real scheduler serving ``scheduler_name``
     (already started on ``cp``, a cluster with no nodes or pods); returns them with the real
@@ -368,14 +387,22 @@ def run_cases(
     list images and pods run them (:func:`random_case`). A batch's pods are created once
     the scheduler's cache is seen empty and then holding exactly the batch's nodes and
     bound pods (so a reading from before the batch cannot pass); ``ControlPlaneError``
-    after ``settle_timeout_s`` seconds of either wait."""
+    after ``settle_timeout_s`` seconds of either wait.
+
+    ``draw(rng, index)``: makes each case instead of :func:`random_case` (a node dict may
+    then also give ``ephemeral_storage`` and ``extended`` resources, and the pod its own
+    ``schedulerName``, another profile of the same scheduler); ``policy`` may then be a
+    function giving the policy that scores a case."""
     rng = random.Random(seed)
     done: list[Case] = []
     handles = [h for h in cp.schedulers if scheduler_name in h.scheduler_names]
     if not handles:
         raise ValueError(f"no running scheduler serves {scheduler_name!r}")
     for start in range(0, cases, batch):
-        group = [random_case(rng, i, scheduler_name, images) for i in range(start, min(start + batch, cases))]
+        group = [
+            draw(rng, i) if draw is not None else random_case(rng, i, scheduler_name, images)
+            for i in range(start, min(start + batch, cases))
+        ]
         wait_scheduler_cache(cp, handles, 0, 0, settle_timeout_s)
         try:
             for case in group:
@@ -387,6 +414,8 @@ def run_cases(
                         labels=n["labels"],
                         taints=n["taints"],
                         images=n.get("images"),
+                        ephemeral_storage=n.get("ephemeral_storage", "100Gi"),
+                        extended=n.get("extended"),
                     )
             nodes = sum(len(case.nodes) for case in group)
             # the nodes first: a bound pod seen before its node makes a placeholder entry
@@ -403,7 +432,7 @@ def run_cases(
                 placed = {k: v for k, v in cp.placements().items() if k in set(names) and v}
             for case in group:
                 case.chosen = placed.get(case.pod["metadata"]["name"])
-                case.top = score_case(case, policy, group)
+                case.top = score_case(case, policy if isinstance(policy, Policy) else policy(case), group)
                 done.append(case)
                 if on_case is not None:
                     on_case(case)

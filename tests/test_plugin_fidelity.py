@@ -1,0 +1,120 @@
+"""Each kube-scheduler plugin of the core, with arguments the built-in policies never give
+it, picks the nodes the real kube-scheduler picks.
+
+Per family of :mod:`stickypack.testing.plugin_fidelity` (RequestedToCapacityRatio shapes,
+LeastAllocated / MostAllocated resource weights with GPUs and other extended resources,
+BalancedAllocation over extended resources, several PreferNoSchedule taints, weighted
+preferred node affinity with ``matchFields``, BinderHub's build anti-affinity), a few
+random cases on the real kube-scheduler running the family's profiles; the node it binds
+must be among the policy's best. ``benchmarks/fidelity.py --families all --cases 300``
+runs the long version.
+"""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from stickypack.core.policy import policy_from_yaml
+from stickypack.policies import load_builtin
+from stickypack.render import scheduler_config
+from stickypack.testing.fidelity import agreement
+from stickypack.testing.plugin_fidelity import FAMILIES, decisive, kube_scheduler_profile, run_family
+
+FAMILY_CASES = 16
+
+
+@pytest.mark.controlplane
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_plugin_family_agrees_with_kube_scheduler(cluster, family):
+    cases = run_family(cluster, FAMILIES[family], FAMILY_CASES, seed=7, batch=FAMILY_CASES)
+    bad = [c.describe() for c in cases if not c.agrees]
+    assert len(cases) == FAMILY_CASES
+    assert all(c.chosen is not None for c in cases), "\n".join(bad)
+    assert agreement(cases) == 1.0, "\n".join(bad)
+    # the policy's best are fewer than the feasible nodes in enough cases to tell
+    assert sum(map(decisive, cases)) >= FAMILY_CASES // 3
+
+
+def test_every_family_policy_renders_and_every_profile_is_served():
+    """Each family's policies load and render (profile names unique within the family), and
+    every profile gets cases."""
+    for family in FAMILIES.values():
+        policies = family.load()
+        names = [p.profiles[0].name for p in policies]
+        assert len(set(names)) == len(names), family.name
+        for policy in policies:
+            rendered = kube_scheduler_profile(policy.profiles[0])
+            assert rendered["plugins"]["score"]["disabled"] == [{"name": "*"}]
+            assert rendered["schedulerName"] == policy.profiles[0].name
+
+
+def test_the_z2jh_user_profile_renders_as_render_writes_it():
+    """The translation of a policy profile and ``render``'s own z2jh profile enable the same
+    score plugins with the same weights and arguments."""
+    ours = kube_scheduler_profile(load_builtin("z2jh").profiles[1], "z2jh")
+    theirs = scheduler_config(["z2jh"])["profiles"][0]
+    weights = {e["name"]: e["weight"] for e in ours["plugins"]["score"]["enabled"]}
+    assert weights == {
+        **{e["name"]: e["weight"] for e in theirs["plugins"]["score"]["enabled"]},
+        "TaintToleration": 3,  # kept at its default weight by render, named by the policy
+    }
+    assert ours["pluginConfig"] == theirs["pluginConfig"]
+    assert "filter" not in ours["plugins"]
+
+
+POLICY = """
+name: p
+profiles:
+  - name: p
+    filters: [NodeUnschedulable, NodeResourcesFit, {filters}]
+    score:
+{score}
+"""
+
+
+@pytest.mark.parametrize(
+    ("filters", "score", "message"),
+    [
+        ("ScaleDownAware", "      - TaintToleration", "filters .'ScaleDownAware'. are not kube-scheduler's"),
+        ("NodeAffinity", "      - BuildLocality", "score plugin BuildLocality is not kube-scheduler's"),
+        ("NodeAffinity", "      - LeastAllocated\n      - MostAllocated", "NodeResourcesFit scores twice"),
+        (
+            "NodeAffinity",
+            "      - {plugin: NodeResourcesBalancedAllocation, args: {resources: {cpu: 2, memory: 1}}}",
+            "kube-scheduler takes weight 1 only",
+        ),
+    ],
+)
+def test_what_a_kube_scheduler_profile_cannot_hold_is_refused(filters, score, message):
+    policy = policy_from_yaml(POLICY.format(filters=filters, score=score))
+    with pytest.raises(ValueError, match=message):
+        kube_scheduler_profile(policy.profiles[0])
+
+
+def test_left_out_filters_are_disabled_and_weight_zero_scorers_left_out():
+    policy = policy_from_yaml(
+        POLICY.format(
+            filters="NodeReady",
+            score="      - {plugin: TaintToleration, weight: 0}\n"
+            "      - {plugin: RequestedToCapacityRatio, weight: 4}",
+        )
+    )
+    rendered = kube_scheduler_profile(policy.profiles[0])
+    disabled = [{"name": "NodeAffinity"}, {"name": "TaintToleration"}]
+    assert rendered["plugins"]["filter"] == {"disabled": disabled}
+    assert rendered["plugins"]["score"]["enabled"] == [{"name": "NodeResourcesFit", "weight": 4}]
+    assert yaml.safe_load(yaml.safe_dump(rendered["pluginConfig"])) == [
+        {
+            "name": "NodeResourcesFit",
+            "args": {
+                "scoringStrategy": {
+                    "type": "RequestedToCapacityRatio",
+                    "resources": [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}],
+                    "requestedToCapacityRatio": {
+                        "shape": [{"utilization": 0, "score": 0}, {"utilization": 100, "score": 10}]
+                    },
+                }
+            },
+        }
+    ]
