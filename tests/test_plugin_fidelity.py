@@ -118,3 +118,70 @@ def test_left_out_filters_are_disabled_and_weight_zero_scorers_left_out():
             },
         }
     ]
+
+
+EMPTY_RESOURCES = """
+name: {name}
+profiles:
+  - name: {name}
+    filters: [NodeUnschedulable, NodeResourcesFit, NodeAffinity, TaintToleration]
+    score:
+      - plugin: {plugin}
+        args: {{resources: {{}}}}
+"""
+
+
+@pytest.mark.controlplane
+def test_empty_resources_mean_cpu_and_memory_as_in_kube_scheduler(cluster):
+    """kube-scheduler's v1 defaulting gives NodeResourcesFit's scoring strategy and
+    NodeResourcesBalancedAllocation an empty ``resources`` list cpu and memory at weight 1
+    (it starts with such a profile): LeastAllocated sends the pod to the emptier node,
+    BalancedAllocation to the node whose balance it improves. The policies read an empty
+    ``resources`` the same way, so their best is the node kube-scheduler binds."""
+    from stickypack.core import NodeTable, Pod, SchedulingContext
+    from stickypack.core.resources import parse_resource_list
+    from stickypack.testing.controlplane import pod_manifest
+    from stickypack.testing.fidelity import wait_scheduler_cache
+    from stickypack.testing.plugin_fidelity import kube_scheduler_config
+
+    policies = {
+        name: policy_from_yaml(EMPTY_RESOURCES.format(name=name, plugin=plugin))
+        for name, plugin in (("least", "LeastAllocated"), ("balanced", "NodeResourcesBalancedAllocation"))
+    }
+    handle = cluster.start_scheduler(kube_scheduler_config(list(policies.values())))
+    table = NodeTable()
+    fillers = []
+    for group in policies:
+        # `cpu`: half its cpu requested; `memory`: half its memory
+        for node, (cpu, memory) in (("cpu", ("2", "512Mi")), ("memory", ("250m", "8Gi"))):
+            name = f"{group}-{node}"
+            cluster.create_node(name, cpu="4", memory="16Gi", labels={"for": group})
+            allocatable = parse_resource_list({"cpu": "4", "memory": "16Gi", "pods": "110"})
+            table.upsert_node(name, allocatable, labels={"for": group})
+            filler = pod_manifest(f"{name}-filler", cpu=cpu, memory=memory)
+            filler["spec"]["nodeName"] = name
+            fillers.append(filler)
+            table.add_pod(table.slot(name), Pod.from_dict(filler))
+    cluster.create_pods(fillers)
+    wait_scheduler_cache(cluster, [handle], len(table), len(fillers), 30)
+    # a memory-heavy pod: LeastAllocated (cpu and memory) prefers `cpu`, whose memory is
+    # free; BalancedAllocation prefers `cpu` too, whose balance the pod's memory restores
+    pods = {
+        group: pod_manifest(
+            f"{group}-pod", cpu="250m", memory="6Gi", scheduler_name=group, node_selector={"for": group}
+        )
+        for group in policies
+    }
+    cluster.create_pods(list(pods.values()))
+    chosen = cluster.wait_bound([p["metadata"]["name"] for p in pods.values()])
+    for group, policy in policies.items():
+        pod = Pod.from_dict(pods[group])
+        profile = policy.profiles[0]
+        idx = profile.feasible(pod, table, SchedulingContext())
+        totals = profile.scores(pod, table, idx, SchedulingContext())
+        best = set(table.node_names(idx[totals == totals.max()]))
+        assert chosen[f"{group}-pod"] == f"{group}-cpu", (group, chosen)  # kube-scheduler
+        assert best == {f"{group}-cpu"}, (
+            group,
+            dict(zip(table.node_names(idx), totals.tolist(), strict=True)),
+        )

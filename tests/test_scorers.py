@@ -81,6 +81,16 @@ def test_resource_weights_enter_the_mean():
     assert scores(MostAllocated({"cpu": 1, "memory": 3}), pod(), t)[0] == (37 + 87 * 3) // 4
 
 
+@pytest.mark.parametrize("empty", [{}, []])
+def test_empty_resources_are_cpu_and_memory_as_kube_scheduler_defaults_them(empty):
+    """kube-scheduler's v1 defaulting fills an empty ``resources`` list with cpu and memory,
+    weight 1 (tests/test_plugin_fidelity.py checks it on the real scheduler)."""
+    t = two_nodes(n1_mem=6 * Gi)
+    for make in (LeastAllocated, MostAllocated, RequestedToCapacityRatio, BalancedAllocation):
+        assert make(empty).resources == [("cpu", 1), ("memory", 1)], make
+        assert scores(make(empty), pod(), t) == scores(make(), pod(), t), make
+
+
 def test_over_requested_node():
     t = NodeTable()
     t.upsert_node("n", {"cpu": 1000, "memory": 1 * Gi, "pods": 110})

@@ -28,8 +28,10 @@ def go_div(num: np.ndarray, den: int | np.ndarray) -> np.ndarray:
 
 def resource_weights(raw: Any, default: Sequence[tuple[str, int]]) -> list[tuple[str, int]]:
     """A plugin's ``resources`` argument (a mapping or kube's list of ``{name, weight}``) as
-    ``(resource, weight)`` pairs; ``default`` when absent."""
-    if raw is None:
+    ``(resource, weight)`` pairs; ``default`` when absent or empty (kube-scheduler's v1
+    defaulting gives an empty list cpu and memory, weight 1, for NodeResourcesFit and
+    NodeResourcesBalancedAllocation alike)."""
+    if raw is None or (isinstance(raw, Mapping | list) and not raw):
         return list(default)
     if isinstance(raw, Mapping):
         items = list(raw.items())
