@@ -356,6 +356,16 @@ def test_policy_names_and_weights_that_say_nothing_are_refused(text, message):
         ("{plugin: LeastAllocated, weight: 100000000000000000000000}", "weight: Input should be less than"),
         ("{plugin: LeastAllocated, args: {resources: [{weight: 1}]}}", "resources as a list is of"),
         ("{plugin: MostAllocated, args: {resources: {cpu: 101}}}", "of 'cpu' must be an integer in 1..100"),
+        # kube-scheduler refuses to start with these (ValidateNodeResourcesBalancedAllocationArgs);
+        # the weights were once taken and ignored
+        (
+            "{plugin: NodeResourcesBalancedAllocation, args: {resources: {cpu: 2, memory: 1}}}",
+            "resource weight of 'cpu' is 2; kube-scheduler takes 1 only",
+        ),
+        (
+            "{plugin: NodeResourcesBalancedAllocation, args: {resources: [{name: cpu}, {name: cpu}]}}",
+            "resource 'cpu' is given twice",
+        ),
         # an infinite utilization once crashed with OverflowError; 2.5 was cut to 2
         (
             "{plugin: RequestedToCapacityRatio, args: {shape: [{utilization: .inf, score: 1}]}}",

@@ -79,11 +79,6 @@ profiles:
         ("ScaleDownAware", "      - TaintToleration", "filters .'ScaleDownAware'. are not kube-scheduler's"),
         ("NodeAffinity", "      - BuildLocality", "score plugin BuildLocality is not kube-scheduler's"),
         ("NodeAffinity", "      - LeastAllocated\n      - MostAllocated", "NodeResourcesFit scores twice"),
-        (
-            "NodeAffinity",
-            "      - {plugin: NodeResourcesBalancedAllocation, args: {resources: {cpu: 2, memory: 1}}}",
-            "kube-scheduler takes weight 1 only",
-        ),
     ],
 )
 def test_what_a_kube_scheduler_profile_cannot_hold_is_refused(filters, score, message):
@@ -185,3 +180,51 @@ def test_empty_resources_mean_cpu_and_memory_as_in_kube_scheduler(cluster):
             group,
             dict(zip(table.node_names(idx), totals.tolist(), strict=True)),
         )
+
+
+@pytest.mark.parametrize(
+    ("resources", "refused"),
+    [
+        (
+            [{"name": "cpu", "weight": 2}, {"name": "memory", "weight": 1}],
+            "weight: Invalid value: 2: must be 1",
+        ),
+        ([{"name": "cpu", "weight": 1}, {"name": "cpu", "weight": 1}], "Duplicate value"),
+        ([], None),  # defaulted to cpu and memory
+    ],
+)
+def test_kube_scheduler_refuses_the_balanced_allocation_weights_policies_refuse(tmp_path, resources, refused):
+    """kube-scheduler will not start with NodeResourcesBalancedAllocation weights other than
+    1 or a resource named twice (so a policy refuses them too), and takes an empty list: its
+    configuration check, the binary run with a kubeconfig it cannot read."""
+    import subprocess
+
+    from conftest import needs_binaries
+
+    binary = needs_binaries("kube-scheduler")["kube-scheduler"]
+    config = {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "clientConnection": {"kubeconfig": str(tmp_path / "absent")},
+        "leaderElection": {"leaderElect": False},
+        "profiles": [
+            {
+                "schedulerName": "x",
+                "pluginConfig": [
+                    {"name": "NodeResourcesBalancedAllocation", "args": {"resources": resources}}
+                ],
+            }
+        ],
+    }
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    run = subprocess.run(
+        [binary, f"--config={path}", "--secure-port=0"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert run.returncode != 0
+    # past the configuration check, it stops at the kubeconfig
+    assert (refused or "absent: no such file") in run.stderr, run.stderr

@@ -83,13 +83,12 @@ def kube_scheduler_profile(profile: Profile, scheduler_name: str | None = None) 
     does not list (:data:`KUBE_FILTERS`) are disabled. Arguments: NodeResourcesFit's
     ``strategy``, ``resources`` and ``shape`` become ``scoringStrategy`` (``type``,
     ``resources`` as ``{name, weight}``, ``requestedToCapacityRatio.shape``);
-    NodeResourcesBalancedAllocation's ``resources`` its ``resources`` (kube-scheduler takes
-    weight 1 only). Mutators are not scheduler settings (BinderHub's affinity is on the pod
+    NodeResourcesBalancedAllocation's ``resources`` its ``resources`` (weight 1 each, as
+    both take them only). Mutators are not scheduler settings (BinderHub's affinity is on the pod
     it creates) and are left out.
 
     Raises ``ValueError`` for what a kube-scheduler profile cannot hold: a plugin that is
-    not kube-scheduler's (stickypack's own run in the extender), a scorer named twice, or
-    BalancedAllocation resource weights other than 1."""
+    not kube-scheduler's (stickypack's own run in the extender) or a scorer named twice."""
     described = profile.describe()
     where = f"profile {profile.name}"
     names = [f["plugin"] for f in described["filters"]]
@@ -117,12 +116,7 @@ def kube_scheduler_profile(profile: Profile, scheduler_name: str | None = None) 
             if args["strategy"] == "RequestedToCapacityRatio":
                 strategy["requestedToCapacityRatio"] = {"shape": args["shape"]}
             plugin_config.append({"name": name, "args": {"scoringStrategy": strategy}})
-        elif name == "NodeResourcesBalancedAllocation":
-            if any(w != 1 for w in args["resources"].values()):
-                raise ValueError(
-                    f"{where}: NodeResourcesBalancedAllocation resource weights {args['resources']}; "
-                    "kube-scheduler takes weight 1 only"
-                )
+        elif name == "NodeResourcesBalancedAllocation":  # weights are 1 (the policy checks it)
             plugin_config.append({"name": name, "args": {"resources": _resource_specs(args["resources"])}})
     plugins: dict[str, Any] = {"score": {"disabled": [{"name": "*"}], "enabled": enabled}}
     off = [{"name": n} for n in KUBE_FILTERS if n not in names]

@@ -314,13 +314,23 @@ class BalancedAllocation(ScorePlugin):
     ``balance(f) = int((1 - std(f)) * 100)`` over the requested fractions ``f`` per resource
     (real requests, capped at 1; for two resources ``std = |f1 - f2| / 2``); the score is
     ``50 + (50 + balance(with pod) - balance(without pod)) / 2``. Skipped for pods that
-    request none of the resources.
+    request none of the resources. Every resource weighs 1 (``resources`` names them; a
+    weight other than 1 is refused, as kube-scheduler refuses it).
     """
 
     name = "NodeResourcesBalancedAllocation"
 
     def __init__(self, resources: Any = None) -> None:
         self.resources = resource_weights(resources, ((CPU, 1), (MEMORY, 1)))
+        # kube-scheduler weighs no resource here and refuses to start with a weight other
+        # than 1 or a resource named twice (ValidateNodeResourcesBalancedAllocationArgs)
+        seen: set[str] = set()
+        for name, weight in self.resources:
+            if weight != 1:
+                raise PluginArgsError(f"resource weight of {name!r} is {weight}; kube-scheduler takes 1 only")
+            if name in seen:
+                raise PluginArgsError(f"resource {name!r} is given twice")
+            seen.add(name)
         self._cpu_memory = [name for name, _ in self.resources] == [CPU, MEMORY]
         self._memo = ScoreMemo()
 
