@@ -21,7 +21,7 @@ from stickypack.render import scheduler_config
 from stickypack.testing.fidelity import agreement
 from stickypack.testing.plugin_fidelity import FAMILIES, decisive, kube_scheduler_profile, run_family
 
-FAMILY_CASES = 16
+FAMILY_CASES = 12
 
 
 @pytest.mark.controlplane
