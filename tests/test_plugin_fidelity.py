@@ -228,3 +228,102 @@ def test_kube_scheduler_refuses_the_balanced_allocation_weights_policies_refuse(
     assert run.returncode != 0
     # past the configuration check, it stops at the kubeconfig
     assert (refused or "absent: no such file") in run.stderr, run.stderr
+
+
+TWO_PROFILES = """
+name: mine
+profiles:
+  - name: mine-pack
+    filters: [NodeUnschedulable, NodeResourcesFit, NodeAffinity, TaintToleration]
+    score:
+      - plugin: RequestedToCapacityRatio
+        weight: 2
+        args: {shape: [{utilization: 0, score: 0}, {utilization: 100, score: 10}]}
+      - {plugin: TaintToleration, weight: 1}
+  - name: mine-spread
+    filters: [NodeUnschedulable, NodeResourcesFit, NodeAffinity, TaintToleration]
+    score:
+      - {plugin: LeastAllocated, weight: 1, args: {resources: {cpu: 1, memory: 1}}}
+"""
+
+
+@pytest.mark.controlplane
+def test_render_scheduler_config_writes_a_policy_file_the_real_scheduler_runs(cluster, tmp_path, capsys):
+    """``render scheduler-config --policy-file``: each profile of the policy becomes a
+    kube-scheduler profile named as it (beside ``--profiles``), and the real scheduler run
+    with the file packs a pod of the packing profile onto the fuller node and spreads one of
+    the spreading profile onto the emptier, as the policy's profiles score them."""
+    from stickypack.cli import main
+    from stickypack.core import NodeTable, Pod, SchedulingContext
+    from stickypack.core.resources import parse_resource_list
+    from stickypack.render import kube_scheduler_profile
+    from stickypack.testing.controlplane import pod_manifest
+    from stickypack.testing.fidelity import wait_scheduler_cache
+
+    policy_file = tmp_path / "mine.yaml"
+    policy_file.write_text(TWO_PROFILES)
+    out = tmp_path / "scheduler.yaml"
+    argv = ["render", "scheduler-config", "--policy-file", str(policy_file), "--profiles", "z2jh"]
+    assert main([*argv, "-o", str(out)]) == 0
+    config = yaml.safe_load(out.read_text())
+    policy = policy_from_yaml(TWO_PROFILES)
+    assert [p["schedulerName"] for p in config["profiles"]] == ["z2jh", "mine-pack", "mine-spread"]
+    assert config["profiles"][1:] == [
+        yaml.safe_load(yaml.safe_dump(kube_scheduler_profile(p))) for p in policy.profiles
+    ]
+    assert config["leaderElection"]["resourceName"] == "z2jh-mine-pack-mine-spread-scheduler"
+    handle = cluster.start_scheduler(out)
+    table = NodeTable()
+    fillers = []
+    for node, cpu in (("full", "3"), ("empty", "500m")):
+        cluster.create_node(node, cpu="4", memory="16Gi")
+        table.upsert_node(node, parse_resource_list({"cpu": "4", "memory": "16Gi", "pods": "110"}))
+        filler = pod_manifest(f"{node}-filler", cpu=cpu, memory="1Gi")
+        filler["spec"]["nodeName"] = node
+        fillers.append(filler)
+        table.add_pod(table.slot(node), Pod.from_dict(filler))
+    cluster.create_pods(fillers)
+    wait_scheduler_cache(cluster, [handle], len(table), len(fillers), 30)
+    pods = [
+        pod_manifest(name, cpu="500m", memory="1Gi", scheduler_name=name)
+        for name in ("mine-pack", "mine-spread")
+    ]
+    cluster.create_pods(pods)
+    chosen = cluster.wait_bound(["mine-pack", "mine-spread"])
+    assert chosen == {"mine-pack": "full", "mine-spread": "empty"}
+    for profile, manifest in zip(policy.profiles, pods, strict=True):
+        pod = Pod.from_dict(manifest)
+        idx = profile.feasible(pod, table, SchedulingContext())
+        totals = profile.scores(pod, table, idx, SchedulingContext())
+        assert table.node_names(idx[totals == totals.max()]) == [chosen[profile.name]]
+
+
+@pytest.mark.parametrize(
+    ("policy", "args", "message"),
+    [
+        (None, ["--policy-file", "stickypack"], "stickypack: cannot read"),
+        ("name: x\nprofiles: 3\n", [], "profiles"),
+        (
+            "name: x\nprofiles:\n  - name: b\n    filters: [NodeResourcesFit]\n    score: [BuildLocality]\n",
+            [],
+            "policy x: profile b: score plugin BuildLocality is not kube-scheduler's (stickypack's own",
+        ),
+        (
+            "name: x\nprofiles:\n  - name: z2jh\n    filters: [NodeResourcesFit]\n"
+            "    score: [LeastAllocated]\n",
+            ["--profiles", "z2jh"],
+            "profile named twice in ['z2jh', 'z2jh']",
+        ),
+    ],
+)
+def test_render_a_policy_file_a_scheduler_cannot_hold_is_one_line(tmp_path, capsys, policy, args, message):
+    from stickypack.cli import main
+
+    argv = ["render", "scheduler-config", *args]
+    if policy is not None:
+        path = tmp_path / "p.yaml"
+        path.write_text(policy)
+        argv += ["--policy-file", str(path)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err, err

@@ -54,6 +54,8 @@ from collections.abc import Callable, Mapping, Sequence
 from string import Template
 from typing import Any
 
+from stickypack.core.framework import Profile
+from stickypack.core.policy import Policy
 from stickypack.core.routing import (
     MAX_ANNOTATION_BYTES,
     ROUTE_ANNOTATION,
@@ -173,9 +175,96 @@ PROFILE_BUILDERS: dict[str, Callable[[], dict[str, Any]]] = {
 }
 
 
+#: kube-scheduler's filters that the core models: a profile without one of them gets it
+#: disabled in its KubeSchedulerConfiguration profile. kube-scheduler's other filters
+#: (NodePorts, NodeName, volumes, PodTopologySpread, InterPodAffinity, ...) stay on, as in
+#: every kube-scheduler profile: a policy cannot name them (the core models them for
+#: ``inspect``'s scale-down check only).
+KUBE_FILTERS = ("NodeUnschedulable", "NodeResourcesFit", "NodeAffinity", "TaintToleration")
+#: The core's filters that need nothing in the profile: kube-scheduler keeps a node that is
+#: not Ready off by its ``node.kubernetes.io/not-ready`` taint (TaintToleration).
+NO_KUBE_FILTER = ("NodeReady",)
+#: kube-scheduler's score plugins that the core models, and the arguments each takes.
+KUBE_SCORERS = (
+    "NodeResourcesFit",
+    "NodeResourcesBalancedAllocation",
+    "TaintToleration",
+    "NodeAffinity",
+    "InterPodAffinity",
+    "ImageLocality",
+)
+
+
+def _resource_specs(resources: dict[str, int]) -> list[dict[str, Any]]:
+    return [{"name": name, "weight": weight} for name, weight in resources.items()]
+
+
+def kube_scheduler_profile(
+    profile: Profile, scheduler_name: str | None = None, where: str | None = None
+) -> dict[str, Any]:
+    """The ``KubeSchedulerConfiguration`` profile (``profiles[]`` entry, API ``v1``) that
+    scores as ``profile`` does, named ``scheduler_name`` (default: the profile's name).
+
+    Every default score plugin is disabled (``*``) and the profile's scorers enabled with
+    their weights (a weight of 0 leaves the plugin out); the modelled filters the profile
+    does not list (:data:`KUBE_FILTERS`) are disabled. Arguments: NodeResourcesFit's
+    ``strategy``, ``resources`` and ``shape`` become ``scoringStrategy`` (``type``,
+    ``resources`` as ``{name, weight}``, ``requestedToCapacityRatio.shape``);
+    NodeResourcesBalancedAllocation's ``resources`` its ``resources`` (weight 1 each, as
+    both take them only). Mutators are not scheduler settings (BinderHub's affinity is on the pod
+    it creates) and are left out.
+
+    Raises ``ValueError`` for what a kube-scheduler profile cannot hold: a plugin that is
+    not kube-scheduler's (stickypack's own run in the extender) or a scorer named twice."""
+    described = profile.describe()
+    where = f"{where}: profile {profile.name}" if where else f"profile {profile.name}"
+    names = [f["plugin"] for f in described["filters"]]
+    foreign = [n for n in names if n not in KUBE_FILTERS and n not in NO_KUBE_FILTER]
+    if foreign:
+        raise ValueError(
+            f"{where}: filters {foreign} are not kube-scheduler's (stickypack's own plugins run "
+            "in `stickypack extender`: --profiles stickypack-builds with --extender-url)"
+        )
+    enabled: list[dict[str, Any]] = []
+    plugin_config: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for entry in described["score"]:
+        name, weight, args = entry["plugin"], entry["weight"], entry.get("args") or {}
+        if name not in KUBE_SCORERS:
+            raise ValueError(
+                f"{where}: score plugin {name} is not kube-scheduler's (stickypack's own plugins "
+                "run in `stickypack extender`: --profiles stickypack-builds with --extender-url)"
+            )
+        if name in seen:
+            raise ValueError(f"{where}: {name} scores twice; a kube-scheduler profile holds it once")
+        seen.add(name)
+        if weight == 0:
+            continue
+        enabled.append({"name": name, "weight": weight})
+        if name == "NodeResourcesFit":
+            strategy: dict[str, Any] = {
+                "type": args["strategy"],
+                "resources": _resource_specs(args["resources"]),
+            }
+            if args["strategy"] == "RequestedToCapacityRatio":
+                strategy["requestedToCapacityRatio"] = {"shape": args["shape"]}
+            plugin_config.append({"name": name, "args": {"scoringStrategy": strategy}})
+        elif name == "NodeResourcesBalancedAllocation":  # weights are 1 (the policy checks it)
+            plugin_config.append({"name": name, "args": {"resources": _resource_specs(args["resources"])}})
+    plugins: dict[str, Any] = {"score": {"disabled": [{"name": "*"}], "enabled": enabled}}
+    off = [{"name": n} for n in KUBE_FILTERS if n not in names]
+    if off:
+        plugins["filter"] = {"disabled": off}
+    out: dict[str, Any] = {"schedulerName": scheduler_name or profile.name, "plugins": plugins}
+    if plugin_config:
+        out["pluginConfig"] = plugin_config
+    return out
+
+
 def scheduler_config(
     profiles: Sequence[str],
     *,
+    policies: Sequence[Policy] = (),
     kubeconfig: str | None = None,
     extender: dict[str, Any] | None = None,
     qps: float | None = None,
@@ -186,6 +275,8 @@ def scheduler_config(
     Args:
         profiles: names from :data:`PROFILE_BUILDERS` (e.g. ``["stickypack"]``); each becomes
             one entry of ``profiles`` with that ``schedulerName``.
+        policies: policies of one's own, after those: each of their profiles becomes an
+            entry named as the profile (:func:`kube_scheduler_profile`).
         kubeconfig: path written to ``clientConnection.kubeconfig`` (omitted when None: the
             scheduler then uses ``--kubeconfig`` or its in-cluster config).
         extender: one entry for the top-level ``extenders`` list (keys as in the v1 API:
@@ -199,23 +290,28 @@ def scheduler_config(
     the default scheduler's lock ``kube-system/kube-scheduler``.
 
     Raises:
-        ValueError: for an unknown or repeated profile name, or no profile.
+        ValueError: for an unknown or repeated profile name, no profile, or a policy's
+            profile a kube-scheduler profile cannot hold.
     """
     if isinstance(profiles, str):
         raise TypeError("profiles must be a list of profile names, not a string")
-    if not profiles:
-        raise ValueError("at least one profile is needed")
     unknown = [p for p in profiles if p not in PROFILE_BUILDERS]
     if unknown:
         raise ValueError(f"unknown scheduler profile(s) {unknown}; known: {sorted(PROFILE_BUILDERS)}")
-    if len(set(profiles)) != len(profiles):
-        raise ValueError(f"profile named twice in {list(profiles)}")
+    rendered = [PROFILE_BUILDERS[name]() for name in profiles]
+    for policy in policies:
+        rendered += [kube_scheduler_profile(p, where=f"policy {policy.name}") for p in policy.profiles]
+    names = [p["schedulerName"] for p in rendered]
+    if not names:
+        raise ValueError("at least one profile is needed")
+    if len(set(names)) != len(names):
+        raise ValueError(f"profile named twice in {names}")
     config: dict[str, Any] = {
         "apiVersion": API_VERSION,
         "kind": KIND,
         "leaderElection": {
             "leaderElect": False,
-            "resourceName": lease_name(profiles),
+            "resourceName": lease_name(names),
             "resourceNamespace": LEASE_NAMESPACE,
         },
     }
@@ -227,7 +323,7 @@ def scheduler_config(
             connection["qps"] = qps
         if burst is not None:
             connection["burst"] = burst
-    config["profiles"] = [PROFILE_BUILDERS[name]() for name in profiles]
+    config["profiles"] = rendered
     if extender is not None:
         config["extenders"] = [copy.deepcopy(extender)]
     return config
@@ -243,18 +339,9 @@ def lease_name(profiles: Sequence[str]) -> str:
     return "-".join(profiles) + "-scheduler"
 
 
-def scheduler_config_yaml(
-    profiles: Sequence[str],
-    *,
-    kubeconfig: str | None = None,
-    extender: dict[str, Any] | None = None,
-    qps: float | None = None,
-    burst: int | None = None,
-) -> str:
+def scheduler_config_yaml(profiles: Sequence[str], **kwargs: Any) -> str:
     """:func:`scheduler_config` as a YAML document (keys in the order written)."""
-    return dump_yaml(
-        scheduler_config(profiles, kubeconfig=kubeconfig, extender=extender, qps=qps, burst=burst)
-    )
+    return dump_yaml(scheduler_config(profiles, **kwargs))
 
 
 #: Kubernetes' label a namespace carries with its own name (set by the API server).

@@ -27,9 +27,17 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     sched.add_argument(
         "--profiles",
-        default="stickypack",
-        help="comma-separated profiles to include: stickypack (the default), stickypack-builds, z2jh, "
-        "default-scheduler",
+        default=None,
+        help="comma-separated profiles to include: stickypack (the default without --policy-file), "
+        "stickypack-builds, z2jh, default-scheduler",
+    )
+    sched.add_argument(
+        "--policy-file",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="a policy of your own made of kube-scheduler's plugins: each of its profiles becomes a "
+        "profile named as it (docs/configuration.md); repeatable",
     )
     sched.add_argument("--kubeconfig", default=None, help="clientConnection.kubeconfig to set")
     _add_output(sched)
@@ -131,7 +139,11 @@ def _render(args: argparse.Namespace, console: Console) -> int:  # console: unus
         return _write_output(args.output, _webhook_config_yaml(args))
     if args.what in ("dask-gateway", "dask-kubernetes"):
         return _write_output(args.output, _dask_yaml(args))
-    profiles = [p.strip() for p in args.profiles.split(",") if p.strip()]
+    if args.profiles is None:
+        profiles = [] if args.policy_file else ["stickypack"]
+    else:
+        profiles = [p.strip() for p in args.profiles.split(",") if p.strip()]
+    policies = _policy_files(args.policy_file)
     extra: dict[str, Any] = {}
     if args.extender_weight is not None and not args.extender_url:
         raise UsageError("--extender-weight needs --extender-url (the extender it weighs)")
@@ -146,10 +158,21 @@ def _render(args: argparse.Namespace, console: Console) -> int:  # console: unus
             "burst": EXTENDER_CLIENT_BURST,
         }
     try:
-        text = scheduler_config_yaml(profiles, kubeconfig=args.kubeconfig, **extra)
+        text = scheduler_config_yaml(profiles, policies=policies, kubeconfig=args.kubeconfig, **extra)
     except (KeyError, ValueError) as exc:
         raise UsageError(str(exc).strip("'\"")) from None
     return _write_output(args.output, text)
+
+
+def _policy_files(paths: list[str]) -> list[Any]:
+    """``--policy-file``: the policies, or a usage error naming the file and field."""
+    from stickypack.core.policy import PolicyError
+    from stickypack.policies import load_policy_file
+
+    try:
+        return [load_policy_file(path) for path in paths]
+    except PolicyError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _check_url(url: str) -> None:

@@ -18,9 +18,9 @@ One kube-scheduler runs all the profiles of a family, and case ``i`` goes to pro
 :func:`~stickypack.testing.fidelity.run_cases` (batches, one label per case) and agree
 when the real choice is among the policy's best.
 
-``stickypack render scheduler-config`` renders only the built-in profiles
-(``stickypack``, ``z2jh``, ``default-scheduler``, ``stickypack-builds``), so the profiles
-of these policies are made here, by :func:`kube_scheduler_profile`.
+The profiles of these policies are written by
+:func:`stickypack.render.kube_scheduler_profile`, what ``stickypack render scheduler-config
+--policy-file`` writes.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ import yaml
 from stickypack.core import NodeTable, Pod, SchedulingContext
 from stickypack.core.framework import Profile
 from stickypack.core.policy import Policy, policy_from_yaml
-from stickypack.render import API_VERSION, KIND
+from stickypack.render import API_VERSION, KIND, kube_scheduler_profile
 from stickypack.testing.controlplane import ControlPlane, pod_manifest
 from stickypack.testing.fidelity import (
     _CPUS,
@@ -48,84 +48,6 @@ from stickypack.testing.fidelity import (
     _node_table,
     run_cases,
 )
-
-# ---- policy profile -> KubeSchedulerConfiguration profile --------------------------------
-
-#: kube-scheduler's filters that the core models: a profile without one of them gets it
-#: disabled in its KubeSchedulerConfiguration profile. kube-scheduler's other filters
-#: (NodePorts, NodeName, volumes, PodTopologySpread, InterPodAffinity, ...) stay on: they
-#: pass every pod these cases make.
-KUBE_FILTERS = ("NodeUnschedulable", "NodeResourcesFit", "NodeAffinity", "TaintToleration")
-#: The core's filters that need nothing in the profile: kube-scheduler keeps a node that is
-#: not Ready off by its ``node.kubernetes.io/not-ready`` taint (TaintToleration).
-NO_KUBE_FILTER = ("NodeReady",)
-#: kube-scheduler's score plugins that the core models, and the arguments each takes.
-KUBE_SCORERS = (
-    "NodeResourcesFit",
-    "NodeResourcesBalancedAllocation",
-    "TaintToleration",
-    "NodeAffinity",
-    "InterPodAffinity",
-    "ImageLocality",
-)
-
-
-def _resource_specs(resources: dict[str, int]) -> list[dict[str, Any]]:
-    return [{"name": name, "weight": weight} for name, weight in resources.items()]
-
-
-def kube_scheduler_profile(profile: Profile, scheduler_name: str | None = None) -> dict[str, Any]:
-    """The ``KubeSchedulerConfiguration`` profile (``profiles[]`` entry, API ``v1``) that
-    scores as ``profile`` does, named ``scheduler_name`` (default: the profile's name).
-
-    Every default score plugin is disabled (``*``) and the profile's scorers enabled with
-    their weights (a weight of 0 leaves the plugin out); the modelled filters the profile
-    does not list (:data:`KUBE_FILTERS`) are disabled. Arguments: NodeResourcesFit's
-    ``strategy``, ``resources`` and ``shape`` become ``scoringStrategy`` (``type``,
-    ``resources`` as ``{name, weight}``, ``requestedToCapacityRatio.shape``);
-    NodeResourcesBalancedAllocation's ``resources`` its ``resources`` (weight 1 each, as
-    both take them only). Mutators are not scheduler settings (BinderHub's affinity is on the pod
-    it creates) and are left out.
-
-    Raises ``ValueError`` for what a kube-scheduler profile cannot hold: a plugin that is
-    not kube-scheduler's (stickypack's own run in the extender) or a scorer named twice."""
-    described = profile.describe()
-    where = f"profile {profile.name}"
-    names = [f["plugin"] for f in described["filters"]]
-    foreign = [n for n in names if n not in KUBE_FILTERS and n not in NO_KUBE_FILTER]
-    if foreign:
-        raise ValueError(f"{where}: filters {foreign} are not kube-scheduler's")
-    enabled: list[dict[str, Any]] = []
-    plugin_config: list[dict[str, Any]] = []
-    seen: set[str] = set()
-    for entry in described["score"]:
-        name, weight, args = entry["plugin"], entry["weight"], entry.get("args") or {}
-        if name not in KUBE_SCORERS:
-            raise ValueError(f"{where}: score plugin {name} is not kube-scheduler's")
-        if name in seen:
-            raise ValueError(f"{where}: {name} scores twice; a kube-scheduler profile holds it once")
-        seen.add(name)
-        if weight == 0:
-            continue
-        enabled.append({"name": name, "weight": weight})
-        if name == "NodeResourcesFit":
-            strategy: dict[str, Any] = {
-                "type": args["strategy"],
-                "resources": _resource_specs(args["resources"]),
-            }
-            if args["strategy"] == "RequestedToCapacityRatio":
-                strategy["requestedToCapacityRatio"] = {"shape": args["shape"]}
-            plugin_config.append({"name": name, "args": {"scoringStrategy": strategy}})
-        elif name == "NodeResourcesBalancedAllocation":  # weights are 1 (the policy checks it)
-            plugin_config.append({"name": name, "args": {"resources": _resource_specs(args["resources"])}})
-    plugins: dict[str, Any] = {"score": {"disabled": [{"name": "*"}], "enabled": enabled}}
-    off = [{"name": n} for n in KUBE_FILTERS if n not in names]
-    if off:
-        plugins["filter"] = {"disabled": off}
-    out: dict[str, Any] = {"schedulerName": scheduler_name or profile.name, "plugins": plugins}
-    if plugin_config:
-        out["pluginConfig"] = plugin_config
-    return out
 
 
 def kube_scheduler_config(policies: Sequence[Policy]) -> dict[str, Any]:
