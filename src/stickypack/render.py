@@ -135,10 +135,10 @@ def _stickypack_builds_profile() -> dict[str, Any]:
 
 
 #: Weight of the stickypack extender: the sum of the weights of the plugins it runs in the
-#: ``stickypack-builds`` profile of the ``stickypack`` policy (BuildLocality 10,
+#: ``stickypack-builds`` profile of the ``stickypack`` policy (BuildLocality 10, NodeAge 3,
 #: ScaleDownAware 2), so ``Score * weight * 10`` keeps the policy's balance against
 #: kube-scheduler's own ``weight * score`` sums.
-EXTENDER_WEIGHT = 12
+EXTENDER_WEIGHT = 15
 #: kube-scheduler's client defaults (qps 50, burst 100) cap binds near 50 pods/s.
 EXTENDER_CLIENT_QPS = 500
 EXTENDER_CLIENT_BURST = 1000

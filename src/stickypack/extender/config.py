@@ -177,10 +177,11 @@ class ExtenderConfig(_Model):
     #: Filter plugins of the profile the extender runs. kube-scheduler runs the standard
     #: ones itself; the extender adds what it does not know (autoscaler deletion taint).
     filters: list[str] = Field(default_factory=lambda: ["ScaleDownAware"])
-    #: Score plugins of the profile the extender runs (kube-scheduler scores resources).
-    #: BuildSpread is left out by default: its counts are per process (lost on restart,
+    #: Score plugins of the profile the extender runs (kube-scheduler scores resources,
+    #: taints and affinity): every other scorer of the ``stickypack-builds`` profile but
+    #: BuildSpread, left out by default: its counts are per process (lost on restart,
     #: different in each replica) and, min-max normalized, one build can outweigh history.
-    score: list[str] = Field(default_factory=lambda: ["BuildLocality", "ScaleDownAware"])
+    score: list[str] = Field(default_factory=lambda: ["BuildLocality", "NodeAge", "ScaleDownAware"])
     #: absolute: Score = round(10 * total / (100 * sum of weights)), so the extender's
     #: ``weight`` in the scheduler config (default: that sum) keeps the policy's balance;
     #: max: the best candidate gets 10.

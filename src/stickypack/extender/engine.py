@@ -129,7 +129,7 @@ class Extender:
         profile: Profile,
         *,
         filter_names: Sequence[str] = ("ScaleDownAware",),
-        score_names: Sequence[str] = ("BuildLocality", "ScaleDownAware"),
+        score_names: Sequence[str] = ("BuildLocality", "NodeAge", "ScaleDownAware"),
         manage: Mapping[str, str] | None = None,
         history: Callable[[], BuildHistory | None] = lambda: None,
         score_scale: str = "absolute",

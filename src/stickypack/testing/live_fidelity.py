@@ -5,7 +5,7 @@ rendered profile (:mod:`stickypack.render`) and a real extender (:class:`Service
 its watches of the API server, its build history, HTTP on loopback):
 
 - **builds**: profile ``stickypack-builds`` with the extender of the default configuration
-  (filters ``[ScaleDownAware]`` and the load bound, scores ``[BuildLocality,
+  (filters ``[ScaleDownAware]`` and the load bound, scores ``[BuildLocality, NodeAge,
   ScaleDownAware]``) at the rendered weight, :data:`~stickypack.render.EXTENDER_WEIGHT`;
 - **users**: profile ``stickypack`` with the operator guide's user-pod extender (scores
   ``[DrainForecast, BuildHeadroom, CacheKeeper, ScaleDownAware]``, ``pods.manage:
@@ -44,7 +44,7 @@ hold the real pick names the cause (:data:`CAUSES`):
    ``DelayForLocality`` unless configured; the extender's load-bound filter, where the
    policy only scores a node over the bound 0 for locality);
 2. ``plugins``: only the scorers that run live (kube-scheduler's own and the extender's
-   ``score`` list; the default build extender leaves out ``BuildSpread`` and ``NodeAge``);
+   ``score`` list; the default build extender leaves out ``BuildSpread``);
 3. ``weights``: the rendered profile's weights for kube-scheduler's plugins and the
    extender's ``weight`` (exact, unrounded extender scores);
 4. ``integer``: the extender's 0-10 integer score (``round(10 x total / (100 x sum of
