@@ -103,7 +103,20 @@ KUBE_DEFAULT_SCORE_WEIGHTS = {
 }
 #: The kube-scheduler plugins the core models and these cases' pods are scored by (the others
 #: skip a bare pod without pod affinity, spread constraints, volumes or claims).
-MODELLED_KUBE_SCORERS = ("NodeResourcesFit", "TaintToleration", "NodeAffinity")
+MODELLED_KUBE_SCORERS = ("NodeResourcesFit", "TaintToleration", "NodeAffinity", "InterPodAffinity")
+#: What BinderHub gives every build pod with sticky builds off (its default, and what the
+#: operator guide leaves it at): a preferred anti-affinity against other build pods.
+BINDERHUB_ANTI_AFFINITY = {
+    "preferredDuringSchedulingIgnoredDuringExecution": [
+        {
+            "weight": 100,
+            "podAffinityTerm": {
+                "labelSelector": {"matchLabels": {"component": "binderhub-build"}},
+                "topologyKey": "kubernetes.io/hostname",
+            },
+        }
+    ]
+}
 KUBE_FILTERS = ("NodeUnschedulable", "NodeResourcesFit", "NodeAffinity", "TaintToleration")
 #: Attribution of a disagreement, in the order they are tried (module docstring).
 CAUSES = ("filters", "plugins", "weights", "integer", "unexplained")
@@ -170,6 +183,15 @@ class LiveCase:
     history: list[str] = field(default_factory=list)
     hot: str | None = None
     repo: str | None = None
+    #: pods of the case's shape created one after the other (a hot repo's builds, a class's
+    #: sessions); this record judges the one at ``position``, the earlier ones placed where
+    #: kube-scheduler put them (``after``: their manifests as created, and nodes)
+    burst: int = 1
+    position: int = 0
+    after: list[tuple[dict[str, Any], str]] = field(default_factory=list)
+    #: a later pod of a burst: the live model's best were the extender blind to the earlier
+    #: pods (kube-scheduler never is: it assumes each pod it binds)
+    stale_top: list[str] | None = None
     #: when the history was written (its entries: this, then 0.01 s earlier per rank)
     written: float = 0.0
     # results
@@ -206,7 +228,8 @@ class LiveCase:
 
     def describe(self) -> str:
         lines = [
-            f"case {self.index} ({self.kind}{', repo ' + self.repo if self.repo else ''}): real pick "
+            f"case {self.index}{f'.{self.position}' if self.burst > 1 else ''} "
+            f"({self.kind}{', repo ' + self.repo if self.repo else ''}): real pick "
             f"{self.chosen}, policy's best {self.top}, live model's best {self.live_top}, cause {self.cause}"
             f"{', deficit ' + str(self.deficit) if self.deficit else ''}"
             f"{' (the policy holds it back: DelayForLocality)' if self.waits else ''}"
@@ -237,8 +260,11 @@ class LiveCase:
 
 
 def _as_build(raw: dict[str, Any], repo: str) -> None:
+    """Make ``raw`` a build pod of ``repo``, as BinderHub creates it."""
     raw["metadata"]["labels"] = {**raw["metadata"].get("labels", {}), **BUILD_LABELS}
     raw["metadata"]["annotations"] = {**raw["metadata"].get("annotations", {}), "binder-repo": repo}
+    spec = raw["spec"]
+    spec["affinity"] = {**spec.get("affinity", {}), "podAntiAffinity": copy.deepcopy(BINDERHUB_ANTI_AFFINITY)}
 
 
 def random_live_case(rng: random.Random, index: int, kind: str) -> LiveCase:
@@ -262,6 +288,8 @@ def random_live_case(rng: random.Random, index: int, kind: str) -> LiveCase:
             _as_build(raw, f"https://github.com/other/r{side.randrange(5)}")
         elif side.random() < 0.5:
             raw["metadata"]["labels"] = {**raw["metadata"].get("labels", {}), **USER_LABELS}
+    if side.random() < 0.25:
+        case.burst = side.randint(2, 4)
     waves = 3
     case.node_waves = {n: side.randrange(waves) for n in names}
     case.pod_waves = {
@@ -269,7 +297,7 @@ def random_live_case(rng: random.Random, index: int, kind: str) -> LiveCase:
         for b in case.bound
     }
     if kind == "build":
-        case.pod["metadata"]["labels"] = {**case.pod["metadata"].get("labels", {}), **BUILD_LABELS}
+        _as_build(case.pod, "")  # the repo is chosen with the batch
         case.want_rendezvous = side.random() < 0.6
         if side.random() < 0.75:
             k = side.choice([1, 1, 2, 2, 3, 4])
@@ -380,6 +408,7 @@ def start_live(
     build_weight: int | None = None,
     user_weight: int | None = None,
     user_kube_weights: dict[str, int] | None = None,
+    build_kube_weights: dict[str, int] | None = None,
 ) -> LiveDeployment:
     """Start the two extenders (configurations as documented, updated by ``build_extender``
     and ``user_extender``; the build history in ConfigMap ``<history_name>-0`` of
@@ -387,7 +416,8 @@ def start_live(
     (``build_weight``: :data:`~stickypack.render.EXTENDER_WEIGHT`, as rendered by default;
     ``user_weight``: :func:`user_extender_weight`). ``user_kube_weights``: score plugin ->
     weight to render into the ``stickypack`` profile instead (a what-if: the rendered profile
-    keeps z2jh's weights, :func:`policy_balanced_weights` gives the policy's balance)."""
+    keeps z2jh's weights, :func:`policy_balanced_weights` gives the policy's balance);
+    ``build_kube_weights`` likewise for the ``stickypack-builds`` profile."""
     from stickypack.extender.config import config_from_dict
     from stickypack.extender.server import ServiceThread
     from stickypack.render import EXTENDER_WEIGHT, extender_entry, scheduler_config
@@ -420,6 +450,8 @@ def start_live(
     user_config = scheduler_config([USER_SCHEDULER], extender=extender_entry(users.url, weight=u_weight))
     if user_kube_weights:
         _reweigh(user_config["profiles"][0], user_kube_weights)
+    if build_kube_weights:
+        _reweigh(build_config["profiles"][0], build_kube_weights)
     handles = []
     try:
         handles.append(cp.start_scheduler(build_config))
@@ -622,25 +654,46 @@ def _run_batch(
         stored_nodes = {n["metadata"]["name"]: n for n in cp.nodes()}
         stored_pods = {p["metadata"]["name"]: p for p in cp.pods("default")}
         rows = {kind: _rows(live.extender(kind)) for kind in ("build", "user")}
-        created = {p["metadata"]["name"]: p for p in cp.create_pods([copy.deepcopy(c.pod) for c in group])}
+        created: dict[str, dict[str, Any]] = {}
+        for position in range(max(c.burst for c in group)):  # a burst's pods in turn
+            pods = [_burst_pod(c, position) for c in group if position < c.burst]
+            created.update((p["metadata"]["name"], p) for p in cp.create_pods(pods))
         placed = _settle(cp, list(created), settle_timeout_s * 2)
         tables = {
             kind: _reference_table(group, stored_nodes, stored_pods, rows[kind]) for kind in ("build", "user")
         }
         out = []
         for case in group:
-            name = case.pod["metadata"]["name"]
-            case.chosen = placed.get(name)
-            judge(case, created[name], tables[case.kind], live, now, builders)
-            out.append(case)
-            if on_case is not None:
-                on_case(case)
+            after: list[tuple[dict[str, Any], str]] = []
+            for position in range(case.burst):
+                name = _burst_pod(case, position)["metadata"]["name"]
+                one = dataclasses.replace(case, position=position, after=list(after))
+                one.chosen = placed.get(name)
+                table = tables[case.kind]
+                if after:
+                    table = copy.deepcopy(table)
+                    for raw, node in after:
+                        table.add_pod(table.slot(node), Pod.from_dict(raw))
+                judge(one, created[name], table, live, now, builders, tables[case.kind] if after else None)
+                out.append(one)
+                if on_case is not None:
+                    on_case(one)
+                if one.chosen is not None:
+                    after.append((created[name], one.chosen))
         return out
     finally:
         for ext in exts:
             ext.call(lambda ext=ext: setattr(ext.service.extender, "clock", time.time))
         cp.delete_all_pods()
         cp.delete_all_nodes()
+
+
+def _burst_pod(case: LiveCase, position: int) -> dict[str, Any]:
+    """The case's pod at ``position`` of its burst (the first keeps the case's pod's name)."""
+    raw = copy.deepcopy(case.pod)
+    if position:
+        raw["metadata"]["name"] = f"{raw['metadata']['name']}{position}"
+    return raw
 
 
 def _reference_table(
@@ -729,16 +782,20 @@ class _Model:
     ext_weight: float = 0.0
     integer: bool = False
 
-    def run(self, pod: Pod, table: NodeTable, ctx: SchedulingContext) -> tuple[list[str], dict[str, float]]:
-        """The best nodes (names) and every candidate's total."""
+    def run(
+        self, pod: Pod, table: NodeTable, ctx: SchedulingContext, ext_table: NodeTable | None = None
+    ) -> tuple[list[str], dict[str, float]]:
+        """The best nodes (names) and every candidate's total. ``ext_table``: what the
+        extender sees, when it is not ``table`` (same rows)."""
         ctx = dataclasses.replace(ctx, cache={})
+        seen = table if ext_table is None else ext_table
         idx = table.active_indices()
         for f in self.filters:
             if idx.size == 0:
                 break
-            idx = idx[f.filter(pod, table, idx, ctx)]
+            idx = idx[f.filter(pod, table if f.name in KUBE_FILTERS else seen, idx, ctx)]
         if self.load_bound is not None and idx.size:
-            over = table.builds[idx] + 1 > self.load_bound.load_cap(table)
+            over = seen.builds[idx] + 1 > self.load_bound.load_cap(seen)
             if over.any() and not over.all():
                 idx = idx[~over]
         names = table.node_names(idx)
@@ -752,7 +809,7 @@ class _Model:
             raw = np.zeros(idx.size, dtype=np.int64)
             for plugin, w in self.ext:
                 if w and not plugin.skip(pod):
-                    raw += w * plugin.score(pod, table, idx, ctx)
+                    raw += w * plugin.score(pod, seen, idx, ctx)
             denom = max(100 * sum(w for _, w in self.ext), 1)
             ext: np.ndarray = (
                 np.clip((raw * MAX_EXTENDER_PRIORITY + denom // 2) // denom, 0, MAX_EXTENDER_PRIORITY)
@@ -782,17 +839,28 @@ def _models(
     )
     everything = [(s.plugin, float(s.weight)) for s in profile.scorers]
     weights = rendered_score_weights(rendered)
-    kube_names = [n for n in MODELLED_KUBE_SCORERS if n in scorers and weights.get(n)]
+    kube_names = [n for n in MODELLED_KUBE_SCORERS if weights.get(n)]
+    # kube-scheduler's own plugins the policy's profile does not have, as the core models them
+    kube_only = {n: _kube_plugin(n) for n in kube_names if n not in scorers}
+    plugin = {**{n: s.plugin for n, s in scorers.items()}, **kube_only}
     ext = [(scorers[n].plugin, scorers[n].weight) for n in config.score]
     run_live = set(kube_names) | set(config.score)
     live_scorers = [(p, w) for p, w in everything if p.name in run_live]
-    kube_live = [(scorers[n].plugin, float(weights[n])) for n in kube_names]
+    live_scorers += [(p, float(weights[n])) for n, p in kube_only.items()]
+    kube_live = [(plugin[n], float(weights[n])) for n in kube_names]
     return [
         _Model(live_filters, bound, everything, []),
         _Model(live_filters, bound, live_scorers, []),
         _Model(live_filters, bound, kube_live, ext, float(ext_weight)),
         _Model(live_filters, bound, kube_live, ext, float(ext_weight), integer=True),
     ]
+
+
+def _kube_plugin(name: str) -> ScorePlugin:
+    """kube-scheduler's score plugin ``name`` as the core models it (its default args)."""
+    from stickypack.core.policy import BUILTIN_PLUGINS
+
+    return BUILTIN_PLUGINS.scorers[name]()
 
 
 def judge(
@@ -802,6 +870,7 @@ def judge(
     live: LiveDeployment,
     now: float,
     builders: list[str] | None = None,
+    stale: NodeTable | None = None,
 ) -> None:
     """Score ``case`` by the policy (``case.top``, ``case.scores``) and by the models toward
     the live deployment (``case.live_top``, ``case.exact_top``), and attribute a
@@ -832,6 +901,8 @@ def judge(
     results = [m.run(pod, table, ctx) for m in models]
     case.exact_top = results[2][0]
     case.live_top, case.live_scores = results[3]
+    if stale is not None:
+        case.stale_top = models[3].run(pod, table, ctx, ext_table=stale)[0]
     if case.agrees:
         return
     if case.chosen is not None and case.top and case.chosen in case.scores:
@@ -884,6 +955,10 @@ def summary(cases: Sequence[LiveCase]) -> dict[str, Any]:
             "live_ties": sum(c.live_tie for c in of),
             "policy_waits": sum(c.waits for c in of),
             "integer_changes_pick": len(changed),
+            "burst_later": sum(c.position > 0 for c in of),
+            "stale_view_changes_pick": sum(
+                c.stale_top is not None and set(c.stale_top) != set(c.live_top) for c in of
+            ),
             "deficits": sorted(c.deficit for c in bad),
         }
     return out
