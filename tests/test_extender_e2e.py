@@ -158,6 +158,41 @@ def test_rebuild_lands_where_the_repo_was_built_even_after_a_restart(cluster: Co
         ext2.stop()
 
 
+def test_a_build_with_binderhubs_anti_affinity_goes_where_the_policy_sends_it(
+    cluster: ControlPlane, tmp_path
+) -> None:
+    """BinderHub gives every build pod a preferred anti-affinity against other build pods
+    (sticky builds off: its default, as the operator guide leaves it). Node "first" tops the
+    repo's rendezvous order and runs another build, node "second" is next: the simulated
+    policy (no InterPodAffinity in its build profile) and the extender send the build to
+    "first" (locality 60 against 40). The rendered profile kept kube-scheduler's
+    InterPodAffinity at weight 2, which added 200 to "second" for having no build: the
+    build went there, against the policy, and the extender, which predicts kube-scheduler's
+    pick with the profile's scorers, counted it on "first" until the watch said otherwise."""
+    from stickypack.testing.live_fidelity import BINDERHUB_ANTI_AFFINITY
+
+    repo = "https://github.com/org/anti"
+    first, second = rendezvous_rank(["node-a", "node-b"], repo)
+    for n in (first, second):
+        cluster.create_node(n, cpu="8", memory="32Gi")
+
+    def binderhub_build(name: str, repo: str, node: str | None = None) -> dict:
+        pod = build_pod(name, repo)
+        pod["spec"]["affinity"] = {"podAntiAffinity": BINDERHUB_ANTI_AFFINITY}
+        if node is not None:
+            pod["spec"]["nodeName"] = node
+        return pod
+
+    cluster.create_pod(pod=binderhub_build("running", "https://github.com/org/other", first))
+    ext = extender(cluster)
+    try:
+        cluster.start_scheduler(render_config(tmp_path, ext.url))
+        cluster.create_pod(pod=binderhub_build("new", repo))
+        assert cluster.wait_bound(["new"]) == {"new": first}
+    finally:
+        ext.stop()
+
+
 def test_hot_repo_stays_within_the_load_bound(cluster: ControlPlane, tmp_path) -> None:
     nodes = [f"node-{i}" for i in range(4)]
     for n in nodes:

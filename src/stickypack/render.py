@@ -25,10 +25,14 @@ Profiles:
     kube-scheduler's defaults (LeastAllocated spreading), under its usual name.
 ``stickypack-builds``
     For BinderHub build pods, used with the stickypack extender (:func:`extender_entry`):
-    NodeResourcesFit ``MostAllocated`` (cpu 1, memory 1), BalancedAllocation and
-    ImageLocality off (as the simulated policy's build profile), the other plugins at their
-    default weights; the extender adds build locality and scale-down
-    awareness. kube-scheduler calls an extender for *every* profile of its configuration.
+    NodeResourcesFit ``MostAllocated`` (cpu 1, memory 1), BalancedAllocation, ImageLocality
+    and InterPodAffinity off (as the simulated policy's build profile), the other plugins at
+    their default weights; the extender adds build locality, node age and scale-down
+    awareness. InterPodAffinity scored BinderHub's preferred anti-affinity among build pods
+    (sticky builds off, its default): up to 200 points (weight 2) for a node running no
+    build, against the policy, which spreads builds by its load bound instead, and unseen by
+    the extender's prediction of kube-scheduler's pick. kube-scheduler calls an extender for
+    *every* profile of its configuration.
 
 :func:`scheduler_routing` renders the other half: a ``MutatingAdmissionPolicy`` that sends
 labelled pods (build pods, Dask workers) to one of these schedulers (Kubernetes 1.36+) and,
@@ -125,11 +129,12 @@ def _default_profile() -> dict[str, Any]:
 
 def _stickypack_builds_profile() -> dict[str, Any]:
     """Build pods: pack (MostAllocated) and let the extender add locality."""
+    # InterPodAffinity off too: it would weigh BinderHub's preferred anti-affinity among
+    # build pods (its default) against locality, which the policy's build profile does not
+    off = ["NodeResourcesBalancedAllocation", "ImageLocality", "InterPodAffinity"]
     return {
         "schedulerName": "stickypack-builds",
-        "plugins": {
-            "score": {"disabled": [{"name": "NodeResourcesBalancedAllocation"}, {"name": "ImageLocality"}]}
-        },
+        "plugins": {"score": {"disabled": [{"name": name} for name in off]}},
         "pluginConfig": [_most_allocated_args()],
     }
 
