@@ -49,8 +49,15 @@ hold the real pick names the cause (:data:`CAUSES`):
    extender's ``weight`` (exact, unrounded extender scores);
 4. ``integer``: the extender's 0-10 integer score (``round(10 x total / (100 x sum of
    weights))``), times its weight times 10: the live model;
-5. ``unexplained``: not even the live model's best holds the real pick: a bug somewhere
-   between the API server and the extender's answer.
+5. ``stale``: a later pod of a burst, and the live model with the extender blind to the
+   burst's earlier pods holds the pick (kube-scheduler counts a pod it binds at once; the
+   extender when its watch reports it, or at once where it predicted kube-scheduler's pick:
+   builds, unless kube-scheduler's best nodes tie);
+6. ``unexplained``: not even that: a bug somewhere between the API server and the
+   extender's answer.
+
+:attr:`LiveCase.explained` says whether the live model (or, for ``stale``, its blind
+variant) holds the real pick, agreeing cases included.
 
 The live model's best nodes tie when :attr:`LiveCase.live_top` has several: kube-scheduler
 then picks one at random.
@@ -119,7 +126,7 @@ BINDERHUB_ANTI_AFFINITY = {
 }
 KUBE_FILTERS = ("NodeUnschedulable", "NodeResourcesFit", "NodeAffinity", "TaintToleration")
 #: Attribution of a disagreement, in the order they are tried (module docstring).
-CAUSES = ("filters", "plugins", "weights", "integer", "unexplained")
+CAUSES = ("filters", "plugins", "weights", "integer", "stale", "unexplained")
 MAX_EXTENDER_PRIORITY = 10
 #: A node taint's value the autoscaler writes (a Unix time).
 _CA_TIME = "1700000000"
@@ -214,6 +221,14 @@ class LiveCase:
         if self.chosen is None:
             return not self.top
         return self.chosen in self.top
+
+    @property
+    def explained(self) -> bool:
+        """The live model's best nodes (those of its variant blind to a burst's earlier
+        pods, if they hold it) hold the real pick: the deployment did what it documents."""
+        return _holds(self.live_top, self.chosen) or (
+            self.stale_top is not None and _holds(self.stale_top, self.chosen)
+        )
 
     @property
     def live_tie(self) -> bool:
@@ -907,11 +922,15 @@ def judge(
         return
     if case.chosen is not None and case.top and case.chosen in case.scores:
         case.deficit = max(case.scores.values()) - case.scores[case.chosen]
-    for cause, (top, _) in zip(CAUSES, results, strict=False):
-        if (case.chosen in top) if case.chosen is not None else not top:
-            case.cause = cause
-            return
-    case.cause = "unexplained"
+    tops = [top for top, _ in results] + [case.stale_top or []]
+    case.cause = next(
+        (c for c, top in zip(CAUSES, tops, strict=False) if _holds(top, case.chosen)), "unexplained"
+    )
+
+
+def _holds(top: list[str], chosen: str | None) -> bool:
+    """Whether best nodes ``top`` hold the pick ``chosen`` (None: no node, so none)."""
+    return chosen in top if chosen is not None else not top
 
 
 def _check_fit_strategy(profile: Profile, rendered: dict[str, Any]) -> None:
@@ -952,6 +971,7 @@ def summary(cases: Sequence[LiveCase]) -> dict[str, Any]:
                 for cause in CAUSES
                 if any(c.cause == cause for c in bad)
             },
+            "unexplained": sum(not c.explained for c in of),
             "live_ties": sum(c.live_tie for c in of),
             "policy_waits": sum(c.waits for c in of),
             "integer_changes_pick": len(changed),
