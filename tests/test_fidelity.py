@@ -4,6 +4,11 @@ Random cases (node sizes, bound pods, taints, tolerations, preferred affinity) p
 real kube-scheduler of the local control plane; the node it binds must be among the policy's
 top-scoring nodes. With images (nodes' `status.images`, the pod's images), ImageLocality
 scores too. `benchmarks/fidelity.py --cases 300 [--images]` runs the long version.
+
+The `stickypack` policy runs live as kube-scheduler with rendered profiles plus extenders:
+its test checks that every real pick is what the documented live deployment gives and that
+every disagreement with the simulated policy is a documented one
+(`benchmarks/fidelity.py --policy stickypack`).
 """
 
 from __future__ import annotations
@@ -285,3 +290,43 @@ def test_image_locality_decides_as_in_kube_scheduler(cluster):
         assert chosen[f"{group}-pod"] in nodes, (group, chosen)  # kube-scheduler
         assert best(z2jh, pod) == nodes, group  # the policy
         assert best(without, pod) == {f"{group}-full"}, group  # images decide where not `full`
+
+
+# ---- the live stickypack deployment --------------------------------------------------------
+
+LIVE_CASES = 24
+#: The differences between the live deployment and the simulated policy that the docs
+#: describe (operator guide, "How closely the live deployment follows the policy"), by
+#: kind of pod: builds leave out BuildSpread and (unless configured) DelayForLocality and
+#: filter at the load bound, user pods keep z2jh's weights for kube-scheduler's plugins;
+#: both round the extender's score to 0-10 and may see a burst's earlier pods late.
+DOCUMENTED = {
+    "build": {"filters", "plugins", "integer", "stale"},
+    "user": {"weights", "integer", "stale"},
+}
+
+
+def test_live_stickypack_deployment_places_pods_as_documented(cluster):
+    """Random build and user cases (``stickypack.testing.live_fidelity``) on the live
+    ``stickypack`` deployment: kube-scheduler with the rendered ``stickypack-builds`` and
+    ``stickypack`` profiles, the build extender as configured by default and the operator
+    guide's user-pod extender, both over HTTP, fed by their watches and the stored history.
+    Every real pick is the one the documented live model gives (the rendered weights plus
+    ``weight x 10 x round(10 x total / (100 x sum of weights))``, kube-scheduler's ties
+    aside), and every disagreement with the simulated policy has a cause the docs name for
+    that kind of pod. ``benchmarks/fidelity.py --policy stickypack`` runs the long version."""
+    from stickypack.testing.live_fidelity import run_live_cases, start_live, summary
+
+    live = start_live(cluster, "hist-live-fidelity")
+    try:
+        cases = run_live_cases(cluster, live, LIVE_CASES, seed=3, batch=LIVE_CASES, age_offset_s=2400.0)
+    finally:
+        live.stop(cluster)
+    shown = "\n".join(c.describe() for c in cases if not (c.agrees and c.explained))
+    assert len({c.index for c in cases}) == LIVE_CASES
+    assert {c.kind for c in cases} == {"build", "user"}
+    assert all(c.explained for c in cases), shown
+    for kind, causes in DOCUMENTED.items():
+        found = {c.cause for c in cases if c.kind == kind and not c.agrees}
+        assert found <= causes, (kind, found, summary(cases), shown)
+    assert sum(c.agrees for c in cases) >= 0.7 * len(cases), (summary(cases), shown)
