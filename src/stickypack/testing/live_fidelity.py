@@ -208,6 +208,10 @@ class LiveCase:
     live_top: list[str] = field(default_factory=list)
     live_scores: dict[str, float] = field(default_factory=dict)
     exact_top: list[str] = field(default_factory=list)
+    #: where the integer scores change the best nodes: what that costs, in the policy's
+    #: points (the exact model's best total minus that of the integer model's pick, over
+    #: the rendered scale of the policy's weights)
+    integer_loss: float = 0.0
     cause: str | None = None
     #: the policy holds the pod back (DelayForLocality: its history node has no room yet)
     waits: bool = False
@@ -871,6 +875,13 @@ def _models(
     ]
 
 
+def weights_scale(profile: Profile, rendered: dict[str, Any]) -> float:
+    """How much larger the rendered profile's weights are than the policy's (by
+    NodeResourcesFit: 1 for builds, 121 / 8 for user pods)."""
+    policy = next((s.weight for s in profile.scorers if s.plugin.name == "NodeResourcesFit"), 0)
+    return rendered_score_weights(rendered).get("NodeResourcesFit", 1) / policy if policy else 1.0
+
+
 def _kube_plugin(name: str) -> ScorePlugin:
     """kube-scheduler's score plugin ``name`` as the core models it (its default args)."""
     from stickypack.core.policy import BUILTIN_PLUGINS
@@ -914,7 +925,10 @@ def judge(
     weight = int(live.scheduler_config(case.kind)["extenders"][0]["weight"])
     models = _models(profile, config, rendered, weight, pod)
     results = [m.run(pod, table, ctx) for m in models]
-    case.exact_top = results[2][0]
+    case.exact_top, exact = results[2]
+    if set(case.exact_top) != set(results[3][0]):
+        scale = weights_scale(profile, rendered)
+        case.integer_loss = (max(exact.values()) - max(exact[n] for n in results[3][0])) / scale
     case.live_top, case.live_scores = results[3]
     if stale is not None:
         case.stale_top = models[3].run(pod, table, ctx, ext_table=stale)[0]
@@ -975,6 +989,7 @@ def summary(cases: Sequence[LiveCase]) -> dict[str, Any]:
             "live_ties": sum(c.live_tie for c in of),
             "policy_waits": sum(c.waits for c in of),
             "integer_changes_pick": len(changed),
+            "integer_losses": sorted(round(c.integer_loss, 1) for c in changed),
             "burst_later": sum(c.position > 0 for c in of),
             "stale_view_changes_pick": sum(
                 c.stale_top is not None and set(c.stale_top) != set(c.live_top) for c in of
