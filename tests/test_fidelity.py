@@ -296,7 +296,7 @@ def test_image_locality_decides_as_in_kube_scheduler(cluster):
 
 LIVE_CASES = 24
 #: The differences between the live deployment and the simulated policy that the docs
-#: describe (operator guide, "How closely the live deployment follows the policy"), by
+#: describe (operator guide, "How closely the live deployment follows the simulated policy"), by
 #: kind of pod: builds leave out BuildSpread and (unless configured) DelayForLocality and
 #: filter at the load bound, user pods keep z2jh's weights for kube-scheduler's plugins;
 #: both round the extender's score to 0-10 and may see a burst's earlier pods late.
