@@ -59,6 +59,7 @@ from string import Template
 from typing import Any
 
 from stickypack.core.framework import Profile
+from stickypack.core.plugins.kubescheduler import KUBE_SCHEDULER_SCORERS
 from stickypack.core.policy import Policy
 from stickypack.core.routing import (
     MAX_ANNOTATION_BYTES,
@@ -189,15 +190,6 @@ KUBE_FILTERS = ("NodeUnschedulable", "NodeResourcesFit", "NodeAffinity", "TaintT
 #: The core's filters that need nothing in the profile: kube-scheduler keeps a node that is
 #: not Ready off by its ``node.kubernetes.io/not-ready`` taint (TaintToleration).
 NO_KUBE_FILTER = ("NodeReady",)
-#: kube-scheduler's score plugins that the core models, and the arguments each takes.
-KUBE_SCORERS = (
-    "NodeResourcesFit",
-    "NodeResourcesBalancedAllocation",
-    "TaintToleration",
-    "NodeAffinity",
-    "InterPodAffinity",
-    "ImageLocality",
-)
 
 
 def _resource_specs(resources: dict[str, int]) -> list[dict[str, Any]]:
@@ -235,7 +227,7 @@ def kube_scheduler_profile(
     seen: set[str] = set()
     for entry in described["score"]:
         name, weight, args = entry["plugin"], entry["weight"], entry.get("args") or {}
-        if name not in KUBE_SCORERS:
+        if name not in KUBE_SCHEDULER_SCORERS:
             raise ValueError(
                 f"{where}: score plugin {name} is not kube-scheduler's (stickypack's own plugins "
                 "run in `stickypack extender`: --profiles stickypack-builds with --extender-url)"

@@ -42,6 +42,7 @@ from stickypack.core.framework import (
 from stickypack.core.history import BuildHistory
 from stickypack.core.nodegroups import NodeGroups
 from stickypack.core.plugins import BuildBounds, BuildLocality
+from stickypack.core.plugins.kubescheduler import KUBE_SCHEDULER_SCORERS
 from stickypack.core.pod import Pod, PodSpecError
 from stickypack.core.policy import Policy, PolicyError
 from stickypack.kube.cache import DEFAULT_BUILD_SELECTOR, ClusterCache, matches
@@ -58,14 +59,7 @@ FILTER_REASONS = {
     "DelayForLocality": "the build waits for room on a node that built its repo (delay scheduling)",
 }
 #: Score plugins kube-scheduler runs itself (stickypack's own ones it does not know).
-KUBE_SCORERS = {
-    "NodeResourcesFit",
-    "NodeResourcesBalancedAllocation",
-    "TaintToleration",
-    "NodeAffinity",
-    "InterPodAffinity",
-    "ImageLocality",
-}
+KUBE_SCORERS = KUBE_SCHEDULER_SCORERS
 #: Filters whose failure preemption cannot resolve (kube-scheduler's preemption would evict
 #: pods there for nothing). ``DelayForLocality`` fails only nodes other than the repo's full
 #: history nodes (those never reach the extender), and evictions there end no wait; the load

@@ -145,14 +145,15 @@ def _node_table(cases: Sequence[Case]) -> NodeTable:
             "kubernetes.io/arch": "amd64",
             **n["labels"],
         }
-        taints = [Taint.from_dict(_taint_dict(t)) for t in n["taints"]]
+        taints = [Taint.from_dict(taint_dict(t)) for t in n["taints"]]
         table.upsert_node(n["name"], alloc, labels=labels, taints=taints, images=node_images(n.get("images")))
     for raw in (raw for case in cases for raw in case.bound):
         table.add_pod(table.slot(raw["spec"]["nodeName"]), Pod.from_dict(raw))
     return table
 
 
-def _taint_dict(spec: str) -> dict[str, str]:
+def taint_dict(spec: str) -> dict[str, str]:
+    """A taint written ``key[=value]:Effect`` (a case's node) as a Kubernetes taint dict."""
     keyval, effect = spec.rsplit(":", 1)
     key, _, value = keyval.partition("=")
     return {"key": key, "value": value, "effect": effect}

@@ -85,7 +85,7 @@ from stickypack.core.policy import Policy
 from stickypack.core.rendezvous import rendezvous_rank
 from stickypack.core.resources import PODS, parse_resource_list
 from stickypack.testing.controlplane import ControlPlane, ControlPlaneError, SchedulerHandle, pod_manifest
-from stickypack.testing.fidelity import CASE_LABEL, random_case, wait_scheduler_cache
+from stickypack.testing.fidelity import CASE_LABEL, random_case, taint_dict, wait_scheduler_cache
 
 BUILD_SCHEDULER = "stickypack-builds"
 USER_SCHEDULER = "stickypack"
@@ -737,19 +737,13 @@ def _reference_table(
             "kubernetes.io/arch": "amd64",
             **n["labels"],
         }
-        taints = [Taint.from_dict(_taint_dict(t)) for t in n["taints"]]
+        taints = [Taint.from_dict(taint_dict(t)) for t in n["taints"]]
         created = rfc3339_seconds(stored_nodes[name]["metadata"]["creationTimestamp"])
         table.upsert_node(name, alloc, labels=labels, taints=taints, created=created)
     for raw in (b for c in group for b in c.bound):
         stored = stored_pods[raw["metadata"]["name"]]
         table.add_pod(table.slot(raw["spec"]["nodeName"]), Pod.from_dict(stored))
     return table
-
-
-def _taint_dict(text: str) -> dict[str, str]:
-    keyval, effect = text.rsplit(":", 1)
-    key, _, value = keyval.partition("=")
-    return {"key": key, "value": value, "effect": effect}
 
 
 # ---- judging -------------------------------------------------------------------------------

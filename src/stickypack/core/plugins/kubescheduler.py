@@ -40,6 +40,21 @@ from stickypack.core.plugins.common import (
 from stickypack.core.pod import BUILD_LABELS, Pod
 from stickypack.core.resources import CPU, EPHEMERAL_STORAGE, MEMORY, PODS
 
+#: kube-scheduler's score plugins the core models, by their kube-scheduler names (the
+#: score plugin names a KubeSchedulerConfiguration profile may enable; stickypack's own
+#: plugins it does not know).
+KUBE_SCHEDULER_SCORERS = frozenset(
+    {
+        "NodeResourcesFit",
+        "NodeResourcesBalancedAllocation",
+        "TaintToleration",
+        "NodeAffinity",
+        "InterPodAffinity",
+        "ImageLocality",
+    }
+)
+
+
 # ---- filters ---------------------------------------------------------------------------
 
 
