@@ -224,6 +224,12 @@ def test_node_table_lists_timed_pods_for_drain_forecasts():
         t.add_pod(a if k % 2 == 0 else b, p)
     t.add_pod(a, Pod("build", created=0.0, annotations={"binder-repo": "r"}))  # builds: not listed
     t.add_pod(a, Pod("untimed"))  # no creation time: not listed
+    # a DaemonSet's pod and a static pod's mirror live as long as their node and do not keep
+    # it (the autoscaler removes a node with only those): not sessions, not listed
+    daemon = Pod("kube-proxy-x", created=0.0, owner_kind="DaemonSet")
+    mirror = Pod("etcd-a", created=0.0, annotations={"kubernetes.io/config.mirror": "abc"})
+    t.add_pod(a, daemon)
+    t.add_pod(b, mirror)
     rows, ages = t.pod_ages(10_000.0)
     assert sorted(zip(rows.tolist(), ages.tolist(), strict=True)) == sorted(
         ((a if k % 2 == 0 else b), 10_000.0 - 100.0 * k) for k in range(100)

@@ -68,9 +68,9 @@ class NodeTable:
     while any row lists it (nodes that list one name with different sizes all count the
     first's; a node update re-lists its images, so a name only it lists takes its new size).
 
-    Every bound pod that is not a build pod and has a creation time (``Pod.created``,
-    seconds) is also listed with its row and that time (:meth:`pod_ages`), so a scorer can
-    forecast when a node will empty (``DrainForecast``).
+    Every bound pod that is not a build pod, a DaemonSet's pod or a mirror pod and has a
+    creation time (``Pod.created``, seconds) is also listed with its row and that time
+    (:meth:`pod_ages`), so a scorer can forecast when a node will empty (``DrainForecast``).
     """
 
     def __init__(self, resources: Iterable[str] = (CPU, MEMORY, PODS), capacity: int = 64) -> None:
@@ -430,6 +430,7 @@ class NodeTable:
                 col = self.ensure_resource(rname)
                 row = self.requested[i]
             row[col] += sign * amount
+        daemonset = mirror = False
         if pod.owner_kind is not None or pod.annotations:  # cheap test first: most pods are neither
             daemonset, mirror = pod.is_daemonset_pod, pod.is_mirror_pod
             if daemonset or mirror:
@@ -444,7 +445,9 @@ class NodeTable:
             self.builds[i] += sign
             if sign > 0:
                 self.build_starts[i] += 1
-        elif pod.created is not None:
+        elif pod.created is not None and not (daemonset or mirror):
+            # a DaemonSet's or a static pod lives as long as its node and does not keep it
+            # (the autoscaler removes a node with only those): not a session to forecast
             self._time(i, pod, sign)
 
     def _time(self, i: int, pod: Pod, sign: int) -> None:
@@ -482,7 +485,8 @@ class NodeTable:
         self._t_free.append(e)
 
     def pod_ages(self, now: float) -> tuple[np.ndarray, np.ndarray]:
-        """``(rows, ages)`` of the timed pods (bound, not build pods, with a creation time):
+        """``(rows, ages)`` of the timed pods (bound, not build, DaemonSet or mirror pods, with
+        a creation time):
         each one's node row and its age at ``now`` in seconds (0 for a creation time in the
         future)."""
         live = self._t_row >= 0
