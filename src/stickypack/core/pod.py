@@ -325,27 +325,28 @@ def _node_selector_terms(raw: Mapping[str, Any], where: str) -> tuple[NodeSelect
     return tuple(_node_selector_term(t, f"{where}.nodeSelectorTerms[{i}]") for i, t in enumerate(terms))
 
 
-def _preferred_term(raw: object, where: str) -> PreferredTerm:
-    """A ``preferredDuringSchedulingIgnoredDuringExecution`` entry of node affinity, the
-    field ``where``."""
+def _weighted(raw: object, where: str) -> tuple[Mapping[str, Any], int]:
+    """A weighted preferred-term entry (the field ``where``) and its ``weight``; errors name
+    the field."""
     if not isinstance(raw, Mapping):
         raise ValueError(f"{where} must be an object, got {brief_repr(raw)}")
     try:
-        weight = _weight(raw.get("weight"))
+        return raw, _weight(raw.get("weight"))
     except ValueError as exc:
         raise ValueError(f"{where}.weight: {exc}") from None
+
+
+def _preferred_term(raw: object, where: str) -> PreferredTerm:
+    """A ``preferredDuringSchedulingIgnoredDuringExecution`` entry of node affinity, the
+    field ``where``."""
+    raw, weight = _weighted(raw, where)
     return PreferredTerm(weight, _node_selector_term(raw.get("preference") or {}, f"{where}.preference"))
 
 
 def _pod_affinity_term(raw: object, where: str) -> PodAffinityTerm:
     """A preferred pod anti-affinity entry (the field ``where``): its weight, ``matchLabels``
     and topology key."""
-    if not isinstance(raw, Mapping):
-        raise ValueError(f"{where} must be an object, got {brief_repr(raw)}")
-    try:
-        weight = _weight(raw.get("weight"))
-    except ValueError as exc:
-        raise ValueError(f"{where}.weight: {exc}") from None
+    raw, weight = _weighted(raw, where)
     term = _mapping(raw.get("podAffinityTerm"), f"{where}.podAffinityTerm")
     selector = _mapping(term.get("labelSelector"), f"{where}.podAffinityTerm.labelSelector")
     match_labels = _mapping(selector.get("matchLabels"), f"{where}.podAffinityTerm.labelSelector.matchLabels")

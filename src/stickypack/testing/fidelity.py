@@ -41,7 +41,7 @@ import copy
 import math
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -150,6 +150,21 @@ def _node_table(cases: Sequence[Case]) -> NodeTable:
     for raw in (raw for case in cases for raw in case.bound):
         table.add_pod(table.slot(raw["spec"]["nodeName"]), Pod.from_dict(raw))
     return table
+
+
+def create_case_node(cp: ControlPlane, n: Mapping[str, Any]) -> None:
+    """Create a case's node (its dict: name, cpu, memory, labels, taints and optionally
+    images, ephemeral storage and extended resources) on the control plane."""
+    cp.create_node(
+        n["name"],
+        cpu=n["cpu"],
+        memory=n["memory"],
+        labels=n["labels"],
+        taints=n["taints"],
+        images=n.get("images"),
+        ephemeral_storage=n.get("ephemeral_storage", "100Gi"),
+        extended=n.get("extended"),
+    )
 
 
 def taint_dict(spec: str) -> dict[str, str]:
@@ -408,16 +423,7 @@ def run_cases(
         try:
             for case in group:
                 for n in case.nodes:
-                    cp.create_node(
-                        n["name"],
-                        cpu=n["cpu"],
-                        memory=n["memory"],
-                        labels=n["labels"],
-                        taints=n["taints"],
-                        images=n.get("images"),
-                        ephemeral_storage=n.get("ephemeral_storage", "100Gi"),
-                        extended=n.get("extended"),
-                    )
+                    create_case_node(cp, n)
             nodes = sum(len(case.nodes) for case in group)
             # the nodes first: a bound pod seen before its node makes a placeholder entry
             # that the cache's node count includes

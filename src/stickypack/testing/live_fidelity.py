@@ -85,7 +85,13 @@ from stickypack.core.policy import Policy
 from stickypack.core.rendezvous import rendezvous_rank
 from stickypack.core.resources import PODS, parse_resource_list
 from stickypack.testing.controlplane import ControlPlane, ControlPlaneError, SchedulerHandle, pod_manifest
-from stickypack.testing.fidelity import CASE_LABEL, random_case, taint_dict, wait_scheduler_cache
+from stickypack.testing.fidelity import (
+    CASE_LABEL,
+    create_case_node,
+    random_case,
+    taint_dict,
+    wait_scheduler_cache,
+)
 
 BUILD_SCHEDULER = "stickypack-builds"
 USER_SCHEDULER = "stickypack"
@@ -633,13 +639,7 @@ def _run_batch(
             for case in group:
                 for n in case.nodes:
                     if case.node_waves[n["name"]] == wave:
-                        cp.create_node(
-                            n["name"],
-                            cpu=n["cpu"],
-                            memory=n["memory"],
-                            labels=n["labels"],
-                            taints=n["taints"],
-                        )
+                        create_case_node(cp, n)
             pods = [b for c in group for b in c.bound if c.pod_waves[b["metadata"]["name"]] == wave]
             if pods:
                 cp.create_pods(pods)
