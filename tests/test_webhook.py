@@ -529,6 +529,16 @@ def test_default_configuration_routes_dask_workers_of_gateway_and_operator() -> 
     assert {r.scheduler_name for r in routes} == {"stickypack"}
 
 
+@pytest.mark.parametrize("listen", [None, {}, {"host": "127.0.0.1"}])
+def test_the_webhooks_default_port_is_8443_however_much_of_listen_is_given(listen: dict | None) -> None:
+    """docs/configuration.md: `listen: {host: 0.0.0.0, port: 8443}`; a `listen` that sets
+    only the host once took the extender's port, 8888."""
+    config = config_from_dict({} if listen is None else {"listen": listen})
+    assert config.listen.port == 8443
+    assert config.listen.host == (listen or {}).get("host", "0.0.0.0")
+    assert config_from_dict({"listen": {"port": 9443}}).listen.port == 9443
+
+
 def test_configuration_errors_name_file_and_field(tmp_path: Path) -> None:
     path = tmp_path / "webhook.yaml"
     path.write_text(

@@ -114,6 +114,13 @@ def _placement_part(**part: Any) -> RoutePlacement:
         raise ValueError(message.lstrip(". ")) from None
 
 
+class WebhookListenConfig(ListenConfig):
+    """The extender's ``listen`` with the webhook's port: a ``listen`` that names only the
+    host keeps 8443 (it once took the extender's 8888)."""
+
+    port: int = Field(default=8443, ge=0, le=65535)
+
+
 def _default_routes() -> list[RouteConfig]:
     return [
         RouteConfig(name="dask-gateway-workers", pod_selector="app.kubernetes.io/component=dask-worker"),
@@ -140,7 +147,7 @@ class TLSConfig(_Model):
 
 
 class WebhookConfig(_Model):
-    listen: ListenConfig = Field(default_factory=lambda: ListenConfig(port=8443))
+    listen: WebhookListenConfig = Field(default_factory=WebhookListenConfig)
     tls: TLSConfig = Field(default_factory=TLSConfig)
     #: In order: a pod goes to the first route that matches it.
     routes: list[RouteConfig] = Field(default_factory=_default_routes, min_length=1)
