@@ -12,9 +12,10 @@
                                                        build pod the extender placed)
 ``stickypack_extender_nodes_filtered_total``           nodes removed by the extender's filter
 ``stickypack_extender_assumed_total``                  placements counted before the watch
-``stickypack_extender_cache_staleness_seconds``        by ``kind`` (nodes, pods, history):
-                                                       seconds since the API server was last
-                                                       heard from on that watch
+``stickypack_extender_cache_staleness_seconds``        by ``kind`` (nodes, pods, history;
+                                                       with ``cluster.dra`` resourceslices,
+                                                       resourceclaims): seconds since the API
+                                                       server was last heard from on that watch
 ``stickypack_extender_watch_connected``                by ``kind``: 1 while the watch is open
 ``stickypack_extender_watch_errors_total``             by ``kind``
 ``stickypack_extender_watch_relists_total``            by ``kind`` (410 Gone -> relist)
