@@ -986,3 +986,20 @@ def test_the_prediction_counts_kube_schedulers_image_locality() -> None:
     scores, _ = extender.prioritize({"Pod": pod, "NodeNames": names})
     assert max(scores, key=lambda s: s["Score"])["Host"] == top  # the extender's own part
     assert cache.assumed == {"binder/img": holder}  # kube-scheduler's total: the image wins
+
+
+@pytest.mark.parametrize(
+    ("pods", "recorded"),
+    [
+        ({}, {"component": "binderhub-build"}),  # the default: the builds it places
+        # the operator guide's user-pod extender: no build pod is one it manages
+        ({"manage": "component=singleuser-server"}, None),
+        ({"manage": "component=binderhub-build,release=a"}, {"component": "binderhub-build", "release": "a"}),
+        ({"manage": "release=a", "build_selector": "component=x"}, {"component": "x", "release": "a"}),
+        ({"manage": {}, "build_selector": {}}, {}),
+    ],
+)
+def test_an_extender_records_the_ends_of_the_build_pods_it_manages(
+    pods: dict, recorded: dict[str, str] | None
+) -> None:
+    assert config_from_dict({"pods": pods}).pods.recorded_builds() == recorded

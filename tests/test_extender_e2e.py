@@ -575,6 +575,177 @@ def test_a_node_created_again_under_its_name_while_no_extender_ran_has_no_histor
         ext2.stop()
 
 
+def _bound_build(cp: ControlPlane, name: str, repo: str, node: str) -> None:
+    pod = build_pod(name, repo)
+    pod["spec"]["nodeName"] = node
+    cp.create_pod(pod=pod)
+
+
+def _finish(cp: ControlPlane, name: str) -> float:
+    """Write the status a kubelet writes when build pod ``name``'s container ends now:
+    phase Succeeded, the container terminated at this second. Returns that time."""
+    from datetime import UTC, datetime
+
+    from kubernetes_asyncio import client
+
+    finished = float(int(time.time()))  # the API's times are whole seconds
+    stamp = datetime.fromtimestamp(finished, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    async def go(api: Any) -> None:
+        core = client.CoreV1Api(api)
+        resp = await core.read_namespaced_pod(name, "default", _preload_content=False)
+        body = json.loads(await resp.read())
+        body["status"]["phase"] = "Succeeded"
+        body["status"]["containerStatuses"] = [
+            {
+                "name": "main",
+                "image": body["spec"]["containers"][0]["image"],
+                "imageID": "",
+                "ready": False,
+                "restartCount": 0,
+                "state": {"terminated": {"exitCode": 0, "startedAt": stamp, "finishedAt": stamp}},
+            }
+        ]
+        await core.replace_namespaced_pod_status(name, "default", body)
+
+    cp.call(go)
+    return finished
+
+
+def _stored_tombstones(cp: ControlPlane) -> dict[str, float]:
+    from kubernetes_asyncio import client
+
+    cm = cp.call(
+        lambda api: client.CoreV1Api(api).read_namespaced_config_map(f"{HISTORY['name']}-0", "default")
+    )
+    return json.loads(cm.data["history.json"])["forgotten"]
+
+
+@pytest.mark.parametrize("outage", ["watch", "restart"])
+def test_a_build_end_seen_after_an_outage_is_dated_when_the_build_ended(
+    cluster: ControlPlane, tmp_path, outage: str
+) -> None:
+    """While the extender does not watch (its API server connections cut, or the extender
+    stopped), a build on node b1 ends, the image cleaner prunes b1 (``forget-node``: a
+    tombstone at T), and another build on b1 ends. Seen after the outage, the first end is
+    dated when it ended, before T, and is not recorded; the second, after T, is, at the
+    time its container finished. (Dated when seen, the first outlived the tombstone: a
+    cache the cleaner had removed; a pod first seen ended, after a restart, was not
+    recorded at all.) A build pod deleted before T is dated by its deletion, and not
+    recorded either."""
+    cluster.create_node("b1")
+    early, late, gone = (f"https://github.com/o/{n}" for n in ("early", "late", "gone"))
+    for name, repo in (("early", early), ("late", late), ("gone", gone)):
+        _bound_build(cluster, name, repo, "b1")
+    if outage == "watch":
+        ext, proxy = _extender_behind_freezing_proxy(cluster)
+    else:
+        ext, proxy = extender(cluster), None
+    cfg = tmp_path / "cleaner.yaml"
+    cfg.write_text(yaml.safe_dump({"history": {"name": HISTORY["name"]}}))
+
+    def builds() -> int:
+        return ext.call(lambda: int(ext.service.cache.table.builds[ext.service.cache.table.slot("b1")]))
+
+    def nodes_for(repo: str) -> list[str]:
+        return ext.call(lambda: ext.service.recorder.history.nodes_for(repo, time.time()))
+
+    try:
+        wait_for(lambda: builds() == 3, what="the three builds running on b1")
+        if proxy is not None:
+            proxy.cut()
+        else:
+            ext.stop()
+        ended_early = _finish(cluster, "early")
+        delete_pods(cluster, ["gone"])
+        time.sleep(max(0.0, ended_early + 1.2 - time.time()))  # the next second has begun
+        argv = ["forget-node", "b1", "--config", str(cfg), "--kubeconfig", str(cluster.kubeconfig)]
+        assert cli_main(argv) == 0
+        forgotten = _stored_tombstones(cluster)["b1"]
+        assert ended_early < forgotten
+        time.sleep(1.2)
+        ended_late = _finish(cluster, "late")
+        assert ended_late > forgotten
+        time.sleep(1.5)  # seen well after it ended
+        if proxy is not None:
+            proxy.thaw()
+        else:
+            ext = extender(cluster)
+        wait_for(lambda: late in stored_history(cluster), timeout=30, what="the later build recorded")
+        wait_for(lambda: ext.call(lambda: ext.service.recorder.unstored) == 0, what="every end written")
+        assert stored_history(cluster) == {late: {"b1": ended_late}}
+        wait_for(
+            lambda: nodes_for(early) == [] and nodes_for(gone) == [], what="the extender to see the forget"
+        )
+        assert nodes_for(late) == ["b1"]
+    finally:
+        ext.stop()
+        if proxy is not None:
+            proxy.close()
+
+
+def test_of_two_extenders_sharing_the_history_only_the_one_placing_builds_writes_it(
+    cluster: ControlPlane,
+) -> None:
+    """The operator guide's two extenders, for builds and for user pods, share the build
+    history ConfigMap. A build end is written once, by the build extender; the user-pod
+    extender (``pods.manage: component=singleuser-server``) records nothing and writes
+    nothing, node deletions included, and reads what the other writes."""
+    from kubernetes_asyncio import client
+
+    from stickypack.testing.live_fidelity import USER_EXTENDER_SCORE
+
+    for n in ("b1", "b2"):
+        cluster.create_node(n)
+    builds = extender(cluster)
+    users = extender(
+        cluster,
+        profile="stickypack",
+        score=list(USER_EXTENDER_SCORE),
+        pods={"manage": "component=singleuser-server"},
+    )
+    repo = "https://github.com/o/once"
+    name = f"{HISTORY['name']}-0"
+    try:
+        since = cluster.call(lambda api: client.CoreV1Api(api).list_namespaced_config_map("default"))
+        _bound_build(cluster, "b", repo, "b1")
+        for ext in (builds, users):
+            wait_for(
+                lambda ext=ext: ext.call(lambda: ext.service.cache.placement("default/b")) is not None,
+                what="the build pod in both caches",
+            )
+        delete_pods(cluster, ["b"])
+        wait_for(lambda: repo in stored_history(cluster), what="the build end stored")
+        wait_for(
+            lambda: users.call(lambda: users.service.recorder.history.nodes_for(repo, time.time())) == ["b1"],
+            what="the user-pod extender to read it",
+        )
+        cluster.call(lambda api: client.CoreV1Api(api).delete_node("b1"))
+        wait_for(lambda: repo not in stored_history(cluster), what="b1 forgotten: its only entry")
+        time.sleep(0.5)  # ten flush intervals: a second write, if any, is done
+        stores = {ext: ext.call(lambda ext=ext: ext.service.recorder.store) for ext in (builds, users)}
+        assert (stores[builds].writes, stores[users].writes, stores[users].conflicts) == (2, 0, 0)
+        assert users.call(lambda: users.service.recorder.unstored) == 0
+
+        async def writes(api: Any) -> list[str]:
+            w = watch.Watch()
+            kinds = []
+            async for event in w.stream(
+                client.CoreV1Api(api).list_namespaced_config_map, "default",
+                field_selector=f"metadata.name={name}", resource_version=since.metadata.resource_version,
+                timeout_seconds=1,
+            ):  # fmt: skip
+                kinds.append(event["type"])
+            return kinds
+
+        from kubernetes_asyncio import watch
+
+        assert cluster.call(writes) == ["ADDED", "MODIFIED"]  # the build end, then b1 forgotten
+    finally:
+        builds.stop()
+        users.stop()
+
+
 def test_node_annotation_store_round_trip(cluster: ControlPlane) -> None:
     for n in ("node-a", "node-b"):
         cluster.create_node(n)
@@ -1003,7 +1174,8 @@ def test_dra_watches_that_cannot_start_leave_the_extender_ready_without_dra(
 class _FreezingProxy:
     """A TCP relay to ``target`` on a free loopback port. :meth:`freeze` makes every open
     connection go silent for good (a dead API server instance or a partition: no RST, no
-    FIN) and holds new ones unanswered; :meth:`thaw` relays new connections again."""
+    FIN) and holds new ones unanswered; :meth:`cut` closes them all and every new one at
+    once (an outage the client sees); :meth:`thaw` relays new connections again."""
 
     def __init__(self, target: tuple[str, int]) -> None:
         import socket
@@ -1015,6 +1187,7 @@ class _FreezingProxy:
         self.server.listen(64)
         self.port = self.server.getsockname()[1]
         self.frozen = False
+        self.refusing = False
         self.dead: set[int] = set()  # ids of connection pairs that never relay again
         self.socks: list[socket.socket] = []
         self.closed = threading.Event()
@@ -1029,6 +1202,9 @@ class _FreezingProxy:
             try:
                 conn = self.server.accept()[0]
             except OSError:
+                continue
+            if self.refusing:
+                conn.close()
                 continue
             self.socks.append(conn)
             if self.frozen:
@@ -1062,8 +1238,16 @@ class _FreezingProxy:
         self.frozen = True
         self.dead.update(id(s) for s in self.socks)
 
+    def cut(self) -> None:
+        self.refusing = True
+        for sock in self.socks:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+        self.socks.clear()
+
     def thaw(self) -> None:
         self.frozen = False
+        self.refusing = False
 
     def close(self) -> None:
         self.closed.set()

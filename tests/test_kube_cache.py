@@ -292,3 +292,86 @@ def test_a_pod_that_stops_being_a_daemonset_pod_moves_out_of_its_column(cache: C
     assert t.daemonset_requested[i, cpu] == 1000
     cache.pod_event("DELETED", marked)
     assert not t.daemonset_requested.any() and cpu_requested(cache, "n1") == 0
+
+
+def _ended(p: dict, *finished: str | None, running: bool = False, key: str = "containerStatuses") -> dict:
+    """``p`` with container statuses: one terminated container per ``finished`` time (None:
+    one that never started), and a running one with ``running``."""
+    states: list[dict] = [
+        {"state": {"terminated": {"exitCode": 0, "finishedAt": f}} if f else {"waiting": {}}}
+        for f in finished
+    ]
+    if running:
+        states.append({"state": {"running": {"startedAt": "2026-03-01T09:00:00Z"}}})
+    p["status"][key] = [{"name": f"c{i}", **s} for i, s in enumerate(states)]
+    return p
+
+
+#: 2026-03-01T10:00:00Z, and what the cache's clock says in the next test: an hour later
+T0 = 1772359200.0
+
+
+def test_a_build_end_is_dated_from_the_pod_not_from_when_it_was_seen() -> None:
+    """An end seen an hour late is dated when the pod ended: its containers' latest
+    finishedAt (init containers too), else when its deletion was asked for; a pod time
+    within a second of now is now (finer); never later than now. A pod first seen already
+    ended (a list) is recorded only when the pod dates its end, and not when it ended
+    before its node was created (an older machine of that name)."""
+    now = [T0 + 3600.0]
+    seen: list[tuple[str, float]] = []
+    cache = ClusterCache(
+        on_build_end=lambda repo, n, when, phase: seen.append((repo, when)), clock=lambda: now[0]
+    )
+    cache.node_event("ADDED", node("n1", creationTimestamp="2026-03-01T08:00:00Z"))
+
+    def end(name: str, p: dict, kind: str = "MODIFIED") -> float | None:
+        before = len(seen)
+        cache.pod_event(kind, p)
+        return seen[-1][1] if len(seen) > before else None
+
+    ok = "2026-03-01T10:00:00Z"
+    assert end("a", _ended(pod("a", "n1", repo="A", phase="Succeeded"), "2026-03-01T09:59:00Z", ok)) == T0
+    # a pod that failed in an init container; a sidecar that ended after the main container
+    failed = _ended(pod("b", "n1", repo="B", phase="Failed"), None)
+    _ended(failed, ok, key="initContainerStatuses")
+    assert end("b", failed) == T0
+    side = _ended(pod("c", "n1", repo="C", phase="Succeeded"), ok)
+    _ended(side, "2026-03-01T10:00:07Z", key="initContainerStatuses")
+    assert end("c", side) == T0 + 7
+    # deleted while a container ran: when the deletion was asked for (timestamp less grace)
+    deleting = _ended(pod("d", "n1", repo="D", phase="Running"), running=True)
+    deleting["metadata"] |= {"deletionTimestamp": "2026-03-01T10:00:30Z", "deletionGracePeriodSeconds": 30}
+    assert end("d", deleting, "DELETED") == T0
+    # nothing in the pod: when seen
+    assert end("e", pod("e", "n1", repo="E", phase="Succeeded")) == now[0]
+    # a time in the future of the clock (another machine's clock ahead), or within a second
+    # of now: now
+    assert end("f", _ended(pod("f", "n1", repo="F", phase="Succeeded"), "2026-03-01T11:00:05Z")) == now[0]
+    now[0] = T0 + 0.6
+    assert end("g", _ended(pod("g", "n1", repo="G", phase="Succeeded"), ok)) == T0 + 0.6
+    # first seen already ended: recorded when the pod dates it, else not
+    now[0] = T0 + 3600.0
+    assert end("h", _ended(pod("h", "n1", repo="H", phase="Succeeded"), ok), "ADDED") == T0
+    assert end("i", pod("i", "n1", repo="I", phase="Succeeded"), "ADDED") is None
+    # ended before its node was created: not this machine's build
+    assert end("j", _ended(pod("j", "n1", repo="J", phase="Succeeded"), "2026-03-01T07:00:00Z")) is None
+    assert [r for r, _ in seen] == ["A", "B", "C", "D", "E", "F", "G", "H"]
+
+
+def test_the_slim_pod_keeps_a_build_pods_container_ends_and_the_deletion_grace() -> None:
+    from stickypack.kube.cache import pod_end_time, slim_pod
+
+    build = _ended(
+        pod("b", "n1", repo="R", phase="Succeeded"), "2026-03-01T09:00:00Z", "2026-03-01T10:00:00Z"
+    )
+    build["status"]["containerStatuses"][0] |= {"image": "x" * 1000, "imageID": "y", "ready": False}
+    assert pod_end_time(slim_pod(build)) == pod_end_time(build) == T0
+    running = _ended(pod("r", "n1", repo="R"), "2026-03-01T09:00:00Z", running=True)
+    running["metadata"] |= {"deletionTimestamp": "2026-03-01T10:00:30Z", "deletionGracePeriodSeconds": 30}
+    assert pod_end_time(slim_pod(running)) == pod_end_time(running) == T0
+    other = _ended(pod("u", "n1", phase="Succeeded"), "2026-03-01T10:00:00Z")  # not a build pod
+    assert "containerStatuses" not in slim_pod(other)["status"]
+    for junk in (5, ["x", {"state": 3}], [{"state": {"terminated": {"finishedAt": "yesterday"}}}]):
+        odd = pod("o", "n1", repo="R", phase="Succeeded")
+        odd["status"]["containerStatuses"] = junk
+        assert pod_end_time(odd) is None and pod_end_time(slim_pod(odd)) is None, junk

@@ -66,7 +66,7 @@ def _extender(args: argparse.Namespace, console: Console) -> int:
         weight = service.extender.weight
         console.print(
             f"configuration ok; extender weight {weight} (the sum of its score plugins' weights: "
-            f"render scheduler-config --extender-weight {weight})"
+            f"render scheduler-config --extender-weight {weight}); build history: {service.history_role()}"
         )
         return 0
     return _run_service("extender", serve(config), config.listen.host, config.listen.port, config.log_level)

@@ -62,7 +62,8 @@ class ListenConfig(_Model):
 class PodsConfig(_Model):
     #: Pods the extender places (others get every node back unchanged and no scores).
     manage: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_BUILD_SELECTOR))
-    #: Build pods whose end is recorded in the history (plus the ``binder-repo`` annotation).
+    #: Build pods (plus the ``binder-repo`` annotation); the end of those the extender also
+    #: manages is recorded in the history (:meth:`recorded_builds`).
     build_selector: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_BUILD_SELECTOR))
     #: Pods of the builder DaemonSet; their nodes are the candidate build nodes. Empty: all nodes.
     builder_selector: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_BUILDER_SELECTOR))
@@ -73,6 +74,19 @@ class PodsConfig(_Model):
     @classmethod
     def _selectors(cls, value: Any) -> dict[str, str]:
         return _selector(value)
+
+    def recorded_builds(self) -> dict[str, str] | None:
+        """The selector of the build pods whose end this extender records: the build pods
+        (``build_selector``) it manages (``manage``), both selectors at once. None when no
+        pod can match both (a label key with a different value in each, as a user-pod
+        extender's ``component=singleuser-server`` against ``component=binderhub-build``):
+        the extender then records no build ends and writes nothing to the history, which it
+        still reads. So of several extenders sharing a history, the one that places the
+        builds is its one writer."""
+        for key, value in self.manage.items():
+            if self.build_selector.get(key, value) != value:
+                return None
+        return {**self.build_selector, **self.manage}
 
 
 class HistoryConfig(_Model):

@@ -106,10 +106,13 @@ class ExtenderService:
         self.profile = select_profile(policy, config.profile)
         self.metrics = Metrics()
         self.recorder: HistoryRecorder | None = None
+        #: The build pods whose ends this extender records: those it manages; None: none
+        #: (it only reads the history, which another extender writes).
+        self.recorded_builds = config.pods.recorded_builds()
         self.cache = ClusterCache(
-            build_selector=config.pods.build_selector,
+            build_selector=self.recorded_builds or {},
             builder_selector=config.pods.builder_selector,
-            on_build_end=self._on_build_end,
+            on_build_end=self._on_build_end if self.recorded_builds is not None else None,
             on_node_deleted=self._on_node_deleted,
             on_node_added=self._on_node_added,
             record_failed=config.pods.record_failed,
@@ -151,6 +154,17 @@ class ExtenderService:
             max_request_bytes=config.max_request_bytes,
         )
         self._started = False
+
+    def history_role(self) -> str:
+        """What this extender does with the build history, in words (the log, ``--check``)."""
+        if self.recorded_builds is None:
+            return (
+                f"read only (pods.manage {selector_text(self.config.pods.manage)} matches no build "
+                f"pod of pods.build_selector {selector_text(self.config.pods.build_selector)}: "
+                "another extender records the build ends)"
+            )
+        labels = selector_text(self.recorded_builds) or "any labels"
+        return f"records the ends of the build pods it manages ({labels}, annotation binder-repo)"
 
     # ---- callbacks from the cache --------------------------------------------------------
 
@@ -232,8 +246,12 @@ class ExtenderService:
         }
         store = make_store(cfg, self.api_client)
         self.recorder = HistoryRecorder(
-            store, history_limits(cfg), flush_interval_s=cfg.history.flush_interval_s
+            store,
+            history_limits(cfg),
+            flush_interval_s=cfg.history.flush_interval_s,
+            read_only=self.recorded_builds is None,
         )
+        log.info("build history: %s", self.history_role())
         nodes = Informer("nodes", core.list_node, self.cache.node_event, transform=slim_node, **common)
         pods = Informer(
             "pods",

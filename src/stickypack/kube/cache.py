@@ -10,8 +10,10 @@
   becomes Succeeded or Failed, or it is deleted (BinderHub deletes build pods when they
   finish; on a cluster without kubelets, as in tests, deletion is the only end there is).
   Feed it terminated pods too (no ``status.phase`` field selector: a pod leaving a watch's
-  selection comes as a deletion with its state from before, which hides the phase). A pod
-  first seen already terminated ended before the cache looked and is not reported;
+  selection comes as a deletion with its state from before, which hides the phase).
+  ``when`` is when the pod says it ended (:func:`pod_end_time`; :meth:`ClusterCache.end_time`),
+  so an end seen late is not dated late; a pod first seen already terminated whose pod says
+  nothing of when is not reported. Without ``on_build_end`` nothing is;
 - a **builder pod** (labels ``builder_selector``, BinderHub's DinD/pink DaemonSet) marks its
   node as a candidate builder node (:meth:`builder_nodes`);
 - a Node deletion is reported to ``on_node_deleted(name, when)``; a build pod left on it
@@ -145,11 +147,90 @@ def slim_pod(obj: dict[str, Any]) -> dict[str, Any]:
         slim_meta["ownerReferences"] = [
             {**{k: owners[0].get(k) for k in ("apiVersion", "kind", "name")}, "controller": True}
         ]
+    if "deletionGracePeriodSeconds" in meta:  # when the deletion was asked for: pod_end_time
+        slim_meta["deletionGracePeriodSeconds"] = meta["deletionGracePeriodSeconds"]
     status = obj.get("status") or {}
-    slim_status = {"phase": status.get("phase")}
+    slim_status: dict[str, Any] = {"phase": status.get("phase")}
     if status.get("resourceClaimStatuses"):  # the names of claims made from templates
         slim_status["resourceClaimStatuses"] = status["resourceClaimStatuses"]
+    if "binder-repo" in annotations:  # a build pod: when its containers ended (pod_end_time)
+        for key in CONTAINER_STATUS_KEYS:
+            states = _container_states(status.get(key))
+            if states:
+                slim_status[key] = states
     return {"metadata": slim_meta, "spec": slim_spec, "status": slim_status}
+
+
+#: The pod status lists whose containers' ends date a build's end (init containers too: a
+#: pod can fail in one, and a sidecar ends after the main containers).
+CONTAINER_STATUS_KEYS = ("containerStatuses", "initContainerStatuses")
+
+
+def _container_states(statuses: Any) -> list[dict[str, Any]]:
+    """Each container's ``state`` reduced to its kind (``running``, ``waiting``,
+    ``terminated``) and, when terminated, its ``finishedAt``: what :func:`pod_end_time`
+    reads."""
+    out: list[dict[str, Any]] = []
+    for item in _list(statuses):
+        state = item.get("state") if isinstance(item, Mapping) else None
+        if not isinstance(state, Mapping):
+            continue
+        kept: dict[str, Any] = {k: {} for k in ("running", "waiting") if k in state}
+        terminated = state.get("terminated")
+        if isinstance(terminated, Mapping):
+            kept["terminated"] = {"finishedAt": terminated.get("finishedAt")}
+        out.append({"state": kept})
+    return out
+
+
+def _stamp(raw: Any) -> float | None:
+    """An RFC 3339 time of the API in seconds, None when absent or not a time."""
+    if not isinstance(raw, str):
+        return None
+    try:
+        return rfc3339_seconds(raw)
+    except ValueError:
+        return None
+
+
+def pod_end_time(obj: Mapping[str, Any]) -> float | None:
+    """When a pod ended, as the pod itself tells (seconds since the epoch), or None.
+
+    - the latest ``state.terminated.finishedAt`` of its containers and init containers,
+      when none of them is still running (a container that never started adds nothing:
+      a pod that failed in an init container ended with it);
+    - else, when it is being deleted, when its deletion was asked for:
+      ``metadata.deletionTimestamp`` less ``deletionGracePeriodSeconds`` (the API server sets
+      the timestamp to the request's time plus the grace period; a later delete that
+      shortens the grace, as the kubelet's last, to its own time plus the shorter grace).
+
+    The API writes these times in whole seconds, and with the clocks of the kubelet and of
+    the API server; a time that cannot be read is not there."""
+    status = obj.get("status") or {}
+    ends: list[float] = []
+    running = False
+    for key in CONTAINER_STATUS_KEYS:
+        for item in _list(status.get(key) if isinstance(status, Mapping) else None):
+            state = item.get("state") if isinstance(item, Mapping) else None
+            if not isinstance(state, Mapping):
+                continue
+            if state.get("running") is not None:
+                running = True
+            terminated = state.get("terminated")
+            if isinstance(terminated, Mapping):
+                finished = _stamp(terminated.get("finishedAt"))
+                if finished is not None:
+                    ends.append(finished)
+    if ends and not running:
+        return max(ends)
+    meta = obj.get("metadata") or {}
+    deleting = _stamp(meta.get("deletionTimestamp"))
+    if deleting is None:
+        return None
+    grace = meta.get("deletionGracePeriodSeconds")
+    if isinstance(grace, int) and not isinstance(grace, bool) and 0 <= grace <= 10**9:
+        deleting -= grace
+    return deleting
 
 
 def slim_node(obj: dict[str, Any]) -> dict[str, Any]:
@@ -380,13 +461,11 @@ class ClusterCache:
         if node is not None or gone:
             self._drop_assumption(key)
         if gone:
-            # first seen already terminated (a list at start-up): it ended before we looked,
-            # and was recorded then, if at all; re-recording it now would date it now, over
-            # a later forget of its node. Nor is a build on a node deleted meanwhile recorded.
-            report = kind != "ADDED" and node not in self._deleted_nodes
+            # A build on a node deleted meanwhile is not recorded (its cache went with it).
+            report = node not in self._deleted_nodes
             self._unplace(key)
             if node is not None:
-                self._maybe_build_end(kind, meta, node, phase, report=report)
+                self._maybe_build_end(kind, obj, node, phase, report=report)
             return
         if node is None:
             return
@@ -441,10 +520,11 @@ class ClusterCache:
                     self._deleted_nodes.discard(placed.node)
 
     def _maybe_build_end(
-        self, kind: str, meta: Mapping[str, Any], node: str, phase: str, report: bool = True
+        self, kind: str, obj: Mapping[str, Any], node: str, phase: str, report: bool = True
     ) -> None:
+        meta = obj.get("metadata") or {}
         repo = (meta.get("annotations") or {}).get("binder-repo")
-        if not repo or not matches(meta.get("labels"), self.build_selector):
+        if self.on_build_end is None or not repo or not matches(meta.get("labels"), self.build_selector):
             return
         uid = str(meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}")
         first = uid not in self._ended
@@ -457,9 +537,30 @@ class ClusterCache:
         phase = phase if phase in TERMINAL_PHASES else "Deleted"
         if phase == "Failed" and not self.record_failed:
             return
+        when = self.end_time(kind, obj, node)
+        if when is None:
+            return
         self.builds_recorded += 1
-        if self.on_build_end is not None:
-            self.on_build_end(repo, node, self.clock(), phase)
+        self.on_build_end(repo, node, when, phase)
+
+    def end_time(self, kind: str, obj: Mapping[str, Any], node: str) -> float | None:
+        """When build pod ``obj``, just seen ended on ``node``, ended; None: not recorded.
+
+        The pod's own time (:func:`pod_end_time`), so an end seen late (after a restart, a
+        watch outage) is not dated late: that outlived a forget of its node written
+        meanwhile, and aged late. Never later than now; a pod time within a second before
+        now is now (a live sighting: finer than the API's whole seconds). A pod time before
+        the node's creation is an older machine of that name: not recorded. Without a pod
+        time: now, but a pod first seen already ended (``ADDED``: a list at start-up or
+        after an outage) ended at some unknown time before: not recorded."""
+        now = self.clock()
+        ended = pod_end_time(obj)
+        if ended is None:
+            return None if kind == "ADDED" else now
+        i = self.table.index.get(node)
+        if i is not None and ended < self.table.created[i]:
+            return None
+        return now if ended > now - 1.0 else ended
 
     # ---- assumptions -----------------------------------------------------------------------
 

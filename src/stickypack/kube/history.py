@@ -13,7 +13,9 @@ replicas, ``stickypack forget-node``):
   image cleaner pruned it), while a later build on the node counts again. Tombstones expire
   with the TTL, as the entries they guard do;
 - operations are coalesced: one write per ``flush_interval_s`` at most, whatever the build
-  rate.
+  rate;
+- a ``read_only`` recorder (an extender that manages no build pod) writes nothing: of the
+  extenders sharing a history, the one that records the build ends writes it.
 
 Stores (see ``docs/operator-guide.md`` for the measured comparison):
 
@@ -634,8 +636,13 @@ class HistoryRecorder:
         *,
         flush_interval_s: float = 1.0,
         clock: Callable[[], float] = time.time,
+        read_only: bool = False,
     ) -> None:
         self.store = store
+        #: Reads the store, never writes it: records and forgets change the memory only (an
+        #: extender that records no build ends; the writer's tombstones reach it by the
+        #: watch, and a change of the store read later undoes a forget of its own).
+        self.read_only = read_only
         self.limits = limits or Limits()
         self.flush_interval_s = flush_interval_s
         self.clock = clock
@@ -732,7 +739,7 @@ class HistoryRecorder:
         return len(stale)
 
     def _queue(self, op: Op) -> None:
-        if self.store is None:
+        if self.store is None or self.read_only:
             return
         self.pending.append(op)
         if len(self.pending) > MAX_PENDING_OPS:
