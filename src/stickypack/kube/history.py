@@ -650,6 +650,9 @@ class HistoryRecorder:
         self.loaded = asyncio.Event() if store is not None else _set_event()
         self.pending: list[Op] = []
         self._inflight: list[Op] = []
+        #: The forgets known (stored, and our own): node -> time up to which a record of it
+        #: is dropped, in memory as the store drops it.
+        self._tombstones: dict[str, float] = {}
         self._docs: dict[str, tuple[HistoryDoc, str | None]] = {}
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -674,6 +677,8 @@ class HistoryRecorder:
 
     def record(self, repo: str, node: str, when: float | None = None) -> None:
         when = self.clock() if when is None else when
+        if when <= self._tombstones.get(node, -math.inf):
+            return  # a build before a known forget of its node (dated from its pod, seen late)
         self.history.record(repo, node, when)
         self._touch()
         self._queue(Record(repo, node, when))
@@ -681,6 +686,7 @@ class HistoryRecorder:
     def forget_node(self, node: str, when: float | None = None) -> int:
         when = self.clock() if when is None else when
         dropped = self.history.forget_node(node)
+        self._tombstones[node] = max(self._tombstones.get(node, -math.inf), when)
         self._touch()
         self._queue(Forget(node, when))
         return dropped
@@ -728,6 +734,7 @@ class HistoryRecorder:
         for node in stale:
             created = unchecked[node]
             dropped = self.history.forget_node(node, up_to=created)
+            self._tombstones[node] = max(self._tombstones.get(node, -math.inf), created)
             self._queue(Forget(node, created))
             log.warning(
                 "build history: node %s was created after %d of its entries; forgetting them "
@@ -811,6 +818,7 @@ class HistoryRecorder:
         hist = BuildHistory(self.limits.ttl_s, self.limits.max_nodes_per_repo, self.limits.max_repos)
         hist.merge(dict(sorted(view.repos.items(), key=lambda kv: max(kv[1].values(), default=0.0))))
         self.history = hist
+        self._tombstones = view.forgotten
 
     async def flush(self) -> int:
         """Write pending operations now. Returns how many were written."""
