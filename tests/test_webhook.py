@@ -764,18 +764,31 @@ def test_metrics_count_reviews_by_outcome_and_route(tls: dict) -> None:
         _post(thread, tls, _review(_pod({"dask.org/component": "worker"})))
         _post(thread, tls, _review(_pod({"app": "web"})))
         _post(thread, tls, None, raw=b"nope")
+        # a dry run (`kubectl apply --dry-run=server`, `dryRun=All`) gets the same patch, as
+        # the API server must show what would happen, but creates no pod: not `routed`
+        worker = _review(_pod({"dask.org/component": "worker"}))
+        dry = _review(_pod({"dask.org/component": "worker"}), dryRun=True)
+        dry["request"]["uid"] = worker["request"]["uid"]
+        assert _post(thread, tls, dry).json() == _post(thread, tls, worker).json()
+        _post(thread, tls, _review(_pod({"app": "web"}), dryRun=True))
+        _post(thread, tls, _review(_pod({"dask.org/component": "worker"}), dryRun=False))
+        bad_flag = _post(thread, tls, _review(_pod({"dask.org/component": "worker"}), dryRun="yes"))
+        assert bad_flag.status_code == 400
+        assert bad_flag.json()["error"] == "request.dryRun: not a boolean ('yes')"
         with httpx.Client(verify=tls["ctx"]) as client:
             # a webhook configuration with another path, or a client using GET, once left
             # no trace here (the API server then creates the pod unrouted)
             assert client.post(f"{thread.url}/mutating", json={}).status_code == 404
             assert client.get(f"{thread.url}/mutate").status_code == 405
             text = client.get(f"{thread.url}/metrics").text
-    assert 'stickypack_webhook_reviews_total{outcome="routed",route="dask-kubernetes-workers"} 1.0' in text
+    assert 'stickypack_webhook_reviews_total{outcome="routed",route="dask-kubernetes-workers"} 3.0' in text
+    assert 'stickypack_webhook_reviews_total{outcome="dry_run",route="dask-kubernetes-workers"} 1.0' in text
+    assert 'stickypack_webhook_reviews_total{outcome="dry_run",route=""} 1.0' in text
     assert 'stickypack_webhook_reviews_total{outcome="unchanged",route=""} 1.0' in text
-    assert 'stickypack_webhook_reviews_total{outcome="bad_request",route=""} 1.0' in text
+    assert 'stickypack_webhook_reviews_total{outcome="bad_request",route=""} 2.0' in text
     assert 'stickypack_webhook_reviews_total{outcome="not_found",route=""} 1.0' in text
     assert 'stickypack_webhook_reviews_total{outcome="method_not_allowed",route=""} 1.0' in text
-    assert "stickypack_webhook_request_duration_seconds_count 3.0" in text
+    assert "stickypack_webhook_request_duration_seconds_count 8.0" in text
 
 
 # ---------------------------------------------------------------------------- command line
@@ -1524,6 +1537,45 @@ def test_api_server_routes_pods_through_the_webhook(
         {("routed", "dask-gateway-workers"): 1, ("routed", "dask-kubernetes-workers"): 1,
          ("routed", "builds"): 1, ("unchanged", ""): 1}
     ), sent  # fmt: skip
+
+
+@pytest.mark.controlplane
+def test_a_dry_run_create_is_routed_but_counted_as_a_dry_run(
+    routed_cluster: tuple[ControlPlane, WebhookThread, str],
+) -> None:
+    """A ``dryRun=All`` create (what ``kubectl apply --dry-run=server`` sends for a new pod)
+    reaches the webhook (the rendered entries declare ``sideEffects: None``; the API server
+    refuses a dry run to an entry that may have side effects): the answer shows the route's
+    scheduler and annotation, nothing is stored, and the review is counted as ``dry_run``,
+    not ``routed``. The same pod created for real is then counted ``routed``."""
+    from kubernetes_asyncio.client.exceptions import ApiException
+
+    cluster, thread, mark = routed_cluster
+    labels = {"dask.org/component": "worker", "test": mark}
+    before = _reviews(thread)
+    dry = cluster.dry_run_pod(pod_manifest("dry", namespace="team-b", labels=labels), namespace="team-b")
+    assert dry["spec"]["schedulerName"] == "stickypack"
+    assert dry["metadata"]["annotations"][ROUTE_ANNOTATION] == "dask-kubernetes-workers"
+    mine = pod_manifest("dry-named", namespace="team-b", labels=labels, scheduler_name="mine")
+    named = cluster.dry_run_pod(mine, namespace="team-b")
+    assert named["spec"]["schedulerName"] == "mine"
+    sent = _reviews(thread) - before
+    assert sent == Counter({("dry_run", "dask-kubernetes-workers"): 1, ("dry_run", ""): 1}), sent
+
+    async def stored(core: Any) -> int:
+        try:
+            await core.read_namespaced_pod("dry", "team-b")
+        except ApiException as exc:
+            return exc.status
+        return 200
+
+    assert cluster._core(stored) == 404  # a dry run stores nothing
+    real = cluster.create_pod(pod=pod_manifest("dry", namespace="team-b", labels=labels))
+    assert real["spec"]["schedulerName"] == "stickypack"  # what the dry run showed
+    assert real["metadata"]["annotations"] == dry["metadata"]["annotations"]
+    sent = _reviews(thread) - before
+    route = "dask-kubernetes-workers"
+    assert sent == Counter({("dry_run", route): 1, ("dry_run", ""): 1, ("routed", route): 1}), sent
 
 
 @pytest.mark.controlplane

@@ -7,7 +7,8 @@ Routes:
     created. The answer is always ``allowed: true`` (the webhook never refuses a pod); when a
     route of the configuration matches, it carries a JSON Patch that sets the pod's
     ``schedulerName`` and the annotation ``stickypack.io/scheduler-route``
-    (:func:`stickypack.core.routing.route_pod`). A review of anything else (another kind,
+    (:func:`stickypack.core.routing.route_pod`); a dry run (``request.dryRun``) gets the
+    same answer, counted as ``dry_run``. A review of anything else (another kind,
     another operation, a subresource) is allowed unchanged. A body that is not JSON, not an
     ``AdmissionReview`` with a ``request.uid``, not a Pod where one should be, or larger than
     ``max_request_bytes`` gets HTTP 400 with ``{"error": "<what is wrong, where>"}``; an
@@ -22,7 +23,10 @@ Routes:
     ================================================  ==========================================
     ``stickypack_webhook_request_duration_seconds``   histogram: time to answer a review
     ``stickypack_webhook_reviews_total``              by ``outcome`` (routed, unchanged,
-                                                      ignored, bad_request, too_large, error,
+                                                      dry_run: a pod create with
+                                                      ``request.dryRun``, answered as any
+                                                      other but creating no pod; ignored,
+                                                      bad_request, too_large, error,
                                                       ...; not_found, method_not_allowed: a
                                                       request to another path or with another
                                                       method) and ``route`` (the matching
@@ -151,6 +155,9 @@ def review(routes: Sequence[SchedulerRoute], body: Any) -> tuple[dict[str, Any],
     group_kind = (target.get("group"), target.get("kind")) if isinstance(target, Mapping) else None
     if group_kind != ("", "Pod") or request.get("operation") != "CREATE" or request.get("subResource"):
         return answer, "ignored", ""
+    dry_run = request.get("dryRun")
+    if dry_run is not None and not isinstance(dry_run, bool):
+        raise BadRequest(f"request.dryRun: not a boolean ({_brief(dry_run)})")
     pod = request.get("object")
     if not isinstance(pod, Mapping):
         raise BadRequest("request.object: missing or not an object (a Pod)")
@@ -164,12 +171,22 @@ def review(routes: Sequence[SchedulerRoute], body: Any) -> tuple[dict[str, Any],
         decision = route_pod(routes, pod, namespace)
     except ValueError as exc:
         raise BadRequest(f"request.object: {exc}") from None
+    # a dry run (``dryRun=All``, ``kubectl apply --dry-run=server``) gets the same answer,
+    # so the client sees what a create would do, but creates no pod: counted apart
     if decision.patch:
         response["patchType"] = "JSONPatch"
         response["patch"] = base64.b64encode(orjson.dumps(decision.patch)).decode("ascii")
-        log.debug("%s/%s: %s (route %s)", namespace, _pod_name(pod), decision.reason, decision.route)
-        return answer, "routed", decision.route or ""
-    return answer, "unchanged", decision.route or ""
+        log.debug(
+            "%s/%s: %s (route %s)%s",
+            namespace,
+            _pod_name(pod),
+            decision.reason,
+            decision.route,
+            " (dry run)" if dry_run else "",
+        )
+    if dry_run:
+        return answer, "dry_run", decision.route or ""
+    return answer, "routed" if decision.patch else "unchanged", decision.route or ""
 
 
 def _pod_name(pod: Mapping[str, Any]) -> str:
