@@ -1003,3 +1003,70 @@ def test_an_extender_records_the_ends_of_the_build_pods_it_manages(
     pods: dict, recorded: dict[str, str] | None
 ) -> None:
     assert config_from_dict({"pods": pods}).pods.recorded_builds() == recorded
+
+
+def test_a_pod_of_20000_preferred_terms_is_predicted_as_the_core_scores_it() -> None:
+    """A build pod with 20,000 preferred node-affinity terms (within what the API server
+    stores in one pod) on 500 nodes: the node the extender predicts kube-scheduler binds is
+    the one kube-scheduler's total makes best, its NodeAffinity computed as the core's
+    ``NodeSelectorTerm.matches`` decides term by term on every node. (Its speed is
+    measured by ``benchmarks/affinity_terms.py``.)"""
+    import random
+
+    import numpy as np
+
+    from stickypack.core.plugins.common import default_normalize
+    from stickypack.core.pod import Pod
+    from stickypack.core.policy import policy_from_dict
+
+    policy = policy_from_dict(
+        {
+            "name": "terms",
+            "profiles": [
+                {
+                    "name": "builds",
+                    "filters": ["NodeResourcesFit"],
+                    "score": [{"plugin": "BuildLocality"}, {"plugin": "NodeAffinity", "weight": 5}],
+                }
+            ],
+        }
+    )
+    cache = ClusterCache(clock=lambda: NOW, ttl_clock=lambda: NOW)
+    names = [f"node-{i}" for i in range(500)]
+    for i, name in enumerate(names):
+        obj = node(name)
+        obj["metadata"]["labels"] = {"kubernetes.io/hostname": name, "zone": f"z{i % 5}"}
+        cache.node_event("ADDED", obj)
+    extender = Extender(
+        cache, policy.profiles[0], filter_names=[], score_names=["BuildLocality"], clock=lambda: NOW
+    )
+    rng = random.Random(3)
+
+    def term() -> dict:
+        pick = rng.random()
+        if pick < 0.6:
+            match = {"key": "kubernetes.io/hostname", "operator": "In", "values": [rng.choice(names)]}
+            return {"matchExpressions": [match]}
+        if pick < 0.8:
+            field = {"key": "metadata.name", "operator": "In", "values": [rng.choice(names)]}
+            return {"matchFields": [field]}
+        zone = {"key": "zone", "operator": rng.choice(["In", "NotIn"]), "values": [f"z{rng.randrange(5)}"]}
+        return {"matchExpressions": [zone, {"key": "kubernetes.io/hostname", "operator": "Exists"}]}
+
+    pod = build_pod("many-terms")
+    terms = [{"weight": rng.randint(1, 100), "preference": term()} for _ in range(20_000)]
+    pod["spec"]["affinity"] = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": terms}}
+    reply, _ = extender.prioritize({"Pod": pod, "NodeNames": names})
+    # kube-scheduler's total: the extender's score times its weight (x10), plus its own
+    # NodeAffinity, every term tested on every node
+    # (equal terms summed first, or this takes 12 s too)
+    weights: dict[Any, int] = {}
+    for p in Pod.from_dict(pod).preferred_terms:
+        weights[p.term] = weights.get(p.term, 0) + p.weight
+    labels = {n: {"kubernetes.io/hostname": n, "zone": f"z{i % 5}"} for i, n in enumerate(names)}
+    raw = np.array([sum(w for t, w in weights.items() if t.matches(labels[n], n)) for n in names])
+    ours = np.array([s["Score"] for s in reply]) * extender.weight * 10
+    total = ours + 5 * default_normalize(raw, reverse=False)
+    (best,) = np.flatnonzero(total == total.max())  # one best node: the extender predicts it
+    assert int(np.argmax(raw)) != int(np.argmax(ours))  # the terms, not the extender's part, decide
+    assert cache.assumed == {"binder/many-terms": names[best]}

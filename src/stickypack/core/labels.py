@@ -201,3 +201,136 @@ class PreferredTerm:
 
     weight: int
     term: NodeSelectorTerm = field(default_factory=NodeSelectorTerm)
+
+
+class _KeyTerms:
+    """What a :class:`PreferredWeights` holds for one label key."""
+
+    __slots__ = ("absent_penalty", "candidates", "exists", "in_values", "key_candidates", "not_in_penalty")
+
+    def __init__(self) -> None:
+        #: single-``In`` terms: the node's value -> the weight it adds
+        self.in_values: dict[str, int] = {}
+        #: single-``NotIn`` terms: the node's value -> the weight it takes off their total
+        self.not_in_penalty: dict[str, int] = {}
+        #: single-``Exists`` terms: the weight the key adds
+        self.exists = 0
+        #: single-``DoesNotExist`` terms: the weight the key takes off their total
+        self.absent_penalty = 0
+        #: terms of several requirements whose ``In`` on this key names the node's value
+        self.candidates: dict[str, list[tuple[NodeSelectorTerm, int]]] = {}
+        #: terms of several requirements (or one ``Gt``/``Lt``) that need the key present
+        self.key_candidates: list[tuple[NodeSelectorTerm, int]] = []
+
+
+class PreferredWeights:
+    """The sum of the weights of ``terms`` that match a node (what kube-scheduler's
+    NodeAffinity scores), found by looking the node's labels and name up instead of testing
+    every term on every node.
+
+    kube-scheduler tests each term on each node: nodes x terms, which for a pod of tens of
+    thousands of terms took the extender seconds a request. Here identical terms are merged
+    (their weights summed) and terms that match no node (empty, or not parsable by
+    kube-scheduler) dropped; a term of one requirement becomes a weight in a table keyed by
+    the label's value, key or node name (``NotIn`` and ``DoesNotExist`` as a total less what
+    a node's value or key takes off: at most one value a key, so a term is taken off once);
+    a term of several requirements is tested only on nodes its first ``In`` (of a label, else
+    of the name) names, else on nodes that have the key of one of its ``Exists``, ``Gt`` or
+    ``Lt``. Only terms made of ``NotIn`` and ``DoesNotExist`` alone, of several
+    requirements, are tested on every node. The sums are the same as testing every term
+    (``tests/test_scorers.py`` checks both on random terms and nodes)."""
+
+    __slots__ = ("_base", "_by_key", "_everywhere", "_name_candidates", "_name_in", "_name_not_in")
+
+    def __init__(self, terms: Sequence[PreferredTerm]) -> None:
+        merged: dict[NodeSelectorTerm, int] = {}
+        for preferred in terms:
+            term = preferred.term
+            if term.usable and (term.expressions or term.fields):
+                merged[term] = merged.get(term, 0) + preferred.weight
+        self._base = 0  # the NotIn and DoesNotExist terms', before what a node takes off
+        self._by_key: dict[str, _KeyTerms] = {}
+        self._name_in: dict[str, int] = {}
+        self._name_not_in: dict[str, int] = {}
+        self._name_candidates: dict[str, list[tuple[NodeSelectorTerm, int]]] = {}
+        self._everywhere: list[tuple[NodeSelectorTerm, int]] = []
+        for term, weight in merged.items():
+            if len(term.expressions) + len(term.fields) == 1:
+                self._add_single(term, weight)
+            else:
+                self._add_compound(term, weight)
+
+    def _key(self, key: str) -> _KeyTerms:
+        entry = self._by_key.get(key)
+        if entry is None:
+            entry = self._by_key[key] = _KeyTerms()
+        return entry
+
+    def _add_single(self, term: NodeSelectorTerm, weight: int) -> None:
+        if term.fields:  # metadata.name, In or NotIn, one value (a usable term's)
+            (field_req,) = term.fields
+            table = self._name_in if field_req.operator == "In" else self._name_not_in
+            if field_req.operator != "In":
+                self._base += weight
+            table[field_req.values[0]] = table.get(field_req.values[0], 0) + weight
+            return
+        (req,) = term.expressions
+        entry, op = self._key(req.key), req.operator
+        if op in ("In", "NotIn"):
+            table = entry.in_values if op == "In" else entry.not_in_penalty
+            if op == "NotIn":
+                self._base += weight
+            for value in dict.fromkeys(req.values):  # a value listed twice counts once
+                table[value] = table.get(value, 0) + weight
+        elif op == "Exists":
+            entry.exists += weight
+        elif op == "DoesNotExist":
+            self._base += weight
+            entry.absent_penalty += weight
+        else:  # Gt, Lt: the node's value read as a number
+            entry.key_candidates.append((term, weight))
+
+    def _add_compound(self, term: NodeSelectorTerm, weight: int) -> None:
+        for req in term.expressions:
+            if req.operator == "In":
+                candidates = self._key(req.key).candidates
+                for value in dict.fromkeys(req.values):
+                    candidates.setdefault(value, []).append((term, weight))
+                return
+        for field_req in term.fields:
+            if field_req.operator == "In":
+                self._name_candidates.setdefault(field_req.values[0], []).append((term, weight))
+                return
+        for req in term.expressions:
+            if req.operator in ("Exists", "Gt", "Lt"):
+                self._key(req.key).key_candidates.append((term, weight))
+                return
+        self._everywhere.append((term, weight))
+
+    def weight(self, labels: Mapping[str, str], node_name: str) -> int:
+        """The sum of the weights of the terms that match a node with ``labels`` and
+        ``node_name``."""
+        total = self._base + self._name_in.get(node_name, 0) - self._name_not_in.get(node_name, 0)
+        by_key = self._by_key
+        # the keys both have, from the smaller side
+        pairs = (
+            ((key, labels[key], by_key[key]) for key in by_key if key in labels)
+            if len(by_key) <= len(labels)
+            else ((key, value, by_key[key]) for key, value in labels.items() if key in by_key)
+        )
+        for _, value, entry in pairs:
+            total += entry.in_values.get(value, 0) - entry.not_in_penalty.get(value, 0)
+            total += entry.exists - entry.absent_penalty
+            for term, weight in entry.candidates.get(value, ()):
+                if term.matches(labels, node_name):
+                    total += weight
+            for term, weight in entry.key_candidates:
+                if term.matches(labels, node_name):
+                    total += weight
+        for term, weight in self._name_candidates.get(node_name, ()):
+            if term.matches(labels, node_name):
+                total += weight
+        for term, weight in self._everywhere:
+            if term.matches(labels, node_name):
+                total += weight
+        return total

@@ -25,6 +25,8 @@ from stickypack.core.labels import (
     NO_SCHEDULE,
     PREFER_NO_SCHEDULE,
     UNSCHEDULABLE_TAINT,
+    PreferredTerm,
+    PreferredWeights,
     Taint,
     tolerated,
 )
@@ -443,20 +445,38 @@ class TaintTolerationScore(ScorePlugin):
 
 
 class NodeAffinityScore(ScorePlugin):
-    """Sum of the weights of matching preferred node-affinity terms, normalized to 0..100."""
+    """Sum of the weights of matching preferred node-affinity terms, normalized to 0..100.
+
+    The sums come from a :class:`~stickypack.core.labels.PreferredWeights` of the pod's
+    terms (the last pod's kept while its terms are the same tuple, as for filter and
+    prioritize of one pod), so a pod of tens of thousands of terms costs about its terms
+    plus its nodes' labels, not their product."""
 
     name = "NodeAffinity"
+
+    def __init__(self) -> None:
+        self._last: tuple[tuple[PreferredTerm, ...], PreferredWeights] | None = None
 
     def skip(self, pod: Pod) -> bool:
         return not pod.preferred_terms
 
+    def weights(self, pod: Pod) -> PreferredWeights:
+        """The pod's terms, grouped for lookups."""
+        last = self._last
+        if last is not None and last[0] is pod.preferred_terms:
+            return last[1]
+        weights = PreferredWeights(pod.preferred_terms)
+        self._last = (pod.preferred_terms, weights)
+        return weights
+
     def score(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
+        weight = self.weights(pod).weight
         raw = np.zeros(idx.shape[0], dtype=np.int64)
         info = table.info
-        for j, i in enumerate(idx):
+        for j, i in enumerate(idx.tolist()):
             node = info[i]
             assert node is not None
-            raw[j] = sum(p.weight for p in pod.preferred_terms if p.term.matches(node.labels, node.name))
+            raw[j] = weight(node.labels, node.name)
         return default_normalize(raw, reverse=False)
 
 
