@@ -9,11 +9,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from pydantic import BaseModel
 
 from stickypack.extender.config import ExtenderConfig
+from stickypack.extender.server import api_rights
 from stickypack.kube.cache import parse_selector
+from stickypack.kube.client import ApiRight, rule_rights
 from stickypack.render import EXTENDER_WEIGHT
 from stickypack.webhook.config import WebhookConfig, config_from_dict
 
@@ -92,6 +95,57 @@ def test_the_documented_extender_weight_is_the_rendered_one() -> None:
     guide = (DOCS / "operator-guide.md").read_text()
     assert f"`Σ weight` ({EXTENDER_WEIGHT} for the built-in policy)" in guide
     assert f"`weight: {EXTENDER_WEIGHT}`" in guide
+
+
+def _extender_rbac_rows() -> list[tuple[str, str]]:
+    """docs/operator-guide.md's RBAC table: (who, rules) of each of the extender's rows (a
+    row with an empty "who" continues the one above)."""
+    text = (DOCS / "operator-guide.md").read_text()
+    table = text.split("\n## RBAC\n", 1)[1].strip("\n").split("\n\n", 1)[0]
+    rows, who = [], ""
+    for line in table.splitlines()[2:]:
+        cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
+        who = cells[0] or who
+        if who.startswith("extender"):
+            rows.append((who, cells[1]))
+    return rows
+
+
+def _documented_rights(config: ExtenderConfig) -> frozenset[ApiRight]:
+    """The rights the extender's rows give it with ``config``: a row "only with `key: value`"
+    (or "only with `flag`") applies when the configuration says so; a Role's rights are in
+    ``history.namespace``, the rest cluster-wide. A rule is "`resource`, ... (`group`, a
+    note): verb, ...", the group left out for the core group."""
+    settings = {
+        "history.store": config.history.store,
+        "cluster.dra": config.cluster.dra,
+    }
+    out: frozenset[ApiRight] = frozenset()
+    for who, rule in _extender_rbac_rows():
+        conditions = [c.split(": ") for c in re.findall(r"only with `([^`]+)`", who)]
+        if not all(settings[c[0]] == (c[1] if len(c) > 1 else True) for c in conditions):
+            continue
+        namespace = config.history.resolved_namespace() if "Role in `history.namespace`" in who else None
+        head, verbs = rule.rsplit(": ", 1)
+        match = re.fullmatch(r"(.*?)(?: \((.*)\))?", head)
+        assert match is not None, rule
+        groups = re.findall(r"`([^`]+)`", match.group(2) or "") or [""]
+        resources = re.findall(r"`([^`]+)`", match.group(1))
+        assert resources and len(groups) == 1, rule
+        out |= rule_rights(groups[0], resources, [v.strip() for v in verbs.split(",")], namespace)
+    return out
+
+
+@pytest.mark.parametrize("store", ["configmap", "node-annotations", "memory"])
+@pytest.mark.parametrize("dra", [False, True])
+def test_the_rbac_table_gives_the_extender_the_rights_its_calls_need(store: str, dra: bool) -> None:
+    """The operator guide's RBAC rows for the extender are what its code calls
+    (:func:`stickypack.extender.server.api_rights`), in each history store, with and without
+    ``cluster.dra``: nothing missing, nothing more."""
+    config = ExtenderConfig.model_validate(
+        {"history": {"store": store, "namespace": "hist"}, "cluster": {"dra": dra}}
+    )
+    assert sorted(_documented_rights(config)) == sorted(api_rights(config))
 
 
 def _may_import() -> dict[str, set[str]]:

@@ -47,6 +47,8 @@ from stickypack.core.routing import (
     route_pod,
 )
 from stickypack.extender.config import ClusterConfig, ExtenderConfig, HistoryConfig, PodsConfig
+from stickypack.extender.server import api_rights
+from stickypack.kube.client import ApiRight, rule_rights
 from stickypack.render import ROUTING_PATCH_EXPRESSION, _cel, routing_policy_name, scheduler_routing
 from stickypack.testing import ControlPlane, ControlPlaneError
 from stickypack.testing.controlplane import pinned_versions
@@ -306,8 +308,8 @@ def test_default_rbac_is_the_operator_guides_table(helm: Helm) -> None:
         "stickypack-extender-history": ("RoleBinding", "binder", extender),
     }
     assert rules(docs, "ClusterRole", "stickypack-extender") == [
-        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
-        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list", "watch"]},
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]},
     ]
     history = one(docs, "Role", "stickypack-extender-history")
     assert history["metadata"]["namespace"] == "binder"
@@ -392,9 +394,9 @@ def test_replicas_turn_leader_election_and_its_lease_role_on(helm: Helm) -> None
 @pytest.mark.parametrize(
     ("store", "node_verbs", "history_role"),
     [
-        ("configmap", ["get", "list", "watch"], True),
+        ("configmap", ["list", "watch"], True),
         ("node-annotations", ["get", "list", "watch", "patch"], False),
-        ("memory", ["get", "list", "watch"], False),
+        ("memory", ["list", "watch"], False),
     ],
 )
 def test_history_store_decides_the_extenders_rights(
@@ -421,6 +423,52 @@ def test_cluster_dra_grants_the_extender_the_dra_objects(helm: Helm) -> None:
     docs = helm.template("extender.config.cluster.dra=true")
     config = yaml.safe_load(one(docs, "ConfigMap", "stickypack-extender")["data"]["extender.yaml"])
     assert config["cluster"]["dra"] is True
+
+
+def granted(docs: list[dict], namespace: str, account: str) -> frozenset[ApiRight]:
+    """The rights the rendered roles bound to the ServiceAccount ``namespace/account`` give
+    it, rule by rule expanded (a ClusterRole's through a ClusterRoleBinding: cluster-wide;
+    a Role's: in its namespace)."""
+    subject = {"kind": "ServiceAccount", "name": account, "namespace": namespace}
+    out: frozenset[ApiRight] = frozenset()
+    for binding in docs:
+        if binding["kind"] not in ("ClusterRoleBinding", "RoleBinding") or subject not in binding["subjects"]:
+            continue
+        where = binding["metadata"].get("namespace")
+        (role,) = [
+            d
+            for d in docs
+            if d["kind"] == binding["roleRef"]["kind"]
+            and d["metadata"]["name"] == binding["roleRef"]["name"]
+            and d["metadata"].get("namespace") == where
+        ]
+        for rule in role["rules"]:
+            assert "resourceNames" not in rule, rule  # not expanded here
+            for group in rule["apiGroups"]:
+                out |= rule_rights(group, rule["resources"], rule["verbs"], where)
+    return out
+
+
+def rendered_extender_config(docs: list[dict]) -> ExtenderConfig:
+    text = one(docs, "ConfigMap", "stickypack-extender")["data"]["extender.yaml"]
+    return ExtenderConfig.model_validate(yaml.safe_load(text))
+
+
+@pytest.mark.parametrize("store", ["configmap", "node-annotations", "memory"])
+@pytest.mark.parametrize("dra", [False, True])
+def test_the_extenders_roles_grant_exactly_what_its_calls_need(helm: Helm, store: str, dra: bool) -> None:
+    """In every configuration the chart renders for the extender, its roles grant the rights
+    :func:`stickypack.extender.server.api_rights` lists for the calls the code makes with
+    that configuration, and nothing else (that list is checked against the API server's audit
+    log of a running extender by :func:`test_the_extenders_calls_are_the_charts_rights`)."""
+    for sets in ((), ("extender.config.history.namespace=hist",)):
+        docs = helm.template(
+            f"extender.config.history.store={store}", f"extender.config.cluster.dra={str(dra).lower()}", *sets
+        )
+        config = rendered_extender_config(docs)
+        assert (config.history.store, config.cluster.dra) == (store, dra)
+        need = api_rights(config)
+        assert granted(docs, "binder", "stickypack-extender") == need, (sets, sorted(need))
 
 
 def test_extender_settings_reach_its_configuration(helm: Helm) -> None:
@@ -1585,16 +1633,30 @@ def _extender_process(
 ) -> tuple[subprocess.Popen, Callable[[str], tuple[int, str]]]:
     """`stickypack extender` with the chart's extender.yaml (from its ConfigMap), as the
     Deployment runs it, but on loopback and with a ServiceAccount's kubeconfig."""
+    return _run_extender(
+        installed.configmap("stickypack-extender")["extender.yaml"],
+        kubeconfig,
+        installed.namespace,
+        installed.extender_port,
+        tmp_path,
+    )
+
+
+def _run_extender(
+    config_text: str, kubeconfig: Path, namespace: str, port: int, tmp_path: Path
+) -> tuple[subprocess.Popen, Callable[[str], tuple[int, str]]]:
+    """`stickypack extender` with the configuration ``config_text`` in ``namespace`` (its
+    POD_NAMESPACE), on 127.0.0.1:``port``, connecting with ``kubeconfig``; its log in
+    ``tmp_path/extender.log``. Returns the process and a GET of one of its paths."""
     config = tmp_path / "extender.yaml"
-    config.write_text(installed.configmap("stickypack-extender")["extender.yaml"])
+    config.write_text(config_text)
     log = tmp_path / "extender.log"
-    port = installed.extender_port
     with open(log, "wb") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "stickypack.cli", "extender", "--config", str(config),
              "--kubeconfig", str(kubeconfig), "--host", "127.0.0.1", "--port", str(port)],
             stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-            env={**os.environ, "POD_NAMESPACE": installed.namespace, "NO_PROXY": "127.0.0.1,localhost",
+            env={**os.environ, "POD_NAMESPACE": namespace, "NO_PROXY": "127.0.0.1,localhost",
                  "no_proxy": "127.0.0.1,localhost"},
         )  # fmt: skip
 
@@ -1700,6 +1762,146 @@ def test_extender_runs_with_the_charts_service_account_alone(
     assert "HTTP 403" not in log and "forbidden" not in log.lower(), log[-3000:]
 
 
+#: The audit policy of :func:`audited`: every request of a ServiceAccount, at Metadata level
+#: (user, verb, objectRef, response code), and nothing else.
+AUDIT_POLICY = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    "omitStages": ["RequestReceived"],
+    "rules": [{"level": "Metadata", "userGroups": ["system:serviceaccounts"]}, {"level": "None"}],
+}
+
+
+@pytest.fixture(scope="module")
+def audited(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[ControlPlane, Path]]:
+    """A control plane of its own whose API server writes an audit log (the path returned)
+    of every ServiceAccount's requests (:data:`AUDIT_POLICY`): what a component's code asks
+    of the API server, as the API server saw it."""
+    needs_binaries()
+    where = tmp_path_factory.mktemp("audit")
+    policy = where / "audit-policy.yaml"
+    policy.write_text(yaml.safe_dump(AUDIT_POLICY))
+    log = where / "audit.log"
+    cp = ControlPlane(apiserver_args=[f"--audit-policy-file={policy}", f"--audit-log-path={log}"])
+    cp.start()
+    try:
+        yield cp, log
+    finally:
+        cp.stop(failed=cp.failed or request.session.testsfailed > 0)
+
+
+def _audited_requests(log: Path, user: str) -> list[dict]:
+    """The audit events of ``user``'s requests (one per stage logged)."""
+    events = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+    return [e for e in events if e["user"]["username"] == user]
+
+
+def _right_of(event: dict) -> ApiRight:
+    """The RBAC right an audited resource request needed."""
+    ref = event.get("objectRef")
+    assert ref is not None and not ref.get("subresource"), event["requestURI"]  # none expected
+    return ApiRight(ref.get("apiGroup", ""), ref["resource"], event["verb"], ref.get("namespace"))
+
+
+@pytest.mark.controlplane
+@pytest.mark.parametrize(
+    ("store", "dra"), [("configmap", True), ("node-annotations", False), ("memory", False)]
+)
+def test_the_extenders_calls_are_the_charts_rights(
+    audited: tuple[ControlPlane, Path], helm: Helm, tmp_path: Path, store: str, dra: bool
+) -> None:
+    """The chart's extender RBAC (rendered for ``store`` and ``cluster.dra``) applied to a
+    real API server, and `stickypack extender` run with a token of its ServiceAccount alone:
+    it becomes ready (its informers listed and watching, its history loaded), records two
+    builds and forgets a deleted node in its store, with no request refused; and what the
+    API server's audit log shows it asked for is exactly what the chart grants and what
+    :func:`stickypack.extender.server.api_rights` lists. A node changed after the extender
+    read it makes its node-annotations write conflict, so the re-read (``get``) is used too."""
+    from kubernetes_asyncio import client
+
+    cp, audit_log = audited
+    cp.reset()
+    namespace = f"sp-rbac-{uuid.uuid4().hex[:6]}"
+    release = f"r{uuid.uuid4().hex[:6]}"
+    cp._core(lambda core: core.create_namespace({"metadata": {"name": namespace}}))
+    docs = helm.template(
+        f"extender.config.history.store={store}",
+        f"extender.config.cluster.dra={str(dra).lower()}",
+        namespace=namespace,
+        release=release,
+        values={"extender": {"config": {"history": {"flush_interval_s": 0.05}}}},
+    )
+    fullname = f"{release}-stickypack"
+    account = f"{fullname}-extender"
+    kinds = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
+    rbac = [d for d in docs if d["kind"] in kinds and "extender" in d["metadata"]["name"]]
+    assert {d["kind"] for d in rbac} >= {"ServiceAccount", "ClusterRole", "ClusterRoleBinding"}
+    for doc in rbac:
+        status, body = _request(cp, "POST", _api_path(doc, namespace), doc)
+        assert status == 201, body
+    config_text = one(docs, "ConfigMap", f"{fullname}-extender")["data"]["extender.yaml"]
+    config = ExtenderConfig.model_validate(yaml.safe_load(config_text))
+    chart_grants = granted(docs, namespace, account)
+    assert chart_grants == api_rights(config)
+    for name in ("n0", "n1"):
+        cp.create_node(name, cpu="8", memory="32Gi")
+    proc, get = _run_extender(
+        config_text, cp.service_account_kubeconfig(account, namespace), namespace, _free_port(), tmp_path
+    )
+
+    def metric(name: str) -> float:
+        return _metrics(get("/metrics")[1]).get(name + "{}", -1.0)
+
+    def build(i: int, node: str) -> None:
+        repo = f"https://github.com/org/repo-{i}"
+        meta = {"name": f"build-{i}", "labels": {"component": "binderhub-build"},
+                "annotations": {"binder-repo": repo}}  # fmt: skip
+        spec = _pod_spec("stickypack-builds")
+        cp.create_pod(pod={**spec, "metadata": meta, "spec": {**spec["spec"], "nodeName": node}})
+        cp._core(lambda core: core.delete_namespaced_pod(f"build-{i}", "default", grace_period_seconds=0))
+        _wait(lambda: metric("stickypack_extender_builds_recorded_total") >= i + 1, 20, f"build {i} recorded")
+        _wait(lambda: metric("stickypack_extender_history_pending_ops") == 0, 20, f"build {i} stored")
+
+    try:
+        _wait(lambda: proc.poll() is not None or get("/readyz")[0] == 200, 30, "extender /readyz")
+        assert proc.poll() is None, (tmp_path / "extender.log").read_text()
+        # n0 changed after the extender read it: a node-annotations write to it conflicts
+        cp._core(lambda core: core.patch_node("n0", {"metadata": {"labels": {"touched": "yes"}}}))
+        build(0, "n0")
+        build(1, "n1")
+        cp._core(lambda core: core.delete_node("n1"))
+        _wait(lambda: metric("stickypack_extender_cache_nodes") == 1, 20, "n1 gone from the extender")
+        _wait(lambda: metric("stickypack_extender_history_pending_ops") == 0, 20, "n1 forgotten")
+        assert metric("stickypack_extender_history_write_errors_total") == 0
+        if store == "configmap":
+            cm = cp._core(lambda core: core.read_namespaced_config_map(f"{config.history.name}-0", namespace))
+            stored = json.loads(cm.data["history.json"])
+            assert set(stored["repos"]) == {"https://github.com/org/repo-0"}  # repo-1 forgotten with n1
+            assert "n1" in stored["forgotten"]
+        elif store == "node-annotations":
+            node = cp._core(lambda core: core.read_node("n0"))
+            stored = json.loads(node.metadata.annotations["stickypack.io/build-history"])
+            assert set(stored) == {"https://github.com/org/repo-0"}
+        else:
+            assert metric("stickypack_extender_history_repos") == 1
+    finally:
+        _stop(proc)
+    log = (tmp_path / "extender.log").read_text()
+    assert proc.returncode == 0, log[-3000:]
+    requests = _audited_requests(audit_log, f"system:serviceaccount:{namespace}:{account}")
+    refused = [(e["verb"], e["requestURI"]) for e in requests if e["responseStatus"]["code"] in (401, 403)]
+    assert not refused
+    used = frozenset(_right_of(e) for e in requests)
+    assert sorted(used) == sorted(chart_grants)
+    cp._core(lambda core: core.delete_namespaced_service_account(account, namespace))
+    rbac_api: Any = client.RbacAuthorizationV1Api
+    cp.call(lambda api: rbac_api(api).delete_cluster_role_binding(account))
+    cp.call(lambda api: rbac_api(api).delete_cluster_role(account))
+    cp.reset()
+
+
 @pytest.mark.controlplane
 def test_without_the_charts_bindings_the_extender_is_never_ready(
     installed: Installed, cluster: ControlPlane, tmp_path: Path
@@ -1735,6 +1937,8 @@ def test_the_accounts_have_no_right_beyond_the_table(installed: Installed) -> No
     ]
     refused = [
         (extender, "patch", "nodes", "", "n1", ""),  # configmap store: no node writes
+        (extender, "get", "nodes", "", "n1", ""),  # it lists and watches them: no get
+        (extender, "get", "pods", "default", "p", ""),
         (extender, "create", "configmaps", "default", "", ""),  # only in its history namespace
         (extender, "get", "secrets", ns, "", ""),
         (extender, "create", "bindings", "default", "", ""),

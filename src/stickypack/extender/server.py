@@ -29,7 +29,7 @@ from stickypack.extender.config import ExtenderConfig
 from stickypack.extender.engine import Extender, select_profile
 from stickypack.extender.metrics import Metrics
 from stickypack.kube.cache import ClusterCache, selector_text, slim_node, slim_pod
-from stickypack.kube.client import describe_error
+from stickypack.kube.client import ApiRight, describe_error, rule_rights
 from stickypack.kube.dra import slim_resource_claim, slim_resource_slice
 from stickypack.kube.history import (
     STORE_LABEL,
@@ -82,6 +82,32 @@ def make_store(config: ExtenderConfig, api_client: Any) -> Any:
     if h.store == "node-annotations":
         return NodeAnnotationHistoryStore(api_client, max_annotation_bytes=h.max_annotation_bytes)
     return ConfigMapHistoryStore(api_client, h.resolved_namespace(), h.name, h.shards)
+
+
+#: What an informer asks of the API server: a list, then watches.
+LIST_WATCH = ("list", "watch")
+
+
+def api_rights(config: ExtenderConfig) -> frozenset[ApiRight]:
+    """Every RBAC right the extender's API calls need with ``config``, and no other: its
+    informers (:meth:`ExtenderService.start`) list and watch nodes and pods (all namespaces;
+    with ``cluster.dra`` also ResourceSlices and ResourceClaims, :meth:`~ExtenderService._start_dra`;
+    with the ConfigMap store its ConfigMaps, in their namespace), and its history store
+    (:func:`make_store`) makes its own calls (``api_rights`` of each store class). The Helm
+    chart's roles grant exactly these, the operator guide's RBAC table lists them, and
+    tests/test_helm_chart.py checks both against this and this against the API server's
+    audit log of a running extender."""
+    h = config.history
+    rights = rule_rights("", ["nodes", "pods"], LIST_WATCH)
+    if config.cluster.dra:
+        rights |= rule_rights("resource.k8s.io", DRA_KINDS, LIST_WATCH)
+    if h.store == "configmap":
+        namespace = h.resolved_namespace()
+        rights |= rule_rights("", ["configmaps"], LIST_WATCH, namespace)
+        rights |= ConfigMapHistoryStore.api_rights(namespace)
+    elif h.store == "node-annotations":
+        rights |= NodeAnnotationHistoryStore.api_rights()
+    return rights
 
 
 def history_limits(config: ExtenderConfig) -> Limits:

@@ -3,7 +3,28 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
+
+
+@dataclass(frozen=True, order=True)
+class ApiRight:
+    """One RBAC right a component's API calls need: ``verb`` on ``resource`` of the API group
+    ``group`` (``""``: the core group), in ``namespace`` (``None``: cluster-wide, which a
+    list or watch across all namespaces needs too)."""
+
+    group: str
+    resource: str
+    verb: str
+    namespace: str | None = None
+
+
+def rule_rights(
+    group: str, resources: Iterable[str], verbs: Iterable[str], namespace: str | None = None
+) -> frozenset[ApiRight]:
+    """Every ``verb`` on every one of ``resources`` (an RBAC rule, expanded)."""
+    return frozenset(ApiRight(group, r, v, namespace) for r in resources for v in verbs)
 
 
 class KubeconfigError(RuntimeError):

@@ -22,11 +22,14 @@ Stores (see ``docs/operator-guide.md`` for the measured comparison):
 :class:`ConfigMapHistoryStore` (the default)
     ``shards`` ConfigMaps ``<name>-<i>`` in one namespace, key ``history.json``; a repo
     lives in shard ``blake2b(repo) % shards``. RBAC: get, create, update (and list, watch to
-    follow other writers) on ConfigMaps in that namespace.
+    follow other writers, which the extender's informer does) on ConfigMaps in that namespace.
 :class:`NodeAnnotationHistoryStore`
     each node's annotation ``stickypack.io/build-history``: ``{repo: time}``, bounded to
     ``max_annotation_bytes``, and its tombstone ``stickypack.io/build-history-forgotten``:
-    a time. RBAC: get and patch on Nodes, cluster-wide.
+    a time. RBAC: get, list and patch on Nodes, cluster-wide.
+
+Each store's ``api_rights`` lists the RBAC rights its calls need (the extender's:
+``stickypack.extender.server.api_rights``).
 :class:`MemoryHistoryStore`
     in-process, for tests and ``history.store: memory``; same semantics (resource versions,
     conflicts).
@@ -53,7 +56,7 @@ from hashlib import blake2b
 from typing import Any, Protocol
 
 from stickypack.core.history import BuildHistory
-from stickypack.kube.client import describe_error, read_json
+from stickypack.kube.client import ApiRight, describe_error, read_json, rule_rights
 
 log = logging.getLogger(__name__)
 
@@ -330,6 +333,12 @@ class MemoryHistoryStore:
 class ConfigMapHistoryStore:
     """History in ``shards`` ConfigMaps ``<name>-<i>`` of ``namespace`` (key history.json)."""
 
+    @staticmethod
+    def api_rights(namespace: str) -> frozenset[ApiRight]:
+        """The rights its calls need: :meth:`read` gets a ConfigMap of ``namespace``,
+        :meth:`write` creates or updates (replaces) one."""
+        return rule_rights("", ["configmaps"], ["get", "create", "update"], namespace)
+
     def __init__(self, api_client: Any, namespace: str, name: str = DEFAULT_NAME, shards: int = 1) -> None:
         from kubernetes_asyncio import client
 
@@ -426,6 +435,12 @@ class NodeAnnotationHistoryStore:
     API server refuses the write, 422), the newest repos that fit are kept. Writes are JSON
     merge patches carrying ``resourceVersion`` (a precondition: 409 on a stale one).
     """
+
+    @staticmethod
+    def api_rights() -> frozenset[ApiRight]:
+        """The rights its calls need: :meth:`read` gets a Node, :meth:`read_all` lists them,
+        :meth:`write` patches one."""
+        return rule_rights("", ["nodes"], ["get", "list", "patch"])
 
     def __init__(
         self,
