@@ -562,42 +562,6 @@ def test_config_errors_name_file_and_field(tmp_path) -> None:
     assert load_config(path).cluster.dra is True
 
 
-@pytest.mark.parametrize("command", ["extender", "forget-node n1"])
-def test_a_missing_kubeconfig_is_one_line_not_a_traceback(tmp_path, capsys, command: str) -> None:
-    from stickypack.cli import main
-
-    missing = tmp_path / "no-such-kubeconfig"
-    assert main([*command.split(), "--kubeconfig", str(missing)]) == 1
-    err = capsys.readouterr().err
-    assert f"kubeconfig not found: {missing}" in err and "Traceback" not in err
-
-
-@pytest.mark.parametrize("command", ["extender", "forget-node n1", "inspect"])
-def test_no_kubeconfig_at_all_is_one_line_naming_the_default(tmp_path, capsys, monkeypatch, command) -> None:
-    # no --kubeconfig, no $KUBECONFIG, not in a cluster, no ~/.kube/config: the library
-    # printed "Config not found" and then complained of a missing current-context
-    from stickypack.cli import main
-
-    monkeypatch.delenv("KUBECONFIG", raising=False)
-    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
-    monkeypatch.setenv("HOME", str(tmp_path))
-    assert main(command.split()) == 1
-    out, err = capsys.readouterr()
-    default = tmp_path / ".kube" / "config"
-    assert f"kubeconfig not found: {default}" in err and err.count("\n") == 1 and not out, (out, err)
-
-
-@pytest.mark.parametrize("command", ["extender", "forget-node n1"])
-def test_a_broken_kubeconfig_is_one_line_naming_the_file(tmp_path, capsys, command: str) -> None:
-    from stickypack.cli import main
-
-    broken = tmp_path / "kubeconfig"
-    broken.write_text("apiVersion: v1\nkind: Config\nclusters: 5\n")
-    assert main([*command.split(), "--kubeconfig", str(broken)]) == 1
-    err = capsys.readouterr().err
-    assert f"kubeconfig {broken} cannot be used" in err and err.count("\n") == 1
-
-
 def test_a_port_flag_out_of_range_is_refused(capsys) -> None:
     from stickypack.cli import main
 

@@ -759,7 +759,7 @@ def test_inspect_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFix
         (["--pod", str(broken)], str(broken), 2),
         (["--threshold", "0"], "--threshold must be in (0, 1]", 2),
         (["--threshold", "nan"], "--threshold must be in (0, 1]", 2),
-        ([*missing_kubeconfig], "kubeconfig not found", 1),
+        ([*missing_kubeconfig], f"kubeconfig {tmp_path / 'nope'}: not found", 2),
         (
             ["--pod", str(not_pod), "--system-pods-move", "--expendable-pods-priority-cutoff", "0"],
             "--system-pods-move, --expendable-pods-priority-cutoff: for the node report, not with --pod",
@@ -773,8 +773,8 @@ def test_inspect_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFix
         # the thresholds serve --pod too (ScaleDownAware's): taken, the cluster is then read
         (
             ["--pod", str(good_pod), "--threshold", "0.3", "--gpu-threshold", "0.3", *missing_kubeconfig],
-            "kubeconfig not found",
-            1,
+            f"kubeconfig {tmp_path / 'nope'}: not found",
+            2,
         ),
     ]:
         assert main(["inspect", *argv]) == status, argv

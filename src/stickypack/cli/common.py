@@ -9,6 +9,9 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rich.console import Console
+from rich.markup import escape
+
 if TYPE_CHECKING:  # the extender's modules load only for its subcommands
     from stickypack.extender.config import ExtenderConfig
 
@@ -84,6 +87,21 @@ def _load_extender_config(args: argparse.Namespace) -> ExtenderConfig:
     if args.kubeconfig:
         config.cluster.kubeconfig = args.kubeconfig
     return config
+
+
+def _cluster_failure(command: str, exc: Exception) -> int:
+    """A command's failure to work with the cluster, in one line: a kubeconfig that cannot be
+    used is bad input (:class:`UsageError`, status 2); the API server not reached, a request
+    refused (RBAC) or another error of the cluster's is printed here, status 1."""
+    from stickypack.kube.client import ApiUnreachableError, KubeconfigError, describe_error
+
+    if isinstance(exc, KubeconfigError):
+        raise UsageError(str(exc)) from None
+    text = str(exc) if isinstance(exc, ApiUnreachableError) else describe_error(exc)
+    Console(stderr=True).print(
+        f"[red]stickypack {command}: error:[/] {escape(text)}", highlight=False, soft_wrap=True
+    )
+    return 1
 
 
 def _read_pod_file(path: Path) -> dict[str, Any]:

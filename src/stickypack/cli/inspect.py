@@ -14,6 +14,7 @@ from rich.markup import escape
 
 from stickypack.cli.common import (
     UsageError,
+    _cluster_failure,
     _duration_s,
     _load_extender_config,
     _non_negative_int,
@@ -260,15 +261,8 @@ def _inspect(args: argparse.Namespace, console: Console) -> int:
         report = asyncio.run(_inspect_cluster(args, config, threshold, pod_dict))
     except UsageError:
         raise
-    except Exception as exc:  # kubeconfig, network, RBAC: one line, status 1
-        from stickypack.kube.client import describe_error
-
-        Console(stderr=True).print(
-            f"[red]stickypack inspect: error:[/] {escape(describe_error(exc))}",
-            highlight=False,
-            soft_wrap=True,
-        )
-        return 1
+    except Exception as exc:  # kubeconfig: status 2; network, RBAC: status 1; one line
+        return _cluster_failure("inspect", exc)
     if args.json:
         print(json.dumps(report, indent=2))
     else:
@@ -286,7 +280,7 @@ async def _inspect_cluster(
     from stickypack.extender.engine import select_profile
     from stickypack.extender.server import history_limits, load_policy, make_store
     from stickypack.kube.cache import ClusterCache, matches
-    from stickypack.kube.client import make_api_client
+    from stickypack.kube.client import api_client
     from stickypack.kube.history import HistoryRecorder
     from stickypack.kube.snapshot import take_snapshot
 
@@ -306,8 +300,7 @@ async def _inspect_cluster(
             # else: the policy's profile for the pod, once its mutators have run (as simulated)
         except PolicyError as exc:
             raise UsageError(str(exc)) from None
-    api = await make_api_client(config.cluster.kubeconfig)
-    try:
+    async with api_client(config.cluster.kubeconfig) as api:
         cache = ClusterCache(
             build_selector=config.pods.build_selector,
             builder_selector=config.pods.builder_selector,
@@ -319,8 +312,6 @@ async def _inspect_cluster(
             recorder = HistoryRecorder(make_store(config, api), history_limits(config))
             await recorder.load()
             history = recorder.history
-    finally:
-        await api.close()
     if pod is None:
         return _node_report_json(args, snap, threshold)
     table = snap.cache.table
@@ -759,7 +750,7 @@ def _forget_node(args: argparse.Namespace, console: Console) -> int:
 
     from stickypack.core.labels import DNS_SUBDOMAIN, is_dns_label
     from stickypack.extender.server import make_store
-    from stickypack.kube.client import make_api_client
+    from stickypack.kube.client import api_client
     from stickypack.kube.history import NO_LIMITS, forget_node
 
     if len(args.node) > 253 or not DNS_SUBDOMAIN.fullmatch(args.node):
@@ -774,22 +765,12 @@ def _forget_node(args: argparse.Namespace, console: Console) -> int:
         raise UsageError("history.store is memory: there is no stored history to forget")
 
     async def run() -> int:
-        api = await make_api_client(config.cluster.kubeconfig)
-        try:
+        async with api_client(config.cluster.kubeconfig) as api:
             return await forget_node(make_store(config, api), args.node, NO_LIMITS)
-        finally:
-            await api.close()
 
     try:
         dropped = asyncio.run(run())
-    except Exception as exc:  # API unreachable, RBAC, kubeconfig: one line, status 1
-        from stickypack.kube.client import describe_error
-
-        Console(stderr=True).print(
-            f"[red]stickypack forget-node: error:[/] {escape(describe_error(exc))}",
-            highlight=False,
-            soft_wrap=True,
-        )
-        return 1
+    except Exception as exc:  # kubeconfig: status 2; API unreachable, RBAC: status 1; one line
+        return _cluster_failure("forget-node", exc)
     console.print(f"forgot node {escape(args.node)}: {dropped} build history entries dropped")
     return 0

@@ -91,7 +91,9 @@ def _listen_overrides(args: argparse.Namespace, listen: ListenConfig) -> None:
 
 
 def _run_service(name: str, main: Coroutine[Any, Any, None], host: str, port: int, log_level: str) -> int:
-    """Run a service's coroutine until it stops; a failure to start is one line, status 1."""
+    """Run a service's coroutine until it stops; a failure to start is one line, status 1
+    (2 for a kubeconfig that cannot be used). An API server that cannot be reached is not
+    a failure to start: the extender serves, not ready, and its watches retry."""
     import asyncio
     import logging
 
@@ -102,8 +104,12 @@ def _run_service(name: str, main: Coroutine[Any, Any, None], host: str, port: in
         run: Callable[[Coroutine[Any, Any, None]], None] = uvloop.run
     except ImportError:
         run = asyncio.run
+    from stickypack.kube.client import KubeconfigError
+
     try:
         run(main)
+    except KubeconfigError as exc:  # a kubeconfig that cannot be used: bad input, status 2
+        raise UsageError(str(exc)) from None
     except SystemExit as exc:  # uvicorn exits with status 3 when it cannot listen
         if exc.code in (0, None):
             return 0
