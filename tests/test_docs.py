@@ -193,3 +193,16 @@ def test_each_module_imports_only_what_the_architecture_table_allows() -> None:
         for file, imported in _imports(module):
             why = f"{file} imports stickypack.{imported}; architecture.md allows {sorted(allowed)}"
             assert imported in allowed, why
+
+
+def test_the_readme_asks_for_the_go_the_tools_modules_need() -> None:
+    """README's Go minimum is the highest ``go`` line of the Go modules the tests' binaries
+    are built from (tools/k8s/*/go.mod): an older Go cannot build that module."""
+    lines = [
+        re.search(r"^go (\d+(?:\.\d+)*)$", mod.read_text(), re.MULTILINE)
+        for mod in sorted((ROOT / "tools" / "k8s").glob("*/go.mod"))
+    ]
+    assert len(lines) >= 4 and all(lines), "a tools/k8s module without a go line"
+    needed = max((m.group(1) for m in lines if m), key=lambda v: tuple(map(int, v.split("."))))
+    said = re.findall(r"Go (\d+(?:\.\d+)*)\+", (ROOT / "README.md").read_text())
+    assert said == [needed], (said, needed)
