@@ -969,6 +969,24 @@ def test_an_extender_records_the_ends_of_the_build_pods_it_manages(
     assert config_from_dict({"pods": pods}).pods.recorded_builds() == recorded
 
 
+@pytest.mark.parametrize("store", ["configmap", "node-annotations", "memory"])
+def test_an_extender_that_records_no_build_ends_needs_no_write_rights(store: str) -> None:
+    """The operator guide's user-pod extender only reads the history: it needs no right to
+    create, update or patch, in any store; the build extender with the same history does."""
+    from stickypack.extender.server import api_rights
+
+    history = {"store": store, "namespace": "binder"}
+    writer = api_rights(config_from_dict({"history": history}))
+    reader = api_rights(
+        config_from_dict({"history": history, "pods": {"manage": "component=singleuser-server"}})
+    )
+    writes = {"create", "update", "patch"}
+    assert not {r for r in reader if r.verb in writes}
+    assert reader <= writer
+    if store != "memory":
+        assert {r for r in writer if r.verb in writes}
+
+
 def test_a_pod_of_20000_preferred_terms_is_predicted_as_the_core_scores_it() -> None:
     """A build pod with 20,000 preferred node-affinity terms (within what the API server
     stores in one pod) on 500 nodes: the node the extender predicts kube-scheduler binds is

@@ -93,20 +93,23 @@ def api_rights(config: ExtenderConfig) -> frozenset[ApiRight]:
     informers (:meth:`ExtenderService.start`) list and watch nodes and pods (all namespaces;
     with ``cluster.dra`` also ResourceSlices and ResourceClaims, :meth:`~ExtenderService._start_dra`;
     with the ConfigMap store its ConfigMaps, in their namespace), and its history store
-    (:func:`make_store`) makes its own calls (``api_rights`` of each store class). The Helm
+    (:func:`make_store`) makes its own calls (``api_rights`` of each store class; an
+    extender that records no build ends, :meth:`PodsConfig.recorded_builds`, only reads
+    it). The Helm
     chart's roles grant exactly these, the operator guide's RBAC table lists them, and
     tests/test_helm_chart.py checks both against this and this against the API server's
     audit log of a running extender."""
     h = config.history
+    writes = config.pods.recorded_builds() is not None
     rights = rule_rights("", ["nodes", "pods"], LIST_WATCH)
     if config.cluster.dra:
         rights |= rule_rights("resource.k8s.io", DRA_KINDS, LIST_WATCH)
     if h.store == "configmap":
         namespace = h.resolved_namespace()
         rights |= rule_rights("", ["configmaps"], LIST_WATCH, namespace)
-        rights |= ConfigMapHistoryStore.api_rights(namespace)
+        rights |= ConfigMapHistoryStore.api_rights(namespace, writes)
     elif h.store == "node-annotations":
-        rights |= NodeAnnotationHistoryStore.api_rights()
+        rights |= NodeAnnotationHistoryStore.api_rights(writes)
     return rights
 
 

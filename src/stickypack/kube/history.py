@@ -334,10 +334,12 @@ class ConfigMapHistoryStore:
     """History in ``shards`` ConfigMaps ``<name>-<i>`` of ``namespace`` (key history.json)."""
 
     @staticmethod
-    def api_rights(namespace: str) -> frozenset[ApiRight]:
+    def api_rights(namespace: str, writes: bool = True) -> frozenset[ApiRight]:
         """The rights its calls need: :meth:`read` gets a ConfigMap of ``namespace``,
-        :meth:`write` creates or updates (replaces) one."""
-        return rule_rights("", ["configmaps"], ["get", "create", "update"], namespace)
+        :meth:`write` (unless the store is only read: ``writes`` false) creates or updates
+        (replaces) one."""
+        verbs = ["get", "create", "update"] if writes else ["get"]
+        return rule_rights("", ["configmaps"], verbs, namespace)
 
     def __init__(self, api_client: Any, namespace: str, name: str = DEFAULT_NAME, shards: int = 1) -> None:
         from kubernetes_asyncio import client
@@ -437,10 +439,11 @@ class NodeAnnotationHistoryStore:
     """
 
     @staticmethod
-    def api_rights() -> frozenset[ApiRight]:
-        """The rights its calls need: :meth:`read` gets a Node, :meth:`read_all` lists them,
-        :meth:`write` patches one."""
-        return rule_rights("", ["nodes"], ["get", "list", "patch"])
+    def api_rights(writes: bool = True) -> frozenset[ApiRight]:
+        """The rights its calls need: :meth:`read_all` lists the Nodes; unless the store is
+        only read (``writes`` false), :meth:`write` patches one and :meth:`read` gets one
+        (again, after a write conflict)."""
+        return rule_rights("", ["nodes"], ["get", "list", "patch"] if writes else ["list"])
 
     def __init__(
         self,
