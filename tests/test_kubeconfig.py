@@ -129,14 +129,19 @@ def test_a_kubeconfig_that_cannot_be_used_is_bad_input(
 
 
 def test_an_unreadable_kubeconfig_is_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    if os.geteuid() == 0:
-        pytest.skip("root reads a file whatever its mode")
-    path = _yaml()(tmp_path)
-    path.chmod(0)
-    for command in COMMANDS:
-        assert main([*command.split(), "--kubeconfig", str(path)]) == 2
-        out, err = capsys.readouterr()
-        assert _one_error_line(err, out, command) == f"kubeconfig {path}: cannot read: Permission denied"
+    """A file its mode keeps from us (not for root, who reads any file), and a directory
+    given as the file (for anyone)."""
+    unreadable = [tmp_path / "a-directory"]
+    unreadable[0].mkdir()
+    if os.geteuid() != 0:
+        path = _yaml()(tmp_path)
+        path.chmod(0)
+        unreadable.append(path)
+    for path in unreadable:
+        for command in COMMANDS:
+            assert main([*command.split(), "--kubeconfig", str(path)]) == 2
+            out, err = capsys.readouterr()
+            assert _one_error_line(err, out, command).startswith(f"kubeconfig {path}: cannot read: "), err
 
 
 @pytest.mark.parametrize("command", COMMANDS)
