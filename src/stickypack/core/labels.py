@@ -4,7 +4,7 @@ of object names and label keys and values."""
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -321,16 +321,14 @@ class PreferredWeights:
         for _, value, entry in pairs:
             total += entry.in_values.get(value, 0) - entry.not_in_penalty.get(value, 0)
             total += entry.exists - entry.absent_penalty
-            for term, weight in entry.candidates.get(value, ()):
-                if term.matches(labels, node_name):
-                    total += weight
-            for term, weight in entry.key_candidates:
-                if term.matches(labels, node_name):
-                    total += weight
-        for term, weight in self._name_candidates.get(node_name, ()):
-            if term.matches(labels, node_name):
-                total += weight
-        for term, weight in self._everywhere:
-            if term.matches(labels, node_name):
-                total += weight
-        return total
+            total += _matching(entry.candidates.get(value, ()), labels, node_name)
+            total += _matching(entry.key_candidates, labels, node_name)
+        total += _matching(self._name_candidates.get(node_name, ()), labels, node_name)
+        return total + _matching(self._everywhere, labels, node_name)
+
+
+def _matching(
+    terms: Iterable[tuple[NodeSelectorTerm, int]], labels: Mapping[str, str], node_name: str
+) -> int:
+    """The sum of the weights of ``terms`` (term, weight) that match the node."""
+    return sum(weight for term, weight in terms if term.matches(labels, node_name))
