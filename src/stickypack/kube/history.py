@@ -27,12 +27,12 @@ Stores (see ``docs/operator-guide.md`` for the measured comparison):
     each node's annotation ``stickypack.io/build-history``: ``{repo: time}``, bounded to
     ``max_annotation_bytes``, and its tombstone ``stickypack.io/build-history-forgotten``:
     a time. RBAC: get, list and patch on Nodes, cluster-wide.
-
-Each store's ``api_rights`` lists the RBAC rights its calls need (the extender's:
-``stickypack.extender.server.api_rights``).
 :class:`MemoryHistoryStore`
     in-process, for tests and ``history.store: memory``; same semantics (resource versions,
     conflicts).
+
+Each store's ``api_rights`` lists the RBAC rights its calls need (the extender's:
+``stickypack.extender.server.api_rights``).
 
 Document format (both stores)::
 
