@@ -4,19 +4,27 @@ throttled listing, fallback, traitlets config; and the default kube-scheduler ho
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
+import re
+import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from traitlets import TraitError
 from traitlets.config import Config
 
+import stickypack.binderhub as binderhub_module
 from stickypack.binderhub import (
     REQUEST_TIMEOUT_S,
     StickyBuilds,
     StickyBuildsMixin,
     Throttle,
+    _as_model,
     default_anti_affinity,
 )
 from stickypack.kube.discovery import at_most_every
@@ -68,6 +76,7 @@ class FakeApi:
 @pytest.fixture(autouse=True)
 def _clear() -> None:
     StickyBuilds.clear_cache()
+    binderhub_module._logged.clear()  # a configuration error is logged once per process
 
 
 def enabled(**traits: Any) -> StickyBuilds:
@@ -244,6 +253,106 @@ def test_mixin_delegates_when_disabled_and_uses_executor_fields() -> None:
     broken.repo_url = ["not", "a", "string"]  # type: ignore[assignment]
     broken.api = FakeApi([builder("d", "node-7")], history={"r": {"node-7": NOW}})
     assert broken.get_affinity() == "binderhub's own"
+
+
+def test_a_configuration_error_is_logged_when_binderhub_starts(caplog: pytest.LogCaptureFixture) -> None:
+    """BinderHub makes one executor of its ``build_class`` when it starts
+    (``example_builder = self.build_class(parent=self)`` in ``BinderHub.initialize``, for
+    /versions and /health), then one per build: a configuration error is logged at start-up,
+    once, and builds still get BinderHub's own affinity."""
+    from traitlets.config import Configurable
+
+    class Base(Configurable):
+        def get_affinity(self) -> str:
+            return "binderhub's own"
+
+    class Executor(StickyBuildsMixin, Base):
+        pass
+
+    bad = Config()
+    bad.StickyBuilds.enabled = True
+    bad.StickyBuilds.weights = [100, 101]
+    app = Configurable(config=bad)  # BinderHub passes itself as the parent
+    with caplog.at_level(logging.ERROR, logger="stickypack.binderhub"):
+        example = Executor(parent=app)  # start-up: no build yet
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(errors) == 1 and "StickyBuilds.weights must be 1..100, got [100, 101]" in errors[0]
+    assert example.get_affinity() == "binderhub's own"
+    with caplog.at_level(logging.ERROR, logger="stickypack.binderhub"):
+        assert Executor(parent=app).get_affinity() == "binderhub's own"  # a build
+    assert len([r for r in caplog.records if r.levelno >= logging.ERROR]) == 1  # not again
+    caplog.clear()
+    with caplog.at_level(logging.ERROR, logger="stickypack.binderhub"):
+        Executor(parent=Configurable(config=Config()))  # a good configuration: nothing logged
+    assert not caplog.records
+
+
+def test_the_affinity_is_a_model_of_the_kubernetes_9_client_binderhubs_image_ships(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """BinderHub's image pins ``kubernetes==9.*`` (``helm-chart/images/binderhub/
+    requirements.in``; 9.0.1 frozen), whose ``ApiClient.deserialize(response, response_type)``
+    takes a response object with ``.data`` (37 takes the text and a content type). That
+    signature put on the installed client: the affinity still comes back a ``V1Affinity``."""
+    from kubernetes.client import ApiClient, V1Affinity
+
+    def deserialize_9(self: Any, response: Any, response_type: str) -> Any:  # 9.0.1's form
+        return self._ApiClient__deserialize(json.loads(response.data), response_type)
+
+    monkeypatch.setattr(ApiClient, "deserialize", deserialize_9)
+    aff = _as_model(enabled().node_affinity(["node-7", "node-2"]))
+    assert isinstance(aff, V1Affinity)
+    assert preferred(ApiClient().sanitize_for_serialization(aff)) == [(100, "node-7"), (60, "node-2")]
+
+
+def _doc_blocks(kind: str) -> list[str]:
+    text = (Path(__file__).resolve().parents[1] / "docs" / "binderhub.md").read_text()
+    return re.findall(rf"```{kind}\n(.*?)```", text, re.S)
+
+
+def test_the_documented_configuration_works_as_the_binderhub_chart_applies_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """docs/binderhub.md's chart values, applied as the BinderHub chart's
+    ``binderhub_config.py`` applies them (each section of ``config`` set on ``c``, then each
+    ``extraConfig`` entry run with ``c`` in scope), give BinderHub a ``build_class`` whose
+    executors have sticky builds on; its Python block sets every trait to its default."""
+    from types import ModuleType
+
+    from traitlets.config import Configurable
+
+    class KubernetesBuildExecutor(Configurable):  # the two names the mixin relies on
+        def get_affinity(self) -> str:
+            return "binderhub's own"
+
+    build = ModuleType("binderhub.build")
+    build.KubernetesBuildExecutor = KubernetesBuildExecutor  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "binderhub", ModuleType("binderhub"))
+    monkeypatch.setitem(sys.modules, "binderhub.build", build)
+
+    (values_text,) = _doc_blocks("yaml")
+    values = yaml.safe_load(values_text)
+    c = Config()
+    for section, sub_cfg in values["config"].items():
+        c[section].update(sub_cfg)
+    for _, snippet in sorted(values["extraConfig"].items()):
+        exec(snippet, {"c": c})
+    executor_class = c.BinderHub.build_class
+    assert issubclass(executor_class, StickyBuildsMixin)
+    assert issubclass(executor_class, KubernetesBuildExecutor)
+    executor = executor_class(parent=Configurable(config=c))  # BinderHub passes itself
+    sticky = executor._sticky_builds()
+    assert sticky is not None and sticky.enabled
+
+    (python_text,) = _doc_blocks("python")
+    c = Config()
+    exec(python_text, {"c": c})
+    assert issubclass(c.BinderHub.build_class, StickyBuildsMixin)
+    documented, default = StickyBuilds(config=c), StickyBuilds()
+    names = set(default.trait_names(config=True)) - {"enabled"}
+    assert documented.enabled and not default.enabled
+    assert {n: getattr(documented, n) for n in names} == {n: getattr(default, n) for n in names}
+    assert set(c.StickyBuilds) == (names | {"enabled"}) - {"hostname_label"}  # that one commented out
 
 
 @pytest.mark.parametrize(

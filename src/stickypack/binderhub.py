@@ -2,7 +2,8 @@
 
 BinderHub's own sticky builds (``KubernetesBuildExecutor.sticky_builds``) list the builder
 pods on every build, take the single top rendezvous node as a weight-100 preferred affinity,
-and crash when no builder pod exists. :class:`StickyBuilds` instead:
+and fail the build when no builder pod exists or one is not bound yet (no ``nodeName``).
+:class:`StickyBuilds` instead:
 
 - ranks **history nodes first** (where stickypack's build history says the repo was built,
   most recent first; read from the extender's ConfigMaps when present), **then the repo's
@@ -389,15 +390,28 @@ class StickyBuildsMixin:
     ``get_affinity()`` returns :meth:`StickyBuilds.affinity_for` when
     ``c.StickyBuilds.enabled``, else BinderHub's own. Uses the executor's ``api``,
     ``namespace`` and ``repo_url``. The kubernetes client accepts the returned dict in a
-    pod spec (``V1PodSpec(affinity=...)``) as it accepts a model."""
+    pod spec (``V1PodSpec(affinity=...)``) as it accepts a model.
 
-    def get_affinity(self) -> Any:
+    BinderHub makes one executor when it starts (``BinderHub.initialize``: its
+    ``example_builder``, for /versions and /health) and one per build: a configuration
+    error is logged (once) when the first is made, at start-up."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._sticky_builds()
+
+    def _sticky_builds(self) -> StickyBuilds | None:
+        """The configured :class:`StickyBuilds`, or None (logged once) when the
+        configuration is refused."""
         try:
-            sticky = StickyBuilds(parent=self)  # type: ignore[arg-type]
+            return StickyBuilds(parent=self)  # type: ignore[arg-type]
         except TraitError as exc:  # a configuration error: say so, and never fail the build
             _log_once(f"sticky builds: configuration error, BinderHub's own affinity used: {exc}")
-            return super().get_affinity()  # type: ignore[misc]
-        if not sticky.enabled:
+            return None
+
+    def get_affinity(self) -> Any:
+        sticky = self._sticky_builds()
+        if sticky is None or not sticky.enabled:
             return super().get_affinity()  # type: ignore[misc]
         try:
             affinity = sticky.affinity_for(self.api, self.namespace, self.repo_url)  # type: ignore[attr-defined]

@@ -2,10 +2,10 @@
 
 BinderHub lists the builder pods (DinD or "pink", label selector
 ``component=image-builder,app=binder``) on *every* build, ranks their ``spec.nodeName`` and
-crashes when the list is empty. :class:`BuilderNodes` lists them at most once per
-``interval_s`` (concurrent callers share one request and its result, like BinderHub's
-``at_most_every`` health-check cache), skips pods not bound yet, and returns an empty list
-rather than failing when there are none.
+fails the build when the list is empty or a pod has no node yet. :class:`BuilderNodes`
+lists them at most once per ``interval_s`` (concurrent callers share one request and its
+result, like BinderHub's ``at_most_every`` health-check cache), skips pods not bound yet,
+and returns an empty list rather than failing when there are none.
 """
 
 from __future__ import annotations
