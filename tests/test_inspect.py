@@ -2286,6 +2286,30 @@ def test_a_kube_system_pod_past_the_timeout_is_drainable_whatever_the_later_rule
     assert pin_reason(waiting, past) == "safe-to-evict: on-completion"
 
 
+def test_a_pod_not_safe_to_evict_is_named_by_the_first_rule_that_blocks_it() -> None:
+    """The autoscaler's blocking rules run in order (replicated, system, not-safe-to-evict,
+    local storage, budget) and the first that blocks is its reason: a bare pod annotated
+    ``safe-to-evict: "false"`` (z2jh's user pods) is blocked as not replicated, a young
+    kube-system pod without a budget as a system pod; only a replicated pod outside
+    kube-system is blocked by the annotation. ``"on-completion"`` is an interrupting check,
+    before them all."""
+    safe = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+    assert pin_reason(_pod("user", "1", "1Gi", **{safe: "false"})) == "no controller"
+    assert pin_reason(_pod("w", "1", "1Gi", owner="DaskWorkerGroup", **{safe: "false"})) == (
+        "controller DaskWorkerGroup"
+    )
+    system = dataclasses.replace(
+        _pod("dns", "1", "1Gi", owner="ReplicaSet", **{safe: "false"}), namespace="kube-system"
+    )
+    assert pin_reason(system) == "kube-system pod without a PodDisruptionBudget"
+    assert pin_reason(system, ScaleDownRules(system_pods_pin=False)) == "safe-to-evict: false"
+    local = _with_volumes(
+        _pod("rs", "1", "1Gi", owner="ReplicaSet"), [{"name": "s", "emptyDir": {}}], **{safe: "false"}
+    )
+    assert pin_reason(local) == "safe-to-evict: false"  # before local storage
+    assert pin_reason(_pod("user", "1", "1Gi", **{safe: "on-completion"})) == "safe-to-evict: on-completion"
+
+
 def test_a_nominated_pod_that_ended_is_neither_counted_nor_listed() -> None:
     """The autoscaler's pod lister drops Succeeded and Failed pods before it sorts the rest
     by schedulability, so a pod that ended while nominated (its activeDeadlineSeconds passed

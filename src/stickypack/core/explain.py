@@ -30,8 +30,6 @@ from stickypack.core.routing import LabelSelector
 #: not, "false" keeps any pod from being evicted, "on-completion" (CA 1.36+) makes it wait
 #: for the pod to finish before it removes the node.
 SAFE_TO_EVICT_ANNOTATION = "cluster-autoscaler.kubernetes.io/safe-to-evict"
-#: Values of :data:`SAFE_TO_EVICT_ANNOTATION` that hold a (non-DaemonSet, non-mirror) pod's node.
-HOLDING_SAFE_TO_EVICT = frozenset({"false", "on-completion"})
 #: A pod annotation: local-storage volumes (comma-separated names) the autoscaler may lose.
 SAFE_TO_EVICT_LOCAL_VOLUMES_ANNOTATION = "cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes"
 #: A node annotation: "true" keeps the cluster-autoscaler from ever removing the node.
@@ -295,15 +293,15 @@ def pin_reason(pod: Pod, rules: ScaleDownRules = ScaleDownRules()) -> str | None
     (:func:`is_daemon_pod`); ``safe-to-evict: "true"`` lifts every rule but the budget's
     (the autoscaler drains through the Eviction API, which refuses a pod while a budget
     covering it allows no disruption; FAQ.md lists "Pods with restrictive
-    PodDisruptionBudget" without the annotation's exception); ``"false"`` and
-    ``"on-completion"`` (which holds the node until the pod finishes) pin; so does a pod
-    whose controller is none of :data:`MOVABLE_OWNERS` (a bare pod, or a custom
-    controller's); a kube-system pod no budget covers (``system_pods_pin``), until it is
-    ``system_pod_disruption_timeout_s`` old (then nothing but on-completion pins it: the
-    autoscaler's system rule drains it before its not-safe-to-evict and local storage
-    rules are read); a pod with local
-    storage (:func:`blocking_local_volumes`, ``local_storage_pins``); a pod covered by a
-    budget that allows no disruption now. An expendable pod
+    PodDisruptionBudget" without the annotation's exception); ``"on-completion"`` (which
+    holds the node until the pod finishes) pins; then, in the order of the autoscaler's
+    blocking rules, whose first names the reason: a pod whose controller is none of
+    :data:`MOVABLE_OWNERS` (a bare pod, or a custom controller's); a kube-system pod no
+    budget covers (``system_pods_pin``), until it is ``system_pod_disruption_timeout_s``
+    old (then nothing pins it: the autoscaler's system rule drains it before its
+    not-safe-to-evict and local storage rules are read); ``safe-to-evict: "false"``; a pod
+    with local storage (:func:`blocking_local_volumes`, ``local_storage_pins``); a pod
+    covered by a budget that allows no disruption now. An expendable pod
     (:func:`is_expendable`) and one terminating for too long (:func:`is_long_terminating`)
     never pin."""
     if pod.is_mirror_pod or is_expendable(pod, rules) or is_long_terminating(pod, rules):
@@ -320,20 +318,20 @@ def pin_reason(pod: Pod, rules: ScaleDownRules = ScaleDownRules()) -> str | None
     safe = pod.annotations.get(SAFE_TO_EVICT_ANNOTATION)
     if safe == "true":
         return budget_reason
-    movable = pod.owner_kind in MOVABLE_OWNERS
-    blocking_system = (
-        rules.system_pods_pin and budgets is not None and pod.namespace == "kube-system" and not covering
-    )
-    # the system rule's "drainable" for a pod past the timeout ends the autoscaler's rules:
-    # the later ones (not-safe-to-evict, local storage) never see it; on-completion (an
-    # interrupting check) and the controller's come before it
-    released = movable and blocking_system and _past_system_pod_timeout(pod, rules)
-    if safe in HOLDING_SAFE_TO_EVICT and not (released and safe == "false"):
+    if safe == "on-completion":  # an interrupting check, before the blocking ones
         return f"safe-to-evict: {safe}"
-    if not movable:
+    # the blocking rules in the autoscaler's order: replicated, system, not-safe-to-evict,
+    # local storage, budget; the first that blocks names the reason
+    if pod.owner_kind not in MOVABLE_OWNERS:
         return "no controller" if pod.owner_kind is None else f"controller {pod.owner_kind}"
-    if blocking_system:
-        return None if released else "kube-system pod without a PodDisruptionBudget"
+    if rules.system_pods_pin and budgets is not None and pod.namespace == "kube-system" and not covering:
+        # past the timeout the system rule's "drainable" ends the autoscaler's rules: the
+        # later ones (not-safe-to-evict, local storage) never see the pod
+        return (
+            None if _past_system_pod_timeout(pod, rules) else "kube-system pod without a PodDisruptionBudget"
+        )
+    if safe == "false":
+        return f"safe-to-evict: {safe}"
     if rules.local_storage_pins:
         local = blocking_local_volumes(pod)
         if local:
