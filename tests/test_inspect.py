@@ -1458,6 +1458,57 @@ def test_inspect_reads_budgets_and_says_when_it_cannot(
         cluster.call(drop_budgets)
 
 
+@pytest.mark.controlplane
+def test_inspect_spends_a_budget_on_the_nodes_it_removes_first(
+    cluster: ControlPlane, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """On the real API server: two half-idle nodes each run a replica covered by one
+    budget that allows one disruption. The autoscaler's loop lets the first go and keeps the
+    second (the budget spent); with two disruptions allowed both go."""
+    from kubernetes_asyncio import client as k8s
+
+    for node in ("a", "b"):
+        cluster.create_node(node, cpu="4", memory="16Gi")
+    cluster.create_node("big", cpu="16", memory="64Gi")
+    _bind(cluster, "web-a", "a", "500m", "1Gi", owner="ReplicaSet", app="web")
+    _bind(cluster, "web-b", "b", "500m", "1Gi", owner="ReplicaSet", app="web")
+    _bind(cluster, "hog", "big", "12", "1Gi")  # busy: no candidate, room for both
+    name = f"web-{uuid.uuid4().hex[:6]}"
+
+    async def budget(api: object, allowed: int) -> None:
+        policy = k8s.PolicyV1Api(api)
+        if allowed == 1:
+            selector = {"matchLabels": {"app": "web"}}
+            body = {"metadata": {"name": name}, "spec": {"maxUnavailable": 1, "selector": selector}}
+            await policy.create_namespaced_pod_disruption_budget("default", body)
+        status = {"status": {"disruptionsAllowed": allowed, "currentHealthy": 2, "desiredHealthy": 1,
+                             "expectedPods": 2, "observedGeneration": 1}}  # fmt: skip
+        await policy.patch_namespaced_pod_disruption_budget_status(name, "default", status)
+
+    async def drop(api: object) -> None:
+        await k8s.PolicyV1Api(api).delete_namespaced_pod_disruption_budget(name, "default")
+
+    argv = ["inspect", "--kubeconfig", str(cluster.kubeconfig), "--json"]
+    cluster.call(lambda api: budget(api, 1))
+    try:
+        assert main(argv) == 0
+        report = json.loads(capsys.readouterr().out)
+        nodes = {n["node"]: n for n in report["nodes"]}
+        assert (nodes["a"]["verdict"], nodes["b"]["verdict"]) == ("removable", "pinned")
+        assert nodes["b"]["pin_reasons"] == {
+            "default/web-b": f"PodDisruptionBudget {name}: its disruptions (1) go to nodes removed before"
+        }
+        assert (report["summary"]["removable"], report["summary"]["pinned"]) == (1, 1)
+        assert main(argv[:-1]) == 0  # the table names the pod and the budget
+        assert f"default/web-b (PodDisruptionBudget {name}" in capsys.readouterr().out
+        cluster.call(lambda api: budget(api, 2))
+        assert main(argv) == 0
+        nodes = {n["node"]: n for n in json.loads(capsys.readouterr().out)["nodes"]}
+        assert (nodes["a"]["verdict"], nodes["b"]["verdict"]) == ("removable", "removable")
+    finally:
+        cluster.call(drop)
+
+
 KUBE_FILTERS = load_builtin("default").profiles[0].filters
 
 
@@ -1503,6 +1554,48 @@ def test_scale_down_plan_moves_pods_as_the_autoscaler_would() -> None:
     # the filler counted (not expendable under a lower cutoff): a-busy is full, web-2 goes to b
     low = ScaleDownRules(expendable_priority_cutoff=-30)
     assert plan_scale_down(table, pods, ["c", "b"], KUBE_FILTERS, low).moves == {"default/web-2": "b"}
+
+
+def test_scale_down_plan_spends_disruption_budgets_node_by_node() -> None:
+    """Within one loop the autoscaler takes, for every pod a removable node moves, one
+    disruption of each budget covering it (its RemainingPdbTracker); a later candidate
+    whose pod that budget then holds is kept (NotEnoughPdb) before its pods are placed.
+    Two pods of one node may take a budget below zero (the autoscaler drains them one by
+    one); a budget of another namespace, or one with disruptions left, holds nothing."""
+    from stickypack.core.routing import LabelSelector
+
+    table = _table({"a": (4000, 16), "b": (4000, 16), "c": (4000, 16), "big": (16000, 64)})
+
+    def web(name: str, namespace: str = "default") -> Pod:
+        pod = _pod(name, "500m", "1Gi", owner="ReplicaSet")
+        return dataclasses.replace(pod, labels={"app": "web"}, namespace=namespace)
+
+    pods = {"a": [web("web-a1"), web("web-a2")], "b": [web("web-b")], "c": [web("web-c", "other")]}
+    for node, bound in pods.items():
+        for pod in bound:
+            table.add_pod(table.index[node], pod)
+
+    def plan(allowed: int) -> tuple[tuple[str, ...], dict[str, tuple[str, str]]]:
+        budget = DisruptionBudget("default", "web", LabelSelector({"app": "web"}), allowed)
+        rules = ScaleDownRules(budgets=(budget,))
+        assert not any(pins_node(p, rules) for bound in pods.values() for p in bound)
+        result = plan_scale_down(table, pods, ["a", "b", "c"], KUBE_FILTERS, rules)
+        return result.removable, dict(result.blocked)
+
+    def held(pod: str, allowed: int) -> tuple[str, str]:
+        why = f"PodDisruptionBudget web: its disruptions ({allowed}) go to nodes removed before"
+        return f"default/{pod}", why
+
+    # a's two pods go to b, taking the budget's one disruption (and one more): b is held, c
+    # (another namespace's pod) is not
+    assert plan(1) == (("a", "c"), {"b": held("web-b", 1)})
+    assert plan(2) == (("a", "c"), {"b": held("web-b", 2)})
+    # with 3, b goes too and moves a's two pods on to c with its own: 5 taken, and c holds
+    # them now
+    assert plan(3) == (("a", "b"), {"c": held("web-b", 3)})
+    assert plan(6) == (("a", "b", "c"), {})
+    no_budgets = plan_scale_down(table, pods, ["a", "b", "c"], KUBE_FILTERS, ScaleDownRules(budgets=None))
+    assert no_budgets.removable == ("a", "b", "c") and not no_budgets.blocked
 
 
 def test_scale_down_plan_gives_a_pod_moved_twice_its_last_node() -> None:

@@ -391,10 +391,13 @@ def _node_groups(args: argparse.Namespace) -> NodeGroups:
 def _node_report_json(args: argparse.Namespace, snap: Snapshot, threshold: float) -> dict[str, Any]:
     """The node report ``stickypack inspect`` prints (no ``--pod``), as JSON-ready data:
     each node as the cluster-autoscaler weighs it, then its scale-down simulation over the
-    nodes nothing pins (:func:`~stickypack.core.drain.plan_scale_down`; with ``--dra``, its
+    nodes nothing pins (:func:`~stickypack.core.drain.plan_scale_down`, which spends the
+    disruption budgets node by node; with ``--dra``, its
     claims' node-local devices moved too, :class:`~stickypack.core.dra.DraDevices`), then the nodes it
     would remove that a node group's minimum size or the cluster's minimum cores or memory
     keep (:func:`~stickypack.core.nodegroups.kept_at_limits`)."""
+    import dataclasses
+
     from stickypack.core.dra import DraDevices, dra_utilization
     from stickypack.core.drain import plan_scale_down
     from stickypack.core.explain import (
@@ -483,8 +486,19 @@ def _node_report_json(args: argparse.Namespace, snap: Snapshot, threshold: float
         table, plan.removable, groups, snap.capacity, ResourceMinimums(mins[0], mins[1] * 1024**3)
     )
     verdicts = [
-        "no-room" if r.node in plan.no_room else kept.get(r.node, v)
+        "no-room" if r.node in plan.no_room else "pinned" if r.node in plan.blocked else kept.get(r.node, v)
         for r, v in zip(nodes, verdicts, strict=True)
+    ]
+    # a node a budget holds once the nodes before it took its disruptions: pinned by that pod
+    nodes = [
+        dataclasses.replace(
+            r,
+            pinning=(*r.pinning, plan.blocked[r.node][0]),
+            pin_reasons=(*r.pin_reasons, plan.blocked[r.node][1]),
+        )
+        if r.node in plan.blocked
+        else r
+        for r in nodes
     ]
     removed = {n for n in plan.removable if n not in kept}
     moves: dict[str, dict[str, str]] = {}

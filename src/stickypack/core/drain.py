@@ -22,13 +22,21 @@ put back as they were.
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from stickypack.core.dra import DraDevices
-from stickypack.core.explain import ScaleDownRules, is_daemon_pod, is_expendable, is_long_terminating
+from stickypack.core.explain import (
+    DisruptionBudget,
+    ScaleDownRules,
+    is_daemon_pod,
+    is_expendable,
+    is_long_terminating,
+    pin_reason,
+)
 from stickypack.core.framework import FilterPlugin, SchedulingContext
 from stickypack.core.labels import Taint
 from stickypack.core.nodetable import NodeTable
@@ -43,11 +51,14 @@ class ScaleDownPlan:
     all found room, in the order they were checked; ``moves``: for each pod of those
     (``namespace/name``), the node it would end on (a pod placed on a candidate found
     removable later moves on: its last node); ``no_room``: for each candidate whose
-    pods did not all fit, the first pod that fit nowhere."""
+    pods did not all fit, the first pod that fit nowhere; ``blocked``: for each candidate
+    a PodDisruptionBudget keeps once the candidates found removable before it have taken
+    the budget's disruptions, the first pod it keeps (``namespace/name``) and why."""
 
     removable: tuple[str, ...] = ()
     moves: Mapping[str, str] = field(default_factory=dict)
     no_room: Mapping[str, str] = field(default_factory=dict)
+    blocked: Mapping[str, tuple[str, str]] = field(default_factory=dict)
 
 
 #: Rows a first fit filters at a time: most pods fit on one of the first few nodes, and a
@@ -114,6 +125,13 @@ def plan_scale_down(
     (``ToBeDeletedByClusterAutoscaler``) are placed the same way, those that fit nowhere
     left out, and such a node is never judged, as the autoscaler treats its deletions in
     progress. ``table`` is not changed.
+
+    ``rules.budgets``: each candidate found removable takes one disruption of every budget
+    for each of its pods the budget covers (the pods it moves), as the autoscaler's
+    ``RemainingPdbTracker`` does within one loop; a later candidate with a pod that
+    :func:`~stickypack.core.explain.pin_reason` then finds held by a budget left without
+    disruptions is kept (``blocked``, the autoscaler's ``NotEnoughPdb``) before its pods
+    are placed.
 
     When some pod has required pod (anti-)affinity terms, host ports or ``DoNotSchedule``
     topology spread constraints, each placement also passes kube-scheduler's
@@ -222,15 +240,21 @@ def _plan(
     removable: list[str] = []
     moves: dict[str, str] = {}
     no_room: dict[str, str] = {}
+    held_by_budget: dict[str, tuple[str, str]] = {}
+    budgets = _Budgets(rules)
     for name in candidates:
         row = sim.index[name]
         if sim.to_be_deleted[row]:
             continue
         pods = planned.get(name, [])
+        held = budgets.holding(pods)
+        if held is not None:  # the autoscaler's drainability rules, before any placement
+            held_by_budget[name] = held
+            continue
         for pod in pods:
             sim.remove_pod(row, pod)
         # the autoscaler simulates a candidate's removal on a tainted copy of it without pods
-        held = on_nodes.drain_node(row) if on_nodes is not None else []
+        drained = on_nodes.drain_node(row) if on_nodes is not None else []
         devices = dra.mark() if dra is not None else 0
         if dra is not None:
             dra.release(pods)  # its pods unscheduled first: their claims' devices freed
@@ -252,7 +276,7 @@ def _plan(
             for pod in pods:
                 sim.add_pod(row, pod)
             if on_nodes is not None:
-                on_nodes.restore_node(row, held)
+                on_nodes.restore_node(row, drained)
             if dra is not None:
                 dra.rollback(devices)
             no_room[name] = blocked
@@ -261,12 +285,48 @@ def _plan(
             on_nodes.delete_node(row)  # and then drops it from its snapshot
         gone[row] = True
         removable.append(name)
+        budgets.take(pods)
         planned[name] = []
         for pod, dest in placed:
             dest_name = sim.node_names([dest])[0]
             planned.setdefault(dest_name, []).append(pod)
             moves[pod.key] = dest_name
-    return ScaleDownPlan(tuple(removable), moves, no_room)
+    return ScaleDownPlan(tuple(removable), moves, no_room, held_by_budget)
+
+
+class _Budgets:
+    """The PodDisruptionBudgets of ``rules`` as a scale-down loop spends them: each pod a
+    removable candidate moves takes one disruption of every budget covering it."""
+
+    def __init__(self, rules: ScaleDownRules) -> None:
+        self.rules = rules
+        self.budgets: tuple[DisruptionBudget, ...] = rules.budgets or ()
+        self.taken = [0] * len(self.budgets)
+
+    def take(self, pods: Iterable[Pod]) -> None:
+        for pod in pods:
+            for k, budget in enumerate(self.budgets):
+                if budget.covers(pod):
+                    self.taken[k] += 1
+
+    def holding(self, pods: Iterable[Pod]) -> tuple[str, str] | None:
+        """The first of ``pods`` a budget holds now that disruptions were taken (and did
+        not before), and why; None when none is held (or none was taken)."""
+        if not any(self.taken):
+            return None
+        left = tuple(
+            dataclasses.replace(b, disruptions_allowed=b.disruptions_allowed - n) if n else b
+            for b, n in zip(self.budgets, self.taken, strict=True)
+        )
+        now = dataclasses.replace(self.rules, budgets=left)
+        for pod in pods:
+            if pin_reason(pod, now) is None or pin_reason(pod, self.rules) is not None:
+                continue
+            for budget, n in zip(self.budgets, self.taken, strict=True):
+                if n and budget.covers(pod) and budget.disruptions_allowed - n < 1:
+                    why = f"its disruptions ({budget.disruptions_allowed}) go to nodes removed before"
+                    return pod.key, f"PodDisruptionBudget {budget.name}: {why}"
+        return None
 
 
 def _pods_on_nodes(
