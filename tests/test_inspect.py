@@ -186,6 +186,30 @@ def test_node_report_verdicts() -> None:
     assert report.verdict(0.1) == "busy"
 
 
+def test_a_node_without_cpu_or_memory_allocatable_cannot_be_weighed() -> None:
+    """The autoscaler's ``CalculateUtilizationOfResource`` fails for a node without cpu or
+    memory allocatable (or with 0 of it), and since cluster-autoscaler 1.32 its eligibility
+    check then keeps the node (``UnexpectedError``): ``incomplete``, not ``empty``. A GPU
+    node is weighed by its GPUs alone (none ready yet: 0), its cpu and memory never read."""
+    table = _table({"ok": (4000, 16)})
+    table.upsert_node("none", {})
+    table.upsert_node("no-cpu", {"cpu": 0, "memory": 16 * GI, "pods": 110})
+    table.upsert_node("gpu", {}, labels={"cloud.google.com/gke-accelerator": "nvidia-l4"})
+    reports = {r.node: r for r in node_report(table, {})}
+    assert {n: r.verdict(0.5) for n, r in reports.items()} == {
+        "ok": "empty",
+        "none": "incomplete",
+        "no-cpu": "incomplete",
+        "gpu": "empty",
+    }
+    assert reports["none"].utilization_error == "no cpu or memory allocatable"
+    assert reports["no-cpu"].utilization_error == "no cpu allocatable"
+    assert reports["ok"].utilization_error is None and reports["gpu"].utilization_error is None
+    disabled = {"cluster-autoscaler.kubernetes.io/scale-down-disabled": "true"}
+    table.upsert_node("none", {}, annotations=disabled)  # the autoscaler checks that first
+    assert next(r for r in node_report(table, {}) if r.node == "none").verdict(0.5) == "disabled"
+
+
 def test_a_node_with_only_daemonset_and_mirror_pods_is_empty() -> None:
     """The autoscaler calls a node empty when nothing but DaemonSet and mirror pods runs on
     it (every node of a real cluster runs kube-proxy or a CNI DaemonSet); their requests
@@ -1507,6 +1531,27 @@ def test_inspect_spends_a_budget_on_the_nodes_it_removes_first(
         assert (nodes["a"]["verdict"], nodes["b"]["verdict"]) == ("removable", "removable")
     finally:
         cluster.call(drop)
+
+
+@pytest.mark.controlplane
+def test_inspect_keeps_a_node_that_reports_no_allocatable(
+    cluster: ControlPlane, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """On the real API server: a Node whose status was never written (no allocatable) is
+    one the autoscaler cannot weigh and keeps: ``incomplete`` with the reason, in the JSON
+    and the table, and counted in the summary even without ``--dra``."""
+    cluster.create_node("ok", cpu="4", memory="16Gi")
+    cluster.call(lambda api: client.CoreV1Api(api).create_node({"metadata": {"name": "blank"}}))
+    assert main(["inspect", "--kubeconfig", str(cluster.kubeconfig), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    nodes = {n["node"]: n for n in report["nodes"]}
+    assert (nodes["blank"]["verdict"], nodes["ok"]["verdict"]) == ("incomplete", "empty")
+    assert nodes["blank"]["utilization_error"] == "no cpu or memory allocatable"
+    assert nodes["ok"]["utilization_error"] is None
+    assert report["summary"]["incomplete"] == 1 and report["summary"]["empty"] == 1
+    assert main(["inspect", "--kubeconfig", str(cluster.kubeconfig)]) == 0
+    out = capsys.readouterr().out
+    assert "no cpu or memory allocatable" in out and "1 the autoscaler cannot weigh (kept)" in out
 
 
 KUBE_FILTERS = load_builtin("default").profiles[0].filters

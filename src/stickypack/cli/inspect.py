@@ -527,6 +527,7 @@ def _node_report_json(args: argparse.Namespace, snap: Snapshot, threshold: float
                 "dra": None if r.dra is None else round(r.dra, 4),
                 "dra_pool": r.dra_pool,
                 "dra_error": r.dra_error,
+                "utilization_error": r.utilization_error,
                 "utilization": round(r.utilization, 4),
                 "pods": r.pods,
                 "daemon_pods": r.daemon_pods,
@@ -542,12 +543,13 @@ def _node_report_json(args: argparse.Namespace, snap: Snapshot, threshold: float
             }
             for r, v in zip(nodes, verdicts, strict=True)
         ],
-        # ``incomplete`` only with --dra, ``min-size`` and ``resource-limit`` only with
-        # minimum sizes or totals: without them the report is as it was
+        # ``incomplete`` only with --dra or a node without cpu or memory allocatable,
+        # ``min-size`` and ``resource-limit`` only with minimum sizes or totals: without
+        # them the report is as it was
         "summary": {
             v: verdicts.count(v)
             for v in VERDICTS
-            if (v != "incomplete" or args.dra) and (v not in LIMIT_VERDICTS or limited)
+            if (v != "incomplete" or args.dra or v in verdicts) and (v not in LIMIT_VERDICTS or limited)
         },
         "node_groups": {
             g: {
@@ -625,6 +627,8 @@ def _print_inspection(console: Console, report: dict[str, Any]) -> None:
                 pinning.append(f"{n['no_room_for']} (no other node takes it)")
             if n["dra_error"]:
                 pinning.insert(0, escape(n["dra_error"]))  # names from ResourceSlices
+            if n["utilization_error"]:
+                pinning.insert(0, n["utilization_error"])
             shown = ", ".join(pinning[:3]) + (f" (+{len(pinning) - 3})" if len(pinning) > 3 else "")
             gpu = (("" if n["gpu"] is None else f"{n['gpu']:.0%}"),) if gpus else ()
             dra = (("" if n["dra"] is None else f"{n['dra']:.0%}"),) if dras else ()
@@ -652,7 +656,7 @@ def _print_inspection(console: Console, report: dict[str, Any]) -> None:
                 else ""
             )
             + (
-                f", {summary['incomplete']} with incomplete DRA pools (kept)"
+                f", {summary['incomplete']} the autoscaler cannot weigh (kept)"
                 if summary.get("incomplete")
                 else ""
             ),

@@ -406,16 +406,23 @@ class NodeReport:
     #: the node unneeded, which it counts its ``--scale-down-unneeded-time`` from (and reads
     #: back after a restart); None without such a taint or a value that is no time.
     autoscaler_since: int | None = None
+    #: Why the autoscaler cannot compute the utilization of a node it weighs by cpu and
+    #: memory (its ``CalculateUtilizationOfResource`` fails: ``no cpu allocatable``, ``no
+    #: memory allocatable`` or ``no cpu or memory allocatable``, none or 0 of it, say a Node
+    #: whose kubelet has not written its status); since cluster-autoscaler 1.32 it then keeps
+    #: the node (``UnexpectedError``). None when it can.
+    utilization_error: str | None = None
 
     def verdict(self, threshold: float, gpu_threshold: float = GPU_UTILIZATION_THRESHOLD) -> str:
-        """``incomplete`` (:attr:`dra_error`: the autoscaler cannot weigh the node and keeps
-        it; ``disabled`` if the node opts out, which the autoscaler checks first), else
+        """``incomplete`` (:attr:`dra_error` or :attr:`utilization_error`: the autoscaler
+        cannot weigh the node and keeps it; ``disabled`` if the node opts out, which the
+        autoscaler checks first), else
         ``busy`` (utilization over ``threshold``, or for a GPU node ``gpu_threshold``: a
         node exactly at it is underutilized to cluster-autoscaler 1.36+, which compares
         "at or below"; earlier versions took it as busy), else ``disabled`` (the node opts
         out of scale-down), ``pinned`` (held by pods, :func:`pins_node`), ``empty`` (no pods
         but DaemonSet, mirror and expendable pods) or ``removable`` (nothing pins it)."""
-        if self.dra_error is not None:
+        if self.dra_error is not None or self.utilization_error is not None:
             return "disabled" if self.scale_down_disabled else "incomplete"
         if self.utilization > (threshold if self.gpu is None else gpu_threshold):
             return "busy"
@@ -474,7 +481,9 @@ def node_report(
     """One :class:`NodeReport` per node of ``table``, by name; ``pods_by_node``: the pods
     bound to each node (the ones the table's requests count); ``rules``: the autoscaler's
     settings and budgets (:func:`pin_reason`). A GPU node (:attr:`ScaleDownRules.gpu_labels`)
-    is weighed by its GPU requests alone, as the autoscaler's ``utilization.Calculate``.
+    is weighed by its GPU requests alone, as the autoscaler's ``utilization.Calculate``;
+    any other without cpu or memory allocatable it cannot weigh
+    (:attr:`NodeReport.utilization_error`).
 
     ``dra``: the nodes with node-local ResourceSlices (:func:`~stickypack.core.dra.dra_utilization`)
     when DRA is weighed (the autoscaler's ``--enable-dynamic-resource-allocation``), else
@@ -513,6 +522,9 @@ def node_report(
             utilization = node_dra.utilization
         else:
             node_dra = None  # weighed by its GPUs: its pools do not count
+        missing = []  # weighed by cpu and memory: each must be allocatable
+        if node_dra is None and (gpu is None or via_dra):
+            missing = [r for r in (CPU, MEMORY) if table.alloc[i, table.rindex[r]] <= 0]
         pinned = sorted((p.key, reason) for p in pods if (reason := pin_reason(p, rules)) is not None)
         autoscaler, taint = (
             ("deleting", TO_BE_DELETED_TAINT)
@@ -543,6 +555,7 @@ def node_report(
                 dra_pool=None if node_dra is None else node_dra.pool,
                 dra_error=None if node_dra is None else node_dra.error,
                 autoscaler_since=None if taint is None else autoscaler_taint_time(table, i, taint),
+                utilization_error=f"no {' or '.join(missing)} allocatable" if missing else None,
             )
         )
     out.sort(key=lambda r: r.node)
