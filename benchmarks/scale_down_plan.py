@@ -1,7 +1,7 @@
 """What the scale-down simulation adds to ``stickypack inspect`` on a large cluster.
 
     python benchmarks/scale_down_plan.py [--nodes 1000] [--pods-per-node 20] [--seed 0] [--node-selector]
-        [--anti-affinity] [--zone-affinity] [--spread] [--volumes] [--host-port] [--dra]
+        [--anti-affinity] [--zone-affinity] [--spread] [--volumes] [--host-port] [--dra] [--budgets]
 
 Builds a node table of ``--nodes`` nodes (8 cpus, 32 GiB) with ``--pods-per-node`` pods on
 each on average, half the nodes busy (bare user pods, pinned) and half quiet (a few
@@ -30,7 +30,10 @@ what that costs pods without them. ``--dra``: every node publishes a node-local 
 of 8 devices, and every replicated pod and every fifth bare pod holds one of its node's
 devices through a ResourceClaim, so the plan (given
 :class:`~stickypack.core.dra.DraDevices`, as ``inspect --dra`` gives it) releases and
-allocates again a device for every pod it moves. Prints both
+allocates again a device for every pod it moves. ``--budgets``: each replicated pod is one
+of 50 Deployments (an ``app`` label), each with a PodDisruptionBudget allowing 20
+disruptions, so the plan spends them node by node and, once they are spent, holds the
+later candidates whose pods they cover. Prints both
 times, how many quiet nodes the plan finds removable and how many have no room, and ends
 with ``ratio: X`` (plan / node report).
 """
@@ -47,10 +50,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from stickypack.core.dra import DraDevices
 from stickypack.core.drain import plan_scale_down
-from stickypack.core.explain import ScaleDownRules, node_report
+from stickypack.core.explain import DisruptionBudget, ScaleDownRules, node_report
 from stickypack.core.labels import HOSTNAME_LABEL
 from stickypack.core.nodetable import NodeTable
 from stickypack.core.pod import Pod
+from stickypack.core.routing import LabelSelector
 from stickypack.core.volumes import claim_volumes
 from stickypack.policies import load_builtin
 
@@ -72,6 +76,7 @@ def main() -> None:
     parser.add_argument("--volumes", action="store_true")
     parser.add_argument("--host-port", action="store_true")
     parser.add_argument("--dra", action="store_true")
+    parser.add_argument("--budgets", action="store_true")
     args = parser.parse_args()
     rng = random.Random(args.seed)
     table = NodeTable()
@@ -167,11 +172,17 @@ def main() -> None:
                     }
                 )
                 held += 1
+            if args.budgets and not busy:
+                meta.setdefault("labels", {}).setdefault("app", f"app-{n % 50}")  # the same workload
             pod = Pod.from_dict({"metadata": meta, "spec": spec})
             n += 1
             table.add_pod(row, pod)
             pods_by_node.setdefault(name, []).append(pod)
-    rules = ScaleDownRules()
+    budgets = tuple(
+        DisruptionBudget("default", f"app-{b}", LabelSelector({"app": f"app-{b}"}), 20)
+        for b in range(50 if args.budgets else 0)
+    )
+    rules = ScaleDownRules(budgets=budgets)
     started = time.perf_counter()
     reports = node_report(table, pods_by_node, rules)
     report_s = time.perf_counter() - started
@@ -184,7 +195,9 @@ def main() -> None:
     plan_s = time.perf_counter() - started
     print(f"{args.nodes} nodes, {n} pods, {len(candidates)} candidates")
     print(f"node report: {report_s:.3f} s")
-    print(f"scale-down plan: {plan_s:.3f} s ({len(plan.removable)} removable, {len(plan.no_room)} no room)")
+    held = f", {len(plan.blocked)} held by budgets" if args.budgets else ""
+    found = f"{len(plan.removable)} removable, {len(plan.no_room)} no room{held}"
+    print(f"scale-down plan: {plan_s:.3f} s ({found})")
     print(f"ratio: {plan_s / report_s:.2f}")
 
 

@@ -312,20 +312,26 @@ class _Budgets:
     def holding(self, pods: Iterable[Pod]) -> tuple[str, str] | None:
         """The first of ``pods`` a budget holds now that disruptions were taken (and did
         not before), and why; None when none is held (or none was taken)."""
-        if not any(self.taken):
+        spent = [
+            b for b, n in zip(self.budgets, self.taken, strict=True) if n and b.disruptions_allowed - n < 1
+        ]
+        if not spent:
             return None
-        left = tuple(
-            dataclasses.replace(b, disruptions_allowed=b.disruptions_allowed - n) if n else b
-            for b, n in zip(self.budgets, self.taken, strict=True)
-        )
-        now = dataclasses.replace(self.rules, budgets=left)
+        now: ScaleDownRules | None = None
         for pod in pods:
-            if pin_reason(pod, now) is None or pin_reason(pod, self.rules) is not None:
+            budget = next((b for b in spent if b.covers(pod)), None)
+            if budget is None:
                 continue
-            for budget, n in zip(self.budgets, self.taken, strict=True):
-                if n and budget.covers(pod) and budget.disruptions_allowed - n < 1:
-                    why = f"its disruptions ({budget.disruptions_allowed}) go to nodes removed before"
-                    return pod.key, f"PodDisruptionBudget {budget.name}: {why}"
+            if now is None:
+                left = tuple(
+                    dataclasses.replace(b, disruptions_allowed=b.disruptions_allowed - n) if n else b
+                    for b, n in zip(self.budgets, self.taken, strict=True)
+                )
+                now = dataclasses.replace(self.rules, budgets=left)
+            # held now (the budget rule reaches the pod), and not before
+            if pin_reason(pod, now) is not None and pin_reason(pod, self.rules) is None:
+                why = f"its disruptions ({budget.disruptions_allowed}) go to nodes removed before"
+                return pod.key, f"PodDisruptionBudget {budget.name}: {why}"
         return None
 
 
