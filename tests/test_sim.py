@@ -15,7 +15,14 @@ from rich.console import Console
 from stickypack.cli import main
 from stickypack.sim.metrics import BoundTracker, Series, integrate_step, window_max_step
 from stickypack.sim.model import BinderModel
-from stickypack.sim.report import Comparison, PolicyRun, SeedSweep, render_sweep_table, render_table
+from stickypack.sim.report import (
+    Comparison,
+    PolicyRun,
+    SeedSweep,
+    plot_figures,
+    render_sweep_table,
+    render_table,
+)
 from stickypack.sim.traces import Launch, TraceErrors, read_launches, repo_url
 from stickypack.sim.workloads import binder_jobs
 
@@ -195,6 +202,43 @@ def test_plots_written(tmp_path):
     plots = ["--plots", str(tmp_path / "plots"), "--quiet"]
     assert main(["simulate", "--scenario", "dask-adapt", "--policies", "z2jh", *plots]) == 0
     assert sorted(f.name for f in (tmp_path / "plots").iterdir()) == ["nodes.png"]
+
+
+def test_the_plots_keep_every_policy_and_the_legend_clear_of_the_data():
+    # The legend sat on the lines (a trace day's binderhub at 6 nodes under it), a policy whose
+    # line another drew over was not there at all (default under binderhub all day), the node
+    # axis read 2.5 nodes, and the names of 15 trace files made a title 3,000 pixels wide.
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    days = ",".join(f"events-2019-03-{day:02d}.jsonl.gz" for day in range(4, 19))
+    cmp = Comparison(f"trace:{days}", 0, 1.0)
+    t, n = [0.0, 3600.0, 7200.0, 36000.0], [1, 3, 5, 2]
+    for name in ("default", "binderhub", "stickypack"):  # the first two alike, as on a trace day
+        node_n = n if name != "stickypack" else [1, 2, 2, 1]
+        series = Series(t, node_n, t, [1, 2, 2, 1], t, [1, 2, 2, 2], [300.0, 90.0, 600.0])
+        cmp.runs.append(PolicyRun(name, {}, series))
+    figures = plot_figures(cmp)
+    try:
+        assert sorted(figures) == ["build_time_cdf.png", "nodes.png"]
+        for fig in figures.values():
+            (ax,) = fig.axes
+            fig.canvas.draw()
+            renderer = fig.canvas.get_renderer()
+            legend, axes = ax.get_legend().get_window_extent(renderer), ax.get_window_extent(renderer)
+            assert legend.x0 >= axes.x1  # beside the plot, not on it
+            assert all(len(line) <= 100 for line in ax.get_title().splitlines())
+            assert "events-2019-03-18.jsonl.gz" in ax.get_title().replace("\n", "")
+            widths = [line.get_linewidth() for line in ax.get_lines()[:3]]
+            assert widths[0] > widths[1] > widths[2]  # a policy drawn over another shows around it
+        nodes = figures["nodes.png"].axes[0]
+        assert all(float(tick).is_integer() for tick in nodes.get_yticks())
+        assert "midnight UTC" in nodes.get_xlabel()
+    finally:
+        for fig in figures.values():
+            plt.close(fig)
 
 
 def test_unknown_names_exit_2_and_list_valid(capsys):
@@ -680,27 +724,48 @@ def test_a_policy_file_may_not_reuse_a_name(tmp_path, capsys):
     assert "policy 'default' is given twice" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("width", [100, 150])
-def test_a_narrow_terminal_folds_the_table_cells_never_cuts_them(width):
-    # rich cut cells to fit a terminal: "stickypa…" at 150 columns, node-hours 1234.6 as
-    # "123…" at 100, a number the JSON does not have
-    metrics = {"node_hours": 1234.56, "ratio_to_bound": 1.23456, "peak_nodes": 123, "builds": 4321}
-    metrics |= {"build_cache_hit_rate": 0.6471, "max_node_build_share": 0.1234, "wall_s": 123.45}
+@pytest.mark.parametrize("width", [80, 100, 120, 150, 200])
+def test_a_narrow_terminal_never_breaks_a_number_in_the_tables(width):
+    # rich cut cells to fit a terminal: "stickypa\u2026" at 150 columns, node-hours 1234.6 as
+    # "123\u2026" at 100, a number the JSON does not have; then it folded them, "1234." over
+    # "6" at 100 columns and "(1234.6-12" over "37.9)" at 120: a reader took 1234 for the
+    # node-hours. On a narrow terminal the columns go into several tables instead.
+    metrics = {"node_hours": 1234.56, "ratio_to_bound": 1.23456, "ratio_to_floor": 1.1875}
+    metrics |= {"peak_nodes": 123, "final_nodes": 12, "pending_p95_s": 1234.0, "builds": 4321}
+    metrics |= {"build_cache_hit_rate": 0.6471, "build_cache_lost_share": 0.0312, "build_p50_s": 316.0}
+    metrics |= {"build_p95_s": 1882.0, "max_node_build_share": 0.1234, "wall_s": 123.45}
     series = Series([], [], [], [], [], [], [])
+    policies = ("default", "z2jh", "binderhub", "stickypack")
 
     def comparison(seed: int) -> Comparison:
         cmp = Comparison("trace:events-2019-03-05.jsonl.gz", seed, 10.0)
-        for name in ("default", "z2jh", "binderhub", "stickypack"):
-            cmp.runs.append(PolicyRun(name, {**metrics, "node_hours": 1234.56 + 3.3 * seed}, series))
+        for name in policies:
+            seeded = {"node_hours": 1234.56 + 3.3 * seed, "build_cache_hit_rate": 0.6471 + 1e-4 * seed}
+            cmp.runs.append(PolicyRun(name, metrics | seeded, series))
         return cmp
 
-    console = Console(width=width, file=io.StringIO(), color_system=None)
-    render_table(comparison(0), console)
-    render_sweep_table(SeedSweep([comparison(0), comparison(1)]), console)
-    text = console.file.getvalue()
-    assert "\u2026" not in text
-    rows = [line for line in text.splitlines() if line.startswith("\u2502 stickypack ")]
-    assert len(rows) == 2
+    def printed(render) -> list[str]:
+        console = Console(width=width, file=io.StringIO(), color_system=None)
+        render(console)
+        lines = console.file.getvalue().splitlines()
+        assert all(len(line) <= width for line in lines)
+        assert not any("\u2026" in line for line in lines)
+        return lines
+
+    single = printed(lambda console: render_table(comparison(0), console))
+    cells = ["1234.6", "1.235", "1.188", "123", "12", "1234", "4321", "64.7%", "3.1%", "316", "1882"]
+    for name in policies:  # every cell whole on its policy's row, and each row's cells once
+        rows = [line for line in single if line.startswith(f"\u2502 {name} ")]
+        assert rows
+        words = " ".join(rows).replace("\u2502", " ").split()
+        for cell in [*cells, "12.3%", "123.45"]:
+            assert cell in words
+        assert len([word for word in words if word != name]) == 13  # the name starts each table's row
+    sweep = printed(lambda console: render_sweep_table(SeedSweep([comparison(0), comparison(1)]), console))
+    text = " ".join(line.replace("\u2502", " ") for line in sweep).split()
+    # a mean with its range, each whole; a range whose ends print alike is left out
+    assert "1236.2" in text and "(1234.6-1237.9)" in text and text.count("64.7%") == len(policies)
+    assert "(64.7%-64.7%)" not in text
 
 
 def test_markup_in_names_and_trace_lines_is_printed_as_is(tmp_path, capsys):

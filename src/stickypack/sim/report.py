@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import statistics
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -174,19 +175,64 @@ def render_table(cmp: Comparison, console: Console) -> None:
         f"CA floor {_span(cmp, 'floor_node_hours', '{:.1f}')} node-h, "
         f"bound's final nodes {_span(cmp, 'lower_bound_final_nodes', '{:.0f}')}"
     )
-    table = Table(title=escape(title))
-    table.add_column("policy", style="bold", no_wrap=True)
-    for _, header, _ in _COLUMNS:
-        table.add_column(header, justify="right", overflow="fold")
+    rows = []
     for run in cmp.runs:
         cells = []
         for key, _, fmt in _COLUMNS:
             value = run.metrics.get(key, 0)
             cells.append(fmt.format(int(value)) if fmt == "{:d}" else fmt.format(value))
-        table.add_row(escape(run.policy), *cells)
-    console.print(table)
+        rows.append((run.policy, cells))
+    _print_tables(console, title, [header for _, header, _ in _COLUMNS], rows)
     _print_unscheduled({run.policy: [run.metrics.get("pods_unscheduled", 0)] for run in cmp.runs}, console)
     _print_trace_errors(cmp, console)
+
+
+def _print_tables(
+    console: Console, title: str, headers: Sequence[str], rows: Sequence[tuple[str, Sequence[str]]]
+) -> None:
+    """Print ``rows`` (a policy, then its cell under each header) as one table, or, on a
+    console too narrow for that, as several tables of the same rows, each with the policy
+    column and as many of the other columns as fit at the width of their longest word.
+
+    Rich, short of room, narrows columns below their longest word and folds a cell anywhere:
+    node-hours ``129.2`` printed as ``129.`` over ``2``. Here a cell only wraps between its
+    words (a mean and its range), a header between its words too.
+    """
+    names = [name for name, _ in rows]
+    columns = range(len(headers))
+    texts = [[headers[i], *(cells[i] for _, cells in rows)] for i in columns]
+    natural = [max(map(len, column)) for column in texts]
+    least = [max(len(word) for text in column for word in text.split() or [""]) for column in texts]
+    name_width = max(map(len, ["policy", *names]))
+
+    def width(group: Sequence[int], widths: Sequence[int]) -> int:
+        # rich's default box: a rule before each column and after the last, one space of
+        # padding on each side of a cell
+        return sum(widths[i] + 3 for i in group) + name_width + 3 + 1
+
+    groups: list[list[int]] = []
+    if width(columns, natural) <= console.width:
+        groups.append(list(columns))
+    else:
+        for i in columns:
+            if groups and width([*groups[-1], i], least) <= console.width:
+                groups[-1].append(i)
+            else:
+                groups.append([i])
+    for number, group in enumerate(groups):
+        widths = {i: least[i] for i in group}
+        spare = console.width - width(group, least)
+        for i in sorted(group, key=lambda i: natural[i] - least[i]):  # fewest wrapped headers
+            if natural[i] - least[i] <= spare:
+                spare -= natural[i] - least[i]
+                widths[i] = natural[i]
+        table = Table(title=escape(title) if number == 0 else None)
+        table.add_column("policy", style="bold", no_wrap=True, min_width=name_width)
+        for i in group:
+            table.add_column(escape(headers[i]), justify="right", width=widths[i], overflow="fold")
+        for name, cells in rows:
+            table.add_row(escape(name), *(escape(cells[i]) for i in group))
+        console.print(table)
 
 
 def _span(cmp: Comparison, key: str, fmt: str) -> str:
@@ -227,15 +273,10 @@ def render_sweep_table(sweep: SeedSweep, console: Console) -> None:
         f"{first.scenario} (seeds {', '.join(map(str, sweep.seeds))}, load x{first.load_scale:g}): "
         f"mean (min-max) over {n} seeds; lower bound {bound:.1f} node-h on average"
     )
-    table = Table(title=escape(title))
-    table.add_column("policy", style="bold", no_wrap=True)
     columns = [c for c in _COLUMNS if c[0] in _SWEEP_COLUMNS]
-    for _, header, _ in columns:
-        table.add_column(header, justify="right", overflow="fold")
-    table.add_column("fewest node-h", justify="right", overflow="fold")
-    table.add_column("most hits", justify="right", overflow="fold")
     policies = sweep.policies
     any_builds = any(sum(sweep.values(p, "builds")) for p in sweep.policies)
+    rows = []
     for policy in sweep.policies:
         cells = []
         for key, _, fmt in columns:
@@ -245,42 +286,67 @@ def render_sweep_table(sweep: SeedSweep, console: Console) -> None:
                 continue
             mean = ("{:.1f}" if fmt == "{:d}" else fmt).format(statistics.fmean(values))
             f = "{:.0f}" if fmt == "{:d}" else fmt
-            low, high = min(values), max(values)
-            cells.append(mean if low == high else f"{mean} ({f.format(low)}-{f.format(high)})")
+            low, high = f.format(min(values)), f.format(max(values))
+            cells.append(mean if low == high else f"{mean} ({low}-{high})")
         cells.append(f"{sweep.best_count(policy, 'node_hours')}/{n}")
         hits = sweep.best_count(policy, "build_cache_hit_rate", lower_is_better=False)
         cells.append(f"{hits}/{n}" if any_builds else "-")
-        table.add_row(escape(policy), *cells)
-    console.print(table)
+        rows.append((policy, cells))
+    headers = [header for _, header, _ in columns] + ["fewest node-h", "most hits"]
+    _print_tables(console, title, headers, rows)
     _print_unscheduled({p: sweep.values(p, "pods_unscheduled") for p in policies}, console)
     _print_trace_errors(first, console)
 
 
 def write_plots(cmp: Comparison, directory: Path) -> list[Path]:
     """Nodes over time per policy with the bound and floor; build-time CDF. Returns paths."""
+    import matplotlib.pyplot as plt
+
+    figures = plot_figures(cmp)  # first: it picks matplotlib's file-only backend
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = []
+    try:
+        for name, fig in figures.items():
+            path = directory / name
+            fig.savefig(path, dpi=110, bbox_inches="tight")
+            paths.append(path)
+    finally:
+        for fig in figures.values():
+            plt.close(fig)
+    if "build_time_cdf.png" not in figures:  # none left from an earlier run into the same directory
+        (directory / "build_time_cdf.png").unlink(missing_ok=True)
+    return paths
+
+
+def plot_figures(cmp: Comparison) -> dict[str, Any]:
+    """The plots as matplotlib figures, by file name: ``nodes.png`` (nodes over time per policy
+    with the bound and floor) and, when there were builds, ``build_time_cdf.png``."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    directory.mkdir(parents=True, exist_ok=True)
+    from matplotlib.ticker import MaxNLocator
 
     def hours(ts: Sequence[float]) -> list[float]:
         return [t / 3600 for t in ts]
 
-    def save(fig: Any, ax: Any, title: str, xlabel: str, ylabel: str, name: str) -> Path:
+    def width(i: int) -> float:
+        # policies often coincide for hours (two spreading ones on a trace day): each line
+        # is narrower than the one before, so one drawn over another leaves it showing
+        return 1.5 + 2.0 * (len(cmp.runs) - 1 - i) / max(len(cmp.runs) - 1, 1)
+
+    def finish(ax: Any, title: str, xlabel: str, ylabel: str) -> None:
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)
-        ax.set_title(f"{title}: {cmp.scenario}")
-        ax.legend()
-        path = directory / name
-        fig.savefig(path, dpi=110, bbox_inches="tight")
-        plt.close(fig)
-        return path
+        # a trace's label names every file: broken after its commas, not drawn across the page
+        label = cmp.scenario.replace(",", ", ")
+        ax.set_title(textwrap.fill(f"{title}: {label}", width=90, break_on_hyphens=False))
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)  # beside the data
 
+    figures: dict[str, Any] = {}
     fig, ax = plt.subplots(figsize=(10, 5))
-    for run in cmp.runs:
-        ax.step(hours(run.series.node_t), run.series.node_n, where="post", label=run.policy)
+    for i, run in enumerate(cmp.runs):
+        ax.step(hours(run.series.node_t), run.series.node_n, where="post", label=run.policy, lw=width(i))
     if cmp.runs:
         s = cmp.runs[0].series
         # The bound and floor are per run; they differ little, so the first run's are drawn.
@@ -290,24 +356,18 @@ def write_plots(cmp: Comparison, directory: Path) -> list[Path]:
             ((s.floor_t, s.floor_n), "grey", ":", "CA floor"),
         ):
             ax.step(hours(t), n, where="post", color=color, linestyle=style, label=f"{what} ({first}'s run)")
-    paths = [save(fig, ax, "Nodes over time", "hours", "nodes", "nodes.png")]
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    since = "midnight UTC of the trace's first day" if cmp.scenario.startswith("trace:") else "the start"
+    finish(ax, "Nodes over time", f"hours since {since}", "nodes")
+    figures["nodes.png"] = fig
 
     if any(run.series.build_durations for run in cmp.runs):
         fig, ax = plt.subplots(figsize=(8, 5))
-        for run in cmp.runs:
+        for i, run in enumerate(cmp.runs):
             d = sorted(run.series.build_durations)
             if d:
-                ax.step(d, [(i + 1) / len(d) for i in range(len(d))], where="post", label=run.policy)
-        paths.append(
-            save(
-                fig,
-                ax,
-                "Build time CDF",
-                "build time, s (creation to completion)",
-                "fraction of builds",
-                "build_time_cdf.png",
-            )
-        )
-    else:  # no builds: no CDF, and none left from an earlier run into the same directory
-        (directory / "build_time_cdf.png").unlink(missing_ok=True)
-    return paths
+                cdf = [(k + 1) / len(d) for k in range(len(d))]
+                ax.step(d, cdf, where="post", label=run.policy, lw=width(i))
+        finish(ax, "Build time CDF", "build time, s (creation to completion)", "fraction of builds")
+        figures["build_time_cdf.png"] = fig
+    return figures
