@@ -373,6 +373,24 @@ def test_a_usage_error_creates_no_output_directory(tmp_path, capsys):
         assert not plots.exists() and not out.exists()
 
 
+@pytest.mark.parametrize(
+    ("flag", "target", "message"),
+    [
+        ("--plots", "a-file", "--plots: {d}/a-file is a file, not a directory"),
+        ("--json", "a-file/r.json", "--json: {d}/a-file is a file, not a directory"),
+        ("--json", "a-file/x/r.json", "--json: cannot create directory {d}/a-file/x: {d}/a-file is a file"),
+    ],
+)
+def test_an_output_under_a_file_says_which_file(tmp_path, capsys, flag, target, message):
+    # "cannot create directory .../a-file: File exists", as if a directory were in the way
+    (tmp_path / "a-file").write_text("mine\n")
+    args = ["--scenario", "dask-adapt", "--policies", "z2jh", flag, str(tmp_path / target)]
+    assert main(["simulate", *args]) == 2
+    err = capsys.readouterr().err
+    assert message.format(d=tmp_path) in " ".join(err.split()) and "Traceback" not in err
+    assert (tmp_path / "a-file").read_text() == "mine\n"
+
+
 def test_several_days_replay_back_to_back():
     errors = TraceErrors()
     days = [DATA / "events-2019-03-09.jsonl.gz", DATA / "events-2018-11-05.jsonl.gz"]

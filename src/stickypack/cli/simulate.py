@@ -287,6 +287,12 @@ def _check_outputs(args: argparse.Namespace) -> None:
     if args.plots:
         dirs.append(("--plots", Path(args.plots)))
     for flag, directory in dirs:
+        # the nearest existing path at or above the directory: a file there is in the way
+        found = next((path for path in (directory, *directory.parents) if path.exists()), None)
+        if found is not None and not found.is_dir():
+            if found == directory:
+                raise UsageError(f"{flag}: {directory} is a file, not a directory")
+            raise UsageError(f"{flag}: cannot create directory {directory}: {found} is a file")
         try:
             directory.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
