@@ -408,6 +408,18 @@ def test_a_directory_means_its_event_files():
     assert len(files) == 15 and all(f.name.startswith("events-") for f in files)
 
 
+def test_python_dash_m_stickypack_is_the_command():
+    # "No module named stickypack.__main__": only python -m stickypack.cli worked
+    import subprocess
+    import sys
+
+    argv = [sys.executable, "-m", "stickypack", "simulate", "--scenario", "nope"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 2
+    assert "stickypack simulate: error: unknown scenario 'nope'" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
 def test_missing_trace_is_a_clear_error(tmp_path, capsys):
     assert main(["simulate", "--trace", str(tmp_path / "nope.jsonl")]) == 2
     assert "trace not found" in capsys.readouterr().err
