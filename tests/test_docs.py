@@ -77,6 +77,58 @@ def test_the_extender_reference_names_every_key_with_its_default() -> None:
             assert (listed if isinstance(listed, list | dict) else values) == default, where
 
 
+def test_the_simulate_reference_names_every_option_and_metric() -> None:
+    import argparse
+
+    from stickypack.cli import _parser
+    from stickypack.sim.metrics import METRICS
+
+    text = (DOCS / "configuration.md").read_text()
+    section = text.split("## `stickypack simulate`", 1)[1].split("\n## ", 1)[0]
+    documented = re.findall(r"^\| `(--[a-z-]+)", section, flags=re.M)
+    sub = next(a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction))
+    simulate = sub.choices["simulate"]
+    options = [o for a in simulate._actions for o in a.option_strings if o.startswith("--") and o != "--help"]
+    assert sorted(documented) == sorted(options)
+    metrics = section.split("Metrics: ", 1)[1].split(". See", 1)[0]
+    assert sorted(re.findall(r"`(\w+)`", metrics)) == sorted(METRICS)
+
+
+def test_the_simulator_reference_names_every_model_key_with_its_default() -> None:
+    import dataclasses
+
+    from stickypack.core.quantity import int_value
+    from stickypack.sim.model import AutoscalerConfig, BinderModel, CacheConfig, DaskModel, NodePool
+
+    text = (DOCS / "simulator.md").read_text()
+    table = text.split("| section.key | default | meaning |", 1)[1].split("\n\n", 1)[0]
+    documented: dict[str, str] = {}
+    for row in table.splitlines()[2:]:
+        keys_cell, default_cell = row.split(" | ")[:2]
+        keys = re.findall(r"`(\w+\.\w+)`", keys_cell)
+        values = [v.strip().strip("`") for v in default_cell.split(" / ")]
+        for i, key in enumerate(keys):
+            documented[key] = values[i] if len(values) == len(keys) else default_cell
+    sections = {"autoscaler": AutoscalerConfig(), "cache": CacheConfig(), "binder": BinderModel()}
+    sections |= {"dask": DaskModel(), "pool": NodePool()}
+    keys = {f"{name}.{f.name}" for name, obj in sections.items() for f in dataclasses.fields(obj)}
+    assert set(documented) == keys - {"pool.name"}
+    for key, shown in documented.items():
+        name, attr = key.split(".")
+        if name == "pool":  # "per workload": the trace's pool is in "Node pools"
+            continue
+        default = getattr(sections[name], attr)
+        where = f"simulator.md, {key}: {shown} against the code's {default!r}"
+        if isinstance(default, bool):
+            assert shown == str(default).lower(), where
+        elif isinstance(default, str):
+            assert shown == default, where
+        elif shown.replace(".", "").isdigit():
+            assert float(shown) == default, where
+        else:  # a size: a Kubernetes quantity
+            assert int_value(shown) == default, where
+
+
 def test_the_webhook_reference_shows_the_defaults() -> None:
     text = (DOCS / "configuration.md").read_text()
     section = text.split("## The webhook (`webhook.yaml`)", 1)[1]

@@ -25,14 +25,15 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     """``simulate`` and ``policies``."""
     sim = sub.add_parser("simulate", help="compare policies on a trace or a scenario")
     src = sim.add_mutually_exclusive_group(required=True)
-    src.add_argument("--scenario", help="dask-burst, dask-adapt or binder-day")
+    src.add_argument("--scenario", metavar="NAME", help="dask-burst, dask-adapt or binder-day")
     src.add_argument(
         "--trace", nargs="+", metavar="PATH", help="launch-event files (.jsonl, .jsonl.gz) or directories"
     )
     sim.add_argument(
         "--policies",
         default=None,
-        help="comma-separated built-in policy names (default: default,z2jh,binderhub,stickypack)",
+        help="comma-separated built-in policy names (default: default,z2jh,binderhub,stickypack; "
+        "with --policy-file, none unless named)",
     )
     sim.add_argument(
         "--policy-file",
@@ -51,15 +52,22 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     sim.add_argument(
         "--sim-config", type=Path, metavar="FILE", help="override model parameters (YAML; docs/simulator.md)"
     )
-    sim.add_argument("--seed", type=int, default=None, help="seed of every random draw (default 0)")
+    sim.add_argument(
+        "--seed", type=int, default=None, metavar="N", help="seed of every random draw (default 0)"
+    )
     sim.add_argument(
         "--seeds",
         default=None,
         metavar="LIST",
-        help="run at several seeds, e.g. 0-4 or 0,3,7: means, ranges and wins per policy",
+        help=f"run at several seeds, e.g. 0-4 or 0,3,7 (at most {MAX_SEEDS}): means, ranges and wins "
+        "per policy",
     )
     sim.add_argument(
-        "--load-scale", type=float, default=1.0, help="replay a trace at this many times its rate"
+        "--load-scale",
+        type=float,
+        default=1.0,
+        metavar="X",
+        help=f"replay a trace or binder-day at X times its rate (0 < X <= {MAX_LOAD_SCALE:g})",
     )
     sim.add_argument("--json", type=Path, metavar="FILE", help="write the metrics as JSON")
     sim.add_argument(
@@ -68,7 +76,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     sim.add_argument("--plots", type=Path, metavar="DIR", help="write PNG plots into DIR")
     sim.add_argument("--quiet", action="store_true", help="no progress bar")
     sim.add_argument(
-        "--jobs", type=int, default=None, help="policies simulated in parallel (default: one per core)"
+        "--jobs",
+        type=int,
+        default=None,
+        metavar="N",
+        help="policies simulated in parallel (default: one per core)",
     )
     sim.set_defaults(handler=_simulate)
 
