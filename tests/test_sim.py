@@ -420,6 +420,33 @@ def test_python_dash_m_stickypack_is_the_command():
     assert "Traceback" not in done.stderr
 
 
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_ctrl_c_stops_a_run_in_one_line(jobs):
+    # a 20-line traceback from deep in the engine, as if the simulator had crashed
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    argv = [sys.executable, "-m", "stickypack", "simulate", "--trace", str(DAY), "--load-scale", "20"]
+    argv += ["--policies", "z2jh,stickypack", "--jobs", jobs, "--quiet"]
+    # a new process group, as a shell gives a command, and Ctrl-C reaches the whole group
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    try:
+        time.sleep(4)  # a day at x20 takes minutes: the run is under way
+        assert proc.poll() is None
+        os.killpg(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+    assert proc.returncode == 130
+    assert err.strip() == "stickypack simulate: interrupted" and out == ""
+
+
 def test_missing_trace_is_a_clear_error(tmp_path, capsys):
     assert main(["simulate", "--trace", str(tmp_path / "nope.jsonl")]) == 2
     assert "trace not found" in capsys.readouterr().err

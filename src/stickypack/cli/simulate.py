@@ -17,6 +17,8 @@ from stickypack.cli.common import UsageError
 MAX_LOAD_SCALE = 1000.0
 #: Most seeds one ``--seeds`` may ask for (a seed is a full run of every policy).
 MAX_SEEDS = 1000
+#: A run stopped by Ctrl-C exits as a shell reports a command SIGINT stopped (128 + 2).
+EXIT_INTERRUPTED = 130
 #: Scenarios of a fixed size, which ``--load-scale`` does not change.
 LOAD_FREE_SCENARIOS = ("dask-burst", "dask-adapt")
 
@@ -104,6 +106,9 @@ def _simulate(args: argparse.Namespace, console: Console) -> int:
         return _run_simulate(args, console)
     except PluginContractError as exc:  # a plugin of --plugins answered out of contract
         raise UsageError(str(exc)) from None
+    except KeyboardInterrupt:  # Ctrl-C in a long run: stopped, not crashed
+        Console(stderr=True).print("stickypack simulate: interrupted", highlight=False)
+        return EXIT_INTERRUPTED
 
 
 def _run_simulate(args: argparse.Namespace, console: Console) -> int:
