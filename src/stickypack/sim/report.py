@@ -357,7 +357,11 @@ def plot_figures(cmp: Comparison) -> dict[str, Any]:
         ):
             ax.step(hours(t), n, where="post", color=color, linestyle=style, label=f"{what} ({first}'s run)")
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-    since = "midnight UTC of the trace's first day" if cmp.scenario.startswith("trace:") else "the start"
+    since = "the start"
+    if cmp.scenario.startswith("trace:"):
+        since = "midnight UTC of the trace's first day"
+    elif cmp.scenario == "binder-day":  # its day's busiest hour is 14:00 UTC
+        since = "midnight UTC"
     finish(ax, "Nodes over time", f"hours since {since}", "nodes")
     figures["nodes.png"] = fig
 
