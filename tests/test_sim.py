@@ -235,10 +235,18 @@ def test_the_plots_keep_every_policy_and_the_legend_clear_of_the_data():
             assert widths[0] > widths[1] > widths[2]  # a policy drawn over another shows around it
         nodes = figures["nodes.png"].axes[0]
         assert all(float(tick).is_integer() for tick in nodes.get_yticks())
-        assert "midnight UTC" in nodes.get_xlabel()
+        assert nodes.get_xlabel() == "hours since midnight UTC of the trace's first day"
     finally:
         for fig in figures.values():
             plt.close(fig)
+    for scenario, label in (
+        ("binder-day", "hours since midnight UTC"),
+        ("dask-burst", "hours since the start"),
+    ):
+        one = Comparison(scenario, 0, 1.0, [PolicyRun("z2jh", {}, Series(t, n, t, n, t, n, []))])
+        figures = plot_figures(one)
+        assert list(figures) == ["nodes.png"] and figures["nodes.png"].axes[0].get_xlabel() == label
+        plt.close(figures["nodes.png"])
 
 
 def test_unknown_names_exit_2_and_list_valid(capsys):
