@@ -300,9 +300,9 @@ def render_sweep_table(sweep: SeedSweep, console: Console) -> None:
 
 def write_plots(cmp: Comparison, directory: Path) -> list[Path]:
     """Nodes over time per policy with the bound and floor; build-time CDF. Returns paths."""
+    figures = plot_figures(cmp)  # first: it picks matplotlib's file-only backend
     import matplotlib.pyplot as plt
 
-    figures = plot_figures(cmp)  # first: it picks matplotlib's file-only backend
     directory.mkdir(parents=True, exist_ok=True)
     paths = []
     try:
