@@ -13,11 +13,14 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
+from stickypack.cli import main
 from stickypack.extender.config import ExtenderConfig
 from stickypack.extender.server import api_rights
 from stickypack.kube.cache import parse_selector
 from stickypack.kube.client import ApiRight, rule_rights
-from stickypack.render import EXTENDER_WEIGHT
+from stickypack.kube.history import ConfigMapHistoryStore, NodeAnnotationHistoryStore
+from stickypack.policies import load_builtin
+from stickypack.render import EXTENDER_WEIGHT, PROFILE_BUILDERS
 from stickypack.webhook.config import WebhookConfig, config_from_dict
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -188,6 +191,67 @@ def _documented_rights(config: ExtenderConfig) -> frozenset[ApiRight]:
     return out
 
 
+def test_the_rbac_table_gives_the_image_cleaner_the_rights_forget_node_needs() -> None:
+    """The operator guide's row for an image cleaner running ``stickypack forget-node``: the
+    rights of the history store it writes to (``api_rights`` of each store class), a Role for
+    the ConfigMaps, a ClusterRole for the nodes."""
+    text = (DOCS / "operator-guide.md").read_text()
+    row = next(line for line in text.splitlines() if line.startswith("| image cleaner running"))
+    rules = row.split(" | ")[1]
+    configmap, annotations = rules.split("; with `history.store: node-annotations` instead ")
+    assert configmap == "Role: `configmaps`: get, create, update", row
+    assert annotations == "ClusterRole `nodes`: get, list, patch", row
+
+    def said(rule: str, namespace: str | None) -> frozenset[ApiRight]:
+        resource, verbs = rule.split("`: ")
+        return rule_rights("", [resource.rsplit("`", 1)[1]], verbs.split(", "), namespace)
+
+    assert said(configmap, "binder") == ConfigMapHistoryStore.api_rights("binder")
+    assert said(annotations, None) == NodeAnnotationHistoryStore.api_rights()
+
+
+def _code_block(text: str, after: str) -> str:
+    """The first fenced code block after ``after`` in ``text``, its indentation removed."""
+    block = text.split(after, 1)[1].split("```", 2)[1]
+    lines = block.split("\n")[1:]  # the fence's language
+    indent = min(len(line) - len(line.lstrip()) for line in lines if line.strip())
+    return "\n".join(line[indent:] for line in lines)
+
+
+def _checked_weight(path: Path, capsys: pytest.CaptureFixture[str]) -> int:
+    """``stickypack extender --config path --check``: it accepts the file; the weight it prints."""
+    assert main(["extender", "--config", str(path), "--check"]) == 0, capsys.readouterr().err
+    said = re.search(r"extender weight (\d+)", capsys.readouterr().out)
+    assert said is not None
+    return int(said.group(1))
+
+
+def test_the_operator_guides_extender_files_pass_check_with_the_weights_it_gives(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Install step 1's ``extender.yaml`` and the user-pod extender's ``user-extender.yaml``,
+    as written, pass ``stickypack extender --check``; the weight sum the guide says the
+    latter prints is the one it prints, and the weight it tells to render is that sum scaled
+    from the policy's NodeResourcesFit weight to the rendered profile's."""
+    guide = (DOCS / "operator-guide.md").read_text()
+    install = tmp_path / "extender.yaml"
+    install.write_text(_code_block(guide, "1. **Extender configuration** (`extender.yaml`"))
+    assert _checked_weight(install, capsys) == EXTENDER_WEIGHT
+    user = tmp_path / "user-extender.yaml"
+    user.write_text(_code_block(guide, "### User pods with the simulated profile's scale-down scorers"))
+    assert user.read_text().startswith("# user-extender.yaml\n")
+    weight = _checked_weight(user, capsys)
+    check = "`stickypack extender --config user-extender.yaml --check`"
+    assert f"{check} prints the weight sum ({weight})" in guide
+    enabled = PROFILE_BUILDERS["stickypack"]()["plugins"]["score"]["enabled"]
+    rendered = next(p["weight"] for p in enabled if p["name"] == "NodeResourcesFit")
+    profile = next(p for p in load_builtin("stickypack").profiles if p.name == "stickypack")
+    policy = next(s.weight for s in profile.scorers if s.plugin.name == "NodeResourcesFit")
+    scaled = round(rendered * weight / policy)
+    assert f"`{rendered} x {weight} / {policy} ~ {scaled}`" in guide
+    assert f"--extender-weight {scaled}`" in guide
+
+
 @pytest.mark.parametrize("store", ["configmap", "node-annotations", "memory"])
 @pytest.mark.parametrize("dra", [False, True])
 def test_the_rbac_table_gives_the_extender_the_rights_its_calls_need(store: str, dra: bool) -> None:
@@ -258,3 +322,57 @@ def test_the_readme_asks_for_the_go_the_tools_modules_need() -> None:
     needed = max((m.group(1) for m in lines if m), key=lambda v: tuple(map(int, v.split("."))))
     said = re.findall(r"Go (\d+(?:\.\d+)*)\+", (ROOT / "README.md").read_text())
     assert said == [needed], (said, needed)
+
+
+def _helm_values_table() -> dict[str, tuple[str, int, int]]:
+    """docs/helm.md's Values table: key -> (its default cell, its place among the row's keys,
+    how many keys the row names). A cell of keys ``a.b.c``, ``.d``, ``.e`` names ``a.b.c``,
+    ``a.b.d`` and ``a.b.e``."""
+    text = (DOCS / "helm.md").read_text()
+    table = text.split("\n## Values\n", 1)[1].split("\n| key |", 1)[1].split("\n\n", 1)[0]
+    out: dict[str, tuple[str, int, int]] = {}
+    for row in table.splitlines()[2:]:
+        keys_cell, default_cell = [c.strip() for c in row.strip().strip("|").split(" | ")][:2]
+        keys, parent = re.findall(r"`([^`]+)`", keys_cell), ""
+        for i, key in enumerate(keys):
+            key = parent + key if key.startswith(".") else key
+            parent = key.rsplit(".", 1)[0]
+            out[key] = (default_cell, i, len(keys))
+    return out
+
+
+def test_the_helm_values_table_names_every_key_with_its_default() -> None:
+    """Every key of the chart's values.yaml is in docs/helm.md's table (a mapping either as
+    itself or key by key), with its default: the backticked value (one per key where the cell
+    names several), ``empty`` for an empty one, and for a mapping such as ``resources`` written
+    out in words, each of its values. A list of routes is described in words, not checked."""
+    documented = _helm_values_table()
+    values = yaml.safe_load((ROOT / "charts" / "stickypack" / "values.yaml").read_text())
+    seen: set[str] = set()
+
+    def leaves(node: dict[str, Any], prefix: str) -> Iterator[tuple[str, Any]]:
+        for name, value in node.items():
+            key = prefix + name
+            if key not in documented and isinstance(value, dict) and value:
+                yield from leaves(value, key + ".")
+            else:
+                yield key, value
+
+    for key, value in leaves(values, ""):
+        assert key in documented, f"values.yaml's {key} is not in helm.md's Values table"
+        seen.add(key)
+        cell, place, keys = documented[key]
+        where = f"helm.md, {key}: {cell!r} against values.yaml's {value!r}"
+        said = re.findall(r"`([^`]+)`", cell)
+        if keys > 1 and len(said) == keys:
+            said = [said[place]]
+        if cell == "empty":
+            assert value in ({}, [], ""), where
+        elif isinstance(value, list) and value and isinstance(value[0], dict):
+            continue
+        elif isinstance(value, dict) and not said:
+            flat = yaml.safe_dump(value)
+            assert all(str(v) in cell for v in re.findall(r": (\S+)\n", flat)), where
+        else:
+            assert said and yaml.safe_load(said[0]) == value, where
+    assert set(documented) - seen == set(), "documented keys values.yaml does not have"

@@ -639,6 +639,42 @@ def test_routing_is_what_render_scheduler_routing_writes(helm: Helm) -> None:
     }
 
 
+def _helm_md_values_files() -> list[dict]:
+    """The values files docs/helm.md shows (its ```yaml blocks), as written there."""
+    text = (REPO / "docs" / "helm.md").read_text()
+    return [yaml.safe_load(block) for block in re.findall(r"```yaml\n(.*?)```", text, re.DOTALL)]
+
+
+def test_helm_mds_values_files_render_what_they_say(helm: Helm) -> None:
+    """Each values file of docs/helm.md, passed with ``-f``: the routing ones give each route
+    the policy and binding ``stickypack render scheduler-routing`` writes for it (the z2jh
+    example's placement included), the webhook's gives one webhook entry per route, in
+    order, and a ``webhook.yaml`` that ``stickypack webhook`` loads with those routes."""
+    files = _helm_md_values_files()
+    assert [sorted(f) for f in files] == [["routing"], ["routing"], ["webhook"]]
+    for values in files[:2]:
+        routes = values["routing"]["routes"]
+        docs = [d for d in helm.template(values=values) if d["kind"].startswith("MutatingAdmissionPolicy")]
+        for doc in docs:
+            doc["metadata"].pop("labels")
+        expected = [doc for route in routes for doc in _rendered_routing(route)]
+        assert sorted(docs, key=lambda d: (d["kind"], d["metadata"]["name"])) == sorted(
+            expected, key=lambda d: (d["kind"], d["metadata"]["name"])
+        )
+    assert _rendered_routing(files[1]["routing"]["routes"][0]) != _rendered_routing(
+        {k: v for k, v in files[1]["routing"]["routes"][0].items() if k in ("schedulerName", "selector")}
+    )  # the placement is in the policy
+    docs = helm.template(values=files[2])
+    routes = files[2]["webhook"]["config"]["routes"]
+    mwc = one(docs, "MutatingWebhookConfiguration", "stickypack-scheduler-routing")
+    assert [w["name"] for w in mwc["webhooks"]] == [f"{r['name']}.routing.stickypack.io" for r in routes]
+    webhook_yaml = one(docs, "ConfigMap", "stickypack-webhook")["data"]["webhook.yaml"]
+    loaded = config_from_dict(yaml.safe_load(webhook_yaml), "webhook.yaml")
+    assert [(r.name, r.scheduler_name) for r in loaded.routes] == [
+        (r["name"], r.get("scheduler_name", "stickypack")) for r in routes
+    ]
+
+
 #: Strings the chart's CEL literals must write as _cel does: quotes, backslashes, what Go's
 #: JSON encoder escapes (U+2028, U+2029, control characters) or might (<, >, &), non-ASCII.
 CEL_STRINGS = [
