@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import re
 import subprocess
 import sys
 import time
@@ -18,8 +19,10 @@ from collections.abc import Callable, Iterator
 from contextlib import AsyncExitStack, contextmanager
 from pathlib import Path
 
+import dask.config
+import httpx
 import pytest
-from distributed import Client, Event, Scheduler, Worker, secede
+from distributed import Client, Event, Scheduler, SpecCluster, Worker, secede
 
 from stickypack.dask import NODE_ENV, NodeAwareRetirement, worker_node
 
@@ -34,8 +37,14 @@ LAYOUT = [
 ]
 
 
-async def _cluster(stack: AsyncExitStack, monkeypatch, preload: list[str], layout=LAYOUT) -> Scheduler:
-    scheduler = await stack.enter_async_context(Scheduler(host="127.0.0.1", dashboard=False, preload=preload))
+async def _cluster(
+    stack: AsyncExitStack, monkeypatch, preload: list[str], layout=LAYOUT, http: dict | None = None
+) -> Scheduler:
+    """A scheduler and a worker for each (name, node) of ``layout``; ``http``: the
+    scheduler's dashboard options (default: none)."""
+    scheduler = await stack.enter_async_context(
+        Scheduler(host="127.0.0.1", preload=preload, **(http or {"dashboard": False}))
+    )
     for name, node in layout:
         if node is None:
             monkeypatch.delenv(NODE_ENV, raising=False)
@@ -92,6 +101,71 @@ async def test_data_held_still_comes_first(monkeypatch):
             closed = s.workers_to_close(n=4, attribute="name")
             assert sorted(closed) == ["a1", "a2", "a3", "b1"]
             assert _nodes_left(s, closed) == {"node-c"}
+
+
+async def test_distributeds_adaptive_retires_whole_nodes(monkeypatch):
+    # distributed's own Adaptive (cluster.adapt) asks the scheduler's workers_to_close over
+    # its RPC (target=, attribute="name"), then retires what it names and closes them
+    options = {"host": "127.0.0.1", "dashboard": False, "preload": ["stickypack.dask"]}
+    scheduler = {"cls": Scheduler, "options": options}
+    async with SpecCluster(workers={}, scheduler=scheduler, asynchronous=True) as cluster:
+        for name, node in LAYOUT:  # one at a time: each reads the variable as it starts
+            monkeypatch.setenv(NODE_ENV, node)
+            options = {"nthreads": 1, "dashboard": False, "preload": ["stickypack.dask"]}
+            cluster.worker_spec[name] = {"cls": Worker, "options": options}
+            await cluster._correct_state()
+        s = cluster.scheduler
+        assert {ws.name: worker_node(ws) for ws in s.workers.values()} == dict(LAYOUT)
+        adaptive = cluster.adapt(minimum=3, maximum=len(LAYOUT), interval="50ms")
+        deadline = time.monotonic() + 30
+        while len(s.workers) > 3:
+            assert time.monotonic() < deadline, "Adaptive never scaled down"
+            await asyncio.sleep(0.05)
+        downs = [sorted(r["workers"]) for _, r in adaptive.log if r["status"] == "down"]
+        assert downs == [["b1", "c1", "c2"]]
+        assert sorted(cluster.worker_spec) == ["a1", "a2", "a3"]
+        assert _nodes_left(s, []) == {"node-a"}
+
+
+def _documented_scheduler_routes() -> object:
+    """docs/operator-guide.md's ``DASK_DISTRIBUTED__SCHEDULER__HTTP__ROUTES``, read as dask
+    reads the variable."""
+    guide = (Path(__file__).parents[1] / "docs" / "operator-guide.md").read_text()
+    found = re.search(r"name: (DASK_DISTRIBUTED__SCHEDULER__HTTP__ROUTES)\n\s*value: '([^']*)'", guide)
+    assert found, "operator-guide.md gives no DASK_DISTRIBUTED__SCHEDULER__HTTP__ROUTES"
+    return dask.config.collect_env({found[1]: found[2]})["distributed"]["scheduler"]["http"]["routes"]
+
+
+async def _operator_retires(scheduler: Scheduler, n: int) -> httpx.Response:
+    """What the dask-kubernetes operator sends the scheduler to retire ``n`` workers."""
+    url = f"http://127.0.0.1:{scheduler.http_server.port}/api/v1/retire_workers"
+    async with httpx.AsyncClient(timeout=30) as http:
+        return await http.post(url, json={"n": n})
+
+
+async def test_the_operators_http_request_retires_whole_nodes(monkeypatch):
+    # docs/operator-guide.md: distributed's default routes do not serve the HTTP API the
+    # dask-kubernetes operator tries first (it then goes over the RPC, the n= tests above);
+    # the routes the guide gives serve it, keep distributed's defaults, and the operator's
+    # request retires whole nodes
+    routes = _documented_scheduler_routes()
+    assert isinstance(routes, list)
+    assert set(dask.config.get("distributed.scheduler.http.routes")) < set(routes)
+    assert "distributed.http.scheduler.api" in routes
+    dashboard = {"dashboard_address": "127.0.0.1:0", "dashboard": False}
+    async with AsyncExitStack() as stack:
+        s = await stack.enter_async_context(
+            Scheduler(host="127.0.0.1", preload=["stickypack.dask"], **dashboard)
+        )
+        assert (await _operator_retires(s, 1)).status_code == 404
+    with dask.config.set({"distributed.scheduler.http.routes": routes}):
+        async with AsyncExitStack() as stack:
+            s = await _cluster(stack, monkeypatch, ["stickypack.dask"], http=dashboard)
+            answer = await _operator_retires(s, 3)
+            assert answer.status_code == 200
+            retired = sorted(info["name"] for info in answer.json().values())
+            assert retired == ["b1", "c1", "c2"]
+            assert sorted(ws.name for ws in s.workers.values()) == ["a1", "a2", "a3"]
 
 
 #: Two nodes of three workers each.
