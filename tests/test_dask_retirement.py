@@ -3,7 +3,8 @@
 Workers load ``stickypack.dask`` as a preload and report the node named by
 ``STICKYPACK_NODE_NAME``; the scheduler loads it too and orders the workers it may close.
 The scheduler is then asked what dask-kubernetes (``n=``) and dask-gateway (``target=``)
-ask it when a cluster shrinks.
+ask it when a cluster shrinks, and shrunk by distributed's own ``Adaptive`` and by the
+operator's HTTP request.
 """
 
 from __future__ import annotations
