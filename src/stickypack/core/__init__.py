@@ -1,7 +1,8 @@
 """The placement engine: pure, no I/O, no clock, no globals.
 
-Everything else in stickypack (the simulator, the live extender, BinderHub's library mode)
-drives these same objects.
+Everything else in stickypack (the simulator, the live extender, the routing webhook,
+``stickypack inspect``, BinderHub's library mode, the Dask preload) drives these same
+objects.
 """
 
 from stickypack.core.framework import (

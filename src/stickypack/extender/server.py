@@ -3,6 +3,12 @@
 :class:`ExtenderService` owns everything that runs on the event loop; :func:`serve` runs it
 with a uvicorn server until stopped (``stickypack extender``); :class:`ServiceThread` runs
 one in a background thread on a free loopback port (tests and benchmarks).
+:func:`api_rights` lists the RBAC rights its API calls need with a configuration.
+
+The webhook (:mod:`stickypack.webhook.server`) serves through the same pieces:
+:func:`uvicorn_config`, :func:`quiet_server`, :func:`start_certificate_reloader`
+(:class:`CertificateReloader`: a renewed certificate loaded without a restart) and
+:class:`AppThread`.
 """
 
 from __future__ import annotations

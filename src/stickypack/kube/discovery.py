@@ -5,7 +5,9 @@ BinderHub lists the builder pods (DinD or "pink", label selector
 fails the build when the list is empty or a pod has no node yet. :class:`BuilderNodes`
 lists them at most once per ``interval_s`` (concurrent callers share one request and its
 result, like BinderHub's ``at_most_every`` health-check cache), skips pods not bound yet,
-and returns an empty list rather than failing when there are none.
+and returns an empty list rather than failing when there are none. :func:`nodes_of_pods`
+is that rule alone, which BinderHub's library mode (:mod:`stickypack.binderhub`, with its
+own synchronous throttle) applies to what its client lists.
 """
 
 from __future__ import annotations
