@@ -3,7 +3,6 @@ throttled listing, fallback, traitlets config; and the default kube-scheduler ho
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import re
@@ -27,7 +26,6 @@ from stickypack.binderhub import (
     _as_model,
     default_anti_affinity,
 )
-from stickypack.kube.discovery import at_most_every
 from stickypack.kube.history import DATA_KEY, DEFAULT_NAME, HistoryDoc, Limits, Record, apply_ops
 from stickypack.rendezvous import rendezvous_rank
 
@@ -205,20 +203,6 @@ def test_callers_waiting_on_a_failing_call_share_its_error() -> None:
     for t in [first, *others]:
         t.join()
     assert errors == ["read timeout"] * 8 and len(calls) == 1
-
-
-async def test_async_at_most_every_shares_one_call() -> None:
-    calls = 0
-
-    @at_most_every(30)
-    async def fetch() -> int:
-        nonlocal calls
-        calls += 1
-        await asyncio.sleep(0.01)
-        return calls
-
-    assert await asyncio.gather(*(fetch() for _ in range(10))) == [1] * 10
-    assert await fetch() == 1 and calls == 1
 
 
 def test_mixin_delegates_when_disabled_and_uses_executor_fields() -> None:

@@ -214,36 +214,41 @@ def test_informer_relists_after_a_real_410_gone(cluster: ControlPlane) -> None:
     assert ("ADDED", "during", False) in result["events"]
 
 
-def test_builder_node_discovery_is_throttled_and_skips_unbound(cluster: ControlPlane) -> None:
+def test_builder_nodes_of_a_real_pod_list_skip_unbound_and_other_pods(cluster: ControlPlane) -> None:
+    """BinderHub's library mode lists the builder pods with its client and ranks
+    ``nodes_of_pods`` of the list: a pod not bound yet, and a pod the selector leaves out,
+    give no node."""
     from kubernetes_asyncio import client
 
-    from stickypack.kube.discovery import BuilderNodes
+    from stickypack.kube.cache import DEFAULT_BUILDER_SELECTOR, selector_text
+    from stickypack.kube.client import read_json
+    from stickypack.kube.discovery import nodes_of_pods
     from stickypack.testing import pod_manifest
 
-    for n in ("n1", "n2"):
+    for n in ("n1", "n2", "n3"):
         cluster.create_node(n)
     pods = []
-    for name, node in (("dind-a", "n2"), ("dind-b", None), ("dind-c", "n1"), ("other", "n1")):
-        labels = {"component": "image-builder", "app": "binder"} if name.startswith("dind") else {}
+    for name, node in (("dind-a", "n2"), ("dind-b", None), ("dind-c", "n1"), ("other", "n3")):
+        labels = dict(DEFAULT_BUILDER_SELECTOR) if name.startswith("dind") else {}
         pod = pod_manifest(name, labels=labels)
         if node:
             pod["spec"]["nodeName"] = node
         pods.append(pod)
     cluster.create_pods(pods)
 
-    async def scenario(_: Any) -> tuple[list, list, int]:
+    async def scenario(_: Any) -> tuple[int, list[str]]:
         api = client.ApiClient(configuration=cluster.client_configuration())
         try:
-            discovery = BuilderNodes(api, "default", interval_s=60)
-            first = await asyncio.gather(*(discovery.nodes() for _ in range(5)))
-            again = await discovery.nodes()
-            return first, again, discovery.calls
+            resp = await client.CoreV1Api(api).list_namespaced_pod(
+                "default", label_selector=selector_text(DEFAULT_BUILDER_SELECTOR), _preload_content=False
+            )
+            items = (await read_json(resp))["items"]
+            return len(items), nodes_of_pods(items)
         finally:
             await api.close()
 
-    first, again, calls = cluster.call(scenario)
-    assert first == [["n1", "n2"]] * 5 and again == ["n1", "n2"]
-    assert calls == 1
+    listed, nodes = cluster.call(scenario)
+    assert listed == 3 and nodes == ["n1", "n2"]
 
 
 def test_informer_pages_through_a_real_list_and_watches_from_its_version(cluster: ControlPlane) -> None:
