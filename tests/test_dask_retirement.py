@@ -235,6 +235,17 @@ async def test_workers_that_report_no_node_keep_distributeds_order_and_are_warne
     assert any("3 of 3 workers report no node" in m for m in messages)
 
 
+async def test_workers_that_report_no_node_go_first_among_placed_ones(monkeypatch):
+    # stickypack.dask's docstring: workers that report no node go first, in distributed's
+    # order; the placed ones follow node by node (the node with the fewest workers first)
+    layout = [*LAYOUT, ("u1", None), ("u2", None)]
+    async with AsyncExitStack() as stack:
+        s = await _cluster(stack, monkeypatch, ["stickypack.dask"], layout)
+        assert sorted(s.workers_to_close(n=2, attribute="name")) == ["u1", "u2"]
+        assert sorted(s.workers_to_close(n=3, attribute="name")) == ["b1", "u1", "u2"]
+        assert sorted(s.workers_to_close(target=3, attribute="name")) == ["b1", "c1", "c2", "u1", "u2"]
+
+
 @pytest.mark.parametrize("reported", [None, "", 5])
 def test_a_node_that_is_not_a_name_is_no_node(reported):
     class FakeState:  # only ``extra`` is read

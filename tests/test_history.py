@@ -368,16 +368,21 @@ async def test_entries_older_than_their_node_are_forgotten_once_both_are_known(n
 async def test_a_record_dated_before_a_known_tombstone_stays_out_of_memory() -> None:
     """A build end dated from its pod can be older than a forget of its node the recorder
     already knows (read from the store, or its own): the store drops it, and so must the
-    memory, which is not rebuilt after a write of its own. A later one counts."""
+    memory, which is not rebuilt after a write of its own. One dated at the forget itself is
+    dropped too (the store keeps only a record after its node's tombstone). A later one
+    counts."""
     store = MemoryHistoryStore()
     await forget_node(store, "n1", when=NOW - 10)
     rec = HistoryRecorder(store, flush_interval_s=0, clock=lambda: NOW)
     await rec.load()
     rec.record("old", "n1", NOW - 20)
+    rec.record("at", "n1", NOW - 10)  # the stored forget's own second
     rec.forget_node("n2", NOW - 10)
     rec.record("old", "n2", NOW - 15)
-    assert rec.history.nodes_for("old", NOW) == []
+    rec.record("at", "n2", NOW - 10)  # our own forget's
+    assert rec.history.nodes_for("old", NOW) == [] and rec.history.nodes_for("at", NOW) == []
     await rec.flush()
-    assert "old" not in (await store.read("0"))[0].repos
+    stored = (await store.read("0"))[0].repos
+    assert "old" not in stored and "at" not in stored
     rec.record("new", "n1", NOW - 5)
     assert rec.history.nodes_for("new", NOW) == ["n1"]
