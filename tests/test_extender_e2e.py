@@ -100,6 +100,25 @@ def wait_for(predicate, timeout: float = 30.0, what: str = "condition") -> Any:
         time.sleep(0.05)
 
 
+def stalled_request(port: int, path: str) -> socket.socket:
+    """A connection to 127.0.0.1:``port`` whose POST to ``path`` the server is in the middle
+    of: its headers sent with ``Expect: 100-continue``, the server's ``100 Continue`` read
+    (uvicorn sends it when the app first awaits the body: the request is under way), then
+    the first of the 1000 bytes announced. The answer that follows, if any, is left to read."""
+    conn = socket.create_connection(("127.0.0.1", port), timeout=30)
+    conn.sendall(
+        f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\nExpect: 100-continue\r\n\r\n".encode()
+    )
+    interim = b""
+    while not interim.endswith(b"\r\n\r\n"):
+        byte = conn.recv(1)  # one at a time: nothing after the interim answer is taken
+        assert byte, f"closed before answering 100 Continue: {interim!r}"
+        interim += byte
+    assert interim.startswith(b"HTTP/1.1 100 "), interim
+    conn.sendall(b"{")
+    return conn
+
+
 def stored_history(cp: ControlPlane) -> dict:
     import json
 
@@ -424,9 +443,7 @@ def test_sigterm_writes_pending_history_and_exits_cleanly(cluster: ControlPlane,
         # a filter request whose body is still arriving when the graceful shutdown runs out:
         # its cancellation once escaped to uvicorn (a traceback, a bare 500)
         port = int(url.rsplit(":", 1)[1])
-        with socket.create_connection(("127.0.0.1", port)) as stalled:
-            stalled.sendall(b"POST /filter HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{")
-            time.sleep(0.2)
+        with stalled_request(port, "/filter") as stalled:
             os.killpg(proc.pid, signal.SIGTERM)
             stalled.settimeout(GRACEFUL_SHUTDOWN_S + 10)
             answer = b""
@@ -722,8 +739,17 @@ def test_of_two_extenders_sharing_the_history_only_the_one_placing_builds_writes
         )
         cluster.call(lambda api: client.CoreV1Api(api).delete_node("b1"))
         wait_for(lambda: repo not in stored_history(cluster), what="b1 forgotten: its only entry")
-        time.sleep(0.5)  # ten flush intervals: a second write, if any, is done
         stores = {ext: ext.call(lambda ext=ext: ext.service.recorder.store) for ext in (builds, users)}
+        wait_for(
+            lambda: builds.call(lambda: builds.service.recorder.unstored == 0 and stores[builds].writes == 2),
+            what="the build extender's second write counted",
+        )
+        # the user-pod extender has seen b1 deleted (its handler forgets the node as it drops
+        # it from the table): a write of its own would now be counted, under way or queued
+        wait_for(
+            lambda: users.call(lambda: "b1" not in users.service.cache.table),
+            what="the user-pod extender to see b1 deleted",
+        )
         assert (stores[builds].writes, stores[users].writes, stores[users].conflicts) == (2, 0, 0)
         assert users.call(lambda: users.service.recorder.unstored) == 0
 

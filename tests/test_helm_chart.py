@@ -1948,7 +1948,9 @@ def test_without_the_charts_bindings_the_extender_is_never_ready(
     )
     try:
         _wait(lambda: proc.poll() is not None or get("/readyz")[0] != 0, 30, "the extender to answer")
-        time.sleep(1.0)  # time enough to list, had it the rights (it is ready in well under that)
+        log = tmp_path / "extender.log"
+        refused = [f"{kind}: watch error HTTP 403: {kind} is forbidden" for kind in ("nodes", "pods")]
+        _wait(lambda: all(r in log.read_text() for r in refused), 30, "both lists refused")
         status, body = get("/readyz")
         assert status == 503 and "nodes cache not synced" in body and "pods cache not synced" in body
     finally:

@@ -428,23 +428,55 @@ def test_python_dash_m_stickypack_is_the_command():
     assert "Traceback" not in done.stderr
 
 
+def _children_cpu_s(pid: int) -> list[float]:
+    """The CPU time (user + system, seconds) of each child process of ``pid`` (Linux /proc)."""
+    import os
+
+    ticks = os.sysconf("SC_CLK_TCK")
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            # after "(comm)": state, ppid, ... utime and stime are the 12th and 13th fields
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # gone meanwhile
+        if int(fields[1]) == pid:
+            found.append((int(fields[11]) + int(fields[12])) / ticks)
+    return found
+
+
 @pytest.mark.parametrize("jobs", ["1", "2"])
-def test_ctrl_c_stops_a_run_in_one_line(jobs):
+def test_ctrl_c_stops_a_run_in_one_line(jobs, tmp_path):
     # a 20-line traceback from deep in the engine, as if the simulator had crashed
     import os
     import signal
     import subprocess
     import sys
 
+    plots = tmp_path / "plots"  # created once every input is checked, just before the run
     argv = [sys.executable, "-m", "stickypack", "simulate", "--trace", str(DAY), "--load-scale", "20"]
-    argv += ["--policies", "z2jh,stickypack", "--jobs", jobs, "--quiet"]
+    argv += ["--policies", "z2jh,stickypack", "--jobs", jobs, "--quiet", "--plots", str(plots)]
     # a new process group, as a shell gives a command, and Ctrl-C reaches the whole group
     proc = subprocess.Popen(
         argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
     )
+
+    def under_way() -> bool:
+        # a day at x20 takes minutes: the run is under way once the plots directory is there
+        # and, with workers, each of them is simulating (an idle worker has used next to no
+        # CPU; one interrupted while waiting for its task would print its own traceback)
+        if not plots.is_dir():
+            return False
+        return int(jobs) == 1 or sum(cpu >= 0.5 for cpu in _children_cpu_s(proc.pid)) >= int(jobs)
+
     try:
-        time.sleep(4)  # a day at x20 takes minutes: the run is under way
-        assert proc.poll() is None
+        deadline = time.monotonic() + 120
+        while not under_way():
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the run never got under way"
+            time.sleep(0.05)
         os.killpg(proc.pid, signal.SIGINT)
         out, err = proc.communicate(timeout=60)
     finally:

@@ -907,9 +907,8 @@ def test_sigterm_while_a_review_is_still_arriving_answers_it_without_a_traceback
     # uvicorn cancels a request still open when its graceful shutdown (5 s) runs out: the
     # cancellation escaped the app, uvicorn logged "Exception in ASGI application" with a
     # traceback and answered a bare "Internal Server Error"
-    import socket
-
     from stickypack.extender.server import GRACEFUL_SHUTDOWN_S, loopback_socket
+    from test_extender_e2e import stalled_request
 
     sock = loopback_socket()  # a free port: bound, then released for the child
     port = sock.getsockname()[1]
@@ -922,9 +921,7 @@ def test_sigterm_while_a_review_is_still_arriving_answers_it_without_a_traceback
     try:
         _until(lambda: proc.poll() is not None or _answers(f"http://127.0.0.1:{port}/readyz"), timeout=30)
         assert proc.poll() is None, log.read_text()
-        stalled = socket.create_connection(("127.0.0.1", port))
-        stalled.sendall(b"POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{")
-        time.sleep(0.2)  # the request is open, its body awaited
+        stalled = stalled_request(port, "/mutate")  # the request is open, its body awaited
         proc.send_signal(signal.SIGTERM)
         stalled.settimeout(GRACEFUL_SHUTDOWN_S + 10)
         answer = b""
