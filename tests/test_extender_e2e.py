@@ -1208,6 +1208,7 @@ class _FreezingProxy:
         import threading
 
         self.target = target
+        self.swallowed = 0  # bytes clients sent into dead connections (read, never relayed)
         self.server = socket.socket()
         self.server.bind(("127.0.0.1", 0))
         self.server.listen(64)
@@ -1235,18 +1236,19 @@ class _FreezingProxy:
             self.socks.append(conn)
             if self.frozen:
                 self.dead.add(id(conn))
+                threading.Thread(target=self._relay, args=(conn, None, id(conn), True), daemon=True).start()
                 continue
             up = socket.create_connection(self.target)
             self.socks.append(up)
-            for a, b in ((conn, up), (up, conn)):
-                threading.Thread(target=self._relay, args=(a, b, id(conn)), daemon=True).start()
+            for a, b, from_client in ((conn, up, True), (up, conn, False)):
+                threading.Thread(target=self._relay, args=(a, b, id(conn), from_client), daemon=True).start()
 
-    def _relay(self, src: Any, dst: Any, key: int) -> None:
+    def _relay(self, src: Any, dst: Any, key: int, from_client: bool) -> None:
+        """Relay ``src`` to ``dst`` while the connection lives; once it is dead, read what
+        ``src`` sends and drop it (a client's bytes counted in :attr:`swallowed`). ``dst``
+        None: born dead."""
         src.settimeout(0.1)
         while not self.closed.is_set():
-            if key in self.dead:
-                time.sleep(0.1)
-                continue
             try:
                 data = src.recv(65536)
             except TimeoutError:
@@ -1255,8 +1257,10 @@ class _FreezingProxy:
                 return
             if not data:
                 return
-            if key in self.dead:
-                continue  # arrived as the connection died: lost
+            if key in self.dead or dst is None:
+                if from_client:
+                    self.swallowed += len(data)  # no answer, no reset: lost
+                continue
             with contextlib.suppress(OSError):
                 dst.sendall(data)
 
@@ -1312,7 +1316,9 @@ def test_a_history_write_into_a_dead_connection_times_out_and_is_retried(
         wait_for(lambda: first in stored_history(cluster), what="the first write")
         proxy.freeze()
         ext.call(lambda: ext.service.recorder.record(later, "node-a"))
-        time.sleep(1.0)  # the write is under way, into a connection that will never answer
+        # the write sent into a connection that will never answer (a watch sends nothing
+        # more until its own timeout, minutes away), and only then the API server back
+        wait_for(lambda: proxy.swallowed > 0, what="the write sent into the dead connection")
         proxy.thaw()
         wait_for(lambda: later in stored_history(cluster), timeout=20, what="the write retried")
     finally:
