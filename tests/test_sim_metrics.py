@@ -147,6 +147,22 @@ def test_build_metrics_of_a_first_build_a_hit_a_lost_cache_and_one_built_elsewhe
     assert (m["build_p50_s"], m["build_p95_s"]) == (pytest.approx(2300.0), pytest.approx(100 + 0.95 * 4400))
 
 
+def test_nodes_asked_for_pods_that_never_fit_after_the_last_pod_ends_cost_nothing() -> None:
+    # x selects a node that never exists; the autoscaler model (pool labels unmatched
+    # against selectors) asks for a node for it at every scan that finds none on the way,
+    # up to max_size: at 10 s and at 220 s. The run's figures stop at a's end, 100 s, and
+    # the node asked at 220 s once counted -120 s, with 3 nodes at the peak.
+    jobs = [_pod("a", 0.0, 1000, 100.0), _pod("x", 0.0, 1000, 100.0, node="nowhere")]
+    m = _run(jobs, [_pool(min_size=1, max_size=3)]).metrics
+    assert (m["pods_scheduled"], m["pods_unscheduled"]) == (1, 1)
+    # node 1 over 0-100 and node 2 from its scale-up at 10 s to 100 s
+    assert m["node_hours"] * 3600 == pytest.approx(100 + 90)
+    assert m["cost"] == pytest.approx(190 / 3600 * 0.47)
+    assert m["lower_bound_node_hours"] * 3600 == pytest.approx(100)  # a on one node
+    assert m["ratio_to_bound"] == pytest.approx(1.9)
+    assert (m["peak_nodes"], m["final_nodes"]) == (2, 2)  # node 2 was on its way at 100 s
+
+
 def test_the_bound_counts_pods_too_big_to_share_a_node() -> None:
     # three 2100m pods on 4000m nodes: 6300m fits two nodes' cpu, but no two of the pods fit
     # one node (over half each), so every placement needs three nodes for their 100 s; the

@@ -597,22 +597,19 @@ class Simulation:
     def _result(self) -> RunResult:
         self.unscheduled += len(self.pending)
         # The run ends when the last pod ends; nodes still up then count until that moment.
+        # Pods that never fit may keep the autoscaler asking for nodes after it: those
+        # count nothing (not a negative span) and are not in the peak.
         horizon = self.last_end
-        final_nodes = self.node_n[int(np.searchsorted(self.node_t, horizon, side="right")) - 1]
-        node_hours = (
-            sum(
-                (min(n.deleted_at if n.deleted_at is not None else horizon, horizon) - n.requested_at)
-                for n in self.all_nodes
-            )
-            / 3600.0
-        )
+        upto = int(np.searchsorted(self.node_t, horizon, side="right"))
+        final_nodes = self.node_n[upto - 1]
+
+        def charged_s(n: SimNode) -> float:
+            end = min(n.deleted_at if n.deleted_at is not None else horizon, horizon)
+            return max(end - n.requested_at, 0.0)
+
+        node_hours = sum(charged_s(n) for n in self.all_nodes) / 3600.0
         price = {p.name: p.price_per_hour for p in self.workload.pools}
-        cost = sum(
-            (min(n.deleted_at if n.deleted_at is not None else horizon, horizon) - n.requested_at)
-            / 3600.0
-            * price[n.pool.name]
-            for n in self.all_nodes
-        )
+        cost = sum(charged_s(n) / 3600.0 * price[n.pool.name] for n in self.all_nodes)
         bt, bv = self.bound.times, self.bound.values
         bound_hours = integrate_step(bt, bv, horizon) / 3600.0
         ft, fv = window_max_step(bt, bv, self.ca.scale_down_unneeded_time_s, horizon)
@@ -632,7 +629,7 @@ class Simulation:
             "ratio_to_bound": node_hours / bound_hours if bound_hours else 0.0,
             "floor_node_hours": floor_hours,
             "ratio_to_floor": node_hours / floor_hours if floor_hours else 0.0,
-            "peak_nodes": max(self.node_n),
+            "peak_nodes": max(self.node_n[:upto]),
             "final_nodes": final_nodes,
             "lower_bound_final_nodes": final_bound,
             "pods_scheduled": self.scheduled,
