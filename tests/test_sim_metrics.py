@@ -163,6 +163,19 @@ def test_nodes_asked_for_pods_that_never_fit_after_the_last_pod_ends_cost_nothin
     assert (m["peak_nodes"], m["final_nodes"]) == (2, 2)  # node 2 was on its way at 100 s
 
 
+def test_the_bound_with_pools_of_different_sizes_uses_the_largest_node() -> None:
+    # a 6000m pod fits only the 8000m pool's nodes: one node, asked at 10 s, runs it 220-320.
+    # Sized by the first pool's 2000m nodes the bound read 3 nodes, over the 1 the run used.
+    small, large = _pool(min_size=0, name="small", cpu_m=2000), _pool(min_size=0, name="large", cpu_m=8000)
+    for pools in ([small, large], [large, small]):
+        result = _run([_pod("big", 0.0, 6000, 100.0)], pools)
+        m = result.metrics
+        assert [n.name for n in result.nodes] == ["large-00001"]
+        assert m["node_hours"] * 3600 == pytest.approx(320 - 10)
+        assert m["lower_bound_node_hours"] * 3600 == pytest.approx(100)
+        assert m["ratio_to_bound"] == pytest.approx(3.1)
+
+
 def test_the_bound_counts_pods_too_big_to_share_a_node() -> None:
     # three 2100m pods on 4000m nodes: 6300m fits two nodes' cpu, but no two of the pods fit
     # one node (over half each), so every placement needs three nodes for their 100 s; the

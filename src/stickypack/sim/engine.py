@@ -167,8 +167,11 @@ class Simulation:
         self.uid_counter = 0
         self.last_scale_up = -math.inf
         self.live_pods = 0
-        pool = workload.pools[0]
-        self.bound = BoundTracker([pool.allocatable.get(r, 0) or 1 for r in (CPU, MEMORY, PODS)])
+        # Nodes of allocatable C: with pools of several sizes, each resource's largest (no
+        # node holds more, and no node takes two pods above half of it), so it stays a bound.
+        self.bound = BoundTracker(
+            [max(p.allocatable.get(r, 0) for p in workload.pools) or 1 for r in (CPU, MEMORY, PODS)]
+        )
         self.node_t: list[float] = [0.0]
         self.node_n: list[int] = [0]
         self.pending_s: list[float] = []

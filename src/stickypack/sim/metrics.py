@@ -41,7 +41,8 @@ class BoundTracker:
 
     With identical nodes of allocatable ``C``: the largest, over resources ``r``, of
     ``ceil(sum_r / C_r)`` and of the number of pods asking more than ``C_r / 2`` of ``r`` (no
-    two of those share a node). Units as the node table's.
+    two of those share a node). Units as the node table's. With nodes of several sizes,
+    ``C_r`` is the largest node's ``r``, which keeps both terms a bound.
     """
 
     def __init__(self, capacity: Sequence[int]) -> None:
