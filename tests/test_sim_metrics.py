@@ -17,10 +17,14 @@ from stickypack.sim.workloads import Job, LaunchJob, PodJob, Workload
 GiB = 1024**3
 
 
-def _pool(min_size: int, max_size: int = 10, name: str = "p", cpu_m: int = 4000) -> NodePool:
+def _pool(
+    min_size: int, max_size: int = 10, name: str = "p", cpu_m: int = 4000, price: float = 0.47
+) -> NodePool:
     """Nodes of ``cpu_m`` millicores, 16 GiB, 110 pods, Ready 210 s after the scale-up."""
     allocatable = {CPU: cpu_m, MEMORY: 16 * GiB, PODS: 110}
-    return NodePool(name=name, allocatable=allocatable, min_size=min_size, max_size=max_size)
+    return NodePool(
+        name=name, allocatable=allocatable, price_per_hour=price, min_size=min_size, max_size=max_size
+    )
 
 
 def _pod(name: str, t: float, cpu_m: int, duration: float, node: str | None = None) -> PodJob:
@@ -166,12 +170,14 @@ def test_nodes_asked_for_pods_that_never_fit_after_the_last_pod_ends_cost_nothin
 def test_the_bound_with_pools_of_different_sizes_uses_the_largest_node() -> None:
     # a 6000m pod fits only the 8000m pool's nodes: one node, asked at 10 s, runs it 220-320.
     # Sized by the first pool's 2000m nodes the bound read 3 nodes, over the 1 the run used.
-    small, large = _pool(min_size=0, name="small", cpu_m=2000), _pool(min_size=0, name="large", cpu_m=8000)
+    small = _pool(min_size=0, name="small", cpu_m=2000, price=1.0)
+    large = _pool(min_size=0, name="large", cpu_m=8000, price=3.0)
     for pools in ([small, large], [large, small]):
         result = _run([_pod("big", 0.0, 6000, 100.0)], pools)
         m = result.metrics
         assert [n.name for n in result.nodes] == ["large-00001"]
         assert m["node_hours"] * 3600 == pytest.approx(320 - 10)
+        assert m["cost"] == pytest.approx((320 - 10) / 3600 * 3.0)  # at the large pool's price
         assert m["lower_bound_node_hours"] * 3600 == pytest.approx(100)
         assert m["ratio_to_bound"] == pytest.approx(3.1)
 
