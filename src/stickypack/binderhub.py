@@ -398,7 +398,7 @@ class StickyBuildsMixin:
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._sticky_builds()
+        self._sticky = self._sticky_builds()
 
     def _sticky_builds(self) -> StickyBuilds | None:
         """The configured :class:`StickyBuilds`, or None (logged once) when the
@@ -410,7 +410,7 @@ class StickyBuildsMixin:
             return None
 
     def get_affinity(self) -> Any:
-        sticky = self._sticky_builds()
+        sticky = self._sticky  # an executor serves one build: its configuration read once
         if sticky is None or not sticky.enabled:
             return super().get_affinity()  # type: ignore[misc]
         try:

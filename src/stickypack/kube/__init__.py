@@ -18,7 +18,7 @@ the nodes' DRA state, the build-history recorder and its store, a one-time snaps
   what ``stickypack inspect`` reports besides.
 - :mod:`stickypack.kube.discovery`: builder nodes from the builder DaemonSet's pods
   (:func:`~stickypack.kube.discovery.nodes_of_pods`, which BinderHub's library mode applies
-  to what its own client lists), and an async lister of them behind a shared-result throttle.
+  to what its own client lists).
 """
 
 from stickypack.kube.cache import ClusterCache, parse_selector
