@@ -1096,6 +1096,12 @@ def _dra_active(url: str) -> float:
     return families["stickypack_extender_dra_active"].samples[0].value
 
 
+def _dra_refusals(url: str) -> dict[str, float]:
+    families = {f.name: f for f in text_string_to_metric_families(httpx.get(f"{url}/metrics").text)}
+    samples = families["stickypack_extender_dra_list_refusals"].samples
+    return {s.labels["kind"]: s.value for s in samples if s.name.endswith("_total")}
+
+
 def _wait_dra_active(ext: ServiceThread, value: float, seconds: float = 30.0) -> None:
     deadline = time.monotonic() + seconds
     while _dra_active(ext.url) != value:
@@ -1140,7 +1146,11 @@ def test_an_extender_that_may_not_list_dra_objects_runs_without_dra_until_it_may
             decides_with_dra = lambda: ext.call(lambda: ext.service.extender._ctx().dra)  # noqa: E731
             assert _dra_active(ext.url) == 0.0 and decides_with_dra() is False
             assert httpx.get(f"{ext.url}/readyz").status_code == 200
-            time.sleep(1.0)  # refused again at each retry: said once
+            assert _dra_refusals(ext.url)["resourceslices"] >= 1
+            assert _dra_refusals(ext.url)["resourceclaims"] == 0  # not tried past the first refusal
+            # refused again at two more retries (each counted once its log line is written or
+            # skipped): said once
+            wait_for(lambda: _dra_refusals(ext.url)["resourceslices"] >= 3, what="two more refusals")
             said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("cluster.dra:")]
             assert len(said) == 1 and "resourceslices cannot be listed (HTTP 403" in said[0], said
 

@@ -26,7 +26,7 @@
 ``stickypack_extender_builds_recorded_total``          build ends recorded
 ``stickypack_extender_history_write_errors_total``     failed history writes (retried)
 ``stickypack_extender_history_pending_ops``            history operations not yet stored
-``stickypack_extender_dra_active``                     with ``cluster.dra`` only (these four):
+``stickypack_extender_dra_active``                     with ``cluster.dra`` only (these five):
                                                        1 while nodes are weighed by their
                                                        DRA devices, 0 when the objects
                                                        cannot be listed, a watch of them
@@ -36,6 +36,9 @@
 ``stickypack_extender_dra_unweighable_nodes``          of those, the ones taken as busy (the
                                                        autoscaler cannot weigh them)
 ``stickypack_extender_dra_node_readings_total``        node DRA readings computed
+``stickypack_extender_dra_list_refusals_total``        by ``kind``: lists of the DRA objects
+                                                       refused (401, 403, 404) at start and
+                                                       at each ``cluster.dra_retry_s`` retry
 =====================================================  =====================================
 """
 

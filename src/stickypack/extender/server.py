@@ -179,6 +179,10 @@ class ExtenderService:
         #: they could be listed (False: not served, or no right; the extender runs without
         #: DRA and tries again every ``cluster.dra_retry_s``, True once they could be).
         self.dra_listed: bool | None = None
+        #: With ``cluster.dra``: the lists of the DRA objects refused (401, 403, 404) by kind,
+        #: at start and at each retry every ``cluster.dra_retry_s`` (said in the log once;
+        #: ``stickypack_extender_dra_list_refusals_total``).
+        self.dra_refusals: dict[str, int] = dict.fromkeys(DRA_KINDS, 0)
         #: The DRA informers started after a refusal: not waited for by ``/readyz`` (the
         #: service was ready already, and is not taken out of its Service for them).
         self._dra_late = False
@@ -352,6 +356,7 @@ class ExtenderService:
                                 kind, status, REFUSED[status], self.config.cluster.dra_retry_s,
                             )  # fmt: skip
                         refused = (kind, status)
+                        self.dra_refusals[kind] += 1  # counted once said, or not said again
                         self.dra_listed = False
                         delay = 0.2  # the next unreachable spell backs off from the start
                         break
@@ -458,6 +463,15 @@ class ExtenderService:
                 "1 while nodes are weighed by their DRA devices (cluster.dra, the objects listed).",
                 value=1.0 if self.dra_active() else 0.0,
             )
+            refusals = CounterMetricFamily(
+                "stickypack_extender_dra_list_refusals",
+                "Lists of the DRA objects refused (not served, no right) at start and at each "
+                "retry every cluster.dra_retry_s, by kind.",
+                labels=["kind"],
+            )
+            for kind, count in self.dra_refusals.items():
+                refusals.add_metric([kind], count)
+            yield refusals
             tracker = self.cache.dra
             if tracker is not None:
                 tracker.refresh()  # on the event loop, as the handlers
