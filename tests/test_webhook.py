@@ -985,17 +985,25 @@ def test_a_renewed_certificate_is_served_without_a_restart(tmp_path: Path) -> No
     """cert-manager renews into the Secret, the kubelet swaps the mounted files: new
     connections get the new certificate. A half-done rotation (the new certificate beside
     the old key) is not loaded; the old pair keeps serving until the key arrives. The
-    reloads are counted and the served certificate's expiry is a metric."""
+    reloads and the checks are counted and the served certificate's expiry is a metric. A
+    webhook with reloading off, serving the same files beside it, runs no check and keeps the
+    certificate it read at start."""
     old_ca, new_ca = trustme.CA(), trustme.CA()
     _write_pair(tmp_path, old_ca)
     tls_config = {"cert_file": str(tmp_path / "tls.crt"), "key_file": str(tmp_path / "tls.key")}
     config = config_from_dict({"tls": {**tls_config, "reload_interval_s": 0.1}})
-    with WebhookThread(config) as thread:
-        url = f"{thread.url}/healthz"
+    off_config = config_from_dict({"tls": {**tls_config, "reload_interval_s": 0}})
+    with WebhookThread(config) as thread, WebhookThread(off_config) as off:
+        url, off_url = f"{thread.url}/healthz", f"{off.url}/healthz"
         assert _trusted_by(url, old_ca) and not _trusted_by(url, new_ca)
+        assert _trusted_by(off_url, old_ca)
+        assert thread.tls_reloading is not None and off.tls_reloading is None
 
-        def count(outcome: str) -> float:
-            return thread.metrics.tls_loads.labels(outcome)._value.get()
+        def count(outcome: str, webhook: WebhookThread = thread) -> float:
+            return webhook.metrics.tls_loads.labels(outcome)._value.get()
+
+        def checks(webhook: WebhookThread) -> float:
+            return webhook.metrics.tls_checks._value.get()
 
         first_expiry = thread.metrics.tls_expiry._value.get()
         _write_pair(tmp_path, new_ca, key=False)  # the certificate first; its key is still the old one
@@ -1007,12 +1015,12 @@ def test_a_renewed_certificate_is_served_without_a_restart(tmp_path: Path) -> No
         served = x509.load_pem_x509_certificate((tmp_path / "tls.crt").read_bytes())
         assert thread.metrics.tls_expiry._value.get() == served.not_valid_after_utc.timestamp()
         assert first_expiry > 0
-    # reloading off: the certificate read at start stays
-    _write_pair(tmp_path, old_ca)
-    with WebhookThread(config_from_dict({"tls": {**tls_config, "reload_interval_s": 0}})) as thread:
-        _write_pair(tmp_path, new_ca)
-        time.sleep(0.3)
-        assert _trusted_by(f"{thread.url}/healthz", old_ca)
+        # at least one check per change seen (the files may change within one interval)
+        assert checks(thread) >= 2
+        # the reloading webhook has found and served the new pair (its checks came round);
+        # the one with reloading off runs no checker, so it made no check and serves the old
+        assert checks(off) == 0 and count("loaded", off) == count("failed", off) == 0
+        assert _trusted_by(off_url, old_ca) and not _trusted_by(off_url, new_ca)
 
 
 def test_webhook_command_reloads_a_renewed_certificate(tmp_path: Path) -> None:
@@ -1046,6 +1054,8 @@ def test_webhook_command_reloads_a_renewed_certificate(tmp_path: Path) -> None:
         _until(lambda: _trusted_by(url, new_ca))
         metrics = httpx.get(url, verify=_context(new_ca)).text
         assert 'stickypack_webhook_certificate_reloads_total{outcome="loaded"} 1.0' in metrics
+        checks = re.search(r"^stickypack_webhook_certificate_checks_total (\S+)$", metrics, re.M)
+        assert checks is not None and float(checks.group(1)) >= 1, metrics
         assert "stickypack_webhook_certificate_expiry_timestamp_seconds " in metrics
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=20) == 0, log.read_text()

@@ -638,7 +638,8 @@ class CertificateReloader:
     that does not match, a file half written, an encrypted key) is logged and the old
     certificate kept; it is tried again at the next change. ``on_load(outcome, not_after)``
     reports each attempt (``"loaded"`` or ``"failed"``; ``not_after``: the certificate's
-    expiry, seconds since the epoch, None where it could not be read)."""
+    expiry, seconds since the epoch, None where it could not be read); ``on_check()``, each
+    check :meth:`run` has made, once it is done (whether the files changed or not)."""
 
     def __init__(
         self,
@@ -648,6 +649,7 @@ class CertificateReloader:
         *,
         interval_s: float,
         on_load: Any = None,
+        on_check: Any = None,
         tls: ServerTLS,
     ) -> None:
         self.context = context
@@ -655,6 +657,7 @@ class CertificateReloader:
         self.keyfile = keyfile
         self.interval_s = interval_s
         self.on_load = on_load
+        self.on_check = on_check
         self.tls = tls
         pair = self._read()
         self._seen = self._stamp(pair)
@@ -724,23 +727,32 @@ class CertificateReloader:
         return True
 
     async def run(self) -> None:
-        """Check every ``interval_s`` seconds until cancelled; an unexpected error is logged
-        and the next check made (the task would otherwise end, unseen, and reloading with it)."""
+        """Check every ``interval_s`` seconds until cancelled, each check reported to
+        ``on_check`` once done; an unexpected error is logged and the next check made (the
+        task would otherwise end, unseen, and reloading with it)."""
         while True:
             await asyncio.sleep(self.interval_s)
             try:
                 self.check()
             except Exception:
                 log.exception("TLS certificate %s: reload check failed", self.certfile)
+            if self.on_check is not None:
+                self.on_check()
 
 
 def start_certificate_reloader(
-    uv_config: Any, certfile: str, keyfile: str, *, interval_s: float, on_load: Any = None
+    uv_config: Any,
+    certfile: str,
+    keyfile: str,
+    *,
+    interval_s: float,
+    on_load: Any = None,
+    on_check: Any = None,
 ) -> asyncio.Task[None] | None:
     """Load ``uv_config`` (uvicorn's config, to reach its SSL context), report the served
     certificate's expiry to ``on_load`` (outcome None: the first load) and, unless
-    ``interval_s`` is 0, start a :class:`CertificateReloader` task; cancel it when the
-    server stops."""
+    ``interval_s`` is 0, start a :class:`CertificateReloader` task (its checks reported to
+    ``on_check``); cancel it when the server stops. None: reloading off."""
     uv_config.load()
     reloader = CertificateReloader(
         uv_config.ssl,
@@ -748,6 +760,7 @@ def start_certificate_reloader(
         keyfile,
         interval_s=interval_s,
         on_load=on_load,
+        on_check=on_check,
         tls=ServerTLS.from_uvicorn(uv_config),
     )
     if on_load is not None:
@@ -897,14 +910,19 @@ class AppThread:
         ssl_keyfile: str | None = None,
         tls_reload_s: float | None = None,
         on_tls_load: Any = None,
+        on_tls_check: Any = None,
     ) -> None:
         self.app = app
         self.ssl_certfile = ssl_certfile
         self.ssl_keyfile = ssl_keyfile
         #: With TLS: check the certificate files this often and reload them
-        #: (:class:`CertificateReloader`, reporting to ``on_tls_load``); None: never.
+        #: (:class:`CertificateReloader`, reporting to ``on_tls_load`` and ``on_tls_check``);
+        #: None: never.
         self.tls_reload_s = tls_reload_s
         self.on_tls_load = on_tls_load
+        self.on_tls_check = on_tls_check
+        #: Once started: the task checking the certificate files, None when none runs.
+        self.tls_reloading: asyncio.Task[None] | None = None
         self.port: int | None = None
         self.server: Any = None
         self.loop = asyncio.new_event_loop()
@@ -933,8 +951,9 @@ class AppThread:
             if self.ssl_certfile and self.ssl_keyfile and self.tls_reload_s:
                 reloading = start_certificate_reloader(
                     config, self.ssl_certfile, self.ssl_keyfile,
-                    interval_s=self.tls_reload_s, on_load=self.on_tls_load,
+                    interval_s=self.tls_reload_s, on_load=self.on_tls_load, on_check=self.on_tls_check,
                 )  # fmt: skip
+            self.tls_reloading = reloading
             serving = asyncio.ensure_future(self.server.serve(sockets=[sock]))
             while not self.server.started and not serving.done():
                 await asyncio.sleep(0.01)

@@ -34,6 +34,10 @@ Routes:
     ``stickypack_webhook_certificate_reloads_total``  by ``outcome`` (loaded, failed): renewed
                                                       certificates reloaded
                                                       (:class:`~stickypack.extender.server.CertificateReloader`)
+    ``stickypack_webhook_certificate_checks_total``   checks of the certificate and key files
+                                                      for a change, one every
+                                                      ``tls.reload_interval_s`` (none with
+                                                      reloading off)
     ``stickypack_webhook_certificate_expiry_``        gauge: when the served certificate
     ``timestamp_seconds``                             expires (seconds since the epoch)
     ================================================  ==========================================
@@ -94,6 +98,11 @@ class WebhookMetrics:
         # are not tried again), and increase() does not see a series that first appears at 1
         for outcome in ("loaded", "failed"):
             self.tls_loads.labels(outcome)
+        self.tls_checks = Counter(
+            "stickypack_webhook_certificate_checks",
+            "Checks of the TLS certificate and key files for a change (every tls.reload_interval_s).",
+            registry=self.registry,
+        )
         self.tls_expiry = Gauge(
             "stickypack_webhook_certificate_expiry_timestamp_seconds",
             "When the served TLS certificate expires (seconds since the epoch).",

@@ -39,7 +39,12 @@ async def serve(config: WebhookConfig) -> None:
     reloading = None
     if tls.cert_file and tls.key_file:
         reloading = start_certificate_reloader(
-            uv, tls.cert_file, tls.key_file, interval_s=tls.reload_interval_s, on_load=metrics.tls_loaded
+            uv,
+            tls.cert_file,
+            tls.key_file,
+            interval_s=tls.reload_interval_s,
+            on_load=metrics.tls_loaded,
+            on_check=metrics.tls_checks.inc,
         )
     try:
         await quiet_server(uv).serve()
@@ -64,4 +69,5 @@ class WebhookThread(AppThread):
             ssl_keyfile=config.tls.key_file,
             tls_reload_s=config.tls.reload_interval_s or None,
             on_tls_load=self.metrics.tls_loaded,
+            on_tls_check=self.metrics.tls_checks.inc,
         )
