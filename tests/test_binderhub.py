@@ -174,18 +174,42 @@ def test_throttle_expires_and_keeps_errors_briefly() -> None:
     assert th() == 3
 
 
+class _CountedLock:
+    """A lock that counts the threads that came to take it (taken, or waiting for it)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.arrived = 0
+        self.changed = threading.Condition()
+
+    def __enter__(self) -> _CountedLock:
+        with self.changed:
+            self.arrived += 1
+            self.changed.notify_all()
+        self._lock.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
+
+
 def test_callers_waiting_on_a_failing_call_share_its_error() -> None:
-    # once each waiting caller called the API again in turn, each waiting for its timeout
+    # once each waiting caller called the API again in turn, each waiting for its timeout.
+    # The call fails only when the 7 others wait for it (not after: those arriving later
+    # share the error by its TTL, another path)
     calls = []
     started = threading.Event()
+    lock = _CountedLock()
 
     def fn() -> list[str]:
         calls.append(1)
         started.set()
-        time.sleep(0.2)  # the API server is slow to fail
+        with lock.changed:  # the API server is slow to fail
+            assert lock.changed.wait_for(lambda: lock.arrived == 8, timeout=30), lock.arrived
         raise TimeoutError("read timeout")
 
     th = Throttle(fn, 30)
+    th._lock = lock  # type: ignore[assignment]
     errors: list[str] = []
 
     def caller() -> None:
