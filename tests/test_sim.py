@@ -1396,3 +1396,64 @@ def test_an_empty_trace_file_is_reported_not_skipped_unseen(tmp_path, capsys):
     assert read_launches([blank], errors) == [] and errors.first == [f"{blank}: empty file, no launch events"]
     assert main(["simulate", "--trace", str(tmp_path), "--policies", "default", "--quiet"]) == 0
     assert f"{empty}: empty file, no launch events" in capsys.readouterr().out
+
+
+def test_a_trace_is_read_as_gzip_or_text_by_its_content_not_its_name(tmp_path):
+    # a plain file named .gz was refused whole ("Not a gzipped file"), and a gzip file named
+    # .jsonl was read as text: every line of compressed bytes a malformed line
+    text = "\n".join(_launch_line(f"2019-03-04T10:0{i}:00+00:00") for i in range(4)) + "\n"
+    plain_as_gz = tmp_path / "plain.jsonl.gz"
+    plain_as_gz.write_text(text)
+    gz_as_plain = tmp_path / "events-2019-03-04.jsonl"  # named for its day: checked against it
+    gz_as_plain.write_bytes(gzip.compress(text.encode()))
+    for trace in (plain_as_gz, gz_as_plain):
+        errors = TraceErrors()
+        launches = read_launches([trace], errors)
+        assert (errors.count, errors.first) == (0, [])
+        assert [a.t for a in launches] == [36000.0 + 60 * i for i in range(4)]
+    # a directory picks files by name (.jsonl, .jsonl.gz) and reads each by its content
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    (folder / "a.jsonl.gz").write_text(text)
+    (folder / "b.jsonl").write_bytes(gzip.compress(text.encode()))
+    (folder / "c.json").write_text(text)  # not picked: its name
+    errors = TraceErrors()
+    launches = read_launches([folder], errors)
+    assert len(launches) == 8 and errors.count == 0
+    assert launches[-1].t == 86400 + 36180.0  # b.jsonl replayed after a.jsonl.gz: 2 files, no c
+
+
+def test_a_misnamed_trace_runs_through_the_command(tmp_path):
+    text = "\n".join(_launch_line(f"2019-03-04T10:0{i}:00+00:00") for i in range(4)) + "\n"
+    plain_as_gz, gz_as_plain = tmp_path / "a.jsonl.gz", tmp_path / "b.jsonl"
+    plain_as_gz.write_text(text)
+    gz_as_plain.write_bytes(gzip.compress(text.encode()))
+    result = run_json(tmp_path, "--trace", str(plain_as_gz), str(gz_as_plain), "--policies", "z2jh")
+    assert "malformed_trace_lines" not in result
+    assert result["results"][0]["pods_scheduled"] > 0
+
+
+def test_a_broken_or_foreign_trace_file_is_one_error(tmp_path):
+    import bz2
+    import lzma
+
+    text = "\n".join(_launch_line(f"2019-03-04T10:{i:02d}:00+00:00") for i in range(40)) + "\n"
+    truncated = tmp_path / "cut.jsonl"  # gzip, named as text, cut short
+    truncated.write_bytes(gzip.compress(text.encode())[:-40])
+    junk = tmp_path / "junk.jsonl.gz"  # neither gzip nor text: lines of bytes with NULs
+    junk.write_bytes(bytes(range(256)) * 40)
+    xz, bz = tmp_path / "x.jsonl.gz", tmp_path / "b.jsonl"
+    xz.write_bytes(lzma.compress(text.encode()))
+    bz.write_bytes(bz2.compress(text.encode()))
+    errors = TraceErrors()
+    launches = read_launches([truncated], errors)
+    assert 0 < len(launches) < 40 and errors.count == 1
+    assert errors.first[0].startswith(f"{truncated}:{len(launches) + 1}: the file ends mid-stream")
+    for path, why in (
+        (junk, "binary data, not JSON lines (a NUL byte in line 1)"),
+        (xz, "xz-compressed; only gzip and plain text are read"),
+        (bz, "bzip2-compressed; only gzip and plain text are read"),
+    ):
+        errors = TraceErrors()
+        assert read_launches([path], errors) == []
+        assert errors.first == [f"{path}: cannot read file: {why}"]

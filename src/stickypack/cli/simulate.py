@@ -29,7 +29,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     src = sim.add_mutually_exclusive_group(required=True)
     src.add_argument("--scenario", metavar="NAME", help="dask-burst, dask-adapt or binder-day")
     src.add_argument(
-        "--trace", nargs="+", metavar="PATH", help="launch-event files (.jsonl, .jsonl.gz) or directories"
+        "--trace",
+        nargs="+",
+        metavar="PATH",
+        help="launch-event files (JSON lines, plain or gzip) or directories of .jsonl[.gz] files",
     )
     sim.add_argument(
         "--policies",

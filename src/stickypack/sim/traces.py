@@ -1,8 +1,9 @@
 """Reading mybinder.org launch-event archives (``events-YYYY-MM-DD.jsonl[.gz]``).
 
 One JSON object a line: ``timestamp`` (ISO 8601, rounded down to the minute), ``provider``,
-``spec`` and more. A line that cannot be read is counted and reported (file and line of
-the first few), never fatal.
+``spec`` and more; a file is gzip-compressed or plain, told by its first bytes, not its name.
+A line that cannot be read is counted and reported (file and line of the first few), never
+fatal.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import re
 import reprlib
 import zlib
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -82,16 +84,43 @@ def repo_url(provider: str, spec: str) -> str:
     return f"{provider.lower()}:{unquote(head)}"
 
 
-def _open(path: Path) -> Iterable[bytes]:
-    if path.suffix == ".gz":
-        return gzip.open(path, "rb")
-    return path.open("rb")
+#: The gzip format's first two bytes (RFC 1952): how a trace file is told to be gzip.
+GZIP_MAGIC = b"\x1f\x8b"
+#: Other compressed formats a trace may come in by mistake, by their first bytes: named in
+#: the error, rather than each of their lines reported as malformed.
+_FOREIGN_MAGIC = {
+    b"BZh": "bzip2",
+    b"\xfd7zXZ\x00": "xz",
+    b"\x28\xb5\x2f\xfd": "zstd",
+    b"PK\x03\x04": "zip",
+}
+
+
+class _NotATrace(ValueError):
+    """A file whose first bytes show it holds no JSON lines (another compression format)."""
+
+
+@contextmanager
+def _open(path: Path) -> Iterator[Iterable[bytes]]:
+    """``path``'s lines as bytes, decompressed when it starts with the gzip magic bytes,
+    whatever its name. Peeked, not read twice, so a pipe (``<(zcat ...)``) works too."""
+    with path.open("rb") as raw:
+        head = raw.peek(6)[:6]
+        if head.startswith(GZIP_MAGIC):
+            with gzip.GzipFile(fileobj=raw, mode="rb") as unzipped:
+                yield unzipped
+            return
+        for magic, name in _FOREIGN_MAGIC.items():
+            if head.startswith(magic) and (name != "bzip2" or head[3:4].isdigit()):
+                raise _NotATrace(f"{name}-compressed; only gzip and plain text are read")
+        yield raw
 
 
 def trace_files(paths: Iterable[str | Path]) -> list[Path]:
     """Expand directories to their trace files, sorted: the archive's ``events-*.jsonl[.gz]``
     files when the directory has any (so an ``index.jsonl`` beside them is not read as
-    events), else every ``.jsonl``/``.jsonl.gz`` file. Files named directly are taken as is."""
+    events), else every ``.jsonl``/``.jsonl.gz`` file. Files named directly are taken as is.
+    (Picked by name; each is then read as gzip or text by its content.)"""
     out: list[Path] = []
     for raw in paths:
         path = Path(raw)
@@ -185,9 +214,12 @@ def _read_file(path: Path, errors: TraceErrors) -> Iterator[tuple[float, str, in
     lineno = 0
     blank = 0
     try:
-        handle = _open(path)
-        with handle as lines:  # type: ignore[attr-defined]
+        with _open(path) as lines:
             for lineno, line in enumerate(lines, 1):
+                if lineno == 1 and b"\0" in line:  # no text: one error, not one a line
+                    why = "binary data, not JSON lines (a NUL byte in line 1)"
+                    errors.add(str(path), f"cannot read file: {why}")
+                    return
                 if not line.strip():
                     blank += 1
                     continue
@@ -199,6 +231,9 @@ def _read_file(path: Path, errors: TraceErrors) -> Iterator[tuple[float, str, in
                     errors.add(where, f"timestamp {_iso(parsed[0])} is not on the file's day {day_name}")
                     continue
                 yield parsed[0], parsed[1], lineno
+    except _NotATrace as exc:
+        errors.add(str(path), f"cannot read file: {exc}")
+        return
     except (OSError, EOFError, zlib.error) as exc:  # zlib.error: a corrupt gzip stream
         if lineno == 0 and not isinstance(exc, EOFError):
             errors.add(str(path), f"cannot read file: {exc}")
