@@ -107,6 +107,30 @@ def test_bad_seeds_are_clear_errors(args, message, capsys):
     assert message in err and "Traceback" not in err
 
 
+@pytest.mark.parametrize(
+    ("policies", "message"),
+    [
+        # an empty list once meant the default four, and empty items were dropped unsaid
+        ("", "--policies names no policy"),
+        (" , ", "--policies names no policy"),
+        ("default,,z2jh", "--policies 'default,,z2jh': item 2 is empty"),
+        ("z2jh,", "--policies 'z2jh,': item 2 is empty"),
+        (",default", "--policies ',default': item 1 is empty"),
+    ],
+)
+def test_an_empty_policy_list_or_item_is_an_error(policies, message, tmp_path, capsys):
+    mine = tmp_path / "mine.yaml"
+    mine.write_text("name: mine\nprofiles: [{name: a, filters: [], score: []}]\n")
+    out = tmp_path / "out" / "r.json"
+    for extra in ([], ["--policy-file", str(mine)]):  # with a policy file of one's own too
+        argv = ["simulate", "--scenario", "dask-adapt", "--policies", policies, *extra]
+        assert main([*argv, "--quiet", "--json", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+        assert "valid: default, z2jh, binderhub, stickypack, oracle" in err
+        assert not out.parent.exists()  # refused before the run
+
+
 def test_same_seed_same_bytes(tmp_path):
     a, b = tmp_path / "a.json", tmp_path / "b.json"
     for out in (a, b):

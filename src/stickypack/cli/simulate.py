@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from rich.console import Console
@@ -135,11 +135,10 @@ def _run_simulate(args: argparse.Namespace, console: Console) -> int:
     if args.seed is not None and args.seed < 0:
         raise UsageError(f"--seed must be >= 0 (numpy seeds are non-negative), got {args.seed}")
     seeds = parse_seeds(args.seeds) if args.seeds is not None else [args.seed or 0]
-    names = (
-        [n.strip() for n in args.policies.split(",") if n.strip()]
-        if args.policies
-        else ([] if args.policy_file else list(DEFAULT_COMPARISON))
-    )
+    if args.policies is None:
+        names = [] if args.policy_file else list(DEFAULT_COMPARISON)
+    else:
+        names = parse_policy_names(args.policies, BUILTIN)
     unknown = [n for n in names if n not in BUILTIN]
     if unknown:
         raise UsageError(f"unknown policy {', '.join(map(repr, unknown))}; valid: {', '.join(BUILTIN)}")
@@ -150,8 +149,6 @@ def _run_simulate(args: argparse.Namespace, console: Console) -> int:
         policies = [load_builtin(n) for n in names] + [load_policy_file(f, plugins) for f in args.policy_file]
     except PolicyError as exc:
         raise UsageError(str(exc)) from None
-    if not policies:
-        raise UsageError(f"--policies names no policy; valid: {', '.join(BUILTIN)}")
     seen: set[str] = set()
     for policy in policies:  # results, plots and progress are keyed by name
         if policy.name in seen:
@@ -270,6 +267,20 @@ def _run_simulate(args: argparse.Namespace, console: Console) -> int:
         for path in paths:
             console.print(f"plot: {escape(str(path))}")
     return 0
+
+
+def parse_policy_names(spec: str, valid: Sequence[str]) -> list[str]:
+    """``--policies``: comma-separated policy names, spaces around them dropped. An empty
+    list (``''``) or an empty item (``a,,b``, ``a,``) is a :class:`UsageError` listing
+    ``valid``: a list written by a script whose variable came out empty must not silently
+    mean the default policies, or fewer policies than it names."""
+    names = [name.strip() for name in spec.split(",")]
+    if not any(names):
+        raise UsageError(f"--policies names no policy; valid: {', '.join(valid)}")
+    empty = next((i for i, name in enumerate(names, 1) if not name), None)
+    if empty is not None:
+        raise UsageError(f"--policies {spec!r}: item {empty} is empty; valid: {', '.join(valid)}")
+    return names
 
 
 def parse_seeds(spec: str) -> list[int]:
