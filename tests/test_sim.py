@@ -1481,3 +1481,56 @@ def test_a_broken_or_foreign_trace_file_is_one_error(tmp_path):
         errors = TraceErrors()
         assert read_launches([path], errors) == []
         assert errors.first == [f"{path}: cannot read file: {why}"]
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_each_run_reports_its_progress_while_it_runs(jobs, monkeypatch):
+    """With workers (``--jobs`` above 1) a policy's bar once filled only when its run was
+    over and the runs listed before it too: the workers sent no progress. Here each run,
+    after its first report, waits until the parent has seen it, which it never would if the
+    reports came with the results; and the results are those of a run without progress."""
+    import multiprocessing
+
+    from stickypack.policies import load_builtin
+    from stickypack.sim import runner
+    from stickypack.sim.workloads import dask_adapt
+
+    names = ["z2jh", "stickypack"]
+    seen = {name: multiprocessing.get_context("fork").Event() for name in names}  # shared by fork
+    wait_s = 120.0  # a deadlock guard, not a timing: the parent answers in well under a second
+
+    class Gated(runner.Simulation):
+        def run(self) -> runner.RunResult:
+            report, name = self.progress, self.policy.name
+            if report is not None:
+
+                def gated(fraction: float) -> None:
+                    report(fraction)
+                    if fraction < 1.0 and not seen[name].wait(wait_s):
+                        raise RuntimeError(f"{name}: the parent never saw this run's progress")
+
+                self.progress = gated
+            return super().run()
+
+    calls: list[tuple[str, float]] = []
+
+    def progress(name: str, fraction: float) -> None:
+        calls.append((name, fraction))
+        if fraction < 1.0:
+            seen[name].set()
+
+    monkeypatch.setattr(runner, "Simulation", Gated)
+    policies = [load_builtin(name) for name in names]
+    followed = runner.compare(lambda: dask_adapt(0), policies, seed=0, progress=progress, jobs=jobs)
+    monkeypatch.undo()
+    for name in names:
+        fractions = [f for n, f in calls if n == name]
+        assert len(fractions) > 2 and fractions[0] < 1.0 and fractions[-1] == 1.0, fractions
+        assert fractions == sorted(fractions)  # never backwards
+    quiet = runner.compare(lambda: dask_adapt(0), policies, seed=0, jobs=1)
+
+    def metrics(cmp: Comparison) -> list[dict]:
+        return [{k: v for k, v in run.metrics.items() if k != "wall_s"} for run in cmp.runs]
+
+    assert [run.policy for run in followed.runs] == names
+    assert metrics(followed) == metrics(quiet)

@@ -1,7 +1,8 @@
 """Compare policies on one workload: the simulator's front door.
 
 Policies run in parallel worker processes (one per core by default): each run is
-independent and seeded, so the results are the same as a sequential run's.
+independent and seeded, so the results are the same as a sequential run's. Asked for
+progress, the workers send it through a queue as they run, which the parent passes on.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ import multiprocessing
 import os
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from multiprocessing.queues import SimpleQueue
 
 from stickypack.core.framework import Profile
 from stickypack.core.policy import Policy
@@ -23,12 +25,34 @@ from stickypack.sim.workloads import Workload
 # What forked workers read: set just before the pool starts (fork copies it), so closures
 # and policies need not be pickled.
 _JOB: dict[str, object] = {}
+#: How often (seconds) the parent looks for the workers' progress while they run.
+PROGRESS_POLL_S = 0.1
+#: A worker reports its run's progress when it has grown this much (a bar's percent): at
+#: most 101 reports of 29 bytes a run, so the queue's pipe (64 KiB on Linux) holds some twenty
+#: runs' reports, and a worker does not wait on a parent that stopped reading on an error.
+PROGRESS_STEP = 0.01
+
+
+class _Reporter:
+    """A worker's progress callback: ``(index, fraction)`` into the queue, a step at a time.
+    ``put`` writes to the pipe before it returns (no feeder thread), so all of a run's reports
+    are there before its result is."""
+
+    def __init__(self, index: int, reports: SimpleQueue[tuple[int, float]]) -> None:
+        self.index, self.reports, self.last = index, reports, -1.0
+
+    def __call__(self, fraction: float) -> None:
+        if fraction >= self.last + PROGRESS_STEP:
+            self.last = fraction
+            self.reports.put((self.index, fraction))
 
 
 def _run_one(index: int) -> RunResult:
     policies: Sequence[Policy] = _JOB["policies"]  # type: ignore[assignment]
     factory: Callable[[], Workload] = _JOB["factory"]  # type: ignore[assignment]
-    return _simulate(policies[index], factory(), **_JOB["options"])  # type: ignore[arg-type]
+    reports: SimpleQueue[tuple[int, float]] | None = _JOB["reports"]  # type: ignore[assignment]
+    report = _Reporter(index, reports) if reports is not None else None
+    return _simulate(policies[index], factory(), progress=report, **_JOB["options"])  # type: ignore[arg-type]
 
 
 def _simulate(policy: Policy, workload: Workload, **options: object) -> RunResult:
@@ -67,7 +91,9 @@ def compare(
     """Run every policy on a fresh copy of the workload (pods are mutable) with one seed.
 
     ``jobs``: worker processes (default: one per core, at most one per policy; 1 runs in
-    this process and reports progress as it goes).
+    this process). ``progress(policy name, fraction done)`` is called in this process as each
+    run goes on (from the workers through a queue), and with 1.0 once it is over; without it
+    the workers send nothing.
     """
     first = workload_factory()
     cmp = Comparison(first.name, seed, load_scale)
@@ -80,19 +106,46 @@ def compare(
             result = _simulate(policy, workload, progress=report, **options)
             cmp.runs.append(PolicyRun(policy.name, result.metrics, result.series))
         return cmp
-    _JOB.update(policies=policies, factory=workload_factory, options=options)
+    fork = multiprocessing.get_context("fork")
+    reports: SimpleQueue[tuple[int, float]] | None = fork.SimpleQueue() if progress is not None else None
+    _JOB.update(policies=policies, factory=workload_factory, options=options, reports=reports)
     try:
-        with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as pool:
+        with ProcessPoolExecutor(jobs, mp_context=fork) as pool:
             # Costliest first, as a list scheduler should, so the longest run does not start
             # last; results are still reported in the order asked.
             order = sorted(range(len(policies)), key=lambda i: -placement_cost(policies[i]))
             submitted = {i: pool.submit(_run_one, i) for i in order}
             futures = [submitted[i] for i in range(len(policies))]
+            if progress is not None and reports is not None:
+                _follow(futures, reports, [p.name for p in policies], progress)
             for policy, future in zip(policies, futures, strict=True):
                 result = future.result()
-                if progress is not None:
-                    progress(policy.name, 1.0)
                 cmp.runs.append(PolicyRun(policy.name, result.metrics, result.series))
     finally:
         _JOB.clear()
+        if reports is not None:
+            reports.close()
     return cmp
+
+
+def _follow(
+    futures: Sequence[Future[RunResult]],
+    reports: SimpleQueue[tuple[int, float]],
+    names: Sequence[str],
+    progress: Callable[[str, float], None],
+) -> None:
+    """Pass the workers' reports on to ``progress`` as they come, and 1.0 for each run as it
+    ends, until every run has ended (or one has failed: its error is the caller's to raise)."""
+    pending = set(range(len(futures)))
+    while pending:
+        wait([futures[i] for i in pending], timeout=PROGRESS_POLL_S, return_when=FIRST_COMPLETED)
+        ended = {i for i in pending if futures[i].done()}  # before reading: their reports are in
+        while not reports.empty():
+            index, fraction = reports.get()
+            if index in pending:  # a late report would move a full bar back
+                progress(names[index], fraction)
+        for i in sorted(ended):
+            if futures[i].exception() is not None:
+                return
+            pending.discard(i)
+            progress(names[i], 1.0)
