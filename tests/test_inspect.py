@@ -183,7 +183,9 @@ def test_node_report_verdicts() -> None:
     )
     (report,) = (r for r in node_report(table, pods) if r.node == "removable")
     assert report.scale_down_disabled and report.verdict(0.5) == "disabled"
-    assert report.verdict(0.1) == "busy"
+    # over the threshold too: the autoscaler reads the annotation before the utilization
+    # (eligibility.go, unremovableReasonAndNodeUtilization), so it logs the annotation
+    assert report.verdict(0.1) == "disabled"
 
 
 def test_a_node_without_cpu_or_memory_allocatable_cannot_be_weighed() -> None:
@@ -385,6 +387,44 @@ def test_inspect_nodes_on_a_real_cluster(cluster: ControlPlane, capsys: pytest.C
         in out
     )
     assert re.search(r"\bcandidate 7m\b", out)  # the autoscaler found it unneeded 7 minutes ago
+
+
+@pytest.mark.controlplane
+def test_inspect_names_scale_down_disabled_before_busy(
+    cluster: ControlPlane, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """On the real API server: a node over the threshold that carries
+    ``scale-down-disabled: "true"`` is reported ``disabled``, not ``busy``: the autoscaler's
+    ``Checker.unremovableReasonAndNodeUtilization`` (core/scaledown/eligibility/eligibility.go)
+    returns ``ScaleDownDisabledAnnotation`` before it computes the utilization, so that is the
+    reason it logs. The same node without the annotation is ``busy``."""
+    for node in ("busy", "busy-disabled", "quiet-disabled"):
+        cluster.create_node(node, cpu="4", memory="16Gi")
+    _bind(cluster, "jupyter-alice", "busy", "3", "2Gi")
+    _bind(cluster, "jupyter-bob", "busy-disabled", "3", "2Gi")
+    _bind(cluster, "jupyter-carol", "quiet-disabled", "500m", "1Gi")
+    disabled = {"cluster-autoscaler.kubernetes.io/scale-down-disabled": "true"}
+    for node in ("busy-disabled", "quiet-disabled"):
+        cluster.call(
+            lambda api, node=node: client.CoreV1Api(api).patch_node(
+                node, {"metadata": {"annotations": disabled}}
+            )
+        )
+    argv = ["inspect", "--kubeconfig", str(cluster.kubeconfig)]
+    assert main([*argv, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    nodes = {n["node"]: n for n in report["nodes"]}
+    assert {n: v["verdict"] for n, v in nodes.items()} == {
+        "busy": "busy",
+        "busy-disabled": "disabled",
+        "quiet-disabled": "disabled",
+    }
+    assert nodes["busy-disabled"]["cpu"] == pytest.approx(0.75)  # over 0.5 all the same
+    assert nodes["busy-disabled"]["scale_down_disabled"]
+    assert (report["summary"]["busy"], report["summary"]["disabled"]) == (1, 2)
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "3 nodes: 1 busy," in out and "2 with scale-down disabled" in out
 
 
 def test_the_autoscalers_taint_times_are_read_as_it_reads_them() -> None:

@@ -414,20 +414,23 @@ class NodeReport:
     utilization_error: str | None = None
 
     def verdict(self, threshold: float, gpu_threshold: float = GPU_UTILIZATION_THRESHOLD) -> str:
-        """``incomplete`` (:attr:`dra_error` or :attr:`utilization_error`: the autoscaler
-        cannot weigh the node and keeps it; ``disabled`` if the node opts out, which the
-        autoscaler checks first), else
-        ``busy`` (utilization over ``threshold``, or for a GPU node ``gpu_threshold``: a
-        node exactly at it is underutilized to cluster-autoscaler 1.36+, which compares
-        "at or below"; earlier versions took it as busy), else ``disabled`` (the node opts
-        out of scale-down), ``pinned`` (held by pods, :func:`pins_node`), ``empty`` (no pods
-        but DaemonSet, mirror and expendable pods) or ``removable`` (nothing pins it)."""
-        if self.dra_error is not None or self.utilization_error is not None:
-            return "disabled" if self.scale_down_disabled else "incomplete"
-        if self.utilization > (threshold if self.gpu is None else gpu_threshold):
-            return "busy"
+        """In the order of the autoscaler's ``Checker.unremovableReasonAndNodeUtilization``
+        (``core/scaledown/eligibility/eligibility.go``), whose first reason is the one it
+        logs: ``disabled`` (the node opts out of scale-down: its
+        ``ScaleDownDisabledAnnotation``, checked before the utilization is computed, so a
+        busy node that opts out is ``disabled`` too), else ``incomplete``
+        (:attr:`dra_error` or :attr:`utilization_error`: the autoscaler cannot weigh the
+        node and keeps it), else ``busy`` (utilization over ``threshold``, or for a GPU node
+        ``gpu_threshold``: a node exactly at it is underutilized to cluster-autoscaler
+        1.35+, 1.34.3+, 1.33.4+ and 1.32.6+, which compare "at or below"; earlier versions
+        took it as busy), else ``pinned`` (held by pods, :func:`pins_node`), ``empty`` (no
+        pods but DaemonSet, mirror and expendable pods) or ``removable`` (nothing pins it)."""
         if self.scale_down_disabled:
             return "disabled"
+        if self.dra_error is not None or self.utilization_error is not None:
+            return "incomplete"
+        if self.utilization > (threshold if self.gpu is None else gpu_threshold):
+            return "busy"
         if self.pinning:  # a DaemonSet pod whose DaemonSet is gone pins an otherwise empty node
             return "pinned"
         left_out = self.daemon_pods + self.expendable_pods + self.terminating_pods
