@@ -427,6 +427,52 @@ def test_inspect_names_scale_down_disabled_before_busy(
     assert "3 nodes: 1 busy," in out and "2 with scale-down disabled" in out
 
 
+@pytest.mark.controlplane
+def test_inspect_threshold_zero_takes_only_nodes_at_zero_utilization(
+    cluster: ControlPlane, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """On the real API server, ``--threshold 0``: the autoscaler's flags take a
+    ``--scale-down-utilization-threshold`` of 0 (config/flags/flags.go checks no range), and
+    since cluster-autoscaler 1.35.0 (1.34.3, 1.33.4, 1.32.6) its
+    ``Checker.isNodeAtOrBelowUtilizationThreshold`` keeps a node only when its utilization is
+    over the threshold, so at 0 a node is a candidate only at utilization 0: nothing on it
+    requests cpu or memory, DaemonSet pods counted unless ``--ignore-daemonsets-utilization``
+    (its test "only daemonsets pods on this nodes"). A node whose replicated pod requests
+    nothing is one too, and goes if that pod fits elsewhere."""
+    for node in ("busy", "idle", "agents", "web", "sleepy"):
+        cluster.create_node(node, cpu="4", memory="16Gi")
+    _bind(cluster, "jupyter-alice", "busy", "3", "2Gi")
+    _bind(cluster, "log-agent", "agents", "100m", "100Mi", owner="DaemonSet")
+    _bind(cluster, "web-1", "web", "500m", "1Gi", owner="ReplicaSet")
+    _bind(cluster, "sleepy-1", "sleepy", "0", "0", owner="ReplicaSet")
+    argv = ["inspect", "--kubeconfig", str(cluster.kubeconfig), "--json"]
+
+    def verdicts(*extra: str) -> dict[str, str]:
+        assert main([*argv, *extra]) == 0
+        report = json.loads(capsys.readouterr().out)
+        assert report["threshold"] == (float(extra[1]) if extra[:1] == ("--threshold",) else 0.5)
+        return {n["node"]: n["verdict"] for n in report["nodes"]}
+
+    assert verdicts() == {
+        "busy": "busy",
+        "idle": "empty",
+        "agents": "empty",
+        "web": "removable",
+        "sleepy": "removable",
+    }
+    assert verdicts("--threshold", "0") == {
+        "busy": "busy",
+        "idle": "empty",
+        "agents": "busy",  # its DaemonSet pod's 100m count
+        "web": "busy",
+        "sleepy": "removable",  # at 0: its pod requests nothing
+    }
+    assert verdicts("--threshold", "0", "--ignore-daemonsets-utilization")["agents"] == "empty"
+    assert main(["inspect", "--kubeconfig", str(cluster.kubeconfig), "--threshold", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "(threshold 0)" in out and "5 nodes: 3 busy," in out
+
+
 def test_the_autoscalers_taint_times_are_read_as_it_reads_them() -> None:
     """A taint's value is Unix seconds as the autoscaler writes it; what its ``GetTaintTime``
     (Go's ``strconv.ParseInt(value, 10, 64)``) refuses is no time."""
@@ -821,8 +867,10 @@ def test_inspect_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFix
     for argv, message, status in [
         (["--pod", str(not_pod)], "not a Pod", 2),
         (["--pod", str(broken)], str(broken), 2),
-        (["--threshold", "0"], "--threshold must be in (0, 1]", 2),
-        (["--threshold", "nan"], "--threshold must be in (0, 1]", 2),
+        (["--threshold", "-0.1"], "--threshold must be in [0, 1], got -0.1", 2),
+        (["--threshold", "1.01"], "--threshold must be in [0, 1], got 1.01", 2),
+        (["--threshold", "nan"], "--threshold must be in [0, 1], got nan", 2),
+        (["--gpu-threshold", "-1"], "--gpu-threshold must be in [0, 1], got -1", 2),
         ([*missing_kubeconfig], f"kubeconfig {tmp_path / 'nope'}: not found", 2),
         (
             ["--pod", str(not_pod), "--system-pods-move", "--expendable-pods-priority-cutoff", "0"],
@@ -831,12 +879,18 @@ def test_inspect_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFix
         ),
         (["--pod", str(not_pod), "--min-replica-count", "2"], "--min-replica-count: for the node report", 2),
         (["--gpu-label", "not a key"], "--gpu-label: 'not a key' is not a label key", 2),
-        (["--gpu-threshold", "1.5"], "--gpu-threshold must be in (0, 1], got 1.5", 2),
+        (["--gpu-threshold", "1.5"], "--gpu-threshold must be in [0, 1], got 1.5", 2),
         (["--node-group-label", "a b"], "--node-group-label: 'a b' is not a label key", 2),
         (["--pod", str(not_pod), "--cores-total", "1:2"], "--cores-total: for the node report", 2),
         # the thresholds serve --pod too (ScaleDownAware's): taken, the cluster is then read
         (
             ["--pod", str(good_pod), "--threshold", "0.3", "--gpu-threshold", "0.3", *missing_kubeconfig],
+            f"kubeconfig {tmp_path / 'nope'}: not found",
+            2,
+        ),
+        # 0, as the autoscaler takes it (a node is a candidate only at utilization 0)
+        (
+            ["--threshold", "0", "--gpu-threshold", "0", *missing_kubeconfig],
             f"kubeconfig {tmp_path / 'nope'}: not found",
             2,
         ),
@@ -2082,7 +2136,7 @@ def test_inspect_weighs_gpu_nodes_by_their_gpus(
     assert main([*argv, "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     nodes = {n["node"]: n for n in report["nodes"]}
-    # 0.5 is at the threshold: underutilized to cluster-autoscaler 1.36+, so its bare pod pins it
+    # 0.5 is at the threshold: underutilized to cluster-autoscaler 1.35+, so its bare pod pins it
     assert (nodes["gpu-amd"]["gpu"], nodes["gpu-amd"]["verdict"]) == (0.5, "pinned")
     assert (nodes["gpu-a"]["cpu"], nodes["gpu-a"]["gpu"], nodes["gpu-a"]["verdict"]) == (0.75, 0.25, "pinned")
     assert (nodes["gpu-b"]["gpu"], nodes["gpu-b"]["utilization"], nodes["gpu-b"]["verdict"]) == (

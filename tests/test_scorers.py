@@ -499,7 +499,7 @@ def test_scale_down_aware_memo_tells_gpu_requests_and_thresholds_apart():
         got = kept.score(notebook, t, idx, ctx).tolist()
         assert got == ScaleDownAware().score(notebook, t, idx, ctx).tolist(), (gpus, threshold)
         seen.append(got[0])
-    # 2 of 4 GPUs at 0.5 is at the threshold: underutilized to cluster-autoscaler 1.36+ (20)
+    # 2 of 4 GPUs at 0.5 is at the threshold: underutilized to cluster-autoscaler 1.35+ (20)
     assert seen == [10, 20, 16, 100, 16, 10, 100]
 
 

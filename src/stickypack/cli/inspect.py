@@ -66,7 +66,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--threshold",
         type=float,
         default=None,
-        help="the autoscaler's scale-down utilization threshold (default 0.5, or the config's)",
+        help="the autoscaler's --scale-down-utilization-threshold, 0 to 1 (default 0.5, or the "
+        "config's); 0: only nodes at utilization 0 are candidates, as in cluster-autoscaler 1.35+",
     )
     insp.add_argument(
         "--local-storage-moves",
@@ -116,8 +117,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         type=float,
         default=None,
         metavar="X",
-        help="your autoscaler's --scale-down-gpu-utilization-threshold, for GPU nodes (default 0.5, "
-        "or the config's)",
+        help="your autoscaler's --scale-down-gpu-utilization-threshold, for GPU nodes, 0 to 1 "
+        "(default 0.5, or the config's)",
     )
     insp.add_argument(
         "--gpu-label",
@@ -238,9 +239,13 @@ def _inspect(args: argparse.Namespace, console: Console) -> int:
         for key in keys:
             if not LABEL_KEY.fullmatch(key):
                 raise UsageError(f"{flag}: {key!r} is not a label key")
+    # 0 as the autoscaler takes it (it checks no range): since 1.35.0 (1.34.3, 1.33.4, 1.32.6)
+    # a node over the threshold is kept, so at 0 only nodes at utilization 0 are candidates
+    # (before, it kept a node at or over it: at 0 every node). Under 0 no node would be a
+    # candidate, over 1 every node not overcommitted: refused as the mistakes they are
     for flag, value in (("--threshold", threshold), ("--gpu-threshold", args.gpu_threshold)):
-        if value is not None and not (math.isfinite(value) and 0 < value <= 1):
-            raise UsageError(f"{flag} must be in (0, 1], got {value}")
+        if value is not None and not (math.isfinite(value) and 0 <= value <= 1):
+            raise UsageError(f"{flag} must be in [0, 1], got {value:g}")
     node_report_only = [
         flag
         for flag, given in (

@@ -210,7 +210,8 @@ class ScaleDownAware(ScorePlugin):
     """Keep pods off nodes the autoscaler wants to remove, so they can empty.
 
     A node that would stay at or under the autoscaler's utilization threshold (cluster-autoscaler
-    1.36+ compares "at or below"; earlier versions "below") even with the pod
+    1.35.0+, 1.34.3+, 1.33.4+ and 1.32.6+ compare "at or below"; earlier versions "below") even
+    with the pod
     (max of cpu and memory requests over allocatable; for a GPU node its GPU requests over
     allocatable, at the GPU threshold; a node with a GPU label of ``ctx.gpu_labels`` but no
     GPU allocatable yet, 0; with ``ctx.dra``, a node with node-local ResourceSlices by its
