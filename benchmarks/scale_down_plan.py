@@ -2,6 +2,7 @@
 
     python benchmarks/scale_down_plan.py [--nodes 1000] [--pods-per-node 20] [--seed 0] [--node-selector]
         [--anti-affinity] [--zone-affinity] [--spread] [--volumes] [--host-port] [--dra] [--budgets]
+        [--digest]
 
 Builds a node table of ``--nodes`` nodes (8 cpus, 32 GiB) with ``--pods-per-node`` pods on
 each on average, half the nodes busy (bare user pods, pinned) and half quiet (a few
@@ -35,12 +36,17 @@ of 50 Deployments (an ``app`` label), each with a PodDisruptionBudget allowing 2
 disruptions, so the plan spends them node by node and, once they are spent, holds the
 later candidates whose pods they cover. Prints both
 times, how many quiet nodes the plan finds removable and how many have no room, and ends
-with ``ratio: X`` (plan / node report).
+with ``ratio: X`` (plan / node report). ``--digest``: then a ``digest:`` line, a SHA-256 of
+the node report and the plan (every field), to tell that two versions of the code give the
+same answers on a cluster shape (run this file from each checkout).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import hashlib
+import json
 import random
 import sys
 import time
@@ -77,6 +83,7 @@ def main() -> None:
     parser.add_argument("--host-port", action="store_true")
     parser.add_argument("--dra", action="store_true")
     parser.add_argument("--budgets", action="store_true")
+    parser.add_argument("--digest", action="store_true")
     args = parser.parse_args()
     rng = random.Random(args.seed)
     table = NodeTable()
@@ -199,6 +206,10 @@ def main() -> None:
     found = f"{len(plan.removable)} removable, {len(plan.no_room)} no room{held}"
     print(f"scale-down plan: {plan_s:.3f} s ({found})")
     print(f"ratio: {plan_s / report_s:.2f}")
+    if args.digest:
+        answers = ([dataclasses.asdict(r) for r in reports], dataclasses.asdict(plan))
+        text = json.dumps(answers, sort_keys=True, default=repr)
+        print(f"digest: {hashlib.sha256(text.encode()).hexdigest()}")
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import random
 import re
 import time
 import uuid
@@ -21,11 +22,13 @@ from stickypack.cli import main
 from stickypack.core import Taint
 from stickypack.core.drain import plan_scale_down
 from stickypack.core.explain import (
+    BudgetIndex,
     DisruptionBudget,
     ScaleDownRules,
     explain_placement,
     node_report,
     pin_reason,
+    pin_reason_with,
     pins_node,
 )
 from stickypack.core.framework import SchedulingContext
@@ -1735,6 +1738,148 @@ def test_scale_down_plan_spends_disruption_budgets_node_by_node() -> None:
     assert plan(6) == (("a", "b", "c"), {})
     no_budgets = plan_scale_down(table, pods, ["a", "b", "c"], KUBE_FILTERS, ScaleDownRules(budgets=None))
     assert no_budgets.removable == ("a", "b", "c") and not no_budgets.blocked
+
+
+class _EveryBudget(BudgetIndex):
+    """The straightforward check the index stands for: every budget tested on the pod."""
+
+    def covering(self, pod: Pod) -> tuple[int, ...]:
+        return tuple(k for k, b in enumerate(self.budgets) if b.covers(pod))
+
+
+def _random_budgets_and_pods(rng: random.Random) -> tuple[tuple[DisruptionBudget, ...], list[Pod]]:
+    """Budgets of a few namespaces with selectors of every kind (none, empty, matchLabels
+    of one to three keys, expressions alone or with them), and pods of those namespaces
+    (kube-system too) with random labels, owners and annotations."""
+    from stickypack.core.labels import Requirement
+    from stickypack.core.routing import LabelSelector
+
+    namespaces = ["default", "jhub", "kube-system"]
+    keys = ["app", "tier", "app.kubernetes.io/name", "release"]
+    values = ["x", "y", "z", ""]
+
+    def labels(most: int) -> dict[str, str]:
+        return {k: rng.choice(values) for k in rng.sample(keys, rng.randint(0, most))}
+
+    def expressions() -> tuple[Requirement, ...]:
+        out = []
+        for _ in range(rng.randint(1, 2)):
+            op = rng.choice(["In", "NotIn", "Exists", "DoesNotExist"])
+            vals = tuple(rng.sample(values, rng.randint(1, 2))) if op in ("In", "NotIn") else ()
+            out.append(Requirement(rng.choice(keys), op, vals))
+        return tuple(out)
+
+    budgets = []
+    for b in range(rng.randint(0, 12)):
+        kind = rng.random()
+        selector = (
+            None
+            if kind < 0.1
+            else LabelSelector()
+            if kind < 0.2
+            else LabelSelector({}, expressions())
+            if kind < 0.3
+            else LabelSelector(labels(3) or {"app": "x"}, expressions() if kind < 0.45 else ())
+        )
+        budgets.append(DisruptionBudget(rng.choice(namespaces), f"pdb-{b}", selector, rng.randint(0, 3)))
+    pods = []
+    for i in range(rng.randint(1, 30)):
+        owner = rng.choice(["ReplicaSet", "ReplicaSet", "StatefulSet", None])
+        annotations = {"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"} if rng.random() < 0.1 else {}
+        pod = _pod(f"p{i}", rng.choice(["100m", "500m", "1"]), "256Mi", owner=owner, **annotations)
+        pods.append(dataclasses.replace(pod, namespace=rng.choice(namespaces), labels=labels(4)))
+    return tuple(budgets), pods
+
+
+def test_budget_index_finds_what_testing_every_budget_finds() -> None:
+    """Random budgets and pods: :class:`BudgetIndex` (by namespace, then by a label each
+    selector requires) finds the same budgets in the same order as testing every budget's
+    ``covers``, and so :func:`pin_reason` says the same."""
+    rng = random.Random(7)
+    for _ in range(400):
+        budgets, pods = _random_budgets_and_pods(rng)
+        index = BudgetIndex(budgets)
+        every = _EveryBudget(budgets)
+        rules = ScaleDownRules(budgets=budgets)
+        for pod in pods:
+            assert index.covering(pod) == every.covering(pod), (budgets, pod.namespace, pod.labels)
+            covering = [b for b in budgets if b.covers(pod)]
+            assert rules.covering(pod) == covering
+            assert pin_reason(pod, rules) == pin_reason_with(pod, rules, covering)
+
+
+def test_the_plans_budgets_spend_and_hold_as_testing_every_budget_does() -> None:
+    """Random budgets and pods, disruptions taken by random groups of pods: the plan's
+    budget keeping (``drain._Budgets``, each pod's budgets looked up once) takes and holds
+    as the straightforward way does: every budget tested on every pod, and a pod held when
+    :func:`pin_reason` with the disruptions left names a reason it did not name before, by
+    the first spent budget covering it."""
+    from stickypack.core.drain import _Budgets
+
+    def reference(rules: ScaleDownRules, taken: list[int], pods: list[Pod]) -> tuple[str, str] | None:
+        budgets = rules.budgets or ()
+        spent = [b for b, n in zip(budgets, taken, strict=True) if n and b.disruptions_allowed - n < 1]
+        left = tuple(
+            dataclasses.replace(b, disruptions_allowed=b.disruptions_allowed - n)
+            for b, n in zip(budgets, taken, strict=True)
+        )
+        now = dataclasses.replace(rules, budgets=left)
+        for pod in pods:
+            budget = next((b for b in spent if b.covers(pod)), None)
+            if budget is not None and pin_reason(pod, now) is not None and pin_reason(pod, rules) is None:
+                why = f"its disruptions ({budget.disruptions_allowed}) go to nodes removed before"
+                return pod.key, f"PodDisruptionBudget {budget.name}: {why}"
+        return None
+
+    rng = random.Random(5)
+    holds = 0
+    for _ in range(300):
+        budgets, pods = _random_budgets_and_pods(rng)
+        rules = ScaleDownRules(budgets=budgets)
+        kept = _Budgets(rules)
+        taken = [0] * len(budgets)
+        for _ in range(4):
+            group = rng.sample(pods, rng.randint(0, len(pods)))
+            held = kept.holding(group)
+            assert held == reference(rules, taken, group)
+            holds += held is not None
+            moved = rng.sample(pods, rng.randint(0, min(len(pods), 3)))
+            kept.take(moved)
+            for pod in moved:
+                for k, budget in enumerate(budgets):
+                    taken[k] += budget.covers(pod)
+            assert kept.taken == taken
+    assert holds > 20
+
+
+def test_node_report_and_plan_with_the_budget_index_as_with_every_budget_tested() -> None:
+    """Random clusters, budgets and pods: the node report and the scale-down plan (which
+    spends the budgets node by node and holds later candidates) are the same with the
+    rules' :class:`BudgetIndex` as with every budget tested on every pod."""
+    rng = random.Random(11)
+    held = 0
+    for _ in range(150):
+        budgets, pods = _random_budgets_and_pods(rng)
+        table = _table({f"n{i}": (4000, 16) for i in range(rng.randint(2, 8))})
+        names = list(table.index)
+        pods_by_node: dict[str, list[Pod]] = {}
+        for pod in pods:
+            node = rng.choice(names)
+            table.add_pod(table.index[node], pod)
+            pods_by_node.setdefault(node, []).append(pod)
+        indexed = ScaleDownRules(budgets=budgets)
+        straight = ScaleDownRules(budgets=budgets)
+        object.__setattr__(straight, "budget_index", _EveryBudget(budgets))
+        order = rng.random()  # the candidates in one random order, the same both ways
+        answers = []
+        for rules in (indexed, straight):
+            reports = node_report(table, pods_by_node, rules)
+            candidates = [r.node for r in reports if r.verdict(1.0) in ("removable", "empty")]
+            random.Random(order).shuffle(candidates)
+            answers.append((reports, plan_scale_down(table, pods_by_node, candidates, KUBE_FILTERS, rules)))
+        assert answers[0] == answers[1]
+        held += len(answers[0][1].blocked)
+    assert held > 0  # some plans held a candidate for a budget spent before it
 
 
 def test_scale_down_plan_gives_a_pod_moved_twice_its_last_node() -> None:

@@ -35,7 +35,7 @@ from stickypack.core.explain import (
     is_daemon_pod,
     is_expendable,
     is_long_terminating,
-    pin_reason,
+    pin_reason_with,
 )
 from stickypack.core.framework import FilterPlugin, SchedulingContext
 from stickypack.core.labels import Taint
@@ -296,40 +296,58 @@ def _plan(
 
 class _Budgets:
     """The PodDisruptionBudgets of ``rules`` as a scale-down loop spends them: each pod a
-    removable candidate moves takes one disruption of every budget covering it."""
+    removable candidate moves takes one disruption of every budget covering it. Which
+    budgets cover a pod is looked up once per pod (:class:`~stickypack.core.explain.BudgetIndex`)
+    and kept for the plan, whose pods do not change."""
 
     def __init__(self, rules: ScaleDownRules) -> None:
         self.rules = rules
-        self.budgets: tuple[DisruptionBudget, ...] = rules.budgets or ()
+        self.index = rules.budget_index
+        self.budgets: tuple[DisruptionBudget, ...] = self.index.budgets
         self.taken = [0] * len(self.budgets)
+        #: per pod (by identity; the pod kept so its id stays its own): its budgets' positions
+        self._covering: dict[int, tuple[Pod, tuple[int, ...]]] = {}
+
+    def covering(self, pod: Pod) -> tuple[int, ...]:
+        known = self._covering.get(id(pod))
+        if known is not None and known[0] is pod:
+            return known[1]
+        positions = self.index.covering(pod)
+        self._covering[id(pod)] = (pod, positions)
+        return positions
 
     def take(self, pods: Iterable[Pod]) -> None:
+        if not self.budgets:
+            return
         for pod in pods:
-            for k, budget in enumerate(self.budgets):
-                if budget.covers(pod):
-                    self.taken[k] += 1
+            for k in self.covering(pod):
+                self.taken[k] += 1
 
     def holding(self, pods: Iterable[Pod]) -> tuple[str, str] | None:
         """The first of ``pods`` a budget holds now that disruptions were taken (and did
         not before), and why; None when none is held (or none was taken)."""
-        spent = [
-            b for b, n in zip(self.budgets, self.taken, strict=True) if n and b.disruptions_allowed - n < 1
-        ]
+        budgets, taken = self.budgets, self.taken
+        spent = {k for k, n in enumerate(taken) if n and budgets[k].disruptions_allowed - n < 1}
         if not spent:
             return None
-        now: ScaleDownRules | None = None
         for pod in pods:
-            budget = next((b for b in spent if b.covers(pod)), None)
-            if budget is None:
+            positions = self.covering(pod)
+            first = next((k for k in positions if k in spent), None)
+            if first is None:
                 continue
-            if now is None:
-                left = tuple(
-                    dataclasses.replace(b, disruptions_allowed=b.disruptions_allowed - n) if n else b
-                    for b, n in zip(self.budgets, self.taken, strict=True)
-                )
-                now = dataclasses.replace(self.rules, budgets=left)
+            before = [budgets[k] for k in positions]
+            now = [
+                dataclasses.replace(budgets[k], disruptions_allowed=budgets[k].disruptions_allowed - taken[k])
+                if taken[k]
+                else budgets[k]
+                for k in positions
+            ]
             # held now (the budget rule reaches the pod), and not before
-            if pin_reason(pod, now) is not None and pin_reason(pod, self.rules) is None:
+            if (
+                pin_reason_with(pod, self.rules, now) is not None
+                and pin_reason_with(pod, self.rules, before) is None
+            ):
+                budget = budgets[first]
                 why = f"its disruptions ({budget.disruptions_allowed}) go to nodes removed before"
                 return pod.key, f"PodDisruptionBudget {budget.name}: {why}"
         return None

@@ -147,6 +147,66 @@ class DisruptionBudget:
         )
 
 
+class BudgetIndex:
+    """Which of ``budgets`` cover a pod (:meth:`covering`), without testing each: the
+    budgets are filed by namespace, and within a namespace each budget whose selector has
+    ``matchLabels`` under one label it requires (the key most of the namespace's budgets
+    require, the first by name among equals), so a pod is tested only against the budgets
+    its own value of such a key files, and those with no ``matchLabels`` (only expressions,
+    or an empty selector); a budget without a selector covers no pod and is never filed.
+    The same budgets, in the same order, as testing every budget's
+    :meth:`DisruptionBudget.covers`: the candidates found are tested so."""
+
+    __slots__ = ("_namespaces", "budgets")
+
+    def __init__(self, budgets: Sequence[DisruptionBudget]) -> None:
+        self.budgets = tuple(budgets)
+        by_namespace: dict[str, list[int]] = {}
+        for k, budget in enumerate(self.budgets):
+            if budget.selector is not None:
+                by_namespace.setdefault(budget.namespace, []).append(k)
+        #: per namespace: label key -> value -> positions, and the positions tested always
+        self._namespaces: dict[str, tuple[dict[str, dict[str, list[int]]], list[int]]] = {}
+        for namespace, positions in by_namespace.items():
+            required: dict[str, int] = {}
+            for k in positions:
+                for key in self._selector(k).match_labels:
+                    required[key] = required.get(key, 0) + 1
+            keyed: dict[str, dict[str, list[int]]] = {}
+            always: list[int] = []
+            for k in positions:
+                labels = self._selector(k).match_labels
+                if not labels:
+                    always.append(k)
+                    continue
+                key = min(labels, key=lambda key: (-required[key], key))
+                keyed.setdefault(key, {}).setdefault(labels[key], []).append(k)
+            self._namespaces[namespace] = (keyed, always)
+
+    def _selector(self, k: int) -> LabelSelector:
+        selector = self.budgets[k].selector
+        assert selector is not None  # only budgets with one are filed
+        return selector
+
+    def covering(self, pod: Pod) -> tuple[int, ...]:
+        """The positions in :attr:`budgets` of those that cover ``pod``, in order."""
+        filed = self._namespaces.get(pod.namespace)
+        if filed is None:
+            return ()
+        keyed, always = filed
+        labels = pod.labels
+        found = list(always)
+        for key, by_value in keyed.items():
+            value = labels.get(key)
+            if value is not None:
+                found.extend(by_value.get(value, ()))
+        if not found:
+            return ()
+        found.sort()
+        budgets = self.budgets
+        return tuple(k for k in found if budgets[k].covers(pod))
+
+
 #: Node labels by which cloud providers' autoscalers know a GPU node whose GPUs are not
 #: ready yet (GKE's and EKS's ``GPULabel``; AKS's, ``kubernetes.azure.com/accelerator``
 #: since cluster-autoscaler 1.31 and the plain ``accelerator`` before, is not assumed:
@@ -207,6 +267,17 @@ class ScaleDownRules:
     #: utilization, and taken out of its allocatable too.
     ignore_daemonsets_utilization: bool = False
     ignore_mirror_pods_utilization: bool = False
+    #: ``budgets`` indexed (:meth:`covering`), built with the rules.
+    budget_index: BudgetIndex = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "budget_index", BudgetIndex(self.budgets or ()))
+
+    def covering(self, pod: Pod) -> list[DisruptionBudget]:
+        """The budgets of ``budgets`` that cover ``pod`` (:meth:`DisruptionBudget.covers`),
+        in their order, found through :attr:`budget_index`."""
+        budgets = self.budget_index.budgets
+        return [budgets[k] for k in self.budget_index.covering(pod)]
 
     def unweighed(self, pod: Pod) -> bool:
         """Whether the autoscaler leaves ``pod``'s requests out of its node's utilization
@@ -304,6 +375,13 @@ def pin_reason(pod: Pod, rules: ScaleDownRules = ScaleDownRules()) -> str | None
     covered by a budget that allows no disruption now. An expendable pod
     (:func:`is_expendable`) and one terminating for too long (:func:`is_long_terminating`)
     never pin."""
+    return pin_reason_with(pod, rules, rules.covering(pod))
+
+
+def pin_reason_with(pod: Pod, rules: ScaleDownRules, covering: Sequence[DisruptionBudget]) -> str | None:
+    """:func:`pin_reason` given the budgets of ``rules`` that cover ``pod``, in their order
+    (:meth:`ScaleDownRules.covering`; with their disruptions as they are to be judged: the
+    scale-down plan's, once it spent some, :mod:`stickypack.core.drain`)."""
     if pod.is_mirror_pod or is_expendable(pod, rules) or is_long_terminating(pod, rules):
         return None
     controller_reason = _controller_reason(pod, rules)
@@ -312,7 +390,6 @@ def pin_reason(pod: Pod, rules: ScaleDownRules = ScaleDownRules()) -> str | None
     if is_daemon_pod(pod):
         return None
     budgets = rules.budgets
-    covering = [b for b in budgets if b.covers(pod)] if budgets is not None else []
     exhausted = [b.name for b in covering if b.disruptions_allowed < 1]
     budget_reason = f"PodDisruptionBudget {exhausted[0]} allows no disruption" if exhausted else None
     safe = pod.annotations.get(SAFE_TO_EVICT_ANNOTATION)
