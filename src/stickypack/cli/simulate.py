@@ -6,12 +6,21 @@ import argparse
 import os
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
 
 from stickypack.cli.common import UsageError
+
+if TYPE_CHECKING:  # loaded by the handlers only: `stickypack --help` imports none of them
+    from stickypack.core.policy import Policy
+    from stickypack.sim.config import SimConfig
+    from stickypack.sim.report import Comparison
+    from stickypack.sim.traces import TraceErrors
+    from stickypack.sim.workloads import Workload
 
 #: Launches are held in memory: a day at x1000 is about 17 million, several GiB.
 MAX_LOAD_SCALE = 1000.0
@@ -115,14 +124,26 @@ def _simulate(args: argparse.Namespace, console: Console) -> int:
 
 
 def _run_simulate(args: argparse.Namespace, console: Console) -> int:
-    from stickypack.core.policy import PolicyError
-    from stickypack.plugin_files import load_plugin_files
-    from stickypack.policies import BUILTIN, DEFAULT_COMPARISON, load_builtin, load_policy_file
-    from stickypack.sim.report import Comparison, SeedSweep, render_sweep_table, render_table, write_plots
-    from stickypack.sim.runner import compare
-    from stickypack.sim.traces import TraceErrors, read_launches
-    from stickypack.sim.workloads import SCENARIOS, Workload, trace_workload
+    """``simulate``, step by step: every argument and input is checked first (a
+    :class:`UsageError`, before anything is simulated or created), then the output
+    directories are created, each seed is run, and the table is printed and the files
+    written."""
+    seeds = _checked_seeds(args)
+    policies = _load_policies(args)
+    config = _load_sim_config(args)
+    workloads = (
+        _scenario_workloads(args, config) if args.scenario is not None else _trace_workloads(args, config)
+    )
+    _check_outputs(args)  # after every input is checked: a usage error leaves no directory
+    comparisons = _run_seeds(args, seeds, policies, config, workloads)
+    _report(args, comparisons, console)
+    return 0
 
+
+def _checked_seeds(args: argparse.Namespace) -> list[int]:
+    """The seeds to run (``--seeds``, else ``--seed``, else 0), once ``--load-scale``,
+    ``--jobs``, ``--seed`` and ``--seeds`` are checked, in that order: a
+    :class:`UsageError` for the first that is wrong. Reads no file."""
     if not 0 < args.load_scale <= MAX_LOAD_SCALE:
         raise UsageError(
             f"--load-scale must be > 0 and <= {MAX_LOAD_SCALE:g} (a trace day at x{MAX_LOAD_SCALE:g} is"
@@ -134,7 +155,19 @@ def _run_simulate(args: argparse.Namespace, console: Console) -> int:
         raise UsageError("give --seed or --seeds, not both")
     if args.seed is not None and args.seed < 0:
         raise UsageError(f"--seed must be >= 0 (numpy seeds are non-negative), got {args.seed}")
-    seeds = parse_seeds(args.seeds) if args.seeds is not None else [args.seed or 0]
+    return parse_seeds(args.seeds) if args.seeds is not None else [args.seed or 0]
+
+
+def _load_policies(args: argparse.Namespace) -> list[Policy]:
+    """The policies to compare: the built-ins ``--policies`` names (without it, the default
+    comparison, or none when a ``--policy-file`` is given), then each ``--policy-file``
+    read with the ``--plugins`` files' plugins. A :class:`UsageError` for an unknown or
+    empty name, ``--plugins`` without a policy file, a file that cannot be read, or two
+    policies of one name (results, plots and progress are keyed by name)."""
+    from stickypack.core.policy import PolicyError
+    from stickypack.plugin_files import load_plugin_files
+    from stickypack.policies import BUILTIN, DEFAULT_COMPARISON, load_builtin, load_policy_file
+
     if args.policies is None:
         names = [] if args.policy_file else list(DEFAULT_COMPARISON)
     else:
@@ -157,93 +190,162 @@ def _run_simulate(args: argparse.Namespace, console: Console) -> int:
                 "other policies')"
             )
         seen.add(policy.name)
+    return policies
 
+
+def _load_sim_config(args: argparse.Namespace) -> SimConfig:
+    """``--sim-config``'s model parameters, else the defaults; a :class:`UsageError` naming
+    the file and field when it cannot be used."""
     from stickypack.sim.config import SimConfig, SimConfigError, load_sim_config
 
     try:
-        config = load_sim_config(args.sim_config) if args.sim_config else SimConfig()
+        return load_sim_config(args.sim_config) if args.sim_config else SimConfig()
     except SimConfigError as exc:
         raise UsageError(str(exc)) from None
+
+
+@dataclass
+class _Workloads:
+    """What ``simulate`` runs: ``label``, the run's name in the reports (the scenario, or
+    ``trace:`` and the files' names); ``factory_for(seed)``, a function making that seed's
+    workload for one policy (called once per policy); ``errors``, the malformed lines of
+    the trace (none for a scenario)."""
+
+    label: str
+    factory_for: Callable[[int], Callable[[], Workload]]
+    errors: TraceErrors
+
+
+def _scenario_workloads(args: argparse.Namespace, config: SimConfig) -> _Workloads:
+    """``--scenario``'s workloads; a :class:`UsageError` for an unknown scenario, or a
+    ``--load-scale`` given to one of a fixed size. Each policy gets a fresh copy of the
+    workload (its pods are mutable), ``config`` applied."""
+    from stickypack.sim.traces import TraceErrors
+    from stickypack.sim.workloads import SCENARIOS
+
+    if args.scenario not in SCENARIOS:
+        raise UsageError(f"unknown scenario {args.scenario!r}; valid: {', '.join(SCENARIOS)}")
+    if args.load_scale != 1.0 and args.scenario in LOAD_FREE_SCENARIOS:
+        raise UsageError(f"--load-scale applies to --trace and binder-day; {args.scenario} has a fixed size")
+    builder = SCENARIOS[args.scenario]
+
+    def factory_for(seed: int) -> Callable[[], Workload]:
+        def factory() -> Workload:  # a fresh copy per policy: pods are mutable
+            return config.apply_to(builder(seed, args.load_scale, config.binder, config.dask))
+
+        return factory
+
+    return _Workloads(args.scenario, factory_for, TraceErrors())
+
+
+def _trace_workloads(args: argparse.Namespace, config: SimConfig) -> _Workloads:
+    """``--trace``'s workloads: the launches of every file read now; a :class:`UsageError`
+    when a file cannot be read, none holds a launch, or ``--load-scale`` keeps fewer than
+    one on average. ``factory_for(seed)`` builds the seed's workload when called (a
+    :class:`UsageError` when the scaling kept no launch at that seed), one copy for every
+    policy (launch jobs hold no pods)."""
+    from stickypack.sim.traces import TraceErrors, read_launches
+    from stickypack.sim.workloads import trace_workload
+
     errors = TraceErrors()
-    if args.scenario is not None:
-        if args.scenario not in SCENARIOS:
-            raise UsageError(f"unknown scenario {args.scenario!r}; valid: {', '.join(SCENARIOS)}")
-        if args.load_scale != 1.0 and args.scenario in LOAD_FREE_SCENARIOS:
+    try:
+        launches = read_launches(args.trace, errors)
+    except OSError as exc:  # a trace not found, or a directory that cannot be listed
+        raise UsageError(str(exc)) from None
+    if not launches:
+        why = "the trace holds no readable launch events"
+        if errors.count:
+            why += f"; {errors.count} malformed line(s), first: " + "; ".join(errors.first)
+        raise UsageError(why)
+    label = "trace:" + ",".join(Path(p).name for p in args.trace)
+    if len(launches) * args.load_scale < 1:
+        raise UsageError(
+            f"--load-scale {args.load_scale:g} keeps fewer than one of the trace's "
+            f"{len(launches)} launch(es) on average: nothing to simulate"
+        )
+
+    def factory_for(seed: int) -> Callable[[], Workload]:
+        workload = config.apply_to(
+            trace_workload(launches, seed, args.load_scale, model=config.binder, name=label)
+        )
+        if not workload.jobs:
             raise UsageError(
-                f"--load-scale applies to --trace and binder-day; {args.scenario} has a fixed size"
+                f"--load-scale {args.load_scale:g} kept none of the trace's {len(launches)} "
+                f"launch(es) at seed {seed}: nothing to simulate"
             )
-        builder = SCENARIOS[args.scenario]
+        return lambda: workload  # launch jobs hold no pods: one copy serves every policy
 
-        def factory_for(seed: int) -> Callable[[], Workload]:
-            def factory() -> Workload:  # a fresh copy per policy: pods are mutable
-                return config.apply_to(builder(seed, args.load_scale, config.binder, config.dask))
+    return _Workloads(label, factory_for, errors)
 
-            return factory
 
-        label = args.scenario
-    else:
-        try:
-            launches = read_launches(args.trace, errors)
-        except OSError as exc:  # a trace not found, or a directory that cannot be listed
-            raise UsageError(str(exc)) from None
-        if not launches:
-            why = "the trace holds no readable launch events"
-            if errors.count:
-                why += f"; {errors.count} malformed line(s), first: " + "; ".join(errors.first)
-            raise UsageError(why)
-        label = "trace:" + ",".join(Path(p).name for p in args.trace)
-        if len(launches) * args.load_scale < 1:
-            raise UsageError(
-                f"--load-scale {args.load_scale:g} keeps fewer than one of the trace's "
-                f"{len(launches)} launch(es) on average: nothing to simulate"
-            )
+def _run_seeds(
+    args: argparse.Namespace,
+    seeds: list[int],
+    policies: list[Policy],
+    config: SimConfig,
+    workloads: _Workloads,
+) -> list[Comparison]:
+    """Every policy run on each seed's workload (:func:`~stickypack.sim.runner.compare`,
+    ``--jobs`` in parallel), one :class:`Comparison` per seed, in order, labelled with the
+    run's name and the trace's malformed lines. A progress bar per policy on a terminal's
+    standard error (not with ``--quiet``), advancing by one per seed, gone at the end."""
+    from stickypack.sim.runner import compare
 
-        def factory_for(seed: int) -> Callable[[], Workload]:
-            workload = config.apply_to(
-                trace_workload(launches, seed, args.load_scale, model=config.binder, name=label)
-            )
-            if not workload.jobs:
-                raise UsageError(
-                    f"--load-scale {args.load_scale:g} kept none of the trace's {len(launches)} "
-                    f"launch(es) at seed {seed}: nothing to simulate"
-                )
-            return lambda: workload  # launch jobs hold no pods: one copy serves every policy
-
-    _check_outputs(args)  # after every input is checked: a usage error leaves no directory
-    progress_cb = None
-    done = 0  # seeds finished, for the progress bar
-    if not args.quiet and sys.stderr.isatty():
-        from rich.progress import Progress
-
-        prog = Progress(console=Console(stderr=True), transient=True)
-        prog.start()
-        tasks = {p.name: prog.add_task(f"simulating {escape(p.name)}", total=len(seeds)) for p in policies}
-
-        def progress_cb(name: str, fraction: float) -> None:
-            prog.update(tasks[name], completed=done + fraction)
-    else:
-        prog = None
+    bars = _ProgressBars(policies, len(seeds)) if not args.quiet and sys.stderr.isatty() else None
     comparisons = []
     try:
         for seed in seeds:
             cmp = compare(
-                factory_for(seed),
+                workloads.factory_for(seed),
                 policies,
                 seed=seed,
                 load_scale=args.load_scale,
                 autoscaler=config.autoscaler,
                 cache=config.cache,
-                progress=progress_cb,
+                progress=bars.update if bars is not None else None,
                 jobs=args.jobs,
             )
-            cmp.scenario = label
-            cmp.trace_errors = errors.count
-            cmp.trace_error_examples = errors.first
+            cmp.scenario = workloads.label
+            cmp.trace_errors = workloads.errors.count
+            cmp.trace_error_examples = workloads.errors.first
             comparisons.append(cmp)
-            done += 1
+            if bars is not None:
+                bars.done += 1
     finally:
-        if prog is not None:
-            prog.stop()
+        if bars is not None:
+            bars.stop()
+    return comparisons
+
+
+class _ProgressBars:
+    """A transient progress bar per policy on standard error, each counting seeds: ``done``
+    seeds finished, and :meth:`update` (``compare``'s progress callback) adding the running
+    seed's fraction."""
+
+    def __init__(self, policies: list[Policy], seeds: int) -> None:
+        from rich.progress import Progress
+
+        self.done = 0
+        self._progress = Progress(console=Console(stderr=True), transient=True)
+        self._progress.start()
+        self._tasks = {
+            p.name: self._progress.add_task(f"simulating {escape(p.name)}", total=seeds) for p in policies
+        }
+
+    def update(self, name: str, fraction: float) -> None:
+        self._progress.update(self._tasks[name], completed=self.done + fraction)
+
+    def stop(self) -> None:
+        self._progress.stop()
+
+
+def _report(args: argparse.Namespace, comparisons: list[Comparison], console: Console) -> None:
+    """The results on ``console``: one seed's table, or with ``--seeds`` the sweep's; then
+    ``--json`` (the same report; ``wall_s`` with ``--timing``) and ``--plots`` (of the
+    first seed), each file's path printed. A file that cannot be written is a
+    :class:`UsageError` (the table is out already)."""
+    from stickypack.sim.report import SeedSweep, render_sweep_table, render_table, write_plots
+
     report: Comparison | SeedSweep
     if args.seeds is None:
         report = comparisons[0]
@@ -266,7 +368,6 @@ def _run_simulate(args: argparse.Namespace, console: Console) -> int:
             raise UsageError(f"cannot write {exc.filename or args.plots}: {exc.strerror or exc}") from None
         for path in paths:
             console.print(f"plot: {escape(str(path))}")
-    return 0
 
 
 def parse_policy_names(spec: str, valid: Sequence[str]) -> list[str]:
