@@ -22,6 +22,15 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     """``render`` and its subcommands."""
     render = sub.add_parser("render", help="write configuration for a real cluster")
     render_sub = render.add_subparsers(dest="what", required=True)
+    _add_scheduler_config(render_sub)
+    _add_scheduler_routing(render_sub)
+    _add_webhook_config(render_sub)
+    _add_dask(render_sub)
+    render.set_defaults(handler=_render)
+
+
+def _add_scheduler_config(render_sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``render scheduler-config``: the profiles, policy files, kubeconfig and extender."""
     sched = render_sub.add_parser(
         "scheduler-config", help="a KubeSchedulerConfiguration with stickypack's profiles"
     )
@@ -56,6 +65,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "`stickypack extender --check` prints the one for yours)",
     )
 
+
+def _add_scheduler_routing(render_sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``render scheduler-routing``: which pods go to which scheduler, and their placement."""
     routing = render_sub.add_parser(
         "scheduler-routing",
         help="a MutatingAdmissionPolicy that gives labelled pods a schedulerName and the webhook's route "
@@ -80,6 +92,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     _add_output(routing)
 
+
+def _add_webhook_config(render_sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``render webhook-config``: the webhook's routes, where it is served, its CA."""
     hook_cfg = render_sub.add_parser(
         "webhook-config",
         help="the MutatingWebhookConfiguration that registers `stickypack webhook` (any Kubernetes)",
@@ -103,6 +118,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     _add_output(hook_cfg)
 
+
+def _add_dask(render_sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``render dask-gateway`` and ``render dask-kubernetes``, which share ``--scheduler-name``."""
     gateway = render_sub.add_parser(
         "dask-gateway",
         help="Helm values for the dask-gateway chart: node-aware retirement for every Dask cluster",
@@ -121,7 +139,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
             help="also give worker pods this schedulerName (not needed with the routing webhook)",
         )
         _add_output(dask_parser)
-    render.set_defaults(handler=_render)
 
 
 def _render(args: argparse.Namespace, console: Console) -> int:  # console: unused (YAML is written as is)
@@ -279,75 +296,29 @@ def _read_placement(path: str) -> RoutePlacement:
 
 
 def _webhook_config_yaml(args: argparse.Namespace) -> str:
-    import re
-    from urllib.parse import urlsplit
-
-    from stickypack.core.labels import DNS_SUBDOMAIN, is_dns_label
+    """``render webhook-config``: the routes of ``--config``, then where the API server
+    calls the webhook (``--url`` or ``--service``), then its CA (``--ca-bundle`` or
+    ``--inject-ca-from``), each checked in that order (a :class:`UsageError` for the first
+    that is wrong); with ``--service`` and no CA, a warning on standard error."""
     from stickypack.render import webhook_configuration_yaml
-    from stickypack.textfile import TextFileError, read_text_file
     from stickypack.webhook.config import ConfigError, load_config
 
     try:
         config = load_config(args.config)
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
-    service: tuple[str, str, int] | None = None
+    service = None
     if args.url is not None:
-        try:
-            parts = urlsplit(args.url)
-            parts.port  # noqa: B018 -- raises ValueError for a port out of range or not a number
-        except ValueError as exc:
-            raise UsageError(f"--url {args.url!r}: {exc}") from None
-        if parts.scheme != "https" or not parts.hostname or parts.query or parts.fragment or parts.username:
-            raise UsageError(
-                f"--url must be https://HOST[:PORT]/PATH (the API server calls webhooks over HTTPS "
-                f"only; no query, fragment or user), got {args.url!r}"
-            )
-        if parts.path in ("", "/"):
-            raise UsageError(
-                f"--url needs the webhook's path, e.g. https://{parts.netloc}/mutate (the API server "
-                f"would POST to /, which `stickypack webhook` answers 404), got {args.url!r}"
-            )
+        _check_webhook_url(args.url)
     else:
-        text, colon, port_text = args.service.partition(":")
-        namespace, slash, name = text.partition("/")
-        if (
-            not slash
-            or not is_dns_label(namespace)
-            or not is_dns_label(name)
-            or (colon and not (port_text.isascii() and port_text.isdigit()))
-        ):
-            raise UsageError(f"--service must be NAMESPACE/NAME[:PORT], got {args.service!r}")
-        port = int(port_text) if colon else 443
-        if not 1 <= port <= 65535:
-            raise UsageError(f"--service {args.service!r}: the port must be in 1..65535")
-        service = (namespace, name, port)
-    ca = None
-    if args.ca_bundle is not None:
-        try:
-            ca = read_text_file(args.ca_bundle).encode("ascii", "replace")
-        except TextFileError as exc:
-            raise UsageError(str(exc)) from None
-        from cryptography import x509
-
-        try:
-            x509.load_pem_x509_certificates(ca)
-        except ValueError as exc:
-            raise UsageError(f"--ca-bundle {args.ca_bundle}: not PEM certificates ({exc})") from None
-        other = sorted({m for m in re.findall(rb"-----BEGIN ([^-]+)-----", ca) if m != b"CERTIFICATE"})
-        if other:  # e.g. a combined cert-and-key file: the key must not reach the cluster object
-            raise UsageError(
-                f"--ca-bundle {args.ca_bundle}: found a '{other[0].decode()}' PEM block; give the CA's "
-                "certificate(s) alone (the bundle is copied into a cluster-wide object)"
-            )
+        service = _webhook_service(args.service)
+    ca = None if args.ca_bundle is None else _read_ca_bundle(args.ca_bundle)
     if args.inject_ca_from is not None:
         if args.ca_bundle is not None:
             raise UsageError(
                 "give --ca-bundle or --inject-ca-from, not both (cert-manager would overwrite the bundle)"
             )
-        namespace, slash, name = args.inject_ca_from.partition("/")
-        if not slash or not is_dns_label(namespace) or not DNS_SUBDOMAIN.fullmatch(name):
-            raise UsageError(f"--inject-ca-from must be NAMESPACE/CERTIFICATE, got {args.inject_ca_from!r}")
+        _check_inject_ca_from(args.inject_ca_from)
     if service is not None and ca is None and args.inject_ca_from is None:
         Console(stderr=True).print(
             "stickypack render: warning: no --ca-bundle or --inject-ca-from: the API server will "
@@ -363,3 +334,82 @@ def _webhook_config_yaml(args: argparse.Namespace) -> str:
         ca_bundle=ca,
         inject_ca_from=args.inject_ca_from,
     )
+
+
+def _check_webhook_url(url: str) -> None:
+    """``--url``: https://HOST[:PORT]/PATH, with a path, no query, fragment or user; else a
+    :class:`UsageError` saying what is wrong."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 -- raises ValueError for a port out of range or not a number
+    except ValueError as exc:
+        raise UsageError(f"--url {url!r}: {exc}") from None
+    if parts.scheme != "https" or not parts.hostname or parts.query or parts.fragment or parts.username:
+        raise UsageError(
+            f"--url must be https://HOST[:PORT]/PATH (the API server calls webhooks over HTTPS "
+            f"only; no query, fragment or user), got {url!r}"
+        )
+    if parts.path in ("", "/"):
+        raise UsageError(
+            f"--url needs the webhook's path, e.g. https://{parts.netloc}/mutate (the API server "
+            f"would POST to /, which `stickypack webhook` answers 404), got {url!r}"
+        )
+
+
+def _webhook_service(spec: str) -> tuple[str, str, int]:
+    """``--service NAMESPACE/NAME[:PORT]`` as (namespace, name, port), port 443 by default;
+    a :class:`UsageError` for names that are not DNS labels or a port outside 1..65535."""
+    from stickypack.core.labels import is_dns_label
+
+    text, colon, port_text = spec.partition(":")
+    namespace, slash, name = text.partition("/")
+    if (
+        not slash
+        or not is_dns_label(namespace)
+        or not is_dns_label(name)
+        or (colon and not (port_text.isascii() and port_text.isdigit()))
+    ):
+        raise UsageError(f"--service must be NAMESPACE/NAME[:PORT], got {spec!r}")
+    port = int(port_text) if colon else 443
+    if not 1 <= port <= 65535:
+        raise UsageError(f"--service {spec!r}: the port must be in 1..65535")
+    return (namespace, name, port)
+
+
+def _read_ca_bundle(path: Path) -> bytes:
+    """``--ca-bundle``: the file's PEM certificates, as bytes; a :class:`UsageError` when it
+    cannot be read, holds no PEM certificate, or holds another PEM block (such as a key,
+    which must not be copied into a cluster-wide object)."""
+    import re
+
+    from stickypack.textfile import TextFileError, read_text_file
+
+    try:
+        ca = read_text_file(path).encode("ascii", "replace")
+    except TextFileError as exc:
+        raise UsageError(str(exc)) from None
+    from cryptography import x509
+
+    try:
+        x509.load_pem_x509_certificates(ca)
+    except ValueError as exc:
+        raise UsageError(f"--ca-bundle {path}: not PEM certificates ({exc})") from None
+    other = sorted({m for m in re.findall(rb"-----BEGIN ([^-]+)-----", ca) if m != b"CERTIFICATE"})
+    if other:  # e.g. a combined cert-and-key file: the key must not reach the cluster object
+        raise UsageError(
+            f"--ca-bundle {path}: found a '{other[0].decode()}' PEM block; give the CA's "
+            "certificate(s) alone (the bundle is copied into a cluster-wide object)"
+        )
+    return ca
+
+
+def _check_inject_ca_from(spec: str) -> None:
+    """``--inject-ca-from NAMESPACE/CERTIFICATE``: a namespace and a Certificate's name, else
+    a :class:`UsageError`."""
+    from stickypack.core.labels import DNS_SUBDOMAIN, is_dns_label
+
+    namespace, slash, name = spec.partition("/")
+    if not slash or not is_dns_label(namespace) or not DNS_SUBDOMAIN.fullmatch(name):
+        raise UsageError(f"--inject-ca-from must be NAMESPACE/CERTIFICATE, got {spec!r}")
