@@ -214,23 +214,66 @@ def dask_gateway_config(scheduler_name: str | None = None) -> str:
     ``KubeClusterConfig``). Settings a cluster options handler returns per cluster are
     not seen: one that replaces ``scheduler_cmd``, ``worker_cmd``, ``environment`` or
     ``worker_extra_container_config`` must keep ours itself."""
-    body = [
-        "import ast",
-        "import json",
+    sections = [
+        [*_GATEWAY_SETUP, *_gateway_scheduler_preload()],
+        _gateway_preloads_function(),
+        _gateway_worker_preload_cmd(),
+        _gateway_worker_env(),
+    ]
+    if scheduler_name is not None:
+        sections.append(_gateway_scheduler_name(scheduler_name))
+    body = sections[0]
+    for section in sections[1:]:  # a blank line between sections
+        body = [*body, "", *section]
+    lines = [
+        "# Node-aware retirement for Dask clusters (stickypack render dask-gateway;",
+        "# docs/operator-guide.md, 'Dask: shrink by whole nodes'). The Dask image needs",
+        "# stickypack[dask] installed; this gateway's image does not. Runs after the chart's",
+        "# own configuration, so it extends what the chart's values set.",
+        "def _stickypack_dask(c):",
+        *(f"    {line}" if line else "" for line in body),
         "",
-        "from dask_gateway_server.backends.kubernetes.backend import KubeClusterConfig",
         "",
-        "# What dask-gateway makes of the configuration so far (the chart's values, extraConfig",
-        "# run before this one): a command given as one string is one word, ClusterConfig's",
-        "# values are inherited, placeholders such as c.KubeClusterConfig.scheduler_cmd.append(...)",
-        "# are applied.",
-        "now = KubeClusterConfig(config=c)",
-        "cluster = c.KubeClusterConfig",
+        "_stickypack_dask(c)",
+        "del _stickypack_dask",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+# The sections of dask_gateway_config's function, each a list of lines of Python run by the
+# gateway with `c`, its traitlets configuration, and the names the sections before define.
+
+#: Imports, and ``now``: dask-gateway's own reading of the configuration so far;
+#: ``cluster``: where the sections write.
+_GATEWAY_SETUP = (
+    "import ast",
+    "import json",
+    "",
+    "from dask_gateway_server.backends.kubernetes.backend import KubeClusterConfig",
+    "",
+    "# What dask-gateway makes of the configuration so far (the chart's values, extraConfig",
+    "# run before this one): a command given as one string is one word, ClusterConfig's",
+    "# values are inherited, placeholders such as c.KubeClusterConfig.scheduler_cmd.append(...)",
+    "# are applied.",
+    "now = KubeClusterConfig(config=c)",
+    "cluster = c.KubeClusterConfig",
+)
+
+
+def _gateway_scheduler_preload() -> list[str]:
+    """``--preload stickypack.dask`` added to ``scheduler_cmd`` unless it names it already."""
+    return [
         "cmd = list(now.scheduler_cmd)",
         f"if {PRELOAD!r} not in cmd and {'--preload=' + PRELOAD!r} not in cmd:",
         f"    cmd += ['--preload', {PRELOAD!r}]",
         "cluster.scheduler_cmd = cmd",
-        "",
+    ]
+
+
+def _gateway_preloads_function() -> list[str]:
+    """``preloads(value)``: the modules a preload variable's value names, as dask reads it
+    (the gateway's copy of :func:`_with_preload_value`'s reading)."""
+    return [
         "def preloads(value):  # as dask reads the variable: a module, a list literal, or none",
         "    try:",
         "        value = ast.literal_eval(value)",
@@ -240,7 +283,14 @@ def dask_gateway_config(scheduler_name: str | None = None) -> str:
         "        return []",
         "    names = [str(v) for v in value] if isinstance(value, (list, tuple)) else [str(value)]",
         "    return [n for n in names if n]",
-        "",
+    ]
+
+
+def _gateway_worker_preload_cmd() -> list[str]:
+    """``--preload stickypack.dask`` added to ``worker_cmd`` where the workers' command
+    line names another ``--preload`` (distributed then ignores the variable); ``extra``:
+    the worker container's extra configuration, which the next section completes."""
+    return [
         "# distributed reads the workers' preload variable only where their command line names no",
         "# --preload. Their command line is worker_cmd, dask-gateway's own arguments, then the",
         "# extra container config's command and args (merged in): where it names one, ours goes",
@@ -255,7 +305,15 @@ def dask_gateway_config(scheduler_name: str | None = None) -> str:
         f"    {PRELOAD!r} in words or {'--preload=' + PRELOAD!r} in words",
         "):",
         f"    cluster.worker_cmd = [*worker_cmd, '--preload', {PRELOAD!r}]",
-        "",
+    ]
+
+
+def _gateway_worker_env() -> list[str]:
+    """:data:`NODE_ENV` and the worker preload variable (ours beside the modules it names
+    in ``environment`` or the extra ``env``) put in the extra container config's ``env``,
+    replacing entries of those names; a ``valueFrom`` preload or an ``env`` that is not a
+    list of entries stops the gateway with a message."""
+    return [
         "# A worker container has `environment`'s variables, then the extra env; of two entries",
         "# of one name the last wins. A worker preload set there is kept beside ours.",
         "env = extra.get('env') or []",
@@ -282,26 +340,15 @@ def dask_gateway_config(scheduler_name: str | None = None) -> str:
         "extra['env'] = [e for e in env if e.get('name') not in {o['name'] for o in ours}] + ours",
         "cluster.worker_extra_container_config = extra",
     ]
-    if scheduler_name is not None:
-        body += [
-            "",
-            "pod = dict(now.worker_extra_pod_config)",
-            f"pod['schedulerName'] = {scheduler_name!r}",
-            "cluster.worker_extra_pod_config = pod",
-        ]
-    lines = [
-        "# Node-aware retirement for Dask clusters (stickypack render dask-gateway;",
-        "# docs/operator-guide.md, 'Dask: shrink by whole nodes'). The Dask image needs",
-        "# stickypack[dask] installed; this gateway's image does not. Runs after the chart's",
-        "# own configuration, so it extends what the chart's values set.",
-        "def _stickypack_dask(c):",
-        *(f"    {line}" if line else "" for line in body),
-        "",
-        "",
-        "_stickypack_dask(c)",
-        "del _stickypack_dask",
+
+
+def _gateway_scheduler_name(scheduler_name: str) -> list[str]:
+    """``scheduler_name`` as the worker pods' ``schedulerName`` (``worker_extra_pod_config``)."""
+    return [
+        "pod = dict(now.worker_extra_pod_config)",
+        f"pod['schedulerName'] = {scheduler_name!r}",
+        "cluster.worker_extra_pod_config = pod",
     ]
-    return "\n".join(lines) + "\n"
 
 
 def dask_gateway_values(scheduler_name: str | None = None) -> dict[str, Any]:
