@@ -42,6 +42,9 @@ BUILD_LABELS: Mapping[str, str] = MappingProxyType({"component": "binderhub-buil
 #: The fields of node affinity (and of pod affinity) that scheduling reads.
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
+#: Where a pod's node affinity and its preferred pod anti-affinity terms are (in errors).
+_NODE_AFFINITY = "spec.affinity.nodeAffinity"
+_ANTI_AFFINITY_PREFERRED = f"spec.affinity.podAntiAffinity.{PREFERRED}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,49 +180,24 @@ class Pod:
         kube-scheduler v1.37.2 does), plus ``spec.overhead``. A container with limits but no
         requests gets requests equal to its limits, as the API server defaults them.
         """
+        # The fields are read in a fixed order: of two that cannot be read, the error names
+        # the same one whatever the refactoring (the helpers below keep that order).
         try:
             meta = _mapping(raw.get("metadata"), "metadata")
             spec = _mapping(raw.get("spec"), "spec")
-            requests, nonzero, bound_nonzero = _pod_requests(spec)
-            if len(requests) > MAX_POD_RESOURCES:
-                # each new name is a column of every node's row: thousands of made-up names
-                # in one request once stalled the extender for minutes
-                raise ValueError(f"{len(requests)} distinct resources requested; at most {MAX_POD_RESOURCES}")
-            inter_pod = _mapping(spec.get("affinity"), "spec.affinity")
-            node_affinity = "spec.affinity.nodeAffinity"
-            affinity = _mapping(inter_pod.get("nodeAffinity"), node_affinity)
-            required = affinity.get(REQUIRED)
-            if required is not None and not isinstance(required, Mapping):
-                raise ValueError(f"{node_affinity}.{REQUIRED} must be an object, got {brief_repr(required)}")
-            preferred = _list(affinity.get(PREFERRED), f"{node_affinity}.{PREFERRED}")
-            anti_where = f"spec.affinity.podAntiAffinity.{PREFERRED}"
-            anti_affinity = _mapping(inter_pod.get("podAntiAffinity"), "spec.affinity.podAntiAffinity")
-            anti = _list(anti_affinity.get(PREFERRED), anti_where)
-            labels = {str(k): str(v) for k, v in _mapping(meta.get("labels"), "metadata.labels").items()}
+            requests, nonzero, bound_nonzero = _limited_requests(spec)
+            affinity = _AffinityFields.read(spec)
+            labels = _string_map(meta.get("labels"), "metadata.labels")
             namespace = str(meta.get("namespace") or "default")
-            required_by_kind = {
-                kind: required_terms_from_list(
-                    _mapping(inter_pod.get(kind), f"spec.affinity.{kind}").get(REQUIRED),
-                    labels,
-                    namespace,
-                    f"spec.affinity.{kind}.{REQUIRED}",
-                )
-                for kind in ("podAffinity", "podAntiAffinity")
-            }
-            # the controller only (metav1.GetControllerOf): another owner recreates nothing
-            controller = _controller(meta.get("ownerReferences"))
-            created = meta.get("creationTimestamp")
-            try:
-                created_s = rfc3339_seconds(created)
-            except (ValueError, OverflowError):
-                raise ValueError(
-                    f"metadata.creationTimestamp: {brief_repr(created)} is not a time (RFC 3339)"
-                ) from None
+            required_pod_affinity = affinity.required_pod_terms("podAffinity", labels, namespace)
+            required_pod_anti_affinity = affinity.required_pod_terms("podAntiAffinity", labels, namespace)
+            owner_kind, owner_name, owner_group = _owner(meta.get("ownerReferences"))
+            created = _creation_time(meta.get("creationTimestamp"))
             return cls(
                 name=str(meta.get("name") or meta.get("generateName") or ""),
                 namespace=namespace,
                 uid=str(meta.get("uid") or ""),
-                created=created_s,
+                created=created,
                 deleted=_deletion_time(meta.get("deletionTimestamp")),
                 grace_period_s=_grace_period(spec.get("terminationGracePeriodSeconds")),
                 requests=requests,
@@ -228,29 +206,16 @@ class Pod:
                 bound_nonzero_cpu=bound_nonzero[CPU] if bound_nonzero else None,
                 bound_nonzero_memory=bound_nonzero[MEMORY] if bound_nonzero else None,
                 labels=labels,
-                annotations={
-                    str(k): str(v)
-                    for k, v in _mapping(meta.get("annotations"), "metadata.annotations").items()
-                },
+                annotations=_string_map(meta.get("annotations"), "metadata.annotations"),
                 tolerations=tuple(
                     Toleration.from_dict(t) for t in _objects(spec.get("tolerations"), "spec.tolerations")
                 ),
-                node_selector={
-                    str(k): str(v) for k, v in _mapping(spec.get("nodeSelector"), "spec.nodeSelector").items()
-                },
-                required_terms=(
-                    _node_selector_terms(required, f"{node_affinity}.{REQUIRED}")
-                    if required is not None
-                    else None
-                ),
-                preferred_terms=tuple(
-                    _preferred_term(p, f"{node_affinity}.{PREFERRED}[{i}]") for i, p in enumerate(preferred)
-                ),
-                pod_anti_affinity=tuple(
-                    _pod_affinity_term(t, f"{anti_where}[{i}]") for i, t in enumerate(anti)
-                ),
-                required_pod_affinity=required_by_kind["podAffinity"],
-                required_pod_anti_affinity=required_by_kind["podAntiAffinity"],
+                node_selector=_string_map(spec.get("nodeSelector"), "spec.nodeSelector"),
+                required_terms=affinity.required_node_terms(),
+                preferred_terms=affinity.preferred_node_terms(),
+                pod_anti_affinity=affinity.preferred_pod_anti_affinity(),
+                required_pod_affinity=required_pod_affinity,
+                required_pod_anti_affinity=required_pod_anti_affinity,
                 host_ports=host_ports_from_spec(spec),
                 spread_constraints=spread_constraints_from_list(
                     spec.get("topologySpreadConstraints"), labels, "spec.topologySpreadConstraints"
@@ -258,11 +223,9 @@ class Pod:
                 claims=_claim_names(spec, str(meta.get("name") or "")),
                 ephemeral_claims=_claim_names(spec, str(meta.get("name") or ""), ephemeral_only=True),
                 resource_claims=_resource_claim_names(spec, raw.get("status")),
-                owner_kind=str(controller["kind"]) if controller else None,
-                owner_name=str(controller.get("name") or "") or None if controller else None,
-                owner_group=(
-                    str(controller.get("apiVersion") or "").rpartition("/")[0] if controller else None
-                ),
+                owner_kind=owner_kind,
+                owner_name=owner_name,
+                owner_group=owner_group,
                 scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
                 node_name=spec.get("nodeName") or None,
                 images=_pod_images(spec),
@@ -271,6 +234,103 @@ class Pod:
             )
         except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
             raise PodSpecError(f"cannot read pod: {_reason(exc)}") from exc
+
+
+def _limited_requests(spec: Mapping[str, Any]) -> tuple[ResourceList, ResourceList, ResourceList | None]:
+    """:func:`_pod_requests`, refusing more than :data:`MAX_POD_RESOURCES` distinct resources."""
+    requests, nonzero, bound_nonzero = _pod_requests(spec)
+    if len(requests) > MAX_POD_RESOURCES:
+        # each new name is a column of every node's row: thousands of made-up names
+        # in one request once stalled the extender for minutes
+        raise ValueError(f"{len(requests)} distinct resources requested; at most {MAX_POD_RESOURCES}")
+    return requests, nonzero, bound_nonzero
+
+
+def _string_map(raw: object, where: str) -> dict[str, str]:
+    """A field that maps strings to strings (labels, annotations, a node selector), keys and
+    values made strings; not an object: a ValueError naming ``where``."""
+    return {str(k): str(v) for k, v in _mapping(raw, where).items()}
+
+
+def _owner(raw: object) -> tuple[str | None, str | None, str | None]:
+    """The kind, name and API group (``apiVersion`` before the ``/``; "" for ``v1``) of the
+    pod's controller, from ``metadata.ownerReferences`` (:func:`_controller`: only the
+    controller, as ``metav1.GetControllerOf``: another owner recreates nothing); all None
+    without one, the name None where it has none."""
+    controller = _controller(raw)
+    if not controller:
+        return None, None, None
+    return (
+        str(controller["kind"]),
+        str(controller.get("name") or "") or None,
+        str(controller.get("apiVersion") or "").rpartition("/")[0],
+    )
+
+
+def _creation_time(raw: object) -> float | None:
+    """``metadata.creationTimestamp`` in seconds since the epoch (None when absent); not an
+    RFC 3339 time: a ValueError (the extender's plugins read it)."""
+    try:
+        return rfc3339_seconds(raw)
+    except (ValueError, OverflowError):
+        raise ValueError(f"metadata.creationTimestamp: {brief_repr(raw)} is not a time (RFC 3339)") from None
+
+
+@dataclass(frozen=True, slots=True)
+class _AffinityFields:
+    """The parts of ``spec.affinity`` scheduling reads. :meth:`read` checks their shapes
+    (objects and lists where the API has them); the other methods read their terms, each
+    error naming the field."""
+
+    #: ``spec.affinity`` (``{}`` when absent).
+    affinity: Mapping[str, Any]
+    #: ``nodeAffinity``'s required part, None when absent.
+    node_required: Mapping[str, Any] | None
+    #: ``nodeAffinity``'s preferred terms.
+    node_preferred: list[Any]
+    #: ``podAntiAffinity``'s preferred terms.
+    anti_preferred: list[Any]
+
+    @classmethod
+    def read(cls, spec: Mapping[str, Any]) -> _AffinityFields:
+        affinity = _mapping(spec.get("affinity"), "spec.affinity")
+        node = _mapping(affinity.get("nodeAffinity"), _NODE_AFFINITY)
+        required = node.get(REQUIRED)
+        if required is not None and not isinstance(required, Mapping):
+            raise ValueError(f"{_NODE_AFFINITY}.{REQUIRED} must be an object, got {brief_repr(required)}")
+        preferred = _list(node.get(PREFERRED), f"{_NODE_AFFINITY}.{PREFERRED}")
+        anti = _mapping(affinity.get("podAntiAffinity"), "spec.affinity.podAntiAffinity")
+        return cls(affinity, required, preferred, _list(anti.get(PREFERRED), _ANTI_AFFINITY_PREFERRED))
+
+    def required_pod_terms(
+        self, kind: str, labels: Mapping[str, str], namespace: str
+    ) -> tuple[RequiredPodAffinityTerm, ...]:
+        """The required terms of ``kind`` (``podAffinity`` or ``podAntiAffinity``) of a pod
+        with these labels in this namespace."""
+        return required_terms_from_list(
+            _mapping(self.affinity.get(kind), f"spec.affinity.{kind}").get(REQUIRED),
+            labels,
+            namespace,
+            f"spec.affinity.{kind}.{REQUIRED}",
+        )
+
+    def required_node_terms(self) -> tuple[NodeSelectorTerm, ...] | None:
+        """The required node affinity's terms (any one must match), None without it."""
+        if self.node_required is None:
+            return None
+        return _node_selector_terms(self.node_required, f"{_NODE_AFFINITY}.{REQUIRED}")
+
+    def preferred_node_terms(self) -> tuple[PreferredTerm, ...]:
+        return tuple(
+            _preferred_term(p, f"{_NODE_AFFINITY}.{PREFERRED}[{i}]")
+            for i, p in enumerate(self.node_preferred)
+        )
+
+    def preferred_pod_anti_affinity(self) -> tuple[PodAffinityTerm, ...]:
+        return tuple(
+            _pod_affinity_term(t, f"{_ANTI_AFFINITY_PREFERRED}[{i}]")
+            for i, t in enumerate(self.anti_preferred)
+        )
 
 
 def _reason(exc: BaseException) -> str:
