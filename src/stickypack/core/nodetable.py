@@ -178,12 +178,7 @@ class NodeTable:
             self.index[name] = i
             self.names[i] = name
             self.active[i] = True
-            self.requested[i] = 0
-            self.daemonset_requested[i] = 0
-            self.mirror_requested[i] = 0
-            self.daemonset_mirror_requested[i] = 0
-            self.nonzero[i] = 0
-            self.builds[i] = 0
+            self._clear_pod_counts(i)
             self.build_starts[i] = 0
             self.created[i] = 0.0  # not a removed node's time, when none is given
             for col in self.extra.values():
@@ -227,6 +222,16 @@ class NodeTable:
             unschedulable=bool(self.unschedulable[self.index[name]]),
         )
 
+    def _clear_pod_counts(self, i: int) -> None:
+        """Row ``i`` counts no pod: its requests (all, DaemonSet and mirror pods', non-zero)
+        and running builds are 0. For a row taken for a new node and a row freed."""
+        self.requested[i] = 0
+        self.daemonset_requested[i] = 0
+        self.mirror_requested[i] = 0
+        self.daemonset_mirror_requested[i] = 0
+        self.nonzero[i] = 0
+        self.builds[i] = 0
+
     def remove_node(self, name: str) -> None:
         """Forget node ``name`` (its pods go with it)."""
         i = self.slot(name)
@@ -237,12 +242,7 @@ class NodeTable:
         self.active[i] = False
         self.ready[i] = False
         self.alloc[i] = 0
-        self.requested[i] = 0
-        self.daemonset_requested[i] = 0
-        self.mirror_requested[i] = 0
-        self.daemonset_mirror_requested[i] = 0
-        self.nonzero[i] = 0
-        self.builds[i] = 0
+        self._clear_pod_counts(i)
         self.set_images(i, {})
         for e in np.flatnonzero(self._t_row == i).tolist():
             self._t_release(e)
