@@ -163,24 +163,84 @@ def make_app(
     received within ``body_timeout_s`` seconds gets 408, so a stalled client holds no
     request open (kube-scheduler sends its 25 KB in well under a millisecond)."""
     metrics = metrics or Metrics()
+    verbs = {
+        "filter": _verb_endpoint(
+            "filter", extender.filter, _filter_error, metrics, max_request_bytes, body_timeout_s
+        ),
+        "prioritize": _verb_endpoint(
+            "prioritize", extender.prioritize, _error, metrics, max_request_bytes, body_timeout_s
+        ),
+    }
 
-    def verb(
-        name: str, fn: Callable[[Any], tuple[Any, Any]], error: Callable[[str, int], Response]
-    ) -> Callable[[Request], Any]:
-        def handle(args: Any) -> Response:
-            result, decision = fn(args)
-            metrics.decision(decision)
-            return _json(result)
+    def refused(request: Request, outcome: str) -> None:
+        """Count a request no verb answered (its path's verb, else ""): a scheduler
+        configured with another verb or method shows up in the metrics."""
+        last = request.url.path.rpartition("/")[2]
+        metrics.count(last if last in verbs else "", outcome)
 
-        async def endpoint(request: Request) -> Response:
-            start = time.perf_counter()
-            response, outcome = await answer_json(
-                request, handle, limit=max_request_bytes, timeout_s=body_timeout_s, what=name, error=error
-            )
-            metrics.observe(name, outcome, time.perf_counter() - start)
-            return response
+    async def not_allowed(request: Request) -> Response:
+        refused(request, "method_not_allowed")
+        return _error(f"{request.method} {request.url.path}: use POST with a JSON ExtenderArgs body", 405)
 
-        return endpoint
+    routes = [
+        # kube-scheduler posts to <urlPrefix>/<verb>, and a urlPrefix may have a path
+        # (``render --extender-url http://HOST:PORT/PATH``): the verbs answer under any path
+        route
+        for path in ("", "/{prefix:path}")
+        for name, endpoint in verbs.items()
+        for route in (
+            Route(f"{path}/{name}", endpoint, methods=["POST"]),
+            Route(f"{path}/{name}", not_allowed, methods=["GET", "PUT", "DELETE", "PATCH"]),
+        )
+    ]
+    routes += _probe_routes(metrics, ready)
+
+    async def not_found(request: Request, exc: Exception) -> Response:
+        refused(request, "not_found")
+        where = f"{request.method} {request.url.path}"
+        return _error(f"{where}: no such endpoint; use /filter or /prioritize", 404)
+
+    async def method_not_allowed(request: Request, exc: Exception) -> Response:
+        refused(request, "method_not_allowed")
+        return _error(f"{request.method} {request.url.path}: method not allowed", 405)
+
+    app = Starlette(routes=routes, exception_handlers={404: not_found, 405: method_not_allowed})
+    app.router.redirect_slashes = False  # "/filter/" is a 404 with a message, not a 307 to follow
+    return app
+
+
+def _verb_endpoint(
+    name: str,
+    fn: Callable[[Any], tuple[Any, Any]],
+    error: Callable[[str, int], Response],
+    metrics: Metrics,
+    limit: int,
+    timeout_s: float,
+) -> Callable[[Request], Any]:
+    """The endpoint of the extender verb ``name``: ``fn(args)`` on the request's JSON body
+    (:func:`answer_json`: at most ``limit`` bytes, received within ``timeout_s`` seconds;
+    a failure answered with ``error``), its answer as JSON; the decision, the outcome and
+    the time taken counted in ``metrics``."""
+
+    def handle(args: Any) -> Response:
+        result, decision = fn(args)
+        metrics.decision(decision)
+        return _json(result)
+
+    async def endpoint(request: Request) -> Response:
+        start = time.perf_counter()
+        response, outcome = await answer_json(
+            request, handle, limit=limit, timeout_s=timeout_s, what=name, error=error
+        )
+        metrics.observe(name, outcome, time.perf_counter() - start)
+        return response
+
+    return endpoint
+
+
+def _probe_routes(metrics: Metrics, ready: Callable[[], list[str]]) -> list[Route]:
+    """``GET /healthz`` (200 while serving), ``/readyz`` (200 once ``ready()`` lists
+    nothing, else 503 with what it lists) and ``/metrics``."""
 
     async def healthz(request: Request) -> Response:
         return Response("ok", media_type="text/plain")
@@ -195,46 +255,8 @@ def make_app(
         body, content_type = metrics.render()
         return Response(body, media_type=content_type)
 
-    def refused(request: Request, outcome: str) -> None:
-        """Count a request no verb answered (its path's verb, else ""): a scheduler
-        configured with another verb or method shows up in the metrics."""
-        last = request.url.path.rpartition("/")[2]
-        metrics.count(last if last in verbs else "", outcome)
-
-    async def not_allowed(request: Request) -> Response:
-        refused(request, "method_not_allowed")
-        return _error(f"{request.method} {request.url.path}: use POST with a JSON ExtenderArgs body", 405)
-
-    verbs = {
-        "filter": verb("filter", extender.filter, _filter_error),
-        "prioritize": verb("prioritize", extender.prioritize, _error),
-    }
-    routes = [
-        # kube-scheduler posts to <urlPrefix>/<verb>, and a urlPrefix may have a path
-        # (``render --extender-url http://HOST:PORT/PATH``): the verbs answer under any path
-        route
-        for path in ("", "/{prefix:path}")
-        for name, endpoint in verbs.items()
-        for route in (
-            Route(f"{path}/{name}", endpoint, methods=["POST"]),
-            Route(f"{path}/{name}", not_allowed, methods=["GET", "PUT", "DELETE", "PATCH"]),
-        )
-    ]
-    routes += [
+    return [
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
         Route("/metrics", metrics_endpoint, methods=["GET"]),
     ]
-
-    async def not_found(request: Request, exc: Exception) -> Response:
-        refused(request, "not_found")
-        where = f"{request.method} {request.url.path}"
-        return _error(f"{where}: no such endpoint; use /filter or /prioritize", 404)
-
-    async def method_not_allowed(request: Request, exc: Exception) -> Response:
-        refused(request, "method_not_allowed")
-        return _error(f"{request.method} {request.url.path}: method not allowed", 405)
-
-    app = Starlette(routes=routes, exception_handlers={404: not_found, 405: method_not_allowed})
-    app.router.redirect_slashes = False  # "/filter/" is a 404 with a message, not a 307 to follow
-    return app
