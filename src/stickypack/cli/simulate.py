@@ -34,6 +34,13 @@ LOAD_FREE_SCENARIOS = ("dask-burst", "dask-adapt")
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """``simulate`` and ``policies``."""
+    _add_simulate(sub)
+    _add_policies(sub)
+
+
+def _add_simulate(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``simulate``: what to run (a scenario or a trace, the policies, the model, the seeds,
+    the load) and where its results go."""
     sim = sub.add_parser("simulate", help="compare policies on a trace or a scenario")
     src = sim.add_mutually_exclusive_group(required=True)
     src.add_argument("--scenario", metavar="NAME", help="dask-burst, dask-adapt or binder-day")
@@ -98,6 +105,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     sim.set_defaults(handler=_simulate)
 
+
+def _add_policies(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``policies``: the built-ins listed, or one policy shown in full."""
     pol = sub.add_parser("policies", help="list the built-in policies, or show one in full")
     pol.add_argument(
         "--show",
