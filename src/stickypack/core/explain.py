@@ -572,71 +572,144 @@ def node_report(
     whose GPUs a DRA driver publishes
     (:func:`~stickypack.core.plugins.scaledown.exposes_gpus_via_dra`; without slices, or
     with ``dra`` None, it is weighed by cpu and memory), against the GPU threshold still."""
-    out = []
     active = table.active_indices()
     gpu_cols = gpu_columns(table, active)
+    gpu_labelled = table.labelled(rules.gpu_labels)
+    out = []
     for k, row in enumerate(active):
         i = int(row)
         name = table.node_names([i])[0]
-        pods: Sequence[Pod] = list(pods_by_node.get(name, ()))
-        expendable = [p for p in pods if is_expendable(p, rules)]
-        terminating = [p for p in pods if is_long_terminating(p, rules) and not is_expendable(p, rules)]
-        unweighed = [p for p in pods if rules.unweighed(p) and not is_expendable(p, rules)]
-        # out of the autoscaler's utilization (an unweighed pod's requests out of both sides)
-        left_out = (*expendable, *(p for p in terminating if not rules.unweighed(p)))
-        cpu, memory = (_requested_share(table, i, r, left_out, unweighed) for r in (CPU, MEMORY))
-        gpu_col = int(gpu_cols[k]) if gpu_cols is not None else -1
-        labelled = bool(table.labelled(rules.gpu_labels)[i])
-        gpu = None
-        if gpu_col >= 0:
-            gpu = _requested_share(table, i, table.resources[gpu_col], left_out, unweighed)
-        elif labelled:
-            gpu = 0.0  # GPUs not ready: the autoscaler takes the node as unused
-        utilization = max(cpu, memory) if gpu is None else gpu
-        node_dra = dra.get(name) if dra is not None else None
-        # ExposedViaDra skips the GPU branch whether or not DRA is on (off: cpu and memory)
-        via_dra = gpu is not None and exposes_gpus_via_dra(table, i)
-        if via_dra:
-            utilization = max(cpu, memory)
-        if node_dra is not None and (gpu is None or via_dra):
-            utilization = node_dra.utilization
-        else:
-            node_dra = None  # weighed by its GPUs: its pools do not count
-        missing = []  # weighed by cpu and memory: each must be allocatable
-        if node_dra is None and (gpu is None or via_dra):
-            missing = [r for r in (CPU, MEMORY) if table.alloc[i, table.rindex[r]] <= 0]
-        pinned = sorted((p.key, reason) for p in pods if (reason := pin_reason(p, rules)) is not None)
-        autoscaler, taint = (
-            ("deleting", TO_BE_DELETED_TAINT)
-            if table.to_be_deleted[i]
-            else ("candidate", DELETION_CANDIDATE_TAINT)
-            if table.deletion_candidate[i]
-            else ("", None)
-        )
         out.append(
-            NodeReport(
-                node=name,
-                cpu=cpu,
-                memory=memory,
-                utilization=utilization,
-                pods=len(pods),
-                daemon_pods=sum(1 for p in pods if is_daemon_pod(p)),
-                pinning=tuple(key for key, _ in pinned),
-                builds=int(table.builds[i]),
-                autoscaler=autoscaler,
-                ready=bool(table.ready[i]),
-                unschedulable=bool(table.unschedulable[i]),
-                scale_down_disabled=_annotation(table, i, SCALE_DOWN_DISABLED_ANNOTATION) == "true",
-                pin_reasons=tuple(reason for _, reason in pinned),
-                expendable_pods=sum(1 for p in expendable if not is_daemon_pod(p)),
-                terminating_pods=sum(1 for p in terminating if not is_daemon_pod(p)),
-                gpu=gpu,
-                dra=None if node_dra is None or node_dra.error else node_dra.utilization,
-                dra_pool=None if node_dra is None else node_dra.pool,
-                dra_error=None if node_dra is None else node_dra.error,
-                autoscaler_since=None if taint is None else autoscaler_taint_time(table, i, taint),
-                utilization_error=f"no {' or '.join(missing)} allocatable" if missing else None,
+            _report_one_node(
+                table,
+                i,
+                list(pods_by_node.get(name, ())),
+                rules,
+                gpu_col=int(gpu_cols[k]) if gpu_cols is not None else -1,
+                gpu_labelled=bool(gpu_labelled[i]),
+                node_dra=dra.get(name) if dra is not None else None,
             )
         )
     out.sort(key=lambda r: r.node)
     return out
+
+
+def _report_one_node(
+    table: NodeTable,
+    row: int,
+    pods: Sequence[Pod],
+    rules: ScaleDownRules,
+    gpu_col: int,
+    gpu_labelled: bool,
+    node_dra: NodeDra | None,
+) -> NodeReport:
+    """The :class:`NodeReport` of node ``row`` (:func:`node_report`), given ``pods``, the
+    pods bound to it; ``gpu_col``, the column of the GPU resource it has allocatable
+    (:func:`~stickypack.core.plugins.scaledown.gpu_columns`; -1: none); ``gpu_labelled``,
+    whether it carries one of ``rules.gpu_labels``; ``node_dra``, its DRA reading (None:
+    DRA not weighed, or no node-local slices)."""
+    counted = _CountedPods.of(pods, rules)
+    cpu, memory = (counted.share(table, row, r) for r in (CPU, MEMORY))
+    gpu = _gpu_share(table, row, gpu_col, gpu_labelled, counted)
+    utilization, node_dra, missing = _weighing(table, row, cpu, memory, gpu, node_dra)
+    pinned = _pinning(pods, rules)
+    autoscaler, taint = _autoscaler_state(table, row)
+    return NodeReport(
+        node=table.node_names([row])[0],
+        cpu=cpu,
+        memory=memory,
+        utilization=utilization,
+        pods=len(pods),
+        daemon_pods=sum(1 for p in pods if is_daemon_pod(p)),
+        pinning=tuple(key for key, _ in pinned),
+        builds=int(table.builds[row]),
+        autoscaler=autoscaler,
+        ready=bool(table.ready[row]),
+        unschedulable=bool(table.unschedulable[row]),
+        scale_down_disabled=_annotation(table, row, SCALE_DOWN_DISABLED_ANNOTATION) == "true",
+        pin_reasons=tuple(reason for _, reason in pinned),
+        expendable_pods=sum(1 for p in counted.expendable if not is_daemon_pod(p)),
+        terminating_pods=sum(1 for p in counted.terminating if not is_daemon_pod(p)),
+        gpu=gpu,
+        dra=None if node_dra is None or node_dra.error else node_dra.utilization,
+        dra_pool=None if node_dra is None else node_dra.pool,
+        dra_error=None if node_dra is None else node_dra.error,
+        autoscaler_since=None if taint is None else autoscaler_taint_time(table, row, taint),
+        utilization_error=f"no {' or '.join(missing)} allocatable" if missing else None,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _CountedPods:
+    """A node's pods the autoscaler leaves out of its utilization, wholly or in part (each
+    list in the pods' order): ``expendable`` (:func:`is_expendable`: out of its picture);
+    ``terminating`` (:func:`is_long_terminating`, not expendable); ``unweighed``
+    (:meth:`ScaleDownRules.unweighed`, not expendable: requests out of both the node's
+    requests and its allocatable); ``left_out``: the expendable pods, then the terminating
+    ones not unweighed (requests out of the node's requests only)."""
+
+    expendable: list[Pod]
+    terminating: list[Pod]
+    unweighed: list[Pod]
+    left_out: tuple[Pod, ...]
+
+    @classmethod
+    def of(cls, pods: Sequence[Pod], rules: ScaleDownRules) -> _CountedPods:
+        expendable = [p for p in pods if is_expendable(p, rules)]
+        terminating = [p for p in pods if is_long_terminating(p, rules) and not is_expendable(p, rules)]
+        unweighed = [p for p in pods if rules.unweighed(p) and not is_expendable(p, rules)]
+        left_out = (*expendable, *(p for p in terminating if not rules.unweighed(p)))
+        return cls(expendable, terminating, unweighed, left_out)
+
+    def share(self, table: NodeTable, row: int, resource: str) -> float:
+        """Requested over allocatable of ``resource`` on node ``row`` as the autoscaler
+        counts them (a fraction): :func:`_requested_share` without these pods."""
+        return _requested_share(table, row, resource, self.left_out, self.unweighed)
+
+
+def _gpu_share(
+    table: NodeTable, row: int, gpu_col: int, gpu_labelled: bool, counted: _CountedPods
+) -> float | None:
+    """Node ``row``'s requested GPUs over allocatable (a fraction) of the resource of column
+    ``gpu_col`` (-1: none allocatable), without the pods ``counted`` leaves out; 0.0 for a
+    node ``gpu_labelled`` whose GPUs are not allocatable yet (the autoscaler takes it as
+    unused); None for a node without GPUs."""
+    if gpu_col >= 0:
+        return counted.share(table, row, table.resources[gpu_col])
+    return 0.0 if gpu_labelled else None
+
+
+def _weighing(
+    table: NodeTable, row: int, cpu: float, memory: float, gpu: float | None, node_dra: NodeDra | None
+) -> tuple[float, NodeDra | None, list[str]]:
+    """How the autoscaler's ``utilization.Calculate`` weighs node ``row``: its utilization
+    (a fraction); the DRA reading that gave it (``node_dra``, or None when the node is not
+    weighed by its pools); and, when it is weighed by cpu and memory, those of the two it
+    has none of allocatable (then it cannot be weighed). In that order: a GPU node (``gpu``
+    not None) by its GPUs, unless a DRA driver publishes them
+    (:func:`~stickypack.core.plugins.scaledown.exposes_gpus_via_dra`, whether or not DRA is
+    weighed); else a node with ``node_dra`` by its most used pool; else by the higher of
+    ``cpu`` and ``memory`` (fractions)."""
+    if gpu is not None and not exposes_gpus_via_dra(table, row):
+        return gpu, None, []  # weighed by its GPUs: its pools do not count
+    if node_dra is not None:
+        return node_dra.utilization, node_dra, []
+    missing = [r for r in (CPU, MEMORY) if table.alloc[row, table.rindex[r]] <= 0]
+    return max(cpu, memory), None, missing
+
+
+def _pinning(pods: Iterable[Pod], rules: ScaleDownRules) -> list[tuple[str, str]]:
+    """``(key, reason)`` of each of ``pods`` that :func:`pin_reason` finds a reason for,
+    sorted."""
+    return sorted((p.key, reason) for p in pods if (reason := pin_reason(p, rules)) is not None)
+
+
+def _autoscaler_state(table: NodeTable, row: int) -> tuple[str, str | None]:
+    """:attr:`NodeReport.autoscaler` of node ``row`` and the taint that says it:
+    ``deleting`` (``ToBeDeletedByClusterAutoscaler``), else ``candidate``
+    (``DeletionCandidateOfClusterAutoscaler``), else ``""`` and None."""
+    if table.to_be_deleted[row]:
+        return "deleting", TO_BE_DELETED_TAINT
+    if table.deletion_candidate[row]:
+        return "candidate", DELETION_CANDIDATE_TAINT
+    return "", None
