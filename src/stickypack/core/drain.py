@@ -111,20 +111,27 @@ def plan_scale_down(
 ) -> ScaleDownPlan:
     """Check ``candidates`` (node names, in the order given; nodes no pod pins) as the
     autoscaler does. ``pods_by_node``: the pods bound to each node, as
-    :func:`~stickypack.core.explain.node_report` takes them. Expendable pods (by ``rules``,
-    default :class:`ScaleDownRules`) are left out of the picture, as the autoscaler leaves
-    them out of its snapshot; long-terminating pods keep their room (its snapshot holds
-    every bound pod not Succeeded or Failed) but are not moved (its drainability rules skip
-    them); DaemonSet and mirror pods stay where they are; every other pod of a candidate is
-    placed, one by one, on the first node (by row) that is neither the candidate, nor a candidate found
-    removable, nor being deleted, and that passes every filter of ``filters`` with the
-    placements so far (each filter must judge each node by itself, as kube-scheduler's do:
-    the nodes are filtered a slice at a time, :func:`_first_fit`). If all fit, the
-    candidate is removable and its placements stay for the next candidates; else nothing
-    of it is kept. Before any candidate, the pods of the nodes being deleted
-    (``ToBeDeletedByClusterAutoscaler``) are placed the same way, those that fit nowhere
-    left out, and such a node is never judged, as the autoscaler treats its deletions in
-    progress. ``table`` is not changed.
+    :func:`~stickypack.core.explain.node_report` takes them; ``table`` is not changed (the
+    plan moves pods on a copy). In three steps (:func:`_plan`):
+
+    1. The autoscaler's snapshot (:func:`_snapshot_pods`): expendable pods (by ``rules``,
+       default :class:`ScaleDownRules`) are left out of the picture, as the autoscaler
+       leaves them out of its snapshot; long-terminating pods keep their room (its snapshot
+       holds every bound pod not Succeeded or Failed) but are not moved (its drainability
+       rules skip them); DaemonSet and mirror pods stay where they are; every other pod of
+       a node is one it moves.
+    2. Its deletions in progress (:meth:`_Simulation.place_deletions_in_progress`): before
+       any candidate, the pods of the nodes being deleted (``ToBeDeletedByClusterAutoscaler``)
+       are placed as a candidate's are (3), those that fit nowhere left out, and such a
+       node is never judged.
+    3. The candidates, one after the other (:func:`_check_candidates`): every pod a
+       candidate moves is placed, one by one, on the first node (by row) that is neither
+       the candidate, nor a candidate found removable, nor being deleted, and that passes
+       every filter of ``filters`` with the placements so far (each filter must judge each
+       node by itself, as kube-scheduler's do: the nodes are filtered a slice at a time,
+       :func:`_first_fit`). If all fit, the candidate is removable and its placements stay
+       for the next candidates; else nothing of it is kept
+       (:meth:`_Simulation.remove_node`).
 
     ``rules.budgets``: each candidate found removable takes one disruption of every budget
     for each of its pods the budget covers (the pods it moves), as the autoscaler's
@@ -161,7 +168,8 @@ def plan_scale_down(
     released claims held node-local devices only to a node whose node-local slices have
     as many free devices of each driver, which it then holds (later placements see them
     taken; a reverted candidate gives them back). None: DRA off, a pod's claims constrain
-    nothing (as before, and as with claims on devices that are not node-local)."""
+    nothing (as before, and as with claims on devices that are not node-local). ``dra`` is
+    left as it was given."""
     rules = rules if rules is not None else ScaleDownRules()
     if claim_volumes is not None:
         filters = [*filters, PersistentVolumesFilter(claim_volumes)]
@@ -185,113 +193,179 @@ def _plan(
     namespace_labels: NamespaceLabels,
     dra: DraDevices | None,
 ) -> ScaleDownPlan:
-    """:func:`plan_scale_down` with its filters complete."""
-    ctx = ctx if ctx is not None else SchedulingContext()
-    sim = copy.deepcopy(table)
-    gone = np.zeros(sim.alloc.shape[0], dtype=bool)  # removable candidates: no pod goes there
-    planned: dict[str, list[Pod]] = {}  # the pods each node would move, placements included
-    staying: list[tuple[str, Pod]] = []  # the other pods in the autoscaler's snapshot
+    """:func:`plan_scale_down` with its filters complete, step by step."""
+    sim = _Simulation(copy.deepcopy(table), filters, ctx if ctx is not None else SchedulingContext(), dra)
+    planned, staying, inter_pod_rules = _snapshot_pods(sim.table, pods_by_node, rules)
+    # where no pod has inter-pod terms, host ports or spread constraints those filters pass
+    # every node: skip them
+    if inter_pod_rules:
+        sim.on_nodes = _pods_on_nodes(sim.table, planned, staying, namespace_labels)
+    sim.place_deletions_in_progress(planned)
+    return _check_candidates(sim, planned, candidates, rules)
+
+
+def _snapshot_pods(
+    table: NodeTable, pods_by_node: Mapping[str, Iterable[Pod]], rules: ScaleDownRules
+) -> tuple[dict[str, list[Pod]], list[tuple[str, Pod]], bool]:
+    """The pods of ``pods_by_node`` as the autoscaler's snapshot holds them: its expendable
+    pods (:func:`~stickypack.core.explain.is_expendable`) are taken off ``table`` (changed)
+    and left out; of the others, the pods each node would move (``planned``, by node name;
+    the plan adds the pods placed there) and the pods that stay (``staying``, with their
+    node's name: DaemonSet, mirror and long-terminating pods); and whether any of those
+    has inter-pod rules (:func:`~stickypack.core.podaffinity.has_inter_pod_rules`)."""
+    planned: dict[str, list[Pod]] = {}
+    staying: list[tuple[str, Pod]] = []
     inter_pod_rules = False
     for name, pods in pods_by_node.items():
         for pod in pods:
             if is_expendable(pod, rules):
-                if name in sim.index:
-                    sim.remove_pod(sim.index[name], pod)
+                if name in table.index:
+                    table.remove_pod(table.index[name], pod)
                 continue
             inter_pod_rules = inter_pod_rules or has_inter_pod_rules(pod)
             if not is_daemon_pod(pod) and not is_long_terminating(pod, rules):
                 planned.setdefault(name, []).append(pod)
             else:
                 staying.append((name, pod))
-    # where no pod has inter-pod terms, host ports or spread constraints those filters pass
-    # every node: skip them
-    on_nodes = _pods_on_nodes(sim, planned, staying, namespace_labels) if inter_pod_rules else None
+    return planned, staying, inter_pod_rules
 
-    def bind(row: int, pod: Pod) -> None:
-        """Put ``pod`` on node ``row`` in the plan (its resources, its pod rules and, with
-        ``dra``, the devices its claims take there)."""
-        sim.add_pod(row, pod)
-        if on_nodes is not None:
-            on_nodes.add(row, pod)
-        if dra is not None and dra.follows(pod):
-            dra.place(pod, sim.node_names([row])[0])
 
-    def unbind(row: int, pod: Pod) -> None:
-        """Undo :func:`bind` but for its devices (:meth:`DraDevices.rollback` gives them
-        back; the deletions in progress :meth:`DraDevices.release` them)."""
-        sim.remove_pod(row, pod)
-        if on_nodes is not None:
-            on_nodes.remove(row, pod)
-
-    # the autoscaler's deletions in progress: it places their pods first, where they fit,
-    # and never judges those nodes
-    for row in [int(r) for r in sim.active_indices() if sim.to_be_deleted[r]]:
-        leaving = planned.pop(sim.node_names([row])[0], [])
-        for pod in leaving:
-            unbind(row, pod)
-        if dra is not None:
-            dra.release(leaving)
-        for pod in leaving:
-            idx = sim.active_indices()
-            dest = _first_fit(pod, sim, idx[~sim.to_be_deleted[idx]], filters, ctx, on_nodes)
-            if dest is not None:
-                bind(dest, pod)
-                planned.setdefault(sim.node_names([dest])[0], []).append(pod)
+def _check_candidates(
+    sim: _Simulation, planned: dict[str, list[Pod]], candidates: Sequence[str], rules: ScaleDownRules
+) -> ScaleDownPlan:
+    """The autoscaler's loop over ``candidates`` (node names, in order) on ``sim``: a node
+    being deleted is skipped; a candidate a disruption budget now holds is kept
+    (``blocked``, :class:`_Budgets`); else it is removable if every pod it moves
+    (``planned``) finds a node (:meth:`_Simulation.remove_node`), which spends the budgets
+    of its pods and makes its pods the movers of the nodes they went to, else it is kept
+    with the first pod that found none (``no_room``)."""
     removable: list[str] = []
     moves: dict[str, str] = {}
     no_room: dict[str, str] = {}
     held_by_budget: dict[str, tuple[str, str]] = {}
     budgets = _Budgets(rules)
     for name in candidates:
-        row = sim.index[name]
-        if sim.to_be_deleted[row]:
+        row = sim.table.index[name]
+        if sim.table.to_be_deleted[row]:
             continue
         pods = planned.get(name, [])
         held = budgets.holding(pods)
         if held is not None:  # the autoscaler's drainability rules, before any placement
             held_by_budget[name] = held
             continue
+        placed, unplaced = sim.remove_node(row, pods)
+        if unplaced is not None:
+            no_room[name] = unplaced
+            continue
+        removable.append(name)
+        budgets.take(pods)
+        planned[name] = []
+        for pod, dest in placed:
+            dest_name = sim.node_name(dest)
+            planned.setdefault(dest_name, []).append(pod)
+            moves[pod.key] = dest_name
+    return ScaleDownPlan(tuple(removable), moves, no_room, held_by_budget)
+
+
+class _Simulation:
+    """The cluster as a scale-down plan changes it: ``table``, a copy of the caller's that
+    the plan's placements change; ``gone``, per row, the candidates found removable (no pod
+    goes there); ``on_nodes``, the pods on each node for the inter-pod rules (None: no pod
+    has any, :func:`_pods_on_nodes`); ``dra``, the DRA devices (None: DRA off). Each
+    placement is the first fit (:func:`_first_fit`) by ``filters`` with ``ctx``."""
+
+    def __init__(
+        self,
+        table: NodeTable,
+        filters: Sequence[FilterPlugin],
+        ctx: SchedulingContext,
+        dra: DraDevices | None,
+    ) -> None:
+        self.table = table
+        self.filters = filters
+        self.ctx = ctx
+        self.dra = dra
+        self.gone = np.zeros(table.alloc.shape[0], dtype=bool)
+        self.on_nodes: PodsOnNodes | None = None
+
+    def node_name(self, row: int) -> str:
+        return self.table.node_names([row])[0]
+
+    def first_fit(self, pod: Pod, rows: np.ndarray) -> int | None:
+        """The first of ``rows`` where ``pod`` fits now (:func:`_first_fit`), or None."""
+        return _first_fit(pod, self.table, rows, self.filters, self.ctx, self.on_nodes)
+
+    def bind(self, row: int, pod: Pod) -> None:
+        """Put ``pod`` on node ``row`` in the plan (its resources, its pod rules and, with
+        ``dra``, the devices its claims take there)."""
+        self.table.add_pod(row, pod)
+        if self.on_nodes is not None:
+            self.on_nodes.add(row, pod)
+        if self.dra is not None and self.dra.follows(pod):
+            self.dra.place(pod, self.node_name(row))
+
+    def unbind(self, row: int, pod: Pod) -> None:
+        """Undo :meth:`bind` but for its devices (:meth:`DraDevices.rollback` gives them
+        back; the deletions in progress :meth:`DraDevices.release` them)."""
+        self.table.remove_pod(row, pod)
+        if self.on_nodes is not None:
+            self.on_nodes.remove(row, pod)
+
+    def place_deletions_in_progress(self, planned: dict[str, list[Pod]]) -> None:
+        """The autoscaler's deletions in progress: the pods each node being deleted would
+        move (``planned``, by node name) are taken off it and placed, one by one, on the
+        first node not being deleted where they fit (one that fits nowhere is left out);
+        ``planned`` then has none for those nodes, and each pod placed among those of its
+        new node."""
+        table = self.table
+        for row in [int(r) for r in table.active_indices() if table.to_be_deleted[r]]:
+            leaving = planned.pop(self.node_name(row), [])
+            for pod in leaving:
+                self.unbind(row, pod)
+            if self.dra is not None:
+                self.dra.release(leaving)
+            for pod in leaving:
+                idx = table.active_indices()
+                dest = self.first_fit(pod, idx[~table.to_be_deleted[idx]])
+                if dest is not None:
+                    self.bind(dest, pod)
+                    planned.setdefault(self.node_name(dest), []).append(pod)
+
+    def remove_node(self, row: int, pods: Sequence[Pod]) -> tuple[list[tuple[Pod, int]], str | None]:
+        """The autoscaler's removal of candidate ``row`` simulated: ``pods`` (those it
+        moves) are taken off it and placed, in order, each on the first node that is not
+        the candidate, not ``gone`` and not being deleted where it fits. When all fit, the
+        node is ``gone`` and the placements stay: each pod with its new row, and None.
+        Else every change is undone: no placement, and the key of the first pod that fit
+        nowhere."""
+        table, on_nodes, dra = self.table, self.on_nodes, self.dra
         for pod in pods:
-            sim.remove_pod(row, pod)
+            table.remove_pod(row, pod)
         # the autoscaler simulates a candidate's removal on a tainted copy of it without pods
         drained = on_nodes.drain_node(row) if on_nodes is not None else []
         devices = dra.mark() if dra is not None else 0
         if dra is not None:
             dra.release(pods)  # its pods unscheduled first: their claims' devices freed
         placed: list[tuple[Pod, int]] = []
-        blocked: str | None = None
         for pod in pods:
-            idx = sim.active_indices()
-            dest = _first_fit(
-                pod, sim, idx[(idx != row) & ~gone[idx] & ~sim.to_be_deleted[idx]], filters, ctx, on_nodes
-            )
-            if dest is None:
-                blocked = pod.key
-                break
-            bind(dest, pod)
+            idx = table.active_indices()
+            dest = self.first_fit(pod, idx[(idx != row) & ~self.gone[idx] & ~table.to_be_deleted[idx]])
+            if dest is None:  # revert: the candidate keeps its pods
+                for moved, at in placed:
+                    self.unbind(at, moved)
+                for kept in pods:
+                    table.add_pod(row, kept)
+                if on_nodes is not None:
+                    on_nodes.restore_node(row, drained)
+                if dra is not None:
+                    dra.rollback(devices)
+                return [], pod.key
+            self.bind(dest, pod)
             placed.append((pod, dest))
-        if blocked is not None:  # revert: the candidate keeps its pods
-            for pod, dest in placed:
-                unbind(dest, pod)
-            for pod in pods:
-                sim.add_pod(row, pod)
-            if on_nodes is not None:
-                on_nodes.restore_node(row, drained)
-            if dra is not None:
-                dra.rollback(devices)
-            no_room[name] = blocked
-            continue
         if on_nodes is not None:
             on_nodes.delete_node(row)  # and then drops it from its snapshot
-        gone[row] = True
-        removable.append(name)
-        budgets.take(pods)
-        planned[name] = []
-        for pod, dest in placed:
-            dest_name = sim.node_names([dest])[0]
-            planned.setdefault(dest_name, []).append(pod)
-            moves[pod.key] = dest_name
-    return ScaleDownPlan(tuple(removable), moves, no_room, held_by_budget)
+        self.gone[row] = True
+        return placed, None
 
 
 class _Budgets:
