@@ -34,11 +34,42 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "inspect",
         help="a live cluster's nodes as the autoscaler sees them, or where a pod would go and why",
     )
+    _add_kubeconfig(insp)
+    _add_placement_arguments(insp)
+    _add_autoscaler_arguments(insp)
+    _add_node_group_arguments(insp)
     insp.add_argument(
+        "--dra",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="your autoscaler runs with --enable-dynamic-resource-allocation: a node with node-local "
+        "ResourceSlices is weighed by its most used DRA device pool, in the node report and by "
+        "ScaleDownAware with --pod, and the scale-down plan moves a pod whose claims hold "
+        "node-local devices only to a node with free devices of their drivers (lists ResourceSlices "
+        "and ResourceClaims; default: off, or the config's cluster.dra)",
+    )
+    insp.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    insp.set_defaults(handler=_inspect)
+
+    forget = sub.add_parser("forget-node", help="forget a node's build history (its image cache is gone)")
+    forget.add_argument("node", metavar="NODE")
+    forget.add_argument("--config", type=Path, default=None, metavar="FILE", help="extender configuration")
+    _add_kubeconfig(forget)
+    forget.add_argument("--namespace", default=None, help="namespace of the history (overrides the config)")
+    forget.set_defaults(handler=_forget_node)
+
+
+def _add_kubeconfig(parser: argparse.ArgumentParser) -> None:
+    """``--kubeconfig``, the cluster both commands read."""
+    parser.add_argument(
         "--kubeconfig",
         default=None,
         help="kubeconfig (default: $KUBECONFIG, else in-cluster, else ~/.kube/config)",
     )
+
+
+def _add_placement_arguments(insp: argparse.ArgumentParser) -> None:
+    """``inspect --pod`` and what places it: the extender configuration, policy, profile."""
     insp.add_argument(
         "--pod",
         type=Path,
@@ -62,6 +93,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="the policy's profile (default: the extender's for a pod it manages (--config), "
         "else the one matching the pod)",
     )
+
+
+def _add_autoscaler_arguments(insp: argparse.ArgumentParser) -> None:
+    """The cluster-autoscaler's flags ``inspect`` weighs nodes by: its thresholds, its
+    drainability rules and what it leaves out of a node's utilization."""
     insp.add_argument(
         "--threshold",
         type=float,
@@ -130,6 +166,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "k8s.amazonaws.com/accelerator; AKS: kubernetes.azure.com/accelerator, before "
         "cluster-autoscaler 1.31 accelerator)",
     )
+
+
+def _add_node_group_arguments(insp: argparse.ArgumentParser) -> None:
+    """The autoscaler's node groups and the limits that keep nodes: groups' minimum sizes,
+    the cluster's minimum cores and memory."""
     insp.add_argument(
         "--node-group-label",
         action="append",
@@ -158,29 +199,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
             help=f"your autoscaler's --{flag}-total ({unit}): it removes no node that would take the "
             f"cluster's {flag} under MIN",
         )
-    insp.add_argument(
-        "--dra",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="your autoscaler runs with --enable-dynamic-resource-allocation: a node with node-local "
-        "ResourceSlices is weighed by its most used DRA device pool, in the node report and by "
-        "ScaleDownAware with --pod, and the scale-down plan moves a pod whose claims hold "
-        "node-local devices only to a node with free devices of their drivers (lists ResourceSlices "
-        "and ResourceClaims; default: off, or the config's cluster.dra)",
-    )
-    insp.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    insp.set_defaults(handler=_inspect)
-
-    forget = sub.add_parser("forget-node", help="forget a node's build history (its image cache is gone)")
-    forget.add_argument("node", metavar="NODE")
-    forget.add_argument("--config", type=Path, default=None, metavar="FILE", help="extender configuration")
-    forget.add_argument(
-        "--kubeconfig",
-        default=None,
-        help="kubeconfig (default: $KUBECONFIG, else in-cluster, else ~/.kube/config)",
-    )
-    forget.add_argument("--namespace", default=None, help="namespace of the history (overrides the config)")
-    forget.set_defaults(handler=_forget_node)
 
 
 def _min_size(text: str) -> tuple[str, int]:
