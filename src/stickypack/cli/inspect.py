@@ -22,8 +22,12 @@ from stickypack.cli.common import (
 )
 
 if TYPE_CHECKING:  # the extender's and the API client's modules load only when run
-    from stickypack.core.framework import SchedulingContext
+    from stickypack.core.framework import Profile, SchedulingContext
+    from stickypack.core.history import BuildHistory
     from stickypack.core.nodegroups import NodeGroups
+    from stickypack.core.nodetable import NodeTable
+    from stickypack.core.pod import Pod
+    from stickypack.core.policy import Policy
     from stickypack.extender.config import ExtenderConfig
     from stickypack.kube.snapshot import Snapshot
 
@@ -296,68 +300,100 @@ def _inspect(args: argparse.Namespace, console: Console) -> int:
 async def _inspect_cluster(
     args: argparse.Namespace, config: ExtenderConfig, threshold: float, pod_dict: dict[str, Any] | None
 ) -> dict[str, Any]:
-    """The report ``stickypack inspect`` prints, as JSON-ready data."""
-    from stickypack.core.explain import explain_placement
+    """The report ``stickypack inspect`` prints, as JSON-ready data: without ``pod_dict``
+    the node report (:func:`_node_report_json`); with it (``--pod``), where the policy would
+    place that pod and why (:func:`_placement_json`). The pod and the policy are read
+    before the cluster is, so that their errors come first."""
+    placing = _placing(args, config, pod_dict) if pod_dict is not None else None
+    snap, history = await _read_cluster(args, config, placing is not None)
+    if placing is None:
+        return _node_report_json(args, snap, threshold)
+    return _placement_json(args, threshold, snap, history, *placing)
+
+
+def _placing(
+    args: argparse.Namespace, config: ExtenderConfig, pod_dict: dict[str, Any]
+) -> tuple[Pod, Policy, Profile | None]:
+    """The pod of ``--pod``, the policy that places it (``--policy``, else the
+    configuration's) and its profile: ``--profile``, else with ``--config`` the extender's
+    for a pod it manages, else None (the policy's profile for the pod, chosen once its
+    mutators have run, as simulated). A pod or policy that cannot be read is a
+    :class:`UsageError`."""
     from stickypack.core.pod import Pod, PodSpecError
     from stickypack.core.policy import PolicyError
     from stickypack.extender.engine import select_profile
-    from stickypack.extender.server import history_limits, load_policy, make_store
-    from stickypack.kube.cache import ClusterCache, matches
+    from stickypack.extender.server import load_policy
+    from stickypack.kube.cache import matches
+
+    try:
+        pod = Pod.from_dict(pod_dict)
+    except PodSpecError as exc:
+        raise UsageError(f"{args.pod}: {exc}") from None
+    profile = None
+    try:
+        policy = load_policy(args.policy or config.policy, config.plugins)
+        if args.profile:
+            profile = select_profile(policy, args.profile)
+        elif args.config and matches(pod.labels, config.pods.manage):
+            # the extender places the pods it manages with its profile (null: the first)
+            profile = select_profile(policy, config.profile)
+    except PolicyError as exc:
+        raise UsageError(str(exc)) from None
+    return pod, policy, profile
+
+
+async def _read_cluster(
+    args: argparse.Namespace, config: ExtenderConfig, placing: bool
+) -> tuple[Snapshot, BuildHistory | None]:
+    """The cluster, read once (:func:`~stickypack.kube.snapshot.take_snapshot`; its DRA
+    objects with ``--dra``), and the extender's build history when a pod is ``placing``
+    with ``--config`` (else None). For the node report it lists the pods' controllers and
+    counts nominated pods on their nodes, as the autoscaler does; for a pod's placement
+    the cache keeps the nodes' DRA readings as the extender does."""
+    from stickypack.extender.server import history_limits, make_store
+    from stickypack.kube.cache import ClusterCache
     from stickypack.kube.client import api_client
     from stickypack.kube.history import HistoryRecorder
     from stickypack.kube.snapshot import take_snapshot
 
-    policy = profile = pod = None
-    if pod_dict is not None:
-        try:
-            pod = Pod.from_dict(pod_dict)
-        except PodSpecError as exc:
-            raise UsageError(f"{args.pod}: {exc}") from None
-        try:
-            policy = load_policy(args.policy or config.policy, config.plugins)
-            if args.profile:
-                profile = select_profile(policy, args.profile)
-            elif args.config and matches(pod.labels, config.pods.manage):
-                # the extender places the pods it manages with its profile (null: the first)
-                profile = select_profile(policy, config.profile)
-            # else: the policy's profile for the pod, once its mutators have run (as simulated)
-        except PolicyError as exc:
-            raise UsageError(str(exc)) from None
     async with api_client(config.cluster.kubeconfig) as api:
         cache = ClusterCache(
             build_selector=config.pods.build_selector,
             builder_selector=config.pods.builder_selector,
-            dra=pod is not None and args.dra,  # --pod: the nodes' DRA readings as the extender keeps them
+            dra=placing and args.dra,  # --pod: the nodes' DRA readings as the extender keeps them
         )
-        snap = await take_snapshot(api, cache, controllers=pod is None, dra=args.dra, nominated=pod is None)
+        snap = await take_snapshot(api, cache, controllers=not placing, dra=args.dra, nominated=not placing)
         history = None
-        if pod is not None and args.config:
+        if placing and args.config:
             recorder = HistoryRecorder(make_store(config, api), history_limits(config))
             await recorder.load()
             history = recorder.history
-    if pod is None:
-        return _node_report_json(args, snap, threshold)
+    return snap, history
+
+
+def _placement_json(
+    args: argparse.Namespace,
+    threshold: float,
+    snap: Snapshot,
+    history: BuildHistory | None,
+    pod: Pod,
+    policy: Policy,
+    profile: Profile | None,
+) -> dict[str, Any]:
+    """The report of ``inspect --pod``, as JSON-ready data: ``pod`` placed by ``policy``
+    (``profile``, else the policy's profile for the pod once its mutators have run) on the
+    cluster of ``snap``, every node's filter or scores
+    (:func:`~stickypack.core.explain.explain_placement`), with the build history
+    ``history`` (None: none) and the autoscaler's settings ``inspect`` was given."""
+    from stickypack.core.explain import explain_placement
+
     table = snap.cache.table
-    assert policy is not None
     history_note = "from the extender's store" if history is not None else "none (give --config)"
     if history is not None:
-        # as the extender does (HistoryRecorder.check_nodes), in memory only: entries older
-        # than their node are an earlier machine's of that name, deleted while no extender
-        # watched, and its image cache went with it
-        older = []
-        for node, i in table.index.items():
-            created = float(table.created[i])  # 0: not known
-            if created > 0 and history.forget_node(node, up_to=created):
-                older.append(node)
+        older = _forget_earlier_machines(history, table)
         if older:
-            history_note += f" (left out: entries older than their node on {', '.join(sorted(older))})"
-    tracker = snap.cache.dra
-    if tracker is not None and snap.dra is not None:  # fed as the extender's informers feed it
-        for obj in snap.dra.slices:
-            tracker.slice_event("ADDED", obj)
-        for obj in snap.dra.claims:
-            tracker.claim_event("ADDED", obj)
-        snap.cache.refresh_dra()
+            history_note += f" (left out: entries older than their node on {', '.join(older)})"
+    _feed_dra(snap)
     ctx = _autoscaler_context(
         args,
         threshold,
@@ -382,8 +418,40 @@ async def _inspect_cluster(
         ],
         "history": history_note,
         "unreadable_pods": snap.unreadable,
-        "dra_read": (snap.dra is not None) if args.dra else None,
+        "dra_read": _dra_read(args, snap),
     }
+
+
+def _forget_earlier_machines(history: BuildHistory, table: NodeTable) -> list[str]:
+    """As the extender does (``HistoryRecorder.check_nodes``), in memory only: the entries
+    of ``history`` older than their node (by its creation time, where known) forgotten, as
+    an earlier machine's of that name, deleted while no extender watched, whose image cache
+    went with it; the names of those nodes, sorted."""
+    older = []
+    for node, i in table.index.items():
+        created = float(table.created[i])  # 0: not known
+        if created > 0 and history.forget_node(node, up_to=created):
+            older.append(node)
+    return sorted(older)
+
+
+def _feed_dra(snap: Snapshot) -> None:
+    """With the cache's DRA tracker (``--pod --dra``), the snapshot's ResourceSlices and
+    ResourceClaims fed to it as the extender's informers feed it, and the nodes' DRA
+    readings brought up to date in the table."""
+    tracker = snap.cache.dra
+    if tracker is not None and snap.dra is not None:
+        for obj in snap.dra.slices:
+            tracker.slice_event("ADDED", obj)
+        for obj in snap.dra.claims:
+            tracker.claim_event("ADDED", obj)
+        snap.cache.refresh_dra()
+
+
+def _dra_read(args: argparse.Namespace, snap: Snapshot) -> bool | None:
+    """The report's ``dra_read``: with ``--dra``, whether the DRA objects could be listed;
+    None without."""
+    return (snap.dra is not None) if args.dra else None
 
 
 def _autoscaler_context(args: argparse.Namespace, threshold: float, **more: Any) -> SchedulingContext:
@@ -589,7 +657,7 @@ def _node_report_json(args: argparse.Namespace, snap: Snapshot, threshold: float
         "controllers_unlisted": sorted(snap.unlisted_controllers),
         "namespaces_read": snap.namespace_labels is not None,
         "volumes_read": snap.claim_volumes is not None,
-        "dra_read": (snap.dra is not None) if args.dra else None,
+        "dra_read": _dra_read(args, snap),
         "dra_problems": dra.problems if dra is not None else [],
     }
 
