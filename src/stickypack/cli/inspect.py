@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import reprlib
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +23,9 @@ from stickypack.cli.common import (
 )
 
 if TYPE_CHECKING:  # the extender's and the API client's modules load only when run
+    from stickypack.core.dra import DraDevices, DraReading
+    from stickypack.core.drain import ScaleDownPlan
+    from stickypack.core.explain import NodeReport, ScaleDownRules
     from stickypack.core.framework import Profile, SchedulingContext
     from stickypack.core.history import BuildHistory
     from stickypack.core.nodegroups import NodeGroups
@@ -486,23 +490,50 @@ def _node_report_json(args: argparse.Namespace, snap: Snapshot, threshold: float
     disruption budgets node by node; with ``--dra``, its
     claims' node-local devices moved too, :class:`~stickypack.core.dra.DraDevices`), then the nodes it
     would remove that a node group's minimum size or the cluster's minimum cores or memory
-    keep (:func:`~stickypack.core.nodegroups.kept_at_limits`)."""
-    import dataclasses
+    keep (:func:`~stickypack.core.nodegroups.kept_at_limits`). ``threshold``: the
+    autoscaler's utilization threshold (a fraction), the GPU one being ``--gpu-threshold``."""
+    from stickypack.core.explain import node_report
 
-    from stickypack.core.dra import DraDevices, dra_utilization
-    from stickypack.core.drain import plan_scale_down
+    table = snap.cache.table
+    rules = _scale_down_rules(args, snap)
+    dra, devices = _read_dra(snap, rules)
+    nodes = node_report(table, snap.pods_by_node, rules, dra=dra.nodes if dra is not None else None)
+    groups = _node_groups(args)
+    group_of, at_min = _group_membership(table, groups)
+    verdicts = _verdicts_before_plan(nodes, at_min, threshold, args.gpu_threshold)
+    plan = _scale_down_plan(args, snap, threshold, rules, nodes, verdicts, devices)
+    kept = _kept_at_limits(args, snap, groups, plan)
+    verdicts = _verdicts_after_plan(nodes, verdicts, plan, kept)
+    nodes = _pinned_by_spent_budgets(nodes, plan)
+    removed = {n for n in plan.removable if n not in kept}
+    return {
+        "threshold": threshold,
+        "gpu_threshold": args.gpu_threshold,
+        "ignore_daemonsets_utilization": rules.ignore_daemonsets_utilization,
+        "ignore_mirror_pods_utilization": rules.ignore_mirror_pods_utilization,
+        "nodes": [
+            _node_json(
+                r, v, group_of.get(r.node), plan.no_room.get(r.node), _moves_off(r.node, removed, snap, plan)
+            )
+            for r, v in zip(nodes, verdicts, strict=True)
+        ],
+        "summary": _summary_json(args, verdicts),
+        "node_groups": _node_groups_json(args, table, groups, group_of, removed),
+        **_unread_json(args, snap, dra),
+    }
+
+
+def _scale_down_rules(args: argparse.Namespace, snap: Snapshot) -> ScaleDownRules:
+    """The autoscaler's drainability rules and utilization settings ``inspect`` was given
+    (each flag not given at the autoscaler's default), with the budgets and controllers
+    ``snap`` read and the time now."""
     from stickypack.core.explain import (
         BLOCKING_SYSTEM_POD_DISRUPTION_TIMEOUT_S,
         EXPENDABLE_PODS_PRIORITY_CUTOFF,
         ScaleDownRules,
-        is_expendable,
-        node_report,
     )
-    from stickypack.core.nodegroups import MIN_SIZE, ResourceMinimums, kept_at_limits
-    from stickypack.policies import load_builtin
 
-    table = snap.cache.table
-    rules = ScaleDownRules(
+    return ScaleDownRules(
         local_storage_pins=not args.local_storage_moves,
         system_pods_pin=not args.system_pods_move,
         budgets=snap.budgets,
@@ -524,42 +555,78 @@ def _node_report_json(args: argparse.Namespace, snap: Snapshot, threshold: float
             else args.expendable_pods_priority_cutoff
         ),
     )
-    dra, devices = None, None
-    if snap.dra is not None:  # the claims of the pods in the autoscaler's snapshot count
-        in_snapshot = {
-            node: [p for p in pods if not is_expendable(p, rules)] for node, pods in snap.pods_by_node.items()
-        }
-        dra = dra_utilization(snap.dra.slices, snap.dra.claims, in_snapshot)
-        # the scale-down plan moves the claims' node-local devices as the autoscaler's
-        # removal simulation does (every pod a claim's user, expendable ones too; the
-        # objects it cannot read are those dra_utilization reports)
-        devices = DraDevices.read(snap.dra.slices, snap.dra.claims, snap.pods_by_node)
-    nodes = node_report(table, snap.pods_by_node, rules, dra=dra.nodes if dra is not None else None)
-    gpu_threshold = args.gpu_threshold
-    verdicts = [r.verdict(threshold, gpu_threshold) for r in nodes]
-    # a node of a group at or under its minimum size is never a candidate (the autoscaler's
-    # PreFilteringScaleDownNodeProcessor): its pods stay, it stays a destination for others'
-    groups = _node_groups(args)
+
+
+def _read_dra(snap: Snapshot, rules: ScaleDownRules) -> tuple[DraReading | None, DraDevices | None]:
+    """With the DRA objects read (``--dra``): each node's DRA utilization, from the claims
+    of the pods in the autoscaler's snapshot (expendable ones left out), and the devices
+    the scale-down plan moves, as the autoscaler's removal simulation does (every pod a
+    claim's user, expendable ones too; the objects it cannot read are those the reading
+    reports). Both None without them."""
+    from stickypack.core.dra import DraDevices, dra_utilization
+    from stickypack.core.explain import is_expendable
+
+    if snap.dra is None:
+        return None, None
+    in_snapshot = {
+        node: [p for p in pods if not is_expendable(p, rules)] for node, pods in snap.pods_by_node.items()
+    }
+    dra = dra_utilization(snap.dra.slices, snap.dra.claims, in_snapshot)
+    return dra, DraDevices.read(snap.dra.slices, snap.dra.claims, snap.pods_by_node)
+
+
+def _group_membership(table: NodeTable, groups: NodeGroups) -> tuple[dict[str, str | None], set[str]]:
+    """Each node's node group (by name; None: in none known), and the nodes of a group at
+    or under its minimum size."""
     rows = table.active_indices()
     group_of = dict(zip(table.node_names(rows), groups.groups(table, rows), strict=True))
     at_min = set(table.node_names(rows[groups.at_min_size(table, rows)]))
-    verdicts = [
+    return group_of, at_min
+
+
+def _verdicts_before_plan(
+    nodes: Sequence[NodeReport], at_min: set[str], threshold: float, gpu_threshold: float
+) -> list[str]:
+    """Each node's :meth:`NodeReport.verdict` at the thresholds (fractions), but ``min-size``
+    for a node ``removable`` or ``empty`` in a group at or under its minimum size
+    (``at_min``): the autoscaler never takes it as a candidate
+    (its PreFilteringScaleDownNodeProcessor), its pods stay, and it stays a destination for
+    others'."""
+    from stickypack.core.nodegroups import MIN_SIZE
+
+    verdicts = [r.verdict(threshold, gpu_threshold) for r in nodes]
+    return [
         MIN_SIZE if r.node in at_min and v in ("removable", "empty") else v
         for r, v in zip(nodes, verdicts, strict=True)
     ]
-    # the autoscaler removes an unpinned node at or under its threshold only if its pods fit
-    # elsewhere: check the candidates as it does, with kube-scheduler's filters (the
-    # default policy's). Its order puts empty nodes first (EmptySorting), so they take no
-    # pods of the others; among the rest (its node list's order, after the nodes it found
-    # unneeded before, which cannot be known here) the least utilized first
+
+
+def _scale_down_plan(
+    args: argparse.Namespace,
+    snap: Snapshot,
+    threshold: float,
+    rules: ScaleDownRules,
+    nodes: Sequence[NodeReport],
+    verdicts: Sequence[str],
+    devices: DraDevices | None,
+) -> ScaleDownPlan:
+    """The autoscaler removes an unpinned node at or under its threshold only if its pods
+    fit elsewhere: its candidates (the nodes ``removable`` or ``empty``) checked as it
+    does (:func:`~stickypack.core.drain.plan_scale_down`), with kube-scheduler's filters
+    (the default policy's). Its order puts empty nodes first (EmptySorting), so they take
+    no pods of the others; among the rest (its node list's order, after the nodes it found
+    unneeded before, which cannot be known here) the least utilized first."""
+    from stickypack.core.drain import plan_scale_down
+    from stickypack.policies import load_builtin
+
     ctx = _autoscaler_context(args, threshold)
     candidates = sorted(
         ((r, v) for r, v in zip(nodes, verdicts, strict=True) if v in ("removable", "empty")),
         key=lambda rv: (rv[1] != "empty", rv[0].utilization, rv[0].node),
     )
     filters = load_builtin("default").profiles[0].filters
-    plan = plan_scale_down(
-        table,
+    return plan_scale_down(
+        snap.cache.table,
         snap.pods_by_node,
         [r.node for r, _ in candidates],
         filters,
@@ -569,19 +636,46 @@ def _node_report_json(args: argparse.Namespace, snap: Snapshot, threshold: float
         claim_volumes=snap.claim_volumes,
         dra=devices,
     )
-    # then, going through the nodes found removable (empty ones first, as its RemovableAt;
-    # within each its map order, unspecified, so which of a group's nodes it keeps can
-    # differ), the groups' minimum sizes and the cluster's minimum resources keep some
+
+
+def _kept_at_limits(
+    args: argparse.Namespace, snap: Snapshot, groups: NodeGroups, plan: ScaleDownPlan
+) -> dict[str, str]:
+    """The nodes the plan found removable that the autoscaler keeps, and why
+    (:func:`~stickypack.core.nodegroups.kept_at_limits`): going through them (empty ones
+    first, as its RemovableAt; within each its map order, unspecified, so which of a
+    group's nodes it keeps can differ), the groups' minimum sizes and the cluster's minimum
+    cores and memory (``--cores-total``, ``--memory-total`` in GiB) keep some."""
+    from stickypack.core.nodegroups import ResourceMinimums, kept_at_limits
+
     mins = tuple((total or (0, 0))[0] for total in (args.cores_total, args.memory_total))
-    kept = kept_at_limits(
-        table, plan.removable, groups, snap.capacity, ResourceMinimums(mins[0], mins[1] * 1024**3)
+    return kept_at_limits(
+        snap.cache.table,
+        plan.removable,
+        groups,
+        snap.capacity,
+        ResourceMinimums(mins[0], mins[1] * 1024**3),
     )
-    verdicts = [
+
+
+def _verdicts_after_plan(
+    nodes: Sequence[NodeReport], verdicts: Sequence[str], plan: ScaleDownPlan, kept: Mapping[str, str]
+) -> list[str]:
+    """The verdicts once the plan is known: ``no-room`` for a candidate whose pods would
+    not all fit, ``pinned`` for one a spent budget holds, the reason (``min-size``,
+    ``resource-limit``) for one ``kept`` at the limits; the others as they were."""
+    return [
         "no-room" if r.node in plan.no_room else "pinned" if r.node in plan.blocked else kept.get(r.node, v)
         for r, v in zip(nodes, verdicts, strict=True)
     ]
-    # a node a budget holds once the nodes before it took its disruptions: pinned by that pod
-    nodes = [
+
+
+def _pinned_by_spent_budgets(nodes: Sequence[NodeReport], plan: ScaleDownPlan) -> list[NodeReport]:
+    """``nodes``, a node a budget holds once the nodes before it took its disruptions
+    (``plan.blocked``) pinned by that pod, with that reason."""
+    import dataclasses
+
+    return [
         dataclasses.replace(
             r,
             pinning=(*r.pinning, plan.blocked[r.node][0]),
@@ -591,65 +685,89 @@ def _node_report_json(args: argparse.Namespace, snap: Snapshot, threshold: float
         else r
         for r in nodes
     ]
-    removed = {n for n in plan.removable if n not in kept}
-    moves: dict[str, dict[str, str]] = {}
-    for r in nodes:
-        for p in snap.pods_by_node.get(r.node, ()):
-            if p.key in plan.moves and r.node in removed:
-                moves.setdefault(r.node, {})[p.key] = plan.moves[p.key]
-    sizes = groups.sizes(table)
+
+
+def _moves_off(node: str, removed: set[str], snap: Snapshot, plan: ScaleDownPlan) -> dict[str, str]:
+    """Where the plan moves the pods of ``node`` (pod key to node name) when the autoscaler
+    removes it (one of ``removed``); none otherwise."""
+    if node not in removed:
+        return {}
+    return {p.key: plan.moves[p.key] for p in snap.pods_by_node.get(node, ()) if p.key in plan.moves}
+
+
+def _node_json(
+    r: NodeReport, verdict: str, group: str | None, no_room_for: str | None, moves: dict[str, str]
+) -> dict[str, Any]:
+    """One node of the report as JSON-ready data (fractions rounded to 4 places):
+    ``r`` with its final ``verdict``, its node ``group``, the pod that would fit on no other
+    node (``no_room_for``) and the ``moves`` of its pods."""
+    return {
+        "node": r.node,
+        "ready": r.ready,
+        "unschedulable": r.unschedulable,
+        "scale_down_disabled": r.scale_down_disabled,
+        "autoscaler": r.autoscaler,
+        "autoscaler_since": r.autoscaler_since,
+        "cpu": round(r.cpu, 4),
+        "memory": round(r.memory, 4),
+        "gpu": None if r.gpu is None else round(r.gpu, 4),
+        "dra": None if r.dra is None else round(r.dra, 4),
+        "dra_pool": r.dra_pool,
+        "dra_error": r.dra_error,
+        "utilization_error": r.utilization_error,
+        "utilization": round(r.utilization, 4),
+        "pods": r.pods,
+        "daemon_pods": r.daemon_pods,
+        "expendable_pods": r.expendable_pods,
+        "terminating_pods": r.terminating_pods,
+        "builds": r.builds,
+        "pinning": list(r.pinning),
+        "pin_reasons": dict(zip(r.pinning, r.pin_reasons, strict=True)),
+        "node_group": group,
+        "verdict": verdict,
+        "no_room_for": no_room_for,
+        "moves": moves,
+    }
+
+
+def _summary_json(args: argparse.Namespace, verdicts: Sequence[str]) -> dict[str, int]:
+    """How many nodes have each verdict of :data:`VERDICTS`: ``incomplete`` only with
+    ``--dra`` or a node without cpu or memory allocatable, ``min-size`` and
+    ``resource-limit`` only with minimum sizes or totals (without them the report is as it
+    was)."""
     limited = bool(args.min_size) or args.cores_total is not None or args.memory_total is not None
     return {
-        "threshold": threshold,
-        "gpu_threshold": gpu_threshold,
-        "ignore_daemonsets_utilization": rules.ignore_daemonsets_utilization,
-        "ignore_mirror_pods_utilization": rules.ignore_mirror_pods_utilization,
-        "nodes": [
-            {
-                "node": r.node,
-                "ready": r.ready,
-                "unschedulable": r.unschedulable,
-                "scale_down_disabled": r.scale_down_disabled,
-                "autoscaler": r.autoscaler,
-                "autoscaler_since": r.autoscaler_since,
-                "cpu": round(r.cpu, 4),
-                "memory": round(r.memory, 4),
-                "gpu": None if r.gpu is None else round(r.gpu, 4),
-                "dra": None if r.dra is None else round(r.dra, 4),
-                "dra_pool": r.dra_pool,
-                "dra_error": r.dra_error,
-                "utilization_error": r.utilization_error,
-                "utilization": round(r.utilization, 4),
-                "pods": r.pods,
-                "daemon_pods": r.daemon_pods,
-                "expendable_pods": r.expendable_pods,
-                "terminating_pods": r.terminating_pods,
-                "builds": r.builds,
-                "pinning": list(r.pinning),
-                "pin_reasons": dict(zip(r.pinning, r.pin_reasons, strict=True)),
-                "node_group": group_of.get(r.node),
-                "verdict": v,
-                "no_room_for": plan.no_room.get(r.node),
-                "moves": moves.get(r.node, {}),
-            }
-            for r, v in zip(nodes, verdicts, strict=True)
-        ],
-        # ``incomplete`` only with --dra or a node without cpu or memory allocatable,
-        # ``min-size`` and ``resource-limit`` only with minimum sizes or totals: without
-        # them the report is as it was
-        "summary": {
-            v: verdicts.count(v)
-            for v in VERDICTS
-            if (v != "incomplete" or args.dra or v in verdicts) and (v not in LIMIT_VERDICTS or limited)
-        },
-        "node_groups": {
-            g: {
-                "size": sizes.get(g, 0),
-                "min_size": args.min_size.get(g),
-                "removes": sum(1 for n in removed if group_of.get(n) == g),
-            }
-            for g in sorted(set(sizes) | set(args.min_size))
-        },
+        v: verdicts.count(v)
+        for v in VERDICTS
+        if (v != "incomplete" or args.dra or v in verdicts) and (v not in LIMIT_VERDICTS or limited)
+    }
+
+
+def _node_groups_json(
+    args: argparse.Namespace,
+    table: NodeTable,
+    groups: NodeGroups,
+    group_of: Mapping[str, str | None],
+    removed: set[str],
+) -> dict[str, dict[str, Any]]:
+    """Each node group with a node or a minimum size (by name): its size, its minimum size
+    (``--min-size``; None: none) and how many of its nodes the autoscaler would remove."""
+    sizes = groups.sizes(table)
+    return {
+        g: {
+            "size": sizes.get(g, 0),
+            "min_size": args.min_size.get(g),
+            "removes": sum(1 for n in removed if group_of.get(n) == g),
+        }
+        for g in sorted(set(sizes) | set(args.min_size))
+    }
+
+
+def _unread_json(args: argparse.Namespace, snap: Snapshot, dra: DraReading | None) -> dict[str, Any]:
+    """What the report could not count, read or list: pods whose spec could not be read,
+    pending pods counted on the node they are nominated to, whether each kind of object
+    could be listed, and the DRA objects the reading left out."""
+    return {
         "unreadable_pods": snap.unreadable,
         "nominated_pods": snap.nominated,
         "budgets_read": snap.budgets is not None,
