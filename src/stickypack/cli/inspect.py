@@ -23,6 +23,8 @@ from stickypack.cli.common import (
 )
 
 if TYPE_CHECKING:  # the extender's and the API client's modules load only when run
+    from rich.table import Table
+
     from stickypack.core.dra import DraDevices, DraReading
     from stickypack.core.drain import ScaleDownPlan
     from stickypack.core.explain import NodeReport, ScaleDownRules
@@ -792,131 +794,177 @@ LIMIT_VERDICTS = ("min-size", "resource-limit")
 
 
 def _print_inspection(console: Console, report: dict[str, Any]) -> None:
+    """Print ``report`` (:func:`_inspect_cluster`'s): the node report, or a pod's
+    placement."""
+    if "pod" in report:
+        _print_placement(console, report)
+    else:
+        _print_node_report(console, report)
+
+
+def _print_node_report(console: Console, report: dict[str, Any]) -> None:
+    """The node report: a table of the nodes, a line counting their verdicts, then a line
+    for each thing the report could not count or read."""
+    console.print(_node_table(report))
+    console.print(_summary_line(report), highlight=False)
+    _print_node_report_notes(console, report)
+
+
+def _node_table(report: dict[str, Any]) -> Table:
+    """The nodes of the node report as a table, utilizations in percent; the columns
+    ``group``, ``gpu`` and ``dra`` only when some node has a value there."""
     from rich.table import Table
 
-    if "pod" not in report:
-        gpus = any(n["gpu"] is not None for n in report["nodes"])
-        title = f"nodes as the cluster-autoscaler sees them (threshold {report['threshold']:g}"
-        title += f", GPU nodes {report['gpu_threshold']:g}" if gpus else ""
-        ignored = [
-            what
-            for what, key in (("DaemonSet", "daemonsets"), ("mirror", "mirror_pods"))
-            if report[f"ignore_{key}_utilization"]
-        ]
-        title += f"; {' and '.join(ignored)} pods not counted)" if ignored else ")"
-        table = Table(title=title)
-        dras = any(n["dra"] is not None or n["dra_error"] is not None for n in report["nodes"])
-        numbers = (
-            "cpu",
-            "memory",
-            *(("gpu",) if gpus else ()),
-            *(("dra",) if dras else ()),
-            "pods",
-            "builds",
-        )
-        grouped = any(n["node_group"] is not None for n in report["nodes"])
-        for column in (
-            "node",
-            *(("group",) if grouped else ()),
-            *numbers,
-            "autoscaler",
-            "verdict",
-            "pinned by",
-        ):
-            table.add_column(column, justify="right" if column in numbers else "left")
-        now = time.time()
-        for n in report["nodes"]:
-            state = n["autoscaler"] or (
-                "not ready" if not n["ready"] else "cordoned" if n["unschedulable"] else ""
-            )
-            if n["autoscaler_since"] is not None and n["autoscaler_since"] <= now:
-                state += f" {_age(now - n['autoscaler_since'])}"
-            pinning = [f"{key} ({n['pin_reasons'][key]})" for key in n["pinning"]]
-            if n["no_room_for"]:
-                pinning.append(f"{n['no_room_for']} (no other node takes it)")
-            if n["dra_error"]:
-                pinning.insert(0, escape(n["dra_error"]))  # names from ResourceSlices
-            if n["utilization_error"]:
-                pinning.insert(0, n["utilization_error"])
-            shown = ", ".join(pinning[:3]) + (f" (+{len(pinning) - 3})" if len(pinning) > 3 else "")
-            gpu = (("" if n["gpu"] is None else f"{n['gpu']:.0%}"),) if gpus else ()
-            dra = (("" if n["dra"] is None else f"{n['dra']:.0%}"),) if dras else ()
-            group = (escape(n["node_group"] or ""),) if grouped else ()  # label values, not markup
-            table.add_row(
-                n["node"], *group, f"{n['cpu']:.0%}", f"{n['memory']:.0%}", *gpu, *dra, str(n["pods"]),
-                str(n["builds"]), state, n["verdict"], shown,
-            )  # fmt: skip
-        console.print(table)
-        summary = report["summary"]
+    nodes = report["nodes"]
+    gpus = any(n["gpu"] is not None for n in nodes)
+    dras = any(n["dra"] is not None or n["dra_error"] is not None for n in nodes)
+    grouped = any(n["node_group"] is not None for n in nodes)
+    table = Table(title=_node_table_title(report, gpus))
+    numbers = ("cpu", "memory", *(("gpu",) if gpus else ()), *(("dra",) if dras else ()), "pods", "builds")
+    for column in ("node", *(("group",) if grouped else ()), *numbers, "autoscaler", "verdict", "pinned by"):
+        table.add_column(column, justify="right" if column in numbers else "left")
+    now = time.time()
+    for n in nodes:
+        gpu = (_percent(n["gpu"]),) if gpus else ()
+        dra = (_percent(n["dra"]),) if dras else ()
+        group = (escape(n["node_group"] or ""),) if grouped else ()  # label values, not markup
+        table.add_row(
+            n["node"], *group, _percent(n["cpu"]), _percent(n["memory"]), *gpu, *dra, str(n["pods"]),
+            str(n["builds"]), _autoscaler_cell(n, now), n["verdict"], _pinned_by_cell(n),
+        )  # fmt: skip
+    return table
+
+
+def _node_table_title(report: dict[str, Any], gpus: bool) -> str:
+    """The node table's title: the thresholds (the GPU one when there are ``gpus``), and
+    the pods left out of the utilization."""
+    title = f"nodes as the cluster-autoscaler sees them (threshold {report['threshold']:g}"
+    title += f", GPU nodes {report['gpu_threshold']:g}" if gpus else ""
+    ignored = [
+        what
+        for what, key in (("DaemonSet", "daemonsets"), ("mirror", "mirror_pods"))
+        if report[f"ignore_{key}_utilization"]
+    ]
+    return title + (f"; {' and '.join(ignored)} pods not counted)" if ignored else ")")
+
+
+def _percent(fraction: float | None) -> str:
+    """A fraction in whole percent; empty for None."""
+    return "" if fraction is None else f"{fraction:.0%}"
+
+
+def _autoscaler_cell(node: dict[str, Any], now: float) -> str:
+    """A node's ``autoscaler`` column: the autoscaler's taint (``deleting``, ``candidate``)
+    with its age at ``now`` (Unix seconds) when it has a time not in the future, else
+    ``not ready`` or ``cordoned`` where the node is."""
+    state = node["autoscaler"] or (
+        "not ready" if not node["ready"] else "cordoned" if node["unschedulable"] else ""
+    )
+    since = node["autoscaler_since"]
+    if since is not None and since <= now:
+        state += f" {_age(now - since)}"
+    return state
+
+
+def _pinned_by_cell(node: dict[str, Any]) -> str:
+    """A node's ``pinned by`` column, the first three of: why the autoscaler cannot weigh
+    it, its pods that pin it (with why), and its pod no other node would take."""
+    pinning = [f"{key} ({node['pin_reasons'][key]})" for key in node["pinning"]]
+    if node["no_room_for"]:
+        pinning.append(f"{node['no_room_for']} (no other node takes it)")
+    if node["dra_error"]:
+        pinning.insert(0, escape(node["dra_error"]))  # names from ResourceSlices
+    if node["utilization_error"]:
+        pinning.insert(0, node["utilization_error"])
+    return _first(pinning, 3)
+
+
+def _first(items: list[str], most: int) -> str:
+    """The first ``most`` of ``items``, joined by commas, then how many more, ``(+N)``."""
+    return ", ".join(items[:most]) + (f" (+{len(items) - most})" if len(items) > most else "")
+
+
+def _summary_line(report: dict[str, Any]) -> str:
+    """The line under the node table: how many nodes, and how many have each verdict
+    (the rarer ones only when some node has them)."""
+    summary = report["summary"]
+    parts = [f"{summary['busy']} busy", f"{summary['pinned']} at or under the threshold but pinned"]
+    if summary["no-room"]:
+        parts.append(f"{summary['no-room']} whose pods fit on no other node")
+    parts += [f"{summary['removable']} removable", f"{summary['empty']} empty"]
+    for verdict, what in (
+        ("disabled", "with scale-down disabled"),
+        ("min-size", "kept at their node group's minimum size"),
+        ("resource-limit", "kept by the cluster's minimum cores or memory"),
+        ("incomplete", "the autoscaler cannot weigh (kept)"),
+    ):
+        if summary.get(verdict):
+            parts.append(f"{summary[verdict]} {what}")
+    return f"{len(report['nodes'])} nodes: {', '.join(parts)}"
+
+
+#: The node report's notes on the objects it could not list: its key, false when they
+#: could not be listed, and what that leaves out.
+_UNLISTED_NOTES = (
+    (
+        "budgets_read",
+        "PodDisruptionBudgets could not be listed (no `list` right on poddisruptionbudgets): "
+        "pods they cover, and kube-system pods, are judged without them",
+    ),
+    (
+        "namespaces_read",
+        "namespaces could not be listed (no `list` right on namespaces): a pod affinity "
+        "term's namespaceSelector is taken to select every namespace",
+    ),
+    (
+        "volumes_read",
+        "persistent volumes could not be listed (no `list` right on persistentvolumeclaims and "
+        "persistentvolumes): where a pod's volumes let it move is not weighed",
+    ),
+)
+
+
+def _print_node_report_notes(console: Console, report: dict[str, Any]) -> None:
+    """The lines under the node report's summary, each only when it has something to say:
+    the pods not counted or counted where nominated, the node groups given a minimum size
+    that no node is in, the objects that could not be listed or read."""
+    _print_unreadable(console, report["unreadable_pods"])
+    nowhere = [g for g, group in report["node_groups"].items() if group["size"] == 0]
+    if nowhere:  # a typo, or groups named by other labels (--node-group-label)
         console.print(
-            f"{len(report['nodes'])} nodes: {summary['busy']} busy, "
-            f"{summary['pinned']} at or under the threshold but pinned, "
-            + (f"{summary['no-room']} whose pods fit on no other node, " if summary["no-room"] else "")
-            + f"{summary['removable']} removable, {summary['empty']} empty"
-            + (f", {summary['disabled']} with scale-down disabled" if summary["disabled"] else "")
-            + (
-                f", {summary['min-size']} kept at their node group's minimum size"
-                if summary.get("min-size")
-                else ""
-            )
-            + (
-                f", {summary['resource-limit']} kept by the cluster's minimum cores or memory"
-                if summary.get("resource-limit")
-                else ""
-            )
-            + (
-                f", {summary['incomplete']} the autoscaler cannot weigh (kept)"
-                if summary.get("incomplete")
-                else ""
-            ),
+            f"no node is in node group {', '.join(map(repr, nowhere))} given a minimum size "
+            "(groups are named by --node-group-label, or the pool labels)",
             highlight=False,
         )
-        _print_unreadable(console, report["unreadable_pods"])
-        nowhere = [g for g, group in report["node_groups"].items() if group["size"] == 0]
-        if nowhere:  # a typo, or groups named by other labels (--node-group-label)
-            console.print(
-                f"no node is in node group {', '.join(map(repr, nowhere))} given a minimum size "
-                "(groups are named by --node-group-label, or the pool labels)",
-                highlight=False,
-            )
-        if report["nominated_pods"]:
-            console.print(
-                f"{len(report['nominated_pods'])} pending pods counted on the node the scheduler "
-                "nominated them to, as the autoscaler counts them",
-                highlight=False,
-            )
-        if not report["budgets_read"]:
-            console.print(
-                "PodDisruptionBudgets could not be listed (no `list` right on poddisruptionbudgets): "
-                "pods they cover, and kube-system pods, are judged without them",
-                highlight=False,
-            )
-        if not report["namespaces_read"]:
-            console.print(
-                "namespaces could not be listed (no `list` right on namespaces): a pod affinity "
-                "term's namespaceSelector is taken to select every namespace",
-                highlight=False,
-            )
-        if not report["volumes_read"]:
-            console.print(
-                "persistent volumes could not be listed (no `list` right on persistentvolumeclaims and "
-                "persistentvolumes): where a pod's volumes let it move is not weighed",
-                highlight=False,
-            )
-        _print_dra_unread(console, report)
-        problems = report["dra_problems"]
-        for problem in problems[:5]:
-            console.print(f"DRA: {escape(problem)}", highlight=False, soft_wrap=True)
-        if len(problems) > 5:
-            console.print(f"DRA: {len(problems) - 5} more objects left out (see --json)", highlight=False)
-        if report["controllers_unlisted"]:
-            kinds = ", ".join(report["controllers_unlisted"])
-            console.print(
-                f"controllers could not be listed: {kinds} (no `list` right on them, or not served): "
-                "a pod's controller of those kinds is taken to exist",
-                highlight=False,
-            )
-        return
+    if report["nominated_pods"]:
+        console.print(
+            f"{len(report['nominated_pods'])} pending pods counted on the node the scheduler "
+            "nominated them to, as the autoscaler counts them",
+            highlight=False,
+        )
+    for key, note in _UNLISTED_NOTES:
+        if not report[key]:
+            console.print(note, highlight=False)
+    _print_dra_unread(console, report)
+    problems = report["dra_problems"]
+    for problem in problems[:5]:
+        console.print(f"DRA: {escape(problem)}", highlight=False, soft_wrap=True)
+    if len(problems) > 5:
+        console.print(f"DRA: {len(problems) - 5} more objects left out (see --json)", highlight=False)
+    if report["controllers_unlisted"]:
+        kinds = ", ".join(report["controllers_unlisted"])
+        console.print(
+            f"controllers could not be listed: {kinds} (no `list` right on them, or not served): "
+            "a pod's controller of those kinds is taken to exist",
+            highlight=False,
+        )
+
+
+def _print_placement(console: Console, report: dict[str, Any]) -> None:
+    """A pod's placement: a table of every node's scores by plugin (with its weight) and
+    total, or the filter that removed it; then the build history used and the best nodes."""
+    from rich.table import Table
+
     plugins = list(report["weights"])
     # the pod file, a policy file and plugin files are not checked by an API server: their
     # names are printed as written, never read as console markup
@@ -944,6 +992,7 @@ def _print_inspection(console: Console, report: dict[str, Any]) -> None:
 
 
 def _print_dra_unread(console: Console, report: dict[str, Any]) -> None:
+    """A line when ``--dra`` was given and the DRA objects could not be listed."""
     if report["dra_read"] is False:
         console.print(
             "ResourceSlices and ResourceClaims could not be listed (no `list` right on resourceslices "
@@ -963,13 +1012,12 @@ def _age(seconds: float) -> str:
 def _print_unreadable(console: Console, keys: list[str]) -> None:
     """The pods the snapshot skipped (their requests are missing from every node), if any."""
     if keys:
-        shown = ", ".join(keys[:5]) + (f" (+{len(keys) - 5})" if len(keys) > 5 else "")
         few = (
             "1 pod could not be read and is"
             if len(keys) == 1
             else f"{len(keys)} pods could not be read and are"
         )
-        console.print(f"{few} not counted: {escape(shown)}", highlight=False, soft_wrap=True)
+        console.print(f"{few} not counted: {escape(_first(keys, 5))}", highlight=False, soft_wrap=True)
 
 
 def _forget_node(args: argparse.Namespace, console: Console) -> int:
