@@ -106,8 +106,9 @@ def _add_placement_arguments(insp: argparse.ArgumentParser) -> None:
 
 
 def _add_autoscaler_arguments(insp: argparse.ArgumentParser) -> None:
-    """The cluster-autoscaler's flags ``inspect`` weighs nodes by: its thresholds, its
-    drainability rules and what it leaves out of a node's utilization."""
+    """The cluster-autoscaler's flags ``inspect`` weighs nodes by: its utilization
+    threshold and drainability rules (which pods keep a node), then what counts in a
+    node's utilization (:func:`_add_utilization_arguments`)."""
     insp.add_argument(
         "--threshold",
         type=float,
@@ -150,6 +151,12 @@ def _add_autoscaler_arguments(insp: argparse.ArgumentParser) -> None:
         help="your autoscaler's --min-replica-count (default 0): a pod of a ReplicaSet or "
         "ReplicationController wanting fewer replicas pins its node",
     )
+    _add_utilization_arguments(insp)
+
+
+def _add_utilization_arguments(insp: argparse.ArgumentParser) -> None:
+    """The cluster-autoscaler's flags on what counts in a node's utilization: DaemonSet and
+    mirror pods' requests, and a GPU node's GPUs (its threshold, the labels that mark one)."""
     for flag, what in (("daemonsets", "DaemonSet"), ("mirror-pods", "mirror")):
         insp.add_argument(
             f"--ignore-{flag}-utilization",
@@ -239,11 +246,34 @@ def _min_max(text: str) -> tuple[int, int]:
 
 
 def _inspect(args: argparse.Namespace, console: Console) -> int:
+    """``stickypack inspect``: the report (:func:`_inspect_cluster`) printed as tables, or
+    as JSON with ``--json``; a cluster that cannot be read is one line and status 1 or 2
+    (:func:`~stickypack.cli.common._cluster_failure`)."""
     import asyncio
     import json
-    import math
 
-    from stickypack.core.labels import LABEL_KEY
+    config, threshold = _settings(args)
+    _check_settings(args, threshold)
+    pod_dict = _read_pod_file(args.pod) if args.pod is not None else None
+    try:
+        report = asyncio.run(_inspect_cluster(args, config, threshold, pod_dict))
+    except UsageError:
+        raise
+    except Exception as exc:  # kubeconfig: status 2; network, RBAC: status 1; one line
+        return _cluster_failure("inspect", exc)
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        _print_inspection(console, report)
+    return 0
+
+
+def _settings(args: argparse.Namespace) -> tuple[ExtenderConfig, float]:
+    """The extender configuration (``--config``, else the defaults; its kubeconfig
+    ``--kubeconfig`` when given) and the utilization threshold (``--threshold``, else the
+    configuration's). Each of the autoscaler's settings not given on the command line is
+    set in ``args`` from the configuration's ``cluster`` section, and ``args.min_size``
+    becomes a dict (group to minimum size)."""
     from stickypack.extender.config import ExtenderConfig
 
     config = _load_extender_config(args) if args.config else ExtenderConfig()
@@ -263,6 +293,16 @@ def _inspect(args: argparse.Namespace, console: Console) -> int:
     if args.dra is None:
         args.dra = config.cluster.dra
     args.min_size = dict(config.cluster.node_group_min_sizes if args.min_size is None else args.min_size)
+    return config, threshold
+
+
+def _check_settings(args: argparse.Namespace, threshold: float) -> None:
+    """A :class:`UsageError` for a label key that is none, a threshold out of [0, 1], or a
+    flag of the node report's given with ``--pod``."""
+    import math
+
+    from stickypack.core.labels import LABEL_KEY
+
     for flag, keys in (("--gpu-label", args.gpu_label), ("--node-group-label", args.node_group_label)):
         for key in keys:
             if not LABEL_KEY.fullmatch(key):
@@ -289,18 +329,6 @@ def _inspect(args: argparse.Namespace, console: Console) -> int:
     ]
     if args.pod is not None and node_report_only:
         raise UsageError(f"{', '.join(node_report_only)}: for the node report, not with --pod")
-    pod_dict = _read_pod_file(args.pod) if args.pod is not None else None
-    try:
-        report = asyncio.run(_inspect_cluster(args, config, threshold, pod_dict))
-    except UsageError:
-        raise
-    except Exception as exc:  # kubeconfig: status 2; network, RBAC: status 1; one line
-        return _cluster_failure("inspect", exc)
-    if args.json:
-        print(json.dumps(report, indent=2))
-    else:
-        _print_inspection(console, report)
-    return 0
 
 
 async def _inspect_cluster(
