@@ -277,22 +277,21 @@ def _settings(args: argparse.Namespace) -> tuple[ExtenderConfig, float]:
     from stickypack.extender.config import ExtenderConfig
 
     config = _load_extender_config(args) if args.config else ExtenderConfig()
+    cluster = config.cluster
     if args.kubeconfig:
-        config.cluster.kubeconfig = args.kubeconfig
-    threshold = config.cluster.utilization_threshold if args.threshold is None else args.threshold
-    if args.gpu_threshold is None:
-        args.gpu_threshold = config.cluster.gpu_utilization_threshold
-    if args.gpu_label is None:
-        args.gpu_label = list(config.cluster.gpu_labels)
-    if args.ignore_daemonsets_utilization is None:
-        args.ignore_daemonsets_utilization = config.cluster.ignore_daemonsets_utilization
-    if args.ignore_mirror_pods_utilization is None:
-        args.ignore_mirror_pods_utilization = config.cluster.ignore_mirror_pods_utilization
-    if args.node_group_label is None:
-        args.node_group_label = list(config.cluster.node_group_labels)
-    if args.dra is None:
-        args.dra = config.cluster.dra
-    args.min_size = dict(config.cluster.node_group_min_sizes if args.min_size is None else args.min_size)
+        cluster.kubeconfig = args.kubeconfig
+    threshold = cluster.utilization_threshold if args.threshold is None else args.threshold
+    for dest, default in (
+        ("gpu_threshold", cluster.gpu_utilization_threshold),
+        ("gpu_label", list(cluster.gpu_labels)),
+        ("ignore_daemonsets_utilization", cluster.ignore_daemonsets_utilization),
+        ("ignore_mirror_pods_utilization", cluster.ignore_mirror_pods_utilization),
+        ("node_group_label", list(cluster.node_group_labels)),
+        ("dra", cluster.dra),
+    ):
+        if getattr(args, dest) is None:
+            setattr(args, dest, default)
+    args.min_size = dict(cluster.node_group_min_sizes if args.min_size is None else args.min_size)
     return config, threshold
 
 
