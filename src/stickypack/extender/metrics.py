@@ -45,11 +45,16 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.metrics_core import Metric
+
+if TYPE_CHECKING:
+    from stickypack.extender.engine import Decision
+    from stickypack.kube.informer import Informer
 
 #: The extender's verbs (``POST /filter``, ``POST /prioritize``).
 VERBS = ("filter", "prioritize")
@@ -60,9 +65,9 @@ class _Callbacks:
     """A collector reading live values at scrape time."""
 
     def __init__(self) -> None:
-        self.sources: list[Callable[[], Iterable[Any]]] = []
+        self.sources: list[Callable[[], Iterable[Metric]]] = []
 
-    def collect(self) -> Iterable[Any]:
+    def collect(self) -> Iterable[Metric]:
         for source in self.sources:
             yield from source()
 
@@ -104,7 +109,7 @@ class Metrics:
             registry=self.registry,
         )
         self._callbacks = _Callbacks()
-        self.registry.register(self._callbacks)  # type: ignore[arg-type]
+        self.registry.register(self._callbacks)
 
     def observe(self, verb: str, outcome: str, seconds: float) -> None:
         self.latency.labels(verb).observe(seconds)
@@ -115,20 +120,20 @@ class Metrics:
         ``verb`` "" where the path names none): counted, not timed."""
         self.requests.labels(verb, outcome).inc()
 
-    def decision(self, decision: Any) -> None:
+    def decision(self, decision: Decision) -> None:
         self.decisions.labels(decision.verb, "true" if decision.managed else "false").inc()
         if decision.filtered:
             self.filtered.inc(decision.filtered)
         if decision.assumed:
             self.assumed.inc()
 
-    def add_source(self, source: Callable[[], Iterable[Any]]) -> None:
+    def add_source(self, source: Callable[[], Iterable[Metric]]) -> None:
         self._callbacks.sources.append(source)
 
-    def watch_informers(self, informers: dict[str, Any]) -> None:
+    def watch_informers(self, informers: dict[str, Informer]) -> None:
         """Export staleness, connection and error counters of ``{kind: Informer}``."""
 
-        def source() -> Iterable[Any]:
+        def source() -> Iterable[Metric]:
             stale = GaugeMetricFamily(
                 "stickypack_extender_cache_staleness_seconds",
                 "Seconds since the API server was last heard from on this watch.",

@@ -24,10 +24,10 @@ import ssl
 import tempfile
 import threading
 import time
-from collections.abc import Generator, Sequence
+from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 from stickypack.core.policy import Policy
 from stickypack.extender.app import make_app
@@ -41,16 +41,32 @@ from stickypack.kube.history import (
     STORE_LABEL,
     ConfigMapHistoryStore,
     HistoryRecorder,
+    HistoryStore,
     Limits,
     MemoryHistoryStore,
     NodeAnnotationHistoryStore,
 )
-from stickypack.kube.informer import Informer, WatchError
+from stickypack.kube.informer import Handler, Informer, Obj, WatchError
+
+if TYPE_CHECKING:
+    import uvicorn
+    from kubernetes_asyncio.client import ApiClient, Configuration
+    from prometheus_client.metrics_core import Metric
+    from starlette.types import ASGIApp
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
+#: ``on_load(outcome, not_after)``: a certificate pair loaded (``outcome`` ``"loaded"``) or
+#: not (``"failed"``), or the first pair served (None, :func:`start_certificate_reloader`
+#: only); ``not_after``: its certificate's expiry, seconds since the epoch, None where it
+#: could not be read. A :class:`CertificateReloader` itself never passes None.
+TlsLoadHook = Callable[[str | None, float | None], None]
+#: ``on_check()``: a :class:`CertificateReloader` made a check (files changed or not).
+TlsCheckHook = Callable[[], None]
 
-async def _list_status(list_call: Any) -> int:
+
+async def _list_status(list_call: Callable[..., Awaitable[Any]]) -> int:
     """The HTTP status of a one-item list (``list_call``: a kubernetes_asyncio list method)."""
     resp = await list_call(limit=1, _preload_content=False, _request_timeout=30)
     try:
@@ -81,7 +97,7 @@ def load_policy(name_or_path: str, plugin_files: Sequence[str] = ()) -> Policy:
     return load_named_policy(name_or_path, load_plugin_files(plugin_files))
 
 
-def make_store(config: ExtenderConfig, api_client: Any) -> Any:
+def make_store(config: ExtenderConfig, api_client: ApiClient | None) -> HistoryStore:
     h = config.history
     if h.store == "memory":
         return MemoryHistoryStore()
@@ -133,7 +149,7 @@ _REPO_IN_LOG.maxstring = 200
 class ExtenderService:
     """The extender and what feeds it. ``await start()``, serve :attr:`app`, ``await stop()``."""
 
-    def __init__(self, config: ExtenderConfig, api_client: Any = None) -> None:
+    def __init__(self, config: ExtenderConfig, api_client: ApiClient | None = None) -> None:
         self.config = config
         self.api_client = api_client
         self._own_client = api_client is None
@@ -334,7 +350,7 @@ class ExtenderService:
         tracker = self.cache.dra
         assert tracker is not None
         resource = client.ResourceV1Api(self.api_client)
-        calls: dict[str, tuple[Any, Any, Any]] = {
+        calls: dict[str, tuple[Callable[..., Awaitable[Any]], Handler, Callable[[Obj], Obj]]] = {
             "resourceslices": (resource.list_resource_slice, tracker.slice_event, slim_resource_slice),
             "resourceclaims": (
                 resource.list_resource_claim_for_all_namespaces,
@@ -433,7 +449,7 @@ class ExtenderService:
         gc.collect()
         gc.freeze()
 
-    def _gauges(self) -> Any:
+    def _gauges(self) -> Generator[Metric, None, None]:
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
         yield GaugeMetricFamily(
@@ -537,14 +553,14 @@ GRACEFUL_SHUTDOWN_S = 5
 
 
 def uvicorn_config(
-    app: Any,
+    app: ASGIApp,
     host: str,
     port: int,
     log_level: str = "warning",
     *,
     ssl_certfile: str | None = None,
     ssl_keyfile: str | None = None,
-) -> Any:
+) -> uvicorn.Config:
     """The services' uvicorn settings (``stickypack extender`` and ``webhook``, the tests'
     threads, ``benchmarks/extender_latency.py``): h11, which bounds a request's headers,
     rather than httptools, which buffers any amount; TLS when given a certificate and key."""
@@ -593,7 +609,7 @@ class ServerTLS:
     alpn_protocols: tuple[str, ...] = ()
 
     @classmethod
-    def from_uvicorn(cls, uv_config: Any) -> ServerTLS:
+    def from_uvicorn(cls, uv_config: uvicorn.Config) -> ServerTLS:
         """The settings of a loaded uvicorn config's context."""
         alpn = getattr(uv_config.http_protocol_class, "alpn_protocols", None) or ()
         return cls(
@@ -604,7 +620,7 @@ class ServerTLS:
             alpn_protocols=tuple(alpn),
         )
 
-    def context(self, certfile: Path, keyfile: Path) -> Any:
+    def context(self, certfile: Path, keyfile: Path) -> ssl.SSLContext:
         """A new ``ssl.SSLContext`` with these settings serving the pair; raises
         ``ssl.SSLError``, ``OSError`` or ``ValueError`` (an encrypted key: never a prompt)
         when it does not load."""
@@ -643,13 +659,13 @@ class CertificateReloader:
 
     def __init__(
         self,
-        context: Any,
+        context: ssl.SSLContext,
         certfile: str,
         keyfile: str,
         *,
         interval_s: float,
-        on_load: Any = None,
-        on_check: Any = None,
+        on_load: TlsLoadHook | None = None,
+        on_check: TlsCheckHook | None = None,
         tls: ServerTLS,
     ) -> None:
         self.context = context
@@ -665,9 +681,9 @@ class CertificateReloader:
         #: The context of the last pair reloaded; None: the live context's own pair (and no
         #: ``sni_callback`` set on it: with reloading off, or until a pair is reloaded, no
         #: handshake calls into Python).
-        self._serving: Any = None
+        self._serving: ssl.SSLContext | None = None
 
-    def _hand_over(self, connection: Any, server_name: str | None, context: Any) -> None:
+    def _hand_over(self, connection: ssl.SSLObject, server_name: str | None, context: ssl.SSLContext) -> None:
         if self._serving is not None:
             connection.context = self._serving
 
@@ -741,19 +757,21 @@ class CertificateReloader:
 
 
 def start_certificate_reloader(
-    uv_config: Any,
+    uv_config: uvicorn.Config,
     certfile: str,
     keyfile: str,
     *,
     interval_s: float,
-    on_load: Any = None,
-    on_check: Any = None,
+    on_load: TlsLoadHook | None = None,
+    on_check: TlsCheckHook | None = None,
 ) -> asyncio.Task[None] | None:
     """Load ``uv_config`` (uvicorn's config, to reach its SSL context), report the served
     certificate's expiry to ``on_load`` (outcome None: the first load) and, unless
     ``interval_s`` is 0, start a :class:`CertificateReloader` task (its checks reported to
     ``on_check``); cancel it when the server stops. None: reloading off."""
     uv_config.load()
+    if uv_config.ssl is None:
+        raise ValueError("start_certificate_reloader: the uvicorn config serves no TLS (no ssl_certfile)")
     reloader = CertificateReloader(
         uv_config.ssl,
         certfile,
@@ -768,7 +786,7 @@ def start_certificate_reloader(
     return asyncio.ensure_future(reloader.run()) if interval_s else None
 
 
-def quiet_server(config: Any) -> Any:
+def quiet_server(config: uvicorn.Config) -> uvicorn.Server:
     """A uvicorn server that, after a SIGINT or SIGTERM, returns from ``serve()`` instead of
     raising the signal again on the way out (what uvicorn >= 0.29 does, so the default
     SIGTERM handler killed the process before the service could flush its build history,
@@ -813,14 +831,18 @@ class ServiceThread:
     to connect with (default: the service's own client, from ``config.cluster.kubeconfig``)."""
 
     def __init__(
-        self, config: ExtenderConfig, api_configuration: Any = None, *, ready_timeout: float = 60.0
+        self,
+        config: ExtenderConfig,
+        api_configuration: Configuration | None = None,
+        *,
+        ready_timeout: float = 60.0,
     ) -> None:
         self.config = config
         self.api_configuration = api_configuration
         self.ready_timeout = ready_timeout
         self.loop = asyncio.new_event_loop()
         self.service: ExtenderService | None = None
-        self.server: Any = None
+        self.server: uvicorn.Server | None = None
         self.port: int | None = None
         self._thread = threading.Thread(target=self._run, name="stickypack-extender", daemon=True)
         self._started = threading.Event()
@@ -857,7 +879,6 @@ class ServiceThread:
                 await self.service.start()
                 await self.service.wait_ready(self.ready_timeout)
                 self.server = uvicorn.Server(uvicorn_config(self.service.app, "127.0.0.1", self.port or 0))
-                self.server.install_signal_handlers = lambda: None  # not the main thread
                 serving = asyncio.ensure_future(self.server.serve(sockets=[sock]))
                 while not self.server.started and not serving.done():
                     await asyncio.sleep(0.01)
@@ -876,10 +897,10 @@ class ServiceThread:
         with contextlib.suppress(BaseException):
             self.loop.run_until_complete(main())
 
-    def call(self, fn: Any, timeout: float = 30.0) -> Any:
+    def call(self, fn: Callable[[], T], timeout: float = 30.0) -> T:
         """Run ``fn()`` (sync) on the service's loop and return its result."""
 
-        async def wrap() -> Any:
+        async def wrap() -> T:
             return fn()
 
         return asyncio.run_coroutine_threadsafe(wrap(), self.loop).result(timeout)
@@ -904,13 +925,13 @@ class AppThread:
 
     def __init__(
         self,
-        app: Any,
+        app: ASGIApp,
         *,
         ssl_certfile: str | None = None,
         ssl_keyfile: str | None = None,
         tls_reload_s: float | None = None,
-        on_tls_load: Any = None,
-        on_tls_check: Any = None,
+        on_tls_load: TlsLoadHook | None = None,
+        on_tls_check: TlsCheckHook | None = None,
     ) -> None:
         self.app = app
         self.ssl_certfile = ssl_certfile
@@ -924,7 +945,7 @@ class AppThread:
         #: Once started: the task checking the certificate files, None when none runs.
         self.tls_reloading: asyncio.Task[None] | None = None
         self.port: int | None = None
-        self.server: Any = None
+        self.server: uvicorn.Server | None = None
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._run, name="stickypack-app", daemon=True)
         self._started = threading.Event()
@@ -943,8 +964,7 @@ class AppThread:
         config = uvicorn_config(
             self.app, "127.0.0.1", self.port, ssl_certfile=self.ssl_certfile, ssl_keyfile=self.ssl_keyfile
         )
-        self.server = uvicorn.Server(config)
-        self.server.install_signal_handlers = lambda: None  # not the main thread
+        server = self.server = uvicorn.Server(config)
 
         async def main() -> None:
             reloading = None
@@ -954,8 +974,8 @@ class AppThread:
                     interval_s=self.tls_reload_s, on_load=self.on_tls_load, on_check=self.on_tls_check,
                 )  # fmt: skip
             self.tls_reloading = reloading
-            serving = asyncio.ensure_future(self.server.serve(sockets=[sock]))
-            while not self.server.started and not serving.done():
+            serving = asyncio.ensure_future(server.serve(sockets=[sock]))
+            while not server.started and not serving.done():
                 await asyncio.sleep(0.01)
             self._started.set()
             try:
@@ -970,8 +990,8 @@ class AppThread:
             self._started.set()
             sock.close()
 
-    def call(self, fn: Any, timeout: float = 30.0) -> Any:
-        async def wrap() -> Any:
+    def call(self, fn: Callable[[], T], timeout: float = 30.0) -> T:
+        async def wrap() -> T:
             return fn()
 
         return asyncio.run_coroutine_threadsafe(wrap(), self.loop).result(timeout)

@@ -8,16 +8,19 @@ and anyone trying a configuration against a local API server).
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING
 
 from stickypack.extender.server import AppThread, quiet_server, start_certificate_reloader, uvicorn_config
 from stickypack.webhook.app import WebhookMetrics, make_app
 from stickypack.webhook.config import WebhookConfig
 
+if TYPE_CHECKING:
+    from starlette.applications import Starlette
+
 log = logging.getLogger(__name__)
 
 
-def build_app(config: WebhookConfig, metrics: WebhookMetrics | None = None) -> Any:
+def build_app(config: WebhookConfig, metrics: WebhookMetrics | None = None) -> Starlette:
     return make_app(config.scheduler_routes(), metrics=metrics, max_request_bytes=config.max_request_bytes)
 
 
