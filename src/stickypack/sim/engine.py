@@ -153,7 +153,9 @@ class Simulation:
         )
         if self.needs_expiry:
             self.table.ensure_extra("expiry")
-        self.heap: list[tuple[float, int, int, object]] = []
+        #: Events: (time, sequence number: ties in push order, _END with the pod that ends,
+        #: _READY with the node that becomes ready, or _SCAN with None).
+        self.heap: list[tuple[float, int, int, SimPod | SimNode | None]] = []
         self.seq = 0
         self.nodes: dict[str, SimNode] = {}
         self.by_slot: dict[int, SimNode] = {}
@@ -192,7 +194,7 @@ class Simulation:
 
     # ---- event plumbing -----------------------------------------------------------------
 
-    def _push(self, t: float, kind: int, payload: object) -> None:
+    def _push(self, t: float, kind: int, payload: SimPod | SimNode | None) -> None:
         self.seq += 1
         heapq.heappush(self.heap, (t, self.seq, kind, payload))
 
@@ -229,9 +231,11 @@ class Simulation:
             t, _, kind, payload = heapq.heappop(self.heap)
             self.now = t
             if kind == _END:
-                self._end(payload)  # type: ignore[arg-type]
+                assert isinstance(payload, SimPod)
+                self._end(payload)
             elif kind == _READY:
-                self._ready(payload)  # type: ignore[arg-type]
+                assert isinstance(payload, SimNode)
+                self._ready(payload)
             else:
                 if cursor >= len(jobs) and self.live_pods == 0:
                     break

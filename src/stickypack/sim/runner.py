@@ -13,6 +13,7 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass, replace
 from multiprocessing.queues import SimpleQueue
 
 from stickypack.core.framework import Profile
@@ -22,9 +23,24 @@ from stickypack.sim.model import AutoscalerConfig, CacheConfig
 from stickypack.sim.report import Comparison, PolicyRun
 from stickypack.sim.workloads import Workload
 
+
+@dataclass(frozen=True)
+class _Job:
+    """One comparison's runs: run ``i`` simulates ``policies[i]`` on a fresh ``factory()``
+    workload with ``seed`` and the models; a forked worker sends its progress into
+    ``reports`` (None: none asked for, or the runs are in this process)."""
+
+    policies: Sequence[Policy]
+    factory: Callable[[], Workload]
+    seed: int
+    autoscaler: AutoscalerConfig | None
+    cache: CacheConfig | None
+    reports: SimpleQueue[tuple[int, float]] | None = None
+
+
 # What forked workers read: set just before the pool starts (fork copies it), so closures
-# and policies need not be pickled.
-_JOB: dict[str, object] = {}
+# and policies need not be pickled; None outside :func:`compare`.
+_JOB: _Job | None = None
 #: How often (seconds) the parent looks for the workers' progress while they run.
 PROGRESS_POLL_S = 0.1
 #: A worker reports its run's progress when it has grown this much (a bar's percent): at
@@ -48,18 +64,24 @@ class _Reporter:
 
 
 def _run_one(index: int) -> RunResult:
-    policies: Sequence[Policy] = _JOB["policies"]  # type: ignore[assignment]
-    factory: Callable[[], Workload] = _JOB["factory"]  # type: ignore[assignment]
-    reports: SimpleQueue[tuple[int, float]] | None = _JOB["reports"]  # type: ignore[assignment]
-    report = _Reporter(index, reports) if reports is not None else None
-    return _simulate(policies[index], factory(), progress=report, **_JOB["options"])  # type: ignore[arg-type]
+    """Run ``index`` of :data:`_JOB`, in a worker forked by :func:`compare`."""
+    job = _JOB
+    assert job is not None, "_run_one runs in a worker forked by compare"
+    report = _Reporter(index, job.reports) if job.reports is not None else None
+    return _simulate(job, index, job.factory(), report)
 
 
-def _simulate(policy: Policy, workload: Workload, **options: object) -> RunResult:
+def _simulate(
+    job: _Job, index: int, workload: Workload, progress: Callable[[float], None] | None
+) -> RunResult:
     started = time.perf_counter()
     # a fresh copy of the plugins for each run, as a forked worker has: a plugin that keeps
     # state between decisions (one of --plugins) must not carry it into the next seed's run
-    result = Simulation(copy.deepcopy(policy), workload, **options).run()  # type: ignore[arg-type]
+    policy = copy.deepcopy(job.policies[index])
+    simulation = Simulation(
+        policy, workload, seed=job.seed, autoscaler=job.autoscaler, cache=job.cache, progress=progress
+    )
+    result = simulation.run()
     result.metrics["wall_s"] = time.perf_counter() - started
     return result
 
@@ -97,18 +119,19 @@ def compare(
     """
     first = workload_factory()
     cmp = Comparison(first.name, seed, load_scale)
-    options = {"seed": seed, "autoscaler": autoscaler, "cache": cache}
+    job = _Job(policies, workload_factory, seed, autoscaler, cache)
     jobs = min(jobs or os.cpu_count() or 1, len(policies))
     if jobs <= 1 or "fork" not in multiprocessing.get_all_start_methods():
         for i, policy in enumerate(policies):
             workload = first if i == 0 else workload_factory()
             report = (lambda f, name=policy.name: progress(name, f)) if progress else None
-            result = _simulate(policy, workload, progress=report, **options)
+            result = _simulate(job, i, workload, report)
             cmp.runs.append(PolicyRun(policy.name, result.metrics, result.series))
         return cmp
+    global _JOB
     fork = multiprocessing.get_context("fork")
     reports: SimpleQueue[tuple[int, float]] | None = fork.SimpleQueue() if progress is not None else None
-    _JOB.update(policies=policies, factory=workload_factory, options=options, reports=reports)
+    _JOB = replace(job, reports=reports)
     try:
         with ProcessPoolExecutor(jobs, mp_context=fork) as pool:
             # Costliest first, as a list scheduler should, so the longest run does not start
@@ -122,7 +145,7 @@ def compare(
                 result = future.result()
                 cmp.runs.append(PolicyRun(policy.name, result.metrics, result.series))
     finally:
-        _JOB.clear()
+        _JOB = None
         if reports is not None:
             reports.close()
     return cmp
