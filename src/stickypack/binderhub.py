@@ -32,7 +32,8 @@ It is **off by default** (``c.StickyBuilds.enabled = False``). Use it from
 
 BinderHub calls ``get_affinity()`` from a worker thread with the synchronous ``kubernetes``
 client (``self.api``), so everything here is synchronous and thread-safe. Any object with
-``list_namespaced_pod`` and ``read_namespaced_config_map`` in that client's style works.
+``list_namespaced_pod`` and ``read_namespaced_config_map`` in that client's style works
+(:class:`CoreApi`).
 """
 
 from __future__ import annotations
@@ -44,9 +45,9 @@ import math
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypedDict, TypeVar
 
-from traitlets import Bool, Float, Integer, List, TraitError, Unicode, validate
+from traitlets import Bool, Float, HasTraits, Integer, List, TraitError, TraitType, Unicode, validate
 from traitlets.config import Configurable
 
 from stickypack.core.history import BuildHistory
@@ -56,7 +57,13 @@ from stickypack.kube.cache import parse_selector, selector_text
 from stickypack.kube.discovery import nodes_of_pods
 from stickypack.kube.history import DATA_KEY, DEFAULT_NAME, HistoryDoc
 
+if TYPE_CHECKING:
+    from kubernetes.client import V1Affinity
+
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+V = TypeVar("V")
 
 #: Seconds the builder list, and the history read (all its shards), may take: BinderHub
 #: waits on get_affinity() before creating the pod.
@@ -66,6 +73,27 @@ MAX_THROTTLES = 64
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 BUILD_POD_LABELS = {"component": "binderhub-build"}
+
+
+class CoreApi(Protocol):
+    """What :class:`StickyBuilds` calls on BinderHub's ``self.api`` (the synchronous
+    ``kubernetes`` client's ``CoreV1Api``): the answers are the client's models or dicts in
+    the API's shape."""
+
+    def list_namespaced_pod(
+        self, namespace: str, *, label_selector: str, _request_timeout: float
+    ) -> object: ...
+
+    def read_namespaced_config_map(self, name: str, namespace: str, *, _request_timeout: float) -> object: ...
+
+
+class _Proposal(TypedDict, Generic[V]):
+    """What traitlets hands a ``@validate`` method: the ``value`` proposed for ``trait``
+    of ``owner`` (already of the trait's type)."""
+
+    owner: HasTraits
+    value: V
+    trait: TraitType[Any, Any]
 
 
 def default_anti_affinity() -> dict[str, Any]:
@@ -86,7 +114,7 @@ def default_anti_affinity() -> dict[str, Any]:
     }
 
 
-class Throttle:
+class Throttle(Generic[T]):
     """A shared-result throttle for a blocking function: at most one call per
     ``interval_s``; callers within the interval get the cached result; callers arriving
     during a call wait for it and share its result. A call that raises is shared too, with
@@ -97,7 +125,7 @@ class Throttle:
 
     def __init__(
         self,
-        fn: Callable[[], Any],
+        fn: Callable[[], T],
         interval_s: float,
         clock: Callable[[], float] = time.monotonic,
         error_ttl_s: float | None = None,
@@ -108,12 +136,13 @@ class Throttle:
         self.clock = clock
         self.calls = 0
         self._lock = threading.Lock()
+        #: When the last call returned (None: none has yet), and what.
         self._at: float | None = None
-        self._result: Any = None
+        self._result: T
         self._error: Exception | None = None
         self._error_at = 0.0
 
-    def __call__(self) -> Any:
+    def __call__(self) -> T:
         if self._fresh():
             return self._result
         self._raise_recent_error()
@@ -139,31 +168,32 @@ class Throttle:
         return self._at is not None and self.clock() - self._at < self.interval_s
 
 
-def _within(seconds: float, fn: Callable[[], Any], what: str) -> Any:
+def _within(seconds: float, fn: Callable[[], T], what: str) -> T:
     """``fn()``, waited for at most ``seconds`` (then ``TimeoutError``; the call goes on in
     its daemon thread, and its result is dropped). The sync client's own ``_request_timeout``
     bounds one attempt only: urllib3 retries a read that timed out three more times, so a
     call given 5 s took 20 s against an API server that stopped answering."""
-    box: dict[str, Any] = {}
+    results: list[T] = []
+    errors: list[BaseException] = []
     done = threading.Event()
 
     def run() -> None:
         try:
-            box["result"] = fn()
+            results.append(fn())
         except BaseException as exc:  # handed to the caller
-            box["error"] = exc
+            errors.append(exc)
         finally:
             done.set()
 
     threading.Thread(target=run, name="stickypack-sticky-builds", daemon=True).start()
     if not done.wait(seconds):
         raise TimeoutError(f"{what}: no answer within {seconds:g} s")
-    if "error" in box:
-        raise box["error"]
-    return box["result"]
+    if errors:
+        raise errors[0]
+    return results[0]
 
 
-def _to_dict(obj: Any) -> dict[str, Any]:
+def _to_dict(obj: object) -> dict[str, Any]:
     """A kubernetes-client model or a dict -> dict with the API's (camelCase) keys."""
     if isinstance(obj, dict):
         return obj
@@ -219,7 +249,7 @@ class StickyBuilds(Configurable):
     ).tag(config=True)
 
     @validate("weights")
-    def _check_weights(self, proposal: Any) -> list[int]:
+    def _check_weights(self, proposal: _Proposal[list[int]]) -> list[int]:
         weights = list(proposal["value"])
         if not weights:
             raise TraitError("StickyBuilds.weights needs at least one weight")
@@ -230,19 +260,19 @@ class StickyBuilds(Configurable):
         return weights
 
     @validate("top_k")
-    def _check_top_k(self, proposal: Any) -> int:
+    def _check_top_k(self, proposal: _Proposal[int]) -> int:
         if proposal["value"] < 1:
             raise TraitError("StickyBuilds.top_k must be >= 1")
         return int(proposal["value"])
 
     @validate("history_shards")
-    def _check_shards(self, proposal: Any) -> int:
+    def _check_shards(self, proposal: _Proposal[int]) -> int:
         if not 1 <= proposal["value"] <= 64:  # the extender's range (history.shards)
             raise TraitError(f"StickyBuilds.history_shards must be in 1..64, got {proposal['value']}")
         return int(proposal["value"])
 
     @validate("list_interval", "history_ttl")
-    def _check_seconds(self, proposal: Any) -> float:
+    def _check_seconds(self, proposal: _Proposal[float]) -> float:
         value = proposal["value"]
         if not math.isfinite(value) or value < 0:
             name = proposal["trait"].name
@@ -250,7 +280,7 @@ class StickyBuilds(Configurable):
         return float(value)
 
     @validate("builder_selector")
-    def _check_selector(self, proposal: Any) -> str:
+    def _check_selector(self, proposal: _Proposal[str]) -> str:
         try:
             selector = parse_selector(proposal["value"])
         except ValueError as exc:
@@ -260,16 +290,16 @@ class StickyBuilds(Configurable):
         return selector_text(selector)
 
     @validate("hostname_label")
-    def _check_label(self, proposal: Any) -> str:
+    def _check_label(self, proposal: _Proposal[str]) -> str:
         if not LABEL_KEY.fullmatch(proposal["value"]):
             raise TraitError(f"StickyBuilds.hostname_label: {proposal['value']!r} is not a label key")
         return str(proposal["value"])
 
     # Throttles are shared by all instances (BinderHub makes one executor per build).
-    _throttles: dict[tuple[Any, ...], Throttle] = {}  # noqa: RUF012
+    _throttles: dict[tuple[str | int, ...], Throttle[Any]] = {}  # noqa: RUF012
     _throttles_lock = threading.Lock()
 
-    def _throttled(self, key: tuple[Any, ...], fn: Callable[[], Any]) -> Any:
+    def _throttled(self, key: tuple[str | int, ...], fn: Callable[[], T]) -> T:
         with self._throttles_lock:
             throttle = self._throttles.get(key)
             if throttle is None or throttle.interval_s != self.list_interval:
@@ -286,7 +316,7 @@ class StickyBuilds(Configurable):
 
     # ---- inputs ----------------------------------------------------------------------------
 
-    def builder_nodes(self, api: Any, namespace: str) -> list[str]:
+    def builder_nodes(self, api: CoreApi, namespace: str) -> list[str]:
         """Nodes of the builder pods (sorted; pods without a node skipped), cached."""
 
         def fetch() -> list[str]:
@@ -299,7 +329,7 @@ class StickyBuilds(Configurable):
         key = ("builders", _cluster_of(api), namespace, self.builder_selector)
         return self._throttled(key, lambda: _within(REQUEST_TIMEOUT_S, fetch, "listing the builder pods"))
 
-    def history(self, api: Any, namespace: str) -> BuildHistory | None:
+    def history(self, api: CoreApi, namespace: str) -> BuildHistory | None:
         """stickypack's stored build history, cached; None when absent or unreadable."""
         if not self.use_history:
             return None
@@ -367,7 +397,7 @@ class StickyBuilds(Configurable):
             )
         return {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": terms}}
 
-    def affinity_for(self, api: Any, namespace: str, repo: str) -> dict[str, Any]:
+    def affinity_for(self, api: CoreApi, namespace: str, repo: str) -> dict[str, Any]:
         """The affinity (a dict in the API's shape) for a build of ``repo``."""
         try:
             candidates = self.builder_nodes(api, namespace)
@@ -385,7 +415,23 @@ class StickyBuilds(Configurable):
         return self.node_affinity(self.ranked_nodes(repo, candidates, history))
 
 
-class StickyBuildsMixin:
+if TYPE_CHECKING:
+
+    class _Executor(Configurable):
+        """What :class:`StickyBuildsMixin` uses of the executor it is mixed into (BinderHub's
+        ``KubernetesBuildExecutor``)."""
+
+        api: CoreApi
+        namespace: str
+        repo_url: str
+
+        def get_affinity(self) -> V1Affinity | dict[str, Any]: ...
+
+else:
+    _Executor = object
+
+
+class StickyBuildsMixin(_Executor):
     """Mix into BinderHub's ``KubernetesBuildExecutor`` (before it in the bases): its
     ``get_affinity()`` returns :meth:`StickyBuilds.affinity_for` when
     ``c.StickyBuilds.enabled``, else BinderHub's own. Uses the executor's ``api``,
@@ -404,32 +450,33 @@ class StickyBuildsMixin:
         """The configured :class:`StickyBuilds`, or None (logged once) when the
         configuration is refused."""
         try:
-            return StickyBuilds(parent=self)  # type: ignore[arg-type]
+            return StickyBuilds(parent=self)
         except TraitError as exc:  # a configuration error: say so, and never fail the build
             _log_once(f"sticky builds: configuration error, BinderHub's own affinity used: {exc}")
             return None
 
-    def get_affinity(self) -> Any:
+    def get_affinity(self) -> V1Affinity | dict[str, Any]:
         sticky = self._sticky  # an executor serves one build: its configuration read once
         if sticky is None or not sticky.enabled:
-            return super().get_affinity()  # type: ignore[misc]
+            return super().get_affinity()
         try:
-            affinity = sticky.affinity_for(self.api, self.namespace, self.repo_url)  # type: ignore[attr-defined]
+            affinity = sticky.affinity_for(self.api, self.namespace, self.repo_url)
             return _as_model(affinity)
         except Exception:  # a bug or an input we did not foresee must not fail a user's launch
             log.exception("sticky builds: failed; BinderHub's own affinity used")
-            return super().get_affinity()  # type: ignore[misc]
+            return super().get_affinity()
 
 
-def _as_model(affinity: dict[str, Any]) -> Any:
+def _as_model(affinity: dict[str, Any]) -> V1Affinity | dict[str, Any]:
     """A ``kubernetes.client.V1Affinity`` when the sync client is installed, else the dict
     (which the client serializes in a pod spec just as well)."""
     try:
-        from kubernetes.client import ApiClient  # type: ignore[import-not-found]
+        from kubernetes.client import ApiClient
     except ImportError:
         return affinity
     text = json.dumps(affinity)
-    deserialize: Any = ApiClient().deserialize  # its signature changed across client versions
+    # its signature changed across client versions
+    deserialize: Callable[..., V1Affinity] = ApiClient().deserialize
     try:  # kubernetes >= 37: (response_text, response_type, content_type)
         return deserialize(text, "V1Affinity", "application/json")
     except TypeError:  # older clients: (response with .data, response_type)
@@ -450,7 +497,7 @@ def _log_once(message: str) -> None:
         log.error(message)
 
 
-def _cluster_of(api: Any) -> Any:
+def _cluster_of(api: CoreApi) -> str | int:
     """What identifies the cluster behind a sync-client API object: its server URL (BinderHub
     may make a client per build, and they must share one throttle), else the object itself."""
     configuration = getattr(getattr(api, "api_client", None), "configuration", None)
