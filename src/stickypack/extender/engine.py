@@ -167,7 +167,9 @@ class Extender:
         )
         self.dra = dra
         self.clock = clock
-        self._epoch: tuple[Any, ...] | None = None
+        #: What the cached scores were computed for (:meth:`_ctx`): the history's id and
+        #: version, the builder nodes' version, the minute.
+        self._epoch: tuple[int, int | None, int, int] | None = None
         self._shared = _EpochCache()
         self._pods: dict[tuple[str, str], Pod] = {}  # (uid, resourceVersion) -> parsed pod
         self._rows_memo: tuple[tuple[int, int], list[str], np.ndarray] | None = None
@@ -259,7 +261,7 @@ class Extender:
         builders = self.cache.builder_nodes()
         epoch = (
             id(history),
-            getattr(history, "stickypack_version", None),
+            getattr(history, "stickypack_version", None),  # kube.history.VersionedBuildHistory's
             # not id(builders): a new list may get a freed list's id
             self.cache.builders_version,
             int(now // 60),

@@ -638,6 +638,14 @@ async def commit(
 # ---- the recorder ---------------------------------------------------------------------------
 
 
+class VersionedBuildHistory(BuildHistory):
+    """The recorder's :class:`BuildHistory`: :attr:`stickypack_version` counts the changes
+    the recorder makes in place, so the extender keeps its cached locality scores while the
+    object and its version stay the same (a rebuilt history is a new object)."""
+
+    stickypack_version: int = 0
+
+
 class HistoryRecorder:
     """The live :class:`BuildHistory` plus its store: records and forgets go to memory at
     once and to the store in coalesced, conflict-retried writes.
@@ -664,7 +672,9 @@ class HistoryRecorder:
         self.limits = limits or Limits()
         self.flush_interval_s = flush_interval_s
         self.clock = clock
-        self.history = BuildHistory(self.limits.ttl_s, self.limits.max_nodes_per_repo, self.limits.max_repos)
+        self.history = VersionedBuildHistory(
+            self.limits.ttl_s, self.limits.max_nodes_per_repo, self.limits.max_repos
+        )
         self.loaded = asyncio.Event() if store is not None else _set_event()
         self.pending: list[Op] = []
         self._inflight: list[Op] = []
@@ -691,7 +701,7 @@ class HistoryRecorder:
 
     def _touch(self) -> None:
         # a version the extender uses to know its cached locality scores are still valid
-        self.history.stickypack_version = getattr(self.history, "stickypack_version", 0) + 1  # type: ignore[attr-defined]
+        self.history.stickypack_version += 1
 
     def record(self, repo: str, node: str, when: float | None = None) -> None:
         when = self.clock() if when is None else when
@@ -833,7 +843,7 @@ class HistoryRecorder:
             Limits(self.limits.ttl_s, self.limits.max_nodes_per_repo, self.limits.max_repos, 0),
             now,
         )
-        hist = BuildHistory(self.limits.ttl_s, self.limits.max_nodes_per_repo, self.limits.max_repos)
+        hist = VersionedBuildHistory(self.limits.ttl_s, self.limits.max_nodes_per_repo, self.limits.max_repos)
         hist.merge(dict(sorted(view.repos.items(), key=lambda kv: max(kv[1].values(), default=0.0))))
         self.history = hist
         self._tombstones = view.forgotten
