@@ -74,7 +74,7 @@ def _call_with_args(factory: Callable[..., Any], args: Mapping[str, Any]) -> Any
     (lax, as YAML is written: ``"false"`` is False, ``2.0`` is 2; ``2.5`` for an int, NaN or
     infinity for a float are refused). Raises ``PluginArgsError`` naming the argument."""
     signature = inspect.signature(factory)
-    target = factory.__init__ if inspect.isclass(factory) else factory  # type: ignore[misc]
+    target = factory.__init__ if inspect.isclass(factory) else factory
     try:
         hints = typing.get_type_hints(target)
     except Exception:  # hints that do not resolve (a plugin of one's own): take values as given
