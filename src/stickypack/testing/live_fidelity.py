@@ -71,7 +71,7 @@ import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -92,6 +92,12 @@ from stickypack.testing.fidelity import (
     taint_dict,
     wait_scheduler_cache,
 )
+
+if TYPE_CHECKING:
+    from kubernetes_asyncio.client import ApiClient
+
+    from stickypack.extender.config import ExtenderConfig
+    from stickypack.extender.server import ExtenderService, ServiceThread
 
 BUILD_SCHEDULER = "stickypack-builds"
 USER_SCHEDULER = "stickypack"
@@ -404,14 +410,14 @@ class LiveDeployment:
     kube-schedulers, as :func:`start_live` starts them."""
 
     policy: Policy
-    builds: Any  # ServiceThread
-    users: Any  # ServiceThread
+    builds: ServiceThread
+    users: ServiceThread
     build_config: dict[str, Any]
     user_config: dict[str, Any]
     handles: list[SchedulerHandle]
     history_name: str
 
-    def extender(self, kind: str) -> Any:
+    def extender(self, kind: str) -> ServiceThread:
         return self.builds if kind == "build" else self.users
 
     def scheduler_config(self, kind: str) -> dict[str, Any]:
@@ -519,9 +525,27 @@ def _policy() -> Policy:
     return load_builtin("stickypack")
 
 
-def _table_state(ext: Any) -> tuple[int, int]:
+def _service(ext: ServiceThread) -> ExtenderService:
+    """The extender service of a started extender thread."""
+    assert ext.service is not None, "the extender thread has started"
+    return ext.service
+
+
+def _set_clock(ext: ServiceThread, clock: Callable[[], float]) -> None:
+    """Give a started extender thread's extender ``clock``, on the thread's loop."""
+    extender = _service(ext).extender
+
+    def set_clock() -> None:
+        extender.clock = clock
+
+    ext.call(set_clock)
+
+
+def _table_state(ext: ServiceThread) -> tuple[int, int]:
+    service = _service(ext)
+
     def read() -> tuple[int, int]:
-        table = ext.service.cache.table
+        table = service.cache.table
         if not len(table.index):
             return 0, 0
         return len(table.index), int(table.requested[:, table.rindex[PODS]].sum())
@@ -529,9 +553,10 @@ def _table_state(ext: Any) -> tuple[int, int]:
     return ext.call(read)
 
 
-def _rows(ext: Any) -> dict[str, int]:
+def _rows(ext: ServiceThread) -> dict[str, int]:
     """Node name -> row of the extender's table."""
-    return dict(ext.call(lambda: dict(ext.service.cache.table.index)))
+    service = _service(ext)
+    return dict(ext.call(lambda: dict(service.cache.table.index)))
 
 
 def _wait(predicate: Callable[[], bool], timeout: float, what: str) -> None:
@@ -547,7 +572,7 @@ def _write_history(cp: ControlPlane, live: LiveDeployment, repos: dict[str, dict
     own store class, conflicts retried)."""
     from stickypack.kube.history import ConfigMapHistoryStore, Conflict, HistoryDoc
 
-    async def write(api: Any) -> None:
+    async def write(api: ApiClient) -> None:
         store = ConfigMapHistoryStore(api, "default", live.history_name)
         for _ in range(20):
             doc, version = await store.read("0")
@@ -659,8 +684,11 @@ def _run_batch(
         )
 
         def history_seen() -> bool:
+            recorder = _service(live.builds).recorder
+            assert recorder is not None
+
             def read() -> bool:
-                h = live.builds.service.recorder.history
+                h = recorder.history
                 keep = live.builds.config.history.max_nodes_per_repo
                 return all(h.nodes_for(r, written) == list(n)[:keep] for r, n in history.items())
 
@@ -669,7 +697,7 @@ def _run_batch(
         _wait(history_seen, settle_timeout_s, "the build history in the extender")
         now = time.time() + offset_s
         for ext in exts:
-            ext.call(lambda ext=ext: setattr(ext.service.extender, "clock", lambda: now))
+            _set_clock(ext, lambda: now)
         stored_nodes = {n["metadata"]["name"]: n for n in cp.nodes()}
         stored_pods = {p["metadata"]["name"]: p for p in cp.pods("default")}
         rows = {kind: _rows(live.extender(kind)) for kind in ("build", "user")}
@@ -702,7 +730,7 @@ def _run_batch(
         return out
     finally:
         for ext in exts:
-            ext.call(lambda ext=ext: setattr(ext.service.extender, "clock", time.time))
+            _set_clock(ext, time.time)
         cp.delete_all_pods()
         cp.delete_all_nodes()
 
@@ -750,7 +778,7 @@ def _reference_table(
 
 
 def context_for(
-    config: Any, now: float, history: BuildHistory | None, builders: list[str] | None = None
+    config: ExtenderConfig, now: float, history: BuildHistory | None, builders: list[str] | None = None
 ) -> SchedulingContext:
     """The :class:`SchedulingContext` an extender of ``config`` builds at ``now``
     (``builders``: the nodes running a builder pod, sorted; None: no builder pod runs, every
@@ -775,7 +803,7 @@ def _entries(case: LiveCase) -> dict[str, float]:
     return {node: case.written - 0.01 * r for r, node in enumerate(case.history)}
 
 
-def _history(config: Any, case: LiveCase) -> BuildHistory:
+def _history(config: ExtenderConfig, case: LiveCase) -> BuildHistory:
     """The build history an extender of ``config`` reads for the case's repo."""
     h = config.history
     hist = BuildHistory(h.ttl_s, h.max_nodes_per_repo, h.max_repos)
@@ -836,7 +864,7 @@ class _Model:
 
 
 def _models(
-    profile: Profile, config: Any, rendered: dict[str, Any], ext_weight: int, pod: Pod
+    profile: Profile, config: ExtenderConfig, rendered: dict[str, Any], ext_weight: int, pod: Pod
 ) -> list[_Model]:
     """The models 1-4 of the module's notes, from the policy's ``profile`` toward the live
     deployment (extender ``config``, rendered kube-scheduler profile ``rendered``)."""
