@@ -97,7 +97,7 @@ def load_policy(name_or_path: str, plugin_files: Sequence[str] = ()) -> Policy:
     return load_named_policy(name_or_path, load_plugin_files(plugin_files))
 
 
-def make_store(config: ExtenderConfig, api_client: ApiClient | None) -> HistoryStore:
+def make_store(config: ExtenderConfig, api_client: ApiClient) -> HistoryStore:
     h = config.history
     if h.store == "memory":
         return MemoryHistoryStore()

@@ -7,7 +7,10 @@ import os
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kubernetes_asyncio.client import ApiClient
 
 
 @dataclass(frozen=True, order=True)
@@ -142,7 +145,7 @@ def check_kubeconfig(paths: str, source: str) -> None:
         raise KubeconfigError(f"{source}: cluster {cluster!r} (context {current!r}) has no server")
 
 
-async def make_api_client(kubeconfig: str | None = None) -> Any:
+async def make_api_client(kubeconfig: str | None = None) -> ApiClient:
     """``kubernetes_asyncio.client.ApiClient`` for ``kubeconfig`` (else ``$KUBECONFIG``, else
     the in-cluster service account, else ``~/.kube/config``: :func:`kubeconfig_path`).
     Close it with ``await api.close()``. A configuration that cannot be used raises
@@ -174,7 +177,7 @@ def connection_failed(exc: BaseException) -> bool:
 
 
 @contextlib.asynccontextmanager
-async def api_client(kubeconfig: str | None = None) -> AsyncIterator[Any]:
+async def api_client(kubeconfig: str | None = None) -> AsyncIterator[ApiClient]:
     """:func:`make_api_client`'s client for a one-shot command, closed on leaving; an API
     server that cannot be connected to raises :class:`ApiUnreachableError`, in one line
     naming it and the kubeconfig."""

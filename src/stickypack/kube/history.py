@@ -53,10 +53,13 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from hashlib import blake2b
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from stickypack.core.history import BuildHistory
 from stickypack.kube.client import ApiRight, describe_error, read_json, rule_rights
+
+if TYPE_CHECKING:
+    from kubernetes_asyncio.client import ApiClient
 
 log = logging.getLogger(__name__)
 
@@ -341,7 +344,9 @@ class ConfigMapHistoryStore:
         verbs = ["get", "create", "update"] if writes else ["get"]
         return rule_rights("", ["configmaps"], verbs, namespace)
 
-    def __init__(self, api_client: Any, namespace: str, name: str = DEFAULT_NAME, shards: int = 1) -> None:
+    def __init__(
+        self, api_client: ApiClient, namespace: str, name: str = DEFAULT_NAME, shards: int = 1
+    ) -> None:
         from kubernetes_asyncio import client
 
         self.core = client.CoreV1Api(api_client)
@@ -447,7 +452,7 @@ class NodeAnnotationHistoryStore:
 
     def __init__(
         self,
-        api_client: Any,
+        api_client: ApiClient,
         annotation: str = NODE_ANNOTATION,
         max_annotation_bytes: int = DEFAULT_MAX_ANNOTATION_BYTES,
     ) -> None:

@@ -10,7 +10,7 @@ pod)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from stickypack.core.explain import (
     REPLICA_COUNTED_CONTROLLERS,
@@ -26,6 +26,9 @@ from stickypack.core.volumes import VOLUME_ZONE_LABELS, ClaimVolumes, claim_volu
 from stickypack.kube.cache import TERMINAL_PHASES, ClusterCache, slim_node, slim_pod
 from stickypack.kube.dra import slim_resource_claim, slim_resource_slice
 from stickypack.kube.informer import Informer, WatchError
+
+if TYPE_CHECKING:
+    from kubernetes_asyncio.client import ApiClient
 
 #: Pod annotations :func:`~stickypack.core.explain.pins_node` reads.
 AUTOSCALER_ANNOTATIONS = (
@@ -178,7 +181,7 @@ def place_nominated(pending: dict[str, dict[str, Any]], pods: dict[str, dict[str
 
 
 async def take_snapshot(
-    api_client: Any,
+    api_client: ApiClient,
     cache: ClusterCache | None = None,
     *,
     controllers: bool = True,
@@ -247,7 +250,7 @@ async def take_snapshot(
     return snap
 
 
-async def _dra(api_client: Any) -> tuple[DraObjects | None, int | None]:
+async def _dra(api_client: ApiClient) -> tuple[DraObjects | None, int | None]:
     """Every ResourceSlice and ResourceClaim (a ``list`` on ``resourceslices`` and, in every
     namespace, ``resourceclaims``, ``resource.k8s.io``), or None and the API server's status
     when they could not be listed (401, 403: no right; 404: ``resource.k8s.io/v1`` not
@@ -294,7 +297,7 @@ def _slim_volume(obj: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-async def _claim_volumes(api_client: Any) -> ClaimVolumes | None:
+async def _claim_volumes(api_client: ApiClient) -> ClaimVolumes | None:
     """Every PersistentVolumeClaim with the placement of its volume, or None when listing
     claims or volumes is forbidden (a cluster-wide ``list`` on ``persistentvolumeclaims``
     and ``persistentvolumes`` reads them)."""
@@ -319,7 +322,7 @@ def _name_and_labels(obj: dict[str, Any]) -> dict[str, Any]:
     return {"metadata": {"name": meta.get("name"), "labels": meta.get("labels") or {}}}
 
 
-async def _namespace_labels(api_client: Any) -> dict[str, dict[str, str]] | None:
+async def _namespace_labels(api_client: ApiClient) -> dict[str, dict[str, str]] | None:
     """Each namespace's labels, or None when listing namespaces is forbidden (a ``list`` on
     ``namespaces`` reads them)."""
     from kubernetes_asyncio import client
@@ -355,7 +358,7 @@ def budget_from_dict(obj: dict[str, Any]) -> DisruptionBudget:
     )
 
 
-async def _budgets(api_client: Any) -> tuple[DisruptionBudget, ...] | None:
+async def _budgets(api_client: ApiClient) -> tuple[DisruptionBudget, ...] | None:
     """Every PodDisruptionBudget, or None when listing them is forbidden (the budgets are
     then unknown; a cluster-wide ``list`` on ``poddisruptionbudgets`` reads them)."""
     from kubernetes_asyncio import client
@@ -380,7 +383,7 @@ def _name_and_replicas(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 async def _controllers(
-    api_client: Any,
+    api_client: ApiClient,
 ) -> tuple[dict[tuple[str, str, str], int | None], dict[str, int]]:
     """``(kind, namespace, name)`` of every ReplicaSet, ReplicationController, StatefulSet,
     Job and DaemonSet mapped to its ``spec.replicas`` (kept for ReplicaSets and

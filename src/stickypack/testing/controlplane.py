@@ -50,9 +50,12 @@ import weakref
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import yaml
+
+if TYPE_CHECKING:
+    from kubernetes_asyncio.client import ApiClient, Configuration
 
 __all__ = [
     "BinariesNotFoundError",
@@ -585,7 +588,7 @@ class ControlPlane:
         self._schedulers: list[SchedulerHandle] = []
         self._all_processes: list[_Process] = []
         self._loop: _LoopThread | None = None
-        self._api: Any = None  # kubernetes_asyncio ApiClient, lives on self._loop
+        self._api: ApiClient | None = None  # lives on self._loop
         self._scheduler_count = 0
         self._stopped = False
 
@@ -759,7 +762,7 @@ class ControlPlane:
 
     # ------------------------------------------------------------------ API access
 
-    def client_configuration(self) -> Any:
+    def client_configuration(self) -> Configuration:
         """A fresh ``kubernetes_asyncio.client.Configuration`` for the admin user, for code
         that wants its own async client (``ApiClient(configuration=cp.client_configuration())``)."""
         from kubernetes_asyncio import client
@@ -779,12 +782,12 @@ class ControlPlane:
         cfg = self.client_configuration()
         self._loop = _LoopThread()
 
-        async def make() -> Any:
+        async def make() -> ApiClient:
             return client.ApiClient(configuration=cfg)
 
         self._api = self._loop.run(make(), timeout=30)
 
-    def call(self, fn: Callable[[Any], Awaitable[T]], timeout: float | None = 60.0) -> T:
+    def call(self, fn: Callable[[ApiClient], Awaitable[T]], timeout: float | None = 60.0) -> T:
         """Run ``await fn(api_client)`` on the harness's private event loop and return its
         result; ``api_client`` is a ``kubernetes_asyncio.client.ApiClient`` for the admin
         user. Example: ``cp.call(lambda api: CoreV1Api(api).list_namespace())``.
@@ -795,11 +798,16 @@ class ControlPlane:
         return self._loop.run(fn(api), timeout)
 
     def _core(self, fn: Callable[[Any], Awaitable[T]], timeout: float | None = 60.0) -> T:
+        """``await fn(core)`` as :meth:`call`, ``core`` a ``CoreV1Api`` (given as Any: bodies
+        go in as dicts, which its stubs refuse)."""
         from kubernetes_asyncio import client
 
         return self.call(lambda api: fn(client.CoreV1Api(api)), timeout)
 
-    def _to_dict(self, obj: Any) -> Any:
+    def _to_dict(self, obj: object) -> Any:
+        """A model (or a list of them) in the API's JSON shape."""
+        if self._api is None:
+            raise ControlPlaneError("control plane not started")
         return self._api.sanitize_for_serialization(obj)
 
     def _wait_for_namespace(self, name: str) -> None:
@@ -1495,7 +1503,7 @@ async def _until(
         await asyncio.sleep(0.1)
 
 
-def _load_scheduler_config(config: Mapping[str, Any] | str | os.PathLike[str] | None) -> dict:
+def _load_scheduler_config(config: Mapping[str, Any] | str | os.PathLike[str] | None) -> dict[str, Any]:
     if config is None:
         cfg: dict[str, Any] = {}
     elif isinstance(config, Mapping):
