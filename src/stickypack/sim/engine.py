@@ -438,7 +438,7 @@ class Simulation:
             self._retry_pending()
 
     def _retry_pending(self) -> None:
-        failed: set[tuple] = set()
+        failed: set[tuple[Any, ...]] = set()
         for key, sp in list(self.pending.items()):
             if sp.retry_key in failed:
                 continue

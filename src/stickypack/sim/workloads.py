@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -325,7 +325,7 @@ def dask_adapt(seed: int, model: DaskModel | None = None, rounds: int = 3, keep:
 
 
 #: Scenario name -> builder(seed, load_scale, binder model, dask model).
-SCENARIOS = {
+SCENARIOS: dict[str, Callable[[int, float, BinderModel, DaskModel], Workload]] = {
     "dask-burst": lambda seed, load_scale, binder, dask: dask_burst(seed, dask),
     "dask-adapt": lambda seed, load_scale, binder, dask: dask_adapt(seed, dask),
     "binder-day": lambda seed, load_scale, binder, dask: binder_day(seed, load_scale, model=binder),
