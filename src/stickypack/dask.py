@@ -42,7 +42,6 @@ from __future__ import annotations
 import logging
 import os
 from collections import Counter
-from typing import Any
 
 from distributed import Scheduler, SchedulerPlugin, Worker
 from distributed.scheduler import WorkerState
@@ -119,7 +118,7 @@ def _report_node(worker: Worker) -> None:
     worker.startup_information[NODE_KEY] = lambda _worker: node
 
 
-def dask_setup(server: Any) -> None:
+def dask_setup(server: object) -> None:
     """Preload entry point (``--preload stickypack.dask``): on a scheduler, register
     :class:`NodeAwareRetirement`; on a worker, report its node; anything else (a nanny, a
     client) is left alone."""

@@ -15,6 +15,7 @@ from rich.console import Console
 from stickypack.cli.common import UsageError, _add_output, _write_output
 
 if TYPE_CHECKING:
+    from stickypack.core.policy import Policy
     from stickypack.core.routing import RoutePlacement
 
 
@@ -181,7 +182,7 @@ def _render(args: argparse.Namespace, console: Console) -> int:  # console: unus
     return _write_output(args.output, text)
 
 
-def _policy_files(paths: list[str]) -> list[Any]:
+def _policy_files(paths: list[str]) -> list[Policy]:
     """``--policy-file``: the policies, or a usage error naming the file and field."""
     from stickypack.core.policy import PolicyError
     from stickypack.policies import load_policy_file

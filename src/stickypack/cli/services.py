@@ -13,8 +13,9 @@ from rich.markup import escape
 
 from stickypack.cli.common import UsageError, _load_extender_config, _read_pod_file
 
-if TYPE_CHECKING:  # the extender's modules load only for its subcommands
+if TYPE_CHECKING:  # the extender's and the webhook's modules load only for their subcommands
     from stickypack.extender.config import ListenConfig
+    from stickypack.webhook.config import WebhookConfig
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -130,7 +131,7 @@ def _run_service(name: str, main: Coroutine[Any, Any, None], host: str, port: in
     return 0
 
 
-def _route_one(config: Any, path: Path, namespace: str | None, console: Console) -> int:
+def _route_one(config: WebhookConfig, path: Path, namespace: str | None, console: Console) -> int:
     """``webhook --route``: the route a pod would take and the patch, without a cluster."""
     import yaml
 

@@ -8,13 +8,16 @@ import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from stickypack.sim.metrics import METRICS, Series, round_metric
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
 
 
 @dataclass(slots=True)
@@ -335,7 +338,7 @@ def plot_figures(cmp: Comparison) -> dict[str, Any]:
         # is narrower than the one before, so one drawn over another leaves it showing
         return 1.5 + 2.0 * (len(cmp.runs) - 1 - i) / max(len(cmp.runs) - 1, 1)
 
-    def finish(ax: Any, title: str, xlabel: str, ylabel: str) -> None:
+    def finish(ax: Axes, title: str, xlabel: str, ylabel: str) -> None:
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)
         # a trace's label names every file: broken after its commas, not drawn across the page
