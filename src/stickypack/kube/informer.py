@@ -27,7 +27,7 @@ import random
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
@@ -36,9 +36,16 @@ from stickypack.kube.client import describe_error
 log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
-#: ``handler(kind, obj, old)``: kind is ``"ADDED"``, ``"MODIFIED"`` or ``"DELETED"``; ``old``
-#: is the previous copy (None for ADDED). Deletions found by a relist carry ``synthetic=True``.
-Handler = Callable[..., None]
+
+
+class Handler(Protocol):
+    """``handler(kind, obj, old)``: kind is ``"ADDED"``, ``"MODIFIED"`` or ``"DELETED"``;
+    ``old`` is the previous copy (None for ADDED). Deletions found by a relist carry
+    ``synthetic=True``."""
+
+    def __call__(self, kind: str, obj: Obj, old: Obj | None, /, *, synthetic: bool = ...) -> None: ...
+
+
 #: A watch that ends, or a 410 that comes, this many seconds or less after it started with
 #: nothing learned is not progress: retry after the backoff, not at once (client-go's
 #: reflector does the same for watches shorter than a second).
