@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
@@ -35,7 +35,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from stickypack.extender.engine import BadRequest, Extender
+from stickypack.extender.engine import BadRequest, Decision, Extender
 from stickypack.extender.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -211,12 +211,12 @@ def make_app(
 
 def _verb_endpoint(
     name: str,
-    fn: Callable[[Any], tuple[Any, Any]],
+    fn: Callable[[Any], tuple[object, Decision]],
     error: Callable[[str, int], Response],
     metrics: Metrics,
     limit: int,
     timeout_s: float,
-) -> Callable[[Request], Any]:
+) -> Callable[[Request], Awaitable[Response]]:
     """The endpoint of the extender verb ``name``: ``fn(args)`` on the request's JSON body
     (:func:`answer_json`: at most ``limit`` bytes, received within ``timeout_s`` seconds;
     a failure answered with ``error``), its answer as JSON; the decision, the outcome and

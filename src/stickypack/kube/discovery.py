@@ -11,10 +11,11 @@ builder pods from its watch (``pods.builder_selector``).
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 
-def nodes_of_pods(pods: Any) -> list[str]:
+def nodes_of_pods(pods: Iterable[Mapping[str, Any]]) -> list[str]:
     """Sorted node names of ``pods`` (pod dicts) that are bound and neither finished nor being
     deleted."""
     out = set()
