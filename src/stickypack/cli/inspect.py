@@ -47,6 +47,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     _add_kubeconfig(insp)
     _add_placement_arguments(insp)
     _add_autoscaler_arguments(insp)
+    _add_utilization_arguments(insp)
     _add_node_group_arguments(insp)
     insp.add_argument(
         "--dra",
@@ -107,8 +108,7 @@ def _add_placement_arguments(insp: argparse.ArgumentParser) -> None:
 
 def _add_autoscaler_arguments(insp: argparse.ArgumentParser) -> None:
     """The cluster-autoscaler's flags ``inspect`` weighs nodes by: its utilization
-    threshold and drainability rules (which pods keep a node), then what counts in a
-    node's utilization (:func:`_add_utilization_arguments`)."""
+    threshold and drainability rules (which pods keep a node)."""
     insp.add_argument(
         "--threshold",
         type=float,
@@ -151,7 +151,6 @@ def _add_autoscaler_arguments(insp: argparse.ArgumentParser) -> None:
         help="your autoscaler's --min-replica-count (default 0): a pod of a ReplicaSet or "
         "ReplicationController wanting fewer replicas pins its node",
     )
-    _add_utilization_arguments(insp)
 
 
 def _add_utilization_arguments(insp: argparse.ArgumentParser) -> None:
@@ -252,11 +251,11 @@ def _inspect(args: argparse.Namespace, console: Console) -> int:
     import asyncio
     import json
 
-    config, threshold = _settings(args)
-    _check_settings(args, threshold)
+    config = _settings(args)
+    _check_settings(args)
     pod_dict = _read_pod_file(args.pod) if args.pod is not None else None
     try:
-        report = asyncio.run(_inspect_cluster(args, config, threshold, pod_dict))
+        report = asyncio.run(_inspect_cluster(args, config, pod_dict))
     except UsageError:
         raise
     except Exception as exc:  # kubeconfig: status 2; network, RBAC: status 1; one line
@@ -268,20 +267,21 @@ def _inspect(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
-def _settings(args: argparse.Namespace) -> tuple[ExtenderConfig, float]:
+def _settings(args: argparse.Namespace) -> ExtenderConfig:
     """The extender configuration (``--config``, else the defaults; its kubeconfig
-    ``--kubeconfig`` when given) and the utilization threshold (``--threshold``, else the
-    configuration's). Each of the autoscaler's settings not given on the command line is
-    set in ``args`` from the configuration's ``cluster`` section, and ``args.min_size``
-    becomes a dict (group to minimum size)."""
+    ``--kubeconfig`` when given). Each of the autoscaler's settings not given on the
+    command line (``--threshold``, ``--gpu-threshold``, ``--gpu-label``, the
+    ``--ignore-*-utilization`` flags, ``--node-group-label``, ``--dra``) is set in ``args``
+    from the configuration's ``cluster`` section, and ``args.min_size`` becomes a dict
+    (group to minimum size), so the rest of ``inspect`` reads them from ``args``."""
     from stickypack.extender.config import ExtenderConfig
 
     config = _load_extender_config(args) if args.config else ExtenderConfig()
     cluster = config.cluster
     if args.kubeconfig:
         cluster.kubeconfig = args.kubeconfig
-    threshold = cluster.utilization_threshold if args.threshold is None else args.threshold
     for dest, default in (
+        ("threshold", cluster.utilization_threshold),
         ("gpu_threshold", cluster.gpu_utilization_threshold),
         ("gpu_label", list(cluster.gpu_labels)),
         ("ignore_daemonsets_utilization", cluster.ignore_daemonsets_utilization),
@@ -292,12 +292,13 @@ def _settings(args: argparse.Namespace) -> tuple[ExtenderConfig, float]:
         if getattr(args, dest) is None:
             setattr(args, dest, default)
     args.min_size = dict(cluster.node_group_min_sizes if args.min_size is None else args.min_size)
-    return config, threshold
+    return config
 
 
-def _check_settings(args: argparse.Namespace, threshold: float) -> None:
-    """A :class:`UsageError` for a label key that is none, a threshold out of [0, 1], or a
-    flag of the node report's given with ``--pod``."""
+def _check_settings(args: argparse.Namespace) -> None:
+    """The settings of ``args`` once :func:`_settings` completed them: a :class:`UsageError`
+    for a ``--gpu-label`` or ``--node-group-label`` that is not a label key, a threshold out
+    of [0, 1], or a flag of the node report's given with ``--pod``."""
     import math
 
     from stickypack.core.labels import LABEL_KEY
@@ -310,8 +311,8 @@ def _check_settings(args: argparse.Namespace, threshold: float) -> None:
     # a node over the threshold is kept, so at 0 only nodes at utilization 0 are candidates
     # (before, it kept a node at or over it: at 0 every node). Under 0 no node would be a
     # candidate, over 1 every node not overcommitted: refused as the mistakes they are
-    for flag, value in (("--threshold", threshold), ("--gpu-threshold", args.gpu_threshold)):
-        if value is not None and not (math.isfinite(value) and 0 <= value <= 1):
+    for flag, value in (("--threshold", args.threshold), ("--gpu-threshold", args.gpu_threshold)):
+        if not (math.isfinite(value) and 0 <= value <= 1):
             raise UsageError(f"{flag} must be in [0, 1], got {value:g}")
     node_report_only = [
         flag
@@ -331,7 +332,7 @@ def _check_settings(args: argparse.Namespace, threshold: float) -> None:
 
 
 async def _inspect_cluster(
-    args: argparse.Namespace, config: ExtenderConfig, threshold: float, pod_dict: dict[str, Any] | None
+    args: argparse.Namespace, config: ExtenderConfig, pod_dict: dict[str, Any] | None
 ) -> dict[str, Any]:
     """The report ``stickypack inspect`` prints, as JSON-ready data: without ``pod_dict``
     the node report (:func:`_node_report_json`); with it (``--pod``), where the policy would
@@ -340,8 +341,8 @@ async def _inspect_cluster(
     placing = _placing(args, config, pod_dict) if pod_dict is not None else None
     snap, history = await _read_cluster(args, config, placing is not None)
     if placing is None:
-        return _node_report_json(args, snap, threshold)
-    return _placement_json(args, threshold, snap, history, *placing)
+        return _node_report_json(args, snap)
+    return _placement_json(args, snap, history, *placing)
 
 
 def _placing(
@@ -406,7 +407,6 @@ async def _read_cluster(
 
 def _placement_json(
     args: argparse.Namespace,
-    threshold: float,
     snap: Snapshot,
     history: BuildHistory | None,
     pod: Pod,
@@ -429,7 +429,6 @@ def _placement_json(
     _feed_dra(snap)
     ctx = _autoscaler_context(
         args,
-        threshold,
         now=time.time(),
         history=history,
         builder_nodes=snap.cache.builder_nodes(),
@@ -487,14 +486,14 @@ def _dra_read(args: argparse.Namespace, snap: Snapshot) -> bool | None:
     return (snap.dra is not None) if args.dra else None
 
 
-def _autoscaler_context(args: argparse.Namespace, threshold: float, **more: Any) -> SchedulingContext:
+def _autoscaler_context(args: argparse.Namespace, **more: Any) -> SchedulingContext:
     """A :class:`SchedulingContext` with the autoscaler's settings ``inspect`` was given (its
     thresholds, GPU labels, ignore flags and node groups' minimum sizes), and ``more`` of its
     fields."""
     from stickypack.core.framework import SchedulingContext
 
     return SchedulingContext(
-        utilization_threshold=threshold,
+        utilization_threshold=args.threshold,
         gpu_utilization_threshold=args.gpu_threshold,
         gpu_labels=tuple(args.gpu_label),
         ignore_daemonsets_utilization=args.ignore_daemonsets_utilization,
@@ -506,21 +505,20 @@ def _autoscaler_context(args: argparse.Namespace, threshold: float, **more: Any)
 
 def _node_groups(args: argparse.Namespace) -> NodeGroups:
     """The node groups of ``--node-group-label`` and ``--min-size`` (each defaulted to the
-    config's by :func:`_inspect`)."""
+    config's by :func:`_settings`)."""
     from stickypack.core.nodegroups import NodeGroups
 
     return NodeGroups(tuple(args.node_group_label), dict(args.min_size))
 
 
-def _node_report_json(args: argparse.Namespace, snap: Snapshot, threshold: float) -> dict[str, Any]:
+def _node_report_json(args: argparse.Namespace, snap: Snapshot) -> dict[str, Any]:
     """The node report ``stickypack inspect`` prints (no ``--pod``), as JSON-ready data:
     each node as the cluster-autoscaler weighs it, then its scale-down simulation over the
     nodes nothing pins (:func:`~stickypack.core.drain.plan_scale_down`, which spends the
     disruption budgets node by node; with ``--dra``, its
     claims' node-local devices moved too, :class:`~stickypack.core.dra.DraDevices`), then the nodes it
     would remove that a node group's minimum size or the cluster's minimum cores or memory
-    keep (:func:`~stickypack.core.nodegroups.kept_at_limits`). ``threshold``: the
-    autoscaler's utilization threshold (a fraction), the GPU one being ``--gpu-threshold``."""
+    keep (:func:`~stickypack.core.nodegroups.kept_at_limits`)."""
     from stickypack.core.explain import node_report
 
     table = snap.cache.table
@@ -529,14 +527,14 @@ def _node_report_json(args: argparse.Namespace, snap: Snapshot, threshold: float
     nodes = node_report(table, snap.pods_by_node, rules, dra=dra.nodes if dra is not None else None)
     groups = _node_groups(args)
     group_of, at_min = _group_membership(table, groups)
-    verdicts = _verdicts_before_plan(nodes, at_min, threshold, args.gpu_threshold)
-    plan = _scale_down_plan(args, snap, threshold, rules, nodes, verdicts, devices)
+    verdicts = _verdicts_before_plan(nodes, at_min, args.threshold, args.gpu_threshold)
+    plan = _scale_down_plan(args, snap, rules, nodes, verdicts, devices)
     kept = _kept_at_limits(args, snap, groups, plan)
     verdicts = _verdicts_after_plan(nodes, verdicts, plan, kept)
     nodes = _pinned_by_spent_budgets(nodes, plan)
     removed = {n for n in plan.removable if n not in kept}
     return {
-        "threshold": threshold,
+        "threshold": args.threshold,
         "gpu_threshold": args.gpu_threshold,
         "ignore_daemonsets_utilization": rules.ignore_daemonsets_utilization,
         "ignore_mirror_pods_utilization": rules.ignore_mirror_pods_utilization,
@@ -633,7 +631,6 @@ def _verdicts_before_plan(
 def _scale_down_plan(
     args: argparse.Namespace,
     snap: Snapshot,
-    threshold: float,
     rules: ScaleDownRules,
     nodes: Sequence[NodeReport],
     verdicts: Sequence[str],
@@ -648,7 +645,7 @@ def _scale_down_plan(
     from stickypack.core.drain import plan_scale_down
     from stickypack.policies import load_builtin
 
-    ctx = _autoscaler_context(args, threshold)
+    ctx = _autoscaler_context(args)
     candidates = sorted(
         ((r, v) for r, v in zip(nodes, verdicts, strict=True) if v in ("removable", "empty")),
         key=lambda rv: (rv[1] != "empty", rv[0].utilization, rv[0].node),
@@ -760,10 +757,10 @@ def _node_json(
 
 
 def _summary_json(args: argparse.Namespace, verdicts: Sequence[str]) -> dict[str, int]:
-    """How many nodes have each verdict of :data:`VERDICTS`: ``incomplete`` only with
-    ``--dra`` or a node without cpu or memory allocatable, ``min-size`` and
-    ``resource-limit`` only with minimum sizes or totals (without them the report is as it
-    was)."""
+    """How many nodes have each verdict of :data:`VERDICTS`, but ``incomplete`` only with
+    ``--dra`` or when some node is (one without cpu or memory allocatable), and ``min-size``
+    and ``resource-limit`` only with minimum sizes or totals: without them the summary has
+    no such key."""
     limited = bool(args.min_size) or args.cores_total is not None or args.memory_total is not None
     return {
         v: verdicts.count(v)
@@ -953,8 +950,8 @@ _UNLISTED_NOTES = (
 
 def _print_node_report_notes(console: Console, report: dict[str, Any]) -> None:
     """The lines under the node report's summary, each only when it has something to say:
-    the pods not counted or counted where nominated, the node groups given a minimum size
-    that no node is in, the objects that could not be listed or read."""
+    the pods not counted, the node groups given a minimum size that no node is in, the
+    pending pods counted where nominated, the objects that could not be listed or read."""
     _print_unreadable(console, report["unreadable_pods"])
     nowhere = [g for g, group in report["node_groups"].items() if group["size"] == 0]
     if nowhere:  # a typo, or groups named by other labels (--node-group-label)
@@ -989,7 +986,8 @@ def _print_node_report_notes(console: Console, report: dict[str, Any]) -> None:
 
 def _print_placement(console: Console, report: dict[str, Any]) -> None:
     """A pod's placement: a table of every node's scores by plugin (with its weight) and
-    total, or the filter that removed it; then the build history used and the best nodes."""
+    total, or the filter that removed it; then the build history used, whether the DRA
+    objects could not be listed, the best nodes and the pods not counted."""
     from rich.table import Table
 
     plugins = list(report["weights"])
