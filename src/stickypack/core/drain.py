@@ -131,7 +131,7 @@ def plan_scale_down(
        node by itself, as kube-scheduler's do: the nodes are filtered a slice at a time,
        :func:`_first_fit`). If all fit, the candidate is removable and its placements stay
        for the next candidates; else nothing of it is kept
-       (:meth:`_Simulation.remove_node`).
+       (:meth:`_Simulation.try_remove_node`).
 
     ``rules.budgets``: each candidate found removable takes one disruption of every budget
     for each of its pods the budget covers (the pods it moves), as the autoscaler's
@@ -236,9 +236,10 @@ def _check_candidates(
     """The autoscaler's loop over ``candidates`` (node names, in order) on ``sim``: a node
     being deleted is skipped; a candidate a disruption budget now holds is kept
     (``blocked``, :class:`_Budgets`); else it is removable if every pod it moves
-    (``planned``) finds a node (:meth:`_Simulation.remove_node`), which spends the budgets
-    of its pods and makes its pods the movers of the nodes they went to, else it is kept
-    with the first pod that found none (``no_room``)."""
+    (``planned``) finds a node (:meth:`_Simulation.try_remove_node`): it then spends the
+    budgets of those pods, and each pod is one the node it went to would move
+    (``planned``, changed); else it is kept with the first pod that found none
+    (``no_room``)."""
     removable: list[str] = []
     moves: dict[str, str] = {}
     no_room: dict[str, str] = {}
@@ -253,7 +254,7 @@ def _check_candidates(
         if held is not None:  # the autoscaler's drainability rules, before any placement
             held_by_budget[name] = held
             continue
-        placed, unplaced = sim.remove_node(row, pods)
+        placed, unplaced = sim.try_remove_node(row, pods)
         if unplaced is not None:
             no_room[name] = unplaced
             continue
@@ -331,7 +332,7 @@ class _Simulation:
                     self.bind(dest, pod)
                     planned.setdefault(self.node_name(dest), []).append(pod)
 
-    def remove_node(self, row: int, pods: Sequence[Pod]) -> tuple[list[tuple[Pod, int]], str | None]:
+    def try_remove_node(self, row: int, pods: Sequence[Pod]) -> tuple[list[tuple[Pod, int]], str | None]:
         """The autoscaler's removal of candidate ``row`` simulated: ``pods`` (those it
         moves) are taken off it and placed, in order, each on the first node that is not
         the candidate, not ``gone`` and not being deleted where it fits. When all fit, the

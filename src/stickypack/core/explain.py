@@ -608,11 +608,11 @@ def _report_one_node(
     (:func:`~stickypack.core.plugins.scaledown.gpu_columns`; -1: none); ``gpu_labelled``,
     whether it carries one of ``rules.gpu_labels``; ``node_dra``, its DRA reading (None:
     DRA not weighed, or no node-local slices)."""
-    counted = _CountedPods.of(pods, rules)
-    cpu, memory = (counted.share(table, row, r) for r in (CPU, MEMORY))
-    gpu = _gpu_share(table, row, gpu_col, gpu_labelled, counted)
+    counting = _PodCounting.of(pods, rules)
+    cpu, memory = (counting.share(table, row, r) for r in (CPU, MEMORY))
+    gpu = _gpu_share(table, row, gpu_col, gpu_labelled, counting)
     utilization, node_dra, missing = _weighing(table, row, cpu, memory, gpu, node_dra)
-    pinned = _pinning(pods, rules)
+    pinned = sorted((p.key, reason) for p in pods if (reason := pin_reason(p, rules)) is not None)
     autoscaler, taint = _autoscaler_state(table, row)
     return NodeReport(
         node=table.node_names([row])[0],
@@ -628,8 +628,8 @@ def _report_one_node(
         unschedulable=bool(table.unschedulable[row]),
         scale_down_disabled=_annotation(table, row, SCALE_DOWN_DISABLED_ANNOTATION) == "true",
         pin_reasons=tuple(reason for _, reason in pinned),
-        expendable_pods=sum(1 for p in counted.expendable if not is_daemon_pod(p)),
-        terminating_pods=sum(1 for p in counted.terminating if not is_daemon_pod(p)),
+        expendable_pods=sum(1 for p in counting.expendable if not is_daemon_pod(p)),
+        terminating_pods=sum(1 for p in counting.terminating if not is_daemon_pod(p)),
         gpu=gpu,
         dra=None if node_dra is None or node_dra.error else node_dra.utilization,
         dra_pool=None if node_dra is None else node_dra.pool,
@@ -640,10 +640,11 @@ def _report_one_node(
 
 
 @dataclass(frozen=True, slots=True)
-class _CountedPods:
-    """A node's pods the autoscaler leaves out of its utilization, wholly or in part (each
-    list in the pods' order): ``expendable`` (:func:`is_expendable`: out of its picture);
-    ``terminating`` (:func:`is_long_terminating`, not expendable); ``unweighed``
+class _PodCounting:
+    """How a node's pods count in its utilization as the autoscaler computes it: the pods
+    it leaves out, wholly or in part (each list in the pods' order): ``expendable``
+    (:func:`is_expendable`: out of its picture); ``terminating``
+    (:func:`is_long_terminating`, not expendable); ``unweighed``
     (:meth:`ScaleDownRules.unweighed`, not expendable: requests out of both the node's
     requests and its allocatable); ``left_out``: the expendable pods, then the terminating
     ones not unweighed (requests out of the node's requests only)."""
@@ -654,7 +655,7 @@ class _CountedPods:
     left_out: tuple[Pod, ...]
 
     @classmethod
-    def of(cls, pods: Sequence[Pod], rules: ScaleDownRules) -> _CountedPods:
+    def of(cls, pods: Sequence[Pod], rules: ScaleDownRules) -> _PodCounting:
         expendable = [p for p in pods if is_expendable(p, rules)]
         terminating = [p for p in pods if is_long_terminating(p, rules) and not is_expendable(p, rules)]
         unweighed = [p for p in pods if rules.unweighed(p) and not is_expendable(p, rules)]
@@ -668,14 +669,14 @@ class _CountedPods:
 
 
 def _gpu_share(
-    table: NodeTable, row: int, gpu_col: int, gpu_labelled: bool, counted: _CountedPods
+    table: NodeTable, row: int, gpu_col: int, gpu_labelled: bool, counting: _PodCounting
 ) -> float | None:
     """Node ``row``'s requested GPUs over allocatable (a fraction) of the resource of column
-    ``gpu_col`` (-1: none allocatable), without the pods ``counted`` leaves out; 0.0 for a
+    ``gpu_col`` (-1: none allocatable), without the pods ``counting`` leaves out; 0.0 for a
     node ``gpu_labelled`` whose GPUs are not allocatable yet (the autoscaler takes it as
     unused); None for a node without GPUs."""
     if gpu_col >= 0:
-        return counted.share(table, row, table.resources[gpu_col])
+        return counting.share(table, row, table.resources[gpu_col])
     return 0.0 if gpu_labelled else None
 
 
@@ -696,12 +697,6 @@ def _weighing(
         return node_dra.utilization, node_dra, []
     missing = [r for r in (CPU, MEMORY) if table.alloc[row, table.rindex[r]] <= 0]
     return max(cpu, memory), None, missing
-
-
-def _pinning(pods: Iterable[Pod], rules: ScaleDownRules) -> list[tuple[str, str]]:
-    """``(key, reason)`` of each of ``pods`` that :func:`pin_reason` finds a reason for,
-    sorted."""
-    return sorted((p.key, reason) for p in pods if (reason := pin_reason(p, rules)) is not None)
 
 
 def _autoscaler_state(table: NodeTable, row: int) -> tuple[str, str | None]:
