@@ -179,13 +179,17 @@ class Pod:
         cpu, memory or hugepages (for fitting; scoring reads the containers', as
         kube-scheduler v1.37.2 does), plus ``spec.overhead``. A container with limits but no
         requests gets requests equal to its limits, as the API server defaults them.
+
+        A pod that cannot be read (a field of the wrong shape or value, more than
+        :data:`MAX_POD_RESOURCES` distinct resources) raises :class:`PodSpecError` naming
+        the field.
         """
-        # The fields are read in a fixed order: of two that cannot be read, the error names
-        # the same one whatever the refactoring (the helpers below keep that order).
+        # The fields are read in the order below (the helpers' too): of two that cannot be
+        # read, the error names the first, so moving a read changes which one it names.
         try:
             meta = _mapping(raw.get("metadata"), "metadata")
             spec = _mapping(raw.get("spec"), "spec")
-            requests, nonzero, bound_nonzero = _limited_requests(spec)
+            requests, nonzero, bound_nonzero = _pod_requests(spec)
             affinity = _AffinityFields.read(spec)
             labels = _string_map(meta.get("labels"), "metadata.labels")
             namespace = str(meta.get("namespace") or "default")
@@ -236,16 +240,6 @@ class Pod:
             raise PodSpecError(f"cannot read pod: {_reason(exc)}") from exc
 
 
-def _limited_requests(spec: Mapping[str, Any]) -> tuple[ResourceList, ResourceList, ResourceList | None]:
-    """:func:`_pod_requests`, refusing more than :data:`MAX_POD_RESOURCES` distinct resources."""
-    requests, nonzero, bound_nonzero = _pod_requests(spec)
-    if len(requests) > MAX_POD_RESOURCES:
-        # each new name is a column of every node's row: thousands of made-up names
-        # in one request once stalled the extender for minutes
-        raise ValueError(f"{len(requests)} distinct resources requested; at most {MAX_POD_RESOURCES}")
-    return requests, nonzero, bound_nonzero
-
-
 def _string_map(raw: object, where: str) -> dict[str, str]:
     """A field that maps strings to strings (labels, annotations, a node selector), keys and
     values made strings; not an object: a ValueError naming ``where``."""
@@ -269,7 +263,7 @@ def _owner(raw: object) -> tuple[str | None, str | None, str | None]:
 
 def _creation_time(raw: object) -> float | None:
     """``metadata.creationTimestamp`` in seconds since the epoch (None when absent); not an
-    RFC 3339 time: a ValueError (the extender's plugins read it)."""
+    RFC 3339 time: a ValueError naming the field."""
     try:
         return rfc3339_seconds(raw)
     except (ValueError, OverflowError):
@@ -551,7 +545,8 @@ def _container_requests(container: Mapping[str, Any], where: str) -> tuple[Resou
 
 def _pod_requests(spec: Mapping[str, Any]) -> tuple[ResourceList, ResourceList, ResourceList | None]:
     """(requests for fitting, non-zero requests for scoring the pod, non-zero requests it
-    adds to its node once bound when pod-level requests make them differ, else None)."""
+    adds to its node once bound when pod-level requests make them differ, else None). More
+    than :data:`MAX_POD_RESOURCES` distinct resources requested: a ValueError."""
     totals: tuple[ResourceList, ResourceList] = ({}, {})
     for i, container in enumerate(_objects(spec.get("containers"), "spec.containers")):
         for total, part in zip(totals, _container_requests(container, f"spec.containers[{i}]"), strict=True):
@@ -605,7 +600,12 @@ def _pod_requests(spec: Mapping[str, Any]) -> tuple[ResourceList, ResourceList, 
         # requests say (pod level, else the containers' sum); the 100m / 200Mi defaults only
         # where neither level names the resource
         bound_nonzero = {r: requests[r] if r in requests else nonzero[r] for r in (CPU, MEMORY)}
-    return {k: v for k, v in requests.items() if v}, nonzero, bound_nonzero
+    requested = {k: v for k, v in requests.items() if v}
+    if len(requested) > MAX_POD_RESOURCES:
+        # each new name is a column of every node's row: thousands of made-up names
+        # in one request once stalled the extender for minutes
+        raise ValueError(f"{len(requested)} distinct resources requested; at most {MAX_POD_RESOURCES}")
+    return requested, nonzero, bound_nonzero
 
 
 def rfc3339_seconds(raw: object) -> float | None:
