@@ -499,7 +499,8 @@ def _log_once(message: str) -> None:
 
 def _cluster_of(api: CoreApi) -> str | int:
     """What identifies the cluster behind a sync-client API object: its server URL (BinderHub
-    may make a client per build, and they must share one throttle), else the object itself."""
+    may make a client per build, and they must share one throttle), else the object's
+    ``id()`` (a throttle of its own)."""
     configuration = getattr(getattr(api, "api_client", None), "configuration", None)
     host = getattr(configuration, "host", None)
     return host if isinstance(host, str) else id(api)

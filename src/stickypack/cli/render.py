@@ -361,7 +361,8 @@ def _check_webhook_url(url: str) -> None:
 
 def _webhook_service(spec: str) -> tuple[str, str, int]:
     """``--service NAMESPACE/NAME[:PORT]`` as (namespace, name, port), port 443 by default;
-    a :class:`UsageError` for names that are not DNS labels or a port outside 1..65535."""
+    a :class:`UsageError` for text not of that form (names that are DNS labels, a port of
+    digits) or a port outside 1..65535."""
     from stickypack.core.labels import is_dns_label
 
     text, colon, port_text = spec.partition(":")
@@ -380,9 +381,10 @@ def _webhook_service(spec: str) -> tuple[str, str, int]:
 
 
 def _read_ca_bundle(path: Path) -> bytes:
-    """``--ca-bundle``: the file's PEM certificates, as bytes; a :class:`UsageError` when it
-    cannot be read, holds no PEM certificate, or holds another PEM block (such as a key,
-    which must not be copied into a cluster-wide object)."""
+    """``--ca-bundle``: the file's text as ASCII bytes (any other character a ``?``), which
+    holds PEM certificates and no other PEM block; a :class:`UsageError` when it cannot be
+    read, holds no PEM certificate, or holds another PEM block (such as a key, which must
+    not be copied into a cluster-wide object)."""
     import re
 
     from stickypack.textfile import TextFileError, read_text_file

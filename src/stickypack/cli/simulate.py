@@ -134,17 +134,19 @@ def _simulate(args: argparse.Namespace, console: Console) -> int:
 
 
 def _run_simulate(args: argparse.Namespace, console: Console) -> int:
-    """``simulate``, step by step: every argument and input is checked first (a
+    """``simulate``, step by step: the arguments and inputs are checked first (a
     :class:`UsageError`, before anything is simulated or created), then the output
     directories are created, each seed is run, and the table is printed and the files
-    written."""
+    written. One check comes later: a trace that ``--load-scale`` leaves without a launch
+    at some seed is a :class:`UsageError` when that seed's workload is made
+    (:func:`_trace_workloads`), once the directories exist."""
     seeds = _checked_seeds(args)
     policies = _load_policies(args)
     config = _load_sim_config(args)
     workloads = (
         _scenario_workloads(args, config) if args.scenario is not None else _trace_workloads(args, config)
     )
-    _check_outputs(args)  # after every input is checked: a usage error leaves no directory
+    _check_outputs(args)  # after the inputs are checked: their usage errors leave no directory
     comparisons = _run_seeds(args, seeds, policies, config, workloads)
     _report(args, comparisons, console)
     return 0

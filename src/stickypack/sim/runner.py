@@ -112,10 +112,13 @@ def compare(
 ) -> Comparison:
     """Run every policy on a fresh copy of the workload (pods are mutable) with one seed.
 
-    ``jobs``: worker processes (default: one per core, at most one per policy; 1 runs in
-    this process). ``progress(policy name, fraction done)`` is called in this process as each
-    run goes on (from the workers through a queue), and with 1.0 once it is over; without it
-    the workers send nothing.
+    ``jobs``: worker processes (default: one per core, at most one per policy); with 1, or
+    where processes cannot be forked, the runs are made one after the other in this
+    process. ``progress(policy name, fraction done)`` is called in this process as each run
+    goes on, as the simulation reports it (at most every 600 simulated seconds; from a
+    worker through a queue, at every percent). A worker's run is reported at 1.0 once it is
+    over; a run in this process only if its simulation last reported 1.0 (the simulation
+    may end between two reports). Without ``progress`` the workers send nothing.
     """
     first = workload_factory()
     cmp = Comparison(first.name, seed, load_scale)
