@@ -981,6 +981,17 @@ def _until(check: Any, timeout: float = 10.0) -> Any:
     return result
 
 
+def test_certificate_reloading_refuses_a_server_without_tls(tmp_path: Path) -> None:
+    """Reloading certificates needs the TLS context the server serves with: a plain-HTTP
+    uvicorn configuration is refused at once, not at the first renewal."""
+    from stickypack.extender.server import start_certificate_reloader, uvicorn_config
+    from stickypack.webhook.app import make_app
+
+    config = uvicorn_config(make_app(WebhookConfig().scheduler_routes()), "127.0.0.1", 0)
+    with pytest.raises(ValueError, match="serves no TLS"):
+        start_certificate_reloader(config, str(tmp_path / "tls.crt"), str(tmp_path / "tls.key"), interval_s=0)
+
+
 def test_a_renewed_certificate_is_served_without_a_restart(tmp_path: Path) -> None:
     """cert-manager renews into the Secret, the kubelet swaps the mounted files: new
     connections get the new certificate. A half-done rotation (the new certificate beside

@@ -768,7 +768,8 @@ def start_certificate_reloader(
     """Load ``uv_config`` (uvicorn's config, to reach its SSL context), report the served
     certificate's expiry to ``on_load`` (outcome None: the first load) and, unless
     ``interval_s`` is 0, start a :class:`CertificateReloader` task (its checks reported to
-    ``on_check``); cancel it when the server stops. None: reloading off."""
+    ``on_check``); cancel it when the server stops. None: reloading off. Raises ValueError
+    for a configuration that serves no TLS (nothing to reload)."""
     uv_config.load()
     if uv_config.ssl is None:
         raise ValueError("start_certificate_reloader: the uvicorn config serves no TLS (no ssl_certfile)")
