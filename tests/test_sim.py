@@ -1534,3 +1534,27 @@ def test_each_run_reports_its_progress_while_it_runs(jobs, monkeypatch):
 
     assert [run.policy for run in followed.runs] == names
     assert metrics(followed) == metrics(quiet)
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_each_run_is_reported_done_when_it_ends(jobs, monkeypatch):
+    """A run's last report from the simulation may come before its end (it reports at most
+    every 600 simulated seconds): ``compare`` reports 1.0 for each run once it is over, in
+    this process as from the workers, so no bar is left short of full. Here the simulation
+    reports nothing at all."""
+    from stickypack.policies import load_builtin
+    from stickypack.sim import runner
+    from stickypack.sim.workloads import dask_adapt
+
+    class Silent(runner.Simulation):
+        def run(self) -> runner.RunResult:
+            self.progress = None
+            return super().run()
+
+    calls: list[tuple[str, float]] = []
+    monkeypatch.setattr(runner, "Simulation", Silent)
+    policies = [load_builtin(name) for name in ("z2jh", "stickypack")]
+    runner.compare(
+        lambda: dask_adapt(0), policies, seed=0, progress=lambda n, f: calls.append((n, f)), jobs=jobs
+    )
+    assert sorted(calls) == [("stickypack", 1.0), ("z2jh", 1.0)]

@@ -116,9 +116,8 @@ def compare(
     where processes cannot be forked, the runs are made one after the other in this
     process. ``progress(policy name, fraction done)`` is called in this process as each run
     goes on, as the simulation reports it (at most every 600 simulated seconds; from a
-    worker through a queue, at every percent). A worker's run is reported at 1.0 once it is
-    over; a run in this process only if its simulation last reported 1.0 (the simulation
-    may end between two reports). Without ``progress`` the workers send nothing.
+    worker through a queue, at every percent), and at 1.0 once it is over. Without
+    ``progress`` the workers send nothing.
     """
     first = workload_factory()
     cmp = Comparison(first.name, seed, load_scale)
@@ -129,6 +128,8 @@ def compare(
             workload = first if i == 0 else workload_factory()
             report = (lambda f, name=policy.name: progress(name, f)) if progress else None
             result = _simulate(job, i, workload, report)
+            if progress is not None:  # the simulation may end between two of its reports
+                progress(policy.name, 1.0)
             cmp.runs.append(PolicyRun(policy.name, result.metrics, result.series))
         return cmp
     global _JOB
