@@ -568,3 +568,53 @@ def test_a_policy_built_in_code_refuses_an_unknown_dask_retirement():
         PolicyError, match=r"policy x: dask_retirement 'node_aware'; valid: distributed, node-aware"
     ):
         dataclasses.replace(policy, dask_retirement="node_aware")
+
+
+def test_a_profile_sums_weighted_scores_checks_plugins_and_matches_every_label() -> None:
+    """``Profile.scores`` is ``sum(weight * score)``: node a scores (100, 0) and node b
+    (0, 40) from two scorers of weights 1 and 3, so a totals 1*100 + 3*0 = 100 and b
+    1*0 + 3*40 = 120, and b is picked (unweighted, a's 100 would beat b's 40). A checked
+    scorer's negative score and a checked filter's non-bool mask are contract errors;
+    ``matches`` wants every label of ``match_labels``, not any."""
+    from stickypack.core.framework import (
+        FilterPlugin,
+        PluginContractError,
+        Profile,
+        SchedulingContext,
+        ScorePlugin,
+        WeightedScorer,
+    )
+
+    class Fixed(ScorePlugin):
+        def __init__(self, name: str, by_node: dict[str, int]) -> None:
+            self.name, self.by_node = name, by_node
+
+        def score(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
+            return np.array([self.by_node[table.names[i]] for i in idx.tolist()], dtype=np.int64)
+
+    class Ones(FilterPlugin):
+        name = "Ones"
+
+        def filter(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
+            return np.ones(idx.shape[0], dtype=np.int64)  # truthy, but not a bool mask
+
+    table = NodeTable()
+    for name in ("a", "b"):
+        table.upsert_node(name, {"cpu": 4000, "memory": 16 * 2**30, "pods": 110})
+    pod = Pod.from_dict({"metadata": {"name": "p", "labels": {"app": "x"}}, "spec": {"containers": [{}]}})
+    ctx, rng = SchedulingContext(), np.random.default_rng(0)
+    first, second = Fixed("First", {"a": 100, "b": 0}), Fixed("Second", {"a": 0, "b": 40})
+    profile = Profile("p", [], [WeightedScorer(first, 1), WeightedScorer(second, 3)])
+    idx = np.array([table.index["a"], table.index["b"]])
+    assert profile.scores(pod, table, idx, ctx).tolist() == [100, 120]
+    assert table.names[profile.select(pod, table, ctx, rng)] == "b"
+
+    negative = Fixed("Negative", {"a": -1, "b": 50})
+    with pytest.raises(PluginContractError, match=r"Negative returned scores -1\.\.50"):
+        Profile("p", [], [WeightedScorer(negative, 1)], checked=(negative,)).scores(pod, table, idx, ctx)
+    ones = Ones()
+    with pytest.raises(PluginContractError, match="filter plugin Ones returned an int64 array"):
+        Profile("p", [ones], [], checked=(ones,)).feasible(pod, table, ctx)
+
+    assert Profile("p", [], [], match_labels={"app": "x"}).matches(pod)
+    assert not Profile("p", [], [], match_labels={"app": "x", "role": "build"}).matches(pod)
