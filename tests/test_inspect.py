@@ -377,6 +377,7 @@ def test_inspect_nodes_on_a_real_cluster(cluster: ControlPlane, capsys: pytest.C
     assert nodes["busy"]["cpu"] == pytest.approx(0.75)
     assert report["summary"] == {
         "busy": 1,
+        "deleting": 0,
         "disabled": 1,
         "pinned": 1,
         "no-room": 0,
@@ -428,6 +429,56 @@ def test_inspect_names_scale_down_disabled_before_busy(
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "3 nodes: 1 busy," in out and "2 with scale-down disabled" in out
+
+
+@pytest.mark.controlplane
+def test_inspect_names_nodes_being_deleted_first(
+    cluster: ControlPlane, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """On the real API server: a node tainted ``ToBeDeletedByClusterAutoscaler`` is reported
+    ``deleting`` whatever else holds it (busy, annotated ``scale-down-disabled``, or with
+    nothing on it): the autoscaler's ``Checker.unremovableReasonAndNodeUtilization`` checks
+    ``IsNodeBeingDeleted`` first (``CurrentlyBeingDeleted``). It is no candidate, so the
+    plan moves nothing onto the others for it. A taint 5 minutes old or more (or with a
+    value that is no time) is named as a deletion that looks stuck; a 1-minute-old one is
+    not."""
+    now = int(time.time())
+    to_be_deleted = "ToBeDeletedByClusterAutoscaler={}:NoSchedule"
+    cluster.create_node("busy-deleting", taints=[to_be_deleted.format(now - 60)])
+    cluster.create_node("disabled-deleting", taints=[to_be_deleted.format(now - 60)])
+    cluster.create_node("empty-stuck", taints=[to_be_deleted.format(now - 3600)])
+    cluster.create_node("empty-unreadable", taints=[to_be_deleted.format("soon")])
+    cluster.create_node("quiet")
+    _bind(cluster, "jupyter-alice", "busy-deleting", "3", "2Gi")  # 75% cpu: busy otherwise
+    _bind(cluster, "jupyter-bob", "quiet", "500m", "1Gi")
+    disabled = {"cluster-autoscaler.kubernetes.io/scale-down-disabled": "true"}
+    cluster.call(
+        lambda api: client.CoreV1Api(api).patch_node(
+            "disabled-deleting", {"metadata": {"annotations": disabled}}
+        )
+    )
+    argv = ["inspect", "--kubeconfig", str(cluster.kubeconfig)]
+    assert main([*argv, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    nodes = {n["node"]: n for n in report["nodes"]}
+    assert {n: v["verdict"] for n, v in nodes.items()} == {
+        "busy-deleting": "deleting",
+        "disabled-deleting": "deleting",
+        "empty-stuck": "deleting",
+        "empty-unreadable": "deleting",
+        "quiet": "pinned",  # jupyter-bob has no controller
+    }
+    assert nodes["busy-deleting"]["cpu"] == pytest.approx(0.75)
+    assert nodes["empty-unreadable"]["autoscaler"] == "deleting"
+    assert nodes["empty-unreadable"]["autoscaler_since"] is None
+    assert report["summary"]["deleting"] == 4 and report["summary"]["empty"] == 0
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "5 nodes: 0 busy, 1 at or under the threshold but pinned" in out
+    assert "4 being deleted by the autoscaler" in out
+    stuck = re.search(r"tainted ToBeDeletedByClusterAutoscaler 5 or more minutes ago.*?: ([^;]*);", out, re.S)
+    assert stuck is not None
+    assert stuck.group(1).split(", ") == ["empty-stuck", "empty-unreadable"]
 
 
 @pytest.mark.controlplane

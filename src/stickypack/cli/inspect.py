@@ -810,7 +810,8 @@ def _unread_json(args: argparse.Namespace, snap: Snapshot, dra: DraReading | Non
 #: pods would fit on no other node (:func:`~stickypack.core.drain.plan_scale_down`), and
 #: :data:`LIMIT_VERDICTS`.
 VERDICTS = (
-    "busy", "disabled", "pinned", "no-room", "min-size", "resource-limit", "removable", "empty", "incomplete",
+    "busy", "deleting", "disabled", "pinned", "no-room", "min-size", "resource-limit", "removable", "empty",
+    "incomplete",
 )  # fmt: skip
 #: A node the autoscaler would remove but keeps for its group's minimum size, or for the
 #: cluster's minimum cores or memory (:func:`~stickypack.core.nodegroups.kept_at_limits`).
@@ -917,6 +918,7 @@ def _summary_line(report: dict[str, Any]) -> str:
         parts.append(f"{summary['no-room']} whose pods fit on no other node")
     parts += [f"{summary['removable']} removable", f"{summary['empty']} empty"]
     for verdict, what in (
+        ("deleting", "being deleted by the autoscaler"),
         ("disabled", "with scale-down disabled"),
         ("min-size", "kept at their node group's minimum size"),
         ("resource-limit", "kept by the cluster's minimum cores or memory"),
@@ -950,9 +952,21 @@ _UNLISTED_NOTES = (
 
 def _print_node_report_notes(console: Console, report: dict[str, Any]) -> None:
     """The lines under the node report's summary, each only when it has something to say:
-    the pods not counted, the node groups given a minimum size that no node is in, the
-    pending pods counted where nominated, the objects that could not be listed or read."""
+    the pods not counted, the deletions that look stuck, the node groups given a minimum
+    size that no node is in, the pending pods counted where nominated, the objects that
+    could not be listed or read."""
+    from stickypack.core.explain import NODE_DELETION_TIME_S
+
     _print_unreadable(console, report["unreadable_pods"])
+    stuck = _stuck_deletions(report["nodes"], time.time())
+    if stuck:
+        console.print(
+            f"tainted ToBeDeletedByClusterAutoscaler {NODE_DELETION_TIME_S / 60:g} or more minutes ago "
+            f"(or at no time it can read): {_first(stuck, 5)}; the autoscaler no longer takes such a "
+            "node as being deleted and weighs it again: a deletion stuck, or a taint left by an "
+            "autoscaler that stopped (it removes them when it starts); shown here as deleting",
+            highlight=False,
+        )
     nowhere = [g for g, group in report["node_groups"].items() if group["size"] == 0]
     if nowhere:  # a typo, or groups named by other labels (--node-group-label)
         console.print(
@@ -982,6 +996,21 @@ def _print_node_report_notes(console: Console, report: dict[str, Any]) -> None:
             "a pod's controller of those kinds is taken to exist",
             highlight=False,
         )
+
+
+def _stuck_deletions(nodes: Sequence[dict[str, Any]], now: float) -> list[str]:
+    """The ``deleting`` nodes of the node report whose taint is
+    :data:`~stickypack.core.explain.NODE_DELETION_TIME_S` or more old at ``now`` (Unix
+    seconds), or has no time the autoscaler can read: its ``IsNodeBeingDeleted`` is false
+    for them."""
+    from stickypack.core.explain import NODE_DELETION_TIME_S
+
+    return [
+        n["node"]
+        for n in nodes
+        if n["autoscaler"] == "deleting"
+        and (n["autoscaler_since"] is None or now - n["autoscaler_since"] >= NODE_DELETION_TIME_S)
+    ]
 
 
 def _print_placement(console: Console, report: dict[str, Any]) -> None:

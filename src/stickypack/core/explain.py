@@ -286,6 +286,13 @@ class ScaleDownRules:
         return pod.unweighed(self.ignore_daemonsets_utilization, self.ignore_mirror_pods_utilization)
 
 
+#: How long the cluster-autoscaler takes a node tainted ``ToBeDeletedByClusterAutoscaler``
+#: as being deleted, from the taint's time (seconds; its ``MaxCloudProviderNodeDeletionTime``,
+#: ``IsNodeBeingDeleted`` in ``core/scaledown/actuation/delete_in_batch.go``). A node tainted
+#: longer ago is a deletion stuck, or a taint left by an autoscaler that stopped (it removes
+#: its taints when it starts).
+NODE_DELETION_TIME_S = 300.0
+
 #: Seconds past its grace period after which the autoscaler takes a terminating pod as
 #: gone (its ``PodLongTerminatingExtraThreshold``), and the grace period a pod that sets
 #: none gets (Kubernetes' default).
@@ -493,7 +500,9 @@ class NodeReport:
     def verdict(self, threshold: float, gpu_threshold: float = GPU_UTILIZATION_THRESHOLD) -> str:
         """In the order of the autoscaler's ``Checker.unremovableReasonAndNodeUtilization``
         (``core/scaledown/eligibility/eligibility.go``), whose first reason is the one it
-        logs: ``disabled`` (the node opts out of scale-down: its
+        logs: ``deleting`` (the node carries its ``ToBeDeletedByClusterAutoscaler``
+        taint: a deletion in progress, its ``CurrentlyBeingDeleted``, checked first), else
+        ``disabled`` (the node opts out of scale-down: its
         ``ScaleDownDisabledAnnotation``, checked before the utilization is computed, so a
         busy node that opts out is ``disabled`` too), else ``incomplete``
         (:attr:`dra_error` or :attr:`utilization_error`: the autoscaler cannot weigh the
@@ -502,6 +511,8 @@ class NodeReport:
         1.35+, 1.34.3+, 1.33.4+ and 1.32.6+, which compare "at or below"; earlier versions
         took it as busy), else ``pinned`` (held by pods, :func:`pins_node`), ``empty`` (no
         pods but DaemonSet, mirror and expendable pods) or ``removable`` (nothing pins it)."""
+        if self.autoscaler == "deleting":
+            return "deleting"
         if self.scale_down_disabled:
             return "disabled"
         if self.dra_error is not None or self.utilization_error is not None:
