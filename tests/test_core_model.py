@@ -274,6 +274,47 @@ def test_a_late_older_record_does_not_make_its_repo_the_most_recent():
     assert (h.nodes_for("r2", 50), h.nodes_for("r3", 50)) == (["n2", "n1"], [])
 
 
+def test_a_late_older_record_of_the_same_node_keeps_the_newer_time():
+    h = BuildHistory(ttl_s=100)
+    h.record("r", "n1", 20)
+    h.record("r", "n2", 15)
+    h.record("r", "n1", 10)  # arrives late: older than n1's build at 20
+    assert h.to_dict() == {"r": {"n1": 20, "n2": 15}}
+    # at 118 the horizon is 18: n1 (20) is fresh, n2 (15) is not; had 10 overwritten 20, none
+    assert h.nodes_for("r", 118) == ["n1"]
+
+
+def test_an_entry_exactly_ttl_old_is_still_fresh_and_not_expired():
+    h = BuildHistory(ttl_s=100)
+    h.record("r", "n1", 10)
+    assert h.nodes_for("r", 110) == ["n1"]  # 110 - 100 = 10: exactly at the horizon
+    assert h.nodes_for("r", 110.5) == []  # horizon 10.5: past it
+    assert h.expire(110) == 0 and h.to_dict() == {"r": {"n1": 10}}
+    assert h.expire(110.5) == 1 and len(h) == 0
+
+
+def test_forgetting_a_repos_last_node_drops_the_repo():
+    """An emptied repo takes no place among ``max_repos``: it does not push out an older one."""
+    h = BuildHistory(ttl_s=1000, max_repos=2)
+    h.record("r1", "n1", 10)
+    h.record("r2", "n1", 20)
+    assert h.forget("r2", "n1") and not h.forget("r2", "n1")
+    assert len(h) == 1 and h.to_dict() == {"r1": {"n1": 10}}
+    h.record("r3", "n1", 30)  # 2 repos (r1, r3): none dropped
+    assert h.to_dict() == {"r1": {"n1": 10}, "r3": {"n1": 30}}
+    assert h.nodes_for("r1", 40) == ["n1"]
+
+
+def test_forget_node_up_to_a_time_drops_entries_dated_at_it():
+    h = BuildHistory(ttl_s=1000)
+    h.record("r1", "n1", 10)
+    h.record("r2", "n1", 20)
+    h.record("r2", "n2", 10)
+    assert h.forget_node("n1", up_to=9.5) == 0  # both of n1's entries are later
+    assert h.forget_node("n1", up_to=10) == 1  # r1's, dated 10 itself; r2's (20) stays
+    assert h.to_dict() == {"r2": {"n1": 20, "n2": 10}}
+
+
 def test_a_bare_scorer_name_is_weight_one():
     policy = policy_from_yaml("name: x\nprofiles:\n- name: p\n  filters: []\n  score: [TaintToleration]\n")
     ((scorer),) = policy.profiles[0].scorers
