@@ -302,6 +302,49 @@ def test_scale_down_aware_takes_a_node_of_a_group_at_its_min_size_as_busy():
     ]
 
 
+def test_utilization_counts_the_pods_memory_as_well_as_its_cpu():
+    """The pod's memory enters the node's utilization: a memory-heavy pod makes a node of
+    little cpu busy."""
+    t = NodeTable()
+    t.upsert_node("half-full", {"cpu": 4000, "memory": 8 * Gi, "pods": 110})
+    t.upsert_node("empty", {"cpu": 4000, "memory": 8 * Gi, "pods": 110})
+    t.add_pod(0, pod(400, 3 * Gi))
+    idx = t.active_indices()
+    big = pod(100, 2 * Gi)
+    # half-full: cpu (400 + 100) / 4000 = .125, memory (3 + 2) / 8 = .625 -> .625
+    # empty: cpu 100 / 4000 = .025, memory 2 / 8 = .25 -> .25
+    util, threshold = utilization_and_threshold(big, t, idx, CTX)
+    assert util.tolist() == [0.625, 0.25] and threshold == 0.5
+    assert quiet_nodes(big, t, idx, CTX).tolist() == [False, True]
+    # half-full: .625 > .5 -> 100; empty: 20 * .25 / .5 = 10
+    assert scores(ScaleDownAware(), big, t) == [100, 10]
+
+
+def test_a_node_exactly_at_the_threshold_is_quiet():
+    """As cluster-autoscaler 1.32.6+, 1.33.4+, 1.34.3+ and 1.35.0+: a node whose utilization
+    with the pod equals the threshold is a scale-down candidate, at the cpu/memory threshold
+    and at the GPU threshold alike; one a millicore over it is not."""
+    t = NodeTable()
+    t.upsert_node("at", {"cpu": 4000, "memory": 8 * Gi, "pods": 110})
+    t.upsert_node("over", {"cpu": 4000, "memory": 8 * Gi, "pods": 110})
+    t.upsert_node("gpus-at", {"cpu": 8000, "memory": 32 * Gi, "pods": 110, "nvidia.com/gpu": 4})
+    t.add_pod(0, pod(1500, Gi))
+    t.add_pod(1, pod(1501, Gi))
+    t.add_pod(2, Pod("g", requests={"cpu": 7000, "memory": Gi, "nvidia.com/gpu": 2}))
+    idx = t.active_indices()
+    notebook = Pod("nb", requests={"cpu": 500, "memory": Gi, "nvidia.com/gpu": 1})
+    ctx = SchedulingContext(utilization_threshold=0.5, gpu_utilization_threshold=0.75)
+    # at: cpu (1500 + 500) / 4000 = .5, memory 2 / 8 = .25 -> .5, threshold .5
+    # over: cpu 2001 / 4000 = .50025 -> over .5
+    # gpus-at: GPUs (2 + 1) / 4 = .75, threshold .75 (its cpu, 7500 of 8000, not weighed)
+    util, threshold = utilization_and_threshold(notebook, t, idx, ctx)
+    assert util.tolist() == [0.5, 2001 / 4000, 0.75]
+    assert np.asarray(threshold).tolist() == [0.5, 0.5, 0.75]
+    assert quiet_nodes(notebook, t, idx, ctx).tolist() == [True, False, True]
+    # at: 20 * .5 / .5 = 20; over: 100; gpus-at: 20 * .75 / .75 = 20
+    assert ScaleDownAware().score(notebook, t, idx, ctx).tolist() == [20, 100, 20]
+
+
 def test_scale_down_aware_weighs_gpu_nodes_by_their_gpus():
     """As the autoscaler: a node with ``nvidia.com/gpu`` allocatable is weighed by its GPU
     requests alone, at the GPU threshold, so a GPU notebook goes to the GPU node whose GPUs
