@@ -397,6 +397,9 @@ def test_policy_names_and_weights_that_say_nothing_are_refused(text, message):
         # NaN and infinity once passed the range check and crashed the run in math.ceil
         ("{plugin: BuildLocality, args: {load_bound: .nan}}", "load_bound: Input should be a finite number"),
         ("{plugin: BuildLocality, args: {load_bound: .inf}}", "load_bound: Input should be a finite number"),
+        # a finite factor past MAX_BOUND_FACTOR would overflow ceil(factor * total / n) to infinity
+        ("{plugin: BuildLocality, args: {load_bound: 1e308}}", "build bounds need 1 <= load_bound <= 1e+06"),
+        ("{plugin: BuildLocality, args: {spread_bound: 1e308}}", "1 <= spread_bound <= 1e+06"),
         ("{plugin: BuildLocality, args: {top_k: 2.5}}", "top_k: Input should be a valid integer"),
         ("{plugin: BuildSpread, args: {bogus: 1}}", "unknown argument 'bogus'; valid: skip_quiet, settle_s"),
         # an int64 overflow once changed results silently

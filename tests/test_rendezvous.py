@@ -123,3 +123,28 @@ def test_bounded_load_never_exceeds_bound():
         bounded_load_pick(["a", "b"], {"a": 1, "b": 1}, c=0.5)
     # more than one new item may fit nowhere within the cap: the first bucket takes them
     assert bounded_load_pick(["a", "b", "c"], {"a": 5, "b": 5, "c": 5}, c=1, extra=3) == "a"
+
+
+@pytest.mark.parametrize(
+    ("c", "loads", "extra"),
+    [
+        (math.inf, {"a": 5, "b": 0, "c": 0}, 1),  # c = 1.25 would pick b (cap 3)
+        (1e308, {"a": 5, "b": 0, "c": 0}, 1),  # total 6: 1e308 * 6 is past the float range
+        (math.inf, {"a": 9, "b": 0, "c": 9}, 3),  # extra > 1; c = 1 would pick b (cap 7)
+        (1e308, {"a": 9, "b": 0, "c": 9}, 3),
+        (math.inf, {"a": 0, "b": 0, "c": 0}, 0),  # total 0: inf * 0 would be NaN
+    ],
+)
+def test_bounded_load_pick_without_a_bound_picks_the_first_bucket(c: float, loads: dict, extra: int) -> None:
+    """A cap of infinity (or of c * total past the float range) bounds nothing: the first
+    ranked bucket takes the item whatever its load (once an OverflowError from ceil)."""
+    assert bounded_load_pick(["a", "b", "c"], loads, c=c, extra=extra) == "a"
+    assert bounded_load_pick(["c", "b", "a"], loads, c=c, extra=extra) == "c"
+
+
+@pytest.mark.parametrize("ranked", [["a", "b"], []])
+def test_bounded_load_pick_refuses_a_nan_c(ranked: list[str]) -> None:
+    """NaN compares false with everything, so ``c < 1`` would let it through (to a
+    ValueError from ceil that names no argument, or to None for no buckets)."""
+    with pytest.raises(ValueError, match=r"bounded_load_pick needs c >= 1, got nan"):
+        bounded_load_pick(ranked, {"a": 1, "b": 1}, c=math.nan)

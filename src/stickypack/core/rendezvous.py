@@ -57,15 +57,21 @@ def bounded_load_pick(
     new item counted (``extra``), a bucket may hold at most ``ceil(c * total / n)`` items,
     so no bucket gets more than ``c`` times its fair share. Returns ``None`` for no buckets.
     ``c`` must be >= 1 (below it the cap is under the mean, and some bucket must exceed it);
-    ``ValueError`` otherwise. When no bucket can take ``extra`` more within the cap (only
-    possible for ``extra`` > 1), the first bucket.
+    ``ValueError`` otherwise, NaN included. ``c = inf`` bounds nothing, nor does a finite
+    ``c`` whose ``c * total`` is past the float range: the first bucket. When no bucket can
+    take ``extra`` more within the cap (only possible for ``extra`` > 1), the first bucket.
     """
     if not c >= 1:  # also NaN
         raise ValueError(f"bounded_load_pick needs c >= 1, got {c!r}")
     if not ranked:
         return None
+    if c == math.inf:  # no bound (and inf * a total of 0 would be NaN)
+        return ranked[0]
     total = sum(loads.get(b, 0) for b in ranked) + extra
-    cap = math.ceil(c * total / len(ranked))
+    share = c * total / len(ranked)
+    if share == math.inf:  # c * total overflowed: a cap no load reaches
+        return ranked[0]
+    cap = math.ceil(share)
     for bucket in ranked:
         if loads.get(bucket, 0) + extra <= cap:
             return bucket
