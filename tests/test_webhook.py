@@ -35,6 +35,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from stickypack.cli import main
+from stickypack.core.labels import DNS_SUBDOMAIN
 from stickypack.core.plugins.kubescheduler import node_matches_required
 from stickypack.core.pod import Pod
 from stickypack.core.routing import (
@@ -109,6 +110,10 @@ def test_label_selector_follows_kubernetes_semantics() -> None:
         ({"matchLabels": {"a": "b c"}}, "matchLabels: a=b c is not a valid label"),
         ({"matchExpressions": [{"key": "a", "operator": "Gt", "values": ["1"]}]}, "operator 'Gt' is not"),
         ({"matchExpressions": [{"key": "a", "operator": "In"}]}, "In needs at least one value"),
+        (
+            {"matchExpressions": [{"key": "a", "operator": "NotIn", "values": []}]},
+            "NotIn needs at least one value",
+        ),
         (
             {"matchExpressions": [{"key": "a", "operator": "Exists", "values": ["x"]}]},
             "Exists takes no values",
@@ -514,6 +519,65 @@ def test_bad_placements_say_what_is_wrong(placement: dict, message: str) -> None
     with pytest.raises(SelectorError) as err:
         RoutePlacement.from_dict(**placement)
     assert message in str(err.value)
+
+
+#: matchFields values shaped as node names (DNS subdomains, which the pattern takes at any
+#: length): 253 characters, the most a node name has, and 254, of labels of 63 characters at
+#: most (a node name has no label limit of its own: one label of 254 is refused for its length
+#: alone as well).
+NODE_NAME_253 = ".".join(["a" * 63, "b" * 63, "c" * 63, "d" * 61])
+NODE_NAME_254 = ".".join(["a" * 63, "b" * 63, "c" * 63, "d" * 62])
+
+
+def _named_node(name: str) -> dict:
+    return {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [name]}]}
+
+
+def test_a_field_requirement_takes_node_names_of_up_to_253_characters() -> None:
+    assert (len(NODE_NAME_253), len(NODE_NAME_254)) == (253, 254)
+    # the pattern takes both: only the length refuses the longer
+    assert DNS_SUBDOMAIN.fullmatch(NODE_NAME_254) and DNS_SUBDOMAIN.fullmatch("a" * 254)
+    placement = RoutePlacement.from_dict(**_required(_named_node(NODE_NAME_253)))
+    assert placement.required_terms == (_named_node(NODE_NAME_253),)
+    for name in (NODE_NAME_254, "a" * 254):
+        with pytest.raises(SelectorError) as err:
+            RoutePlacement.from_dict(**_required(_named_node(name)))
+        assert f"nodeSelectorTerms[0].matchFields[0]: {name!r} is not a node name" in str(err.value)
+
+
+@pytest.mark.controlplane
+def test_the_api_server_takes_the_node_names_a_field_requirement_takes(cluster: ControlPlane) -> None:
+    """A pod whose required node affinity names a node by ``metadata.name`` is created
+    exactly when :meth:`RoutePlacement.from_dict` takes that term."""
+    from kubernetes_asyncio.client.exceptions import ApiException
+
+    # a label of 64 characters is no DNS label, yet a node name: the API server checks no label length
+    expected = {
+        NODE_NAME_253: True,
+        NODE_NAME_254: False,
+        "a" * 64: True,
+        "a" * 254: False,
+        "Bad_Node": False,
+    }
+    for name, valid in expected.items():
+        pod = pod_manifest("named-node")
+        pod["spec"]["affinity"] = {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [_named_node(name)]}
+            }
+        }
+        try:
+            cluster.dry_run_pod(pod)
+            created = True
+        except ApiException as exc:
+            assert exc.status == 422, exc
+            created = False
+        try:
+            RoutePlacement.from_dict(**_required(_named_node(name)))
+            taken = True
+        except SelectorError:
+            taken = False
+        assert (created, taken) == (valid, valid), name
 
 
 # ---------------------------------------------------------------------------- configuration
@@ -1809,6 +1873,27 @@ def test_a_pod_whose_annotations_are_full_is_routed_without_the_annotation() -> 
     routed = _apply(full, decision.patch)
     assert routed["spec"]["schedulerName"] == "stickypack"
     assert ROUTE_ANNOTATION not in routed["metadata"]["annotations"]
+    assert "annotations full" in decision.reason
+
+
+def test_the_annotations_room_is_counted_in_bytes_not_characters() -> None:
+    """The API server counts the annotations' size in bytes: "\u00e9" is one character and two
+    bytes, so a value of them can leave room by its characters and none by its bytes."""
+    from stickypack.core.routing import MAX_ANNOTATION_BYTES
+
+    routes = WebhookConfig().scheduler_routes()
+    route_name = "dask-kubernetes-workers"
+    room = MAX_ANNOTATION_BYTES - len("big") - len(ROUTE_ANNOTATION) - len(route_name)
+    fits = _pod({"dask.org/component": "worker"}, annotations={"big": "\u00e9" * (room // 2)})
+    decision = route_pod(routes, fits, "x")
+    assert _apply(fits, decision.patch)["metadata"]["annotations"][ROUTE_ANNOTATION] == route_name
+    over = "\u00e9" * (room // 2 + 1)  # room // 2 + 1 characters <= room, 2 * (room // 2 + 1) bytes > room
+    assert len(over) <= room < len(over.encode())
+    full = _pod({"dask.org/component": "worker"}, annotations={"big": over})
+    decision = route_pod(routes, full, "x")
+    routed = _apply(full, decision.patch)
+    assert routed["spec"]["schedulerName"] == "stickypack"
+    assert routed["metadata"]["annotations"] == {"big": over}
     assert "annotations full" in decision.reason
 
 
