@@ -11,7 +11,9 @@ from stickypack.core import NodeTable, Pod, SchedulingContext, Taint, Toleration
 from stickypack.core.history import BuildHistory
 from stickypack.core.labels import (
     DELETION_CANDIDATE_TAINT,
+    NO_SCHEDULE,
     PREFER_NO_SCHEDULE,
+    TO_BE_DELETED_TAINT,
     NodeSelectorTerm,
     PreferredTerm,
     Requirement,
@@ -19,6 +21,7 @@ from stickypack.core.labels import (
 from stickypack.core.nodegroups import NodeGroups
 from stickypack.core.plugins import (
     BalancedAllocation,
+    BuildBounds,
     BuildHeadroom,
     BuildLocality,
     BuildSpread,
@@ -656,6 +659,117 @@ def test_build_locality_history_rendezvous_and_load_bound():
     assert plugin.skip(pod())
 
 
+def run_build(t: NodeTable, node: str, finish: bool = False) -> None:
+    """A build pod (no requests) bound to ``node``; with ``finish`` it ends at once (it counts
+    in ``build_starts`` only)."""
+    p = Pod("x", annotations={"binder-repo": "other"})
+    t.add_pod(t.slot(node), p)
+    if finish:
+        t.remove_pod(t.slot(node), p)
+
+
+def test_bounded_load_cap_counts_the_new_build_and_rounds_up():
+    """cap = max(min_load_cap, ceil(bound * (builds of all nodes + the new one) / nodes)),
+    for running builds (load_bound) and builds started (spread_bound)."""
+    t = NodeTable()
+    for n in ("a", "b"):
+        t.upsert_node(n, {"cpu": 8000, "memory": 32 * Gi, "pods": 110})
+    bounds = BuildBounds(load_bound=1.0, min_load_cap=1)
+    history = BuildHistory()
+    history.record("r", "a", 1.0)
+    ctx = SchedulingContext(now=2.0, history=history)
+    build = Pod("b", requests={"cpu": 1000}, annotations={"binder-repo": "r"})
+    plugin = BuildLocality(top_k=0, load_bound=1.0, min_load_cap=1)
+    run_build(t, "a")
+    run_build(t, "b")
+    # one build on each: 1.0 * (2 + 1) / 2 = 1.5 -> ceil 2 (2 / 2 = 1 without the new
+    # build; 1 floored); a and b would run 1 + 1 = 2 <= 2
+    assert bounds.load_cap(t) == 2
+    assert bounds.over(t)[t.active_indices()].tolist() == [False, False]
+    assert plugin.score(build, t, t.active_indices(), ctx).tolist() == [100, 0]  # a: history
+    run_build(t, "a")
+    # a 2, b 1: 1.0 * (3 + 1) / 2 = 2 -> cap 2; a would run 3 > 2, b 2 <= 2
+    assert bounds.load_cap(t) == 2
+    assert bounds.over(t)[t.active_indices()].tolist() == [True, False]
+    assert plugin.score(build, t, t.active_indices(), ctx).tolist() == [0, 0]
+    # builds started, none running: a and b started 1 each, spread cap ceil(1.0 * (2 + 1) / 2)
+    # = 2, so neither is over it; the load bound (1e6) never binds here
+    t2 = NodeTable()
+    for n in ("a", "b"):
+        t2.upsert_node(n, {"cpu": 8000, "memory": 32 * Gi, "pods": 110})
+        run_build(t2, n, finish=True)
+    spread = BuildBounds(load_bound=1e6, min_load_cap=1, spread_bound=1.0)
+    assert spread.over(t2)[t2.active_indices()].tolist() == [False, False]
+    run_build(t2, "a", finish=True)  # a 2, b 1: ceil(1.0 * (3 + 1) / 2) = 2; a would start its 3rd
+    assert spread.over(t2)[t2.active_indices()].tolist() == [True, False]
+
+
+def test_build_locality_scores_history_nodes_100_95_90_newest_first():
+    t = NodeTable()
+    for n in ("a", "b", "c", "d"):
+        t.upsert_node(n, {"cpu": 8000, "memory": 32 * Gi, "pods": 110})
+    history = BuildHistory()  # keeps 3 nodes per repo
+    for node, when in (("c", 10.0), ("a", 20.0), ("b", 30.0)):
+        history.record("r", node, when)
+    ctx = SchedulingContext(now=40.0, history=history)
+    build = Pod("b", requests={"cpu": 1000}, annotations={"binder-repo": "r"})
+    # newest first: b (30 s) 100, a (20 s) 100 - 5 = 95, c (10 s) 100 - 2 * 5 = 90; d none
+    assert BuildLocality(top_k=0).score(build, t, t.active_indices(), ctx).tolist() == [95, 100, 90, 0]
+
+
+def test_build_locality_gives_nothing_to_a_node_the_autoscaler_is_removing():
+    """A node marked a deletion candidate or to be deleted: its cache is about to go, so
+    neither its history nor its rendezvous rank scores, and with rendezvous_fallback a
+    history node marked so does not hold the rendezvous scores back."""
+    t, repo, build, ranked = four_builders()
+    history = BuildHistory()
+    history.record(repo, ranked[3], 50.0)
+    ctx = SchedulingContext(now=100.0, history=history)
+    plugin = BuildLocality(top_k=2, min_load_cap=1, top_score=80, step=20)
+    fallback = BuildLocality(top_k=2, min_load_cap=1, top_score=80, step=20, rendezvous_fallback=True)
+
+    def by_rank(p: BuildLocality) -> list[int]:
+        ctx.cache.clear()
+        s = dict(zip("abcd", p.score(build, t, t.active_indices(), ctx).tolist(), strict=True))
+        return [s[n] for n in ranked]
+
+    # rendezvous ranks 0, 1: 80, 80 - 20 = 60; the history node 100
+    assert by_rank(plugin) == [80, 60, 0, 100]
+    assert by_rank(fallback) == [0, 0, 0, 100]
+    candidate = [Taint(DELETION_CANDIDATE_TAINT, "1", PREFER_NO_SCHEDULE)]
+    going = [Taint(TO_BE_DELETED_TAINT, "1", NO_SCHEDULE)]
+    for taints in (candidate, going):
+        t.set_taints(ranked[3], taints)
+        assert by_rank(plugin) == [80, 60, 0, 0]
+        assert by_rank(fallback) == [80, 60, 0, 0]
+        t.set_taints(ranked[3], [])
+        t.set_taints(ranked[0], taints)  # rendezvous rank 0 marked: rank 1 keeps its 60
+        assert by_rank(plugin) == [0, 60, 0, 100]
+        t.set_taints(ranked[0], [])
+    assert by_rank(plugin) == [80, 60, 0, 100]
+
+
+def test_build_locality_instances_with_other_rank_args_share_a_cache_without_mixing_scores():
+    """Rendezvous scores are kept in ctx.cache: two BuildLocality instances that differ only
+    in top_k, top_score or step, scoring in one decision, each get their own."""
+    t, _repo, build, ranked = four_builders()
+    ctx = SchedulingContext(now=100.0)  # no history: rendezvous scores alone
+    # each differs from the one before in one argument; scores top_score - r * step, r < top_k
+    cases = [
+        ((1, 80, 20), [80, 0, 0, 0]),
+        ((2, 80, 20), [80, 60, 0, 0]),  # top_k 2: rank 1 scores 80 - 20
+        ((2, 50, 20), [50, 30, 0, 0]),  # top_score 50: 50, 50 - 20
+        ((2, 50, 10), [50, 40, 0, 0]),  # step 10: 50, 50 - 10
+    ]
+    for _ in range(2):  # a second round reads every one's scores from the cache
+        for (top_k, top_score, step), expected in cases:
+            plugin = BuildLocality(top_k=top_k, top_score=top_score, step=step)
+            s = dict(zip("abcd", plugin.score(build, t, t.active_indices(), ctx).tolist(), strict=True))
+            assert [s[n] for n in ranked] == expected, (top_k, top_score, step)
+    assert len(ctx.cache) == 4
+    assert all(key.startswith(BuildLocality.RENDEZVOUS_CACHE_PREFIX) for key in ctx.cache)
+
+
 def test_select_breaks_ties_at_random_among_best():
     t = NodeTable()
     for n in range(4):
@@ -746,6 +860,73 @@ def test_delay_for_locality_does_not_wait_for_a_node_that_cannot_take_the_pod(ca
     ctx = SchedulingContext(now=110.0, history=history)
     only_free = np.array([t.slot("free")])  # "hist" failed the earlier filters
     assert DelayForLocality(max_wait_s=60).filter(build, t, only_free, ctx).tolist() == [not waits]
+
+
+def test_delay_for_locality_does_not_wait_for_a_node_going_away_or_at_the_load_bound():
+    """A history node the autoscaler is deleting or has marked a deletion candidate, or one
+    a build more would put past the load bound, is no node to wait for: BuildLocality would
+    not score it. The build tolerates every taint, so the taint filter is not what rules
+    the node out."""
+    from stickypack.core.plugins import DelayForLocality
+
+    t = NodeTable()
+    t.upsert_node("hist", {"cpu": 1000, "memory": Gi, "pods": 110})
+    t.upsert_node("free", {"cpu": 4000, "memory": 4 * Gi, "pods": 110})
+    history = BuildHistory()
+    history.record("r", "hist", 0.0)
+    build = Pod(
+        "b",
+        requests={"cpu": 500},
+        annotations={"binder-repo": "r"},
+        created=100.0,
+        tolerations=(Toleration(operator="Exists"),),
+    )
+    delay = DelayForLocality(max_wait_s=60)  # load_bound 1.25, min_load_cap 2
+    ctx = SchedulingContext(now=110.0, history=history)
+    only_free = np.array([t.slot("free")])  # "hist" failed the earlier filters
+
+    def waits() -> bool:
+        passes = delay.filter(build, t, only_free, ctx).tolist()
+        assert passes in ([True], [False])
+        return passes == [False]
+
+    assert waits()
+    for taint in (
+        Taint(TO_BE_DELETED_TAINT, "1", NO_SCHEDULE),
+        Taint(DELETION_CANDIDATE_TAINT, "1", PREFER_NO_SCHEDULE),
+    ):
+        t.set_taints("hist", [taint])
+        assert not waits(), taint.key
+    t.set_taints("hist", [])
+    run_build(t, "hist")
+    # hist runs 1 build: cap max(2, ceil(1.25 * (1 + 1) / 2)) = max(2, 2) = 2; 1 + 1 <= 2
+    assert waits()
+    run_build(t, "hist")
+    # hist runs 2: ceil(1.25 * (2 + 1) / 2) = ceil(1.875) = 2; 2 + 1 > 2: at the bound
+    assert not waits()
+
+
+def test_delay_for_locality_does_not_wait_while_one_history_node_is_a_candidate():
+    """Two history nodes: while either passed the earlier filters, nothing waits; only when
+    both failed them does the build wait (for whichever opens first)."""
+    from stickypack.core.plugins import DelayForLocality
+
+    t = NodeTable()
+    for name in ("h1", "h2"):
+        t.upsert_node(name, {"cpu": 1000, "memory": Gi, "pods": 110})
+    t.upsert_node("cold", {"cpu": 4000, "memory": 4 * Gi, "pods": 110})
+    history = BuildHistory()
+    history.record("r", "h1", 0.0)
+    history.record("r", "h2", 1.0)
+    build = Pod("b", requests={"cpu": 500}, annotations={"binder-repo": "r"}, created=100.0)
+    ctx = SchedulingContext(now=110.0, history=history)
+    delay = DelayForLocality(max_wait_s=60)
+    h1_and_cold = np.array([t.slot("h1"), t.slot("cold")])  # h2 failed the earlier filters
+    assert delay.filter(build, t, h1_and_cold, ctx).tolist() == [True, True]
+    h2_and_cold = np.array([t.slot("h2"), t.slot("cold")])
+    assert delay.filter(build, t, h2_and_cold, ctx).tolist() == [True, True]
+    only_cold = np.array([t.slot("cold")])
+    assert delay.filter(build, t, only_cold, ctx).tolist() == [False]
 
 
 def test_balanced_allocation_fast_path_equals_general_path():
@@ -843,6 +1024,33 @@ def test_build_spread_fewest_builds_first_and_newborn_nodes_settle():
     assert BuildSpread().skip(pod())
     with pytest.raises(ValueError):
         BuildSpread(settle_s=-1)
+
+
+def test_build_headroom_counts_an_exact_fit_and_the_pods_own_slot():
+    """100 when, with the pod placed, the builds still fit: room equal to what they need is
+    enough, and the pod takes one pod slot itself."""
+    t = NodeTable()
+    # every node 4 cores, 8 GiB, 3 pod slots; bound there: 2 cores, 4 GiB (one slot), or
+    # one unit more of cpu or memory, or a second pod of no requests (a second slot)
+    bound = {
+        "exact": [pod(2000, 4 * Gi)],
+        "cpu-short": [pod(2001, 4 * Gi)],
+        "memory-short": [pod(2000, 4 * Gi + 1)],
+        "one-slot": [pod(2000, 4 * Gi), Pod("idle")],
+    }
+    for name, pods in bound.items():
+        t.upsert_node(name, {"cpu": 4000, "memory": 8 * Gi, "pods": 3})
+        for p in pods:
+            t.add_pod(t.slot(name), p)
+    user = pod(1000, 2 * Gi)
+    # left with the pod placed: exact 1000m, 2 GiB, 3 - 1 - 1 = 1 slot: one 1-core 2 GiB
+    # build fits exactly; cpu-short 999m; memory-short 2 GiB - 1; one-slot 0 slots
+    assert scores(BuildHeadroom(cpu="1", memory="2Gi"), user, t) == [100, 0, 0, 0]
+    # room for 2 builds of 500m and 1 GiB: 1000m and 2 GiB, but 2 slots, which only a node
+    # of 4 slots has left
+    assert scores(BuildHeadroom(cpu="500m", memory="1Gi", builds=2), user, t) == [0, 0, 0, 0]
+    t.upsert_node("exact", {"cpu": 4000, "memory": 8 * Gi, "pods": 4})  # 4 - 1 - 1 = 2 slots left
+    assert scores(BuildHeadroom(cpu="500m", memory="1Gi", builds=2), user, t) == [100, 0, 0, 0]
 
 
 def test_build_locality_rendezvous_fallback_only_without_a_usable_history_node():
