@@ -528,6 +528,9 @@ def test_config_errors_name_file_and_field(tmp_path) -> None:
         ("cluster: {node_group_min_sizes: {'': 1}}\n", "min_sizes: a node group's name must not be empty"),
         ("cluster: {node_group_min_sizes: {pool-a: two}}\n", "cluster.node_group_min_sizes.pool-a"),
         ("cluster: {dra: maybe}\n", "cluster.dra"),
+        ("cluster: {utilization_threshold: -0.1}\n", "cluster.utilization_threshold"),
+        ("cluster: {utilization_threshold: 1.01}\n", "cluster.utilization_threshold"),
+        ("cluster: {gpu_utilization_threshold: .nan}\n", "cluster.gpu_utilization_threshold"),
         # a score plugin named twice once counted twice (weight doubled) without a word
         ("score: [ScaleDownAware, ScaleDownAware]\n", "score: ScaleDownAware given more"),
         ("filters: [ScaleDownAware, ScaleDownAware]\n", "filters: ScaleDownAware given more"),
@@ -560,6 +563,11 @@ def test_config_errors_name_file_and_field(tmp_path) -> None:
     assert load_config(None).cluster.dra is False  # the autoscaler's default
     path.write_text("cluster: {dra: true}\n")
     assert load_config(path).cluster.dra is True
+    # the autoscaler takes a threshold of 0 (its flags check no range): only a node whose pods
+    # request nothing is then underutilized
+    path.write_text("cluster: {utilization_threshold: 0, gpu_utilization_threshold: 0.0}\n")
+    cluster = load_config(path).cluster
+    assert (cluster.utilization_threshold, cluster.gpu_utilization_threshold) == (0, 0)
 
 
 def test_a_port_flag_out_of_range_is_refused(capsys) -> None:

@@ -263,6 +263,22 @@ def test_scale_down_aware():
     assert s == [100, 4, 0]
 
 
+def test_scale_down_aware_at_a_threshold_of_zero_takes_only_nodes_requesting_nothing_as_quiet():
+    """The autoscaler's threshold may be 0 (its flags check no range; 1.35+ compares "at or
+    below"): a node is then underutilized only at utilization 0."""
+    t = NodeTable()
+    t.upsert_node("small", {"cpu": 1000, "memory": 10 * Gi, "pods": 110})
+    t.upsert_node("idle", {"cpu": 1000, "memory": 10 * Gi, "pods": 110})
+    t.add_pod(0, pod(10, 0))  # small: 10 of 1000 millicores
+    zero = SchedulingContext(utilization_threshold=0.0)
+    # small: util .01 > 0 -> 100; idle with a pod requesting nothing: util 0 <= 0 -> 20 * 0 = 0
+    idx = t.active_indices()
+    assert ScaleDownAware().score(pod(0, 0), t, idx, zero).tolist() == [100, 0]
+    # the same pod requesting 1 millicore makes idle busy too: util .001 > 0 -> 100
+    assert ScaleDownAware().score(pod(1, 0), t, idx, zero).tolist() == [100, 100]
+    assert quiet_nodes(pod(0, 0), t, idx, zero).tolist() == [False, True]
+
+
 def test_scale_down_aware_takes_a_node_of_a_group_at_its_min_size_as_busy():
     """A node of a node group at or under its minimum size is one the autoscaler never
     removes: ScaleDownAware scores it as a busy node and quiet_nodes does not count it

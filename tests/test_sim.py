@@ -671,6 +671,14 @@ def test_sim_config_overrides_and_errors(tmp_path, capsys):
         # and >= 1, got 500", a value the file did not have)
         ("pool: {min_size: 600}\n", "pool.min_size must be <= max_size (500), got 600"),
         ("pool: {max_size: 0}\n", "pool.max_size must be >= 1, got 0"),
+        (
+            "autoscaler: {scale_down_utilization_threshold: -0.1}\n",
+            "autoscaler.scale_down_utilization_threshold must be in [0, 1], got -0.1",
+        ),
+        (
+            "autoscaler: {scale_down_utilization_threshold: 1.5}\n",
+            "autoscaler.scale_down_utilization_threshold must be in [0, 1], got 1.5",
+        ),
     ],
 )
 def test_sim_config_out_of_range_values_are_named(tmp_path, capsys, text, message):
@@ -678,6 +686,18 @@ def test_sim_config_out_of_range_values_are_named(tmp_path, capsys, text, messag
     bad.write_text(text)
     assert main(["simulate", "--scenario", "dask-burst", "--sim-config", str(bad)]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_sim_config_takes_a_utilization_threshold_of_zero():
+    """The autoscaler's flag checks no range and its FAQ suggests 0 (only nodes whose pods
+    request nothing are then underutilized): the model takes 0 and 1, the ends of [0, 1]."""
+    from stickypack.sim.model import AutoscalerConfig
+
+    for threshold in (0.0, 1.0):
+        assert (
+            AutoscalerConfig(scale_down_utilization_threshold=threshold).scale_down_utilization_threshold
+            == threshold
+        )
 
 
 def test_a_lone_surrogate_in_yaml_is_refused_where_it_is(tmp_path, capsys):

@@ -132,11 +132,12 @@ class ClusterConfig(_Model):
     #: How long a placement the extender told the scheduler about counts before the watch
     #: confirms it.
     assume_ttl_s: float = Field(default=30.0, ge=0)
-    #: The cluster-autoscaler's --scale-down-utilization-threshold.
-    utilization_threshold: float = Field(default=0.5, gt=0, le=1)
+    #: The cluster-autoscaler's --scale-down-utilization-threshold (0 to 1; at 0 only a node
+    #: whose pods request nothing is underutilized, as in cluster-autoscaler 1.35+).
+    utilization_threshold: float = Field(default=0.5, ge=0, le=1)
     #: Its --scale-down-gpu-utilization-threshold, for GPU nodes (``nvidia.com/gpu``,
     #: ``amd.com/gpu``... allocatable), which it weighs by their GPU requests alone.
-    gpu_utilization_threshold: float = Field(default=0.5, gt=0, le=1)
+    gpu_utilization_threshold: float = Field(default=0.5, ge=0, le=1)
     #: Node label keys by which the autoscaler's cloud provider knows a GPU node (GKE's and
     #: EKS's by default; add ``kubernetes.azure.com/accelerator`` on AKS): a node carrying
     #: one with no GPU allocatable yet is taken as unused, as the autoscaler does.

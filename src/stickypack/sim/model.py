@@ -89,7 +89,7 @@ class AutoscalerConfig:
         # replay would take hours (the cluster-autoscaler's own default is 10 s)
         _require(self.scan_interval_s >= 1, "scan_interval_s", ">= 1", self.scan_interval_s)
         threshold = self.scale_down_utilization_threshold
-        _require(0 < threshold <= 1, "scale_down_utilization_threshold", "in (0, 1]", threshold)
+        _require(0 <= threshold <= 1, "scale_down_utilization_threshold", "in [0, 1]", threshold)
         for key in ("scale_down_unneeded_time_s", "scale_down_delay_after_add_s"):
             _require(getattr(self, key) >= 0, key, ">= 0", getattr(self, key))
         provision = self.max_node_provision_time_s
