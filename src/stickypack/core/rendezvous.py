@@ -65,11 +65,9 @@ def bounded_load_pick(
         raise ValueError(f"bounded_load_pick needs c >= 1, got {c!r}")
     if not ranked:
         return None
-    if c == math.inf:  # no bound (and inf * a total of 0 would be NaN)
-        return ranked[0]
     total = sum(loads.get(b, 0) for b in ranked) + extra
     share = c * total / len(ranked)
-    if share == math.inf:  # c * total overflowed: a cap no load reaches
+    if not math.isfinite(share):  # c = inf (times a total of 0: NaN) or past the float range
         return ranked[0]
     cap = math.ceil(share)
     for bucket in ranked:
