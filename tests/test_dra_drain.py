@@ -166,6 +166,24 @@ def test_a_claim_shared_with_a_pod_that_stays_keeps_its_device_and_its_pods_on_t
     assert _plan(pods, ["gpu-a"], slices, claims).no_room == {"gpu-a": "default/worker-2"}
 
 
+def test_a_pod_whose_claims_are_held_on_two_nodes_fits_nowhere() -> None:
+    """kube-scheduler's DynamicResources filter passes a node only if each allocated claim
+    of the pod is allocated there (its node selector): a pod with claims allocated on two
+    different nodes passes none. gpu-a (candidate) runs first (claim a), both (claims a
+    and keep) and a DaemonSet's monitor (keep, so keep stays allocated on gpu-a's g1):
+    first's release frees a, which it takes again on gpu-c (cpu-b has no GPU); both then
+    needs a on gpu-c and keep on gpu-a: no room. Without the monitor, keep is released as
+    well and both follows a to gpu-c, where keep takes gpu-c's other GPU."""
+    slices = [_slice("gpu-a", "g0", "g1"), _slice("gpu-c", "g0", "g1")]
+    claims = [_claim("a", ("gpu-a", "g0")), _claim("keep", ("gpu-a", "g1"))]
+    first, both = _pod("first", "a"), _pod("both", "a", "keep")
+    monitor = _pod("monitor", "keep", owner="DaemonSet", cpu="100m")
+    plan = _plan({"gpu-a": [first, both, monitor]}, ["gpu-a"], slices, claims)
+    assert (plan.removable, plan.no_room) == ((), {"gpu-a": "default/both"})
+    plan = _plan({"gpu-a": [first, both]}, ["gpu-a"], slices, claims)
+    assert (plan.removable, plan.moves) == (("gpu-a",), {"default/first": "gpu-c", "default/both": "gpu-c"})
+
+
 def test_claims_on_devices_that_are_not_node_local_move_freely() -> None:
     """A claim allocated a device of a slice for all nodes (network-attached) constrains
     nothing, as before: its pod goes to cpu-b, which has no slices; admin access reserves

@@ -2021,6 +2021,86 @@ def test_scale_down_plan_first_fit_looks_past_the_first_slice() -> None:
     assert plan.removable == ("n099", "n120") and plan.no_room == {"quiet": "default/web"}
 
 
+def test_scale_down_plan_first_fit_sees_the_last_node_of_a_slice() -> None:
+    """The first fit's slices cover every row: with only the ``FIRST_FIT_SLICE``-th node
+    (the last of the first slice, n063 for 64) untainted among 70, the pod goes there; a
+    slice that left out its last row would find no node."""
+    from stickypack.core.drain import FIRST_FIT_SLICE
+
+    last = FIRST_FIT_SLICE - 1
+    table = NodeTable()
+    taint = [Taint("dedicated", "gpu", "NoSchedule")]
+    for i in range(FIRST_FIT_SLICE + 6):
+        table.upsert_node(
+            f"n{i:03d}", {"cpu": 4000, "memory": 16 * GI, "pods": 110}, taints=[] if i == last else taint
+        )
+    table.upsert_node("quiet", {"cpu": 4000, "memory": 16 * GI, "pods": 110})
+    web = _pod("web", "100m", "100Mi", owner="ReplicaSet")
+    table.add_pod(table.index["quiet"], web)
+    plan = plan_scale_down(table, {"quiet": [web]}, ["quiet"], KUBE_FILTERS)
+    assert (plan.removable, plan.moves) == (("quiet",), {"default/web": f"n{last:03d}"})
+
+
+def test_scale_down_plan_leaves_a_candidate_without_room_as_it_was() -> None:
+    """A candidate whose pods do not all fit keeps them and their room, and none of its
+    placements stay (the autoscaler simulates each removal on a fork of its snapshot and
+    reverts it: ``RemovalSimulator.withForkedSnapshot``, simulator/cluster.go). Nodes of
+    millicores, by row: a 4000 (alice 3000: 1000 free), c 4000 (web-1 1000 + web-2 1500:
+    1500 free), d 1000 (web-3 1000: full), e 2000 (web-4 1500: 500 free), f 4000 (web-5
+    3000: 1000 free).
+
+    - c: web-1 (1000) fits on a (a full then); web-2 (1500) fits nowhere (d 0, e 500, f
+      1000 free): c is kept and web-1 leaves a again;
+    - d: web-3 (1000) fits on a, its 1000 free once more: d goes (a full);
+    - f: web-5 (3000) fits nowhere: c has only its 1500 free, its pods back on it;
+    - e: web-4 (1500) fits on c's 1500 free: e goes."""
+    table = _table({"a": (4000, 16), "c": (4000, 16), "d": (1000, 16), "e": (2000, 16), "f": (4000, 16)})
+    pods = {
+        "a": [_pod("alice", "3", "1Gi")],
+        "c": [
+            _pod("web-1", "1", "1Gi", owner="ReplicaSet"),
+            _pod("web-2", "1500m", "1Gi", owner="ReplicaSet"),
+        ],
+        "d": [_pod("web-3", "1", "1Gi", owner="ReplicaSet")],
+        "e": [_pod("web-4", "1500m", "1Gi", owner="ReplicaSet")],
+        "f": [_pod("web-5", "3", "1Gi", owner="ReplicaSet")],
+    }
+    for node, bound in pods.items():
+        for pod in bound:
+            table.add_pod(table.index[node], pod)
+    plan = plan_scale_down(table, pods, ["c", "d", "f", "e"], KUBE_FILTERS)
+    assert (plan.removable, plan.moves, plan.no_room) == (
+        ("d", "e"),
+        {"default/web-3": "a", "default/web-4": "c"},
+        {"c": "default/web-2", "f": "default/web-5"},
+    )
+
+
+def test_scale_down_plan_moves_again_the_pods_placed_from_a_node_being_deleted() -> None:
+    """A pod of a node being deleted placed on a candidate is one of that candidate's pods
+    to move: the autoscaler places the pods of its deletions in progress in its snapshot
+    (``currentlyDrainedNodesPodListProcessor`` then ``filterOutSchedulablePodListProcessor``,
+    core/podlistprocessor/) and its removal simulation moves every pod of a candidate's
+    node. Millicores, by row: b 4000 (web 1000), c 4000 (alice 2500: 1500 free), d 4000 being
+    deleted (leaving 2000). leaving goes to b (3000 free); b's pods then are web (1000, to
+    c: 500 left) and leaving (2000: no room). Without the deletion, b's web alone goes to c."""
+    table = _table({"b": (4000, 16), "c": (4000, 16), "d": (4000, 16)})
+    pods = {
+        "b": [_pod("web", "1", "1Gi", owner="ReplicaSet")],
+        "c": [_pod("alice", "2500m", "1Gi")],
+        "d": [_pod("leaving", "2", "1Gi", owner="ReplicaSet")],
+    }
+    for node, bound in pods.items():
+        for pod in bound:
+            table.add_pod(table.index[node], pod)
+    table.to_be_deleted[table.index["d"]] = True
+    plan = plan_scale_down(table, pods, ["b"], KUBE_FILTERS)
+    assert (plan.removable, plan.no_room) == ((), {"b": "default/leaving"})
+    table.to_be_deleted[table.index["d"]] = False
+    plan = plan_scale_down(table, pods, ["b"], KUBE_FILTERS)
+    assert (plan.removable, plan.moves) == (("b",), {"default/web": "c"})
+
+
 def _with_gpus(pod: Pod, gpus: int) -> Pod:
     return dataclasses.replace(pod, requests={**pod.requests, "nvidia.com/gpu": gpus})
 

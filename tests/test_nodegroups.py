@@ -133,3 +133,86 @@ def test_label_codes_follow_the_nodes_row_by_row() -> None:
     table.remove_node("x")
     codes, _ = table.label_codes((POOL, ZONE))
     assert int(codes[np.flatnonzero(~table.active)].max()) == -1
+
+
+def test_the_first_well_known_label_a_node_carries_names_its_group() -> None:
+    """The well-known labels are looked for in their order: a node carrying GKE's node pool
+    label and AKS's agent pool label is in its GKE pool, on its own and in a table."""
+    both = {POOL: "pool-a", "kubernetes.azure.com/agentpool": "user"}
+    assert NodeGroups().group_of(both) == "pool-a"
+    table = _table({"x": both})
+    assert NodeGroups().groups(table, table.active_indices()) == ["pool-a"]
+
+
+def test_a_groups_size_counts_its_nodes_whatever_other_labels_they_carry() -> None:
+    """Two nodes of pool-a, one also labelled with AKS's agent pool key (another set of
+    label values, the same group): pool-a has 2 nodes, over its minimum of 1, so neither is
+    at its minimum; at_min_size agrees with sizes."""
+    table = _table({"a1": {POOL: "pool-a"}, "a2": {POOL: "pool-a", "kubernetes.azure.com/agentpool": "x"}})
+    groups = NodeGroups(min_sizes={"pool-a": 1})
+    assert groups.sizes(table) == {"pool-a": 2}
+    idx = table.active_indices()
+    assert groups.at_min_size(table, idx).tolist() == [False, False]
+    assert NodeGroups(min_sizes={"pool-a": 2}).at_min_size(table, idx).tolist() == [True, True]
+
+
+def test_each_node_groups_answers_with_its_own_minimums_on_one_table() -> None:
+    """The mask kept in the table's memo is the NodeGroups' that computed it: pool-a's two
+    nodes are at a minimum of 2, not at a minimum of 1, asked in turn on the same table."""
+    table = _table({"a1": {POOL: "pool-a"}, "a2": {POOL: "pool-a"}})
+    idx = table.active_indices()
+    at_two, at_one = NodeGroups(min_sizes={"pool-a": 2}), NodeGroups(min_sizes={"pool-a": 1})
+    assert at_two.at_min_size(table, idx).tolist() == [True, True]
+    assert at_one.at_min_size(table, idx).tolist() == [False, False]
+    assert at_two.at_min_size(table, idx).tolist() == [True, True]
+
+
+def test_a_group_whose_nodes_all_left_and_an_empty_table() -> None:
+    """The label codes keep the values of nodes that left (codes are not reused): pool-b's
+    only node gone, pool-a's one node is at its minimum of 1, and pool-b has no size. A table
+    that never had a node has none at a minimum."""
+    table = _table({"a1": {POOL: "pool-a"}, "b1": {POOL: "pool-b"}})
+    groups = NodeGroups(min_sizes={"pool-a": 1, "pool-b": 0})
+    assert groups.at_min_size(table, table.active_indices()).tolist() == [True, False]
+    table.remove_node("b1")
+    assert groups.at_min_size(table, table.active_indices()).tolist() == [True]
+    assert groups.sizes(table) == {"pool-a": 1}
+    empty = NodeTable()
+    assert groups.at_min_size(empty, empty.active_indices()).tolist() == []
+
+
+def test_a_node_the_capacities_do_not_list_counts_no_cores() -> None:
+    """Capacities of n0 and n1 (4 cores each) only: the cluster has 8 cores, n2 counting 0.
+    At least 5: 3 above the minimum, so n0 (4) and n1 (4) are both kept; n2 (0) goes."""
+    table = _table({"n0": {}, "n1": {}, "n2": {}})
+    capacity = {"n0": (4, 16 * GI), "n1": (4, 16 * GI)}
+    kept = kept_at_limits(table, ["n0", "n1", "n2"], NodeGroups(), capacity, ResourceMinimums(cores=5))
+    assert kept == {"n0": RESOURCE_LIMIT, "n1": RESOURCE_LIMIT}
+
+
+def test_a_cluster_under_its_minimum_keeps_its_nodes_but_not_one_without_that_resource() -> None:
+    """As the autoscaler's quota tracker (resourcequotas/factory.go: what may be removed is
+    ``max(0, usage - limit)``; tracker.go ``checkQuota`` skips a resource the node has none
+    of): 8 cores under a minimum of 20 leave 0 to remove, so n0 (4 cores) is kept, while
+    n2, with no cores listed (0), takes nothing of it and goes."""
+    table = _table({"n0": {}, "n1": {}, "n2": {}})
+    capacity = {"n0": (4, 16 * GI), "n1": (4, 16 * GI), "n2": (0, 16 * GI)}
+    kept = kept_at_limits(table, ["n0", "n2"], NodeGroups(), capacity, ResourceMinimums(cores=20))
+    assert kept == {"n0": RESOURCE_LIMIT}
+
+
+def test_a_node_kept_for_the_minimum_resources_takes_nothing_of_its_group_or_the_totals() -> None:
+    """As ``unremovableReason`` (core/scaledown/unneeded/nodes.go): a node over the resource
+    limit is kept before its group's size is counted down, and the tracker takes its
+    resources only when it is let go. Pool p: n0 4, big 8, n2 4 cores (16), minimum size 1
+    (2 may go), at least 6 cores (10 above). n0 goes (6 left, p may lose 1 more); big (8 >
+    6) is kept; n2 (4 <= 6) goes, the last node p may lose."""
+    table = _table({"n0": {POOL: "p"}, "big": {POOL: "p"}, "n2": {POOL: "p"}})
+    capacity = {"n0": (4, 16 * GI), "big": (8, 32 * GI), "n2": (4, 16 * GI)}
+    groups = NodeGroups(min_sizes={"p": 1})
+    kept = kept_at_limits(table, ["n0", "big", "n2"], groups, capacity, ResourceMinimums(cores=6))
+    assert kept == {"big": RESOURCE_LIMIT}
+    # no group minimum: n2 goes on the cores big did not take
+    assert kept_at_limits(table, ["n0", "big", "n2"], NodeGroups(), capacity, ResourceMinimums(cores=6)) == {
+        "big": RESOURCE_LIMIT
+    }
