@@ -176,6 +176,32 @@ def test_a_bound_pod_adds_its_pod_level_requests_to_its_node():
     assert table.nonzero[row].tolist() == [0, 0]
 
 
+def test_an_init_containers_zero_request_names_the_resource_as_kube_scheduler_reads_it():
+    """An init container's request of 0 names the resource, as a container's does:
+    component-helpers v0.37.2 resource/helpers.go ``maxResourceList`` takes a resource the
+    list lacks whatever its amount, so with pod-level requests kube-scheduler's NodeInfo
+    (k8s.io/kubernetes@v1.37.2 pkg/scheduler/framework/types.go,
+    ``getNonMissingContainerRequests``) gives the pod no 200Mi default memory: 0 is counted.
+    tests/test_fidelity.py checks it on the real API server and scheduler."""
+
+    def pod(container: dict, init: dict) -> Pod:
+        spec = {
+            "resources": {"requests": {"cpu": "1"}},
+            "containers": [{"name": "c", "resources": {"requests": container}}],
+            "initContainers": [{"name": "i", "resources": {"requests": init}}],
+        }
+        return Pod.from_dict({"metadata": {"name": "p"}, "spec": spec})
+
+    def bound(p: Pod) -> tuple[int | None, int | None]:
+        return p.bound_nonzero_cpu, p.bound_nonzero_memory
+
+    # 1 core from the pod level; memory 0, not 200Mi (209715200)
+    assert bound(pod({"memory": "0"}, {})) == (1000, 0)
+    assert bound(pod({}, {"memory": "0"})) == (1000, 0)
+    assert bound(pod({}, {})) == (1000, 200 * 1024**2)  # named nowhere: the default
+    assert pod({}, {"memory": "0"}).requests == {"cpu": 1000}  # a zero request is no request to fit
+
+
 def test_quantities_past_int64_are_clamped_not_wrapped():
     # the API server takes "100Ei"; once it overflowed the node table's int64 columns (a
     # half-registered node, then 500s) or wrapped two 7Ei pods to a negative total

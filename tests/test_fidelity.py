@@ -126,6 +126,53 @@ def test_fractional_requests_add_up_as_in_kube_scheduler(cluster):
             )
 
 
+def test_an_init_containers_zero_request_counts_as_in_kube_scheduler(cluster):
+    """A bound pod with pod-level cpu and an init container requesting memory "0": the API
+    server defaults its pod-level memory to that 0 (the containers' requests aggregated by
+    component-helpers' ``maxResourceList``, which takes a resource not yet named, 0
+    included), and kube-scheduler counts 0 memory for it on its node, not the 200Mi default
+    (``getNonMissingContainerRequests``, pkg/scheduler/framework/types.go). The model reads
+    the pod so as written and as stored; it once counted 200Mi for it as written."""
+    import numpy as np
+
+    from stickypack.core import NodeTable, Pod, SchedulingContext
+    from stickypack.core.resources import parse_resource_list
+    from stickypack.testing.controlplane import pod_manifest
+
+    scheduler = cluster.start_scheduler(scheduler_config(["z2jh"]))
+    table = NodeTable()
+    for name in ("a", "b"):
+        cluster.create_node(name, cpu="4", memory="4Gi")
+        table.upsert_node(name, parse_resource_list({"cpu": "4", "memory": "4Gi", "pods": "110"}))
+    zero = pod_manifest("init-zero", cpu=None, memory=None)
+    zero["spec"]["resources"] = {"requests": {"cpu": "1"}}
+    init = {"name": "init", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": {"memory": "0"}}}
+    zero["spec"]["initContainers"] = [init]
+    hundred = pod_manifest("hundred", cpu="1", memory="100Mi")
+    stored = {}
+    for bound, node in ((zero, "a"), (hundred, "b")):
+        bound["spec"]["nodeName"] = node
+        stored[node] = cluster.create_pod(pod=bound)
+        table.add_pod(table.slot(node), Pod.from_dict(bound))
+    assert stored["a"]["spec"]["resources"]["requests"] == {"cpu": "1", "memory": "0"}  # defaulted
+    wait_scheduler_cache(cluster, [scheduler], 2, 2, 30)
+    probe = pod_manifest("probe", cpu="1", memory="1Gi", scheduler_name="z2jh")
+    cluster.create_pod(pod=probe)
+    # MostAllocated, (cpu + memory) / 2 with the probe's 1 core and 1Gi on 4 cores and 4Gi:
+    # a (2000 * 100 // 4000 = 50, 1Gi * 100 // 4Gi = 25) -> 37; b (50, 1124Mi * 100 // 4096Mi
+    # = 27) -> 38: b. Counting 200Mi on a, a would be (50, 1224Mi * 100 // 4096Mi = 29) -> 39
+    assert cluster.wait_bound(["probe"])["probe"] == "b"
+    z2jh, rng = load_builtin("z2jh"), np.random.default_rng(0)
+    assert z2jh.select(Pod.from_dict(probe), table, SchedulingContext(), rng) == table.slot("b")
+    # (cpu, memory) each pod counts on its node, read as written and as stored: 1 core each;
+    # memory 0 on a, 100Mi on b
+    for node, expected in (("a", [1000, 0]), ("b", [1000, 100 * 1024**2])):
+        for manifest in ((zero, hundred)[node == "b"], stored[node]):
+            scratch = NodeTable()
+            scratch.add_pod(scratch.upsert_node("n", {"cpu": 1}), Pod.from_dict(manifest))
+            assert scratch.nonzero[0].tolist() == expected, (node, manifest["spec"])
+
+
 # ---- ImageLocality -----------------------------------------------------------------------
 
 IMAGE_CASES = 60

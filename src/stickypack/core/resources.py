@@ -105,7 +105,10 @@ def add_into(total: ResourceList, other: Mapping[str, int]) -> None:
 
 
 def max_into(total: ResourceList, other: Mapping[str, int]) -> None:
-    """``total = max(total, other)``, per resource, in place."""
+    """``total = max(total, other)``, per resource, in place. A resource ``total`` lacks is
+    taken whatever its amount, 0 included (component-helpers' ``maxResourceList``): an init
+    container's request of 0 names the resource, which kube-scheduler's NodeInfo then
+    counts as 0 rather than its default for a pod with pod-level requests."""
     for name, amount in other.items():
-        if amount > total.get(name, 0):
+        if name not in total or amount > total[name]:
             total[name] = amount
