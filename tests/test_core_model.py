@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from stickypack.cli import main
-from stickypack.core import NodeTable, Pod, PodSpecError, PolicyError, policy_from_yaml
+from stickypack.core import NodeTable, Pod, PodSpecError, PolicyError, Taint, policy_from_yaml
 from stickypack.core.history import BuildHistory
 
 CORE = Path(__file__).resolve().parents[1] / "src" / "stickypack" / "core"
@@ -627,6 +627,93 @@ def test_node_table_keeps_which_nodes_list_each_image():
     with pytest.raises(ValueError, match="image img size"):
         t.upsert_node("d", {"cpu": 1000}, images={"img": -1})
     assert "d" not in t
+
+
+def test_a_node_table_of_other_resources_counts_cpu_memory_and_pods_first():
+    t = NodeTable(resources=("nvidia.com/gpu",))
+    assert t.resources == ["cpu", "memory", "pods", "nvidia.com/gpu"]
+    row = t.upsert_node("n", {"nvidia.com/gpu": 2})
+    t.add_pod(row, Pod("p", requests={"nvidia.com/gpu": 1}))
+    assert t.requested[row].tolist() == [0, 0, 1, 1]  # cpu 0, memory 0, one pod, one gpu
+
+
+def test_a_node_table_made_without_room_grows_to_take_nodes():
+    t = NodeTable(capacity=0)
+    assert [t.upsert_node(name, {"cpu": 1000}) for name in ("a", "b", "c")] == [0, 1, 2]
+
+
+def test_numpy_integers_are_taken_as_amounts_and_image_sizes():
+    t = NodeTable()
+    row = t.upsert_node("n", {"cpu": np.int64(4000), "memory": np.int64(Gi)}, images={"img": np.int64(5)})
+    assert t.alloc[row, :2].tolist() == [4000, Gi] and t.image_size == {"img": 5}
+
+
+def test_a_removed_nodes_row_is_left_blank_and_reused_blank():
+    """A freed row counts no pod and describes no node, so a column summed over every slot
+    (testing.live_fidelity sums the pods column so) sees the live nodes only; the node that
+    takes the row over starts with none of the old one's builds or extra columns."""
+    t = NodeTable()
+    t.ensure_extra("expiry")
+    a = t.upsert_node("a", {"cpu": 1000, "pods": 10}, labels={"gpu": "yes"})
+    assert t.labelled(("gpu",))[a]  # kept up to date from here on
+    t.add_pod(a, Pod("build", requests={"cpu": 100}, annotations={"binder-repo": "r"}))
+    t.add_pod(a, Pod("user", requests={"cpu": 200}))
+    t.extra["expiry"][a] = 99.0
+    assert t.requested[a].tolist() == [300, 0, 2] and t.build_starts[a] == 1
+    t.remove_node("a")
+    assert t.requested[a].tolist() == [0, 0, 0] and t.requested[:, t.rindex["pods"]].sum() == 0
+    assert t.alloc[a].tolist() == [0, 0, 0] and not t.ready[a] and not t.labelled(("gpu",))[a]
+    c = t.upsert_node("c", {"cpu": 1000, "pods": 10})
+    assert c == a
+    assert t.build_starts[c] == 0 and t.extra["expiry"][c] == 0.0  # not a's 1 build and 99.0
+
+
+def test_extra_columns_grow_with_the_table():
+    t = NodeTable(capacity=1)
+    t.ensure_extra("expiry")
+    a = t.upsert_node("a", {"cpu": 1000})
+    t.extra["expiry"][a] = 7.0
+    b = t.upsert_node("b", {"cpu": 1000})  # row 1: the table doubled to 2 rows
+    assert t.extra["expiry"].shape == (t.alloc.shape[0],) and t.extra["expiry"][[a, b]].tolist() == [7.0, 0.0]
+
+
+def test_a_node_update_replaces_allocatable_time_and_images_it_gives():
+    t = NodeTable()
+    row = t.upsert_node("n", {"cpu": 4000, "nvidia.com/gpu": 2}, created=500.0, images={"img:1": 5})
+    t.upsert_node("n", {"cpu": 4000, "nvidia.com/gpu": 2})  # no time, no images: both kept
+    assert t.created[row] == 500.0 and t.images[row] == {"img:1": 5}
+    # the GPUs gone from allocatable, a creation time of 0 (the oldest) and no images listed
+    t.upsert_node("n", {"cpu": 4000}, created=0.0, images={})
+    assert t.alloc[row, t.rindex["nvidia.com/gpu"]] == 0 and t.alloc[row, t.rindex["cpu"]] == 4000
+    assert t.created[row] == 0.0 and t.images[row] == {} and "img:1" not in t.image_rows
+
+
+def test_set_taints_keeps_the_nodes_readiness_and_cordon():
+    t = NodeTable()
+    row = t.upsert_node("n", {"cpu": 1000}, ready=False, unschedulable=True, created=5.0)
+    t.set_taints("n", [Taint("k", "", "NoSchedule")])
+    assert (bool(t.ready[row]), bool(t.unschedulable[row]), bool(t.hard_tainted[row])) == (False, True, True)
+    assert t.created[row] == 5.0
+
+
+def test_adding_an_image_a_node_lists_already_takes_its_new_size_while_no_other_lists_it():
+    t = NodeTable()
+    a = t.upsert_node("a", {"cpu": 1000})
+    t.add_image(a, "img", 5)
+    t.add_image(a, "img", 7)  # listed again, rebuilt: no other node lists it, so 7
+    assert t.image_size["img"] == 7 and t.image_rows["img"] == {a: 7}
+    b = t.upsert_node("b", {"cpu": 1000}, images={"img": 9})
+    # b lists it too: the one size stays 7, kept while any node lists the name, as in
+    # kube-scheduler's cache (b's 9 did not replace it, nor does a's 8 now)
+    t.add_image(a, "img", 8)
+    assert t.image_size["img"] == 7 and t.image_rows["img"] == {a: 8, b: 9}
+
+
+def test_a_pod_requesting_a_resource_new_to_the_table_is_counted():
+    t = NodeTable()
+    row = t.upsert_node("n", {"cpu": 1000, "pods": 10})
+    t.add_pod(row, Pod("p", requests={"cpu": 100, "example.com/fpga": 2}))
+    assert t.requested[row, t.rindex["example.com/fpga"]] == 2 and t.requested[row, t.rindex["cpu"]] == 100
 
 
 def test_a_policy_built_in_code_refuses_an_unknown_dask_retirement():

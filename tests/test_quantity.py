@@ -162,3 +162,39 @@ def test_what_parse_quantity_refuses_is_refused(text: str) -> None:
         parse_quantity(text)
     with pytest.raises(QuantityError):
         milli_value(text)
+
+
+def test_leading_zeros_of_a_long_number_are_not_significant_digits():
+    # past 100 characters a number keeps its first 100 significant digits; the zeros before
+    # its first non-zero digit are not among them: "0" * 200 + "5" is 5, not 100 zeros then
+    # a rounded-up rest of 101 digits (10**101)
+    assert parse_quantity("0" * 200 + "5") == 5
+    assert milli_value("0" * 200 + "1.5") == 1500  # 1.5 cores: 1500 millicores
+    assert parse_quantity("-" + "0" * 200 + "25e-1") == Fraction(-5, 2)  # -25 * 10**-1
+
+
+def test_the_integer_fast_path_rounds_up_to_whole_units():
+    # "<digits><suffix>" is read without a Fraction; Quantity.Value() rounds up:
+    # 1001m = 1.001 -> 2, 999m = 0.999 -> 1, 1000m = 1 exactly, 1m -> 1
+    assert [int_value(t) for t in ("1001m", "999m", "1000m", "1m")] == [2, 1, 1, 1]
+
+
+def test_an_exponent_within_the_slack_past_the_numbers_digits_is_followed_exactly():
+    # exact while the exponent is at most the number's digits + 40 (_EXPONENT_SLACK), the
+    # value 10**40 beyond: one digit, exact up to e41
+    assert parse_quantity("3e41") == 3 * 10**41
+    assert parse_quantity("3e42") == 10**40
+    # 101 digits: the first 100 kept, the last rounded away from zero (mantissa
+    # int("1" * 100) + 1, times 10**1), so e140 is 10**141 in all: 141 <= 101 + 40, exact
+    many = "1" * 101
+    assert parse_quantity(many + "e140") == (int("1" * 100) + 1) * 10**141
+    assert parse_quantity(many + "e141") == 10**40
+
+
+def test_an_amount_one_past_the_largest_is_clamped_and_the_largest_kept():
+    # MAX_AMOUNT = 2**50 = 1125899906842624: one byte more is cut to it; 2**50 millicores stay
+    assert MAX_AMOUNT == 1125899906842624
+    assert parse_resource_list({"memory": "1125899906842625", "cpu": "1125899906842624m"}) == {
+        "memory": 1125899906842624,
+        "cpu": 1125899906842624,
+    }

@@ -239,6 +239,20 @@ def test_filters():
     assert NodeAffinityFilter().filter(req, t, idx, CTX).tolist() == [True, False, False, False, False]
 
 
+def test_an_untolerated_no_execute_taint_filters_a_node_out_as_no_schedule_does():
+    """kube-scheduler's TaintToleration filter takes NoSchedule and NoExecute taints alike
+    (k8s.io/kubernetes@v1.37.2 pkg/scheduler/framework/plugins/helper/taint.go,
+    DoNotScheduleTaintsFilterFunc); a PreferNoSchedule one only scores."""
+    t = NodeTable()
+    for name, effect in (("evicting", "NoExecute"), ("soft", PREFER_NO_SCHEDULE), ("clean", None)):
+        taints = [Taint("dedicated", "x", effect)] if effect else []
+        t.upsert_node(name, {"cpu": 4000, "memory": 8 * Gi, "pods": 110}, taints=taints)
+    idx = t.active_indices()
+    assert TaintTolerationFilter().filter(pod(), t, idx, CTX).tolist() == [False, True, True]
+    tolerant = pod(tolerations=(Toleration("dedicated", "Equal", "x", "NoExecute"),))
+    assert TaintTolerationFilter().filter(tolerant, t, idx, CTX).tolist() == [True, True, True]
+
+
 def test_fit_ignores_resources_the_pod_does_not_request():
     t = NodeTable()
     t.upsert_node("n", {"cpu": 1000, "memory": Gi, "pods": 110})
