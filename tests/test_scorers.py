@@ -177,6 +177,39 @@ def test_requested_to_capacity_ratio_mean_of_two_resources_rounds_half_up():
     assert scores(RequestedToCapacityRatio(), pod(500, 1 * Gi), t) == [44]
 
 
+def test_resource_scores_take_the_weighted_mean_truncated():
+    """kube-scheduler's resource scorers take the weighted mean of the per-resource scores
+    with Go's integer division (``resource_allocation.go``: ``nodeScore / weightSum``)."""
+    t = NodeTable()
+    t.upsert_node("n", {"cpu": 4000, "memory": 100 * Gi, "pods": 110})
+    # cpu (4000 - 1500) * 100 / 4000 = 62 (62.5 truncated), memory (100 - 23) * 100 / 100 = 77;
+    # mean (62 + 77) / 2 = 69.5 -> 69 (rounding would give 70)
+    assert scores(LeastAllocated(), pod(1500, 23 * Gi), t) == [69]
+
+
+def test_fit_takes_an_exact_fit():
+    """NodeResourcesFit refuses a pod only when it asks more than is free
+    (``fitsRequest``: ``podRequest > allocatable - requested``): all of it fits."""
+    t = NodeTable()
+    t.upsert_node("n", {"cpu": 1000, "memory": Gi, "pods": 110})
+    t.add_pod(0, pod(250, Gi // 4))
+    idx = t.active_indices()
+    # free: 750 millicores and 3/4 GiB
+    assert NodeResourcesFitFilter().filter(pod(750, 3 * Gi // 4), t, idx, CTX).tolist() == [True]
+    assert NodeResourcesFitFilter().filter(pod(751, 3 * Gi // 4), t, idx, CTX).tolist() == [False]
+    assert NodeResourcesFitFilter().filter(pod(750, 3 * Gi // 4 + 1), t, idx, CTX).tolist() == [False]
+
+
+def test_taint_toleration_scores_every_node_100_when_none_has_a_soft_taint():
+    """Without PreferNoSchedule taints every count is 0, and kube-scheduler's reverse
+    normalization (``DefaultNormalizeScore(..., reverse=true)`` with a max count of 0)
+    gives every node the maximum, 100."""
+    t = NodeTable()
+    t.upsert_node("plain", {"cpu": 1000, "memory": Gi, "pods": 110})
+    t.upsert_node("hard", {"cpu": 1000, "memory": Gi, "pods": 110}, taints=[Taint("k", "v", "NoSchedule")])
+    assert scores(TaintTolerationScore(), pod(), t) == [100, 100]
+
+
 def test_taint_toleration_score():
     t = NodeTable()
     soft = "PreferNoSchedule"
