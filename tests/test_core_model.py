@@ -455,6 +455,17 @@ def test_policy_names_and_weights_that_say_nothing_are_refused(text, message):
             "{plugin: RequestedToCapacityRatio, args: {shape: [{utilization: '50', score: 1}]}}",
             "'50' is not a number",
         ),
+        # kube-scheduler's validateFunctionShape: utilizations strictly increasing, within
+        # 0..100, scores within 0..10; an int32 field takes no boolean
+        (
+            "{plugin: RequestedToCapacityRatio, args: {shape: [{utilization: 50, score: 1}, "
+            "{utilization: 50, score: 2}]}}",
+            "shape utilizations must increase strictly",
+        ),
+        (
+            "{plugin: RequestedToCapacityRatio, args: {shape: [{utilization: true, score: 1}]}}",
+            "True is not a number",
+        ),
         # an empty shape was once the default shape without a word (kube-scheduler refuses it)
         ("{plugin: RequestedToCapacityRatio, args: {shape: []}}", "shape needs at least one point"),
         # a negative room to keep once let every node score 100 without a word

@@ -21,6 +21,7 @@ from stickypack.core.labels import (
 from stickypack.core.nodegroups import NodeGroups
 from stickypack.core.plugins import (
     BalancedAllocation,
+    BuildAntiAffinity,
     BuildBounds,
     BuildHeadroom,
     BuildLocality,
@@ -45,6 +46,7 @@ from stickypack.core.plugins import (
     utilization_and_threshold,
     utilization_with,
 )
+from stickypack.core.pod import BUILD_LABELS, BUILD_REPO_ANNOTATION, PodAffinityTerm
 from stickypack.rendezvous import rendezvous_rank
 
 Gi = 1024**3
@@ -112,6 +114,32 @@ def test_nonzero_defaults_for_scoring():
     assert scores(MostAllocated(), best_effort, t) == [15]
 
 
+def test_nonzero_defaults_for_scoring_with_resources_beyond_cpu_and_memory():
+    """The general path (a resource other than cpu and memory named) scores cpu and memory
+    by the non-zero requests too (resource_allocation.go: GetNonZeroRequested unless
+    useRequested, which only BalancedAllocation sets). Node cpu 1000 holding a best-effort
+    pod (counted 100m), incoming pod 200m: cpu (100 + 200) * 100 / 1000 = 30 (real
+    requests would give 200 -> 20); ephemeral-storage 0 -> 0; mean (30 + 0) / 2 = 15."""
+    t = NodeTable()
+    t.upsert_node("n", {"cpu": 1000, "memory": Gi, "ephemeral-storage": 10 * Gi, "pods": 110})
+    t.add_pod(0, Pod("be", nonzero_cpu=100, nonzero_memory=200 * 1024**2))
+    plugin = MostAllocated({"cpu": 1, "ephemeral-storage": 1})
+    assert scores(plugin, pod(200, 0), t) == [15]
+
+
+def test_ephemeral_storage_is_scored_even_when_the_pod_requests_none():
+    """kube-scheduler leaves out only a *scalar* (extended, hugepages...) resource the pod
+    does not request (resource_allocation.go: IsScalarResourceName); ephemeral-storage is
+    native and scored. Node cpu 1000, ephemeral-storage 10Gi, holding a pod of 500m and 5Gi;
+    incoming pod 100m and no storage: cpu (500 + 100) * 100 / 1000 = 60, storage
+    5Gi * 100 / 10Gi = 50; mean (60 + 50) / 2 = 55 (60 were storage left out)."""
+    t = NodeTable()
+    t.upsert_node("n", {"cpu": 1000, "memory": Gi, "ephemeral-storage": 10 * Gi, "pods": 110})
+    storage = Pod("w", requests={"cpu": 500, "ephemeral-storage": 5 * Gi}, nonzero_cpu=500, nonzero_memory=0)
+    t.add_pod(0, storage)
+    assert scores(MostAllocated({"cpu": 1, "ephemeral-storage": 1}), pod(100, 0), t) == [55]
+
+
 def test_balanced_allocation():
     # kube 1.37: 50 + (50 + balance(with pod) - balance(without)) / 2, real requests.
     # n1 with pod: cpu 1500/4000 = .375, memory 5Gi/8Gi = .625 -> std .125 -> 87;
@@ -142,6 +170,22 @@ def test_balanced_allocation_three_resources_population_std():
 def test_balanced_allocation_skips_best_effort():
     assert BalancedAllocation().skip(Pod("be"))
     assert not BalancedAllocation().skip(pod())
+    # only a pod requesting none of the resources is skipped (isBestEffortPod: every
+    # request 0); one requesting memory alone is scored
+    assert not BalancedAllocation().skip(Pod("m", requests={"memory": Gi}))
+
+
+def test_balanced_allocation_two_fractions_take_kubes_half_difference():
+    """With exactly two fractions kube computes ``std = |f1 - f2| / 2``, not the square root
+    of the variance (balancedResourceScore), and the two differ in the last bit: on an empty
+    node of cpu 1000 and ephemeral-storage 1000, a pod of 40 and 720 gives fractions .04 and
+    .72, |.04 - .72| / 2 = 0.33999999999999997 -> int((1 - std) * 100) = int(66.00000000000001)
+    = 66, where the square root gives 0.34000000000000002 -> 65. Without the pod both are 0
+    -> 100. Score 50 + (50 + 66 - 100) / 2 = 58 (57 with the square root)."""
+    t = NodeTable()
+    t.upsert_node("n", {"cpu": 1000, "memory": Gi, "ephemeral-storage": 1000, "pods": 110})
+    p = Pod("p", requests={"cpu": 40, "ephemeral-storage": 720}, nonzero_cpu=40, nonzero_memory=0)
+    assert scores(BalancedAllocation({"cpu": 1, "ephemeral-storage": 1}), p, t) == [58]
 
 
 def test_requested_to_capacity_ratio_truncates_like_go():
@@ -157,6 +201,18 @@ def test_requested_to_capacity_ratio_truncates_like_go():
     ]
     plugin = RequestedToCapacityRatio(resources={"cpu": 1}, shape=shape)
     assert scores(plugin, pod(500, 1 * Gi), t) == [32]
+
+
+def test_requested_to_capacity_ratio_before_the_first_and_after_the_last_point():
+    """kube's BuildBrokenLinearFunction (helper/shape_score.go): a utilization at or below
+    the first point scores the first point's score, one above the last the last's. Shape
+    (50, 5) (80, 8), scores x10: 50 and 80. Node cpu 4000: a pod of 1000m is 25% -> 50;
+    2400m is 60% -> 50 + (80 - 50) * (60 - 50) / (80 - 50) = 60; 3600m is 90% -> 80."""
+    t = NodeTable()
+    t.upsert_node("n", {"cpu": 4000, "memory": 8 * Gi, "pods": 110})
+    shape = [{"utilization": 50, "score": 5}, {"utilization": 80, "score": 8}]
+    plugin = RequestedToCapacityRatio(resources={"cpu": 1}, shape=shape)
+    assert [scores(plugin, pod(cpu, Gi), t)[0] for cpu in (1000, 2400, 3600)] == [50, 60, 80]
 
 
 def test_requested_to_capacity_ratio_mean_rounds_and_skips_zero():
@@ -223,6 +279,63 @@ def test_taint_toleration_score():
     assert scores(TaintTolerationScore(), everything, t) == [100, 100, 100]
 
 
+def test_taint_toleration_score_counts_prefer_no_schedule_taints_only():
+    """countIntolerableTaintsPreferNoSchedule (tainttoleration) skips every taint of another
+    effect: a node with one PreferNoSchedule and one (tolerated-by-filter) NoSchedule taint
+    counts 1, as does a node with the PreferNoSchedule taint alone. Counts 0, 1, 1 -> reverse
+    normalized 100, 0, 0 (counting the NoSchedule taint: 0, 1, 2 -> 100, 50, 0)."""
+    t = NodeTable()
+    soft = "PreferNoSchedule"
+    t.upsert_node("clean", {"cpu": 1000, "memory": Gi})
+    t.upsert_node("one", {"cpu": 1000, "memory": Gi}, taints=[Taint("a", "", soft)])
+    mixed = [Taint("a", "", soft), Taint("gpu", "", NO_SCHEDULE)]
+    t.upsert_node("mixed", {"cpu": 1000, "memory": Gi}, taints=mixed)
+    tolerant = pod(tolerations=(Toleration("gpu", "Exists", "", NO_SCHEDULE),))
+    assert scores(TaintTolerationScore(), tolerant, t) == [100, 0, 0]
+
+
+def _build_pod(name: str, topology_key: str = "kubernetes.io/hostname") -> Pod:
+    term = PodAffinityTerm(100, tuple(sorted(BUILD_LABELS.items())), topology_key)
+    return pod(
+        name=name,
+        labels=dict(BUILD_LABELS),
+        annotations={BUILD_REPO_ANNOTATION: "https://example.org/repo"},
+        pod_anti_affinity=(term,),
+    )
+
+
+def _nodes_with_builds(*builds: int) -> NodeTable:
+    t = NodeTable()
+    for i, count in enumerate(builds):
+        t.upsert_node(f"n{i}", {"cpu": 64000, "memory": 64 * Gi, "pods": 110})
+        for k in range(count):
+            t.add_pod(i, _build_pod(f"b{i}-{k}"))
+    return t
+
+
+def test_build_anti_affinity_normalizes_like_inter_pod_affinity():
+    """interpodaffinity/scoring.go NormalizeScore: ``int(100 * ((s - min) / (max - min)))``
+    over the nodes' sums, 0 everywhere when they are all equal. Each build pod counts -100 for
+    the incoming pod's term and -100 for its own: builds 0, 1, 2 -> -0, -200, -400 -> 100, 50,
+    0; one build on each of two nodes -> 0, 0."""
+    assert scores(BuildAntiAffinity(), _build_pod("new"), _nodes_with_builds(0, 1, 2)) == [100, 50, 0]
+    assert scores(BuildAntiAffinity(), _build_pod("new"), _nodes_with_builds(1, 1)) == [0, 0]
+
+
+def test_build_anti_affinity_truncates_the_float_product():
+    """The float product is truncated, as Go's int64(fScore): builds 0, 21, 50 -> sums 0,
+    -4200, -10000; the middle node (-4200 + 10000) / 10000 = 0.58, 100 * 0.58 =
+    57.99999999999999 -> 57 (integer arithmetic, 100 * 5800 // 10000, would give 58)."""
+    assert scores(BuildAntiAffinity(), _build_pod("new"), _nodes_with_builds(0, 21, 50)) == [100, 57, 0]
+
+
+def test_build_anti_affinity_weighs_the_hostname_term_only():
+    """The model covers BinderHub's term (topology kubernetes.io/hostname); a build pod whose
+    term is by zone is not modelled and skipped."""
+    assert not BuildAntiAffinity().skip(_build_pod("new"))
+    assert BuildAntiAffinity().skip(_build_pod("new", topology_key="topology.kubernetes.io/zone"))
+
+
 def test_node_affinity_score():
     t = NodeTable()
     t.upsert_node("a", {"cpu": 1000}, labels={"zone": "a"})
@@ -284,6 +397,50 @@ def test_an_untolerated_no_execute_taint_filters_a_node_out_as_no_schedule_does(
     assert TaintTolerationFilter().filter(pod(), t, idx, CTX).tolist() == [False, True, True]
     tolerant = pod(tolerations=(Toleration("dedicated", "Equal", "x", "NoExecute"),))
     assert TaintTolerationFilter().filter(tolerant, t, idx, CTX).tolist() == [True, True, True]
+
+
+def test_node_unschedulable_lets_through_only_a_pod_tolerating_its_taint():
+    """kube-scheduler's NodeUnschedulable (nodeunschedulable/node_unschedulable.go): a
+    cordoned node takes a pod whose tolerations tolerate
+    ``node.kubernetes.io/unschedulable:NoSchedule``, not one tolerating something else."""
+    t = NodeTable()
+    t.upsert_node("cordoned", {"cpu": 4000, "memory": 8 * Gi, "pods": 110}, unschedulable=True)
+    idx = t.active_indices()
+    other = pod(tolerations=(Toleration("gpu", "Exists", "", "NoSchedule"),))
+    assert NodeUnschedulable().filter(other, t, idx, CTX).tolist() == [False]
+    cordon = pod(tolerations=(Toleration("node.kubernetes.io/unschedulable", "Exists", "", "NoSchedule"),))
+    assert NodeUnschedulable().filter(cordon, t, idx, CTX).tolist() == [True]
+
+
+def test_fit_takes_an_exact_fit_and_the_last_pod_slot():
+    """kube-scheduler's NodeResourcesFit refuses a request only when it exceeds allocatable
+    minus requested (fitsRequest: ``podRequest > allocatable - requested``): a node with
+    cpu 1000, 600 requested and 1 of 2 pod slots used takes a pod of 400m (1000 - 600 = 400,
+    the second slot) but not one of 401m."""
+    t = NodeTable()
+    t.upsert_node("n", {"cpu": 1000, "memory": 8 * Gi, "pods": 2})
+    t.add_pod(0, pod(600, Gi))
+    idx = t.active_indices()
+    assert NodeResourcesFitFilter().filter(pod(400, Gi), t, idx, CTX).tolist() == [True]
+    assert NodeResourcesFitFilter().filter(pod(401, Gi), t, idx, CTX).tolist() == [False]
+
+
+def test_required_node_affinity_ors_its_terms_and_an_empty_list_matches_nothing():
+    """kube's NodeSelector.Match (component-helpers nodeaffinity): the terms are ORed, and
+    a selector without terms matches no node (no term matches)."""
+    t = NodeTable()
+    t.upsert_node("a", {"cpu": 1000}, labels={"pool": "a"})
+    t.upsert_node("b", {"cpu": 1000}, labels={"pool": "b"})
+    t.upsert_node("c", {"cpu": 1000}, labels={"pool": "c"})
+    idx = t.active_indices()
+    either = pod(
+        required_terms=(
+            NodeSelectorTerm((Requirement("pool", "In", ("a",)),)),
+            NodeSelectorTerm((Requirement("pool", "In", ("b",)),)),
+        )
+    )
+    assert NodeAffinityFilter().filter(either, t, idx, CTX).tolist() == [True, True, False]
+    assert NodeAffinityFilter().filter(pod(required_terms=()), t, idx, CTX).tolist() == [False] * 3
 
 
 def test_fit_ignores_resources_the_pod_does_not_request():
@@ -1311,6 +1468,12 @@ def test_image_locality_scales_by_the_share_of_nodes_listing_the_image():
     assert scores(ImageLocality(), image_pod(["c:1"]), t3) == [
         100 * (715827882 - 23 * MiB) // (977 * MiB)
     ] * 2 + [0]
+    # the float product, not integer arithmetic: 983302144 bytes on 6 of 11 nodes is
+    # 983302144 * 6 / 11 = 536346624 exactly, which would score 100 * 512229376 // (977 MiB)
+    # = 50; Go's float64 product is 536346623.99999994 -> 536346623 -> 49
+    t11 = image_nodes(*[{"d:1": 983302144}] * 6, *[{}] * 5)
+    assert int(float(983302144) * (6 / 11)) == 536346623
+    assert scores(ImageLocality(), image_pod(["d:1"]), t11) == [49] * 6 + [0] * 5
 
 
 def test_image_locality_clamps_at_23_mib_and_at_1000_mib_per_image():
