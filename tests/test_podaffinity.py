@@ -129,6 +129,8 @@ def test_host_ports_are_read_with_their_defaults() -> None:
         {"containerPort": 80},  # no hostPort: binds nothing on the node
         {"containerPort": 80, "hostPort": 8080},
         {"containerPort": 53, "hostPort": 53, "protocol": "UDP", "hostIP": "10.0.0.1"},
+        # an empty hostIP binds every address (kube-scheduler's HostPortInfo.sanitize)
+        {"containerPort": 81, "hostPort": 8081, "hostIP": ""},
     ]
     raw["spec"]["initContainers"] = [
         {"name": "sidecar", "restartPolicy": "Always", "ports": [{"containerPort": 9, "hostPort": 9090}]},
@@ -138,6 +140,7 @@ def test_host_ports_are_read_with_their_defaults() -> None:
         HostPort(9090),
         HostPort(8080, "TCP", "0.0.0.0"),
         HostPort(53, "UDP", "10.0.0.1"),
+        HostPort(8081, "TCP", "0.0.0.0"),
     )
     host_network = pod_manifest("h")
     host_network["spec"]["hostNetwork"] = True
@@ -195,6 +198,10 @@ def test_host_ports_are_read_with_their_defaults() -> None:
         (
             {"containers": [{"name": "c", "ports": [{"hostPort": 70000}]}]},
             "spec.containers[0].ports[0].hostPort",
+        ),
+        (  # the largest port is 65535
+            {"containers": [{"name": "c", "ports": [{"hostPort": 65536}]}]},
+            "spec.containers[0].ports[0].hostPort: 65536 is not a port number",
         ),
         (
             {"containers": [{"name": "c", "ports": [{"hostPort": 80, "protocol": "HTTP"}]}]},
@@ -277,6 +284,30 @@ def test_affinity_needs_a_pod_selected_by_every_term_in_the_domain() -> None:
     assert not any(split.allows(both, r) for r in range(4))
 
 
+def test_affinity_needs_every_terms_topology_label_and_a_selected_pod_in_every_domain() -> None:
+    """kube-scheduler's satisfyPodAffinity (interpodaffinity/filtering.go): a node lacking
+    any of the terms' topology keys fails, and each term's domain must hold a pod selected
+    by all the terms. Terms: app=cache by zone and by hostname; the cache pod on a (z1).
+    a: both pairs count 1 -> True; b (z1): zone 1 but hostname b 0 -> False; d (no zone
+    label) -> False; c (z2): neither -> False (not the special case: a pod is selected)."""
+    labels = _nodes(a="z1", b="z1", c="z2", d=None)
+    state = _on(labels, (0, _pod("cache", labels={"app": "cache"})))
+    web = _pod("web", affinity=[_term(ZONE, app="cache"), _term(app="cache")])
+    assert [state.allows(web, r) for r in range(4)] == [True, False, False, False]
+
+
+def test_affinity_counts_kept_as_pods_move_need_every_term_to_select() -> None:
+    """The kept counts of two terms (app=cache, tier=fast, by hostname) count a pod that
+    arrives only when both select it (updateWithAffinityTerms: podMatchesAllAffinityTerms):
+    a cache pod of another tier joining b leaves b without a selected pod."""
+    labels = _nodes(a="z1", b="z1")
+    state = _on(labels, (0, _pod("cache-1", labels={"app": "cache", "tier": "fast"})))
+    web = _pod("web", affinity=[_term(app="cache"), _term(tier="fast")])
+    assert [state.allows(web, r) for r in range(2)] == [True, False]
+    state.add(1, _pod("cache-2", labels={"app": "cache", "tier": "slow"}))
+    assert [state.allows(web, r) for r in range(2)] == [True, False]
+
+
 def test_affinity_special_case_for_the_first_of_a_group() -> None:
     """No pod anywhere is selected by the terms and the pod selects itself: any node with the
     topology labels will do (else a group of pods attracted to each other never starts)."""
@@ -324,6 +355,22 @@ def test_the_counts_a_judged_pod_built_follow_pods_that_move() -> None:
     state.delete_node(2)  # the cache's node leaves with it: nobody is selected, the first of a group
     assert [state.allows(apart, r) for r in (0, 1, 3)] == [True, True, True]
     assert not any(state.allows(near, r) for r in (0, 1, 3))  # web is not a cache pod itself
+
+
+def test_a_list_of_terms_first_judged_after_pods_moved_counts_where_they_are_now() -> None:
+    """The pods by label, indexed when a first list of terms with a required label is
+    counted, follow later moves: a second list (the same label, another topology key)
+    counted after web-1 left a and web-2 came to b sees web-2 on b (z2) alone. Nodes a (z1),
+    b (z2), c (z3): the zone anti-affinity term then forbids b only."""
+    labels = _nodes(a="z1", b="z2", c="z3")
+    web_1, web_2 = _pod("web-1", labels={"app": "web"}), _pod("web-2", labels={"app": "web"})
+    state = _on(labels, (0, web_1))
+    by_host = _pod("api", anti=[_term(app="web")])
+    assert [state.allows(by_host, r) for r in range(3)] == [False, True, True]
+    state.add(1, web_2)
+    state.remove(0, web_1)
+    by_zone = _pod("api", anti=[_term(ZONE, app="web")])
+    assert [state.allows(by_zone, r) for r in range(3)] == [True, False, True]
 
 
 def test_an_empty_namespace_selector_selects_every_namespace() -> None:

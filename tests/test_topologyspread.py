@@ -15,6 +15,7 @@ from stickypack.core.labels import HOSTNAME_LABEL, Taint
 from stickypack.core.nodetable import NodeTable
 from stickypack.core.pod import Pod, PodSpecError
 from stickypack.core.podaffinity import PodsOnNodes
+from stickypack.core.topologyspread import SpreadCounts
 from stickypack.policies import load_builtin
 from stickypack.testing import ControlPlane, pod_manifest
 from stickypack.testing.fidelity import probe_placements
@@ -126,6 +127,9 @@ def test_constraints_are_read_with_kube_schedulers_defaults() -> None:
     )
     again = _pod("p", labels={"app": "web", "h": "1"}, spread=[merged]).spread_constraints[0]
     assert again.selector is not None and len(again.selector.expressions) == 1
+    # an empty matchLabelKeys needs no labelSelector (validateLabelKeys checks a non-empty one)
+    empty_keys = {k: v for k, v in _constraint(matchLabelKeys=[]).items() if k != "labelSelector"}
+    assert _pod("p", spread=[empty_keys]).spread_constraints[0].selector is None
     # no labelSelector: the constraint selects no pod, not even the pod itself
     bare = {k: v for k, v in _constraint().items() if k != "labelSelector"}
     assert not _pod("p", spread=[bare]).spread_constraints[0].selects(_pod("q"))
@@ -244,6 +248,9 @@ def test_node_taints_policy_decides_which_domains_count() -> None:
         tolerations=[{"key": "dedicated", "operator": "Exists"}],
     )
     assert _allowed(state, tolerant)[:2] == [False, False]
+    evicting = {2: (Taint("dedicated", "gpu", "NoExecute"),)}  # NoExecute counts as NoSchedule does
+    evicted = _on(labels, (0, _pod("w1")), (1, _pod("w2")), node_taints=evicting)
+    assert _allowed(evicted, honor)[:2] == [True, True]
     soft = {2: (Taint("dedicated", "gpu", "PreferNoSchedule"),)}  # only NoSchedule and NoExecute count
     assert _allowed(_on(labels, (0, _pod("w1")), (1, _pod("w2")), node_taints=soft), honor)[:2] == [
         False,
@@ -297,6 +304,55 @@ def test_counts_follow_the_pods_and_the_nodes() -> None:
     assert state.node_taints[2] == () and _allowed(state, new) == [True, True, True]
     state.delete_node(2)
     assert [state.allows(new, r) for r in range(3)] == [True, True, False]  # z3 is gone
+
+
+def test_a_pod_the_selector_does_not_select_counts_nowhere_as_it_moves() -> None:
+    """Counts kept after they were built count an arriving pod only if the constraint selects
+    it (countPodsMatchSelector): a db pod joining b (z2) leaves z2 at 0, so only b takes
+    another web pod (a: 1 + 1 - 0 = 2 > 1)."""
+    labels = _nodes(a="z1", b="z2")
+    state = _on(labels, (0, _pod("w1")))
+    new = _pod("new", spread=[_constraint()])
+    assert _allowed(state, new) == [False, True]
+    state.add(1, _pod("db", app="db"))
+    assert _allowed(state, new) == [False, True]
+
+
+def test_a_constraint_without_a_label_selector_counts_no_pod() -> None:
+    """No labelSelector selects nothing (a nil selector is labels.Nothing()): z1's two web
+    pods do not count, every domain is at 0 and every node takes the pod."""
+    labels = _nodes(a="z1", b="z2")
+    state = _on(labels, (0, _pod("w1")), (0, _pod("w2")))
+    bare = {k: v for k, v in _constraint().items() if k != "labelSelector"}
+    assert _allowed(state, _pod("new", spread=[bare])) == [True, True]
+
+
+def test_counts_built_before_a_drain_follow_the_taint_and_its_removal() -> None:
+    """A pod whose zone constraint honors taints (with a hostname one that does not), judged
+    before the autoscaler's ghost of c is made: z3 (c) counts at 0, so a and b (one web pod
+    each) are refused. Once c is drained (tainted ToBeDeleted) z3 is no eligible domain, the
+    fewest is 1 and a and b take it (1 + 1 - 1 = 1); restored, z3 counts again."""
+    labels = _nodes(a="z1", b="z2", c="z3")
+    state = _on(labels, (0, _pod("w1")), (1, _pod("w2")))
+    pod = _pod("new", spread=[_constraint(nodeTaintsPolicy="Honor"), _constraint(HOSTNAME_LABEL, max_skew=5)])
+    assert _allowed(state, pod) == [False, False, True]
+    held = state.drain_node(2)
+    assert _allowed(state, pod) == [True, True, True]
+    state.restore_node(2, held)
+    assert _allowed(state, pod) == [False, False, True]
+
+
+def test_refresh_moves_a_relabelled_nodes_pods_to_its_new_domain() -> None:
+    """SpreadCounts.refresh reads the node's labels again and moves the pods on it: a (z1,
+    one web pod) relabelled z2 leaves z1 (b) at 0 and z2 (a, c) at 1; a new web pod (maxSkew
+    1) may go to b only."""
+    labels = _nodes(a="z1", b="z1", c="z2")
+    pods = {0: [_pod("w1")]}
+    new = _pod("new", spread=[_constraint()])
+    counts = SpreadCounts.build(new, labels, {}, {}, pods)
+    labels[0] = {**labels[0], ZONE: "z2"}
+    counts.refresh(0)
+    assert [counts.judge(new)(r) for r in range(3)] == [False, True, False]
 
 
 # ---- the scale-down simulation -------------------------------------------------------------
