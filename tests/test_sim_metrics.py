@@ -5,6 +5,8 @@ every 10 s, nodes Ready 210 s after the scan that asks for them, deleted at the 
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from stickypack.core.pod import Pod
@@ -192,3 +194,47 @@ def test_the_bound_counts_pods_too_big_to_share_a_node() -> None:
     assert m["lower_bound_node_hours"] * 3600 == pytest.approx(3 * 100)
     assert m["ratio_to_bound"] == pytest.approx(1.0)
     assert m["lower_bound_final_nodes"] == 3
+
+
+def test_least_waste_weighs_only_the_pods_its_new_nodes_would_take() -> None:
+    # cluster-autoscaler's least-waste expander (expander/waste/waste.go) scores an option by
+    # the unused cpu and memory fractions of the nodes it adds, over the pods placed on them;
+    # pods that fit a node already on its way are not the option's (the autoscaler filters
+    # them out before scale-up). Pool a: 4000m, 16 GiB; pool b: 2000m, 2 GiB.
+    big = {CPU: 3000, MEMORY: GiB}  # fits only a
+    wide = {CPU: 500, MEMORY: 3 * GiB}  # fits only a
+    small = {CPU: 1000, MEMORY: GiB}  # fits either
+    jobs = [
+        PodJob(0.0, Pod(name="p1", requests=big, nonzero_cpu=3000, nonzero_memory=GiB), duration=1000.0),
+        PodJob(15.0, Pod(name="p2", requests=wide, nonzero_cpu=500, nonzero_memory=3 * GiB), duration=1000.0),
+        # deleted at 25 s, before the next scan: only the 20 s scan weighs it
+        PodJob(15.0, Pod(name="p3", requests=small, nonzero_cpu=1000, nonzero_memory=GiB), end_at=25.0),
+    ]
+    a = NodePool(name="a", allocatable={CPU: 4000, MEMORY: 16 * GiB, PODS: 110}, min_size=0)
+    b = NodePool(name="b", allocatable={CPU: 2000, MEMORY: 2 * GiB, PODS: 110}, min_size=0)
+    result = _run(jobs, [a, b])
+    # 10 s scan: p1 fits only a: a-00001, Ready at 220. 20 s scan: p1 and p2 fit a-00001's
+    # room (4000m, 16 GiB: 3500m and 4 GiB taken), p3 needs a new node in either pool:
+    #   a: 1 node for p3: (4000 - 1000) / 4000 + (16 - 1) / 16 = 0.75 + 0.9375 = 1.6875
+    #   b: 1 node for p3: (2000 - 1000) / 2000 + (2 - 1) / 2 = 0.5 + 0.5 = 1.0
+    # so b's node. (Counting p1 and p2 in a's option too, 4500m and 5 GiB on a 4000m node,
+    # read a's waste as 0 + 11 / 16 = 0.6875 and chose a.)
+    assert [n.name for n in result.nodes] == ["a-00001", "b-00002"]
+
+
+def test_least_waste_weighs_a_capped_pool_by_the_nodes_it_may_add_and_ties_go_first() -> None:
+    # p1 and p2 (3000m, 1 GiB) wait at the 10 s scan. Pool a (4000m, 16 GiB, max_size 1) can add one node,
+    # for p1 only: (4000 - 3000) / 4000 + (16 - 1) / 16 = 0.25 + 0.9375 = 1.1875. Pool b
+    # (8000m, 16 GiB) takes both on one node: (8000 - 6000) / 8000 + (16 - 2) / 16 = 1.125,
+    # less: b's node. (Weighing a by both pods, 6000m on its one node, read 0.375.)
+    a = NodePool(name="a", allocatable={CPU: 4000, MEMORY: 16 * GiB, PODS: 110}, min_size=0, max_size=1)
+    b = NodePool(name="b", allocatable={CPU: 8000, MEMORY: 16 * GiB, PODS: 110}, min_size=0)
+    # deleted at 15 s, before the next scan: only the 10 s scan weighs them
+    jobs = [
+        dataclasses.replace(_pod(name, 0.0, 3000, 0.0), duration=None, end_at=15.0) for name in ("p1", "p2")
+    ]
+    assert [n.name for n in _run(jobs, [a, b]).nodes] == ["b-00001"]
+    # two pools alike tie: the one listed first gets the node (the autoscaler draws one)
+    twin = NodePool(name="twin", allocatable=b.allocatable, min_size=0)
+    for pools, first in (([b, twin], "b-00001"), ([twin, b], "twin-00001")):
+        assert [n.name for n in _run(jobs, pools).nodes] == [first]

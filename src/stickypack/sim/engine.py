@@ -521,8 +521,8 @@ class Simulation:
                 ]
             )
             bins: list[np.ndarray] = [alloc.copy() for n in self.upcoming.values() if n.pool is pool]
+            on_the_way = len(bins)
             new = 0
-            used = np.zeros(3, dtype=np.int64)
             for sp in pending:
                 vec = sp.vec
                 assert vec is not None
@@ -536,15 +536,18 @@ class Simulation:
                     b = alloc - vec
                     bins.append(b)
                     new += 1
-                used += vec
             size = sum(1 for n in self.nodes.values() if n.pool is pool) + sum(
                 1 for n in self.upcoming.values() if n.pool is pool
             )
             new = min(new, pool.max_size - size)
             if new <= 0:
                 continue
+            # the option's waste: its new nodes' unused cpu and memory fractions, over the pods
+            # they take (those that fit a node on its way are not the option's: the autoscaler
+            # filters them out before scale-up); each new node's used room is what its bin lost
+            used = sum((alloc - b for b in bins[on_the_way : on_the_way + new]), np.zeros(3, dtype=np.int64))
             total = alloc[:2] * new
-            waste = float(((total - np.minimum(used[:2], total)) / np.maximum(total, 1)).sum())
+            waste = float(((total - used[:2]) / total).sum())
             if best is None or waste < best[0]:
                 best = (waste, pool, new)
         if best is None:
