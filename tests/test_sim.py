@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import io
 import itertools
 import json
+import re
 import time
 from pathlib import Path
 
@@ -1578,3 +1580,235 @@ def test_each_run_is_reported_done_when_it_ends(jobs, monkeypatch):
         lambda: dask_adapt(0), policies, seed=0, progress=lambda n, f: calls.append((n, f)), jobs=jobs
     )
     assert sorted(calls) == [("stickypack", 1.0), ("z2jh", 1.0)]
+
+
+def test_a_trim_that_retires_no_worker_is_no_event_for_waiting_pods():
+    # Waiting pods are retried when room frees (a pod ends, a node joins, a trim retires
+    # workers) and at each scan: a trim that keeps every worker frees nothing. Here a build
+    # waits (DelayForLocality, 600 s) for its full cache node p-00001 from 15 s; its wait is
+    # over at 615 s, so the scan at 620 s sends it to p-00002, not the trim at 616 s.
+    from stickypack.core.resources import CPU, MEMORY, PODS
+    from stickypack.sim.model import NodePool
+    from stickypack.sim.workloads import LaunchJob, TrimJob
+
+    alloc = {CPU: 4000, MEMORY: 64 * 1024**3, PODS: 110}
+    pool = NodePool(name="p", allocatable=alloc, min_size=2, max_size=2)
+    worker = dataclasses.replace(_filler("w", 100, "p-00002", 5000.0), group="g")
+    jobs = [
+        _filler("fill-1", 3500, "p-00001", 5000.0),  # A's cache node: no room for a build
+        worker,
+        LaunchJob(15.0, "A", 60.0, True, 300.0),
+        TrimJob(616.0, "g", 1),  # keeps its one worker
+    ]
+    sim = _seeded_simulation("stickypack", jobs, pool, {"p-00001": "A"})
+    sim.run()
+    assert sim.binds == [(620.0, "A", "p-00002")]
+
+
+def test_a_build_leaves_its_image_on_its_node():
+    # The 2019 mybinder.org built on the node's own Docker: the image a build makes stays on
+    # its node (listed in status.images) whether or not its session runs there. Here the
+    # session (8000m) fits no node of 7910m, so only the build put the image there.
+    from stickypack.policies import load_builtin
+    from stickypack.sim.engine import Simulation
+    from stickypack.sim.model import NodePool
+    from stickypack.sim.workloads import BUILDER_IMAGE, trace_workload
+
+    model = BinderModel(
+        first_launch_build_prob=1.0, changes_per_day=0.0, builder_image_size=123, user_cpu_m=8000
+    )
+    workload = trace_workload(
+        [Launch(0.0, "https://github.com/a/b")], seed=0, model=model, pool=NodePool(min_size=1)
+    )
+    sim = Simulation(load_builtin("z2jh"), workload, seed=0)
+    m = sim.run().metrics
+    assert (m["builds"], m["pods_scheduled"], m["pods_unscheduled"]) == (1, 1, 1)
+    (node,) = sim.nodes.values()
+    (job,) = workload.jobs
+    assert sim.table.images[node.slot] == {BUILDER_IMAGE: 123, job.image: job.image_size}
+
+
+def _model_ranges():
+    from stickypack.core.resources import CPU, MEMORY, PODS
+    from stickypack.sim.model import (
+        MAX_BYTES,
+        MAX_MILLICORES,
+        MAX_PODS,
+        AutoscalerConfig,
+        CacheConfig,
+        DaskModel,
+        NodePool,
+    )
+
+    top = {CPU: MAX_MILLICORES, MEMORY: MAX_BYTES, PODS: MAX_PODS}
+    # (model, values at the end of each range: taken, one step past it: refused, the message)
+    return [
+        (
+            AutoscalerConfig,
+            {"scan_interval_s": 1.0},
+            {"scan_interval_s": 0.999},
+            "scan_interval_s must be >= 1",
+        ),
+        (AutoscalerConfig, {"max_node_provision_time_s": 0.001}, {"max_node_provision_time_s": 0.0}, "> 0"),
+        (AutoscalerConfig, {"max_empty_bulk_delete": 1}, {"max_empty_bulk_delete": 0}, "must be >= 1"),
+        (
+            AutoscalerConfig,
+            {"scale_down_unneeded_time_s": 0.0, "scale_down_delay_after_add_s": 0.0},
+            {"scale_down_delay_after_add_s": -0.001},
+            "scale_down_delay_after_add_s must be >= 0",
+        ),
+        (
+            CacheConfig,
+            {"high_images": 1, "low_images": 1},
+            {"high_images": 0, "low_images": 0},
+            "high_images must be >= 1",
+        ),
+        (
+            CacheConfig,
+            {"high_images": 5, "low_images": 5},
+            {"high_images": 5, "low_images": 6},
+            "low_images must be in",
+        ),
+        (
+            CacheConfig,
+            {"hit_time_fraction": 1.0},
+            {"hit_time_fraction": 1.001},
+            "hit_time_fraction must be in [0, 1]",
+        ),
+        (
+            NodePool,
+            {"allocatable": top},
+            {"allocatable": {**top, CPU: MAX_MILLICORES + 1}},
+            "allocatable.cpu must be",
+        ),
+        (
+            NodePool,
+            {"allocatable": {**top, "example.com/gpu": 0}},
+            {"allocatable": {**top, "example.com/gpu": -1}},
+            "allocatable.example.com/gpu must be >= 0",
+        ),
+        (
+            NodePool,
+            {"min_size": 0, "price_per_hour": 0.0},
+            {"price_per_hour": -0.01},
+            "price_per_hour must be >= 0",
+        ),
+        (
+            NodePool,
+            {"min_size": 3, "max_size": 3},
+            {"min_size": 4, "max_size": 3},
+            "min_size must be <= max_size (3)",
+        ),
+        (
+            NodePool,
+            {"provision_delay_s": 0.0},
+            {"provision_delay_s": -0.001},
+            "provision_delay_s must be >= 0",
+        ),
+        (
+            BinderModel,
+            {"session_max_s": 7 * 86400.0},
+            {"session_max_s": 7 * 86400.0 + 1},
+            "session_max_s must be <= 7",
+        ),
+        (BinderModel, {"build_max_s": 86400.0}, {"build_max_s": 86401.0}, "build_max_s must be <= 1 day"),
+        (BinderModel, {"build_median_s": 0.001}, {"build_median_s": 0.0}, "build_median_s must be > 0"),
+        (
+            BinderModel,
+            {"user_cpu_m": 0, "user_memory": 0, "build_cpu_m": MAX_MILLICORES, "build_memory": MAX_BYTES},
+            {"build_cpu_m": MAX_MILLICORES + 1},
+            "build_cpu_m must be >= 0 and <=",
+        ),
+        (
+            BinderModel,
+            {"image_size_sigma": 5.0},
+            {"image_size_sigma": 5.001},
+            "image_size_sigma must be in [0, 5]",
+        ),
+        (
+            BinderModel,
+            {"changes_per_day": 0.0, "idle_cull_s": 0.0},
+            {"idle_cull_s": -0.001},
+            "idle_cull_s must be >= 0",
+        ),
+        (
+            BinderModel,
+            {"first_launch_build_prob": 1.0, "builder_image_size": 0},
+            {"first_launch_build_prob": 1.001},
+            "first_launch_build_prob must be in [0, 1]",
+        ),
+        (
+            DaskModel,
+            {"worker_cpu_m": 0, "worker_image_size": 0},
+            {"worker_image_size": -1},
+            "worker_image_size must be",
+        ),
+    ]
+
+
+@pytest.mark.parametrize(("model", "taken", "refused", "message"), _model_ranges())
+def test_each_model_range_takes_its_ends_and_refuses_past_them(model, taken, refused, message):
+    # docs/simulator.md gives each range; its closed ends are values a run may use
+    made = model(**taken)
+    assert all(getattr(made, key) == value for key, value in taken.items())
+    with pytest.raises(ValueError, match=re.escape(message)):
+        model(**refused)
+
+
+def test_a_pool_may_take_as_long_to_come_up_as_the_autoscaler_waits():
+    from stickypack.sim.model import AutoscalerConfig, NodePool, check_provisioning
+
+    autoscaler = AutoscalerConfig(max_node_provision_time_s=300.0)
+    check_provisioning(NodePool(provision_delay_s=300.0), autoscaler)
+    with pytest.raises(
+        ValueError, match=r"provision_delay_s must be <= autoscaler\.max_node_provision_time_s \(300;"
+    ):
+        check_provisioning(NodePool(provision_delay_s=300.5), autoscaler)
+
+
+def test_a_build_waiting_for_its_cache_node_asks_for_no_new_node():
+    # The autoscaler runs kube-scheduler's own filters (not the extender's): a pod that fits
+    # an existing node, held back only by DelayForLocality, is not unschedulable to it. A's
+    # build waits 600 s for its full cache node p-00001 while p-00002 has room; the pool
+    # could grow to 3 nodes but asks for none, and the build goes to p-00002 at the 610 s scan.
+    from stickypack.core.resources import CPU, MEMORY, PODS
+    from stickypack.sim.model import NodePool
+    from stickypack.sim.workloads import LaunchJob
+
+    alloc = {CPU: 4000, MEMORY: 64 * 1024**3, PODS: 110}
+    pool = NodePool(name="p", allocatable=alloc, min_size=2, max_size=3)
+    jobs = [_filler("fill-1", 3500, "p-00001", 5000.0), LaunchJob(10.0, "A", 60.0, True, 300.0)]
+    sim = _seeded_simulation("stickypack", jobs, pool, {"p-00001": "A"})
+    sim.run()
+    assert sim.binds == [(610.0, "A", "p-00002")]
+    assert [node.name for node in sim.all_nodes] == ["p-00001", "p-00002"]
+
+
+def test_the_build_cache_cleaner_prunes_the_least_recently_built_down_to_low():
+    from stickypack.sim.cache import NodeCache
+    from stickypack.sim.model import CacheConfig
+
+    cache = NodeCache(CacheConfig(high_images=3, low_images=1))
+    assert [cache.touch(repo) for repo in ("a", "b", "c")] == [[], [], []]  # 3: not over high
+    assert cache.touch("a") == []  # built again: now the most recently built
+    # a fourth repo: over 3, so the cleaner prunes to 1, least recently built first
+    assert cache.touch("d") == ["b", "c", "a"]
+    assert len(cache) == 1 and "d" in cache and "a" not in cache
+
+
+def test_a_node_lists_its_largest_images_and_refills_the_list_with_the_largest_left():
+    from stickypack.sim.cache import NodeImages
+    from stickypack.sim.model import CacheConfig
+
+    images = NodeImages(CacheConfig(high_images=3, low_images=2, node_status_max_images=1))
+    assert images.touch("a", 10) == [("a", 10)]
+    assert images.touch("e", 10) == []  # as large as the one listed: the list keeps a
+    assert images.touch("b", 30) == [("a", None), ("b", 30)]
+    assert images.touch("a", 10) == []  # used again: now the most recently used
+    # a fourth image, c (20): not larger than b, so not listed; over 3 held, the cleaner
+    # keeps the 2 most recently used (a, c): e and b go, and of a (10) and c (20) the larger
+    # takes b's place in the list
+    assert images.touch("c", 20) == [("b", None), ("c", 20)]
+    assert images.listed == {"c": 20} and "a" in images and "b" not in images
+    none = NodeImages(CacheConfig(node_status_max_images=0))  # kubelet lists none
+    assert none.touch("a", 10) == [] and none.listed == {} and "a" in none
