@@ -173,6 +173,47 @@ def test_an_init_containers_zero_request_counts_as_in_kube_scheduler(cluster):
             assert scratch.nonzero[0].tolist() == expected, (node, manifest["spec"])
 
 
+def test_a_build_anti_affinity_term_weighs_build_pods_as_in_kube_scheduler(cluster):
+    """A pod with BinderHub's preferred build anti-affinity term (weight 100, by hostname)
+    but no ``binder-repo`` annotation and no build labels: kube-scheduler's InterPodAffinity
+    counts the build pods on each node for its term all the same. Node ``builds`` holds two
+    build pods of 100m, node ``users`` two plain pods of 1 core: by resources alone (the
+    default profile spreads) ``builds`` wins; InterPodAffinity (weight 2) gives ``users``
+    100 and ``builds`` 0, and the real scheduler takes ``users``. The model once scored the
+    term 0 on every node for a pod that is no build."""
+    import numpy as np
+
+    from stickypack.core import NodeTable, Pod, SchedulingContext
+    from stickypack.core.pod import BUILD_LABELS, BUILD_REPO_ANNOTATION
+    from stickypack.core.resources import parse_resource_list
+    from stickypack.testing.controlplane import pod_manifest
+
+    scheduler = cluster.start_scheduler(scheduler_config(["default-scheduler"]))
+    table = NodeTable()
+    for name in ("builds", "users"):
+        cluster.create_node(name, cpu="8", memory="32Gi")
+        table.upsert_node(name, parse_resource_list({"cpu": "8", "memory": "32Gi", "pods": "110"}))
+    for node, cpu, labels in (("builds", "100m", dict(BUILD_LABELS)), ("users", "1", {"app": "user"})):
+        for k in range(2):
+            bound = pod_manifest(f"{node}-{k}", cpu=cpu, memory="1Gi", labels=labels)
+            if node == "builds":
+                bound["metadata"]["annotations"] = {BUILD_REPO_ANNOTATION: "https://example.org/repo"}
+            bound["spec"]["nodeName"] = node
+            cluster.create_pod(pod=bound)
+            table.add_pod(table.slot(node), Pod.from_dict(bound))
+    wait_scheduler_cache(cluster, [scheduler], 2, 4, 30)
+    probe = pod_manifest("probe", cpu="100m", memory="1Gi")
+    term = {"labelSelector": {"matchLabels": dict(BUILD_LABELS)}, "topologyKey": "kubernetes.io/hostname"}
+    preferred = [{"weight": 100, "podAffinityTerm": term}]
+    anti = {"preferredDuringSchedulingIgnoredDuringExecution": preferred}
+    probe["spec"]["affinity"] = {"podAntiAffinity": anti}
+    cluster.create_pod(pod=probe)
+    assert cluster.wait_bound(["probe"])["probe"] == "users"
+    default, rng = load_builtin("default"), np.random.default_rng(0)
+    assert Pod.from_dict(probe).build_repo is None
+    assert default.select(Pod.from_dict(probe), table, SchedulingContext(), rng) == table.slot("users")
+
+
 # ---- ImageLocality -----------------------------------------------------------------------
 
 IMAGE_CASES = 60

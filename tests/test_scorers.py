@@ -329,6 +329,17 @@ def test_build_anti_affinity_truncates_the_float_product():
     assert scores(BuildAntiAffinity(), _build_pod("new"), _nodes_with_builds(0, 21, 50)) == [100, 57, 0]
 
 
+def test_build_anti_affinity_counts_build_pods_for_any_pod_with_the_term():
+    """kube-scheduler's InterPodAffinity weighs the incoming pod's preferred anti-affinity
+    term against the build pods on each node whatever that pod is: one with BinderHub's term
+    but no ``binder-repo`` annotation and no build labels scores builds 0, 1, 2 as -0, -100,
+    -200 -> 100, 50, 0 (the existing pods' own terms do not select it)."""
+    term = PodAffinityTerm(100, tuple(sorted(BUILD_LABELS.items())), "kubernetes.io/hostname")
+    plain = pod(name="plain", pod_anti_affinity=(term,))
+    assert plain.build_repo is None
+    assert scores(BuildAntiAffinity(), plain, _nodes_with_builds(0, 1, 2)) == [100, 50, 0]
+
+
 def test_build_anti_affinity_weighs_the_hostname_term_only():
     """The model covers BinderHub's term (topology kubernetes.io/hostname); a build pod whose
     term is by zone is not modelled and skipped."""

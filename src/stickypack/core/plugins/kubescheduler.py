@@ -484,9 +484,11 @@ class BuildAntiAffinity(ScorePlugin):
     """InterPodAffinity, for the one case BinderHub uses: a build pod's *preferred* pod
     anti-affinity against other build pods (``component=binderhub-build``) with topology
     ``kubernetes.io/hostname``, which BinderHub sets when sticky builds are off. Each build
-    pod on a node counts ``-weight`` for the incoming pod's term and ``-weight`` again when
-    it carries the same term itself; kube's min-max normalization gives 0..100. Other pod
-    (anti-)affinity terms are not modelled and score nothing."""
+    pod (``NodeTable.builds``) on a node counts ``-weight`` for the incoming pod's term,
+    whether or not that pod is a build itself, and ``-weight`` again when the incoming pod
+    has the build labels (the build pod's own term, assumed the same, selects it); kube's
+    min-max normalization gives 0..100. Other pod (anti-)affinity terms are not modelled
+    and score nothing."""
 
     name = "InterPodAffinity"
 
@@ -503,9 +505,11 @@ class BuildAntiAffinity(ScorePlugin):
 
     def score(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
         weight = self._build_weight(pod)
-        # Existing build pods are assumed to carry the same term (one BinderHub setting).
-        counted = table.builds[idx] if pod.build_repo is not None else np.zeros(idx.shape[0], dtype=np.int64)
-        raw = -2 * weight * counted
+        # The term counts each build pod for any pod that carries it; the build pods' own
+        # terms (assumed the same, one BinderHub setting) count again for a pod they select.
+        # Either way a node's sum is a multiple of its builds, which normalization cancels.
+        selected = set(BUILD_LABELS.items()) <= set(pod.labels.items())
+        raw = -(2 if selected else 1) * weight * table.builds[idx]
         lo, hi = int(raw.min()), int(raw.max())
         if hi == lo:
             return np.zeros(idx.shape[0], dtype=np.int64)
