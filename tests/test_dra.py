@@ -422,3 +422,143 @@ def test_scale_down_aware_with_low_score_0_takes_an_unweighable_node_as_busy_wit
         Pod("p", requests={"cpu": 100}), table, idx, SchedulingContext(dra=True)
     )
     assert scores.tolist() == [100, 0]
+
+
+def test_a_slice_the_api_would_not_serve_is_a_problem_not_a_reading() -> None:
+    """A boolean generation (Python's True is an int), an empty driver name, an empty
+    ``nodeName`` (not "no node": a name that is not one) and a ``resourceSliceCount`` of 0
+    (the API's minimum is 1) are each a problem line; the node is then not weighed by them."""
+    boolean = _slice("boolean", "n1", _devices("g0"))
+    boolean["spec"]["pool"]["generation"] = True
+    no_driver = _slice("no-driver", "n2", _devices("g0"), driver="")
+    no_node = _slice("no-node", "n3", _devices("g0"))
+    no_node["spec"]["nodeName"] = ""
+    none_counted = _slice("none-counted", "n4", _devices("g0"), count=0)
+    reading = dra_utilization([boolean, no_driver, no_node, none_counted], [])
+    assert reading.nodes == {}
+    assert reading.problems == [
+        "ResourceSlice boolean: spec.pool.generation is not an integer >= 0; left out",
+        "ResourceSlice no-driver: spec.driver is not a name; left out",
+        "ResourceSlice no-node: spec.nodeName is not a name; left out",
+        "ResourceSlice none-counted: spec.pool.resourceSliceCount is not an integer >= 1; left out",
+    ]
+
+
+def test_a_pools_current_generation_must_have_exactly_its_slice_count() -> None:
+    """As the autoscaler's ``allCurrentGenSlices`` (cluster-autoscaler
+    simulator/dynamicresources/utils/utilization.go): the count wanted is the current
+    generation's (its first slice's), and a generation with more slices than it says is
+    an error as well as one with fewer. n1: an old generation of 2 slices listed first,
+    the current one (2) of 1 slice, complete: 1 of 2 devices allocated, 0.5. n2:
+    generation 1 has 2 slices each saying 1: "2 of 1"."""
+    slices = [
+        _slice("n1-old", "n1", _devices("g0"), generation=1, count=2),
+        _slice("n1-new", "n1", _devices("g0", "g1"), generation=2, count=1),
+        _slice("n2-a", "n2", _devices("g0"), count=1),
+        _slice("n2-b", "n2", _devices("g1"), count=1),
+    ]
+    reading = dra_utilization(slices, [_claim("c", ("n1", "g1"))])
+    assert (reading.nodes["n1"].utilization, reading.nodes["n1"].error) == (0.5, None)
+    assert reading.nodes["n2"].error == f"pool {DRIVER}/n2 incomplete: generation 1 has 2 of 1 slices"
+
+
+def test_an_atomic_pool_counts_only_the_devices_it_publishes() -> None:
+    """n1 publishes g0-g3; a claim holds g0 and g9 (a device of an older generation, say):
+    1 of 4 is allocated, 0.25 (the autoscaler's ``splitDevicesByAllocation`` splits the
+    pool's devices). n2's slice publishes no device: 0, not a division by zero and not
+    full."""
+    slices = [_slice("a", "n1", _devices("g0", "g1", "g2", "g3")), _slice("b", "n2", [])]
+    reading = dra_utilization(slices, [_claim("c", ("n1", "g0"), ("n1", "g9"))])
+    assert reading.nodes["n1"].utilization == 0.25
+    assert (reading.nodes["n2"].utilization, reading.nodes["n2"].pool, reading.nodes["n2"].error) == (
+        0.0,
+        f"{DRIVER}/n2",
+        None,
+    )
+
+
+def _counter_set(name: str, **values: Any) -> dict[str, Any]:
+    return {"name": name, "counters": {k: {"value": v} for k, v in values.items()}}
+
+
+def _partition(name: str, counter_set: str, **values: Any) -> dict[str, Any]:
+    consumed = {k: {"value": v} for k, v in values.items()}
+    return {"name": name, "consumesCounters": [{"counterSet": counter_set, "counters": consumed}]}
+
+
+def test_a_partitionable_pool_divides_by_the_counter_sets_its_devices_consume() -> None:
+    """Three counter sets of memory 4; the devices consume gpu-0 (p0: 4) and gpu-1 (p1: 2),
+    none gpu-2: 2 partitions. p0 allocated: gpu-0 at 4/4 = 1, gpu-1 and gpu-2 untouched at
+    0, so (1 + 0 + 0) / 2 = 0.5 (not / 3 sets, and an untouched set is not full). A pool
+    sharing counters whose devices consume none: 0."""
+    sets = [_counter_set(f"gpu-{k}", memory="4") for k in range(3)]
+    parts = [_partition("p0", "gpu-0", memory="4"), _partition("p1", "gpu-1", memory="2")]
+    plain = _slice("plain", "n2", _devices("d0", "d1"), shared=[_counter_set("gpu-0", memory="4")])
+    reading = dra_utilization([_slice("s", "n1", parts, shared=sets), plain], [_claim("c", ("n1", "p0"))])
+    assert reading.problems == []
+    assert reading.nodes["n1"].utilization == 0.5
+    assert (reading.nodes["n2"].utilization, reading.nodes["n2"].error) == (0.0, None)
+
+
+def test_a_counter_of_value_0_is_skipped_and_negative_consumption_counts_as_0() -> None:
+    """As the autoscaler's ``calculatePartitionableDevicesPoolUtilization``: a counter whose
+    total is 0 is skipped (written "0", or 0 as YAML reads it: a value all the same), so
+    a partition of memory 1 (of 0) and compute 1 (of 4) is at 1/4; a set's most used
+    counter starts at 0, so a negative consumption (-2 of 4, or one past a float's range)
+    leaves its set at 0, not below."""
+    zero = [_counter_set("gpu-0", memory=0, compute="4"), _counter_set("gpu-1", memory="0", compute="4")]
+    parts = [_partition("p0", "gpu-0", memory="1", compute="1"), _partition("p1", "gpu-1", memory="1")]
+    reading = dra_utilization(
+        [_slice("s", "n1", parts, shared=zero)], [_claim("c", ("n1", "p0"), ("n1", "p1"))]
+    )
+    assert reading.problems == []
+    assert reading.nodes["n1"].utilization == pytest.approx((0.25 + 0) / 2)  # p1 uses memory only
+    negative = _slice(
+        "s", "n1", [_partition("p0", "gpu-0", memory="-2")], shared=[_counter_set("gpu-0", memory="4")]
+    )
+    assert dra_utilization([negative], [_claim("c", ("n1", "p0"))]).nodes["n1"].utilization == 0.0
+    # -(100 nines)e140 over 1e-238: a ratio past a float's range, -inf, still 0
+    huge = _slice(
+        "s",
+        "n1",
+        [_partition("p0", "gpu-0", memory="-" + "9" * 100 + "e140")],
+        shared=[_counter_set("gpu-0", memory="0." + "0" * 97 + "1e-140")],
+    )
+    assert dra_utilization([huge], [_claim("c", ("n1", "p0"))]).nodes["n1"].utilization == 0.0
+
+
+def test_an_unweighable_node_still_reports_its_complete_pools() -> None:
+    """n1's pool p-a is complete (1 of 2 allocated, 0.5), p-b is missing a slice: the node
+    is not weighed (error), and ``pools`` holds p-a alone (p-b has no utilization)."""
+    slices = [
+        _slice("a", "n1", _devices("g0", "g1"), pool="p-a"),
+        _slice("b", "n1", _devices("x0"), pool="p-b", count=2),
+    ]
+    node = dra_utilization(slices, [_claim("c", ("p-a", "g0"))]).nodes["n1"]
+    assert (node.utilization, node.pool) == (0.0, None) and node.error is not None
+    assert node.pools == {f"{DRIVER}/p-a": 0.5}
+
+
+def test_of_pools_tied_at_the_highest_the_first_by_name_is_the_nodes() -> None:
+    """p-b and p-a both at 1 of 2: the node's pool is p-a (the first by name; the autoscaler
+    takes one of them at random), whatever order the slices come in."""
+    slices = [
+        _slice("b", "n1", _devices("g0", "g1"), pool="p-b"),
+        _slice("a", "n1", _devices("g0", "g1"), pool="p-a"),
+    ]
+    node = dra_utilization(slices, [_claim("c", ("p-b", "g0"), ("p-a", "g1"))]).nodes["n1"]
+    assert (node.utilization, node.pool) == (0.5, f"{DRIVER}/p-a")
+
+
+def test_with_the_pods_given_a_claim_counts_only_on_the_node_of_its_pod() -> None:
+    """n1's pod uses a claim allocated on n2's pool (g0 of g0-g1); n2's pod uses none. As
+    the autoscaler's ``NodeInfo.ResourceClaims`` (the claims of the node's own pods), n2's
+    pool is at 0, not 1/2: what n1's pods reserve is not carried to the next node."""
+    slices = [_slice("n1", "n1", _devices("g0", "g1")), _slice("n2", "n2", _devices("g0", "g1"))]
+    pods = {
+        "n1": [_pod_with_claims("a", {"name": "gpu", "resourceClaimName": "remote"})],
+        "n2": [_pod_with_claims("b")],
+    }
+    reading = dra_utilization(slices, [_claim("remote", ("n2", "g0"))], pods)
+    assert [reading.nodes[n].utilization for n in ("n1", "n2")] == [0.0, 0.0]
+    assert dra_utilization(slices, [_claim("remote", ("n2", "g0"))]).nodes["n2"].utilization == 0.5

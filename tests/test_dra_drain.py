@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from stickypack.core.dra import DraDevices
+from stickypack.core.dra import DeviceNeed, DraDevices
 from stickypack.core.drain import ScaleDownPlan, plan_scale_down
 from stickypack.core.nodetable import NodeTable
 from stickypack.core.pod import Pod
@@ -366,3 +366,149 @@ def test_the_devices_filter_answers_as_picking_the_devices_node_by_node() -> Non
                 fits = [node for node in nodes if dra.allows(pod, node)]
                 if fits:
                     dra.place(pod, rng.choice(fits))
+
+
+def _memory_pool(node: str, *devices: tuple[str, str, int], memory: int = 40) -> dict[str, Any]:
+    """A partitionable pool of ``node``: one counter set ``mem`` of ``memory`` Gi, and
+    ``devices`` as (name, counter set, Gi of its ``memory`` counter)."""
+    body = _slice(node, sharedCounters=[{"name": "mem", "counters": {"memory": {"value": f"{memory}Gi"}}}])
+    body["spec"]["devices"] = [
+        {"name": n, "consumesCounters": [{"counterSet": s, "counters": {"memory": {"value": f"{gi}Gi"}}}]}
+        for n, s, gi in devices
+    ]
+    return body
+
+
+def test_a_claim_is_held_at_its_first_node_local_device_and_a_shared_pool_name_at_the_first_node() -> None:
+    """A claim holding node-local devices on n-b and then n-a is followed at n-b (its first
+    such device's node), wherever its pod may go: only n-b. A pool name that n-b and n-a
+    both publish (listed in that order) is n-a's, the first by name: a claim on it is held
+    there, n-a's device taken and n-b's free."""
+    slices = [_slice("n-b", "g0"), _slice("n-a", "g0")]
+    both = DraDevices.read(slices, [_claim("both", ("n-b", "g0"), ("n-a", "g0"))], {})
+    pod = _pod("w", "both")
+    assert both.requirement(pod) == DeviceNeed("n-b", {})
+    assert [both.allows(pod, n) for n in ("n-a", "n-b")] == [False, True]
+    same_name = [_slice("n-b", "g0", pool="p"), _slice("n-a", "g0", pool="p")]
+    dra = DraDevices.read(same_name, [_claim("c", ("p", "g0"))], {})
+    assert dra.requirement(_pod("v", "c")) == DeviceNeed("n-a", {})
+    assert (dra.free_devices("n-a"), dra.free_devices("n-b")) == ({GPU: 0}, {GPU: 1})
+
+
+def test_a_device_two_claims_hold_counts_its_counters_once() -> None:
+    """gpu-c's pool shares 40Gi; claims c1 and c2 both hold its half-1 (20Gi; a device
+    allocated to several claims): 40 - 20 = 20Gi are left, so half-2 (20Gi) is room for
+    the trainer released from gpu-a, and whole (40Gi) is not."""
+    slices = [
+        _slice("gpu-a", "g0"),
+        _memory_pool("gpu-c", ("whole", "mem", 40), ("half-1", "mem", 20), ("half-2", "mem", 20)),
+    ]
+    claims = [
+        _claim("a", ("gpu-a", "g0")),
+        _claim("c1", ("gpu-c", "half-1")),
+        _claim("c2", ("gpu-c", "half-1")),
+    ]
+    trainer = _pod("trainer", "a")
+    users = [_pod("u1", "c1", owner="DaemonSet"), _pod("u2", "c2", owner="DaemonSet")]
+    dra = DraDevices.read(slices, claims, {"gpu-a": [trainer], "gpu-c": users})
+    dra.release([trainer])
+    assert dra.allows(trainer, "gpu-c")
+    dra.place(trainer, "gpu-c")
+    assert dra.free_devices("gpu-c") == {GPU: 1}  # whole: free by name, with 0Gi left for it
+
+
+def test_a_device_consuming_a_counter_its_pool_does_not_share_is_no_room() -> None:
+    """gpu-c's pool shares set ``mem`` (memory 40Gi); its one free device consumes a set
+    the pool does not share, or (second case) a counter ``mem`` does not have: neither is
+    known to fit, so the trainer released from gpu-a has no room there; a device
+    consuming 40Gi of ``mem`` is."""
+    bandwidth = _memory_pool("gpu-c", ("odd", "mem", 1))
+    bandwidth["spec"]["devices"][0]["consumesCounters"][0]["counters"] = {"bandwidth": {"value": "1"}}
+    for gpu_c, fits in [
+        (_memory_pool("gpu-c", ("odd", "other", 1)), False),
+        (bandwidth, False),
+        (_memory_pool("gpu-c", ("full", "mem", 40)), True),
+    ]:
+        trainer = _pod("trainer", "a")
+        dra = DraDevices.read(
+            [_slice("gpu-a", "g0"), gpu_c], [_claim("a", ("gpu-a", "g0"))], {"gpu-a": [trainer]}
+        )
+        dra.release([trainer])
+        assert dra.allows(trainer, "gpu-c") is fits, gpu_c["spec"]["devices"]
+
+
+def test_a_node_with_atomic_and_partitionable_pools_of_a_driver_is_judged_by_picking() -> None:
+    """gpu-c has an atomic pool (its one GPU held) and a partitionable one (half held: 20 of
+    40Gi left, whole needs 40): ``whole`` is free by name but does not fit, so
+    ``free_count`` cannot tell (None) and the released trainer has no room there."""
+    slices = [
+        _slice("gpu-a", "g0"),
+        _slice("gpu-c", "a0", pool="c-atomic"),
+        _memory_pool("gpu-c", ("whole", "mem", 40), ("half", "mem", 20)),
+    ]
+    claims = [
+        _claim("a", ("gpu-a", "g0")),
+        _claim("held", ("c-atomic", "a0")),
+        _claim("part", ("gpu-c", "half")),
+    ]
+    trainer = _pod("trainer", "a")
+    users = [_pod("u1", "held", owner="DaemonSet"), _pod("u2", "part", owner="DaemonSet")]
+    dra = DraDevices.read(slices, claims, {"gpu-a": [trainer], "gpu-c": users})
+    dra.release([trainer])
+    assert dra.free_count("gpu-c", GPU) is None and dra.free_devices("gpu-c") == {GPU: 1}
+    assert not dra.allows(trainer, "gpu-c")
+
+
+def test_a_pods_released_claims_of_one_driver_add_up() -> None:
+    """The pair's two claims each hold one of gpu-a's GPUs: released, they need 2 free GPUs
+    of the driver on one node; gpu-c with one has no room, with two it has."""
+    claims = [_claim("x", ("gpu-a", "g0")), _claim("y", ("gpu-a", "g1"))]
+    for free, fits in [(("g0",), False), (("g0", "g1"), True)]:
+        pair = _pod("pair", "x", "y")
+        dra = DraDevices.read(
+            [_slice("gpu-a", "g0", "g1"), _slice("gpu-c", *free)], claims, {"gpu-a": [pair]}
+        )
+        dra.release([pair])
+        assert dra.requirement(pair) == DeviceNeed(None, {GPU: 2})
+        assert dra.allows(pair, "gpu-c") is fits
+
+
+def test_the_claims_followed_are_those_read_whenever_a_pod_is_first_seen() -> None:
+    """ "late" names the trainer's claim but was not among the pods read (so not a user).
+    Released with the trainer's release, the claim still needs a GPU wherever "late"
+    goes: cpu-b (no devices) has no room for it. Releasing "late" alone and rolling back
+    leaves the trainer the claim's only user: released, it frees gpu-a's GPU."""
+    slices = [_slice("gpu-a", "g0")]
+    claims = [_claim("a", ("gpu-a", "g0"))]
+    trainer, late = _pod("trainer", "a"), _pod("late", "a")
+    dra = DraDevices.read(slices, claims, {"gpu-a": [trainer]})
+    dra.release([trainer])
+    assert dra.follows(late) and not dra.allows(late, "cpu-b")
+    dra = DraDevices.read(slices, claims, {"gpu-a": [trainer]})
+    mark = dra.mark()
+    dra.release([late])
+    assert dra.free_devices("gpu-a") == {GPU: 0}  # the trainer still uses it
+    dra.rollback(mark)
+    dra.release([trainer])
+    assert dra.free_devices("gpu-a") == {GPU: 1}
+
+
+def test_rollback_undoes_exactly_what_release_and_place_changed() -> None:
+    """w1 and w2 share a claim held on gpu-a. Releasing both frees its GPU; rolled back (the
+    last change, freeing the GPU, too) the GPU is taken again. Placing w1 there while it is
+    still a user changes nothing, so rolling it back leaves w1 a user: releasing w2 then
+    keeps the claim's GPU taken (w1 still uses it)."""
+    w1, w2 = _pod("w1", "shared"), _pod("w2", "shared")
+    dra = DraDevices.read([_slice("gpu-a", "g0")], [_claim("shared", ("gpu-a", "g0"))], {"gpu-a": [w1, w2]})
+    mark = dra.mark()
+    dra.release([w1, w2])
+    assert dra.free_devices("gpu-a") == {GPU: 1}
+    dra.rollback(mark)
+    assert dra.free_devices("gpu-a") == {GPU: 0} and dra.mark() == mark
+    assert dra.allows(w1, "gpu-a")
+    dra.place(w1, "gpu-a")
+    dra.rollback(mark)
+    dra.release([w2])
+    assert dra.free_devices("gpu-a") == {GPU: 0}
+    dra.release([w1])
+    assert dra.free_devices("gpu-a") == {GPU: 1}

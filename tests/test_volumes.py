@@ -27,6 +27,7 @@ GI = 1024**3
 ZONE = "topology.kubernetes.io/zone"
 REGION = "topology.kubernetes.io/region"
 BETA_ZONE = "failure-domain.beta.kubernetes.io/zone"
+BETA_REGION = "failure-domain.beta.kubernetes.io/region"
 
 
 def _terms(key: str, *values: str, operator: str = "In") -> list[dict[str, Any]]:
@@ -174,6 +175,65 @@ def test_volume_zone_reads_persistent_volume_claim_volumes_only() -> None:
     assert plugin.filter(Pod.from_dict(raw), table, rows, SchedulingContext()).tolist() == [True, False]
     claimed = _pod("p", "data")  # the same kind of volume through a persistentVolumeClaim volume
     assert plugin.filter(claimed, table, rows, SchedulingContext()).tolist() == [True, False]
+
+
+def test_volume_node_affinity_that_cannot_be_read_or_has_no_terms_matches_no_node() -> None:
+    """Terms that do not parse (a ``matchExpressions`` that is not a list) match no node,
+    and so does a required node affinity without terms: kube's ``CheckNodeAffinity``
+    (component-helpers/storage/volume) matches a node against the required terms only
+    when ``required`` is set, and no term matches it."""
+    unreadable = VolumePlacement.from_dict(_volume("pv", [{"matchExpressions": 5}]))
+    assert not unreadable.allows({ZONE: "z1"}) and not unreadable.allows({})
+    no_terms = _volume("pv")
+    no_terms["spec"]["nodeAffinity"] = {"required": {}}
+    assert not VolumePlacement.from_dict(no_terms).allows({ZONE: "z1"})
+
+
+def test_volume_zone_reads_the_nodes_own_label_before_its_ga_successor() -> None:
+    """As kube-scheduler's VolumeZone (plugins/volumezone/volume_zone.go, Filter): the node's
+    value of the PV's label itself, and only when the node lacks it the GA label
+    (``translateToGALabel``), for zones and regions alike. A PV of beta zone z1: a node
+    labelled beta z1 and GA z2 passes, beta z2 and GA z1 does not; a PV of beta region r1
+    passes a node of GA region r1 and fails one of GA region r2."""
+    beta = VolumePlacement.from_dict(_volume("pv", None, **{BETA_ZONE: "z1"}))
+    assert beta.allows({BETA_ZONE: "z1", ZONE: "z2"})
+    assert not beta.allows({BETA_ZONE: "z2", ZONE: "z1"})
+    region = VolumePlacement.from_dict(_volume("pv", None, **{BETA_REGION: "r1"}))
+    assert region.allows({REGION: "r1"}) and not region.allows({REGION: "r2"})
+
+
+def test_every_claim_of_the_pod_must_allow_the_node() -> None:
+    """Nodes a (z1) and b (z2). A pod whose claims are bound to a z1 volume and a z2 volume
+    fits neither node; one whose second claim does not exist fits none, whatever its
+    first allows; a generic ephemeral volume's PV with node affinity (both nodes) and a
+    zone label (z1) is held to its node affinity alone: both nodes."""
+    table = NodeTable()
+    for name, zone in (("a", "z1"), ("b", "z2")):
+        table.upsert_node(name, {"cpu": 4000, "memory": 16 * GI, "pods": 110}, labels={ZONE: zone})
+    both_zones = _terms(ZONE, "z1", "z2")
+    found = claim_volumes(
+        [_claim("one", "pv-1"), _claim("two", "pv-2"), _claim("free", None), _claim("p-scratch", "pv-both")],
+        [
+            _volume("pv-1", None, **{ZONE: "z1"}),
+            _volume("pv-2", None, **{ZONE: "z2"}),
+            _volume("pv-both", both_zones, **{ZONE: "z1"}),
+        ],
+    )
+    plugin = PersistentVolumesFilter(found)
+    rows = np.array([0, 1])
+
+    def passes(pod: Pod) -> list[bool]:
+        return plugin.filter(pod, table, rows, SchedulingContext()).tolist()
+
+    assert passes(_pod("p", "one")) == [True, False] and passes(_pod("p", "two")) == [False, True]
+    assert passes(_pod("p", "one", "two")) == [False, False]
+    assert passes(_pod("p", "free", "unknown")) == [False, False]
+    raw = _manifest("p")
+    raw["spec"]["volumes"] = [{"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}}]
+    assert passes(Pod.from_dict(raw)) == [True, True]
+    placement = found[("default", "p-scratch")]
+    assert placement is not None and placement.allows({ZONE: "z2"}, zones=False)
+    assert not placement.allows({ZONE: "z2"})
 
 
 # ---- the scale-down simulation -------------------------------------------------------------
