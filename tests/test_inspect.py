@@ -31,7 +31,7 @@ from stickypack.core.explain import (
     pin_reason_with,
     pins_node,
 )
-from stickypack.core.framework import SchedulingContext
+from stickypack.core.framework import FilterPlugin, Profile, SchedulingContext, ScorePlugin, WeightedScorer
 from stickypack.core.nodetable import NodeTable
 from stickypack.core.plugins import utilization_and_threshold
 from stickypack.core.pod import Pod
@@ -553,6 +553,22 @@ def test_the_autoscalers_taint_times_are_read_as_it_reads_them() -> None:
             autoscaler_taint_time(table, table.index["n"], "DeletionCandidateOfClusterAutoscaler") == expected
         ), value
     assert autoscaler_taint_time(table, table.index["n"], "ToBeDeletedByClusterAutoscaler") is None
+
+
+def test_a_deletion_taint_five_minutes_old_looks_stuck() -> None:
+    """The autoscaler takes a node tainted ``ToBeDeletedByClusterAutoscaler`` as being
+    deleted while the taint's time plus its ``MaxCloudProviderNodeDeletionTime`` (5 min) is
+    after now (``IsNodeBeingDeleted``, ``core/scaledown/actuation/delete_in_batch.go``):
+    tainted at 1000, it is no longer so from 1000 + 300 = 1300 on."""
+    from stickypack.cli.inspect import _stuck_deletions
+
+    nodes = [
+        {"node": "tainted", "autoscaler": "deleting", "autoscaler_since": 1000},
+        {"node": "unreadable", "autoscaler": "deleting", "autoscaler_since": None},
+        {"node": "candidate", "autoscaler": "candidate", "autoscaler_since": 0},
+    ]
+    assert _stuck_deletions(nodes, 1299.0) == ["unreadable"]
+    assert _stuck_deletions(nodes, 1300.0) == ["tainted", "unreadable"]
 
 
 @pytest.mark.controlplane
@@ -1261,6 +1277,85 @@ def test_explain_placement_checks_outside_plugins_as_select_does() -> None:
         explain_placement(profile, pod, table, ctx)
 
 
+class _DropNamed(FilterPlugin):
+    """Removes the nodes whose names are in ``names``."""
+
+    def __init__(self, name: str, names: set[str]) -> None:
+        self.name = name  # type: ignore[misc]
+        self.names = names
+
+    def filter(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
+        return np.array([n not in self.names for n in table.node_names(idx)], dtype=bool)
+
+
+class _Fixed(ScorePlugin):
+    """Scores each node by ``scores[name]``; skips the pods named in ``skipped``."""
+
+    def __init__(self, name: str, scores: dict[str, int], skipped: frozenset[str] = frozenset()) -> None:
+        self.name = name  # type: ignore[misc]
+        self.fixed = scores
+        self.skipped = skipped
+
+    def score(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
+        return np.array([self.fixed[n] for n in table.node_names(idx)], dtype=np.int64)
+
+    def skip(self, pod: Pod) -> bool:
+        return pod.name in self.skipped
+
+
+def test_explain_placement_runs_every_filter_on_the_last_node_left() -> None:
+    """A node left alone by the first filter still meets the next one (Profile.feasible
+    stops only when no node is left): "b" is removed by "DropB", so no node fits."""
+    table = _table({"a": (4000, 16), "b": (4000, 16)})
+    profile = Profile("p", [_DropNamed("DropA", {"a"}), _DropNamed("DropB", {"b"})], [])
+    explanation = explain_placement(profile, _pod("p", "1", "1Gi"), table, SchedulingContext())
+    assert [(v.node, v.filtered_by) for v in explanation.verdicts] == [("a", "DropA"), ("b", "DropB")]
+    assert explanation.best == []
+
+
+def test_explain_placement_leaves_out_scorers_of_weight_zero_or_skipping_the_pod() -> None:
+    """As Profile.scores: a scorer of weight 0, or whose skip() is true for the pod (kube's
+    PreScore Skip), has no part in the totals, the weights or any node's scores. Here only
+    "Kept" (weight 2) counts: a = 2*10 = 20, b = 2*30 = 60."""
+    table = _table({"a": (4000, 16), "b": (4000, 16)})
+    kept = _Fixed("Kept", {"a": 10, "b": 30})
+    unweighted = _Fixed("Unweighted", {"a": 100, "b": 0})
+    skipping = _Fixed("Skipping", {"a": 100, "b": 0}, skipped=frozenset({"p"}))
+    scorers = [WeightedScorer(kept, 2), WeightedScorer(unweighted, 0), WeightedScorer(skipping, 5)]
+    explanation = explain_placement(
+        Profile("p", [], scorers), _pod("p", "1", "1Gi"), table, SchedulingContext()
+    )
+    assert explanation.weights == {"Kept": 2}
+    assert [(v.node, v.total, dict(v.scores)) for v in explanation.verdicts] == [
+        ("b", 60, {"Kept": 30}),
+        ("a", 20, {"Kept": 10}),
+    ]
+    assert explanation.best == ["b"]
+
+
+def test_explain_placement_lists_ties_by_name_and_keeps_every_best_node() -> None:
+    """Feasible nodes by total, highest first, ties by name (not by table order: "c" and
+    "a" were added first); every node of the top total is best (kube-scheduler picks one of
+    them at random); the filtered ones follow, by name, not by the filter that removed
+    them nor in the filters' order. Totals (weight 1): c = a = 50, b = 20; "z" removed by
+    "Early" (the first filter), "y" by "Late"."""
+    table = _table({"c": (4000, 16), "z": (4000, 16), "y": (4000, 16), "a": (4000, 16), "b": (4000, 16)})
+    profile = Profile(
+        "p",
+        [_DropNamed("Early", {"z"}), _DropNamed("Late", {"y"})],
+        [WeightedScorer(_Fixed("Fixed", {"a": 50, "b": 20, "c": 50}), 1)],
+    )
+    explanation = explain_placement(profile, _pod("p", "1", "1Gi"), table, SchedulingContext())
+    assert [(v.node, v.total, v.filtered_by) for v in explanation.verdicts] == [
+        ("a", 50, None),
+        ("c", 50, None),
+        ("b", 20, None),
+        ("y", None, "Late"),
+        ("z", None, "Early"),
+    ]
+    assert explanation.best == ["a", "c"]
+
+
 async def test_snapshot_keeps_only_what_it_reads_of_each_pod(monkeypatch: pytest.MonkeyPatch) -> None:
     """A big cluster's pods are listed page by page and slimmed as each page arrives (as
     the extender's informers do): what the snapshot holds across pages is what it reads of
@@ -1516,6 +1611,12 @@ def test_budgets_and_kube_system_pods() -> None:
         "PodDisruptionBudget shop-pdb allows no disruption"
     )
     assert pin_reason(web, ScaleDownRules(budgets=(budget("web", "shop", 2),))) is None
+    # two exhausted budgets cover it: the first in the budgets' order is named (the order
+    # the autoscaler's pdb rule walks them), "shop-pdb" before "a-shop"
+    other = DisruptionBudget("web", "a-shop", LabelSelector({"app": "shop"}), 0)
+    assert pin_reason(web, ScaleDownRules(budgets=(budget("web", "shop", 0), other))) == (
+        "PodDisruptionBudget shop-pdb allows no disruption"
+    )
     # safe-to-evict "true" frees a pod from every rule but its budget: the autoscaler drains
     # through the Eviction API, which refuses while the budget allows no disruption (FAQ.md:
     # "Pods with restrictive PodDisruptionBudget" have no safe-to-evict exception)
@@ -2141,6 +2242,125 @@ def test_gpu_nodes_are_weighed_by_their_gpus() -> None:
     assert aks["gpu"].gpu == 0.25  # GPUs allocatable: a GPU node whatever its labels
 
 
+def test_the_gpu_threshold_and_the_eks_label_by_default() -> None:
+    """By default a node labelled ``k8s.amazonaws.com/accelerator`` (EKS's GPULabel) is a
+    GPU node too, and a GPU node is judged at the autoscaler's default
+    ``--scale-down-gpu-utilization-threshold`` 0.5, whatever the cpu threshold: 3 of 5
+    GPUs requested (0.6) is busy, 1 of 2 (0.5, at the threshold) is not."""
+    table = NodeTable()
+    for name, gpus, labels in [
+        ("eks", 0, {"k8s.amazonaws.com/accelerator": "nvidia-tesla-t4"}),
+        ("three-of-five", 5, {}),
+        ("one-of-two", 2, {}),
+    ]:
+        alloc = {"cpu": 4000, "memory": 16 * GI, "pods": 110, **({"nvidia.com/gpu": gpus} if gpus else {})}
+        table.upsert_node(name, alloc, labels=labels)
+    pods = {
+        "eks": [_pod("early", "3", "1Gi", owner="ReplicaSet")],  # 75% of the cpu, not read
+        "three-of-five": [_with_gpus(_pod("a", "100m", "1Gi", owner="ReplicaSet"), 3)],
+        "one-of-two": [_with_gpus(_pod("b", "100m", "1Gi", owner="ReplicaSet"), 1)],
+    }
+    for node, bound in pods.items():
+        for pod in bound:
+            table.add_pod(table.index[node], pod)
+    reports = {r.node: r for r in node_report(table, pods)}
+    assert (reports["eks"].gpu, reports["eks"].utilization, reports["eks"].verdict(0.5)) == (
+        0.0,
+        0.0,
+        "removable",
+    )
+    assert (reports["three-of-five"].utilization, reports["three-of-five"].verdict(0.9)) == (0.6, "busy")
+    assert (reports["one-of-two"].utilization, reports["one-of-two"].verdict(0.9)) == (0.5, "removable")
+
+
+def test_node_report_reads_each_nodes_own_row_after_a_node_is_removed() -> None:
+    """With a removed node's row left free (row 0 here), each node is still weighed by its
+    own GPU column and its own GPU label: "gpu" 1 of 4 GPUs (0.25), "labelled" (GKE's label,
+    no GPUs allocatable yet) 0.0, "plain" no GPU node (None, weighed by cpu: 3 of 4 = 0.75)."""
+    table = NodeTable()
+    table.upsert_node("gone", {"cpu": 4000, "memory": 16 * GI, "pods": 110})
+    table.upsert_node("gpu", {"cpu": 4000, "memory": 16 * GI, "pods": 110, "nvidia.com/gpu": 4})
+    table.upsert_node(
+        "labelled",
+        {"cpu": 4000, "memory": 16 * GI, "pods": 110},
+        labels={"cloud.google.com/gke-accelerator": "l4"},
+    )
+    table.upsert_node("plain", {"cpu": 4000, "memory": 16 * GI, "pods": 110})
+    table.remove_node("gone")
+    pods = {"gpu": [_with_gpus(_pod("nb", "100m", "1Gi"), 1)], "plain": [_pod("c", "3", "1Gi")]}
+    for node, bound in pods.items():
+        for pod in bound:
+            table.add_pod(table.index[node], pod)
+    reports = {r.node: r for r in node_report(table, pods)}
+    assert {n: (r.gpu, r.utilization) for n, r in reports.items()} == {
+        "gpu": (0.25, 0.25),
+        "labelled": (0.0, 0.0),
+        "plain": (None, 0.75),
+    }
+
+
+def test_a_node_being_deleted_is_deleting_whatever_else_holds_it() -> None:
+    """The autoscaler's ``unremovableReasonAndNodeUtilization`` (eligibility.go) checks
+    ``IsNodeBeingDeleted`` first: a node tainted ``ToBeDeletedByClusterAutoscaler`` that is
+    also annotated scale-down-disabled and busy (3 of 4 cores, 0.75 > 0.5) is ``deleting``."""
+    table = _table({"n": (4000, 16)})
+    table.upsert_node(
+        "n",
+        {"cpu": 4000, "memory": 16 * GI, "pods": 110},
+        annotations={"cluster-autoscaler.kubernetes.io/scale-down-disabled": "true"},
+        taints=[Taint("ToBeDeletedByClusterAutoscaler", "1000", "NoSchedule")],
+    )
+    pods = {"n": [_pod("big", "3", "1Gi")]}
+    table.add_pod(table.index["n"], pods["n"][0])
+    (report,) = node_report(table, pods)
+    assert (report.autoscaler, report.autoscaler_since, report.scale_down_disabled) == (
+        "deleting",
+        1000,
+        True,
+    )
+    assert report.verdict(0.5) == "deleting"
+
+
+def test_node_report_lists_nodes_by_name() -> None:
+    """By name, not in the table's row order ("b" was added first)."""
+    assert [r.node for r in node_report(_table({"b": (4000, 16), "c": (4000, 16), "a": (4000, 16)}), {})] == [
+        "a",
+        "b",
+        "c",
+    ]
+
+
+def test_node_report_names_pinning_pods_by_key_and_reads_only_a_true_opt_out() -> None:
+    """The pods that pin a node are listed by key (``default/alpha`` before ``default/zeta``,
+    though "zeta" was bound first), each reason in the same order; the node's
+    ``scale-down-disabled`` annotation opts out only when "true" (the autoscaler's
+    ``HasNoScaleDownAnnotation`` compares with "true")."""
+    table = NodeTable()
+    table.upsert_node(
+        "n",
+        {"cpu": 4000, "memory": 16 * GI, "pods": 110},
+        annotations={"cluster-autoscaler.kubernetes.io/scale-down-disabled": "false"},
+    )
+    pods = {"n": [_pod("zeta", "100m", "1Gi"), _pod("alpha", "100m", "1Gi", owner="DaskWorkerGroup")]}
+    for pod in pods["n"]:
+        table.add_pod(table.index["n"], pod)
+    (r,) = node_report(table, pods)
+    assert r.pinning == ("default/alpha", "default/zeta")
+    assert r.pin_reasons == ("controller DaskWorkerGroup", "no controller")
+    assert (r.scale_down_disabled, r.verdict(0.5)) == (False, "pinned")
+
+
+def test_a_node_is_as_utilized_as_its_busiest_resource() -> None:
+    """The utilization is the higher of cpu and memory (the autoscaler's
+    ``utilization.Calculate``): 500m of 4 cores (0.125) and 12 of 16 GiB (0.75) is 0.75,
+    busy at 0.5."""
+    table = _table({"n": (4000, 16)})
+    pods = {"n": [_pod("mem", "500m", "12Gi", owner="ReplicaSet")]}
+    table.add_pod(table.index["n"], pods["n"][0])
+    (r,) = node_report(table, pods)
+    assert (r.cpu, r.memory, r.utilization, r.verdict(0.5)) == (0.125, 0.75, 0.75, "busy")
+
+
 def test_daemonset_and_mirror_pods_left_out_as_the_autoscaler_is_told_to() -> None:
     """``--ignore-daemonsets-utilization`` / ``--ignore-mirror-pods-utilization``, as the
     autoscaler's ``CalculateUtilizationOfResource``: those pods' requests come out of both
@@ -2263,6 +2483,10 @@ def test_expendable_daemon_and_requestless_pods() -> None:
     assert (r.cpu, r.memory) == (pytest.approx(0.25), pytest.approx(2 / 16))
     assert (r.pods, r.daemon_pods, r.expendable_pods) == (3, 1, 1)
     assert r.verdict(0.5) == "removable"
+    # with --ignore-daemonsets-utilization the expendable DaemonSet pod is not taken off
+    # the allocatable too: it is out of the picture already (1 of 4 cores, not 0 of 2)
+    (r,) = node_report(table, pods, ScaleDownRules(ignore_daemonsets_utilization=True))
+    assert (r.cpu, r.memory) == (pytest.approx(1000 / 4000), pytest.approx(2 / 16))
 
 
 @pytest.mark.controlplane
@@ -2376,6 +2600,39 @@ def test_min_replica_count_and_kinds_not_listed() -> None:
     )
     assert pin_reason(web, no_sets) is None and pin_reason(db, no_sets) is None
     assert pin_reason(legacy, no_sets) == "controller ReplicationController o not found"
+
+
+def test_min_replica_count_reads_replica_sets_and_replication_controllers_only() -> None:
+    """The autoscaler's ``replicacount`` rule compares ``spec.replicas`` with
+    ``--min-replica-count`` for a ReplicationController and a ReplicaSet only: an RC wanting
+    1 < 2 pins; a StatefulSet or Job given a count of 1 (the core takes whatever mapping it
+    is given) is only checked to exist."""
+    legacy = _pod("legacy", "100m", "100Mi", owner="ReplicationController")
+    db = _pod("db", "100m", "100Mi", owner="StatefulSet")
+    batch = _pod("batch", "100m", "100Mi", owner="Job")
+    controllers = {
+        ("ReplicationController", "default", "o"): 1,
+        ("StatefulSet", "default", "o"): 1,
+        ("Job", "default", "o"): 1,
+    }
+    two = ScaleDownRules(controllers=controllers, min_replica_count=2)
+    assert (
+        pin_reason(legacy, two)
+        == "controller ReplicationController o wants 1 replicas, under --min-replica-count 2"
+    )
+    assert pin_reason(db, two) is None and pin_reason(batch, two) is None
+
+
+def test_a_mirror_pod_never_pins_whatever_its_controller() -> None:
+    """The autoscaler's mirror rule comes first (``simulator/drainability/rules``): a mirror
+    pod is skipped before the ``replicacount`` rule looks up a controller, so one naming a
+    ReplicaSet that does not exist pins nothing, where the same pod without the mirror
+    annotation does."""
+    mirror = _pod("static", "100m", "100Mi", owner="ReplicaSet", **{"kubernetes.io/config.mirror": "x"})
+    plain = _pod("plain", "100m", "100Mi", owner="ReplicaSet")
+    rules = ScaleDownRules(controllers={})
+    assert pin_reason(plain, rules) == "controller ReplicaSet o not found"
+    assert pin_reason(mirror, rules) is None
 
 
 @pytest.mark.controlplane
@@ -2548,6 +2805,9 @@ def test_pods_terminating_too_long_neither_pin_nor_count() -> None:
         "empty",
     )
     assert pin_reason(fresh, ScaleDownRules(now=deleted + 59)) == "no controller"  # 30 + 30 s not past
+    # exactly 30 + 30 s: not past yet (IsPodLongTerminating, utils/drain/drain.go: the
+    # deletion time plus grace plus extra must be Before(now), strictly)
+    assert pin_reason(fresh, ScaleDownRules(now=deleted + 60)) == "no controller"
     assert pin_reason(fresh, ScaleDownRules(now=deleted + 61)) is None
     later = ScaleDownRules(now=deleted + 151)
     assert pin_reason(stuck, later) is None
@@ -2570,6 +2830,12 @@ def test_long_terminating_expendable_and_daemon_pods_are_left_out_once() -> None
     assert (r.cpu, r.memory) == (pytest.approx(0.125), pytest.approx(1 / 16))
     assert (r.pods, r.daemon_pods, r.expendable_pods, r.terminating_pods) == (3, 1, 1, 0)
     assert r.verdict(0.5) == "removable"
+    # with --ignore-daemonsets-utilization the long-terminating DaemonSet pod comes out of
+    # the allocatable and, once, out of the requests (CalculateUtilizationOfResource skips it
+    # as a DaemonSet pod first): cpu (2 + 1 + 0.5 - 2 - 1) / (4 - 1) = 0.5 / 3, memory
+    # (1 + 4 + 1 - 1 - 4) / (16 - 4) = 1 / 12
+    (r,) = node_report(table, pods, ScaleDownRules(now=deleted + 1000, ignore_daemonsets_utilization=True))
+    assert (r.cpu, r.memory) == (pytest.approx(500 / 3000), pytest.approx(1 / 12))
 
 
 @pytest.mark.controlplane
