@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import pytest
 
 from stickypack.cli import main
 from stickypack.core import NodeTable, Pod, PodSpecError, PolicyError, Taint, policy_from_yaml
+from stickypack.core.framework import SchedulingContext, ScorePlugin
 from stickypack.core.history import BuildHistory
 
 CORE = Path(__file__).resolve().parents[1] / "src" / "stickypack" / "core"
@@ -400,6 +402,10 @@ def test_dask_retirement_is_read_shown_and_checked():
             "name: x\nprofiles:\n- {name: p, filters: [{plugin: NodeAffinity, weight: 5}], score: []}\n",
             "profiles[0].filters[0]: NodeAffinity takes no weight",
         ),
+        (  # weight 1 written out is a weight given too, though it is the default
+            "name: x\nprofiles:\n- {name: p, filters: [{plugin: NodeAffinity, weight: 1}], score: []}\n",
+            "profiles[0].filters[0]: NodeAffinity takes no weight",
+        ),
         (
             "name: x\nprofiles:\n- {name: p, filters: [], score: [], mutate: [{plugin: BinderHubStickyBuilds,"
             " weight: 0}]}\n",
@@ -786,3 +792,261 @@ def test_a_profile_sums_weighted_scores_checks_plugins_and_matches_every_label()
 
     assert Profile("p", [], [], match_labels={"app": "x"}).matches(pod)
     assert not Profile("p", [], [], match_labels={"app": "x", "role": "build"}).matches(pod)
+
+
+# ---- held by a mutation audit of core/policy.py and core/framework.py ----
+
+
+def test_node_resources_fit_without_a_strategy_is_least_allocated() -> None:
+    # kube-scheduler's default scoring strategy (NodeResourcesFitArgs.scoringStrategy.type)
+    policy = policy_from_yaml("name: x\nprofiles:\n- name: p\n  filters: []\n  score: [NodeResourcesFit]\n")
+    assert policy.profiles[0].scorers[0].plugin.strategy == "LeastAllocated"
+
+
+class _Flags(ScorePlugin):
+    """A scorer of one's own whose arguments are typed so that true is, or is not, theirs."""
+
+    name = "Flags"
+
+    def __init__(
+        self,
+        anything: object = None,
+        mode: Literal["auto", True] = "auto",
+        count: int | bool = 0,
+        ratio: float | None = None,
+    ) -> None:
+        self.anything, self.mode, self.count, self.ratio = anything, mode, count, ratio
+
+    def score(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
+        return np.zeros(idx.shape[0], dtype=np.int64)
+
+
+@pytest.mark.parametrize(
+    ("arg", "message"),
+    [
+        ("anything", None),  # object: any value
+        ("mode", None),  # a literal with True among its values
+        ("count", None),  # a union with bool among its members
+        ("ratio", "ratio: expected a number, not true"),  # float | None: no boolean
+    ],
+)
+def test_true_is_taken_where_the_arguments_type_admits_a_boolean(arg: str, message: str | None) -> None:
+    from stickypack.core import BUILTIN_PLUGINS
+
+    mine = BUILTIN_PLUGINS.with_plugins(scorers={"Flags": _Flags})
+    text = (
+        f"name: x\nprofiles:\n- name: p\n  filters: []\n  score: [{{plugin: Flags, args: {{{arg}: true}}}}]\n"
+    )
+    if message is None:
+        plugin = policy_from_yaml(text, plugins=mine).profiles[0].scorers[0].plugin
+        assert getattr(plugin, arg) is True
+    else:
+        with pytest.raises(PolicyError, match=message):
+            policy_from_yaml(text, plugins=mine)
+
+
+def test_a_plugin_of_ones_own_replaces_a_built_in_of_its_name() -> None:
+    # with_plugins: "a name given again is replaced", a filter's as a scorer's
+    from stickypack.core import BUILTIN_PLUGINS
+    from stickypack.core.framework import FilterPlugin
+
+    class NodeAge(_Flags):
+        name = "NodeAge"
+
+    class NodeReady(FilterPlugin):
+        name = "NodeReady"
+
+        def filter(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
+            return np.ones(idx.shape[0], dtype=bool)
+
+    mine = BUILTIN_PLUGINS.with_plugins(filters={"NodeReady": NodeReady}, scorers={"NodeAge": NodeAge})
+    policy = policy_from_yaml(
+        "name: x\nprofiles:\n- {name: p, filters: [NodeReady], score: [NodeAge]}\n", plugins=mine
+    )
+    assert type(policy.profiles[0].filters[0]) is NodeReady
+    assert type(policy.profiles[0].scorers[0].plugin) is NodeAge
+    assert BUILTIN_PLUGINS.scorers["NodeAge"] is not NodeAge  # the built-in registry unchanged
+    assert BUILTIN_PLUGINS.filters["NodeReady"] is not NodeReady
+
+
+def test_a_score_weight_is_an_int32_as_kube_schedulers_plugin_weight() -> None:
+    # Plugin.Weight is int32 in KubeSchedulerConfiguration: 2**31 - 1 = 2147483647 is the
+    # largest, 2**31 refused
+    def weighed(weight: int) -> str:
+        entry = f"{{plugin: NodeAge, weight: {weight}}}"
+        return f"name: x\nprofiles:\n- {{name: p, filters: [], score: [{entry}]}}\n"
+
+    assert policy_from_yaml(weighed(2147483647)).profiles[0].scorers[0].weight == 2147483647
+    with pytest.raises(PolicyError, match="weight: Input should be less than or equal to 2147483647"):
+        policy_from_yaml(weighed(2147483648))
+
+
+def test_a_pod_no_profile_matches_is_served_by_the_last_profile() -> None:
+    text = (
+        "name: x\nprofiles:\n"
+        "- {name: builds, match: {labels: {component: build}}, filters: [], score: []}\n"
+        "- {name: users, match: {labels: {component: user}}, filters: [], score: []}\n"
+    )
+    policy = policy_from_yaml(text)
+    assert policy.profile_for(Pod("p", labels={"component": "build"})).name == "builds"
+    assert policy.profile_for(Pod("p", labels={"component": "dask"})).name == "users"
+
+
+def test_mutators_run_in_turn_each_on_the_pod_the_last_returned() -> None:
+    # a mutator may return a new pod: the next one, and the caller, get that pod
+    from stickypack.core import BUILTIN_PLUGINS, PodMutator
+
+    class Suffix(PodMutator):
+        name = "Suffix"
+
+        def mutate(self, pod: Pod, table: NodeTable, ctx: SchedulingContext) -> Pod:
+            return Pod(pod.name + "-x", labels=dict(pod.labels))
+
+    mine = BUILTIN_PLUGINS.with_plugins(mutators={"Suffix": Suffix})
+    policy = policy_from_yaml(
+        "name: x\nprofiles:\n- {name: p, mutate: [Suffix, Suffix], filters: [], score: []}\n", plugins=mine
+    )
+    assert policy.prepare(Pod("p"), NodeTable(), SchedulingContext()).name == "p-x-x"
+
+
+def test_a_plugin_of_ones_own_missing_an_argument_is_told_bad_args() -> None:
+    from stickypack.core import BUILTIN_PLUGINS
+
+    class Needy(_Flags):
+        name = "Needy"
+
+        def __init__(self, level: int) -> None:
+            super().__init__()
+            self.level = level
+
+    mine = BUILTIN_PLUGINS.with_plugins(scorers={"Needy": Needy})
+    with pytest.raises(PolicyError, match=r"score\[0\]: bad args for Needy: .*missing 1 required.*'level'"):
+        policy_from_yaml("name: x\nprofiles:\n- {name: p, filters: [], score: [Needy]}\n", plugins=mine)
+
+
+def test_prepare_runs_the_mutators_of_the_profile_it_is_given() -> None:
+    # the profile given, not the one the pod's labels match (a pod of no label matches
+    # the last, mutator-less profile here)
+    from stickypack.core import BUILTIN_PLUGINS, PodMutator
+
+    class Suffix(PodMutator):
+        name = "Suffix"
+
+        def mutate(self, pod: Pod, table: NodeTable, ctx: SchedulingContext) -> Pod:
+            return Pod(pod.name + "-x")
+
+    mine = BUILTIN_PLUGINS.with_plugins(mutators={"Suffix": Suffix})
+    text = (
+        "name: x\nprofiles:\n- {name: builds, match: {labels: {component: build}}, mutate: [Suffix],"
+        " filters: [], score: []}\n- {name: rest, filters: [], score: []}\n"
+    )
+    policy = policy_from_yaml(text, plugins=mine)
+    builds = policy.profiles[0]
+    assert policy.prepare(Pod("p"), NodeTable(), SchedulingContext()).name == "p"
+    assert policy.prepare(Pod("p"), NodeTable(), SchedulingContext(), profile=builds).name == "p-x"
+
+
+def test_a_checked_filter_mask_of_the_wrong_length_is_a_contract_error() -> None:
+    from stickypack.core.framework import FilterPlugin, PluginContractError, Profile
+
+    class Long(FilterPlugin):
+        name = "Long"
+
+        def filter(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
+            return np.ones(idx.shape[0] + 1, dtype=bool)  # one verdict too many
+
+    table = NodeTable()
+    for name in ("a", "b"):
+        table.upsert_node(name, {"cpu": 4000, "memory": 16 * Gi, "pods": 110})
+    long = Long()
+    with pytest.raises(
+        PluginContractError,
+        match=r"filter plugin Long returned a bool array of shape \(3,\); expected a bool array of 2",
+    ):
+        Profile("p", [long], [], checked=(long,)).feasible(Pod("x"), table, SchedulingContext())
+
+
+def test_a_checked_scorer_answering_one_score_for_two_nodes_is_a_contract_error() -> None:
+    # numpy would broadcast the one score to both nodes without a word
+    from stickypack.core.framework import PluginContractError, Profile, WeightedScorer
+
+    class One(_Flags):
+        name = "One"
+
+        def score(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
+            return np.array([100], dtype=np.int64)
+
+    table = NodeTable()
+    for name in ("a", "b"):
+        table.upsert_node(name, {"cpu": 4000, "memory": 16 * Gi, "pods": 110})
+    one = One()
+    profile = Profile("p", [], [WeightedScorer(one, 1)], checked=(one,))
+    with pytest.raises(
+        PluginContractError,
+        match=r"score plugin One returned an int64 array of shape \(1,\); expected an int64 array of 2",
+    ):
+        profile.scores(Pod("x"), table, np.array([table.index["a"], table.index["b"]]), SchedulingContext())
+
+
+def test_a_plugin_of_ones_own_given_no_args_is_described_by_its_name_alone() -> None:
+    # policies --show writes {plugin: Flags}, not {plugin: Flags, args: {}}
+    from stickypack.core import BUILTIN_PLUGINS
+
+    mine = BUILTIN_PLUGINS.with_plugins(scorers={"Flags": _Flags})
+    policy = policy_from_yaml("name: x\nprofiles:\n- {name: p, filters: [], score: [Flags]}\n", plugins=mine)
+    assert policy.profiles[0].describe()["score"] == [{"plugin": "Flags", "weight": 1}]
+    policy = policy_from_yaml(
+        "name: x\nprofiles:\n- {name: p, filters: [], score: [{plugin: Flags, args: {count: 2}}]}\n",
+        plugins=mine,
+    )
+    assert policy.profiles[0].describe()["score"] == [{"plugin": "Flags", "args": {"count": 2}, "weight": 1}]
+
+
+def test_a_checked_scorer_over_no_node_is_no_contract_error() -> None:
+    from stickypack.core.framework import Profile, WeightedScorer
+
+    flags = _Flags()
+    profile = Profile("p", [], [WeightedScorer(flags, 1)], checked=(flags,))
+    empty = np.array([], dtype=np.int64)
+    assert profile.scores(Pod("x"), NodeTable(), empty, SchedulingContext()).tolist() == []
+
+
+def test_a_profile_is_described_with_its_match_and_weights_and_reads_back_the_same() -> None:
+    from stickypack.core.policy import policy_from_dict
+
+    text = (
+        "name: x\nprofiles:\n- {name: builds, match: {labels: {component: build}}, filters: [NodeReady],"
+        " score: [{plugin: NodeAge, weight: 3}]}\n- {name: rest, filters: [], score: []}\n"
+    )
+    policy = policy_from_yaml(text)
+    shown = policy.profiles[0].describe()
+    assert shown["match"] == {"labels": {"component": "build"}}
+    assert [s["weight"] for s in shown["score"]] == [3]
+    again = policy_from_dict(policy.describe())
+    assert again.describe() == policy.describe()
+    assert again.profile_for(Pod("p", labels={"component": "build"})).name == "builds"
+
+
+def test_select_with_one_feasible_node_binds_it_without_scoring() -> None:
+    # kube-scheduler skips scoring when one node passes the filters; a scorer is not
+    # called then (ScorePlugin.score's contract)
+    from stickypack.core.framework import Profile, WeightedScorer
+
+    called: list[int] = []
+
+    class Counting(_Flags):
+        name = "Counting"
+
+        def score(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
+            called.append(idx.shape[0])
+            return np.zeros(idx.shape[0], dtype=np.int64)
+
+    table = NodeTable()
+    table.upsert_node("only", {"cpu": 4000, "memory": 16 * Gi, "pods": 110})
+    profile = Profile("p", [], [WeightedScorer(Counting(), 1)])
+    rng = np.random.default_rng(0)
+    assert profile.select(Pod("x"), table, SchedulingContext(), rng) == table.index["only"]
+    assert called == []
+    table.upsert_node("other", {"cpu": 4000, "memory": 16 * Gi, "pods": 110})
+    profile.select(Pod("x"), table, SchedulingContext(), rng)
+    assert called == [2]

@@ -9,11 +9,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 import httpx
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
+from stickypack.core import NodeTable, Pod
+from stickypack.core.framework import Profile, SchedulingContext, ScorePlugin, WeightedScorer
 from stickypack.extender.app import make_app
 from stickypack.extender.config import ConfigError, config_from_dict, load_config
 from stickypack.extender.engine import KUBE_SCORERS, Extender, select_profile
@@ -1070,3 +1073,358 @@ def test_a_pod_of_20000_preferred_terms_is_predicted_as_the_core_scores_it() -> 
     (best,) = np.flatnonzero(total == total.max())  # one best node: the extender predicts it
     assert int(np.argmax(raw)) != int(np.argmax(ours))  # the terms, not the extender's part, decide
     assert cache.assumed == {"binder/many-terms": names[best]}
+
+
+# ---- held by a mutation audit of extender/engine.py (each test names what it kills) ----
+
+
+def test_an_extender_running_no_scorer_still_weighs_one() -> None:
+    # kube-scheduler refuses an extender with a prioritizeVerb and a weight <= 0
+    # (pkg/scheduler/apis/config/validation: "must have a positive weight applied to it"),
+    # so an extender with no score plugin (score: []) still reports weight 1, not 0 + 0
+    w = World(1)
+    profile = select_profile(load_builtin("stickypack"), "stickypack-builds")
+    assert Extender(w.cache, profile, score_names=[], clock=lambda: NOW).weight == 1
+    assert Extender(w.cache, profile, score_names=["NodeAge"], clock=lambda: NOW).weight == 3  # NodeAge's 3
+
+
+def test_unknown_names_are_refused_for_pods_the_extender_does_not_manage_too() -> None:
+    # a request naming one known node and one unknown is refused (reject, the default),
+    # whatever the pod; with "fail" the unmanaged pod passes through, all its nodes kept
+    from stickypack.extender.engine import BadRequest
+
+    w = World(2)
+    user = build_pod("u")
+    user["metadata"]["labels"] = {"component": "singleuser-server"}
+    for verb in (w.extender.filter, w.extender.prioritize):
+        with pytest.raises(BadRequest, match=r"unknown node name\(s\): 'ghost'"):
+            verb({"Pod": user, "NodeNames": ["node-0", "ghost"]})
+    w.extender.unknown_nodes = "fail"
+    body, _ = w.extender.filter({"Pod": user, "NodeNames": ["node-0", "ghost"]})
+    assert body["NodeNames"] == ["node-0", "ghost"]
+
+
+def test_a_node_removed_between_two_requests_of_the_same_names_is_unknown_in_the_second() -> None:
+    # the rows of a name list are kept for the next request naming the same list (filter,
+    # then prioritize), but only while no node came or went: node-2 deleted in between is
+    # an unknown name the second time, not its old row
+    from stickypack.extender.engine import BadRequest
+
+    w = World(3)
+    names = ["node-0", "node-1", "node-2"]
+    body, _ = w.extender.filter({"Pod": build_pod("a"), "NodeNames": list(names)})
+    assert body["NodeNames"] == names
+    w.cache.node_event("DELETED", node("node-2"))
+    with pytest.raises(BadRequest, match=r"unknown node name\(s\): 'node-2'"):
+        w.extender.filter({"Pod": build_pod("b"), "NodeNames": list(names)})
+
+
+@pytest.mark.parametrize("listed", [False, True])
+def test_dra_given_as_a_callable_is_asked_at_each_decision(monkeypatch, listed: bool) -> None:
+    # the service passes a callable (are the DRA objects listed and watched now?): while it
+    # says False, no DRA refresh and a context without DRA, though a callable is truthy
+    w = World(2)
+    profile = select_profile(load_builtin("stickypack"), "stickypack-builds")
+    refreshed: list[int] = []
+    monkeypatch.setattr(w.cache, "refresh_dra", lambda: refreshed.append(1))
+    extender = Extender(w.cache, profile, dra=lambda: listed, clock=lambda: NOW)
+    assert extender._ctx().dra is listed
+    assert len(refreshed) == (1 if listed else 0)
+
+
+def test_rendezvous_scores_are_ranked_again_in_the_next_minute(monkeypatch) -> None:
+    # the kept rendezvous scores last while the minute (now // 60) stays the same:
+    # NOW is a whole minute (1_800_000_000 = 60 * 30_000_000), so NOW + 59 reuses them
+    # and NOW + 60 ranks again (two calls in all)
+    import stickypack.core.plugins.builds as builds
+
+    w = World(4)
+    clock = [NOW]
+    w.extender.clock = lambda: clock[0]
+    calls: list[str] = []
+    real = builds.rendezvous_rank
+    monkeypatch.setattr(builds, "rendezvous_rank", lambda b, k: calls.append(k) or real(b, k))
+    for i, at in enumerate((NOW, NOW + 59, NOW + 60)):
+        clock[0] = at
+        w.extender.prioritize({"Pod": build_pod(f"m{i}"), "NodeNames": w.names})
+    assert calls == [REPO, REPO]
+
+
+def test_a_not_ready_node_is_unresolvable_and_a_full_one_is_failed() -> None:
+    # preemption cannot make a node Ready, so NodeReady's failure is unresolvable (no
+    # eviction there, UNRESOLVABLE); a node without room is failed, as kube-scheduler's
+    # NodeResourcesFit leaves it to preemption
+    from stickypack.core.policy import policy_from_dict
+
+    policy = policy_from_dict(
+        {
+            "name": "ready",
+            "profiles": [{"name": "b", "filters": ["NodeReady", "NodeResourcesFit"], "score": []}],
+        }
+    )
+    cache = ClusterCache(clock=lambda: NOW, ttl_clock=lambda: NOW)
+    for name in ("up", "down", "small"):
+        obj = node(name)
+        if name == "down":
+            obj["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
+        if name == "small":
+            obj["status"]["allocatable"]["cpu"] = "500m"  # the build asks for 1 cpu
+        cache.node_event("ADDED", obj)
+    extender = Extender(
+        cache,
+        policy.profiles[0],
+        filter_names=["NodeReady", "NodeResourcesFit"],
+        score_names=[],
+        clock=lambda: NOW,
+    )
+    body, _ = extender.filter({"Pod": build_pod("r"), "NodeNames": ["up", "down", "small"]})
+    assert body["NodeNames"] == ["up"]
+    assert body["FailedAndUnresolvableNodes"] == {"down": "NodeReady: node is not Ready"}
+    assert body["FailedNodes"] == {"small": "NodeResourcesFit: insufficient resources (stickypack's view)"}
+
+
+def _at_the_load_bound(w: World) -> None:
+    """node-0 runs three builds: at the bound while the mean stays low (min_load_cap 3)."""
+    for i in range(3):
+        running = build_pod(f"running-{i}", repo=f"https://github.com/org/other-{i}", node_name="node-0")
+        w.cache.pod_event("ADDED", {**running, "status": {"phase": "Running"}})
+
+
+def test_the_load_bound_holds_builds_only_and_only_when_on() -> None:
+    # node-0 at the bound (3 builds, cap 3) is dropped for a build; a managed pod that is
+    # no build (no binder-repo annotation) passes it and is not counted early on the one
+    # node it is sent; an extender with load_bound off passes node-0 to a build
+    w = World(3)
+    _at_the_load_bound(w)
+    body, _ = w.extender.filter({"Pod": build_pod("b"), "NodeNames": w.names})
+    assert body["NodeNames"] == ["node-1", "node-2"]
+
+    other = build_pod("not-a-build")
+    del other["metadata"]["annotations"]
+    body, _ = w.extender.filter({"Pod": other, "NodeNames": w.names})
+    assert body["NodeNames"] == w.names and body["FailedAndUnresolvableNodes"] == {}
+    body, decision = w.extender.filter({"Pod": other, "NodeNames": ["node-0"]})
+    assert body["NodeNames"] == ["node-0"] and not decision.assumed and w.cache.assumed == {}
+
+    w.extender.load_bound = False
+    body, _ = w.extender.filter({"Pod": build_pod("c"), "NodeNames": w.names})
+    assert body["NodeNames"] == w.names
+
+
+def test_filter_counts_a_build_early_only_when_one_node_passes_and_once() -> None:
+    # kube-scheduler skips prioritize with one feasible node, so filter counts the build
+    # there; with three feasible nodes it leaves that to prioritize's prediction. A retry
+    # of the same pod counted again is not a new pod counted early (Decision.assumed)
+    w = World(3)
+    _, decision = w.extender.filter({"Pod": build_pod("three"), "NodeNames": w.names})
+    assert not decision.assumed and w.cache.assumed == {}
+    _, first = w.extender.filter({"Pod": build_pod("one"), "NodeNames": ["node-1"]})
+    _, retry = w.extender.filter({"Pod": build_pod("one"), "NodeNames": ["node-1"]})
+    assert (first.assumed, retry.assumed) == (True, False)
+    assert w.cache.assumed == {"binder/one": "node-1"}
+
+
+def test_the_load_bound_gives_way_when_no_node_would_be_left_and_keeps_filter_reasons() -> None:
+    # cap 3 in both cases: max(min_load_cap 3, ceil(1.25 * mean)), mean <= (6 + 1) / 4 nodes
+    w = World(2)  # node-0, node-1 and doomed (the autoscaler's taint: ScaleDownAware fails it)
+    w.extender.assume = False  # a build counted early would change the counts below
+    _at_the_load_bound(w)
+    # node-0 at the bound is the only node the filters keep (doomed, with no build, fails
+    # ScaleDownAware): the bound gives way rather than leave no node
+    body, _ = w.extender.filter({"Pod": build_pod("a"), "NodeNames": ["node-0", "doomed"]})
+    assert body["NodeNames"] == ["node-0"] and list(body["FailedAndUnresolvableNodes"]) == ["doomed"]
+    # doomed at the bound too: its reason stays the filter's, only node-0 gets LoadBound
+    for i in range(3):
+        running = build_pod(f"doomed-{i}", repo=f"https://github.com/org/d-{i}", node_name="doomed")
+        w.cache.pod_event("ADDED", {**running, "status": {"phase": "Running"}})
+    assert w.extender.load_cap() == 3
+    body, _ = w.extender.filter({"Pod": build_pod("b"), "NodeNames": ["node-0", "node-1", "doomed"]})
+    assert body["NodeNames"] == ["node-1"]
+    reasons = body["FailedAndUnresolvableNodes"]
+    assert reasons["node-0"] == "LoadBound: node runs 3 builds, the bound is 3"
+    assert reasons["doomed"].startswith("ScaleDownAware: node is being removed"), reasons
+
+
+class _Fixed(ScorePlugin):
+    """A scorer of one's own: a fixed score per node name; skips every pod with ``skips``."""
+
+    def __init__(self, name: str, by_node: dict[str, int], skips: bool = False) -> None:
+        self.name, self.by_node, self.skips = name, by_node, skips
+
+    def score(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
+        return np.array([self.by_node[table.names[i]] for i in idx.tolist()], dtype=np.int64)
+
+    def skip(self, pod: Pod) -> bool:
+        return self.skips
+
+
+def _fixed_extender(*scorers: tuple[_Fixed, int], names: tuple[str, ...] = ("a", "b", "c")) -> Extender:
+    cache = ClusterCache(clock=lambda: NOW, ttl_clock=lambda: NOW)
+    for name in names:
+        cache.node_event("ADDED", node(name))
+    profile = Profile("p", [], [WeightedScorer(s, w) for s, w in scorers])
+    return Extender(
+        cache, profile, filter_names=[], score_names=[s.name for s, _ in scorers], clock=lambda: NOW
+    )
+
+
+@pytest.mark.parametrize("scale", ["absolute", "max"])
+def test_extender_scores_are_rounded_to_the_nearest_tenth(scale: str) -> None:
+    # one scorer, weight 1: a 100, b 45, c 44. absolute: Score = round(10 * total / 100),
+    # max: round(10 * total / top) with top = 100 too: a 10, b round(4.5) = 5 (half up),
+    # c round(4.4) = 4
+    extender = _fixed_extender((_Fixed("Fixed", {"a": 100, "b": 45, "c": 44}), 1))
+    extender.score_scale = scale
+    scores, _ = extender.prioritize({"Pod": build_pod("r"), "NodeNames": ["a", "b", "c"]})
+    assert [s["Score"] for s in scores] == [10, 5, 4]
+
+
+def test_max_scale_with_every_total_zero_scores_zero_without_dividing() -> None:
+    import warnings
+
+    extender = _fixed_extender((_Fixed("Fixed", {"a": 0, "b": 0, "c": 0}), 1))
+    extender.score_scale = "max"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # numpy warns on an integer division by zero
+        scores, _ = extender.prioritize({"Pod": build_pod("z"), "NodeNames": ["a", "b", "c"]})
+    assert [s["Score"] for s in scores] == [0, 0, 0]
+
+
+def test_a_scorer_that_skips_the_pod_adds_nothing() -> None:
+    # kube-scheduler's PreScore Skip: Skipping (100 everywhere but b) is not called, so
+    # only Fixed counts: weights 1 + 1 = 2, max_total 200: a 0, b round(10 * 50 / 200) = 3
+    # (2.5 half up), c 0; scored, Skipping would make a 5 and c 5
+    extender = _fixed_extender(
+        (_Fixed("Fixed", {"a": 0, "b": 50, "c": 0}), 1),
+        (_Fixed("Skipping", {"a": 100, "b": 0, "c": 100}, skips=True), 1),
+    )
+    scores, _ = extender.prioritize({"Pod": build_pod("s"), "NodeNames": ["a", "b", "c"]})
+    assert [s["Score"] for s in scores] == [0, 3, 0]
+
+
+def test_prioritize_keeps_the_scores_when_every_node_is_at_the_load_bound() -> None:
+    # node-0 and node-1 run 3 builds each: cap max(3, ceil(1.25 * (6 + 1) / 3 nodes)) = 3,
+    # both over it; zeroing both would steer nothing, so they keep the scores they get
+    # with the bound off
+    w = World(2)
+    w.extender.assume = False
+    _at_the_load_bound(w)
+    for i in range(3):
+        running = build_pod(f"one-{i}", repo=f"https://github.com/org/one-{i}", node_name="node-1")
+        w.cache.pod_event("ADDED", {**running, "status": {"phase": "Running"}})
+    assert w.extender.load_cap() == 3
+    bounded, _ = w.extender.prioritize({"Pod": build_pod("x"), "NodeNames": w.names})
+    w.extender.load_bound = False
+    free, _ = w.extender.prioritize({"Pod": build_pod("x"), "NodeNames": w.names})
+    assert list(bounded) == list(free) and max(s["Score"] for s in free) > 0, list(free)
+
+
+def _soft_tainted_a(names: tuple[str, ...] = ("a", "b")) -> ClusterCache:
+    cache = ClusterCache(clock=lambda: NOW, ttl_clock=lambda: NOW)
+    for name in names:
+        taints = [{"key": "k", "value": "v", "effect": "PreferNoSchedule"}] if name == "a" else None
+        cache.node_event("ADDED", node(name, taints))
+    return cache
+
+
+def test_the_prediction_weighs_our_score_by_the_extenders_weight() -> None:
+    # kube-scheduler adds Score * weight * 10 for the extender. Ours: Fixed (weight 5): a 100,
+    # b 0 -> Score a 10, b 0 -> a 10 * 5 * 10 = 500, b 0. Kube-scheduler's own
+    # TaintToleration (weight 2): a (PreferNoSchedule taint) 0, b 100 -> a 0, b 200.
+    # a wins 500 to 200 (unweighted, 100 to 200, b would)
+    from stickypack.core.plugins import TaintTolerationScore
+
+    cache = _soft_tainted_a()
+    profile = Profile("p", [], [WeightedScorer(_Fixed("Fixed", {"a": 100, "b": 0}), 5),
+                                WeightedScorer(TaintTolerationScore(), 2)])  # fmt: skip
+    extender = Extender(cache, profile, filter_names=[], score_names=["Fixed"], clock=lambda: NOW)
+    assert extender.weight == 5
+    scores, _ = extender.prioritize({"Pod": build_pod("w"), "NodeNames": ["a", "b"]})
+    assert [s["Score"] for s in scores] == [10, 0]
+    assert cache.assumed == {"binder/w": "a"}
+
+
+def test_the_prediction_counts_a_kube_scorer_the_extender_runs_once() -> None:
+    # the extender runs TaintToleration (weight 1) itself, beside Fixed (weight 1): a
+    # 0 + 100, b 100 + 0 -> both round(10 * 100 / 200) = 5: a tie, so nothing is counted
+    # early. TaintToleration is in our Score already: adding its 0/100 again would
+    # predict b
+    from stickypack.core.plugins import TaintTolerationScore
+
+    cache = _soft_tainted_a()
+    profile = Profile("p", [], [WeightedScorer(TaintTolerationScore(), 1),
+                                WeightedScorer(_Fixed("Fixed", {"a": 100, "b": 0}), 1)])  # fmt: skip
+    extender = Extender(
+        cache, profile, filter_names=[], score_names=["TaintToleration", "Fixed"], clock=lambda: NOW
+    )
+    scores, _ = extender.prioritize({"Pod": build_pod("t"), "NodeNames": ["a", "b"]})
+    assert [s["Score"] for s in scores] == [5, 5]
+    assert cache.assumed == {}
+
+
+def test_the_load_bound_is_the_profiles_buildlocality_bound_even_when_the_extender_runs_it_not() -> None:
+    # BuildLocality's args in the profile (min_load_cap 5, load_bound 2) set the extender's
+    # load bound, whether or not the extender runs BuildLocality itself: 3 empty nodes,
+    # cap max(5, ceil(2 * 1 / 3)) = 5 (the defaults, min_load_cap 2 and 1.25, would give 2)
+    from stickypack.core.policy import policy_from_dict
+
+    policy = policy_from_dict(
+        {
+            "name": "bounds",
+            "profiles": [
+                {
+                    "name": "b",
+                    "filters": [],
+                    "score": [
+                        {"plugin": "BuildLocality", "args": {"load_bound": 2.0, "min_load_cap": 5}},
+                        "NodeAge",
+                    ],
+                }
+            ],
+        }
+    )
+    cache = World(3).cache
+    for score in (["BuildLocality"], ["NodeAge"]):
+        extender = Extender(cache, policy.profiles[0], filter_names=[], score_names=score, clock=lambda: NOW)
+        assert extender.load_cap() == 5, score
+
+
+def test_no_profile_named_is_the_policys_first() -> None:
+    # the extender's `profile: null` runs the policy's first profile
+    policy = load_builtin("stickypack")
+    assert [p.name for p in policy.profiles] == ["stickypack-builds", "stickypack"]
+    assert select_profile(policy, None).name == "stickypack-builds"
+    assert select_profile(policy, "stickypack").name == "stickypack"
+
+
+def test_a_request_with_node_objects_gets_back_only_the_objects_of_the_nodes_that_passed() -> None:
+    # without nodeCacheCapable kube-scheduler sends Nodes and reads only Nodes back:
+    # doomed (the autoscaler's taint) is not among them
+    w = World(2)
+    items = [node("node-0"), node("doomed"), node("node-1")]
+    body, _ = w.extender.filter({"Pod": build_pod("o"), "Nodes": {"items": items}, "NodeNames": None})
+    assert body["NodeNames"] == ["node-0", "node-1"]
+    assert body["Nodes"] == {"items": [items[0], items[2]]}
+
+
+def test_prioritize_over_unknown_names_only_scores_them_zero_on_either_scale() -> None:
+    w = World(2)
+    w.extender.unknown_nodes = "fail"
+    for scale in ("absolute", "max"):
+        w.extender.score_scale = scale
+        scores, _ = w.extender.prioritize({"Pod": build_pod("g"), "NodeNames": ["ghost-1", "ghost-2"]})
+        assert list(scores) == [{"Host": "ghost-1", "Score": 0}, {"Host": "ghost-2", "Score": 0}]
+
+
+def test_node_groups_are_read_only_with_minimum_sizes() -> None:
+    # group labels without minimum sizes: no group has a minimum, so no NodeGroups at all;
+    # minimum sizes without labels: the well-known group labels name the groups
+    w = World(2)
+    profile = select_profile(load_builtin("stickypack"), "stickypack-builds")
+    labels_only = Extender(w.cache, profile, node_group_labels=("pool",), clock=lambda: NOW)
+    assert labels_only._ctx().node_groups is None
+    scores, _ = labels_only.prioritize({"Pod": build_pod("n"), "NodeNames": w.names})
+    assert len(scores) == 2
+    sizes_only = Extender(w.cache, profile, node_group_min_sizes={"pool-a": 2}, clock=lambda: NOW)
+    groups = sizes_only._ctx().node_groups
+    assert groups is not None and dict(groups.min_sizes) == {"pool-a": 2} and tuple(groups.label_keys) == ()
