@@ -1183,6 +1183,36 @@ def test_a_not_ready_node_is_unresolvable_and_a_full_one_is_failed() -> None:
     assert body["FailedNodes"] == {"small": "NodeResourcesFit: insufficient resources (stickypack's view)"}
 
 
+def test_the_extender_runs_its_filters_in_the_configured_order_and_reports_the_first_failure() -> None:
+    """As kube-scheduler's framework stops at a node's first failing filter, the extender
+    reports a node with the first of its configured ``filters`` (in the order written, not
+    the profile's) that it fails: a node both not Ready and too small is unresolvable with
+    ``[NodeReady, NodeResourcesFit]`` and failed (left to preemption) with the order
+    reversed, though the profile lists NodeReady first."""
+    from stickypack.core.policy import policy_from_dict
+
+    policy = policy_from_dict(
+        {
+            "name": "ready",
+            "profiles": [{"name": "b", "filters": ["NodeReady", "NodeResourcesFit"], "score": []}],
+        }
+    )
+    cache = ClusterCache(clock=lambda: NOW, ttl_clock=lambda: NOW)
+    obj = node("worn")
+    obj["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
+    obj["status"]["allocatable"]["cpu"] = "500m"  # the build asks for 1 cpu
+    cache.node_event("ADDED", obj)
+    reports = []
+    for order in (["NodeReady", "NodeResourcesFit"], ["NodeResourcesFit", "NodeReady"]):
+        extender = Extender(cache, policy.profiles[0], filter_names=order, score_names=[], clock=lambda: NOW)
+        body, _ = extender.filter({"Pod": build_pod("r"), "NodeNames": ["worn"]})
+        reports.append((body["FailedNodes"], body["FailedAndUnresolvableNodes"]))
+    assert reports == [
+        ({}, {"worn": "NodeReady: node is not Ready"}),
+        ({"worn": "NodeResourcesFit: insufficient resources (stickypack's view)"}, {}),
+    ]
+
+
 def _at_the_load_bound(w: World) -> None:
     """node-0 runs three builds: at the bound while the mean stays low (min_load_cap 3)."""
     for i in range(3):
