@@ -1231,6 +1231,30 @@ def test_repo_url_unquotes_escaped_git_and_gitlab_urls():
     assert repo_url("Git", "github.com/sungykim/math3976/f9f00b4b0ece90b4db0ab9b2ef6f1d9c055d1961") == git
 
 
+def test_repo_url_edges_slashes_a_missing_ref_and_only_githubs_git_suffix():
+    # the spec is stripped of slashes at both ends: "/org/repo/main/" is org/repo
+    assert repo_url("GitHub", "/org/repo/main/") == "https://github.com/org/repo"
+    # org/repo with no ref is enough (the error says "needs org/repo"); one segment is not
+    assert repo_url("GitHub", "org/repo") == "https://github.com/org/repo"
+    with pytest.raises(ValueError, match="needs org/repo"):
+        repo_url("Gist", "user")
+    # BinderHub strips ".git" for GitHub only (its GitHubRepoProvider); a Gist keeps it
+    assert repo_url("Gist", "user/abc.git/master") == "https://gist.github.com/user/abc.git"
+    # a git provider's spec of one segment, no escaped slash: the whole spec, not ""
+    assert repo_url("GitLab", "project") == "gitlab:project"
+    assert repo_url("Git", "/github.com/o/r/main") == "git:github.com/o/r"
+
+
+def test_only_the_first_few_malformed_lines_are_kept_all_are_counted(tmp_path):
+    trace = tmp_path / "bad.jsonl"
+    trace.write_text("".join(f"{{not json {i}\n" for i in range(7)))  # lines 1..7, all bad
+    errors = TraceErrors()
+    assert read_launches([trace], errors) == []
+    # MAX_REPORTED_ERRORS = 5: lines 1..5 kept with their reason, 7 counted
+    assert errors.count == 7
+    assert [e.split(": ")[0] for e in errors.first] == [f"{trace}:{i}" for i in range(1, 6)]
+
+
 def test_a_node_lists_its_largest_images_and_the_cleaner_prunes_the_oldest():
     from stickypack.sim.cache import NodeImages
     from stickypack.sim.model import CacheConfig
@@ -1812,3 +1836,279 @@ def test_a_node_lists_its_largest_images_and_refills_the_list_with_the_largest_l
     assert images.listed == {"c": 20} and "a" in images and "b" not in images
     none = NodeImages(CacheConfig(node_status_max_images=0))  # kubelet lists none
     assert none.touch("a", 10) == [] and none.listed == {} and "a" in none
+
+
+def test_a_text_trace_starting_bzh_is_read_as_text_not_refused_as_bzip2(tmp_path):
+    # bzip2's magic is "BZh" then a block-size digit 1-9: "BZh" then a letter is text
+    text = "BZhello, not JSON\n" + _launch_line("2019-03-04T10:00:00+00:00") + "\n"
+    trace = tmp_path / "t.jsonl"
+    trace.write_text(text)
+    errors = TraceErrors()
+    launches = read_launches([trace], errors)
+    assert [a.t for a in launches] == [36000.0]  # line 2 replayed: 10:00 from midnight
+    assert errors.count == 1 and errors.first[0].startswith(f"{trace}:1: not JSON")
+
+
+def test_a_directory_with_event_files_reads_only_those(tmp_path):
+    # the archive's index.jsonl beside its events-*.jsonl is not read as launches
+    (tmp_path / "events-2019-03-04.jsonl").write_text(_launch_line("2019-03-04T10:00:00+00:00") + "\n")
+    (tmp_path / "index.jsonl").write_text(_launch_line("2019-03-05T11:00:00+00:00") + "\n")
+    from stickypack.sim.traces import trace_files
+
+    assert trace_files([tmp_path]) == [tmp_path / "events-2019-03-04.jsonl"]
+    errors = TraceErrors()
+    assert read_launches([tmp_path], errors) == [Launch(36000.0, "https://github.com/o/r")]
+    assert errors.count == 0
+
+
+def test_launches_of_one_minute_keep_their_order_in_the_file(tmp_path):
+    # sorted by time only: "z" before "a" at 10:00, then "m" at 09:59 goes first
+    trace = tmp_path / "t.jsonl"
+    lines = [
+        _launch_line("2019-03-04T10:00:00+00:00", spec="o/z/main"),
+        _launch_line("2019-03-04T10:00:00+00:00", spec="o/a/main"),
+        _launch_line("2019-03-04T09:59:00+00:00", spec="o/m/main"),
+    ]
+    trace.write_text("\n".join(lines) + "\n")
+    launches = read_launches([trace], TraceErrors())
+    assert [(a.t, a.repo.rsplit("/", 1)[1]) for a in launches] == [
+        (35940.0, "m"),
+        (36000.0, "z"),
+        (36000.0, "a"),
+    ]
+
+
+def test_files_named_out_of_date_order_replay_in_date_order(tmp_path):
+    # a.jsonl holds 2019-03-05 12:00, b.jsonl 2019-03-04 06:00: b's day first (t = 6 h),
+    # then a's as day two (t = 86400 + 12 h), whatever order the files are given in
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    a.write_text(_launch_line("2019-03-05T12:00:00+00:00", spec="o/a/main") + "\n")
+    b.write_text(_launch_line("2019-03-04T06:00:00+00:00", spec="o/b/main") + "\n")
+    for order in ([a, b], [b, a]):
+        launches = read_launches(order, TraceErrors())
+        assert [(x.t, x.repo) for x in launches] == [
+            (6 * 3600.0, "https://github.com/o/b"),
+            (86400.0 + 12 * 3600.0, "https://github.com/o/a"),
+        ]
+
+
+def test_each_file_starts_the_day_after_the_previous_files_last_day(tmp_path):
+    # a: one day (03-04 10:00); b: two days (03-10 23:00, 03-11 01:00); c: one day (03-20
+    # 00:30). a is day 0, b days 1-2, c day 3: offsets 0, 86400 and 3 * 86400
+    files = []
+    for name, stamps in (
+        ("a", ["2019-03-04T10:00:00+00:00"]),
+        ("b", ["2019-03-10T23:00:00+00:00", "2019-03-11T01:00:00+00:00"]),
+        ("c", ["2019-03-20T00:30:00+00:00"]),
+    ):
+        path = tmp_path / f"{name}.jsonl"
+        path.write_text("".join(_launch_line(s) + "\n" for s in stamps))
+        files.append(path)
+    launches = read_launches(files, TraceErrors())
+    assert [a.t for a in launches] == [
+        10 * 3600.0,
+        86400.0 + 23 * 3600.0,
+        2 * 86400.0 + 3600.0,
+        3 * 86400.0 + 1800.0,
+    ]
+
+
+def test_a_gap_of_exactly_two_days_keeps_one_run_and_a_tie_keeps_the_first_run(tmp_path):
+    # MAX_GAP_S = 2 days: 03-04 00:00 and 03-06 00:00 are one run, both replayed
+    exact = tmp_path / "exact.jsonl"
+    exact.write_text(
+        _launch_line("2019-03-04T00:00:00+00:00") + "\n" + _launch_line("2019-03-06T00:00:00+00:00") + "\n"
+    )
+    errors = TraceErrors()
+    assert [a.t for a in read_launches([exact], errors)] == [0.0, 2 * 86400.0] and errors.count == 0
+    # two runs of two events, 6 days apart: the earlier run is kept, the later two are errors
+    tie = tmp_path / "tie.jsonl"
+    stamps = ["2019-03-04T01:00:00", "2019-03-04T02:00:00", "2019-03-10T01:00:00", "2019-03-10T02:00:00"]
+    tie.write_text("".join(_launch_line(s + "+00:00") + "\n" for s in stamps))
+    errors = TraceErrors()
+    assert [a.t for a in read_launches([tie], errors)] == [3600.0, 7200.0]
+    assert errors.count == 2 and errors.first[0].startswith(f"{tie}:3: timestamp 2019-03-10T01:00:00+00:00")
+
+
+def test_a_nul_byte_after_line_one_is_one_malformed_line_not_a_binary_file(tmp_path):
+    trace = tmp_path / "t.jsonl"
+    lines = [
+        _launch_line("2019-03-04T10:00:00+00:00"),
+        '{"x": 1}\0',
+        _launch_line("2019-03-04T10:01:00+00:00"),
+    ]
+    trace.write_text("\n".join(lines) + "\n")
+    errors = TraceErrors()
+    assert [a.t for a in read_launches([trace], errors)] == [36000.0, 36060.0]  # lines 1 and 3
+    assert errors.count == 1 and errors.first[0].startswith(f"{trace}:2: not JSON")
+
+
+def test_a_day_file_takes_its_midnight_and_refuses_the_next_midnight(tmp_path):
+    named = tmp_path / "events-2019-03-04.jsonl"
+    stamps = ["2019-03-04T00:00:00+00:00", "2019-03-04T23:59:00+00:00", "2019-03-05T00:00:00+00:00"]
+    named.write_text("".join(_launch_line(s) + "\n" for s in stamps))
+    errors = TraceErrors()
+    # the day is [00:00, 24:00): t = 0 and 23:59 (86340 s) kept, the next midnight refused
+    assert [a.t for a in read_launches([named], errors)] == [0.0, 86340.0]
+    assert errors.first == [
+        f"{named}:3: timestamp 2019-03-05T00:00:00+00:00 is not on the file's day 2019-03-04"
+    ]
+
+
+def test_a_gzip_file_cut_in_its_first_line_says_no_line_was_read(tmp_path):
+    # one line with no newline, its gzip trailer cut: reading ends (EOFError) before line 1
+    # is whole, so the report names line 1 and 0 lines read, as for a later cut
+    trace = tmp_path / "cut.jsonl.gz"
+    trace.write_bytes(gzip.compress(_launch_line("2019-03-04T10:00:00+00:00").encode(), mtime=0)[:-8])
+    errors = TraceErrors()
+    assert read_launches([trace], errors) == []
+    assert errors.count == 1 and errors.first[0].startswith(
+        f"{trace}:1: the file ends mid-stream, 0 lines read: "
+    )
+
+
+def test_only_a_successful_launch_is_replayed_and_an_empty_provider_or_spec_is_malformed(tmp_path):
+    trace = tmp_path / "t.jsonl"
+    ok = json.loads(_launch_line("2019-03-04T10:00:00+00:00"))
+    lines = [
+        json.dumps(ok),  # replayed
+        json.dumps({**ok, "status": "pending"}),  # not a success: skipped, not counted
+        json.dumps({**ok, "provider": ""}),  # an error
+        json.dumps({**ok, "provider": "GitLab", "spec": "//"}),  # an error: no repo at all
+    ]
+    trace.write_text("\n".join(lines) + "\n")
+    errors = TraceErrors()
+    assert [a.t for a in read_launches([trace], errors)] == [36000.0]
+    assert errors.first == [
+        f"{trace}:3: provider is not a name: ''",
+        f"{trace}:4: spec is not a repository spec: '//'",
+    ]
+
+
+def test_binderhub_pods_request_the_models_cpu_and_memory_and_run_their_image():
+    from stickypack.core.resources import CPU, MEMORY
+    from stickypack.sim.workloads import BUILDER_IMAGE, build_pod, user_pod
+
+    model = BinderModel(user_cpu_m=10, user_memory=450, build_cpu_m=1000, build_memory=2000)
+    user = user_pod("u", model)
+    # 10 millicores is 10 for scoring too: kube-scheduler's non-zero default (100m) is for a
+    # pod that does not request the resource (pkg/scheduler/util/pod_resources.go)
+    assert (user.requests[CPU], user.requests[MEMORY], user.nonzero_cpu, user.nonzero_memory) == (
+        10,
+        450,
+        10,
+        450,
+    )
+    assert user.images == ()  # no image given: none to score, not ("",)
+    assert user_pod("u", model, "img:1").images == ("img:1",)
+    build = build_pod("b", "https://github.com/o/r", model)
+    assert (build.requests[CPU], build.requests[MEMORY], build.nonzero_cpu) == (1000, 2000, 1000)
+    assert build.images == (BUILDER_IMAGE,)
+
+
+def test_a_load_scale_of_zero_or_less_is_refused():
+    launches = [Launch(0.0, "https://github.com/o/r")]
+    for scale in (0.0, -1.0):
+        with pytest.raises(ValueError, match="load scale must be > 0"):
+            binder_jobs(launches, BinderModel(), seed=0, load_scale=scale)
+
+
+def test_copies_of_a_launch_spread_over_its_whole_minute():
+    # load 200: 200 copies of a launch at t = 600, each at its own second of [600, 660)
+    jobs = binder_jobs([Launch(600.0, "https://github.com/o/r")], BinderModel(), seed=0, load_scale=200.0)
+    t = sorted(j.t for j in jobs)
+    assert len(t) == 200 and t[0] >= 600.0 and t[-1] < 660.0
+    # uniform over 60 s: P(all 200 in one half) = 2 * 0.5**200
+    assert t[0] < 630.0 < t[-1]
+
+
+def test_a_session_is_its_active_time_plus_the_idle_cull_at_most_the_max_and_a_build_at_most_its_max():
+    # sigma 0: every active time is its median (600 s) and every cold build its median (300 s)
+    launches = [Launch(0.0, "https://github.com/o/r")]
+    model = BinderModel(session_median_s=600.0, session_sigma=0.0, idle_cull_s=300.0, build_sigma=0.0)
+    (job,) = binder_jobs(launches, model, seed=0)
+    assert job.session_s == 600.0 + 300.0 and job.build_cold_s == 300.0
+    capped = BinderModel(
+        session_median_s=600.0, session_sigma=0.0, idle_cull_s=300.0, session_max_s=800.0,
+        build_median_s=300.0, build_sigma=0.0, build_max_s=200.0,
+    )  # fmt: skip
+    (job,) = binder_jobs(launches, capped, seed=0)
+    assert job.session_s == 800.0 and job.build_cold_s == 200.0  # min(900, 800), min(300, 200)
+
+
+def test_image_sizes_are_capped_at_a_pebibyte():
+    # median 2**50 bytes, sigma 5: about half the repos draw more than 2**50, held at it
+    from stickypack.sim.model import MAX_BYTES
+
+    launches = [Launch(60.0 * k, f"https://github.com/o/r{k}") for k in range(20)]
+    model = BinderModel(image_size_median=MAX_BYTES, image_size_sigma=5.0)
+    sizes = [j.image_size for j in binder_jobs(launches, model, seed=0)]
+    assert max(sizes) == MAX_BYTES == 2**50 and min(sizes) < MAX_BYTES  # P(no draw above) = 2**-20
+
+
+def test_binder_day_draws_from_1010_repos_to_the_last_of_the_zipf_tail():
+    # 1 top repo, 9 next, 1,000 in the Zipf tail: repo-0 .. repo-1009. repo-1009's share is
+    # 0.33 * 1000**-1.1 / sum(k**-1.1, k=1..1000) ~ 0.33 * 5.0e-4 / 5.2 ~ 3.2e-5: ~6 of
+    # 200,000 launches (P(none) ~ e**-6)
+    from stickypack.sim.workloads import binder_day
+
+    repos = {int(j.repo.rsplit("-", 1)[1]) for j in binder_day(0, launches_per_day=200_000).jobs}
+    assert max(repos) == 1009 and min(repos) == 0
+
+
+def test_dask_burst_late_users_stay_two_hours_from_their_start_and_each_user_leaves_at_its_time():
+    from stickypack.sim.workloads import PodJob, dask_burst
+
+    jobs = [j for j in dask_burst(0).jobs if isinstance(j, PodJob)]
+    late = {(j.group, j.t, j.end_at) for j in jobs if j.group and j.group.startswith("late")}
+    # late0 at 4500 s, late1 30 s later, each for 7200 s
+    assert late == {("late0", 4500.0, 11700.0), ("late1", 4530.0, 11730.0)}
+    leave = {j.group: j.end_at for j in jobs if j.group and j.group.startswith("u")}
+    # the 100 first users leave at 3900 s plus up to 5 minutes, each at its own time
+    assert len(leave) == 100 and len(set(leave.values())) == 100
+    assert all(3900.0 <= t < 4200.0 for t in leave.values())  # type: ignore[operator]
+
+
+def test_dask_adapt_keeps_zero_to_100_workers_and_trims_22_minutes_into_each_round():
+    from stickypack.sim.workloads import PodJob, TrimJob, dask_adapt
+
+    jobs = dask_adapt(0, keep=0).jobs
+    # 2 minutes of requests + 20 of work = 1320 s into each 2400 s round
+    assert [(j.t, j.keep) for j in jobs if isinstance(j, TrimJob)] == [(1320.0, 0), (3720.0, 0), (6120.0, 0)]
+    assert sum(isinstance(j, PodJob) for j in jobs) == 300  # each round asks 100 anew
+    assert sum(isinstance(j, PodJob) for j in dask_adapt(0, keep=100).jobs) == 100  # nothing trimmed
+
+
+def test_the_scenarios_take_the_seeds_load_scale_and_models():
+    from stickypack.core.resources import CPU
+    from stickypack.sim.model import DaskModel
+    from stickypack.sim.workloads import SCENARIOS, PodJob
+
+    binder, dask = BinderModel(), DaskModel(worker_cpu_m=123)
+    once = len(SCENARIOS["binder-day"](0, 1.0, binder, dask).jobs)
+    twice = len(SCENARIOS["binder-day"](0, 2.0, binder, dask).jobs)
+    assert twice == 2 * once  # a whole scale: every launch twice
+    for name in ("dask-burst", "dask-adapt"):
+        pods = [j.pod for j in SCENARIOS[name](0, 1.0, binder, dask).jobs if isinstance(j, PodJob)]
+        assert {p.requests[CPU] for p in pods} == {123}
+
+
+def test_a_fractional_load_scale_repeats_each_launch_floor_or_ceil_times():
+    # load 2.5: each of 40 launches (an hour apart) twice, or three times with probability
+    # 0.5: between 80 and 120 jobs, each copy within its launch's minute
+    launches = [Launch(3600.0 * k, f"https://github.com/o/r{k}") for k in range(40)]
+    jobs = binder_jobs(launches, BinderModel(), seed=0, load_scale=2.5)
+    copies = [sum(1 for j in jobs if j.repo == a.repo and a.t <= j.t < a.t + 60.0) for a in launches]
+    assert set(copies) == {2, 3} and sum(copies) == len(jobs)  # P(all 2 or all 3) = 2 * 0.5**40
+
+
+def test_binder_days_launches_fall_within_its_day():
+    # launch times are rounded down to the minute, as the archive's are, then spread over
+    # that minute: the last minute's launches stay before 24:00 (86400 s). Unrounded, a
+    # launch x s before midnight would cross it with probability x / 60: a few launches a
+    # minute at night cross it on most days
+    from stickypack.sim.workloads import binder_day
+
+    for seed in range(6):
+        t = [j.t for j in binder_day(seed).jobs]
+        assert min(t) >= 0.0 and max(t) < 86400.0

@@ -635,3 +635,22 @@ def test_a_node_deleted_after_the_last_pod_ends_is_charged_up_to_that_end() -> N
     assert _lives(result) == [(360.0, 1060.0), (710.0, None), (1060.0, None)]
     # p-00001 450 s, p-00002 from its scale-up at 360 s to 460 s, p-00003 nothing
     assert result.metrics["node_hours"] * 3600 == pytest.approx(450 + 100)
+
+
+def test_the_floor_is_defined_up_to_the_horizon_and_keeps_one_value_an_instant() -> None:
+    from stickypack.sim.metrics import window_max_step
+
+    # g = 1 on [0, 10), 2 from 10; window 5, horizon 10: f = 1 on [0, 10), 2 at 10 (the
+    # horizon is in the domain, [times[0], horizon])
+    assert window_max_step([0.0, 10.0], [1, 2], 5.0, 10.0) == ([0.0, 10.0], [1, 2])
+    # two values at t = 0 (the later one holds): g = 2 on [0, 10), 0 from 10; f = max over
+    # [t - 5, t] = 2 until 15, then 0: one step at 0, of the value that holds there
+    assert window_max_step([0.0, 0.0, 10.0], [1, 2, 0], 5.0, 30.0) == ([0.0, 15.0], [2, 0])
+
+
+def test_metrics_keep_six_significant_digits() -> None:
+    from stickypack.sim.metrics import round_metric
+
+    assert round_metric(1234567.0) == 1234570.0  # 7 digits -> 6
+    assert round_metric(0.1234564) == 0.123456 and round_metric(12.34567) == 12.3457
+    assert round_metric(0.0) == 0.0
