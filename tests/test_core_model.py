@@ -1050,3 +1050,180 @@ def test_select_with_one_feasible_node_binds_it_without_scoring() -> None:
     table.upsert_node("other", {"cpu": 4000, "memory": 16 * Gi, "pods": 110})
     profile.select(Pod("x"), table, SchedulingContext(), rng)
     assert called == [2]
+
+
+def test_a_pod_dict_without_namespace_scheduler_or_node_reads_as_kubernetes_defaults_it() -> None:
+    """What a pod dict may leave out reads as the API server fills it in: namespace
+    ``default``, ``schedulerName: default-scheduler``; an empty ``nodeName`` is no node; a pod
+    the webhook sees before the API server names it (``generateName``) goes by that prefix."""
+    bare = Pod.from_dict({"metadata": {"name": "p"}, "spec": {"nodeName": ""}})
+    assert (bare.namespace, bare.key) == ("default", "default/p")
+    assert (bare.scheduler_name, bare.node_name) == ("default-scheduler", None)
+    generated = Pod.from_dict({"metadata": {"generateName": "build-"}, "spec": {"schedulerName": ""}})
+    assert (generated.name, generated.scheduler_name) == ("build-", "default-scheduler")
+    named = Pod.from_dict({"metadata": {"name": "p", "generateName": "build-"}, "spec": {"nodeName": "n1"}})
+    assert (named.name, named.node_name) == ("p", "n1")
+
+
+def test_the_controller_is_read_with_its_api_group_and_a_missing_name_as_none() -> None:
+    """``owner_group`` is the controller's ``apiVersion`` before its ``/``, "" for the core
+    group's ``v1`` (what ``explain`` compares with ``apps``); a controller reference without a
+    name gives ``owner_name`` None."""
+
+    def owner(ref: dict[str, object]) -> Pod:
+        return Pod.from_dict({"metadata": {"name": "p", "ownerReferences": [ref]}, "spec": {}})
+
+    ds = owner({"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "ds", "controller": True})
+    assert (ds.owner_kind, ds.owner_name, ds.owner_group) == ("DaemonSet", "ds", "apps")
+    rc = owner({"apiVersion": "v1", "kind": "ReplicationController", "name": "rc", "controller": True})
+    assert (rc.owner_kind, rc.owner_name, rc.owner_group) == ("ReplicationController", "rc", "")
+    nameless = owner({"apiVersion": "apps.kruise.io/v1beta1", "kind": "StatefulSet", "controller": True})
+    assert (nameless.owner_name, nameless.owner_group) == (None, "apps.kruise.io")
+
+
+def test_required_node_affinity_that_is_no_object_is_named_and_an_empty_one_matches_nothing() -> None:
+    """``requiredDuringSchedulingIgnoredDuringExecution`` of another shape than an object is
+    an error naming it, even when it is empty (``[]``, ``""``); an object without terms is
+    kept as no terms, which match no node (component-helpers ``nodeaffinity.NodeSelector``:
+    no term matches), not read as no node affinity at all."""
+    from stickypack.core.framework import SchedulingContext
+    from stickypack.core.plugins import NodeAffinityFilter
+    from stickypack.core.pod import REQUIRED
+
+    def pod(required: object) -> Pod:
+        spec = {"affinity": {"nodeAffinity": {REQUIRED: required}}}
+        return Pod.from_dict({"metadata": {"name": "p"}, "spec": spec})
+
+    where = rf"spec\.affinity\.nodeAffinity\.{REQUIRED}"
+    for bad in ([], "", 0):
+        with pytest.raises(PodSpecError, match=f"{where} must be an object"):
+            pod(bad)
+    t = NodeTable()
+    t.upsert_node("a", {"cpu": 1000, "memory": Gi, "pods": 10})
+    idx = t.active_indices()
+    assert pod(None).required_terms is None
+    assert NodeAffinityFilter().filter(pod(None), t, idx, SchedulingContext()).tolist() == [True]
+    assert pod({}).required_terms == ()
+    assert NodeAffinityFilter().filter(pod({}), t, idx, SchedulingContext()).tolist() == [False]
+
+
+def test_a_grace_period_of_zero_is_kept_and_a_non_integer_one_is_unknown() -> None:
+    """``terminationGracePeriodSeconds: 0`` is a grace period of 0 s, not an unknown one (the
+    cluster-autoscaler's ``IsPodLongTerminating`` would take its default 30 s for that); a
+    boolean is no integer."""
+    from stickypack.core.explain import (
+        DEFAULT_GRACE_PERIOD_S,
+        LONG_TERMINATING_EXTRA_S,
+        ScaleDownRules,
+        is_long_terminating,
+    )
+
+    def pod(grace: object) -> Pod:
+        meta = {"name": "p", "deletionTimestamp": "2026-12-02T10:00:00Z"}
+        return Pod.from_dict({"metadata": meta, "spec": {"terminationGracePeriodSeconds": grace}})
+
+    assert pod(0).grace_period_s == 0 and pod(45).grace_period_s == 45
+    assert pod(True).grace_period_s is None and pod(-1).grace_period_s is None
+    deleted = pod(0).deleted
+    assert deleted is not None
+    # deleted + 0 s grace + 30 s extra < now = deleted + 31 s; with the default 30 s grace, not
+    now = deleted + LONG_TERMINATING_EXTRA_S + 1
+    assert DEFAULT_GRACE_PERIOD_S == 30
+    assert is_long_terminating(pod(0), ScaleDownRules(now=now))
+    assert not is_long_terminating(pod(True), ScaleDownRules(now=now))
+
+
+@pytest.mark.parametrize("weight", [0, 101, 1.5, True, "5", None])
+def test_an_affinity_weight_outside_1_to_100_is_refused_naming_the_term(weight: object) -> None:
+    """The API server takes a preferred term's weight from 1 to 100, an integer."""
+    from stickypack.core.pod import PREFERRED
+
+    node = {"nodeAffinity": {PREFERRED: [{"weight": weight, "preference": {}}]}}
+    with pytest.raises(PodSpecError, match=rf"nodeAffinity\.{PREFERRED}\[0\]\.weight: .*1 to 100"):
+        Pod.from_dict({"metadata": {"name": "p"}, "spec": {"affinity": node}})
+    term = {"labelSelector": {"matchLabels": {"a": "b"}}, "topologyKey": "k"}
+    anti = {"podAntiAffinity": {PREFERRED: [{"weight": weight, "podAffinityTerm": term}]}}
+    with pytest.raises(PodSpecError, match=rf"podAntiAffinity\.{PREFERRED}\[0\]\.weight: .*1 to 100"):
+        Pod.from_dict({"metadata": {"name": "p"}, "spec": {"affinity": anti}})
+
+
+def test_affinity_weights_1_and_100_are_taken() -> None:
+    """The bounds of 1..100 themselves, and a whole float as JSON may give it."""
+    from stickypack.core.pod import PREFERRED
+
+    preferred = [{"weight": w, "preference": {}} for w in (1, 100, 7.0)]
+    spec = {"affinity": {"nodeAffinity": {PREFERRED: preferred}}}
+    pod = Pod.from_dict({"metadata": {"name": "p"}, "spec": spec})
+    assert [t.weight for t in pod.preferred_terms] == [1, 100, 7]
+
+
+def test_an_init_container_runs_beside_the_sidecars_started_before_it() -> None:
+    """component-helpers ``resource.PodRequests``: a regular init container's requests are
+    added to those of the restartable (sidecar) init containers listed before it, and the
+    pod asks for the larger of that peak and its containers plus all sidecars."""
+    spec = {
+        "initContainers": [
+            {"name": "sidecar", "restartPolicy": "Always", "resources": {"requests": {"cpu": "500m"}}},
+            {"name": "init", "resources": {"requests": {"cpu": "1"}}},
+        ],
+        "containers": [{"name": "c", "resources": {"requests": {"cpu": "100m"}}}],
+    }
+    pod = Pod.from_dict({"metadata": {"name": "p"}, "spec": spec})
+    # init with the sidecar: 1000m + 500m = 1500m; containers with it: 100m + 500m = 600m
+    assert pod.requests["cpu"] == 1500
+
+
+def test_pod_level_requests_replace_hugepages_but_not_extended_resources() -> None:
+    """kube-scheduler reads pod-level requests for the resources pod-level resources support
+    (``IsSupportedPodLevelResource``: cpu, memory, hugepages-*); any other resource comes
+    from the containers."""
+    mi = 1024**2
+    container = {"requests": {"cpu": "100m", "hugepages-2Mi": "2Mi", "example.com/x": "1"}}
+    spec = {
+        "containers": [{"name": "c", "resources": container}],
+        "resources": {"requests": {"cpu": "1", "hugepages-2Mi": "4Mi", "example.com/x": "5"}},
+    }
+    pod = Pod.from_dict({"metadata": {"name": "p"}, "spec": spec})
+    # cpu 1 core and hugepages 4Mi from the pod level; example.com/x 1 from the container
+    assert pod.requests == {"cpu": 1000, "hugepages-2Mi": 4 * mi, "example.com/x": 1}
+
+
+def test_a_pod_may_request_32_distinct_resources_but_not_33() -> None:
+    """:data:`MAX_POD_RESOURCES` (32) is the most a pod may request."""
+    from stickypack.core.pod import MAX_POD_RESOURCES
+
+    def pod(n: int) -> Pod:
+        requests = {f"example.com/r{i}": "1" for i in range(n)}
+        spec = {"containers": [{"name": "c", "resources": {"requests": requests}}]}
+        return Pod.from_dict({"metadata": {"name": "p"}, "spec": spec})
+
+    assert MAX_POD_RESOURCES == 32
+    assert len(pod(32).requests) == 32
+    with pytest.raises(PodSpecError, match="33 distinct resources requested; at most 32"):
+        pod(33)
+
+
+def test_names_and_labels_are_taken_up_to_the_api_servers_lengths() -> None:
+    """k8s.io/apimachinery ``util/validation``: a DNS label (``IsDNS1123Label``) of at most 63
+    characters, not ending in ``-``; a label key (``IsQualifiedName``) of a name of at most 63
+    characters after an optional DNS-subdomain prefix of at most 253; a label value
+    (``IsValidLabelValue``) of at most 63, checked with the key."""
+    from stickypack.core.labels import is_dns_label, is_label
+
+    assert is_dns_label("a" * 63) and not is_dns_label("a" * 64)
+    assert is_dns_label("a-b") and not is_dns_label("ab-") and not is_dns_label("-ab")
+    assert is_label("a" * 63, "v") and not is_label("a" * 64, "v")
+    prefix = ".".join(["a" * 63] * 3 + ["a" * 61])  # 3 * 63 + 61 + 3 dots = 253 characters
+    assert len(prefix) == 253
+    assert is_label(f"{prefix}/k", "v") and not is_label(f"{prefix}a/k", "v")
+    assert is_label("k", "v" * 63) and not is_label("k", "v" * 64)
+    assert is_label("k", "") and not is_label("k", "not a value") and not is_label("k", "-v")
+
+
+def test_a_taint_is_written_as_the_api_writes_it() -> None:
+    """``Taint.to_dict``: key and effect, the value only when there is one (as a node's
+    ``spec.taints`` lists it); :meth:`Taint.from_dict` reads it back."""
+    assert Taint("k").to_dict() == {"key": "k", "effect": "NoSchedule"}
+    tainted = Taint("k", "v", "NoExecute")
+    assert tainted.to_dict() == {"key": "k", "value": "v", "effect": "NoExecute"}
+    assert Taint.from_dict(tainted.to_dict()) == tainted

@@ -1541,6 +1541,18 @@ def test_local_storage_pins_a_replicated_pod_unless_allowed() -> None:
     )
 
 
+def test_an_empty_dir_on_hugepages_is_local_storage() -> None:
+    """cluster-autoscaler ``utils/drain`` ``isLocalVolume``: ``HostPath != nil ||
+    (EmptyDir != nil && EmptyDir.Medium != StorageMediumMemory)``: only the ``Memory``
+    medium is left out, so an emptyDir on ``HugePages`` pins the pod."""
+    rs = _pod("web", "100m", "100Mi", owner="ReplicaSet")
+    huge = {"name": "huge", "emptyDir": {"medium": "HugePages"}}
+    shm = {"name": "shm", "emptyDir": {"medium": "Memory"}}
+    assert _with_volumes(rs, [huge, shm]).local_volumes == ("huge",)
+    assert pins_node(_with_volumes(rs, [huge]))
+    assert not pins_node(_with_volumes(rs, [shm]))
+
+
 @pytest.mark.controlplane
 def test_inspect_sees_local_storage(cluster: ControlPlane, capsys: pytest.CaptureFixture[str]) -> None:
     """A replicated pod with a disk-backed emptyDir pins its node on the real cluster's

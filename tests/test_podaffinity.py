@@ -123,6 +123,18 @@ def test_required_terms_are_read_with_kube_schedulers_namespaces_and_merged_labe
     assert _pod("plain").required_pod_affinity == () and _pod("plain").host_ports == ()
 
 
+def test_required_pod_affinity_terms_default_to_the_pods_own_namespace() -> None:
+    """kube-scheduler's ``AffinityTerm``: a term without ``namespaces`` and without
+    ``namespaceSelector`` selects pods of the incoming pod's own namespace, for podAffinity
+    as for podAntiAffinity."""
+    pod = _pod("p", namespace="team", affinity=[_term(app="db")], anti=[_term(app="web")])
+    (affinity,) = pod.required_pod_affinity
+    (anti,) = pod.required_pod_anti_affinity
+    assert affinity.namespaces == anti.namespaces == {"team"}
+    assert affinity.selects(_pod("q", labels={"app": "db"}, namespace="team"))
+    assert not affinity.selects(_pod("q", labels={"app": "db"}))  # namespace default
+
+
 def test_host_ports_are_read_with_their_defaults() -> None:
     raw = pod_manifest("p")
     raw["spec"]["containers"][0]["ports"] = [

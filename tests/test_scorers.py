@@ -313,6 +313,19 @@ def _nodes_with_builds(*builds: int) -> NodeTable:
     return t
 
 
+def test_a_toleration_without_operator_compares_values_and_an_unknown_one_tolerates_nothing() -> None:
+    """k8s.io/api core/v1 toleration.go ``ToleratesTaint``: an operator left out (read as
+    ``Equal``) or empty compares the values; any operator but ``Equal``, ``""`` and ``Exists``
+    tolerates nothing."""
+    taint, other_value = Taint("k", "v", NO_SCHEDULE), Taint("k", "w", NO_SCHEDULE)
+    read = Toleration.from_dict({"key": "k", "value": "v"})
+    assert read.operator == "Equal" and read.tolerates(taint) and not read.tolerates(other_value)
+    empty = Toleration("k", "", "v")
+    assert empty.tolerates(taint) and not empty.tolerates(other_value)
+    assert not Toleration("k", "Near", "v").tolerates(taint)
+    assert not Toleration("k", "Near", "v").tolerates(other_value)
+
+
 def test_build_anti_affinity_normalizes_like_inter_pod_affinity():
     """interpodaffinity/scoring.go NormalizeScore: ``int(100 * ((s - min) / (max - min)))``
     over the nodes' sums, 0 everywhere when they are all equal. Each build pod counts -100 for
@@ -1399,6 +1412,26 @@ def test_match_fields_need_metadata_name_in_or_not_in_and_one_value() -> None:
     assert not term({"key": "metadata.name", "operator": "In", "values": ["n1", "n2"]}).matches({}, "n1")
     assert not term({"key": "metadata.name", "operator": "Exists"}).matches({}, "n1")
     assert not term({"key": "metadata.uid", "operator": "NotIn", "values": ["x"]}).matches({}, "n1")
+
+
+@pytest.mark.parametrize(
+    ("operator", "value", "label", "matches"),
+    [
+        ("Gt", "5", "6", True),
+        ("Gt", "5", "5", False),  # strictly greater
+        ("Lt", "5", "4", True),
+        ("Lt", "5", "5", False),  # strictly less
+        ("Gt", "1", "9223372036854775807", True),  # 2**63 - 1: the largest int64
+        ("Gt", "1", "9223372036854775808", False),  # 2**63: ParseInt fails, no match
+    ],
+)
+def test_gt_and_lt_compare_strictly_as_int64(operator: str, value: str, label: str, matches: bool) -> None:
+    """k8s.io/apimachinery labels/selector.go ``Requirement.Matches``: the node's value read by
+    ``strconv.ParseInt(v, 10, 64)`` (a value past int64 matches nothing), then ``>`` for Gt,
+    ``<`` for Lt."""
+    expression = {"key": "count", "operator": operator, "values": [value]}
+    term = NodeSelectorTerm.from_dict({"matchExpressions": [expression]})
+    assert term.matches({"count": label}, "n1") is matches
 
 
 @pytest.mark.parametrize(

@@ -82,6 +82,15 @@ def test_a_pod_names_its_claims() -> None:
         Pod.from_dict(bad)
 
 
+def test_an_empty_claim_name_is_refused_naming_the_field() -> None:
+    """``persistentVolumeClaim.claimName: ""`` names no claim (the API server requires one):
+    an error naming the field, as for a missing one."""
+    bad = _manifest("p")
+    bad["spec"]["volumes"] = [{"name": "v", "persistentVolumeClaim": {"claimName": ""}}]
+    with pytest.raises(PodSpecError, match=r"spec\.volumes\[0\]\.persistentVolumeClaim\.claimName: ''"):
+        Pod.from_dict(bad)
+
+
 def test_claims_map_to_their_volumes_placement() -> None:
     volumes = [_volume("pv-a", _terms(ZONE, "z1")), _volume("pv-b", None, **{ZONE: "z2"})]
     claims = [
