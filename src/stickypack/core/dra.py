@@ -12,6 +12,12 @@ and pool, of the slices of the pool's current generation (the highest
   skipped), summed over the sets and divided by how many distinct counter sets the pool's
   devices consume (0 when they consume none).
 
+This is cluster-autoscaler 1.36.1's ``simulator/dynamicresources/utils/utilization.go``
+(a pool is atomic or partitionable as a whole; quotients of ``AsApproximateFloat64``).
+A later version of the file (kubernetes/autoscaler commit 0046c5d) weighs a pool that
+mixes atomic and partitionable devices by their counts instead, and divides counters'
+integer ``Value()``; not followed until a release the project targets ships it.
+
 Allocated devices are the ``status.allocation.devices.results`` of the ResourceClaims of the
 pods on the node (``driver``, ``pool``, ``device``), except admin-access ones, which reserve
 nothing; one of those claims that is not allocated, or cannot be found, is an error for the
