@@ -26,6 +26,7 @@ from stickypack.binderhub import (
     _as_model,
     default_anti_affinity,
 )
+from stickypack.core.history import BuildHistory
 from stickypack.kube.history import DATA_KEY, DEFAULT_NAME, HistoryDoc, Limits, Record, apply_ops
 from stickypack.rendezvous import rendezvous_rank
 
@@ -559,3 +560,210 @@ def test_label_keys_the_library_takes_are_the_ones_the_api_server_takes(cluster)
             assert exc.status == 422, exc
             theirs = False
         assert ours == theirs, (key, ours, theirs)
+
+
+# ---------------------------------------------------------------------------- edges (mutation audit)
+
+
+class ShardedApi(FakeApi):
+    """Builder pods, and history ConfigMaps by name: a repos mapping, or the exception the
+    read raises (absent names: 404, as the API server answers)."""
+
+    def __init__(self, pods: list[dict], maps: dict[str, dict | Exception]) -> None:
+        super().__init__(pods)
+        self.maps = maps
+        self.reads: list[tuple[str, str]] = []
+
+    def read_namespaced_config_map(self, name: str, namespace: str, **kwargs: Any) -> Any:
+        from kubernetes.client.exceptions import ApiException
+
+        self.reads.append((namespace, name))
+        found = self.maps.get(name)
+        if found is None:
+            raise ApiException(status=404, reason="Not Found")
+        if isinstance(found, Exception):
+            raise found
+        return model({"data": {DATA_KEY: HistoryDoc(found).dumps()}}, "V1ConfigMap")
+
+
+def test_a_throttle_shares_an_error_for_its_interval_when_that_is_shorter_than_5_s() -> None:
+    calls: list[float] = []
+    clock = [0.0]
+
+    def fn() -> int:
+        calls.append(clock[0])
+        raise OSError("down")
+
+    th = Throttle(fn, 2, clock=lambda: clock[0])
+    assert th.error_ttl_s == 2.0  # min(interval 2, 5)
+    with pytest.raises(OSError):
+        th()  # the call at 0
+    clock[0] = 1.9  # 1.9 < 2: shared
+    with pytest.raises(OSError):
+        th()
+    clock[0] = 2.0  # 2 - 0 = 2, not < 2: the next caller retries
+    with pytest.raises(OSError):
+        th()
+    assert calls == [0.0, 2.0]
+
+
+def test_a_throttle_calls_again_once_its_interval_has_passed() -> None:
+    clock = [0.0]
+    calls: list[float] = []
+
+    def fn() -> int:
+        calls.append(clock[0])
+        return len(calls)
+
+    th = Throttle(fn, 10, clock=lambda: clock[0])
+    assert th() == 1
+    clock[0] = 9.99  # 9.99 < 10: the cached result
+    assert th() == 1
+    clock[0] = 10.0  # 10 - 0 = 10, not < 10: stale
+    assert th() == 2 and calls == [0.0, 10.0]
+
+
+def test_configuration_at_the_edges_of_its_ranges_is_taken() -> None:
+    """weights "must not increase" (equal is fine), top_k >= 1, history_shards 1..64,
+    list_interval and history_ttl >= 0."""
+    assert enabled(weights=[50, 50]).weights == [50, 50]
+    assert enabled(top_k=1).top_k == 1
+    assert enabled(history_shards=64).history_shards == 64
+    assert enabled(list_interval=0.0).list_interval == 0.0
+    assert enabled(history_ttl=0.0).history_ttl == 0.0
+
+
+def test_a_changed_list_interval_takes_effect() -> None:
+    api = FakeApi([builder("d", "node-1")])
+    enabled(list_interval=60).builder_nodes(api, "binder")
+    enabled(list_interval=60).builder_nodes(api, "binder")
+    assert api.pod_lists == 1  # within 60 s: cached
+    enabled(list_interval=0).builder_nodes(api, "binder")  # 0: the throttle is replaced...
+    enabled(list_interval=0).builder_nodes(api, "binder")  # ...and lists every time
+    assert api.pod_lists == 3
+
+
+def test_the_throttles_are_bounded_and_the_newest_kept() -> None:
+    """MAX_THROTTLES (64) at most: the 65th key drops the oldest 32 first, so 65 namespaces
+    leave 64 - 32 + 1 = 33 throttles, the newest among them still cached."""
+    assert binderhub_module.MAX_THROTTLES == 64
+    api = FakeApi([builder("d", "node-1")])
+    sticky = enabled(list_interval=60)
+    for i in range(65):
+        sticky.builder_nodes(api, f"ns-{i}")
+        assert len(StickyBuilds._throttles) <= 64
+    assert len(StickyBuilds._throttles) == 33 and api.pod_lists == 65
+    sticky.builder_nodes(api, "ns-63")  # kept: no new list
+    assert api.pod_lists == 65
+    sticky.builder_nodes(api, "ns-0")  # dropped: listed again
+    assert api.pod_lists == 66
+
+
+def test_every_history_shard_is_read_past_one_that_does_not_exist() -> None:
+    """history_shards 3: shard 0 missing (404, an answer), shard 1 empty, shard 2 holds the
+    repo: its node comes first."""
+    nodes = [f"node-{i}" for i in range(5)]
+    built = rendezvous_rank(nodes, REPO)[-1]  # last by rendezvous: first only by history
+    api = ShardedApi(
+        [builder(f"d{i}", n) for i, n in enumerate(nodes)],
+        {f"{DEFAULT_NAME}-1": {}, f"{DEFAULT_NAME}-2": {REPO: {built: NOW}}},
+    )
+    ranked = [n for _, n in preferred(enabled(history_shards=3).affinity_for(api, "binder", REPO))]
+    assert ranked[0] == built
+    assert api.reads == [("binder", f"{DEFAULT_NAME}-{i}") for i in range(3)]
+
+
+@pytest.mark.parametrize("error", [TimeoutError("read timed out"), "status 0"])
+def test_a_history_read_without_an_answer_stops_the_other_shards(error: Exception | str) -> None:
+    """No answer (a timeout; the client's ApiException with status 0, its connection
+    failure): the next shards would wait as long, so none is read and the history is
+    None: rendezvous only."""
+    from kubernetes.client.exceptions import ApiException
+
+    failure = ApiException(status=0, reason="connection refused") if error == "status 0" else error
+    assert isinstance(failure, Exception)
+    api = ShardedApi(
+        [builder("d", "node-1")], {f"{DEFAULT_NAME}-0": failure, f"{DEFAULT_NAME}-1": {REPO: {"node-1": NOW}}}
+    )
+    assert enabled(history_shards=2).history(api, "binder") is None
+    assert api.reads == [("binder", f"{DEFAULT_NAME}-0")]
+
+
+def test_no_history_configmap_is_no_history() -> None:
+    api = ShardedApi([builder("d", "node-1")], {})  # every shard 404
+    assert enabled(history_shards=2).history(api, "binder") is None
+    assert len(api.reads) == 2
+
+
+def test_history_settings_name_where_it_is_read_and_are_cached_apart() -> None:
+    api = ShardedApi(
+        [builder("d", "node-1")], {"a-0": {REPO: {"node-a": NOW}}, "b-0": {REPO: {"node-b": NOW}}}
+    )
+    a = enabled(history_name="a", history_namespace="hist").history(api, "binder")
+    b = enabled(history_name="b", history_namespace="hist").history(api, "binder")
+    assert a is not None and a.nodes_for(REPO, NOW) == ["node-a"]
+    assert b is not None and b.nodes_for(REPO, NOW) == ["node-b"]
+    assert api.reads == [("hist", "a-0"), ("hist", "b-0")]
+    assert enabled(use_history=False).history(api, "binder") is None and len(api.reads) == 2
+
+
+def test_ranked_nodes_names_each_node_once_and_at_most_top_k() -> None:
+    nodes = [f"node-{i}" for i in range(6)]
+    order = rendezvous_rank(nodes, REPO)
+    sticky = enabled(top_k=3)
+    # a history node that is also the rendezvous top is named once: the rendezvous top 3
+    history = BuildHistory(86400.0)
+    history.record(REPO, order[0], NOW)
+    assert sticky.ranked_nodes(REPO, nodes, history, NOW) == order[:3]
+    # four history nodes (newest first: order[5], [4], [3], [2]), top_k 3: the newest three
+    history = BuildHistory(86400.0, max_nodes_per_repo=10)
+    for age, node in enumerate(order[5:1:-1]):
+        history.record(REPO, node, NOW - age)
+    assert sticky.ranked_nodes(REPO, nodes, history, NOW) == [order[5], order[4], order[3]]
+
+
+def test_the_history_keeps_every_node_a_repo_was_built_on() -> None:
+    """The ConfigMap's nodes of a repo all count, most recent first (the extender's
+    history.max_nodes_per_repo bounds them when written), not only the newest."""
+    nodes = [f"node-{i}" for i in range(6)]
+    order = rendezvous_rank(nodes, REPO)
+    old, new = order[-1], order[-2]  # last two by rendezvous: first two only by history
+    api = FakeApi([builder(f"d{i}", n) for i, n in enumerate(nodes)], {REPO: {old: NOW - 60, new: NOW}})
+    ranked = [n for _, n in preferred(enabled(top_k=3).affinity_for(api, "binder", REPO))]
+    assert ranked == [new, old, order[0]]
+
+
+def test_the_last_weight_repeats_past_the_list() -> None:
+    # weights [100, 60, 30], top_k 4: the fourth node gets 30 again
+    nodes = ["a", "b", "c", "d"]
+    assert [w for w, _ in preferred(enabled(top_k=4).node_affinity(nodes))] == [100, 60, 30, 30]
+
+
+def test_an_api_that_answers_with_dicts_works_as_the_clients_models() -> None:
+    """CoreApi: the answers are the client's models or dicts in the API's shape."""
+
+    class DictApi(FakeApi):
+        def list_namespaced_pod(self, namespace: str, label_selector: str = "", **kwargs: Any) -> dict:
+            self.pod_lists += 1
+            return {"items": self.pods}
+
+        def read_namespaced_config_map(self, name: str, namespace: str, **kwargs: Any) -> dict:
+            return {"data": {DATA_KEY: HistoryDoc(self.history or {}).dumps()}}
+
+    nodes = [f"node-{i}" for i in range(4)]
+    built = rendezvous_rank(nodes, REPO)[-1]
+    api = DictApi([builder(f"d{i}", n) for i, n in enumerate(nodes)], {REPO: {built: NOW}})
+    ranked = [n for _, n in preferred(enabled(top_k=2).affinity_for(api, "binder", REPO))]
+    assert ranked == [built, rendezvous_rank(nodes, REPO)[0]]
+
+
+def test_a_call_that_does_not_answer_is_given_up_after_its_bound() -> None:
+    from stickypack.binderhub import _within
+
+    release = threading.Event()
+    started = time.monotonic()
+    with pytest.raises(TimeoutError, match=r"listing: no answer within 0.5 s"):
+        _within(0.5, lambda: release.wait(10), "listing")
+    held = time.monotonic() - started
+    release.set()
+    assert 0.5 <= held < 1.5, held  # 0.5 s, not 4 x 0.5 (urllib3's retries)

@@ -392,6 +392,18 @@ def test_a_worker_group_gets_the_worker_half() -> None:
             {"kind": "DaskWorkerGroup", "spec": {"worker": {"spec": {"containers": [{"env": "x"}]}}}},
             "containers[0]: env must be a list",
         ),
+        (  # a list, but of strings: not read as dict("FOO=bar")'s ValueError
+            {"kind": "DaskWorkerGroup", "spec": {"worker": {"spec": {"containers": [{"env": ["FOO=bar"]}]}}}},
+            "containers[0]: env must be a list",
+        ),
+        (  # no container at all: the operator's pod would run nothing
+            {"kind": "DaskWorkerGroup", "spec": {"worker": {"spec": {"containers": []}}}},
+            "spec.worker.spec.containers: expected a non-empty list",
+        ),
+        (  # a container that is not a mapping
+            {"kind": "DaskWorkerGroup", "spec": {"worker": {"spec": {"containers": ["dask-worker"]}}}},
+            "spec.worker.spec.containers: expected a non-empty list",
+        ),
         (
             {"kind": "DaskWorkerGroup", "spec": {"worker": {"spec": {"containers": [
                 {"env": [{"name": WORKER_PRELOAD_ENV, "valueFrom": {"configMapKeyRef": {}}}]}]}}}},
@@ -501,3 +513,175 @@ def test_the_api_server_takes_the_pods(cluster: ControlPlane) -> None:
         ]
         made = cluster.create_pod(pod=pod)
         assert made["metadata"]["name"] == template["metadata"]["name"]
+
+
+# ---------------------------------------------------------------------------- edges (mutation audit)
+
+
+@pytest.mark.parametrize(
+    ("current", "preloads"),
+    [
+        # dask.config.interpret_value: ast.literal_eval fails, then {"none", "null", "false",
+        # "true"} is looked up with value.lower(), so "NULL" is None and "FALSE" is False
+        ("NULL", PRELOAD),
+        ("FALSE", PRELOAD),
+        # a tuple literal is read as a tuple of two modules, as a list literal is
+        ('("a", "b")', [PRELOAD, "a", "b"]),
+    ],
+)
+def test_a_preload_value_is_read_as_dask_reads_it(current: str, preloads: object) -> None:
+    """Both helpers read a preload variable set before as dask does
+    (``dask.config.interpret_value``): the operator's (``dask_kubernetes_spec``) and the
+    gateway's generated code (``environment`` of ``KubeClusterConfig``)."""
+    group = {
+        "kind": "DaskWorkerGroup",
+        "spec": {
+            "worker": {"spec": {"containers": [{"env": [{"name": WORKER_PRELOAD_ENV, "value": current}]}]}}
+        },
+    }
+    (container,) = dask_kubernetes_spec(group)["spec"]["worker"]["spec"]["containers"]
+    assert _worker_preloads(container["env"]) == preloads
+    worker, _ = _pods(_gateway({"environment": {WORKER_PRELOAD_ENV: current}}))
+    assert _worker_preloads(worker["spec"]["containers"][0]["env"]) == preloads
+
+
+def test_a_preload_value_too_deep_for_literal_eval_is_kept_as_a_string() -> None:
+    """``ast.literal_eval`` of ``1+1+...`` (100 001 terms) raises RecursionError, and of
+    100 000 minus signs MemoryError, not ValueError: such a value is kept beside ours as the
+    one string it is, with no traceback."""
+    for current in ("1" + "+1" * 100_000, "-" * 100_000 + "1"):
+        group = {
+            "kind": "DaskWorkerGroup",
+            "spec": {
+                "worker": {
+                    "spec": {"containers": [{"env": [{"name": WORKER_PRELOAD_ENV, "value": current}]}]}
+                }
+            },
+        }
+        (container,) = dask_kubernetes_spec(group)["spec"]["worker"]["spec"]["containers"]
+        (value,) = [e["value"] for e in container["env"] if e["name"] == WORKER_PRELOAD_ENV]
+        assert json.loads(value) == [PRELOAD, current]
+
+
+def test_the_node_variable_goes_after_the_containers_own_variables() -> None:
+    """A worker's own variables keep their places; ours, absent before, are appended
+    (``_add_env``: "else at the end")."""
+    group = {
+        "kind": "DaskWorkerGroup",
+        "spec": {
+            "worker": {
+                "spec": {"containers": [{"env": [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}]}]}
+            }
+        },
+    }
+    (container,) = dask_kubernetes_spec(group)["spec"]["worker"]["spec"]["containers"]
+    # A, B kept at 0 and 1; then the node (index 2); then the preload variable (index 3)
+    assert [e["name"] for e in container["env"]] == ["A", "B", NODE_ENV, WORKER_PRELOAD_ENV]
+
+
+def _command_line(container: dict) -> list[str]:
+    return [*(container.get("command") or []), *(container.get("args") or [])]
+
+
+@pytest.mark.parametrize(
+    ("command", "args"),
+    [
+        (None, ["dask-worker", "--preload=mine"]),  # the --preload=x form names one too
+        (["dask-worker", "--preload", "mine"], None),  # the command alone: ours goes there
+        (["dask-worker", "--preload", "mine"], ["--nthreads", "1"]),  # named in command, args after
+        (["tini", "--"], ["dask-worker", "--preload", "mine"]),  # an init: ours after the args
+    ],
+)
+def test_a_worker_command_line_that_names_a_preload_gets_ours_at_its_end(
+    command: list[str] | None, args: list[str] | None
+) -> None:
+    """distributed ignores the variable when the command line (``command`` then ``args``)
+    names ``--preload``: ours is appended to the last part of it, the variable left
+    unset."""
+    container: dict[str, Any] = {"name": "worker"}
+    if command is not None:
+        container["command"] = command
+    if args is not None:
+        container["args"] = args
+    group = {"kind": "DaskWorkerGroup", "spec": {"worker": {"spec": {"containers": [container]}}}}
+    (done,) = dask_kubernetes_spec(group)["spec"]["worker"]["spec"]["containers"]
+    before = _command_line(container)
+    assert _command_line(done) == [*before, "--preload", PRELOAD]
+    assert WORKER_PRELOAD_ENV not in _env(done) and NODE_ENV in _env(done)
+    dask_index = next(i for i, w in enumerate(_command_line(done)) if w.startswith("dask"))
+    assert _worker_cli_preloads(_command_line(done)[dask_index:])[-1] == PRELOAD
+
+
+@pytest.mark.parametrize(
+    ("command", "args"),
+    [
+        (None, ["dask-worker", "--preload-nanny", "mine"]),
+        (["sh", "-c"], ["dask-worker --preload-nanny mine"]),  # a shell string: no error either
+    ],
+)
+def test_a_preload_nanny_option_is_not_a_preload(command: list[str] | None, args: list[str]) -> None:
+    """``dask worker --preload-nanny x`` loads x in the nanny; the worker still reads its
+    preload from the variable (distributed's ``Worker``: ``if not preload: preload =
+    dask.config.get("distributed.worker.preload")``). So the variable is set and the
+    command line kept."""
+    container: dict[str, Any] = {"args": args} if command is None else {"command": command, "args": args}
+    group = {"kind": "DaskWorkerGroup", "spec": {"worker": {"spec": {"containers": [container]}}}}
+    (done,) = dask_kubernetes_spec(group)["spec"]["worker"]["spec"]["containers"]
+    assert _command_line(done) == _command_line(container)
+    assert _env(done)[WORKER_PRELOAD_ENV] == PRELOAD
+
+
+def test_a_two_word_shell_command_that_names_a_preload_is_an_error() -> None:
+    """A shell string is any word with a space: ``"dask-worker --preload=mine"`` (two words)
+    names a preload distributed takes over the variable."""
+    group = {
+        "kind": "DaskWorkerGroup",
+        "spec": {
+            "worker": {
+                "spec": {"containers": [{"command": ["sh", "-c"], "args": ["dask-worker --preload=mine"]}]}
+            }
+        },
+    }
+    with pytest.raises(
+        DaskConfigError, match=r"containers\[0\]\.args\[0\]: a shell command that names --preload"
+    ):
+        dask_kubernetes_spec(group)
+
+
+def test_every_container_of_the_pods_gets_its_half() -> None:
+    """A worker pod with a sidecar, a scheduler pod with one: every container (as the
+    docstring says) gets the variables, so whichever runs Dask loads the preload."""
+    cluster = make_cluster_spec("abc")
+    for part in ("worker", "scheduler"):
+        cluster["spec"][part]["spec"]["containers"].append({"name": "sidecar", "image": "busybox"})
+    done = dask_kubernetes_spec(cluster)
+    workers = done["spec"]["worker"]["spec"]["containers"]
+    schedulers = done["spec"]["scheduler"]["spec"]["containers"]
+    assert [_env(c).get(WORKER_PRELOAD_ENV) for c in workers] == [PRELOAD, PRELOAD]
+    assert [NODE_ENV in _env(c) for c in workers] == [True, True]
+    assert [_env(c).get(SCHEDULER_PRELOAD_ENV) for c in schedulers] == [PRELOAD, PRELOAD]
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        # ours named already in the --preload=x form: not added again
+        {"worker_cmd": ["dask-worker", f"--preload={PRELOAD}", "--preload", "mine"]},
+        # the extra container config's command (the container's command, before worker_cmd
+        # in its args) names the --preload: ours goes on worker_cmd
+        {
+            "worker_cmd": ["--no-dashboard"],
+            "worker_extra_container_config": {"command": ["dask-worker", "--preload", "mine"]},
+        },
+    ],
+    ids=["ours-named", "extra-command"],
+)
+def test_a_dask_gateway_worker_command_line_loads_ours_once(values: dict[str, Any]) -> None:
+    """The worker's whole command line (the container's command, then args: worker_cmd and
+    dask-gateway's own) as distributed's ``dask worker`` parses it names ``mine`` and ours,
+    ours once."""
+    worker, _ = _pods(_gateway(values))
+    (container,) = worker["spec"]["containers"]
+    line = _command_line(container)
+    preloads = _worker_cli_preloads(line)
+    assert sorted(preloads) == sorted(["mine", PRELOAD])
