@@ -375,3 +375,371 @@ def test_the_slim_pod_keeps_a_build_pods_container_ends_and_the_deletion_grace()
         odd = pod("o", "n1", repo="R", phase="Succeeded")
         odd["status"]["containerStatuses"] = junk
         assert pod_end_time(odd) is None and pod_end_time(slim_pod(odd)) is None, junk
+
+
+def test_a_builder_pod_matches_every_label_of_the_builder_selector(cache: ClusterCache) -> None:
+    """A selector of several labels selects a pod carrying all of them (a Kubernetes
+    equality-based selector is an AND): a pod with only one of the default builder
+    selector's two labels does not make its node a builder node."""
+    cache.node_event("ADDED", node("n1"))
+    cache.node_event("ADDED", node("n2"))
+    # default builder selector: component=image-builder AND app=binder
+    cache.pod_event("ADDED", pod("half", "n1", labels={"app": "binder"}))
+    cache.pod_event("ADDED", pod("other", "n1", labels={"component": "image-builder"}))
+    assert cache.builder_nodes() is None
+    cache.pod_event("ADDED", pod("d", "n2", labels={"component": "image-builder", "app": "binder"}))
+    assert cache.builder_nodes() == ["n2"]
+
+
+def test_the_slim_pod_keeps_the_names_of_claims_made_from_templates() -> None:
+    """A DRA claim made from a ResourceClaimTemplate is named in
+    ``status.resourceClaimStatuses`` only: the slim pod keeps it, so the claim's name is the
+    same read from the slim pod as from the full one."""
+    from stickypack.kube.cache import slim_pod
+
+    full = pod("g", "n1", phase="Running")
+    full["spec"]["resourceClaims"] = [
+        {"name": "gpu", "resourceClaimTemplateName": "one-gpu"},
+        {"name": "net", "resourceClaimName": "shared-net"},
+    ]
+    full["status"]["resourceClaimStatuses"] = [{"name": "gpu", "resourceClaimName": "g-gpu-x7k2p"}]
+    assert Pod.from_dict(full).resource_claims == ("g-gpu-x7k2p", "shared-net")
+    assert Pod.from_dict(slim_pod(full)).resource_claims == ("g-gpu-x7k2p", "shared-net")
+
+
+def test_a_deletion_grace_that_is_not_a_whole_number_of_seconds_in_range_is_not_subtracted() -> None:
+    """``pod_end_time`` subtracts ``deletionGracePeriodSeconds`` only when it is an int in
+    0..10**9: a boolean (JSON ``true``, which Python counts as 1) or a negative number is not
+    a grace period, and the end is the deletion timestamp itself."""
+    from stickypack.kube.cache import pod_end_time
+
+    stamp = "2026-03-01T10:00:30Z"  # T0 + 30
+    for grace, expected in ((30, T0), (0, T0 + 30), (True, T0 + 30), (-5, T0 + 30), (10**9 + 1, T0 + 30)):
+        p = pod("d", "n1", repo="R", phase="Running")
+        p["metadata"] |= {"deletionTimestamp": stamp, "deletionGracePeriodSeconds": grace}
+        assert pod_end_time(p) == expected, grace
+
+
+def test_a_missing_allocatable_is_the_capacity_but_an_empty_one_stays_empty() -> None:
+    """The API server defaults a nil ``status.allocatable`` to ``status.capacity``
+    (SetDefaults_NodeStatus, kubernetes pkg/apis/core/v1/defaults.go: ``if obj.Allocatable
+    == nil && obj.Capacity != nil``); an empty map is not nil and stays empty, and
+    kube-scheduler reads allocatable only."""
+    from stickypack.kube.cache import node_row
+
+    n = node("n1")
+    del n["status"]["allocatable"]
+    n["status"]["capacity"] = {"cpu": "2", "memory": "1Gi"}
+    assert node_row(n)["allocatable"] == {"cpu": 2000, "memory": 1024**3}  # 2 cores = 2000m
+    n["status"]["allocatable"] = {}
+    assert node_row(n)["allocatable"] == {}
+
+
+def test_a_cordoned_node_is_unschedulable_in_the_table(cache: ClusterCache) -> None:
+    """``spec.unschedulable`` (``kubectl cordon``) reaches the table's column, from the full
+    Node and from the slim one, and uncordoning clears it."""
+    from stickypack.kube.cache import slim_node
+
+    cordoned = node("n1")
+    cordoned["spec"]["unschedulable"] = True
+    cache.node_event("ADDED", slim_node(cordoned))
+    cache.node_event("ADDED", node("n2"))
+    t = cache.table
+    assert t.unschedulable[t.slot("n1")] and not t.unschedulable[t.slot("n2")]
+    cache.node_event("MODIFIED", node("n1"))  # uncordoned: the field is gone
+    assert not t.unschedulable[t.slot("n1")]
+    cache.node_event("MODIFIED", cordoned)
+    assert t.unschedulable[t.slot("n1")]
+
+
+def test_an_image_whose_sizebytes_is_a_boolean_is_left_out() -> None:
+    """``sizeBytes`` is an int64: JSON ``true`` (which Python counts as 1) is not a size, so
+    the entry is left out, as one of any other wrong type; 0 and a missing size count as 0."""
+    from stickypack.kube.cache import node_images
+
+    listed = [
+        {"names": ["t:1"], "sizeBytes": True},
+        {"names": ["f:1"], "sizeBytes": False},
+        {"names": ["s:1"], "sizeBytes": "5"},
+        {"names": ["z:1"], "sizeBytes": 0},
+        {"names": ["n:1"]},
+    ]
+    assert node_images(listed) == {"z:1": 0, "n:1": 0}
+
+
+def test_the_nodeset_version_moves_when_a_node_comes_or_goes_not_on_an_update(cache: ClusterCache) -> None:
+    """The extender keys what it derives from the set of nodes on ``nodeset_version``: it
+    must move on every node added or deleted, and only then."""
+    v0 = cache.nodeset_version
+    cache.node_event("ADDED", node("n1"))
+    assert cache.nodeset_version == v0 + 1
+    cache.node_event("MODIFIED", node("n1", cpu="8"))  # a status update: same set
+    assert cache.nodeset_version == v0 + 1
+    cache.node_event("ADDED", node("n2"))
+    assert cache.nodeset_version == v0 + 2
+    cache.node_event("DELETED", node("n1"))
+    assert cache.nodeset_version == v0 + 3
+    cache.node_event("DELETED", node("n1"))  # already gone: no change
+    assert cache.nodeset_version == v0 + 3
+
+
+def test_a_node_recreated_under_its_name_records_its_new_builds(cache: ClusterCache, recorded: list) -> None:
+    """A build left on a deleted node is not recorded (its cache died with the machine), but
+    once a node of that name is back, builds on it are recorded again."""
+    cache.node_event("ADDED", node("n1"))
+    cache.pod_event("ADDED", pod("old", "n1", repo="OLD"))
+    cache.node_event("DELETED", node("n1"))  # "old" is still bound to n1: n1 is a deleted node
+    cache.node_event("ADDED", node("n1"))
+    cache.pod_event("ADDED", pod("new", "n1", repo="NEW"))
+    cache.pod_event("DELETED", pod("new", "n1", repo="NEW"))
+    assert recorded == [("deleted", "n1"), ("NEW", "n1", "Deleted")]
+
+
+def test_an_assumption_on_an_unknown_node_counts_on_that_node_only_once_it_appears(
+    cache: ClusterCache,
+) -> None:
+    """An assumption on a node the cache has not seen yet waits for that node: another
+    node appearing meanwhile does not take it."""
+    cache.assume("ns/b", Pod.from_dict(pod("b", None, repo="R")), "later")
+    cache.node_event("ADDED", node("n1"))
+    t = cache.table
+    assert t.builds[t.slot("n1")] == 0 and cpu_requested(cache, "n1") == 0
+    cache.node_event("ADDED", node("later"))
+    assert t.builds[t.slot("later")] == 1 and cpu_requested(cache, "later") == 1000  # the pod's 1 cpu
+    assert t.builds[t.slot("n1")] == 0
+
+
+def test_an_assumption_on_a_node_deleted_and_recreated_counts_again(cache: ClusterCache) -> None:
+    """A node deleted and back under its name (a kubelet re-registering) counts the
+    assumptions on it again, and an assumption expiring leaves its counts at zero, never
+    below."""
+    cache.assume_ttl_s = 5
+    now = [100.0]
+    cache.ttl_clock = lambda: now[0]
+    cache.node_event("ADDED", node("n1"))
+    cache.assume("ns/b", Pod.from_dict(pod("b", None, repo="R", cpu="2")), "n1")
+    cache.node_event("DELETED", node("n1"))
+    cache.node_event("ADDED", node("n1"))
+    t = cache.table
+    assert t.builds[t.slot("n1")] == 1 and cpu_requested(cache, "n1") == 2000
+    now[0] = 105.0  # expires at 100 + 5
+    assert cache.expire_assumptions() == 1
+    assert t.builds[t.slot("n1")] == 0 and cpu_requested(cache, "n1") == 0
+
+
+def test_a_build_bound_after_its_nodes_deletion_is_recorded(cache: ClusterCache, recorded: list) -> None:
+    """Only a build *left* on a deleted node goes unrecorded. A node deleted with no pod on
+    it, then a build pod bound to a node of that name whose Node the watch has not brought
+    yet (a new machine under the old name): its end is recorded."""
+    cache.node_event("ADDED", node("n1"))
+    cache.node_event("DELETED", node("n1"))  # nothing was bound to it
+    cache.pod_event("ADDED", pod("b", "n1", repo="R"))  # the new n1's Node not seen yet
+    cache.pod_event("DELETED", pod("b", "n1", repo="R"))
+    assert recorded == [("deleted", "n1"), ("R", "n1", "Deleted")]
+
+
+def test_an_empty_builder_selector_selects_no_builder_pod() -> None:
+    """With no builder selector, no pod is a builder pod: every node can build (None), not
+    every node running any pod."""
+    cache = ClusterCache(builder_selector={})
+    cache.node_event("ADDED", node("n1"))
+    cache.node_event("ADDED", node("n2"))
+    cache.pod_event("ADDED", pod("p", "n1", labels={"app": "x"}))
+    cache.pod_event("ADDED", pod("d", "n2", labels={"component": "image-builder", "app": "binder"}))
+    assert cache.builder_nodes() is None
+
+
+def test_a_builder_pod_that_terminated_no_longer_marks_its_node(cache: ClusterCache) -> None:
+    """A builder pod Succeeded or Failed (still there, not deleted) builds nothing more: its
+    node stops being a builder node."""
+    builder = {"component": "image-builder", "app": "binder"}
+    for n in ("n1", "n2"):
+        cache.node_event("ADDED", node(n))
+    cache.pod_event("ADDED", pod("d1", "n1", labels=builder, phase="Running"))
+    cache.pod_event("ADDED", pod("d2", "n2", labels=builder, phase="Running"))
+    assert cache.builder_nodes() == ["n1", "n2"]
+    cache.pod_event("MODIFIED", pod("d1", "n1", labels=builder, phase="Failed"))
+    assert cache.builder_nodes() == ["n2"]
+    cache.pod_event("MODIFIED", pod("d2", "n2", labels=builder, phase="Succeeded"))
+    assert cache.builder_nodes() is None
+
+
+def test_an_assumed_pod_deleted_before_its_binding_is_no_longer_counted(cache: ClusterCache) -> None:
+    """A pod deleted while still unbound (a build cancelled between the extender's answer
+    and the binding) ends its assumption at once, not at the TTL."""
+    cache.node_event("ADDED", node("n1"))
+    cache.assume("ns/b", Pod.from_dict(pod("b", None, repo="R")), "n1")
+    t = cache.table
+    assert t.builds[t.slot("n1")] == 1
+    cache.pod_event("DELETED", pod("b", None, repo="R"))
+    assert cache.assumed == {}
+    assert t.builds[t.slot("n1")] == 0 and cpu_requested(cache, "n1") == 0
+
+
+def test_a_build_left_on_a_deleted_node_is_not_recorded(cache: ClusterCache, recorded: list) -> None:
+    """A build pod still bound to a node deleted meanwhile, that ends afterwards (pod GC
+    deletes it), is not recorded: its build cache died with the machine."""
+    cache.node_event("ADDED", node("n1"))
+    cache.pod_event("ADDED", pod("b", "n1", repo="R"))
+    cache.node_event("DELETED", node("n1"))
+    cache.pod_event("DELETED", pod("b", "n1", repo="R"))
+    assert recorded == [("deleted", "n1")]
+
+
+def test_a_pod_resized_in_place_is_accounted_with_its_new_requests(cache: ClusterCache) -> None:
+    """A bound pod whose requests change (in-place resize) is accounted again with the new
+    requests, not left at the old ones."""
+    cache.node_event("ADDED", node("n1"))
+    cache.pod_event("ADDED", pod("p", "n1", phase="Running", cpu="1"))
+    assert cpu_requested(cache, "n1") == 1000
+    cache.pod_event("MODIFIED", pod("p", "n1", phase="Running", cpu="2500m"))
+    assert cpu_requested(cache, "n1") == 2500
+    cache.pod_event("DELETED", pod("p", "n1", phase="Running", cpu="2500m"))
+    assert cpu_requested(cache, "n1") == 0
+
+
+def test_a_bound_pod_that_gains_or_loses_the_build_annotation_is_counted_again(
+    cache: ClusterCache,
+) -> None:
+    """The table's build count follows the ``binder-repo`` annotation of a bound pod, which
+    can be added or removed after binding (annotations are mutable): the count neither
+    misses it nor goes negative when the pod goes."""
+    cache.node_event("ADDED", node("n1"))
+    t = cache.table
+    i = t.slot("n1")
+    plain = pod("p", "n1", phase="Running")
+    cache.pod_event("ADDED", plain)
+    assert t.builds[i] == 0
+    annotated = pod("p", "n1", phase="Running")
+    annotated["metadata"]["annotations"] = {"binder-repo": "R"}
+    cache.pod_event("MODIFIED", annotated, old=plain)
+    assert t.builds[i] == 1
+    cache.pod_event("MODIFIED", plain, old=annotated)
+    assert t.builds[i] == 0
+    cache.pod_event("MODIFIED", annotated, old=plain)
+    cache.pod_event("DELETED", annotated)
+    assert t.builds[i] == 0 and cpu_requested(cache, "n1") == 0
+
+
+def test_builds_on_a_deleted_nodes_name_are_recorded_once_its_left_pods_are_gone(
+    cache: ClusterCache, recorded: list
+) -> None:
+    """A deleted node stops being one once the last pod left on it is gone: a build bound
+    to that name afterwards (a new machine, its Node not seen yet) is recorded."""
+    cache.node_event("ADDED", node("n1"))
+    cache.pod_event("ADDED", pod("old", "n1", repo="OLD"))
+    cache.node_event("DELETED", node("n1"))
+    cache.pod_event("DELETED", pod("old", "n1", repo="OLD"))  # left on it: not recorded
+    cache.pod_event("ADDED", pod("new", "n1", repo="NEW"))
+    cache.pod_event("DELETED", pod("new", "n1", repo="NEW"))
+    assert recorded == [("deleted", "n1"), ("NEW", "n1", "Deleted")]
+
+
+def test_only_a_pod_with_the_build_labels_and_a_repo_is_a_build(cache: ClusterCache, recorded: list) -> None:
+    """A build pod is one the build selector selects *and* annotated ``binder-repo``: a pod
+    with the labels and no repo, or with a repo and not the labels, ends unrecorded."""
+    cache.node_event("ADDED", node("n1"))
+    unannotated = pod("l", "n1", labels={"component": "binderhub-build"}, phase="Succeeded")
+    cache.pod_event("MODIFIED", unannotated)
+    unlabelled = pod("a", "n1", phase="Succeeded")
+    unlabelled["metadata"]["annotations"] = {"binder-repo": "R"}
+    cache.pod_event("MODIFIED", unlabelled)
+    cache.pod_event("MODIFIED", pod("b", "n1", repo="B", phase="Succeeded"))
+    assert recorded == [("B", "n1", "Succeeded")]
+
+
+def test_a_build_pod_without_uid_is_told_from_a_later_one_of_its_name(
+    cache: ClusterCache, recorded: list
+) -> None:
+    """Build ends are remembered by uid, or by namespace/name for a pod without one; a
+    deletion forgets it, so a later build pod of that name is recorded in its turn."""
+    cache.node_event("ADDED", node("n1"))
+
+    def build(phase: str) -> dict:
+        p = pod("b", "n1", repo="R", phase=phase)
+        del p["metadata"]["uid"]
+        return p
+
+    cache.pod_event("MODIFIED", build("Succeeded"))
+    cache.pod_event("MODIFIED", build("Succeeded"))  # seen again: recorded once
+    cache.pod_event("DELETED", build("Succeeded"))
+    cache.pod_event("ADDED", build("Running"))
+    cache.pod_event("MODIFIED", build("Failed"))
+    assert recorded == [("R", "n1", "Succeeded"), ("R", "n1", "Failed")]
+
+
+def test_a_build_end_time_at_the_boundaries() -> None:
+    """``end_time``'s two boundaries, in whole seconds as the API writes them: a pod time
+    exactly one second before now is the pod's (only a time *within* a second is now), and
+    an end at the very second the node was created is this node's (only one *before* it is
+    an older machine's)."""
+    now = [T0 + 1.0]
+    seen: list[tuple[str, float]] = []
+    cache = ClusterCache(
+        on_build_end=lambda repo, n, when, phase: seen.append((repo, when)), clock=lambda: now[0]
+    )
+    cache.node_event("ADDED", node("n1", creationTimestamp="2026-03-01T08:00:00Z"))  # T0 - 7200
+    cache.pod_event("MODIFIED", _ended(pod("a", "n1", repo="A", phase="Succeeded"), "2026-03-01T10:00:00Z"))
+    cache.pod_event("MODIFIED", _ended(pod("b", "n1", repo="B", phase="Succeeded"), "2026-03-01T08:00:00Z"))
+    cache.pod_event("MODIFIED", _ended(pod("c", "n1", repo="C", phase="Succeeded"), "2026-03-01T07:59:59Z"))
+    assert seen == [("A", T0), ("B", T0 - 7200)]
+
+
+def test_a_pod_already_bound_or_assumed_is_not_assumed_again(cache: ClusterCache) -> None:
+    """``assume`` refuses (False, nothing counted) a pod the watch has already placed, or
+    one already assumed: a pod is counted once."""
+    cache.node_event("ADDED", node("n1"))
+    cache.node_event("ADDED", node("n2"))
+    cache.pod_event("ADDED", pod("bound", "n1", repo="R"))
+    assert cache.assume("ns/bound", Pod.from_dict(pod("bound", None, repo="R")), "n2") is False
+    assert cache.assume("ns/a", Pod.from_dict(pod("a", None, repo="R")), "n2") is True
+    assert cache.assume("ns/a", Pod.from_dict(pod("a", None, repo="R")), "n2") is False
+    t = cache.table
+    # n1: the bound pod (1 cpu); n2: "a" once (1 cpu)
+    assert (cpu_requested(cache, "n1"), cpu_requested(cache, "n2")) == (1000, 1000)
+    assert (t.builds[t.slot("n1")], t.builds[t.slot("n2")]) == (1, 1)
+    assert cache.assumed == {"ns/a": "n2"}
+
+
+def test_dropping_a_plain_pods_assumption_leaves_the_build_starts(cache: ClusterCache) -> None:
+    """Dropping an assumption takes back the build start it counted, and only a build
+    pod's assumption counted one: a plain pod's leaves the node's starts alone."""
+    cache.node_event("ADDED", node("n1"))
+    t = cache.table
+    i = t.slot("n1")
+    cache.pod_event("ADDED", pod("b", "n1", repo="R"))  # a real build start
+    assert t.build_starts[i] == 1
+    cache.assume("ns/user", Pod.from_dict(pod("user", None)), "n1")
+    assert cache.unassume("ns/user") == "n1"
+    assert t.build_starts[i] == 1
+    cache.assume("ns/b2", Pod.from_dict(pod("b2", None, repo="R")), "n1")
+    assert t.build_starts[i] == 2
+    assert cache.unassume("ns/b2") == "n1"
+    assert t.build_starts[i] == 1
+
+
+def test_an_assumption_expires_at_its_ttl_exactly(cache: ClusterCache) -> None:
+    """An assumption made at ttl-clock 100 with ``assume_ttl_s`` 5 still counts at 104.9
+    and is gone at 105."""
+    now = [100.0]
+    cache.ttl_clock = lambda: now[0]
+    cache.assume_ttl_s = 5
+    cache.node_event("ADDED", node("n1"))
+    cache.assume("ns/b", Pod.from_dict(pod("b", None, repo="R")), "n1")
+    now[0] = 104.9
+    assert cache.expire_assumptions() == 0 and cache.assumed == {"ns/b": "n1"}
+    now[0] = 105.0
+    assert cache.expire_assumptions() == 1 and cache.assumed == {}
+
+
+def test_a_builder_pod_on_a_node_not_in_the_table_is_not_a_builder_node(cache: ClusterCache) -> None:
+    """``builder_nodes`` lists only nodes the table knows: a builder pod bound to a node not
+    seen yet (or deleted) names none, until that node is there."""
+    builder = {"component": "image-builder", "app": "binder"}
+    cache.node_event("ADDED", node("n1"))
+    cache.pod_event("ADDED", pod("d", "x", labels=builder, phase="Running"))
+    assert cache.builder_nodes() is None
+    cache.node_event("ADDED", node("x"))
+    assert cache.builder_nodes() == ["x"]
+    cache.node_event("DELETED", node("x"))
+    assert cache.builder_nodes() is None
