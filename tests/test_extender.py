@@ -573,6 +573,94 @@ def test_config_errors_name_file_and_field(tmp_path) -> None:
     assert (cluster.utilization_threshold, cluster.gpu_utilization_threshold) == (0, 0)
 
 
+# docs/operator-guide.md's table of the extender's keys gives these ranges; each end it names
+# is taken and the value just past it refused, with the key named.
+_LONG_HOST = ".".join(["a" * 63, "b" * 63, "c" * 63, "d" * 61])  # 63+1+63+1+63+1+61 = 253 characters
+_LONG_PREFIX = ".".join(["a" * 63, "b" * 63, "c" * 63, "d" * 57])  # 63+1+63+1+63+1+57 = 249 characters
+
+
+@pytest.mark.parametrize(
+    ("section", "key", "value"),
+    [
+        ("listen", "port", 0),  # port 0..65535 (0: any free port)
+        ("listen", "port", 65535),
+        ("listen", "host", ""),  # empty: every interface, as asyncio's create_server takes it
+        ("listen", "host", _LONG_HOST),  # a host name of 253 characters, RFC 1123's limit
+        ("history", "shards", 1),  # 1..64
+        ("history", "shards", 64),
+        ("history", "max_bytes", 1024),  # 1024..1000000
+        ("history", "max_bytes", 1_000_000),
+        ("history", "max_annotation_bytes", 1024),  # 1024..204800
+        ("history", "max_annotation_bytes", 204_800),
+        ("history", "flush_interval_s", 0),  # >= 0: every operation written at once
+        ("history", "max_nodes_per_repo", 1),  # >= 1
+        ("history", "max_repos", 1),  # >= 1
+        ("history", "name", _LONG_PREFIX),  # a DNS subdomain of at most 249 characters
+        ("cluster", "watch_timeout_s", 1),  # >= 1
+        ("cluster", "assume_ttl_s", 0),  # >= 0: an assumption lapses at once
+        ("cluster", "utilization_threshold", 1),  # in [0, 1]
+        ("cluster", "gpu_utilization_threshold", 1),
+        ("cluster", "node_group_min_sizes", {"pool-a": 0}),  # sizes >= 0
+        ("", "max_request_bytes", 1024),  # >= 1024
+    ],
+)
+def test_config_takes_the_ends_of_each_documented_range(section: str, key: str, value: object) -> None:
+    raw: dict = {key: value} if not section else {section: {key: value}}
+    config = config_from_dict(raw)
+    got = getattr(getattr(config, section) if section else config, key)
+    assert got == value
+
+
+@pytest.mark.parametrize(
+    ("section", "key", "value"),
+    [
+        ("listen", "port", -1),
+        ("listen", "port", 65536),
+        ("listen", "host", _LONG_HOST + "d"),  # 254 characters: no host name
+        ("history", "shards", 0),
+        ("history", "shards", 65),
+        ("history", "ttl_s", 0),  # > 0
+        ("history", "max_bytes", 1023),
+        ("history", "max_bytes", 1_000_001),
+        ("history", "max_annotation_bytes", 1023),
+        ("history", "max_annotation_bytes", 204_801),
+        ("history", "flush_interval_s", -0.1),
+        ("history", "max_nodes_per_repo", 0),
+        ("history", "max_repos", 0),
+        ("history", "name", _LONG_PREFIX + "d"),  # 250: <name>-63 would pass 253
+        ("cluster", "resync_s", 0),  # > 0
+        ("cluster", "watch_timeout_s", 0),
+        ("cluster", "assume_ttl_s", -1),
+        ("cluster", "dra_retry_s", 0),  # > 0
+        ("cluster", "gpu_utilization_threshold", 1.01),
+        ("", "max_request_bytes", 1023),
+    ],
+)
+def test_config_refuses_a_value_past_a_documented_range_naming_it(
+    section: str, key: str, value: object
+) -> None:
+    raw: dict = {key: value} if not section else {section: {key: value}}
+    with pytest.raises(ConfigError) as err:
+        config_from_dict(raw, "extender.yaml")
+    assert f"extender.yaml: {section + '.' if section else ''}{key}" in str(err.value)
+
+
+def test_a_configured_history_namespace_wins_over_pod_namespace(monkeypatch: pytest.MonkeyPatch) -> None:
+    """docs/operator-guide.md: ``history.namespace`` defaults to $POD_NAMESPACE, else
+    ``default``; a namespace the file names is used whatever $POD_NAMESPACE says."""
+    monkeypatch.setenv("POD_NAMESPACE", "binder")
+    assert config_from_dict({"history": {"namespace": "hist"}}).history.resolved_namespace() == "hist"
+    assert config_from_dict({}).history.resolved_namespace() == "binder"
+    monkeypatch.delenv("POD_NAMESPACE")
+    assert config_from_dict({}).history.resolved_namespace() == "default"
+
+
+def test_a_null_selector_is_the_empty_one() -> None:
+    """``pods.builder_selector: null`` selects every pod (every node a candidate build node,
+    docs/operator-guide.md), not the default selector."""
+    assert config_from_dict({"pods": {"builder_selector": None}}).pods.builder_selector == {}
+
+
 def test_a_port_flag_out_of_range_is_refused(capsys) -> None:
     from stickypack.cli import main
 

@@ -659,6 +659,10 @@ def test_sim_config_overrides_and_errors(tmp_path, capsys):
         ),
         ("pool: {allocatable: {example.com/gpu: 1e300}}\n", "pool.allocatable.example.com/gpu must be >= 0"),
         ("pool: {allocatable: {null: 1}}\n", "pool.allocatable: bad value {None: 1}: a resource name is"),
+        (
+            "pool: {allocatable: {'': 1}}\n",
+            "pool.allocatable: bad value {'': 1}: a resource name is a non-empty",
+        ),
         ("cache: {high_images: true}\n", "cache.high_images: bad value True: a number, not true or false"),
         (
             "binder: {changes_per_day: .inf}\n",
@@ -700,6 +704,77 @@ def test_sim_config_takes_a_utilization_threshold_of_zero():
             AutoscalerConfig(scale_down_utilization_threshold=threshold).scale_down_utilization_threshold
             == threshold
         )
+
+
+def test_sim_config_reads_sizes_in_the_models_units(tmp_path):
+    """docs: ``*_cpu_m`` take millicores (a whole number) or a quantity string in cores; the
+    memory and image sizes take bytes or a quantity."""
+    from stickypack.sim.config import load_sim_config
+
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        "binder: {build_cpu_m: '1', user_cpu_m: 250.0, build_memory: 2Gi, builder_image_size: 1G}\n"
+        "dask: {worker_cpu_m: 1500m, worker_image_size: 1Gi}\n"
+    )
+    config = load_sim_config(path)
+    assert config.binder.build_cpu_m == 1000  # '1' core = 1000 millicores
+    assert config.binder.user_cpu_m == 250  # a float that is whole: millicores as given
+    assert config.binder.build_memory == 2 * 1024**3
+    assert config.binder.builder_image_size == 10**9
+    assert config.dask.worker_cpu_m == 1500  # '1500m' = 1.5 cores
+    assert config.dask.worker_image_size == 1024**3
+
+
+def test_sim_config_takes_true_only_where_the_model_has_a_flag(tmp_path):
+    from stickypack.sim.config import SimConfigError, load_sim_config
+
+    path = tmp_path / "c.yaml"
+    path.write_text("autoscaler: {soft_taint_unneeded: false}\n")
+    assert load_sim_config(path).autoscaler.soft_taint_unneeded is False
+    path.write_text("binder: {user_cpu_m: true}\n")  # not 1 millicore
+    with pytest.raises(SimConfigError, match=r"binder\.user_cpu_m: bad value True"):
+        load_sim_config(path)
+
+
+def test_sim_config_a_partial_allocatable_changes_only_what_it_names_in_every_pool(tmp_path):
+    """``pool: {allocatable: {cpu: 4}}`` sets every pool's cpu to 4000 m and keeps each
+    pool's own memory and pods; the other pool keys override every pool too."""
+    from stickypack.sim.config import load_sim_config
+    from stickypack.sim.model import NodePool
+    from stickypack.sim.workloads import Workload
+
+    path = tmp_path / "c.yaml"
+    path.write_text("pool: {allocatable: {cpu: 4}, provision_delay_s: 60}\n")
+    small = NodePool(name="small", allocatable={"cpu": 2000, "memory": 8 * 1024**3, "pods": 30})
+    big = NodePool(name="big", allocatable={"cpu": 16000, "memory": 64 * 1024**3, "pods": 110})
+    workload = load_sim_config(path).apply_to(Workload("w", [], [small, big]))
+    assert [p.name for p in workload.pools] == ["small", "big"]
+    assert [p.allocatable for p in workload.pools] == [
+        {"cpu": 4000, "memory": 8 * 1024**3, "pods": 30},
+        {"cpu": 4000, "memory": 64 * 1024**3, "pods": 110},
+    ]
+    assert [p.provision_delay_s for p in workload.pools] == [60, 60]
+
+
+def test_sim_config_checks_the_pools_provision_delay_against_the_autoscalers_wait(tmp_path):
+    """A pool's nodes must come up within ``autoscaler.max_node_provision_time_s`` (900 s by
+    default): 1000 s is refused by default and taken when the wait is 1200 s."""
+    from stickypack.sim.config import SimConfigError, load_sim_config
+
+    path = tmp_path / "c.yaml"
+    path.write_text("pool: {provision_delay_s: 1000}\n")
+    with pytest.raises(SimConfigError, match=r"pool\.provision_delay_s must be <= autoscaler"):
+        load_sim_config(path)
+    path.write_text("pool: {provision_delay_s: 1000}\nautoscaler: {max_node_provision_time_s: 1200}\n")
+    assert load_sim_config(path).pool == {"provision_delay_s": 1000}
+
+
+def test_an_empty_sim_config_is_every_default(tmp_path):
+    from stickypack.sim.config import SimConfig, load_sim_config
+
+    path = tmp_path / "c.yaml"
+    path.write_text("# nothing set\n")
+    assert load_sim_config(path) == SimConfig()
 
 
 def test_a_lone_surrogate_in_yaml_is_refused_where_it_is(tmp_path, capsys):

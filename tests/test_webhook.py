@@ -656,6 +656,79 @@ def test_configuration_errors_name_file_and_field(tmp_path: Path) -> None:
     ].namespaces == ["n"]
 
 
+# docs/configuration.md's webhook reference (and the extender's for `listen`): the ends of each
+# range are taken, the value just past one refused, with the key named.
+_NAME_253 = ".".join(["a" * 63, "b" * 63, "c" * 63, "d" * 61])  # 63+1+63+1+63+1+61 = 253 characters
+
+
+@pytest.mark.parametrize(
+    ("raw", "where"),
+    [
+        ({"listen": {"port": -1}}, "listen.port"),
+        ({"listen": {"port": 65536}}, "listen.port"),
+        ({"tls": {"reload_interval_s": -1}}, "tls.reload_interval_s"),
+        ({"tls": {"reload_interval_s": float("inf")}}, "tls.reload_interval_s"),
+        ({"tls": {"key_file": "k.pem"}}, "tls: give both"),  # the key alone, as the cert alone
+        ({"routes": []}, "routes: List should have at least 1 item"),  # at least one route
+        ({"max_request_bytes": 1023}, "max_request_bytes"),  # >= 1024
+        ({"routes": [{"name": "Not_A_Label", "pod_selector": "x=1"}]}, "routes.0.name"),
+        ({"routes": [{"name": "a", "pod_selector": "x=1", "namespaces": ["Bad NS"]}]}, "routes.0.namespaces"),
+        (
+            {"routes": [{"name": "a", "pod_selector": "x=1", "scheduler_name": _NAME_253 + "d"}]},
+            "routes.0.scheduler_name",
+        ),
+    ],
+)
+def test_configuration_refuses_a_value_past_its_range_naming_the_key(raw: dict, where: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        config_from_dict(raw, "webhook.yaml")
+    assert f"webhook.yaml: {where}" in str(err.value)
+
+
+def test_configuration_takes_the_ends_of_each_range() -> None:
+    config = config_from_dict(
+        {
+            "listen": {"port": 0},  # 0..65535
+            "tls": {"reload_interval_s": 0},  # 0: never reload
+            "max_request_bytes": 1024,
+            "routes": [
+                {"name": "a", "pod_selector": "x=1", "scheduler_name": _NAME_253}
+            ],  # 253: a DNS subdomain's most
+        }
+    )
+    assert (config.listen.port, config.tls.reload_interval_s, config.max_request_bytes) == (0, 0, 1024)
+    assert config.routes[0].scheduler_name == _NAME_253
+    assert config_from_dict({"listen": {"port": 65535}}).listen.port == 65535
+
+
+def test_a_routes_namespaces_and_placement_reach_the_scheduler_route() -> None:
+    """What a route's entry says is what :meth:`WebhookConfig.scheduler_routes` routes by:
+    its namespaces, node affinity and tolerations."""
+    config = config_from_dict(
+        {
+            "routes": [
+                {
+                    "name": "a",
+                    "pod_selector": "x=1",
+                    "namespaces": ["n"],
+                    "tolerations": [{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}],
+                }
+            ]
+        }
+    )
+    (route,) = config.scheduler_routes()
+    assert route.namespaces == ("n",)
+    pod = _pod({"x": "1"})
+    assert route_pod([route], pod, "other").route is None  # another namespace: not routed
+    decision = route_pod([route], pod, "n")
+    assert decision.route == "a"
+    routed = _apply(pod, decision.patch)
+    assert routed["spec"]["schedulerName"] == "stickypack"
+    assert routed["spec"]["tolerations"] == [
+        {"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}
+    ]
+
+
 # ---------------------------------------------------------------------------- the service
 
 
