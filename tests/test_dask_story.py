@@ -12,6 +12,7 @@ import math
 import pytest
 import yaml
 
+from stickypack.core.policy import policy_from_yaml
 from stickypack.render import PROFILE_BUILDERS, scheduler_config, scheduler_config_yaml
 from stickypack.testing import ControlPlane, pod_manifest
 
@@ -134,6 +135,26 @@ def test_render_options_and_errors() -> None:
         scheduler_config(["stickypack", "stickypack"])
     with pytest.raises(TypeError):
         scheduler_config("stickypack")
+
+
+def test_render_client_connection_lease_and_policy_profiles() -> None:
+    """``clientConnection`` holds each option given (``qps`` as the float it is, ``burst``
+    alone too, next to ``kubeconfig``); the Lease is named for the profiles in the order
+    given (``<profiles>-scheduler``); every profile of a policy is rendered."""
+    connection = scheduler_config(["stickypack"], kubeconfig="/k", qps=2.5, burst=7)["clientConnection"]
+    assert connection == {"kubeconfig": "/k", "qps": 2.5, "burst": 7}
+    assert scheduler_config(["stickypack"], burst=7)["clientConnection"] == {"burst": 7}
+    assert scheduler_config(["stickypack"], qps=0.5)["clientConnection"] == {"qps": 0.5}
+    # "z2jh" + "-" + "default-scheduler" + "-scheduler", not sorted
+    lease = scheduler_config(["z2jh", "default-scheduler"])["leaderElection"]["resourceName"]
+    assert lease == "z2jh-default-scheduler-scheduler"
+    two = policy_from_yaml(
+        "name: two\nprofiles:\n"
+        "  - {name: one, filters: [NodeResourcesFit], score: [MostAllocated]}\n"
+        "  - {name: other, filters: [NodeResourcesFit], score: [LeastAllocated]}\n"
+    )
+    config = scheduler_config(["default-scheduler"], policies=[two])
+    assert [p["schedulerName"] for p in config["profiles"]] == ["default-scheduler", "one", "other"]
 
 
 @pytest.mark.controlplane

@@ -940,6 +940,9 @@ def test_the_verbs_answer_under_the_path_render_accepts(world, tmp_path) -> None
     args = ["render", "scheduler-config", "--profiles", "stickypack-builds", "--extender-url", url]
     assert main([*args, "-o", str(out)]) == 0
     prefix = yaml.safe_load(out.read_text())["extenders"][0]["urlPrefix"]
+    # the trailing / dropped, as kube-scheduler's HTTPExtender.send drops it
+    # (strings.TrimRight(extenderURL, "/") + "/" + verb, pkg/scheduler/extender.go)
+    assert prefix == f"{server.url}/stickypack"
     pod = build_pod("prefixed")
     pod["metadata"]["labels"] = {"component": "singleuser-server"}  # passed through: no assumption
     for verb in ("filter", "prioritize"):

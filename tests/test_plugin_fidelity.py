@@ -115,6 +115,49 @@ def test_left_out_filters_are_disabled_and_weight_zero_scorers_left_out():
     ]
 
 
+def test_weight_one_scorers_resource_weights_and_balanced_resources_are_rendered():
+    """Only a weight of 0 leaves a scorer out (1 is kube-scheduler's smallest weight);
+    NodeResourcesFit's resource weights are written as given (cpu 1, memory 3, as
+    ``scoringStrategy.resources``); NodeResourcesBalancedAllocation's resources become its
+    ``args.resources`` (weight 1 each, the only weight kube-scheduler's
+    ValidateNodeResourcesBalancedAllocationArgs takes); ``scheduler_name`` overrides the
+    profile's name; a profile whose scorers take no arguments has no ``pluginConfig``."""
+    policy = policy_from_yaml(
+        POLICY.format(
+            filters="NodeAffinity, TaintToleration",
+            score="      - {plugin: TaintToleration, weight: 1}\n"
+            "      - {plugin: MostAllocated, weight: 2, args: {resources: {cpu: 1, memory: 3}}}\n"
+            "      - {plugin: NodeResourcesBalancedAllocation, weight: 5,"
+            " args: {resources: {cpu: 1, nvidia.com/gpu: 1}}}",
+        )
+    )
+    rendered = kube_scheduler_profile(policy.profiles[0], "renamed")
+    assert rendered["schedulerName"] == "renamed"  # the profile's own name is "p"
+    assert rendered["plugins"]["score"]["enabled"] == [
+        {"name": "TaintToleration", "weight": 1},
+        {"name": "NodeResourcesFit", "weight": 2},
+        {"name": "NodeResourcesBalancedAllocation", "weight": 5},
+    ]
+    assert rendered["pluginConfig"] == [
+        {
+            "name": "NodeResourcesFit",
+            "args": {
+                "scoringStrategy": {
+                    "type": "MostAllocated",
+                    "resources": [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 3}],
+                }
+            },
+        },
+        {
+            "name": "NodeResourcesBalancedAllocation",
+            "args": {"resources": [{"name": "cpu", "weight": 1}, {"name": "nvidia.com/gpu", "weight": 1}]},
+        },
+    ]
+    assert "filter" not in rendered["plugins"]  # all four modelled filters listed
+    plain = policy_from_yaml(POLICY.format(filters="NodeAffinity", score="      - TaintToleration"))
+    assert "pluginConfig" not in kube_scheduler_profile(plain.profiles[0])
+
+
 EMPTY_RESOURCES = """
 name: {name}
 profiles:

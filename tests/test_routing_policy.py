@@ -37,6 +37,7 @@ from stickypack.render import (
     MAX_EXACT_PATCH_INT,
     ROUTING_PATCH_EXPRESSION,
     ROUTING_VARIABLES,
+    _cel,
     routing_policy_name,
     scheduler_routing,
     scheduler_routing_yaml,
@@ -113,6 +114,22 @@ def test_a_toleration_seconds_no_json_patch_carries_is_refused() -> None:
         beyond = RoutePlacement.from_dict(tolerations=[DEDICATED, {**DRAIN, "tolerationSeconds": seconds}])
         with pytest.raises(ValueError, match=r"tolerations\[1\]: tolerationSeconds .* beyond"):
             scheduler_routing("s", {"a": "b"}, placement=beyond)
+
+
+def test_a_routing_without_a_selector_and_what_cel_cannot_carry_are_refused() -> None:
+    """``scheduler_routing`` refuses an empty selector (its binding would catch every pod);
+    ``_cel`` writes the integers +-(2**53 - 1) as they are and refuses one beyond them, of
+    either sign (CEL would write it into a JSON Patch as a string), and a map key that is
+    not a string (no CEL string literal)."""
+    with pytest.raises(ValueError, match="needs a label selector"):
+        scheduler_routing("stickypack", {})
+    assert _cel(MAX_EXACT_PATCH_INT) == "9007199254740991"
+    assert _cel(-MAX_EXACT_PATCH_INT) == "-9007199254740991"
+    for beyond in (MAX_EXACT_PATCH_INT + 1, -MAX_EXACT_PATCH_INT - 1):
+        with pytest.raises(ValueError, match="beyond"):
+            _cel(beyond)
+    with pytest.raises(TypeError, match="a key is not a string"):
+        _cel({1: "a"})  # json.dumps would write the key as 1, no CEL string
 
 
 @pytest.mark.parametrize(

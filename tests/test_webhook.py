@@ -46,7 +46,7 @@ from stickypack.core.routing import (
     SelectorError,
     route_pod,
 )
-from stickypack.render import scheduler_config
+from stickypack.render import scheduler_config, webhook_configuration
 from stickypack.testing import ControlPlane, pod_manifest
 from stickypack.webhook.config import ConfigError, WebhookConfig, config_from_dict, load_config
 from stickypack.webhook.server import WebhookThread
@@ -1004,6 +1004,20 @@ def test_render_webhook_config(tmp_path: Path, tls: dict, capsys: pytest.Capture
         assert main(["render", "webhook-config", *bad]) == 2, bad
         err = capsys.readouterr().err
         assert message in err and "Traceback" not in err, (bad, err)
+
+
+def test_webhook_configuration_refuses_both_or_neither_client_and_no_routes() -> None:
+    """``webhook_configuration`` takes the webhook's url or its service, exactly one, and at
+    least one route (none would register a webhook called for nothing)."""
+    routes = [SchedulerRoute("builds", "stickypack-builds", LabelSelector({"component": "binderhub-build"}))]
+    for client in ({}, {"url": "https://h/mutate", "service": ("sp", "hook", 8443)}):
+        with pytest.raises(ValueError, match="url or its service, not both"):
+            webhook_configuration(routes, **client)
+    with pytest.raises(ValueError, match="no routes"):
+        webhook_configuration([], url="https://h/mutate")
+    (entry,) = webhook_configuration(routes, url="https://h/mutate", timeout_s=3)["webhooks"]
+    assert entry["clientConfig"] == {"url": "https://h/mutate"}
+    assert entry["timeoutSeconds"] == 3
 
 
 def test_webhook_command_serves_tls_and_stops_on_sigterm(tmp_path: Path, tls: dict) -> None:
