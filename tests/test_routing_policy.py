@@ -128,6 +128,7 @@ def test_a_routing_without_a_selector_and_what_cel_cannot_carry_are_refused() ->
     for beyond in (MAX_EXACT_PATCH_INT + 1, -MAX_EXACT_PATCH_INT - 1):
         with pytest.raises(ValueError, match="beyond"):
             _cel(beyond)
+    assert _cel(("a", 1)) == _cel(["a", 1]) == '["a", 1]'  # a placement's tuples are lists
     with pytest.raises(TypeError, match="a key is not a string"):
         _cel({1: "a"})  # json.dumps would write the key as 1, no CEL string
 

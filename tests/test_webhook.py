@@ -46,7 +46,7 @@ from stickypack.core.routing import (
     SelectorError,
     route_pod,
 )
-from stickypack.render import scheduler_config, webhook_configuration
+from stickypack.render import scheduler_config, webhook_configuration, webhook_configuration_yaml
 from stickypack.testing import ControlPlane, pod_manifest
 from stickypack.webhook.config import ConfigError, WebhookConfig, config_from_dict, load_config
 from stickypack.webhook.server import WebhookThread
@@ -1018,6 +1018,21 @@ def test_webhook_configuration_refuses_both_or_neither_client_and_no_routes() ->
     (entry,) = webhook_configuration(routes, url="https://h/mutate", timeout_s=3)["webhooks"]
     assert entry["clientConfig"] == {"url": "https://h/mutate"}
     assert entry["timeoutSeconds"] == 3
+
+
+def test_webhook_configuration_entries_share_nothing() -> None:
+    """Each route's entry has its own ``clientConfig`` and ``rules``: editing one leaves the
+    other as it was, and the YAML writes both out (no ``&id001`` anchor and ``*id001``
+    alias, which a shared object would get)."""
+    names = ("builds", "workers")
+    routes = [SchedulerRoute(name, "stickypack", LabelSelector({"component": name})) for name in names]
+    text = webhook_configuration_yaml(routes, service=("sp", "hook", 8443))
+    assert "&id" not in text and "*id" not in text
+    first, second = webhook_configuration(routes, service=("sp", "hook", 8443))["webhooks"]
+    first["clientConfig"]["service"]["port"] = 1
+    first["rules"][0]["operations"].append("UPDATE")
+    assert second["clientConfig"]["service"]["port"] == 8443
+    assert second["rules"][0]["operations"] == ["CREATE"]
 
 
 def test_webhook_command_serves_tls_and_stops_on_sigterm(tmp_path: Path, tls: dict) -> None:
