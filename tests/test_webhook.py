@@ -805,6 +805,11 @@ def test_service_answers_a_review_over_tls_with_a_json_patch(service: WebhookThr
         _review(_pod({"app": "web"})),
         _review(_pod({"dask.org/component": "worker"}), operation="UPDATE"),
         _review({"metadata": {}}, kind={"group": "apps", "version": "v1", "kind": "Deployment"}),
+        # a kind named Pod of another API group (a custom resource) is not a Pod
+        _review(
+            _pod({"dask.org/component": "worker"}),
+            kind={"group": "example.com", "version": "v1", "kind": "Pod"},
+        ),
         _review(_pod({"dask.org/component": "worker"}), subResource="status"),
     ):
         answer = _post(service, tls, other).json()["response"]
@@ -823,6 +828,10 @@ def test_service_answers_a_review_over_tls_with_a_json_patch(service: WebhookThr
         (b'{"kind": "Pod", "apiVersion": "v1"}', "expected kind AdmissionReview"),
         (b'{"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1"}', "request: missing"),
         (b'{"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1", "request": {}}', "request.uid"),
+        (
+            b'{"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1", "request": {"uid": ""}}',
+            "request.uid",
+        ),
     ],
 )
 def test_bad_requests_get_400_with_what_is_wrong(
@@ -861,6 +870,20 @@ def test_bad_pods_and_oversized_bodies_get_400_and_the_service_keeps_serving(
         assert client.get(f"{service.url}/nope").status_code == 404
         assert client.get(f"{service.url}/healthz").text == "ok"
     assert _post(service, tls, _review(_pod({"dask.org/component": "worker"}))).status_code == 200
+
+
+def test_a_bad_value_is_echoed_whole_up_to_80_characters_of_its_repr(
+    service: WebhookThread, tls: dict
+) -> None:
+    """``_brief``: the repr of a bad value is echoed whole up to 80 characters, else its
+    first 77 and "...". A kind of 78 "k" has a repr of 80 characters (two quotes): whole;
+    one of 79 has 81: cut to the quote, 76 "k" and "..." (80 characters)."""
+    for length, echoed in ((78, "'" + "k" * 78 + "'"), (79, "'" + "k" * 76 + "...")):
+        body = {"kind": "k" * length, "apiVersion": "admission.k8s.io/v1", "request": {"uid": "u"}}
+        response = _post(service, tls, body)
+        assert response.status_code == 400
+        error = response.json()["error"]
+        assert f"got kind {echoed}, apiVersion " in error, (length, error)
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -926,6 +949,38 @@ def test_metrics_count_reviews_by_outcome_and_route(tls: dict) -> None:
     assert 'stickypack_webhook_reviews_total{outcome="not_found",route=""} 1.0' in text
     assert 'stickypack_webhook_reviews_total{outcome="method_not_allowed",route=""} 1.0' in text
     assert "stickypack_webhook_request_duration_seconds_count 8.0" in text
+
+
+def test_certificate_metrics_count_reloads_only_and_keep_the_served_expiry() -> None:
+    """``WebhookMetrics.tls_loaded``: the first load (outcome None) is not a reload; a
+    failed reload is counted but leaves the expiry of the certificate still served; both
+    reload series are exported at 0 from the start (``increase()`` misses a series that
+    first appears at 1)."""
+    from stickypack.webhook.app import WebhookMetrics
+
+    metrics = WebhookMetrics()
+
+    def reloads() -> dict[str, float]:
+        return {
+            s.labels["outcome"]: s.value
+            for m in metrics.registry.collect()
+            if m.name == "stickypack_webhook_certificate_reloads"
+            for s in m.samples
+            if s.name.endswith("_total")
+        }
+
+    def expiry() -> float:
+        return metrics.tls_expiry._value.get()
+
+    assert reloads() == {"loaded": 0.0, "failed": 0.0}
+    metrics.tls_loaded(None, 1000.0)  # the first pair served, expiring at t=1000
+    assert reloads() == {"loaded": 0.0, "failed": 0.0} and expiry() == 1000.0
+    metrics.tls_loaded("failed", 2000.0)  # a pair expiring at 2000 that did not load
+    assert reloads() == {"loaded": 0.0, "failed": 1.0} and expiry() == 1000.0
+    metrics.tls_loaded("loaded", 3000.0)
+    assert reloads() == {"loaded": 1.0, "failed": 1.0} and expiry() == 3000.0
+    metrics.tls_loaded("loaded", None)  # loaded, its expiry unreadable: the last one known stays
+    assert reloads() == {"loaded": 2.0, "failed": 1.0} and expiry() == 3000.0
 
 
 # ---------------------------------------------------------------------------- command line
