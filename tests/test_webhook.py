@@ -832,6 +832,12 @@ def test_service_answers_a_review_over_tls_with_a_json_patch(service: WebhookThr
             b'{"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1", "request": {"uid": ""}}',
             "request.uid",
         ),
+        (  # a pod create whose namespace is a number
+            b'{"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1", "request": {"uid": "u", '
+            b'"kind": {"group": "", "version": "v1", "kind": "Pod"}, "operation": "CREATE", "namespace": 5, '
+            b'"object": {"metadata": {"name": "p"}, "spec": {"containers": []}}}}',
+            "request.namespace: missing or not a string",
+        ),
     ],
 )
 def test_bad_requests_get_400_with_what_is_wrong(
@@ -949,6 +955,28 @@ def test_metrics_count_reviews_by_outcome_and_route(tls: dict) -> None:
     assert 'stickypack_webhook_reviews_total{outcome="not_found",route=""} 1.0' in text
     assert 'stickypack_webhook_reviews_total{outcome="method_not_allowed",route=""} 1.0' in text
     assert "stickypack_webhook_request_duration_seconds_count 8.0" in text
+
+
+def test_a_pod_already_naming_the_routes_scheduler_gets_no_patch_and_counts_unchanged(tls: dict) -> None:
+    """A worker that names the route's scheduler (stickypack) already matches the route but
+    needs nothing: allowed without a patch (no ``patchType``), counted ``unchanged`` under
+    the route's name, not ``routed``."""
+    with WebhookThread(_config(tls)) as thread:
+        review = _review(_pod({"dask.org/component": "worker"}, scheduler="stickypack"))
+        answer = _post(thread, tls, review).json()["response"]
+        assert answer == {"uid": review["request"]["uid"], "allowed": True}
+        with httpx.Client(verify=tls["ctx"]) as client:
+            text = client.get(f"{thread.url}/metrics").text
+    assert 'stickypack_webhook_reviews_total{outcome="unchanged",route="dask-kubernetes-workers"} 1.0' in text
+    assert 'outcome="routed"' not in text
+    # the one review is timed: its duration (milliseconds on loopback), not a clock reading
+    (duration,) = [
+        float(line.split()[-1])
+        for line in text.splitlines()
+        if line.startswith("stickypack_webhook_request_duration_seconds_sum ")
+    ]
+    assert "stickypack_webhook_request_duration_seconds_count 1.0" in text
+    assert 0 < duration < 1.0, duration
 
 
 def test_certificate_metrics_count_reloads_only_and_keep_the_served_expiry() -> None:
