@@ -800,6 +800,75 @@ def test_headers_past_the_cap_are_refused_and_the_service_serves_on(world) -> No
     assert client.get("/healthz").status_code == 200
 
 
+def test_requests_past_the_connection_cap_get_503_and_the_service_serves_on() -> None:
+    """uvicorn_config caps what clients can hold at MAX_CONNECTIONS (1024) connections:
+    with 1023 idle ones open, a request on one more is the 1024th connection and is
+    answered 503 at once; once the idle ones close, requests are served again."""
+    import resource
+    import socket
+    import time
+
+    from stickypack.extender.server import MAX_CONNECTIONS
+
+    assert MAX_CONNECTIONS == 1024
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    need = 2 * MAX_CONNECTIONS + 256  # both ends of every connection are in this process
+    if soft < need:
+        if hard != resource.RLIM_INFINITY and hard < need:
+            pytest.skip(f"needs {need} open files, the hard limit is {hard}")
+        resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
+    w = World(2)
+    with AppThread(make_app(w.extender, metrics=w.metrics)) as server:
+        idle = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(MAX_CONNECTIONS - 1)]
+        try:
+            # accepted in order: the server has taken the idle ones when it reads this request
+            with httpx.Client(base_url=server.url, timeout=10) as client:
+                r = client.get("/healthz")
+            assert r.status_code == 503 and "Service Unavailable" in r.text
+        finally:
+            for sock in idle:
+                sock.close()
+        deadline = time.monotonic() + 10
+        while (
+            status := httpx.get(server.url + "/healthz").status_code
+        ) != 200 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert status == 200
+
+
+def test_the_history_settings_reach_the_store_and_the_recorders_limits() -> None:
+    """``history_limits`` and ``make_store`` carry each ``history`` key to its place: ttl
+    60 s, 2 nodes per repo, 5 repos, 2048 bytes; the node-annotation store's 4096-byte
+    annotation."""
+    import asyncio
+
+    from kubernetes_asyncio.client import ApiClient
+
+    from stickypack.extender.server import history_limits, make_store
+    from stickypack.kube.history import Limits, NodeAnnotationHistoryStore
+
+    config = config_from_dict(
+        {
+            "history": {
+                "store": "node-annotations",
+                "ttl_s": 60,
+                "max_nodes_per_repo": 2,
+                "max_repos": 5,
+                "max_bytes": 2048,
+                "max_annotation_bytes": 4096,
+            }
+        }
+    )
+    assert history_limits(config) == Limits(ttl_s=60.0, max_nodes_per_repo=2, max_repos=5, max_bytes=2048)
+
+    async def store_of() -> object:
+        async with ApiClient() as api:  # no call is made
+            return make_store(config, api)
+
+    store = asyncio.run(store_of())
+    assert isinstance(store, NodeAnnotationHistoryStore) and store.max_annotation_bytes == 4096
+
+
 def test_a_stalled_body_gets_408_while_others_are_served() -> None:
     import socket
 

@@ -874,6 +874,8 @@ def test_bad_pods_and_oversized_bodies_get_400_and_the_service_keeps_serving(
     with httpx.Client(verify=tls["ctx"]) as client:
         assert client.get(f"{service.url}/mutate").status_code == 405
         assert client.get(f"{service.url}/nope").status_code == 404
+        # a trailing slash makes another path: 404 (counted), not a redirect to /mutate
+        assert client.post(f"{service.url}/mutate/", json={}).status_code == 404
         assert client.get(f"{service.url}/healthz").text == "ok"
     assert _post(service, tls, _review(_pod({"dask.org/component": "worker"}))).status_code == 200
 
