@@ -800,6 +800,28 @@ def test_headers_past_the_cap_are_refused_and_the_service_serves_on(world) -> No
     assert client.get("/healthz").status_code == 200
 
 
+def test_headers_arriving_in_pieces_are_buffered_up_to_the_cap(world) -> None:
+    """h11 bounds only what it buffers of a request not yet complete: 40000 bytes of one
+    header sent, then (after a pause, so the server has read them) the rest, stay under
+    MAX_HEADER_BYTES (65536) and are served; h11's own default (16384) would refuse them."""
+    import socket
+    import time
+
+    from stickypack.extender.server import MAX_HEADER_BYTES
+
+    _w, server, _ = world
+    assert 16 * 1024 < 40_000 < MAX_HEADER_BYTES == 64 * 1024
+    with socket.create_connection(("127.0.0.1", server.port)) as sock:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 40_000)
+        time.sleep(0.3)
+        sock.sendall(b"\r\nConnection: close\r\n\r\n")
+        sock.settimeout(10)
+        answer = b""
+        while chunk := sock.recv(4096):
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 200"), answer[:200]
+
+
 def test_requests_past_the_connection_cap_get_503_and_the_service_serves_on() -> None:
     """uvicorn_config caps what clients can hold at MAX_CONNECTIONS (1024) connections:
     with 1023 idle ones open, a request on one more is the 1024th connection and is
@@ -867,6 +889,17 @@ def test_the_history_settings_reach_the_store_and_the_recorders_limits() -> None
 
     store = asyncio.run(store_of())
     assert isinstance(store, NodeAnnotationHistoryStore) and store.max_annotation_bytes == 4096
+
+
+def test_a_service_not_started_says_what_its_readiness_waits_for() -> None:
+    """``ExtenderService.not_ready`` before ``start()`` (no informer yet): "not started";
+    with ``cluster.dra`` also the DRA objects, not yet listed, and only then."""
+    from stickypack.extender.server import ExtenderService
+
+    assert ExtenderService(config_from_dict({})).not_ready() == ["not started"]
+    with_dra = ExtenderService(config_from_dict({"cluster": {"dra": True}}))
+    assert with_dra.not_ready() == ["not started", "DRA objects not listed yet"]
+    assert with_dra.dra_active() is False
 
 
 def test_a_stalled_body_gets_408_while_others_are_served() -> None:
