@@ -1499,6 +1499,73 @@ def test_the_reloader_switches_to_a_pair_of_another_key_kind(tmp_path: Path) -> 
     )
 
 
+def test_certificate_reloading_off_reports_the_expiry_and_runs_no_check(tmp_path: Path) -> None:
+    """``start_certificate_reloader`` with ``interval_s`` 0 (``tls.reload_interval_s: 0``):
+    the served certificate's expiry (2030-01-01) is reported once, as the first load
+    (outcome None), and no task runs: no check is made."""
+    from datetime import UTC, datetime
+
+    from stickypack.extender.server import start_certificate_reloader, uvicorn_config
+    from stickypack.webhook.app import make_app
+
+    cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
+    not_after = datetime(2030, 1, 1, tzinfo=UTC)
+    issued = trustme.CA().issue_cert("127.0.0.1", not_after=not_after)
+    issued.cert_chain_pems[0].write_to_path(str(cert))
+    issued.private_key_pem.write_to_path(str(key))
+    config = uvicorn_config(
+        make_app(WebhookConfig().scheduler_routes()),
+        "127.0.0.1",
+        0,
+        ssl_certfile=str(cert),
+        ssl_keyfile=str(key),
+    )
+    loads: list[tuple[str | None, float | None]] = []
+    checks: list[None] = []
+
+    async def scenario() -> bool:
+        task = start_certificate_reloader(
+            config, str(cert), str(key), interval_s=0,
+            on_load=lambda outcome, when: loads.append((outcome, when)), on_check=lambda: checks.append(None),
+        )  # fmt: skip
+        await asyncio.sleep(0.05)
+        if task is not None:
+            task.cancel()
+        return task is None
+
+    assert asyncio.run(scenario())
+    assert loads == [(None, not_after.timestamp())] and checks == []
+
+
+def test_the_reloaders_expiry_is_the_served_certificates(tmp_path: Path) -> None:
+    """``CertificateReloader.not_after``: the expiry of the certificate served, read at
+    start (2030-01-01), kept when a pair fails to load (a 2032 certificate beside the old
+    key), the renewed one's once reloaded (2031-01-01)."""
+    from datetime import UTC, datetime
+
+    from stickypack.extender.server import CertificateReloader, ServerTLS
+
+    cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
+
+    def write(year: int, *, with_key: bool = True) -> float:
+        not_after = datetime(year, 1, 1, tzinfo=UTC)
+        issued = trustme.CA().issue_cert("127.0.0.1", not_after=not_after)
+        issued.cert_chain_pems[0].write_to_path(str(cert))
+        if with_key:
+            issued.private_key_pem.write_to_path(str(key))
+        return not_after.timestamp()
+
+    first = write(2030)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    reloader = CertificateReloader(context, str(cert), str(key), interval_s=1, tls=ServerTLS())
+    assert reloader.not_after() == first
+    write(2032, with_key=False)
+    assert reloader.check() is False and reloader.not_after() == first
+    renewed = write(2031)
+    assert reloader.check() is True and reloader.not_after() == renewed
+
+
 def test_the_reloader_sets_no_sni_callback_until_it_reloads(tmp_path: Path) -> None:
     """With reloading off (``tls.reload_interval_s: 0``) the reloader is still made, to
     report the certificate's expiry: it must leave the live context as it is, with no
