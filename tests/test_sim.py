@@ -2187,3 +2187,363 @@ def test_binder_days_launches_fall_within_its_day():
     for seed in range(6):
         t = [j.t for j in binder_day(seed).jobs]
         assert min(t) >= 0.0 and max(t) < 86400.0
+
+
+# --- Reports, the runner and the command on tiny hand-made inputs (mutation audit) ---------
+
+
+def _printed(render, width: int = 200) -> str:
+    console = Console(width=width, file=io.StringIO(), color_system=None)
+    render(console)
+    return console.file.getvalue()
+
+
+def _empty_series() -> Series:
+    return Series([], [], [], [], [], [], [])
+
+
+def _rows(text: str) -> dict[str, list[str]]:
+    """Each table row's words after the policy name, by policy (one table wide enough)."""
+    rows = {}
+    for line in text.splitlines():
+        words = line.replace("\u2502", " ").split()
+        if words and words[0] in ("a", "b"):
+            rows[words[0]] = words[1:]
+    return rows
+
+
+def test_a_single_malformed_trace_line_is_in_the_json():
+    # 1 malformed line is as much a fact of the run as 3
+    cmp = Comparison(
+        "trace:x", 0, 1.0, [PolicyRun("a", {"node_hours": 1.0}, _empty_series())], trace_errors=1
+    )
+    assert cmp.to_json()["malformed_trace_lines"] == 1
+    assert SeedSweep([cmp]).to_json()["malformed_trace_lines"] == 1
+    assert "malformed_trace_lines" not in Comparison("trace:x", 0, 1.0).to_json()
+
+
+def _sweep(per_seed: list[dict[str, dict[str, float]]]) -> SeedSweep:
+    comparisons = []
+    for seed, runs in enumerate(per_seed):
+        cmp = Comparison("s", seed, 1.0)
+        cmp.runs = [PolicyRun(name, metrics, _empty_series()) for name, metrics in runs.items()]
+        comparisons.append(cmp)
+    return SeedSweep(comparisons)
+
+
+def test_best_count_takes_the_lowest_or_the_highest_and_ties_win_for_each():
+    # seed 0: a 10 node-h, b 12 -> a best; seed 1: 11 and 11, a tie -> both best: a 2, b 1.
+    # hits, higher is better: seed 0: a 0.5, b 0.7 -> b; seed 1: 0.6 each -> both: a 1, b 2.
+    sweep = _sweep(
+        [
+            {
+                "a": {"node_hours": 10.0, "build_cache_hit_rate": 0.5},
+                "b": {"node_hours": 12.0, "build_cache_hit_rate": 0.7},
+            },
+            {
+                "a": {"node_hours": 11.0, "build_cache_hit_rate": 0.6},
+                "b": {"node_hours": 11.0, "build_cache_hit_rate": 0.6},
+            },
+        ]
+    )
+    assert [sweep.best_count(p, "node_hours") for p in "ab"] == [2, 1]
+    assert [sweep.best_count(p, "build_cache_hit_rate", lower_is_better=False) for p in "ab"] == [1, 2]
+    # the table's last two columns: fewest node-h, most hits (builds > 0 here)
+    for runs in sweep.comparisons[0].runs + sweep.comparisons[1].runs:
+        runs.metrics["builds"] = 2
+    rows = _rows(_printed(lambda console: render_sweep_table(sweep, console)))
+    assert rows["a"][-2:] == ["2/2", "1/2"] and rows["b"][-2:] == ["1/2", "2/2"]
+
+
+def test_the_title_spans_the_bound_numerically_and_once_when_alike():
+    # bounds 9.5 and 10.3 node-h: as numbers 9.5 is the lower ("10.3" < "9.5" as strings)
+    cmp = Comparison("s", 0, 1.0)
+    for name, bound in (("a", 10.3), ("b", 9.5)):
+        cmp.runs.append(
+            PolicyRun(name, {"lower_bound_node_hours": bound, "floor_node_hours": 12.0}, _empty_series())
+        )
+    text = " ".join(_printed(lambda console: render_table(cmp, console)).split())
+    assert "lower bound 9.5-10.3 node-h" in text
+    assert "CA floor 12.0 node-h" in text  # both runs' floors print alike: one figure, no "12.0-12.0"
+
+
+def test_the_sweep_calls_out_pods_unscheduled_at_any_seed():
+    # a: none at seed 0, 3 at seed 1 -> its worst, 3, is called out; b: none at either
+    sweep = _sweep(
+        [
+            {"a": {"pods_unscheduled": 0}, "b": {"pods_unscheduled": 0}},
+            {"a": {"pods_unscheduled": 3}, "b": {"pods_unscheduled": 0}},
+        ]
+    )
+    text = " ".join(_printed(lambda console: render_sweep_table(sweep, console)).split())
+    assert "a: 3 pod(s) never scheduled" in text and "b:" not in text
+
+
+def test_the_sweep_shows_a_count_columns_mean_with_a_decimal():
+    # peak nodes 3 and 4 over two seeds: mean 3.5, not rounded to a whole node
+    sweep = _sweep([{"a": {"peak_nodes": 3}}, {"a": {"peak_nodes": 4}}])
+    text = " ".join(_printed(lambda console: render_sweep_table(sweep, console)).split())
+    assert "3.5 (3-4)" in text
+
+
+def test_most_hits_is_counted_when_any_policy_built_and_a_dash_when_none_did():
+    # b built 2 images, a none: the hit-rate wins count (b's 0.5 beats a's 0.0 on 1 seed of 1)
+    built = _sweep(
+        [{"a": {"builds": 0, "build_cache_hit_rate": 0.0}, "b": {"builds": 2, "build_cache_hit_rate": 0.5}}]
+    )
+    rows = _rows(_printed(lambda console: render_sweep_table(built, console)))
+    assert rows["a"][-1] == "0/1" and rows["b"][-1] == "1/1"
+    none = _sweep([{"a": {"builds": 0}, "b": {"builds": 0}}])
+    rows = _rows(_printed(lambda console: render_sweep_table(none, console)))
+    assert rows["a"][-1] == "-" and rows["b"][-1] == "-"
+
+
+def test_the_build_time_cdf_is_sorted_rises_to_one_and_shows_when_any_run_built():
+    import matplotlib.pyplot as plt
+
+    t = [0.0, 3600.0]
+    built = Series(t, [1, 1], t, [1, 1], t, [1, 1], [300.0, 90.0, 600.0])
+    cmp = Comparison(
+        "s",
+        0,
+        1.0,
+        [PolicyRun("a", {}, built), PolicyRun("b", {}, Series(t, [1, 1], t, [1, 1], t, [1, 1], []))],
+    )
+    figures = plot_figures(cmp)
+    try:
+        assert sorted(figures) == ["build_time_cdf.png", "nodes.png"]  # b built nothing, a did
+        (line,) = figures["build_time_cdf.png"].axes[0].get_lines()
+        # 3 builds sorted: 90 s, 300 s, 600 s at 1/3, 2/3 and 3/3 of the builds
+        assert list(line.get_xdata()) == [90.0, 300.0, 600.0]
+        assert list(line.get_ydata()) == pytest.approx([1 / 3, 2 / 3, 1.0])
+    finally:
+        for fig in figures.values():
+            plt.close(fig)
+
+
+def test_a_worker_reports_at_each_step_of_progress_and_not_between():
+    from stickypack.sim import runner
+
+    class Queue:  # what the reporter needs of the worker's queue: put
+        def __init__(self) -> None:
+            self.items: list[tuple[int, float]] = []
+
+        def put(self, item: tuple[int, float]) -> None:
+            self.items.append(item)
+
+    queue = Queue()
+    report = runner._Reporter(7, queue)  # type: ignore[arg-type]
+    assert runner.PROGRESS_STEP == 0.01
+    for fraction in (0.0, 0.005, 0.01, 0.015, 0.02):
+        report(fraction)
+    # 0.0 is the first (past -1.0); 0.005 is under 0.0 + 0.01; 0.01 is exactly one step on;
+    # 0.015 is under 0.01 + 0.01; 0.02 is exactly one more step
+    assert queue.items == [(7, 0.0), (7, 0.01), (7, 0.02)]
+
+
+def test_placement_cost_counts_the_catch_all_profiles_weighted_plugins(tmp_path):
+    from stickypack.policies import load_policy_file
+    from stickypack.sim.runner import placement_cost
+
+    text = """name: p
+profiles:
+  - name: build
+    match: {labels: {component: binderhub-build}}
+    filters: [NodeResourcesFit, NodeAffinity, TaintToleration]
+    score: [{plugin: MostAllocated, weight: 1}, {plugin: LeastAllocated, weight: 1}]
+  - name: rest
+    filters: [NodeResourcesFit]
+    score: [{plugin: MostAllocated, weight: 1}, {plugin: LeastAllocated, weight: 0}]
+"""
+    path = tmp_path / "p.yaml"
+    path.write_text(text)
+    # the catch-all "rest": 1 filter + 1 scorer of non-zero weight = 2 (the build profile's 5
+    # places build pods only; a weight-0 scorer is not run)
+    assert placement_cost(load_policy_file(path)) == 2
+    path.write_text(text.replace("  - name: rest\n", "  - name: rest\n    match: {labels: {a: b}}\n"))
+    assert placement_cost(load_policy_file(path)) == 5  # no catch-all: the largest, 3 + 2
+
+
+def test_one_job_runs_each_policy_in_this_process_on_its_own_workload_copy(monkeypatch):
+    import os
+
+    from stickypack.policies import load_builtin
+    from stickypack.sim import runner
+    from stickypack.sim.workloads import dask_adapt
+
+    pids: list[int] = []  # a forked worker's appends would not reach this list
+    workloads: list[object] = []
+
+    class Here(runner.Simulation):
+        def run(self) -> runner.RunResult:
+            pids.append(os.getpid())
+            workloads.append(self.workload)
+            return super().run()
+
+    monkeypatch.setattr(runner, "Simulation", Here)
+    policies = [load_builtin(name) for name in ("z2jh", "stickypack")]
+    cmp = runner.compare(lambda: dask_adapt(0), policies, seed=0, jobs=1)
+    assert pids == [os.getpid(), os.getpid()]
+    assert workloads[0] is not workloads[1]  # each policy its own copy: pods are mutable
+    assert all(run.metrics["wall_s"] > 0 for run in cmp.runs)  # measured: the time each run took
+
+
+class _Reports:
+    """A stand-in for the workers' queue in :func:`runner._follow`: what it holds is read in order."""
+
+    def __init__(self, items: list[tuple[int, float]]) -> None:
+        self.items = items
+
+    def empty(self) -> bool:
+        return not self.items
+
+    def get(self) -> tuple[int, float]:
+        return self.items.pop(0)
+
+
+def test_a_report_arriving_after_its_run_ended_does_not_move_the_bar_back():
+    from concurrent.futures import Future
+
+    from stickypack.sim import runner
+
+    a, b = Future(), Future()
+    a.set_result(None)
+    reports = _Reports([(0, 0.5)])
+    calls: list[tuple[str, float]] = []
+
+    def progress(name: str, fraction: float) -> None:
+        calls.append((name, fraction))
+        if (name, fraction) == ("a", 1.0):  # a late report of a's, then b ends
+            reports.items.append((0, 0.7))
+            b.set_result(None)
+
+    runner._follow([a, b], reports, ["a", "b"], progress)  # type: ignore[arg-type]
+    assert calls == [("a", 0.5), ("a", 1.0), ("b", 1.0)]
+
+
+def test_follow_stops_at_a_failed_run_and_leaves_its_error_to_the_caller():
+    from concurrent.futures import Future
+
+    from stickypack.sim import runner
+
+    a, b = Future(), Future()  # b never ends: following it on would never return
+    a.set_exception(RuntimeError("boom"))
+    calls: list[tuple[str, float]] = []
+    import threading
+
+    follow = threading.Thread(
+        target=runner._follow,
+        args=([a, b], _Reports([]), ["a", "b"], lambda n, f: calls.append((n, f))),
+        daemon=True,
+    )
+    follow.start()
+    follow.join(30)  # a guard against a hang, not a timing: it returns in one poll (0.1 s)
+    assert not follow.is_alive(), "_follow went on after a run failed"
+    assert calls == []  # a failed: no full bar for it
+
+
+def test_parse_seeds_takes_a_one_seed_range_and_exactly_the_most_seeds():
+    from stickypack.cli.common import UsageError
+    from stickypack.cli.simulate import MAX_SEEDS, parse_seeds
+
+    assert parse_seeds("2-2") == [2]  # a range of one seed is not backwards
+    assert MAX_SEEDS == 1000
+    assert parse_seeds("0-999") == list(range(1000))  # 999 - 0 + 1 = 1000 seeds: the most
+    assert len(parse_seeds("0-998,5000")) == 1000
+    for spec in ("0-1000", "0-998,5000-5001"):  # 1001 seeds
+        with pytest.raises(UsageError, match="at most 1000 seeds"):
+            parse_seeds(spec)
+
+
+def test_a_load_scale_of_exactly_the_most_passes_the_range_check(capsys):
+    # 1000 is allowed (0 < X <= 1000): dask-adapt then refuses it for its fixed size instead
+    assert main(["simulate", "--scenario", "dask-adapt", "--load-scale", "1000", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "--load-scale applies to --trace and binder-day" in err and "must be > 0" not in err
+    assert main(["simulate", "--scenario", "dask-adapt", "--load-scale", "1000.5", "--quiet"]) == 2
+    assert "--load-scale must be > 0 and <= 1000" in capsys.readouterr().err
+
+
+def test_a_load_scale_keeping_one_launch_on_average_is_not_refused_up_front(tmp_path, capsys):
+    # 2 launches at x0.5: 1.0 on average, not fewer than one (a seed may still keep none)
+    trace = tmp_path / "events-two.jsonl"
+    trace.write_text("".join(_launch_line(f"2019-03-04T1{i}:00:00Z") + "\n" for i in range(2)))
+    main(["simulate", "--trace", str(trace), "--load-scale", "0.5", "--policies", "z2jh", "--quiet"])
+    assert "keeps fewer than one" not in capsys.readouterr().err
+
+
+def test_ctrl_c_exits_130_with_one_line(monkeypatch, capsys):
+    from stickypack.cli import simulate
+
+    def interrupted(args, console):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(simulate, "_run_simulate", interrupted)
+    assert main(["simulate", "--scenario", "dask-adapt"]) == 130  # 128 + SIGINT's 2, as a shell
+    assert capsys.readouterr().err.strip() == "stickypack simulate: interrupted"
+
+
+def test_the_progress_bars_count_the_seeds_done(monkeypatch):
+    # --seeds 0,1: each bar's total is 2 seeds; at the end it shows 1 done + 1.0 of the last
+    import sys
+
+    from stickypack.cli import simulate
+
+    finals: dict[str, float] = {}
+
+    class Recorded(simulate._ProgressBars):
+        def stop(self) -> None:
+            finals.update({task.description: task.completed for task in self._progress.tasks})
+            super().stop()
+
+    monkeypatch.setattr(simulate, "_ProgressBars", Recorded)
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)  # bars are drawn on a terminal only
+    argv = ["simulate", "--scenario", "dask-adapt", "--policies", "z2jh", "--seeds", "0,1", "--jobs", "1"]
+    assert main(argv) == 0
+    assert finals == {"simulating z2jh": 2.0}
+
+
+def test_the_plots_are_of_the_first_seed_given_and_say_so_only_for_several(tmp_path, monkeypatch, capsys):
+    from stickypack.sim import report
+
+    plotted: list[int] = []
+    monkeypatch.setattr(report, "write_plots", lambda cmp, directory: plotted.append(cmp.seed) or [])
+    plots = ["--plots", str(tmp_path / "plots"), "--quiet", "--scenario", "dask-adapt", "--policies", "z2jh"]
+    assert main(["simulate", *plots, "--seeds", "3,1"]) == 0
+    assert plotted == [3] and "plots of seed 3:" in capsys.readouterr().out
+    assert main(["simulate", *plots]) == 0  # one seed, the default 0: nothing to say which
+    assert plotted == [3, 0] and "plots of seed" not in capsys.readouterr().out
+
+
+def test_table_columns_fit_the_terminal_exactly():
+    """``_print_tables``' arithmetic on tiny tables: a table is ``sum(width + 3)`` over its
+    columns plus 1 (rich's box rules and one space of padding each side), the policy column's
+    width here 6 ("policy")."""
+    from stickypack.sim.report import _print_tables
+
+    def tables(width: int, headers: list[str], cells: list[str]) -> tuple[int, str]:
+        text = _printed(lambda console: _print_tables(console, "t", headers, [("a", cells)]), width)
+        assert all(len(line) <= width for line in text.splitlines())
+        return text.count("policy"), text
+
+    two = ["aa bb", "cc dd"]  # each 5 wide on one line, 2 at least
+    # on one line: (5 + 3) * 2 + 6 + 3 + 1 = 26 columns; at least (2 + 3) * 2 + 10 = 20
+    count, text = tables(26, two, ["1", "2"])
+    assert count == 1 and "aa bb" in text and "cc dd" in text
+    count, text = tables(20, two, ["1", "2"])  # both columns at their least: still one table
+    assert count == 1 and "aa bb" not in text and "cc dd" not in text
+    count, text = tables(23, two, ["1", "2"])  # 3 to spare: exactly what one header needs
+    assert count == 1 and "aa bb" in text and "cc dd" not in text
+    count, text = tables(25, two, ["1", "2"])  # 1 short of one line: 5 to spare, one header whole
+    assert count == 1 and "aa bb" in text and "cc dd" not in text
+    # 6 to spare, 2 at least each: the two headers needing 3 more each are whole, not the one
+    # needing 5 (the fewest wrapped headers): 3 * (2 + 3) + 10 = 25, + 6 = 31
+    count, text = tables(31, ["a bb cc", "dd ee", "ff gg"], ["1", "2", "3"])
+    assert count == 1 and "dd ee" in text and "ff gg" in text and "a bb cc" not in text
+
+
+def test_the_sweeps_means_leave_out_a_metric_no_seed_has():
+    # node-hours 1.0 and 2.0 over two seeds: mean 1.5; no build times at all: no mean for them
+    sweep = _sweep([{"a": {"node_hours": 1.0}}, {"a": {"node_hours": 2.0}}])
+    assert sweep.means("a") == {"node_hours": 1.5}
+    assert sweep.to_json()["results"] == [{"policy": "a", "node_hours": 1.5}]
