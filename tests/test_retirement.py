@@ -60,6 +60,22 @@ def test_a_node_holding_a_worker_the_caller_keeps_longer_goes_after_those_that_c
     assert retirement_order(listed) == ["x2", "y1", "y2"]  # blind to x's other worker
 
 
+def test_with_costs_a_node_goes_by_how_many_of_its_workers_share_its_top_cost() -> None:
+    """With ``cost``, the nodes whose costliest workers cost alike go by how many workers
+    are at that cost (not how many they hold), then by name; a node's workers keep the
+    order given. Node a holds w4, w3, w2 at cost 0 and w1 at 1: top 1, one worker there;
+    node b holds two at cost 1: top 1, two there; node c holds one at cost 1: it ties with
+    a and goes after it by name."""
+    workers = {"w4": "a", "w3": "a", "w2": "a", "w1": "a", "v1": "b", "v2": "b", "u1": "c"}
+    cost = {"w4": 0, "w3": 0, "w2": 0, "w1": 1, "v1": 1, "v2": 1, "u1": 1}
+    # ranks (pinned, top cost, workers at it, name): a (F, 1, 1, a), c (F, 1, 1, c), b (F, 1, 2, b);
+    # counting all a node's workers instead would put a (4) after b (2) and c (1)
+    assert retirement_order(workers, cost=cost.__getitem__) == ["w4", "w3", "w2", "w1", "u1", "v1", "v2"]
+    # the same given in another order: the nodes' order stands, each node's workers as given
+    reordered = dict(reversed(list(workers.items())))
+    assert retirement_order(reordered, cost=cost.__getitem__) == ["w1", "w2", "w3", "w4", "u1", "v2", "v1"]
+
+
 def _retired_by(order: list[str], cost: dict[str, int], count: int) -> list[str]:
     """What a retirer that sorts by cost first (stable: ``order`` among equal costs), as
     distributed does, retires."""
