@@ -1714,3 +1714,30 @@ def test_node_affinity_score_of_many_terms_equals_every_term_tested() -> None:
     plugin = NodeAffinityScore()
     assert scores(plugin, p, t) == want
     assert scores(plugin, p, t) == want  # the pod's grouped terms, kept
+
+
+def test_the_shared_integer_helpers_follow_go_and_kube() -> None:
+    """``go_div`` truncates toward zero as Go's ``/`` on int64 does (7 / -2 = -3, -7 / -2 =
+    3; floor division would give -4 and 3); ``default_normalize`` is kube's
+    DefaultNormalizeScore, ``100 * s / max`` truncated (1, 2, 3 -> 33, 66, 100; reversed
+    67, 34, 0); ``min_max_scores`` gives every node 100 when all counts are equal."""
+    from stickypack.core.plugins.common import default_normalize, go_div, min_max_scores
+
+    num = np.array([7, -7, 7, -7])
+    assert go_div(num, np.array([2, 2, -2, -2])).tolist() == [3, -3, -3, 3]
+    assert go_div(num, -2).tolist() == [-3, 3, -3, 3]
+    assert default_normalize(np.array([1, 2, 3]), reverse=False).tolist() == [33, 66, 100]
+    assert default_normalize(np.array([1, 2, 3]), reverse=True).tolist() == [67, 34, 0]
+    assert min_max_scores(np.array([2, 2, 2]), fewest_first=True).tolist() == [100, 100, 100]
+    assert min_max_scores(np.array([2, 2]), fewest_first=False).tolist() == [100, 100]
+
+
+def test_a_resource_weight_is_an_integer_from_1_to_100() -> None:
+    """kube-scheduler refuses a resource weight outside (0, 100] ("resource weight of X
+    not in valid range"); a boolean is no integer weight."""
+    from stickypack.core.plugins.common import PluginArgsError, resource_weights
+
+    assert resource_weights({"cpu": 1, "memory": 100}, [("cpu", 1)]) == [("cpu", 1), ("memory", 100)]
+    for bad in (0, 101, True, 1.5):
+        with pytest.raises(PluginArgsError, match=r"1\.\.100"):
+            resource_weights({"cpu": bad}, [("cpu", 1)])
