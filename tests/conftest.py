@@ -26,12 +26,12 @@ import pytest
 from stickypack.testing import BinariesNotFoundError, ControlPlane, find_binaries
 
 
-def missing(what: str) -> NoReturn:
-    """A test's dependency that ``make k8s`` builds is missing: a failure on CI
-    (``CI=true``), where it must be there, a skip elsewhere."""
+def missing(what: str, fix: str = "run `make k8s` first") -> NoReturn:
+    """A test's dependency is missing (by default one that ``make k8s`` builds): a failure
+    on CI (``CI=true``), where it must be there, a skip elsewhere, saying ``fix``."""
     if os.environ.get("CI", "").lower() == "true":
         pytest.fail(f"CI=true and {what}", pytrace=False)
-    pytest.skip(f"{what} (skipped outside CI; run `make k8s` first)")
+    pytest.skip(f"{what} (skipped outside CI; {fix})")
 
 
 def needs_binaries(*names: str) -> dict[str, Path]:
