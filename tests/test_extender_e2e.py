@@ -6,6 +6,7 @@ treats as the end of the build (as a Succeeded/Failed phase would be)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import json
@@ -27,7 +28,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from stickypack.cli import main as cli_main
 from stickypack.extender.config import config_from_dict
-from stickypack.extender.server import DRA_KINDS, GRACEFUL_SHUTDOWN_S, ServiceThread
+from stickypack.extender.server import DRA_KINDS, GRACEFUL_SHUTDOWN_S, ExtenderService, ServiceThread
 from stickypack.rendezvous import rendezvous_rank
 from stickypack.testing import ControlPlane, pod_manifest
 
@@ -772,6 +773,45 @@ def test_of_two_extenders_sharing_the_history_only_the_one_placing_builds_writes
         users.stop()
 
 
+def test_an_extender_reads_only_its_own_history_configmaps(cluster: ControlPlane) -> None:
+    """Histories may share a namespace (``history.name`` ``binder`` and ``binder-staging``),
+    and a ConfigMap may be left from a configuration with more ``shards``: the extender reads
+    only its own parts, ``<name>-0`` .. ``<name>-<shards - 1>``, at start and as they change,
+    as its first read of the store does. (It read ``<name>-staging-0`` as a part ``staging-0``
+    of its own, and ``<name>-3`` with one shard, merging their builds into its history.)"""
+    from stickypack.kube.history import ConfigMapHistoryStore, Limits, Record, apply_ops
+
+    own_name = HISTORY["name"]
+
+    def write(name: str, part: str, repo: str) -> None:
+        async def go(api: Any) -> None:
+            store = ConfigMapHistoryStore(api, "default", name=name, shards=8)
+            doc, version = await store.read(part)
+            now = time.time()
+            await store.write(part, apply_ops(doc, [Record(repo, "n1", now)], Limits(), now), version)
+
+        cluster.call(go)
+
+    staging, old_shard = "https://github.com/o/staging", "https://github.com/o/old-shard"
+    write(f"{own_name}-staging", "0", staging)
+    write(own_name, "3", old_shard)
+    ext = extender(cluster)  # one shard: its only part is <name>-0
+    try:
+        history = lambda repo: ext.call(  # noqa: E731
+            lambda: ext.service.recorder.history.nodes_for(repo, time.time())
+        )
+        assert history(staging) == [] and history(old_shard) == []
+        # written again while it watches, then its own part: read in the order written
+        write(f"{own_name}-staging", "0", staging + "-2")
+        write(own_name, "3", old_shard + "-2")
+        write(own_name, "0", "https://github.com/o/own")
+        wait_for(lambda: history("https://github.com/o/own") == ["n1"], what="its own part read")
+        for repo in (staging, old_shard, staging + "-2", old_shard + "-2"):
+            assert history(repo) == [], repo
+    finally:
+        ext.stop()
+
+
 def test_node_annotation_store_round_trip(cluster: ControlPlane) -> None:
     for n in ("node-a", "node-b"):
         cluster.create_node(n)
@@ -1180,6 +1220,108 @@ def test_an_extender_that_may_not_list_dra_objects_runs_without_dra_until_it_may
     with ServiceThread(cfg) as ext:
         _wait_dra_active(ext, 1.0, 20.0)
         assert ext.call(lambda: all(ext.service.informers[k].synced.is_set() for k in DRA_KINDS))
+
+
+async def test_ready_once_every_watch_has_listed_and_dra_active_once_its_watches_have(
+    cluster: ControlPlane,
+) -> None:
+    """Checked turn by turn of the service's own event loop, so that nothing runs between an
+    answer and its check: ``cluster.dra`` is active only once the ResourceSlice and
+    ResourceClaim informers have listed (before that a node's devices are not known), and the
+    service is ready only once every informer, the DRA ones included, has. A client passed in
+    is the caller's: still open after ``stop()``. Its gauges count the nodes with DRA pools
+    (n1, n2, n3) and, of those, the ones the autoscaler cannot weigh (n1: a pod there has a
+    claim that does not exist)."""
+    from kubernetes_asyncio import client
+
+    for node in ("n1", "n2", "n3"):
+        cluster.create_node(node)
+        cluster.create_device_pool(node, 2)
+    unweighable = pod_manifest("trainer", cpu="1", memory="1Gi")
+    unweighable["spec"]["nodeName"] = "n1"
+    unweighable["spec"]["resourceClaims"] = [{"name": "gpus", "resourceClaimName": "missing"}]
+    cluster.create_pods([unweighable])
+    cfg = config_from_dict({"history": {"store": "memory"}, "cluster": {"dra": True}})
+    api = client.ApiClient(configuration=cluster.client_configuration())
+    service = ExtenderService(cfg, api)
+    await service.start()
+    try:
+        deadline = time.monotonic() + 30
+        while service.not_ready():
+            dra = [service.informers.get(kind) for kind in DRA_KINDS]
+            assert service.dra_active() is all(inf is not None and inf.synced.is_set() for inf in dra)
+            assert time.monotonic() < deadline, service.not_ready()
+            await asyncio.sleep(0)
+        assert set(DRA_KINDS) <= set(service.informers)
+        assert all(inf.synced.is_set() for inf in service.informers.values())
+        assert service.dra_active() is True
+        gauge = lambda name: service.metrics.registry.get_sample_value(f"stickypack_extender_{name}")  # noqa: E731
+        assert (gauge("dra_nodes"), gauge("dra_unweighable_nodes")) == (3.0, 1.0)
+    finally:
+        await service.stop()
+        cluster.delete_all_dra()
+    nodes = await client.CoreV1Api(api).list_node()
+    assert sorted(n.metadata.name for n in nodes.items) == ["n1", "n2", "n3"]
+    await api.close()
+
+
+async def test_an_extender_that_may_not_read_its_history_is_not_ready_until_it_may(
+    cluster: ControlPlane, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An account that may watch the history ConfigMaps but not read one (``get``): the
+    extender retries the read (0.2 s, doubling, at most 30 s) and is not ready meanwhile,
+    whatever its watches have listed; given the right, ready at its next retry. Then, with
+    ``cluster.dra`` refused at start and given later, it stays ready turn by turn while its
+    DRA watches list (it was ready already: not taken out of its Service for them)."""
+    account = "extender-no-history-get"
+    watch_rules = [
+        {"apiGroups": [""], "resources": ["nodes", "pods", "configmaps"], "verbs": ["list", "watch"]}
+    ]
+    with_get = [*watch_rules, {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]
+    with_dra = [
+        *with_get,
+        {"apiGroups": ["resource.k8s.io"], "resources": ["resourceslices", "resourceclaims"],
+         "verbs": ["list", "watch"]},
+    ]  # fmt: skip
+    cluster.grant_cluster_rules(account, watch_rules)
+    try:
+        kubeconfig = cluster.service_account_kubeconfig(account)
+        cfg = config_from_dict(
+            {
+                "history": {"name": HISTORY["name"]},
+                "cluster": {"kubeconfig": str(kubeconfig), "dra": True, "dra_retry_s": 0.3},
+            }
+        )
+        service = ExtenderService(cfg)
+        await service.start()
+        try:
+            deadline = time.monotonic() + 30
+
+            def refused_reads() -> int:
+                said = "build history: cannot read the store"
+                return sum(1 for r in caplog.records if r.getMessage().startswith(said))
+
+            while refused_reads() < 2 or not all(i.synced.is_set() for i in service.informers.values()):
+                assert time.monotonic() < deadline, (refused_reads(), service.not_ready())
+                await asyncio.sleep(0.05)
+            assert service.not_ready() == ["build history not loaded"]
+            cluster.set_cluster_rules(account, with_get)
+            # retried 0.4 s after the second refusal, or 0.8 s after a third
+            given = time.monotonic()
+            while service.not_ready():
+                assert time.monotonic() - given < 10, service.not_ready()
+                await asyncio.sleep(0.05)
+            assert service.dra_listed is False and service.dra_active() is False
+            cluster.set_cluster_rules(account, with_dra)
+            given = time.monotonic()
+            while not service.dra_active():
+                assert service.not_ready() == []
+                assert time.monotonic() - given < 30, "DRA never active"
+                await asyncio.sleep(0)
+        finally:
+            await service.stop()
+    finally:
+        cluster.revoke_cluster_rules(account)
 
 
 def test_dra_watches_that_cannot_start_leave_the_extender_ready_without_dra(

@@ -243,15 +243,14 @@ class ExtenderService:
         self, kind: str, obj: dict[str, Any], old: Any = None, synthetic: bool = False
     ) -> None:
         assert self.recorder is not None and isinstance(self.recorder.store, ConfigMapHistoryStore)
-        name = str((obj.get("metadata") or {}).get("name"))
-        prefix = self.recorder.store.name + "-"
-        if not name.startswith(prefix):
+        part = self.recorder.store.part_of(str((obj.get("metadata") or {}).get("name")))
+        if part is None:  # another history's, or left from more shards
             return
         if kind == "DELETED":
-            self.recorder.on_deleted(name[len(prefix) :])
+            self.recorder.on_deleted(part)
             return
         doc, version = ConfigMapHistoryStore.parse_configmap(obj)
-        self.recorder.on_stored(name[len(prefix) :], doc, version)
+        self.recorder.on_stored(part, doc, version)
 
     def _on_node_annotation(
         self, kind: str, obj: dict[str, Any], old: Any = None, synthetic: bool = False

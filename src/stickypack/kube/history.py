@@ -359,6 +359,13 @@ class ConfigMapHistoryStore:
     def configmap_name(self, part: str) -> str:
         return f"{self.name}-{part}"
 
+    def part_of(self, configmap_name: str) -> str | None:
+        """The part stored in ConfigMap ``configmap_name`` if it is one of this store's
+        (``<name>-0`` .. ``<name>-<shards - 1>``), else None: another history's ConfigMap in
+        the namespace (``<name>-staging-0``) or one left from more shards."""
+        part = configmap_name.removeprefix(f"{self.name}-")
+        return part if part in {str(i) for i in range(self.shards)} and part != configmap_name else None
+
     def parts_for(self, op: Op) -> list[str]:
         if isinstance(op, Forget):
             return [str(i) for i in range(self.shards)]
