@@ -273,6 +273,84 @@ def test_api_errors_are_one_log_line() -> None:
     assert describe_error(ConnectionError("refused\n  twice")) == "ConnectionError: refused twice"
 
 
+@pytest.mark.parametrize(
+    ("status", "reason", "body", "says"),
+    [
+        # the Status's message, from a str body or the bytes of a raw response
+        (403, "Forbidden", '{"message": "no"}', "HTTP 403 Forbidden: no"),
+        (403, "Forbidden", b'{"message": "no"}', "HTTP 403 Forbidden: no"),
+        # not JSON (a proxy's page): its first 200 characters
+        (
+            502,
+            "Bad Gateway",
+            "upstream connect error " + "x" * 300,
+            "HTTP 502 Bad Gateway: upstream connect error " + "x" * 177,
+        ),
+        # no reason, no message
+        (500, None, '{"kind": "Status"}', "HTTP 500"),
+        (500, None, '{"message": "etcd timeout"}', "HTTP 500: etcd timeout"),
+    ],
+)
+def test_an_api_error_is_its_status_reason_and_message(
+    status: int, reason: str | None, body: str | bytes, says: str
+) -> None:
+    from kubernetes_asyncio.client.exceptions import ApiException
+
+    from stickypack.kube.client import describe_error
+
+    exc = ApiException(status=status, reason=reason)
+    exc.body = body
+    assert describe_error(exc) == says
+
+
+def test_other_errors_are_their_type_and_text() -> None:
+    """An exception with an HTTP status but no response body (the informer's and the DRA
+    lister's ``WatchError``) says its own text; one with no text, its type alone."""
+    from stickypack.kube.client import describe_error
+    from stickypack.kube.informer import WatchError
+
+    assert (
+        describe_error(WatchError(500, "listing resourceslices"))
+        == "WatchError: HTTP 500: listing resourceslices"
+    )
+    assert describe_error(TimeoutError()) == "TimeoutError"
+
+
+class _RawResponse:
+    """What a ``_preload_content=False`` call returns, as read_json reads it."""
+
+    def __init__(self, status: int, reason: str, body: bytes) -> None:
+        self.status, self.reason, self.body, self.released = status, reason, body, False
+
+    async def read(self) -> bytes:
+        return self.body
+
+    def release(self) -> None:
+        self.released = True
+
+
+@pytest.mark.parametrize("status", [200, 201])
+async def test_read_json_reads_a_2xx_body(status: int) -> None:
+    # 201: what the API server answers a create (a new history ConfigMap)
+    from stickypack.kube.client import read_json
+
+    resp = _RawResponse(status, "Created", b'{"kind": "ConfigMap", "metadata": {"name": "h-0"}}')
+    assert await read_json(resp) == {"kind": "ConfigMap", "metadata": {"name": "h-0"}}
+    assert resp.released
+
+
+async def test_read_json_raises_an_api_error_saying_the_status_message() -> None:
+    from kubernetes_asyncio.client.exceptions import ApiException
+
+    from stickypack.kube.client import describe_error, read_json
+
+    resp = _RawResponse(404, "Not Found", b'{"kind": "Status", "message": "configmaps \\"h-0\\" not found"}')
+    with pytest.raises(ApiException) as raised:
+        await read_json(resp)
+    assert resp.released and raised.value.status == 404
+    assert describe_error(raised.value) == 'HTTP 404 Not Found: configmaps "h-0" not found'
+
+
 async def test_a_later_version_seen_during_our_write_is_not_overwritten_in_memory() -> None:
     # Once commit() put the document it had written into the recorder's memory after the
     # write returned, over a later version another replica had written (which the watch

@@ -201,3 +201,108 @@ def test_the_tables_readings_match_a_reading_from_scratch_after_any_events(seed:
         else:
             check()
     check()
+
+
+def test_a_slimmed_partitionable_pool_reads_as_the_whole_one() -> None:
+    """What the extender's informers keep of a partitionable pool (``slim_resource_slice``:
+    its ``sharedCounters`` and each device's ``consumesCounters``) weighs the node as the
+    objects as served do. Counter sets gpu-0 and gpu-1 of memory 4; partitions p0 (4 of
+    gpu-0), p1 and p2 (2 each of gpu-1); the pod's claim holds p0: gpu-0 at 4/4 = 1, gpu-1
+    at 0/4 = 0, so (1 + 0) / 2 = 0.5 (as an atomic pool it would be 1 of 3 devices, 0.33;
+    with no counters consumed, 0)."""
+    from stickypack.core.dra import dra_utilization
+    from stickypack.core.pod import Pod
+    from stickypack.kube.dra import slim_resource_claim, slim_resource_slice
+
+    def partition(name: str, counter_set: str, memory: str) -> dict[str, Any]:
+        consumed = {"memory": {"value": memory}}
+        return {
+            "name": name,
+            "attributes": {"x": {"int": 1}},
+            "consumesCounters": [{"counterSet": counter_set, "counters": consumed}],
+        }
+
+    raw = device_slice("s", "n1", 0)
+    raw["spec"]["devices"] = [
+        partition("p0", "gpu-0", "4"),
+        partition("p1", "gpu-1", "2"),
+        partition("p2", "gpu-1", "2"),
+    ]
+    raw["spec"]["sharedCounters"] = [
+        {"name": f"gpu-{k}", "counters": {"memory": {"value": "4"}}} for k in range(2)
+    ]
+    raw_claim = claim("c", "p0")
+    raw_pod = pod("user", "n1", "c")
+    cache = ClusterCache(dra=True)
+    tracker = cache.dra
+    assert tracker is not None
+    cache.node_event("ADDED", node("n1"))
+    tracker.slice_event("ADDED", slim_resource_slice(raw))
+    tracker.claim_event("ADDED", slim_resource_claim(raw_claim))
+    cache.pod_event("ADDED", raw_pod)
+    assert column(cache, "n1") == (1.0, 0.5)
+    whole = dra_utilization([raw], [raw_claim], {"n1": [Pod.from_dict(raw_pod)]})
+    assert whole.nodes["n1"].utilization == 0.5
+
+
+def test_a_pod_whose_claim_name_is_not_known_yet_leaves_nothing_behind() -> None:
+    """A pod's claim made from a template has no name until the claim is created
+    (``status.resourceClaimStatuses``): "" is no claim of the cluster, so nothing is kept for
+    it, and nothing stays once the pod is gone (node n1 cannot be weighed meanwhile: +inf)."""
+    cache = ClusterCache(dra=True)
+    tracker = cache.dra
+    assert tracker is not None
+    cache.node_event("ADDED", node("n1"))
+    tracker.slice_event("ADDED", device_slice("s", "n1", 2))
+    unnamed = pod("user", "n1")
+    unnamed["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "t"}]
+    cache.pod_event("ADDED", unnamed)
+    assert column(cache, "n1") == (1.0, float("inf"))
+    assert tracker._claim_nodes == {}
+    cache.pod_event("DELETED", unnamed)
+    assert column(cache, "n1") == (1.0, 0.0)
+    assert tracker._claim_nodes == {} and tracker._node_pods == {}
+
+
+def test_computed_counts_every_node_reading_computed() -> None:
+    """The ``stickypack_extender_dra_node_readings`` counter: two nodes' slices published,
+    refreshed (2 readings), then one claim event on a pod's node (1 more): 3."""
+    cache = ClusterCache(dra=True)
+    tracker = cache.dra
+    assert tracker is not None
+    for name in ("n1", "n2"):
+        cache.node_event("ADDED", node(name))
+        tracker.slice_event("ADDED", device_slice(name, name, 2, pool=name))
+    cache.pod_event("ADDED", pod("user", "n1", "c"))
+    assert tracker.refresh() == 2 and tracker.computed == 2
+    tracker.claim_event("ADDED", claim("c", "g0", pool="n1"))
+    assert tracker.refresh() == 1 and tracker.computed == 3
+    assert column(cache, "n1") == (1.0, 0.5)
+
+
+def test_the_problems_remembered_as_logged_are_bounded(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Each unreadable slice is logged once; past ``_MAX_LOGGED`` (2 here) problems the memory
+    of them is cleared, so it never holds more, and a problem forgotten is logged again."""
+    import stickypack.kube.dra as kube_dra
+
+    monkeypatch.setattr(kube_dra, "_MAX_LOGGED", 2)
+    cache = ClusterCache(dra=True)
+    tracker = cache.dra
+    assert tracker is not None
+
+    def bad(name: str) -> dict[str, Any]:
+        obj = device_slice(name, name, 1, pool=name)
+        obj["spec"]["devices"] = "not a list"
+        return obj
+
+    with caplog.at_level(logging.WARNING):
+        for name in ("n1", "n2", "n3", "n1", "n3"):
+            tracker.slice_event("MODIFIED", bad(name))
+            tracker.refresh()
+            assert len(tracker._logged) <= 2
+    logged = [r.getMessage() for r in caplog.records if r.getMessage().startswith("DRA: ")]
+    # n1, n2 logged; n3 clears the memory (2 remembered) and is logged; n1 again is new
+    # (forgotten), n3 again is not (remembered with n1)
+    assert [m.split()[2].rstrip(":") for m in logged] == ["n1", "n2", "n3", "n1"], logged

@@ -8,17 +8,27 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+from types import SimpleNamespace
 from typing import Any
 
+import pytest
+
+import stickypack.kube.informer as informer_module
 from stickypack.kube.informer import Informer
 
 
 class FakeContent:
-    def __init__(self, chunks: list[bytes | Exception]) -> None:
+    """A watch stream: bytes are sent, an exception raised, a float is a pause (seconds)."""
+
+    def __init__(self, chunks: list[bytes | Exception | float]) -> None:
         self.chunks = chunks
 
     async def iter_any(self):
         for chunk in self.chunks:
+            if isinstance(chunk, float):
+                await asyncio.sleep(chunk)
+                continue
             await asyncio.sleep(0)
             if isinstance(chunk, Exception):
                 raise chunk
@@ -51,7 +61,8 @@ def ev(kind: str, o: dict) -> bytes:
 
 
 class Script:
-    """list_call replaying scripted list pages and watch streams; records the calls."""
+    """list_call replaying scripted list pages and watch streams; records the calls. A float
+    in a queue: the next answer of that queue comes after that many seconds."""
 
     def __init__(self, lists: list, watches: list) -> None:
         self.lists = lists
@@ -66,6 +77,9 @@ class Script:
             self.done.set()
             await asyncio.sleep(3600)
         item = queue.pop(0)
+        if isinstance(item, float):
+            await asyncio.sleep(item)
+            item = queue.pop(0)
         if isinstance(item, Exception):
             raise item
         return item
@@ -368,3 +382,254 @@ async def test_a_relist_brings_a_dra_objects_change_to_the_nodes_reading() -> No
     # listed; the relist's MODIFIED; the next one's DELETED (synthetic: not found) and ADDED
     assert seen == [float("inf"), 0.25, float("inf"), 0.5]
     assert utilization() == 0.5
+
+
+def listing(rv: str, *items: dict) -> FakeResponse:
+    return FakeResponse(body={"metadata": {"resourceVersion": rv}, "items": list(items)})
+
+
+async def test_every_list_and_watch_asks_for_the_selected_objects_and_lists_by_pages() -> None:
+    script = Script(lists=[listing("5")], watches=[FakeResponse(chunks=[ev("ADDED", obj("a", "6"))])])
+    inf = Informer(
+        "test", script, label_selector="app=binder", field_selector="spec.nodeName=n1", page_size=7
+    )
+    await run_until_done(inf, script)
+    assert len(script.calls) == 3  # the list, the watch, the next watch (left waiting)
+    for call in script.calls:
+        assert (call["label_selector"], call["field_selector"]) == ("app=binder", "spec.nodeName=n1")
+    assert script.calls[0]["limit"] == 7
+
+
+@pytest.mark.parametrize(
+    ("watch_timeout_s", "resync_s", "timeout_seconds"),
+    [
+        (300, 900.0, 300),  # the watch's own limit comes first
+        (300, 100.0, 100),  # the resync comes first: int(100 - a few ms) + 1 = 100 s
+    ],
+)
+async def test_a_watch_ends_by_its_timeout_or_the_next_resync_and_the_client_waits_longer(
+    watch_timeout_s: int, resync_s: float, timeout_seconds: int
+) -> None:
+    script = Script(lists=[listing("5")], watches=[])
+    inf = Informer("test", script, watch_timeout_s=watch_timeout_s, resync_s=resync_s)
+    await run_until_done(inf, script)
+    watch = script.calls[1]
+    assert watch["watch"] and watch["timeout_seconds"] == timeout_seconds
+    # the API server ends a quiet watch at timeout_seconds: the client's read timeout must
+    # not cut it first (that would be counted as a watch error)
+    _connect, read = watch["_request_timeout"]
+    assert read > timeout_seconds
+
+
+async def test_backoff_stops_growing_at_max_backoff_s() -> None:
+    # 0.5, then doubled to 1.0, then held at the cap 1.0: both for 410s right after a list
+    # and for watch errors
+    gone = [FakeResponse(chunks=[ev("ERROR", {"code": 410, "message": "too old"})]) for _ in range(3)]
+    script = Script(lists=[listing("5") for _ in range(4)], watches=gone)
+    inf = Informer("test", script, min_backoff_s=0.5, max_backoff_s=1.0)
+    sleeps = record_sleeps(inf)
+    await run_until_done(inf, script)
+    assert sleeps == [0.5, 1.0, 1.0] and inf.stats.relists_gone == 3
+
+    failing = [FakeResponse(status=500, body={"message": "etcd timeout"}) for _ in range(3)]
+    script = Script(lists=[listing("5")], watches=failing)
+    inf = Informer("test", script, min_backoff_s=0.5, max_backoff_s=1.0)
+    sleeps = record_sleeps(inf)
+    await run_until_done(inf, script)
+    assert sleeps == [0.5, 1.0, 1.0] and inf.stats.watch_errors == 3
+
+
+async def test_the_backoff_sleep_is_jittered_between_half_the_backoff_and_the_backoff(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+
+    inf = Informer("test", Script([], []))
+    monkeypatch.setattr(informer_module, "asyncio", SimpleNamespace(sleep=sleep))
+    for draw in (0.0, 0.5, 0.999):
+        monkeypatch.setattr(informer_module, "random", SimpleNamespace(random=lambda draw=draw: draw))
+        await inf._sleep(4.0)
+    # 4 * (0.5 + 0.5 * draw): 2.0, 3.0, 3.998; never above the backoff (its cap)
+    assert slept == pytest.approx([2.0, 3.0, 3.998])
+
+
+async def test_a_410_long_after_the_list_relists_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    # only a 410 right after a list (an expiring continue token) waits before relisting
+    monkeypatch.setattr(informer_module, "QUICK_S", 0.05)
+    gone = ev("ERROR", {"code": 410, "message": "too old"})
+    script = Script(lists=[listing("5"), listing("9")], watches=[FakeResponse(chunks=[0.2, gone])])
+    inf = Informer("test", script, min_backoff_s=0.5)
+    sleeps = record_sleeps(inf)
+    await run_until_done(inf, script)
+    assert sleeps == [] and inf.stats.relists_gone == 1 and inf.stats.lists == 2
+
+
+async def test_a_quiet_watch_that_ends_in_its_time_is_not_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the API server ends a watch with nothing to say at timeout_seconds: reconnect at once
+    monkeypatch.setattr(informer_module, "QUICK_S", 0.05)
+    script = Script(lists=[listing("5")], watches=[FakeResponse(chunks=[0.2])])
+    inf = Informer("test", script, min_backoff_s=0.5)
+    sleeps = record_sleeps(inf)
+    await run_until_done(inf, script)
+    assert sleeps == [] and inf.stats.watch_errors == 0
+    assert [c["resource_version"] for c in script.calls if c.get("watch")] == ["5", "5"]
+
+
+async def test_refused_status_is_the_last_refusal_until_the_api_server_answers_again(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # the extender is not ready while it is 401/403 (its rights taken away): it must clear
+    # as soon as a list or a watch is answered, and a watch closed at once is no refusal
+    forbidden = {"message": 'pods is forbidden: User "x" cannot list', "reason": "Forbidden"}
+    script = Script(
+        lists=[FakeResponse(status=403, body=forbidden), listing("5", obj("x", "5"))],
+        watches=[
+            FakeResponse(chunks=[]),  # 200, closed at once with nothing said
+            FakeResponse(status=403, body=forbidden),
+            FakeResponse(chunks=[ev("ADDED", obj("a", "6"))]),
+        ],
+    )
+    inf = Informer("test", script, min_backoff_s=0.001)
+    at_sleeps: list[int | None] = []
+
+    async def sleep(base: float) -> None:
+        at_sleeps.append(inf.stats.refused_status)
+
+    inf._sleep = sleep  # type: ignore[method-assign]
+    at_events: list[tuple[str, int | None]] = []
+    inf.add_handler(
+        lambda kind, o, old, **_: at_events.append((o["metadata"]["name"], inf.stats.refused_status))
+    )
+    with caplog.at_level(logging.WARNING):
+        await run_until_done(inf, script)
+    assert at_sleeps == [403, None, 403]
+    assert at_events == [("x", None), ("a", None)]
+    assert inf.stats.refused_status is None
+    # the Status's message (not its reason) is what the warning says
+    assert sum('pods is forbidden: User "x" cannot list' in r.getMessage() for r in caplog.records) == 2
+
+
+async def test_a_relist_hands_on_only_the_objects_that_changed() -> None:
+    events, handler = recorder()
+    gone = ev("ERROR", {"code": 410, "message": "too old"})
+    script = Script(
+        lists=[listing("2", obj("a", "1"), obj("b", "2")), listing("3", obj("a", "1"), obj("b", "3"))],
+        watches=[FakeResponse(chunks=[gone])],
+    )
+    inf = Informer("test", script, handler)
+    record_sleeps(inf)
+    await run_until_done(inf, script)
+    # "a" is the same (resourceVersion 1) in both lists: nothing to say of it
+    assert events == [
+        ("ADDED", "a", None, False),
+        ("ADDED", "b", None, False),
+        ("MODIFIED", "b", None, False),
+    ]
+
+
+async def test_a_list_without_a_resource_version_is_watched_from_now() -> None:
+    script = Script(lists=[FakeResponse(body={"metadata": {}, "items": [obj("a", "1")]})], watches=[])
+    inf = Informer("test", script)
+    await run_until_done(inf, script)
+    assert script.calls[1]["resource_version"] == ""
+
+
+async def test_blank_lines_are_skipped_and_a_last_event_without_a_newline_is_read() -> None:
+    events, handler = recorder()
+    last = ev("ADDED", obj("b", "7")).rstrip(b"\n")
+    script = Script(
+        lists=[listing("5")],
+        watches=[
+            FakeResponse(chunks=[b" \r\n", ev("ADDED", obj("a", "6")), b"\n"]),
+            FakeResponse(chunks=[last]),  # its only event, cut before the newline
+        ],
+    )
+    inf = Informer("test", script, handler)
+    sleeps = record_sleeps(inf)
+    await run_until_done(inf, script)
+    assert [e[:2] for e in events] == [("ADDED", "a"), ("ADDED", "b")]
+    assert inf.stats.bad_events == 0 and inf.stats.watch_errors == 0 and sleeps == []
+    assert [c["resource_version"] for c in script.calls if c.get("watch")] == ["5", "6", "7"]
+
+
+async def test_an_error_event_without_a_code_is_a_watch_error_not_a_410() -> None:
+    script = Script(
+        lists=[listing("5")],
+        watches=[FakeResponse(chunks=[ev("ERROR", {"message": "internal error"})])],
+    )
+    inf = Informer("test", script, min_backoff_s=0.001)
+    sleeps = record_sleeps(inf)
+    await run_until_done(inf, script)
+    assert (inf.stats.watch_errors, inf.stats.relists_gone, inf.stats.lists) == (1, 0, 1)
+    assert sleeps == [0.001]
+    assert inf.stats.refused_status == 500
+
+
+async def test_a_bookmark_moves_the_resource_version_and_is_not_an_event() -> None:
+    events, handler = recorder()
+    bookmark = json.dumps({"type": "BOOKMARK", "object": {"metadata": {}}}).encode() + b"\n"
+    script = Script(
+        lists=[listing("5")],
+        watches=[
+            # a bookmark without a resourceVersion leaves the watch's where it was
+            FakeResponse(chunks=[bookmark]),
+            FakeResponse(chunks=[ev("ADDED", obj("a", "6")), ev("BOOKMARK", obj("", "8"))]),
+        ],
+    )
+    inf = Informer("test", script, handler)
+    await run_until_done(inf, script)
+    assert [c["resource_version"] for c in script.calls if c.get("watch")] == ["5", "5", "8"]
+    assert [e[1] for e in events] == ["a"] and inf.stats.events == 1
+
+
+async def test_a_watch_event_is_handed_on_as_what_it_does_to_the_local_copy() -> None:
+    # an ADDED of an object already known replaces it (MODIFIED, with the copy it replaces);
+    # a MODIFIED of one not known adds it
+    seen: list[tuple[str, str, str | None]] = []
+
+    def handler(kind: str, o: dict, old: Any, synthetic: bool = False) -> None:
+        seen.append((kind, o["metadata"]["name"], old and old["metadata"]["resourceVersion"]))
+
+    script = Script(
+        lists=[listing("5", obj("a", "1"))],
+        watches=[FakeResponse(chunks=[ev("ADDED", obj("a", "6")), ev("MODIFIED", obj("b", "7"))])],
+    )
+    inf = Informer("test", script, handler)
+    await run_until_done(inf, script)
+    assert seen == [("ADDED", "a", None), ("MODIFIED", "a", "1"), ("ADDED", "b", None)]
+
+
+async def test_staleness_counts_from_the_last_word_of_the_api_server() -> None:
+    # the watch is answered 0.3 s after the list, and its first event comes 0.3 s later:
+    # staleness restarts at each (the metric would otherwise say a quiet, healthy watch is
+    # as old as the last list)
+    staleness: list[float] = []
+    script = Script(
+        lists=[listing("5")],
+        watches=[0.3, FakeResponse(chunks=[0.3, ev("ADDED", obj("a", "6"))])],
+    )
+    inf = Informer("test", script, lambda *a, **k: staleness.append(inf.staleness_s()))
+    task = inf.start()
+    await asyncio.wait_for(inf.synced.wait(), 10)
+    while not inf.stats.connected:
+        await asyncio.sleep(0.005)
+    staleness.append(inf.staleness_s())
+    await asyncio.wait_for(script.done.wait(), 10)
+    await inf.stop()
+    assert task.done()
+    assert len(staleness) == 2 and all(s < 0.15 for s in staleness), staleness
+
+
+async def test_a_watch_answered_with_another_status_than_200_is_refused() -> None:
+    # 202 Accepted is no watch stream: refused (its status said), not read as one that closed
+    script = Script(
+        lists=[listing("5")],
+        watches=[FakeResponse(status=202, body={"message": "accepted"})],
+    )
+    inf = Informer("test", script, min_backoff_s=0.001)
+    record_sleeps(inf)
+    await run_until_done(inf, script)
+    assert (inf.stats.watch_errors, inf.stats.refused_status) == (1, 202)

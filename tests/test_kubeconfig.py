@@ -296,3 +296,117 @@ def test_the_extender_serves_while_its_api_server_is_not_there(tmp_path: Path) -
     finally:
         proc.terminate()
         proc.wait(20)
+
+
+def test_an_empty_kubeconfig_option_or_variable_is_not_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--kubeconfig ""`` and ``KUBECONFIG=`` are taken as not given, as kubectl takes an
+    empty $KUBECONFIG: the next source is read (here the default ~/.kube/config)."""
+    from stickypack.kube.client import kubeconfig_path
+
+    default = str(tmp_path / "home" / ".kube" / "config")
+    said = f"kubeconfig {default} (the default: none given, no $KUBECONFIG, not in a cluster)"
+    monkeypatch.setenv("KUBECONFIG", "")
+    assert kubeconfig_path("") == kubeconfig_path(None) == (default, said)
+
+
+def _check(tmp_path: Path, *docs: dict) -> str | None:
+    """check_kubeconfig on ``docs`` written as files a, b, ... and given as one list: its
+    message after the source's name, None when it takes them."""
+    from stickypack.kube.client import KubeconfigError, check_kubeconfig
+
+    paths = []
+    for k, doc in enumerate(docs):
+        path = tmp_path / "abcdef"[k]
+        path.write_text(yaml.safe_dump(doc))
+        paths.append(str(path))
+    try:
+        check_kubeconfig(":".join(paths), "SOURCE")
+    except KubeconfigError as exc:
+        return str(exc).removeprefix("SOURCE")
+    return None
+
+
+def test_kubeconfig_files_merge_as_kubernetes_asyncio_merges_them(tmp_path: Path) -> None:
+    """As its ``KubeConfigMerger``: of clusters (or contexts) of one name, in one file or
+    across the list, the first is kept; the last file that sets ``current-context`` sets it."""
+    first = _kubeconfig(server="https://first:6443")
+    # a second cluster "c" (no server) and context "k" (another cluster) in the same file...
+    first["clusters"].append({"name": "c", "cluster": {}})
+    first["contexts"].append({"name": "k", "context": {"cluster": "gone"}})
+    assert _check(tmp_path, first) is None
+    # ...and in a later file of the list: the first ones are used
+    later = {
+        "clusters": [{"name": "c", "cluster": {}}],
+        "contexts": [{"name": "k", "context": {"cluster": "gone"}}],
+    }
+    assert _check(tmp_path, first, later) is None
+    # the later file's current-context wins over the first's
+    other = {"contexts": [{"name": "k2", "context": {"cluster": "gone"}}], "current-context": "k2"}
+    assert _check(tmp_path, first, other) == (
+        ": context 'k2' names cluster 'gone', which it does not define (its clusters: c)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("changes", "says"),
+    [
+        (
+            {"clusters": [{"cluster": {"server": "https://x:6443"}}]},
+            ": clusters is not a list of entries with a name",
+        ),
+        ({"contexts": [{"name": "k", "context": {"cluster": ""}}]}, ": context 'k' names no cluster"),
+        (
+            {"clusters": [{"name": "c", "cluster": {"server": ""}}]},
+            ": cluster 'c' (context 'k') has no server",
+        ),
+        (
+            {"clusters": [{"name": "c", "cluster": {"server": 6443}}]},
+            ": cluster 'c' (context 'k') has no server",
+        ),
+    ],
+    ids=["a cluster without a name", "an empty cluster name", "an empty server", "a server not a string"],
+)
+def test_a_kubeconfig_entry_without_what_it_needs_is_named(tmp_path: Path, changes: dict, says: str) -> None:
+    assert _check(tmp_path, _kubeconfig(**changes)) == says
+
+
+def test_a_timeout_or_a_refused_connection_is_an_api_server_not_there() -> None:
+    """``connection_failed``: what ``api_client`` turns into its one line naming the server.
+    A timeout (an API server that accepts and never answers, past the request timeout) is
+    one; an HTTP error is not."""
+    import aiohttp
+    from kubernetes_asyncio.client.exceptions import ApiException
+
+    from stickypack.kube.client import connection_failed
+
+    assert connection_failed(TimeoutError())
+    assert connection_failed(aiohttp.ClientConnectionError("refused"))
+    assert not connection_failed(ApiException(status=503, reason="Service Unavailable"))
+
+
+async def test_the_in_cluster_configuration_connects_to_the_service_host(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In a pod (no kubeconfig, $KUBERNETES_SERVICE_HOST set) the client connects to the
+    service address with the service account's token and CA (files written here where the
+    pod's would be mounted)."""
+    import trustme
+    from kubernetes_asyncio.config import incluster_config
+
+    from stickypack.kube.client import make_api_client
+
+    token, ca = tmp_path / "token", tmp_path / "ca.crt"
+    token.write_text("the-token")
+    trustme.CA().cert_pem.write_to_path(str(ca))
+    monkeypatch.setattr(incluster_config, "SERVICE_TOKEN_FILENAME", str(token))
+    monkeypatch.setattr(incluster_config, "SERVICE_CERT_FILENAME", str(ca))
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
+    api = await make_api_client()
+    try:
+        assert api.configuration.host == "https://10.0.0.1:443"
+        assert api.configuration.ssl_ca_cert == str(ca)
+    finally:
+        await api.close()
