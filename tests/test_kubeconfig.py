@@ -410,3 +410,23 @@ async def test_the_in_cluster_configuration_connects_to_the_service_host(
         assert api.configuration.ssl_ca_cert == str(ca)
     finally:
         await api.close()
+
+
+async def test_a_link_to_a_file_not_there_in_a_kubeconfig_list_is_skipped(tmp_path: Path) -> None:
+    """A file of a ``:``-separated list that is a symbolic link to nothing is not there, as
+    kubectl (its read fails "does not exist") and kubernetes_asyncio (``os.path.exists``)
+    take it: skipped, the list read on. Alone, it cannot be read."""
+    from kubernetes_asyncio import client, config
+
+    from stickypack.kube.client import KubeconfigError, check_kubeconfig
+
+    link, good = tmp_path / "link", tmp_path / "good"
+    link.symlink_to(tmp_path / "gone")
+    good.write_text(yaml.safe_dump(_kubeconfig(server="https://good:6443")))
+    paths = f"{link}:{good}"
+    check_kubeconfig(paths, "SOURCE")
+    cfg = client.Configuration()
+    await config.load_kube_config(config_file=paths, client_configuration=cfg)
+    assert cfg.host == "https://good:6443"  # what the library makes of the same list
+    with pytest.raises(KubeconfigError, match=f"^kubeconfig {link}: "):
+        check_kubeconfig(str(link), f"kubeconfig {link}")

@@ -92,10 +92,12 @@ def check_kubeconfig(paths: str, source: str) -> None:
     for part in (p for p in paths.split(os.pathsep) if p):
         path = os.path.expanduser(part)
         where = source if part == paths else f"kubeconfig {path} (of {paths})"
+        if part != paths and not os.path.exists(path):
+            # a file of a list that is not there (or a link to one not there) is skipped, as
+            # kubectl and kubernetes_asyncio skip it
+            continue
         if not os.path.lexists(path):
-            if part == paths:
-                raise KubeconfigError(f"{where}: not found")
-            continue  # a file of a list that is not there is skipped, as kubectl skips it
+            raise KubeconfigError(f"{where}: not found")
         try:
             text = read_text_file(Path(path))
         except TextFileError as exc:  # a directory, no permission, not UTF-8
