@@ -464,3 +464,610 @@ async def test_a_record_dated_before_a_known_tombstone_stays_out_of_memory() -> 
     assert "old" not in stored and "at" not in stored
     rec.record("new", "n1", NOW - 5)
     assert rec.history.nodes_for("new", NOW) == ["n1"]
+
+
+# ---- mutation audit of kube/history.py (session: mut-history) ---------------------------------
+
+
+def test_the_default_limits_are_the_extenders_documented_defaults() -> None:
+    """``Limits()`` (a ``HistoryRecorder`` or ``forget_node`` given none) is what the extender
+    uses with no ``history`` settings, docs/configuration.md: ``ttl_s`` 604800 (7 days),
+    ``max_nodes_per_repo`` 3, ``max_repos`` 20000, ``max_bytes`` 900000."""
+    from stickypack.extender.config import config_from_dict
+    from stickypack.extender.server import history_limits
+
+    assert Limits() == history_limits(config_from_dict({}))
+    assert Limits() == Limits(ttl_s=7 * 24 * 3600, max_nodes_per_repo=3, max_repos=20_000, max_bytes=900_000)
+
+
+def test_forget_nodes_no_limits_drop_nothing_but_the_forgotten_node() -> None:
+    """``stickypack forget-node`` writes with ``NO_LIMITS``: what an extender with larger
+    limits stored (5 nodes a repo, entries 30 days old, a document over the default
+    900,000 bytes) stays, only the forgotten node's entries go."""
+    from stickypack.kube.history import NO_LIMITS
+
+    old = NOW - 30 * 86400
+    nodes = {f"a-node-with-a-rather-long-name-{k}": old + k for k in range(5)}
+    repos = {f"https://github.com/some-organisation/repository-{i:05d}": dict(nodes) for i in range(4000)}
+    repos["gone-only"] = {"gone": old}
+    doc = HistoryDoc(repos)
+    assert len(doc.dumps()) > 900_000
+    out = apply_ops(doc, [Forget("gone", NOW)], NO_LIMITS, NOW)
+    del repos["gone-only"]
+    assert out.repos == repos and out.forgotten == {"gone": NOW}
+
+
+def test_an_empty_or_non_object_document_is_damaged_not_an_empty_history() -> None:
+    """No text (None: nothing stored) is an empty history; an empty text, or a ``repos``
+    that is not an object, is damaged (the recorder then keeps its last good copy)."""
+    assert not HistoryDoc.parse(None).damaged
+    assert HistoryDoc.parse("").damaged
+    assert HistoryDoc.parse('{"repos": [1, 2]}').damaged
+    assert HistoryDoc.parse('{"repos": "abc"}').damaged
+    assert not HistoryDoc.parse('{"forgotten": {"n": 1}}').damaged  # no repos key: none stored
+
+
+def test_a_document_with_some_malformed_entries_is_not_damaged() -> None:
+    """Only a document that cannot be read at all is damaged; one with a malformed entry
+    is read as far as it is valid, and that is what the recorder keeps."""
+    doc = HistoryDoc.parse('{"repos": {"a": {"n": 5, "m": "yesterday"}}}')
+    assert doc.repos == {"a": {"n": 5.0}} and not doc.damaged
+
+
+def test_a_boolean_is_not_a_time(caplog: pytest.LogCaptureFixture) -> None:
+    # JSON true is a bool, which Python's int includes: skipped, not read as 1.0
+    doc = HistoryDoc.parse('{"repos": {"r": {"n": true, "m": 5}}, "forgotten": {"x": false}}')
+    assert doc.repos == {"r": {"m": 5.0}} and doc.forgotten == {}
+    assert "skipped 2 malformed entries" in caplog.text
+
+
+def test_an_empty_array_where_an_object_belongs_is_logged(caplog: pytest.LogCaptureFixture) -> None:
+    """An empty array is not an empty object: skipped and said so, as any other non-object."""
+    doc = HistoryDoc.parse('{"repos": {"r": [], "s": {"n": 5}}}', source="build history ConfigMap ns/h")
+    assert doc.repos == {"s": {"n": 5.0}}
+    assert "repos['r']: not an object" in caplog.text
+
+
+def test_a_configmap_without_the_history_key_is_damaged(caplog: pytest.LogCaptureFixture) -> None:
+    """A ConfigMap with no ``history.json`` (edited by hand) cannot be read: damaged, so the
+    recorder keeps its last good copy; its resourceVersion is still returned (the next
+    write replaces it)."""
+    from stickypack.kube.history import ConfigMapHistoryStore
+
+    meta = {"name": "h-0", "namespace": "ns", "resourceVersion": "42"}
+    doc, version = ConfigMapHistoryStore.parse_configmap({"metadata": meta, "data": {"other": "{}"}})
+    assert doc.damaged and version == "42"
+    assert "ns/h-0" in caplog.text and "history.json" in caplog.text
+    doc, version = ConfigMapHistoryStore.parse_configmap({"metadata": meta, "data": {"history.json": "{}"}})
+    assert not doc.damaged and doc.repos == {} and version == "42"
+
+
+def test_an_earlier_forget_does_not_lower_a_tombstone() -> None:
+    # stored tombstone n at NOW-10; a forget at NOW-100 arrives late: the tombstone stays at
+    # NOW-10, so a record at NOW-50 (before it) is dropped
+    doc = HistoryDoc(forgotten={"n": NOW - 10})
+    out = apply_ops(doc, [Forget("n", NOW - 100), Record("r", "n", NOW - 50)], Limits(), NOW)
+    assert out.forgotten == {"n": NOW - 10} and out.repos == {}
+
+
+def test_a_tombstone_at_the_ttl_horizon_is_kept() -> None:
+    # ttl 100 s: the horizon is NOW-100; entries there still count (BuildHistory.expire keeps
+    # t >= horizon), so does their tombstone; one at NOW-101 has expired
+    out = apply_ops(HistoryDoc(), [Forget("a", NOW - 100), Forget("b", NOW - 101)], Limits(ttl_s=100), NOW)
+    assert out.forgotten == {"a": NOW - 100}
+
+
+def test_tombstones_over_the_cap_of_one_time_are_kept_by_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    # cap 2, three tombstones at the same time written c, b, a: the newest first, ties by
+    # name, so a and b stay whatever order the forgets came in
+    monkeypatch.setattr("stickypack.kube.history.MAX_TOMBSTONES", 2)
+    ops = [Forget("c", NOW - 5), Forget("b", NOW - 5), Forget("a", NOW - 5)]
+    assert set(apply_ops(HistoryDoc(), ops, Limits(), NOW).forgotten) == {"a", "b"}
+
+
+def test_max_repos_keeps_the_repo_built_last_on_any_node() -> None:
+    """A stored repo is as recent as its newest node: with room for one repo, A (built on
+    n2 at NOW-10, on n1 at NOW-90) is kept over B (NOW-50), whatever the document's order."""
+    doc = HistoryDoc({"A": {"n1": NOW - 90, "n2": NOW - 10}, "B": {"n3": NOW - 50}})
+    assert apply_ops(doc, [], Limits(max_repos=1), NOW).repos == {"A": {"n1": NOW - 90, "n2": NOW - 10}}
+
+
+def test_max_repos_keeps_the_newest_record_whatever_the_order_of_the_ops() -> None:
+    # A ended at NOW-10, B at NOW-50, queued A first: with room for one repo, A stays
+    ops = [Record("A", "n", NOW - 10), Record("B", "n", NOW - 50)]
+    assert apply_ops(HistoryDoc(), ops, Limits(max_repos=1), NOW).repos == {"A": {"n": NOW - 10}}
+
+
+def test_an_entry_dated_at_its_nodes_tombstone_is_dropped() -> None:
+    """A forget at t drops the builds of the node at or before t (as BuildHistory.forget_node
+    with ``up_to``): a stored entry at t and a record at t are both dropped; one at t+1
+    stays."""
+    doc = HistoryDoc({"stored": {"n": NOW - 10}, "later": {"n": NOW - 9}})
+    out = apply_ops(doc, [Forget("n", NOW - 10), Record("recorded", "n", NOW - 10)], Limits(), NOW)
+    assert out.repos == {"later": {"n": NOW - 9}}
+    out = apply_ops(HistoryDoc(forgotten={"n": NOW - 10}), [Record("recorded", "n", NOW - 10)], Limits(), NOW)
+    assert out.repos == {}
+
+
+def test_the_byte_bound_drops_exactly_the_repos_it_must(caplog: pytest.LogCaptureFixture) -> None:
+    """{"version":1,"repos":{"a":{"n":1799999990.0},"b":{"n":1799999995.0}},"forgotten":{}}
+    is 84 bytes: 13 for {"version":1, 9 for "repos":{, 22 for each repo's "a":{"n":...}
+    (3 + 1 + 18), 1 for the comma between, 1 for }, 15 for ,"forgotten":{} and 1 for }.
+    Dropping a (the older) takes 23 bytes with its comma: 61. A bound of 84 drops nothing
+    (and says nothing), 61 drops a alone, 60 both."""
+    doc = HistoryDoc({"a": {"n": NOW - 10}, "b": {"n": NOW - 5}})
+    assert len(doc.dumps()) == 84
+    assert apply_ops(doc, [], Limits(max_bytes=84), NOW).repos == doc.repos
+    assert "dropped" not in caplog.text
+    kept = apply_ops(doc, [], Limits(max_bytes=61), NOW)
+    assert kept.repos == {"b": {"n": NOW - 5}} and len(kept.dumps()) == 61
+    assert apply_ops(doc, [], Limits(max_bytes=60), NOW).repos == {}
+
+
+async def test_a_forget_reaches_every_shard_of_the_memory_store() -> None:
+    # repos "r0" .. in both shards of 2, all built on n: a forget drops every one
+    store = MemoryHistoryStore(shards=2)
+    repos = [f"r{i}" for i in range(8)]
+    assert {shard_of(r, 2) for r in repos} == {0, 1}
+    await commit(store, [Record(r, "n", NOW - 10) for r in repos], Limits(), now=lambda: NOW)
+    assert await forget_node(store, "n", when=NOW) == 8
+    for doc, _ in (await store.read_all()).values():
+        assert doc.repos == {} and doc.forgotten == {"n": NOW}
+
+
+async def test_the_memory_store_refuses_a_version_of_a_part_that_does_not_exist() -> None:
+    # as the API server answers a replace of a deleted ConfigMap (404, a Conflict to commit)
+    store = MemoryHistoryStore()
+    with pytest.raises(Conflict):
+        await store.write("0", HistoryDoc(), "3")
+    assert store.writes == 0 and store.conflicts == 1
+
+
+class _Refusing(MemoryHistoryStore):
+    """Answers the first ``refuse`` writes with a Conflict, as a store raced by other writers."""
+
+    def __init__(self, refuse: int) -> None:
+        super().__init__()
+        self.refuse = refuse
+
+    async def write(self, part: str, doc: HistoryDoc, version: str | None) -> str:
+        if self.refuse:
+            self.refuse -= 1
+            self.conflicts += 1
+            raise Conflict(part)
+        return await super().write(part, doc, version)
+
+
+async def test_commit_makes_max_attempts_attempts_before_it_gives_up() -> None:
+    # max_attempts 3: two conflicts and the third attempt writes; three conflicts raise
+    store = _Refusing(refuse=2)
+    written = await commit(store, [Record("r", "n", NOW)], Limits(), now=lambda: NOW, max_attempts=3)
+    assert written["0"][0].repos == {"r": {"n": NOW}} and store.conflicts == 2
+    store = _Refusing(refuse=3)
+    with pytest.raises(Conflict, match="after 3 attempts"):
+        await commit(store, [Record("r", "n", NOW)], Limits(), now=lambda: NOW, max_attempts=3)
+    assert store.writes == 0
+
+
+async def test_conflicts_back_off_doubling_from_5_ms_up_to_half_a_second(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each conflict waits ``min(0.5, 0.005 * 2**attempt)`` times a random jitter (here 1):
+    5, 10, 20, 40, 80, 160, 320 ms, then 500 (640 capped)."""
+    import random
+
+    waits: list[float] = []
+
+    async def record_wait(delay: float) -> None:
+        waits.append(delay)
+
+    monkeypatch.setattr(random, "random", lambda: 1.0)
+    monkeypatch.setattr(asyncio, "sleep", record_wait)
+    store = _Refusing(refuse=8)
+    await commit(store, [Record("r", "n", NOW)], Limits(), now=lambda: NOW, max_attempts=9)
+    assert waits == [0.005, 0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.5]
+
+
+async def test_after_a_conflict_the_fresh_document_is_written_not_the_cached_one() -> None:
+    """The cache (our last write, version 1) is stale once another writer stored "theirs"
+    (version 2): the write conflicts, and the re-read document, with "theirs", is the one
+    the operations are applied to."""
+    store = MemoryHistoryStore()
+    await commit(store, [Record("mine", "n1", NOW)], Limits(), now=lambda: NOW)
+    cache = {"0": await store.read("0")}
+    await commit(store, [Record("theirs", "n2", NOW)], Limits(), now=lambda: NOW)
+    await commit(store, [Record("new", "n3", NOW)], Limits(), now=lambda: NOW, cache=cache)
+    assert set((await store.read("0"))[0].repos) == {"mine", "theirs", "new"}
+    assert store.conflicts == 1 and cache["0"][1] == "3"
+
+
+async def test_a_damaged_stored_document_is_replaced_by_the_last_good_copy() -> None:
+    """Version 2 of the part was edited into something unreadable after we wrote version 1:
+    our write conflicts, the re-read finds the damage, and the last good copy (ours) plus the
+    new operation is written over it, with version 2."""
+    store = MemoryHistoryStore()
+    await commit(store, [Record("mine", "n1", NOW)], Limits(), now=lambda: NOW)
+    cache = {"0": await store.read("0")}
+    store.data["0"] = ("not json", 2)
+    await commit(store, [Record("new", "n2", NOW)], Limits(), now=lambda: NOW, cache=cache)
+    doc, version = await store.read("0")
+    assert doc.repos == {"mine": {"n1": NOW}, "new": {"n2": NOW}} and version == "3"
+
+
+class _CountingReads(MemoryHistoryStore):
+    reads = 0
+
+    async def read(self, part: str) -> tuple[HistoryDoc, str | None]:
+        self.reads += 1
+        return await super().read(part)
+
+
+async def test_the_recorders_writes_start_from_its_copy_of_the_store() -> None:
+    """The recorder keeps what it loaded and what it wrote: the later flushes read nothing
+    and never conflict with its own writes (one read, at load; two writes)."""
+    store = _CountingReads()
+    rec = HistoryRecorder(store, flush_interval_s=0, clock=lambda: NOW)
+    await rec.load()
+    rec.record("a", "n1")
+    await rec.flush()
+    rec.record("b", "n2")
+    await rec.flush()
+    assert (store.reads, store.writes, store.conflicts) == (1, 2, 0)
+    assert rec._docs["0"][1] == "2"
+
+
+async def test_an_earlier_forget_does_not_lower_the_recorders_tombstone() -> None:
+    # forgotten at NOW-10, then (a late event) at NOW-100: a build ended at NOW-50 is still
+    # before the tombstone, and stays out of memory
+    rec = HistoryRecorder(MemoryHistoryStore(), clock=lambda: NOW)
+    await rec.load()
+    rec.forget_node("n", NOW - 10)
+    rec.forget_node("n", NOW - 100)
+    rec.record("r", "n", NOW - 50)
+    assert rec.history.nodes_for("r", NOW) == []
+
+
+async def test_every_change_in_memory_bumps_the_history_version() -> None:
+    """The extender keeps its locality scores while ``stickypack_version`` stays: a record,
+    a forget and a check that forgets a node's older entries each change it."""
+    rec = HistoryRecorder(MemoryHistoryStore(), clock=lambda: NOW)
+    await rec.load()
+    v0 = rec.history.stickypack_version
+    rec.record("r", "n", NOW - 100)
+    assert rec.history.stickypack_version == v0 + 1
+    rec.forget_node("m", NOW - 50)
+    assert rec.history.stickypack_version == v0 + 2
+    rec.node_seen("n", NOW - 10)  # created after its entry at NOW-100: forgotten
+    await asyncio.sleep(0)  # the check runs after the rest of a node list's events
+    assert rec.history.nodes_for("r", NOW) == [] and rec.history.stickypack_version == v0 + 3
+
+
+async def test_a_node_gone_before_the_history_loads_is_not_checked() -> None:
+    """A node seen, then deleted, before the history is loaded: nothing to check there (its
+    deletion's forget covers it), so no forget at its creation time is queued."""
+    store = MemoryHistoryStore()
+    await store.write("0", HistoryDoc({"r": {"n": NOW - 100}}), None)
+    rec = HistoryRecorder(store, clock=lambda: NOW)
+    rec.node_seen("n", NOW - 10)
+    rec.node_gone("n")
+    await rec.load()
+    assert rec.pending == [] and rec.history.nodes_for("r", NOW) == ["n"]
+
+
+@pytest.mark.parametrize(("entry", "forgotten"), [(NOW - 100, True), (NOW - 50, False)])
+async def test_the_node_check_covers_entries_from_the_ttl_horizon_to_before_the_node(
+    entry: float, forgotten: bool
+) -> None:
+    """ttl 100 s at NOW: an entry at NOW-100 is at the horizon, still scored, so n created
+    at NOW-50 forgets it; one at NOW-50, the node's own creation second, is the node's."""
+    store = MemoryHistoryStore()
+    await store.write("0", HistoryDoc({"r": {"n": entry}}), None)
+    rec = HistoryRecorder(store, Limits(ttl_s=100), clock=lambda: NOW)
+    await rec.load()
+    assert rec.history.nodes_for("r", NOW) == ["n"]
+    rec.node_seen("n", NOW - 50)
+    await asyncio.sleep(0)  # the check runs after the rest of a node list's events
+    assert rec.history.nodes_for("r", NOW) == ([] if forgotten else ["n"])
+    assert rec.pending == ([Forget("n", NOW - 50)] if forgotten else [])
+
+
+async def test_no_overflow_is_logged_while_the_pending_operations_fit(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # MAX_PENDING_OPS 5: five operations fit (nothing dropped, nothing said), a sixth drops one
+    monkeypatch.setattr("stickypack.kube.history.MAX_PENDING_OPS", 5)
+    rec = HistoryRecorder(MemoryHistoryStore(), clock=lambda: NOW)
+    await rec.load()
+    for i in range(5):
+        rec.record(f"r{i}", "n")
+    assert "dropping the oldest" not in caplog.text and rec.dropped_ops == 0
+    rec.record("r5", "n")
+    assert "dropping the oldest" in caplog.text and rec.dropped_ops == 1
+
+
+async def test_a_read_only_recorder_writes_nothing() -> None:
+    """docs/operator-guide.md, "One writer": an extender that records no build ends writes
+    nothing, node deletions' tombstones included; its memory changes all the same."""
+    store = MemoryHistoryStore()
+    rec = HistoryRecorder(store, clock=lambda: NOW, read_only=True)
+    await rec.load()
+    rec.record("r", "n1")
+    rec.forget_node("n2")
+    assert rec.unstored == 0 and await rec.flush() == 0 and store.writes == 0
+    assert rec.history.nodes_for("r", NOW) == ["n1"]
+
+
+async def test_a_damaged_document_seen_by_the_watch_keeps_the_memory() -> None:
+    store = MemoryHistoryStore()
+    await store.write("0", HistoryDoc({"r": {"n": NOW}}), None)
+    rec = HistoryRecorder(store, clock=lambda: NOW)
+    await rec.load()
+    rec.on_stored("0", HistoryDoc.parse("not json"), "2")
+    assert rec.history.nodes_for("r", NOW) == ["n"]
+    assert rec._docs["0"] == (HistoryDoc({"r": {"n": NOW}}), "2")  # the next write puts it back
+
+
+async def test_a_deleted_part_leaves_the_memory() -> None:
+    # an operator deletes the ConfigMap to reset the history: its entries go at once
+    store = MemoryHistoryStore()
+    await store.write("0", HistoryDoc({"r": {"n": NOW}}), None)
+    rec = HistoryRecorder(store, clock=lambda: NOW)
+    await rec.load()
+    rec.on_deleted("0")
+    assert rec.history.nodes_for("r", NOW) == [] and rec._docs["0"] == (HistoryDoc(), None)
+
+
+def test_parts_merge_newest_time_and_newest_tombstone() -> None:
+    """One (repo, node) or one tombstone in two parts (node-annotation parts, or ConfigMap
+    shards before a change of ``shards``): the newest time wins, whichever part comes
+    first. r on n at NOW-10 (part a) and NOW-60 (part b); tombstone m at NOW-20 (a) and
+    NOW-70 (b): a record of m at NOW-30 is still before the tombstone."""
+    rec = HistoryRecorder(MemoryHistoryStore(), clock=lambda: NOW)
+    rec._docs = {
+        "a": (HistoryDoc({"r": {"n": NOW - 10}}, {"m": NOW - 20}), "1"),
+        "b": (HistoryDoc({"r": {"n": NOW - 60}}, {"m": NOW - 70}), "1"),
+    }
+    rec._rebuild()
+    assert dict(rec.history.items()) == {"r": {"n": NOW - 10}}
+    assert rec._tombstones == {"m": NOW - 20}
+
+
+def test_the_merged_memory_is_not_bound_by_one_documents_bytes() -> None:
+    # max_bytes bounds each stored document, not their sum: two parts of 84 bytes each fit a
+    # bound of 100, and the memory keeps both repos
+    limits = Limits(max_bytes=100)
+    rec = HistoryRecorder(MemoryHistoryStore(), limits, clock=lambda: NOW)
+    rec._docs = {
+        "a": (HistoryDoc({"a1": {"n": NOW - 10}, "a2": {"n": NOW - 9}}), "1"),
+        "b": (HistoryDoc({"b1": {"n": NOW - 8}, "b2": {"n": NOW - 7}}), "1"),
+    }
+    rec._rebuild()
+    assert {repo for repo, _ in rec.history.items()} == {"a1", "a2", "b1", "b2"}
+
+
+def test_the_memory_orders_repos_by_their_newest_build_for_max_repos() -> None:
+    """A (stored, built at NOW-10) and B (a pending record of NOW-50): B is the least
+    recently built, and with max_repos 2 a record of C drops B, not A."""
+    rec = HistoryRecorder(MemoryHistoryStore(), Limits(max_repos=2), clock=lambda: NOW)
+    rec._docs = {"0": (HistoryDoc({"A": {"n": NOW - 10}}), "1")}
+    rec.pending = [Record("B", "n", NOW - 50)]
+    rec._rebuild()
+    rec.record("C", "n", NOW)
+    assert [repo for repo, _ in rec.history.items()] == ["A", "C"]
+
+
+async def test_the_node_check_leaves_entries_past_the_ttl_to_expire() -> None:
+    """ttl 100 s: n built r at NOW-10; 200 s later n is seen created at NOW. The entry is
+    older than the node, but past the TTL (not scored, gone at the next rebuild): no forget
+    is written for it."""
+    clock = [NOW]
+    rec = HistoryRecorder(MemoryHistoryStore(), Limits(ttl_s=100), clock=lambda: clock[0])
+    await rec.load()
+    rec.record("r", "n", NOW - 10)
+    clock[0] = NOW + 200
+    rec.node_seen("n", NOW)
+    await asyncio.sleep(0)  # the check runs after the rest of a node list's events
+    assert rec.pending == [Record("r", "n", NOW - 10)]
+
+
+_REAL_SLEEP = asyncio.sleep
+
+
+async def _spin(rounds: int = 50) -> None:
+    """Let the recorder's task run (asyncio.sleep itself may be replaced)."""
+    for _ in range(rounds):
+        await _REAL_SLEEP(0)
+
+
+def _sleeps(monkeypatch, gate_delay: float | None = None) -> tuple[list[float], asyncio.Event]:
+    """Replace asyncio.sleep: each delay is recorded and returns at once, except a sleep of
+    ``gate_delay``, which waits until the returned event is set."""
+    waits: list[float] = []
+    gate = asyncio.Event()
+
+    async def fake_sleep(delay: float) -> None:
+        waits.append(delay)
+        if delay == gate_delay:
+            await gate.wait()
+            gate.clear()
+        await _REAL_SLEEP(0)
+
+    monkeypatch.setattr(asyncio, "sleep", fake_sleep)
+    return waits, gate
+
+
+class _Scripted(MemoryHistoryStore):
+    """Fails the writes whose number (from 0) is in ``fail``."""
+
+    def __init__(self, fail: set[int]) -> None:
+        super().__init__()
+        self.fail = fail
+        self.attempts = 0
+
+    async def write(self, part: str, doc: HistoryDoc, version: str | None) -> str:
+        self.attempts += 1
+        if self.attempts - 1 in self.fail:
+            raise ConnectionError("the API server refused")
+        return await super().write(part, doc, version)
+
+
+async def test_a_successful_write_resets_the_retry_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
+    # writes 0 and 1 fail (waits 0.5, 1.0), 2 succeeds (then the flush interval, 0), a later
+    # record's write 3 fails: its wait is 0.5 again, not 2.0
+    store = _Scripted(fail={0, 1, 3})
+    rec = HistoryRecorder(store, flush_interval_s=0, clock=lambda: NOW)
+    await rec.load()
+    waits, _ = _sleeps(monkeypatch)
+    rec.start()
+    rec.record("r1", "n")
+    await _spin()
+    assert waits == [0.5, 1.0, 0] and store.writes == 1
+    rec.record("r2", "n")
+    await _spin()
+    await rec.stop(flush=False)
+    assert waits[3] == 0.5
+
+
+async def test_the_retry_backoff_stops_doubling_at_a_minute(monkeypatch: pytest.MonkeyPatch) -> None:
+    store = _Scripted(fail=set(range(100)))
+    rec = HistoryRecorder(store, flush_interval_s=0, clock=lambda: NOW)
+    await rec.load()
+    waits, _ = _sleeps(monkeypatch)
+    rec.start()
+    rec.record("r", "n")
+    for _ in range(100):
+        if len(waits) >= 10:
+            break
+        await _spin()
+    await rec.stop(flush=False)
+    assert waits[:10] == [0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 60.0, 60.0, 60.0]
+
+
+async def test_operations_arriving_during_the_flush_interval_are_one_write(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """flush_interval_s 7: r1 is written at once; r2 and r3, recorded apart while the
+    recorder waits out its interval, are written together when it ends: 2 writes."""
+    store = MemoryHistoryStore()
+    rec = HistoryRecorder(store, flush_interval_s=7, clock=lambda: NOW)
+    await rec.load()
+    _, interval_over = _sleeps(monkeypatch, gate_delay=7)
+    rec.start()
+    rec.record("r1", "n")
+    await _spin()
+    rec.record("r2", "n")
+    await _spin()
+    rec.record("r3", "n")
+    await _spin()
+    assert store.writes == 1
+    interval_over.set()
+    await _spin()
+    await rec.stop(flush=False)
+    assert store.writes == 2 and set((await store.read("0"))[0].repos) == {"r1", "r2", "r3"}
+
+
+async def test_stopping_the_recorder_writes_what_is_pending() -> None:
+    store = MemoryHistoryStore()
+    rec = HistoryRecorder(store, flush_interval_s=3600, clock=lambda: NOW)
+    await rec.load()
+    rec.record("r", "n")
+    await rec.stop()
+    assert (await store.read("0"))[0].repos == {"r": {"n": NOW}} and rec.pending == []
+
+
+def test_a_recorder_without_a_store_is_loaded_and_checks_nodes_at_once() -> None:
+    # nothing to load: ready at once, and a node created after its entry (NOW-100 < NOW-10)
+    # has it forgotten when seen (no event loop: checked there and then)
+    rec = HistoryRecorder(None, clock=lambda: NOW)
+    assert rec.loaded.is_set()
+    rec.record("r", "n", NOW - 100)
+    rec.node_seen("n", NOW - 10)
+    assert rec.history.nodes_for("r", NOW) == []
+
+
+async def test_when_the_pending_operations_overflow_after_a_failed_write_the_oldest_go(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """MAX_PENDING_OPS 3: r0 and r1 are being written when r2 and r3 are recorded; the write
+    fails, so r0, r1 wait again ahead of r2, r3; a record of r4 then drops the two oldest,
+    r0 and r1."""
+    monkeypatch.setattr("stickypack.kube.history.MAX_PENDING_OPS", 3)
+
+    class RecordsDuringAFailedWrite(MemoryHistoryStore):
+        async def write(self, part: str, doc: HistoryDoc, version: str | None) -> str:
+            rec.record("r2", "n", NOW - 2)
+            rec.record("r3", "n", NOW - 1)
+            raise ConnectionError("the API server refused")
+
+    rec = HistoryRecorder(RecordsDuringAFailedWrite(), clock=lambda: NOW)
+    await rec.load()
+    rec.record("r0", "n", NOW - 4)
+    rec.record("r1", "n", NOW - 3)
+    with pytest.raises(ConnectionError):
+        await rec.flush()
+    rec.record("r4", "n", NOW)
+    assert [op.repo for op in rec.pending] == ["r2", "r3", "r4"]  # type: ignore[union-attr]
+
+
+async def test_a_part_a_flush_finds_gone_leaves_the_recorders_memory() -> None:
+    """A write that finds its part gone (the node-annotation store's deleted node) takes the
+    part's entries out of memory at once, the one just recorded there too."""
+
+    class Gone(MemoryHistoryStore):
+        async def write(self, part: str, doc: HistoryDoc, version: str | None) -> str | None:  # type: ignore[override]
+            return None
+
+    store = Gone()
+    await MemoryHistoryStore.write(store, "0", HistoryDoc({"r": {"n": NOW}}), None)
+    rec = HistoryRecorder(store, clock=lambda: NOW)
+    await rec.load()
+    assert rec.history.nodes_for("r", NOW) == ["n"]
+    rec.record("s", "n", NOW)
+    assert await rec.flush() == 1
+    assert rec._docs == {} and list(rec.history.items()) == []
+
+
+async def test_forget_node_dated_ahead_of_the_clock_ages_the_history_from_that_date() -> None:
+    """``forget_node``'s now is the later of the clock and its time: ttl 100 s, a forget
+    dated 1000 s ahead expires an entry 150 s before that date (the horizon is 100 s
+    before it), and keeps one 50 s before it."""
+    import time
+
+    when = time.time() + 1000
+    store = MemoryHistoryStore()
+    await commit(
+        store, [Record("old", "m", when - 150), Record("new", "m", when - 50)], Limits(), now=lambda: when
+    )
+    await forget_node(store, "n", Limits(ttl_s=100), when=when)
+    assert (await store.read("0"))[0].repos == {"new": {"m": when - 50}}
+
+
+@pytest.mark.parametrize("tombstone", ["inf", "-inf", "nan", "yesterday"])
+async def test_a_node_tombstone_that_is_not_a_finite_time_is_ignored(
+    tombstone: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A node's ``stickypack.io/build-history-forgotten`` of "inf" (edited by hand) would
+    forget the node's builds for ever: like any annotation that is not a time, it is
+    ignored, with a log line; the node's history is read all the same."""
+    from kubernetes_asyncio import client
+
+    from stickypack.kube.history import NodeAnnotationHistoryStore
+
+    api = client.ApiClient()
+    try:
+        store = NodeAnnotationHistoryStore(api)
+        node = {
+            "metadata": {
+                "name": "n1",
+                "resourceVersion": "5",
+                "annotations": {
+                    "stickypack.io/build-history": json.dumps({"r": NOW}),
+                    "stickypack.io/build-history-forgotten": tombstone,
+                },
+            }
+        }
+        doc, version = store.parse_node(node)
+    finally:
+        await api.close()
+    assert doc.repos == {"r": {"n1": NOW}} and doc.forgotten == {} and version == "5"
+    assert "is not a time" in caplog.text and repr(tombstone) in caplog.text

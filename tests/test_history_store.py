@@ -231,3 +231,112 @@ def test_a_forget_is_not_undone_by_a_late_record_of_an_older_build(cluster: Cont
     assert dropped == 1
     assert after_late == set()
     assert after_new == {"https://github.com/o/c"}
+
+
+# ---- mutation audit of kube/history.py (session: mut-history) ---------------------------------
+
+
+@pytest.mark.parametrize("kind", ["configmap", "node-annotations"])
+def test_a_writer_with_a_stale_copy_loses_no_other_writers_entry(cluster: ControlPlane, kind: str) -> None:
+    """Two recorders load the same history; A writes a, B (its copy from before a) writes b,
+    then A (its copy from before b) writes c. Each write carries the resourceVersion its
+    copy was read at (a ConfigMap replace's, a node merge patch's precondition): the stale
+    ones are refused (409), read again and re-applied, so all three stay. Written without
+    it, a stale copy replaced the other writer's entry."""
+    cluster.create_node("n1")
+    name = f"h-{uuid.uuid4().hex[:8]}"
+
+    def make_store(api: Any) -> Any:
+        if kind == "configmap":
+            return ConfigMapHistoryStore(api, "default", name)
+        return NodeAnnotationHistoryStore(api)
+
+    async def scenario(api: Any) -> Any:
+        a = HistoryRecorder(make_store(api), flush_interval_s=0, clock=lambda: NOW)
+        b = HistoryRecorder(make_store(api), flush_interval_s=0, clock=lambda: NOW)
+        await a.load()
+        await b.load()
+        for rec, repo in ((a, "a"), (b, "b"), (a, "c")):
+            rec.record(f"https://github.com/o/{repo}", "n1", NOW)
+            await rec.flush()
+        stored = {r for doc, _ in (await make_store(api).read_all()).values() for r in doc.repos}
+        return stored, a.store.conflicts + b.store.conflicts  # type: ignore[union-attr]
+
+    stored, conflicts = run(cluster, scenario)
+    assert stored == {f"https://github.com/o/{r}" for r in "abc"}
+    assert conflicts == 2  # b's write, then a's second
+
+
+def test_a_configmap_deleted_since_it_was_read_is_created_anew(cluster: ControlPlane) -> None:
+    """The recorder's copy of its ConfigMap has a resourceVersion, but the ConfigMap was
+    deleted (an operator resetting the history): the replace answers 404, which is taken as
+    a conflict: read again (nothing), and created with the new entry."""
+    name = f"h-{uuid.uuid4().hex[:8]}"
+
+    async def scenario(api: Any) -> Any:
+        from kubernetes_asyncio import client
+
+        store = ConfigMapHistoryStore(api, "default", name)
+        rec = HistoryRecorder(store, flush_interval_s=0, clock=lambda: NOW)
+        await rec.load()
+        rec.record("https://github.com/o/a", "n1", NOW)
+        await rec.flush()
+        await client.CoreV1Api(api).delete_namespaced_config_map(f"{name}-0", "default")
+        rec.record("https://github.com/o/b", "n1", NOW)
+        await rec.flush()
+        return (await store.read("0"))[0].repos, store.conflicts, rec.pending
+
+    repos, conflicts, pending = run(cluster, scenario)
+    assert repos == {"https://github.com/o/b": {"n1": NOW}}
+    assert conflicts == 1 and pending == []
+
+
+def test_a_node_history_is_bounded_to_exactly_max_annotation_bytes(cluster: ControlPlane) -> None:
+    """{"a":1800000000.0,"b":1800000001.0} is 35 bytes (1 + 16 for "a":1800000000.0, 1 for
+    the comma, 16 for b's entry, 1): a bound of 35 keeps both repos; 34 drops the older, a,
+    leaving {"b":1800000001.0}, 18 bytes (of 2 repos, at least one goes a round: a 20th
+    rounds down to none)."""
+    t = 1_800_000_000.0
+    cluster.create_node("n35")
+    cluster.create_node("n34")
+
+    async def scenario(api: Any) -> Any:
+        out = {}
+        for node, bound in (("n35", 35), ("n34", 34)):
+            store = NodeAnnotationHistoryStore(api, max_annotation_bytes=bound)
+            await commit(store, [Record("a", node, t), Record("b", node, t + 1)], Limits(), now=lambda: t)
+            out[node] = (await store.read(node))[0].repos
+        return out
+
+    out = run(cluster, scenario)
+    assert out["n35"] == {"a": {"n35": t}, "b": {"n35": t + 1}}
+    assert out["n34"] == {"b": {"n34": t + 1}}
+    annotations = {n["metadata"]["name"]: n["metadata"].get("annotations", {}) for n in cluster.nodes()}
+    assert len(annotations["n35"]["stickypack.io/build-history"]) == 35
+    assert len(annotations["n34"]["stickypack.io/build-history"]) == 18
+
+
+def test_a_node_without_room_for_one_entry_is_written_without_history(cluster: ControlPlane) -> None:
+    """The API server takes at most 256 KiB (262,144 bytes) of a node's annotation keys and
+    values together. Another tool's blob leaves 20 bytes: not even the key
+    stickypack.io/build-history (27 bytes) fits. The write of one repo is refused (422),
+    halved to none (1 - 1 // 2 = 1 dropped), and written without the annotation, not
+    retried for ever."""
+    from kubernetes_asyncio import client
+
+    cluster.create_node("full")
+    blob = "x" * (256 * 1024 - len("other.tool/blob") - 20)
+
+    async def scenario(api: Any) -> Any:
+        await client.CoreV1Api(api).patch_node(
+            "full", {"metadata": {"annotations": {"other.tool/blob": blob}}}
+        )
+        store = NodeAnnotationHistoryStore(api)
+        written = await commit(store, [Record("https://github.com/o/a", "full", NOW)], Limits())
+        return written, (await store.read_all())["full"][0].repos
+
+    written, repos = run(cluster, scenario)
+    assert set(written) == {"full"} and repos == {}
+    annotations = {n["metadata"]["name"]: n["metadata"].get("annotations", {}) for n in cluster.nodes()}
+    assert annotations["full"]["other.tool/blob"] == blob
+    assert "stickypack.io/build-history" not in annotations["full"]
