@@ -1071,3 +1071,25 @@ async def test_a_node_tombstone_that_is_not_a_finite_time_is_ignored(
         await api.close()
     assert doc.repos == {"r": {"n1": NOW}} and doc.forgotten == {} and version == "5"
     assert "is not a time" in caplog.text and repr(tombstone) in caplog.text
+
+
+def test_a_repo_lives_in_the_shard_the_operator_guide_gives() -> None:
+    """``int(blake2b(repo, digest_size=8), big-endian) mod shards`` (docs/operator-guide.md),
+    computed here from hashlib with the other byte order and digest sizes told apart."""
+    from hashlib import blake2b
+
+    repos = [f"https://github.com/o/r{i}" for i in range(200)]
+    for shards in (1, 2, 3, 7, 64):
+        for repo in repos:
+            digest = blake2b(repo.encode("utf-8"), digest_size=8).digest()
+            assert shard_of(repo, shards) == int.from_bytes(digest, "big") % shards
+    # the byte order and the digest size matter: they would move most repos to other shards
+    little = sum(
+        shard_of(r, 7) != int.from_bytes(blake2b(r.encode(), digest_size=8).digest(), "little") % 7
+        for r in repos
+    )
+    longer = sum(
+        shard_of(r, 7) != int.from_bytes(blake2b(r.encode(), digest_size=16).digest(), "big") % 7
+        for r in repos
+    )
+    assert little > 100 and longer > 100
