@@ -892,6 +892,31 @@ def test_the_history_settings_reach_the_store_and_the_recorders_limits() -> None
     assert isinstance(store, NodeAnnotationHistoryStore) and store.max_annotation_bytes == 4096
 
 
+def test_dra_stays_active_through_a_server_error_but_not_a_refusal() -> None:
+    """``ExtenderService.dra_active`` once both DRA informers have listed: a watch answered
+    500 or 429 (the API server busy or failing: retried, the readings kept) leaves nodes
+    weighed by their devices; 401, 403 or 404 (the right taken away, the API no longer
+    served: the readings would only grow stale) does not. The informers' own handling of
+    those answers, on a real API server: tests/test_extender_e2e.py."""
+    from stickypack.extender.server import DRA_KINDS, ExtenderService
+    from stickypack.kube.informer import Informer
+
+    async def never(**_: Any) -> Any:
+        raise AssertionError("not listed here")
+
+    service = ExtenderService(config_from_dict({"cluster": {"dra": True}}))
+    service.dra_listed = True
+    informers = {kind: Informer(kind, never) for kind in DRA_KINDS}
+    service.informers.update(informers)
+    assert service.dra_active() is False  # not listed yet
+    for inf in informers.values():
+        inf.synced.set()
+    assert service.dra_active() is True
+    for status, active in ((500, True), (429, True), (403, False), (401, False), (404, False), (None, True)):
+        informers["resourceclaims"].stats.refused_status = status
+        assert service.dra_active() is active, status
+
+
 def test_a_service_not_started_says_what_its_readiness_waits_for() -> None:
     """``ExtenderService.not_ready`` before ``start()`` (no informer yet): "not started";
     with ``cluster.dra`` also the DRA objects, not yet listed, and only then."""
