@@ -1452,6 +1452,50 @@ def _extender_behind_freezing_proxy(cluster: ControlPlane) -> tuple[ServiceThrea
     return ServiceThread(cfg, api).start(), proxy
 
 
+async def test_dra_objects_are_listed_soon_after_an_api_server_outage_at_start(
+    cluster: ControlPlane, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``cluster.dra`` while the API server cannot be reached at start (every connection
+    closed at once): the extender retries the DRA lists 0.2 s, 0.4 s, 0.8 s... apart (at most
+    30 s), so with the server back after the first two failures it lists them and watches
+    them within a second or so, not after a long wait."""
+    from urllib.parse import urlsplit
+
+    from kubernetes_asyncio import client
+
+    assert cluster.server is not None
+    target = urlsplit(cluster.server)
+    proxy = _FreezingProxy((target.hostname or "127.0.0.1", target.port or 443))
+    proxy.cut()
+    api_configuration = cluster.client_configuration()
+    api_configuration.host = f"https://127.0.0.1:{proxy.port}"
+    api = client.ApiClient(configuration=api_configuration)
+    cfg = config_from_dict({"history": {"store": "memory"}, "cluster": {"dra": True}})
+    service = ExtenderService(cfg, api)
+    await service.start()
+    try:
+
+        def failed_lists() -> int:
+            said = "cluster.dra: cannot list the DRA objects"
+            return sum(1 for r in caplog.records if r.getMessage().startswith(said))
+
+        deadline = time.monotonic() + 30
+        while failed_lists() < 2:
+            assert time.monotonic() < deadline, "the DRA lists never failed twice"
+            await asyncio.sleep(0.02)
+        assert service.dra_listed is None
+        proxy.thaw()
+        back = time.monotonic()
+        while service.dra_listed is None:
+            assert time.monotonic() - back < 10, failed_lists()
+            await asyncio.sleep(0.05)
+        assert service.dra_listed is True
+    finally:
+        await service.stop()
+        await api.close()
+        proxy.close()
+
+
 def test_a_history_write_into_a_dead_connection_times_out_and_is_retried(
     cluster: ControlPlane, monkeypatch
 ) -> None:
