@@ -1505,6 +1505,131 @@ async def test_snapshot_keeps_only_what_it_reads_of_each_pod(monkeypatch: pytest
     assert (await take_snapshot(object(), controllers=False)).controllers is None
 
 
+def test_the_inspect_snapshot_keeps_what_the_autoscalers_rules_read() -> None:
+    """``snapshot_pod`` slims a pod to what the node report reads, and the slim pod reads as
+    the full one does: the safe-to-evict-local-volumes annotation and the hostPath volume it
+    names (local storage), a priority and a grace period of 0 (set, not absent), and the
+    ports bound on the node: with ``hostNetwork`` every container port (here 8080, no
+    ``hostPort``), a sidecar init container's ``hostPort`` (9000) too."""
+    from stickypack.core.explain import SAFE_TO_EVICT_LOCAL_VOLUMES_ANNOTATION
+    from stickypack.kube.snapshot import snapshot_pod
+
+    raw = pod_manifest("web", cpu="100m", memory="100Mi")
+    raw["metadata"]["annotations"] = {SAFE_TO_EVICT_LOCAL_VOLUMES_ANNOTATION: "host", "other": "x"}
+    raw["metadata"]["ownerReferences"] = [
+        {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "o", "uid": "u", "controller": True}
+    ]
+    raw["spec"].update(
+        nodeName="n1",
+        priority=0,
+        terminationGracePeriodSeconds=0,
+        hostNetwork=True,
+        volumes=[
+            {"name": "host", "hostPath": {"path": "/var/x"}},
+            {"name": "cfg", "configMap": {"name": "c"}},
+        ],
+    )
+    raw["spec"]["containers"][0]["ports"] = [{"containerPort": 8080}]
+    raw["spec"]["initContainers"] = [
+        {
+            "name": "proxy",
+            "image": "envoy",
+            "restartPolicy": "Always",
+            "ports": [{"containerPort": 9000, "hostPort": 9000}],
+        }
+    ]
+    slim = snapshot_pod(raw)
+    full, kept = Pod.from_dict(raw), Pod.from_dict(slim)
+    assert [v["name"] for v in slim["spec"]["volumes"]] == ["host"]
+    assert kept.annotations == {SAFE_TO_EVICT_LOCAL_VOLUMES_ANNOTATION: "host"}
+    assert kept.local_volumes == full.local_volumes == ("host",)
+    assert not pins_node(full) and not pins_node(kept)  # the annotation lets its hostPath go
+    assert (kept.priority, kept.grace_period_s) == (full.priority, full.grace_period_s) == (0, 0)
+    assert sorted(p.port for p in kept.host_ports) == sorted(p.port for p in full.host_ports) == [8080, 9000]
+
+
+def test_place_nominated_puts_a_pending_pod_on_its_nominated_node_and_lists_keys_sorted() -> None:
+    """A pending pod listed by ``spec.nodeName=`` may carry ``nodeName: ""``; placed, it is on
+    the node it is nominated to (``n1``), not on "". The keys come back sorted, whatever the
+    order the pods were listed in (here "zeta" before "alpha")."""
+    from stickypack.kube.snapshot import place_nominated, snapshot_pod
+
+    pending = {}
+    for name in ("zeta", "alpha"):
+        raw = pod_manifest(name, cpu="100m", memory="100Mi")
+        raw["spec"]["nodeName"] = ""
+        raw["status"] = {"phase": "Pending", "nominatedNodeName": "n1"}
+        pending[f"default/{name}"] = snapshot_pod(raw)
+    bound: dict[str, dict] = {}
+    assert place_nominated(pending, bound) == ["default/alpha", "default/zeta"]
+    assert [Pod.from_dict(bound[key]).node_name for key in sorted(bound)] == ["n1", "n1"]
+
+
+def test_budgets_are_read_as_the_autoscaler_reads_them() -> None:
+    """cluster-autoscaler ``core/scaledown/pdb/basic.go`` (``SetPdbs``, ``CanRemovePods``):
+    ``metav1.LabelSelectorAsSelector`` makes an empty selector (``{}``) select every pod of
+    the budget's namespace and a missing one none; an unset ``status.disruptionsAllowed``
+    is Go's zero, 0 (no disruption allowed); a set one is kept (2)."""
+    from stickypack.kube.snapshot import budget_from_dict
+
+    pod = Pod.from_dict(pod_manifest("web-1", namespace="shop", labels={"app": "web"}))
+    meta = {"namespace": "shop", "name": "all"}
+    everything = budget_from_dict({"metadata": meta, "spec": {"selector": {}}})
+    nothing = budget_from_dict({"metadata": meta, "spec": {}})
+    assert everything.covers(pod) and not nothing.covers(pod)
+    assert (everything.disruptions_allowed, nothing.disruptions_allowed) == (0, 0)
+    counted = budget_from_dict(
+        {"metadata": meta, "spec": {"selector": {}}, "status": {"disruptionsAllowed": 2}}
+    )
+    assert counted.disruptions_allowed == 2
+
+
+def test_slimmed_claims_and_volumes_place_as_the_full_ones() -> None:
+    """The snapshot slims each PersistentVolumeClaim and PersistentVolume as it lists them;
+    :func:`~stickypack.core.volumes.claim_volumes` reads the slim ones as the full ones: a
+    claim being deleted is usable nowhere (None), and a volume's required node affinity
+    (node ``n1`` only) survives."""
+    from stickypack.core.volumes import claim_volumes
+    from stickypack.kube.snapshot import _slim_claim, _slim_volume
+
+    affinity = {
+        "required": {
+            "nodeSelectorTerms": [
+                {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": ["n1"]}]}
+            ]
+        }
+    }
+    claims = [
+        {"metadata": {"name": "kept", "namespace": "default"}, "spec": {"volumeName": "local"}},
+        {
+            "metadata": {"name": "gone", "namespace": "default", "deletionTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {"volumeName": "local"},
+        },
+    ]
+    volumes = [{"metadata": {"name": "local"}, "spec": {"nodeAffinity": affinity, "local": {"path": "/d"}}}]
+    full = claim_volumes(claims, volumes)
+    slim = claim_volumes([_slim_claim(c) for c in claims], [_slim_volume(v) for v in volumes])
+    assert slim == full
+    assert slim[("default", "gone")] is None
+    kept = slim[("default", "kept")]
+    assert kept is not None
+    assert kept.allows({"kubernetes.io/hostname": "n1"}) and not kept.allows({"kubernetes.io/hostname": "n2"})
+
+
+def test_min_sizes_and_totals_take_their_bounds() -> None:
+    """``--min-size GROUP=0`` is a minimum size (0 is allowed: >= 0); ``--cores-total`` and
+    ``--memory-total`` take 0 <= MIN <= MAX: ``0:8`` and ``8:8`` are taken, ``-1:8`` is not."""
+    from stickypack.cli.inspect import _min_max, _min_size
+
+    assert _min_size("pool-a=0") == ("pool-a", 0)
+    assert _min_max("0:8") == (0, 8)
+    assert _min_max("8:8") == (8, 8)
+    with pytest.raises(
+        argparse.ArgumentTypeError, match=re.escape("'-1:8' is not MIN:MAX with 0 <= MIN <= MAX")
+    ):
+        _min_max("-1:8")
+
+
 def _with_volumes(pod: Pod, volumes: list[dict], **annotations: str) -> Pod:
     raw = pod_manifest(pod.name, cpu="100m", memory="100Mi")
     raw["spec"]["volumes"] = volumes
