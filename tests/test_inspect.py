@@ -952,6 +952,39 @@ def test_inspect_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFix
         (["--gpu-threshold", "1.5"], "--gpu-threshold must be in [0, 1], got 1.5", 2),
         (["--node-group-label", "a b"], "--node-group-label: 'a b' is not a label key", 2),
         (["--pod", str(not_pod), "--cores-total", "1:2"], "--cores-total: for the node report", 2),
+        (
+            [
+                "--pod",
+                str(not_pod),
+                "--local-storage-moves",
+                "--blocking-system-pod-distruption-timeout",
+                "1h",
+                "--memory-total",
+                "1:2",
+            ],
+            "--local-storage-moves, --blocking-system-pod-distruption-timeout, --memory-total: for the node "
+            "report, not with --pod",
+            2,
+        ),
+        # the node report's flags without --pod: taken, the cluster is then read
+        (
+            [
+                "--local-storage-moves",
+                "--min-replica-count",
+                "1",
+                "--memory-total",
+                "1:2",
+                *missing_kubeconfig,
+            ],
+            f"kubeconfig {tmp_path / 'nope'}: not found",
+            2,
+        ),
+        # 1, the top of [0, 1]: taken
+        (
+            ["--threshold", "1", "--gpu-threshold", "1", *missing_kubeconfig],
+            f"kubeconfig {tmp_path / 'nope'}: not found",
+            2,
+        ),
         # the thresholds serve --pod too (ScaleDownAware's): taken, the cluster is then read
         (
             ["--pod", str(good_pod), "--threshold", "0.3", "--gpu-threshold", "0.3", *missing_kubeconfig],
@@ -988,6 +1021,23 @@ def test_inspect_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFix
             main(["inspect", flag, value])
         assert exited.value.code == 2
         assert f"argument {flag}" in (err := capsys.readouterr().err) and message in err, err
+
+
+def test_inspect_settings_given_as_zero_or_off_are_not_the_configs(tmp_path: Path) -> None:
+    """A setting given on the command line wins over the configuration's, even when it is
+    0 or off: ``--threshold 0`` and ``--no-dra`` stay 0 and False with a configuration whose
+    ``cluster`` says 0.7 and ``dra: true``; the settings not given take the configuration's."""
+    from stickypack.cli import _parser
+    from stickypack.cli.inspect import _settings
+
+    config = tmp_path / "extender.yaml"
+    config.write_text(yaml.safe_dump({"cluster": {"utilization_threshold": 0.7, "dra": True}}))
+    args = _parser().parse_args(["inspect", "--config", str(config), "--threshold", "0", "--no-dra"])
+    _settings(args)
+    assert (args.threshold, args.dra) == (0.0, False)
+    args = _parser().parse_args(["inspect", "--config", str(config)])
+    _settings(args)
+    assert (args.threshold, args.dra) == (0.7, True)
 
 
 def test_durations_are_read_as_go_writes_them() -> None:
