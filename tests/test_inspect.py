@@ -834,6 +834,49 @@ def test_inspect_keeps_the_clusters_minimum_cores_and_memory(
 
 
 @pytest.mark.controlplane
+def test_inspect_counts_cores_rounded_up_and_memory_in_gib(
+    cluster: ControlPlane, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """On the real API server: three empty nodes of 1500m cpu and 1G (10^9 bytes) memory.
+    cluster-autoscaler ``core/scaledown/resource/limits.go`` (``coresMemoryTotal``,
+    ``computeAboveMin``, ``CheckDeltaWithinLimits``) counts each node's cores as
+    ``core_utils.GetNodeCoresAndMemory`` reads them, ``Quantity.Value()``, rounded up: 2
+    each, 6 in all; ``--cores-total 4:100`` leaves 6 - 4 = 2 to remove, one node (2 <= 2),
+    and keeps two (rounded down, 3 in all, under 4 already: all three kept). Its
+    ``--memory-total`` is in GiB: ``2:10`` leaves 3 * 10^9 - 2 * 2^30 = 852516352 bytes
+    to remove, less than a node's 10^9: all three kept (in GB, 10^9 <= 10^9: one removed)."""
+    for name in ("f-1", "f-2", "f-3"):
+        cluster.create_node(name, cpu="1500m", memory="1G")
+    argv = ["inspect", "--kubeconfig", str(cluster.kubeconfig), "--json"]
+    assert main([*argv, "--cores-total", "4:100"]) == 0
+    verdicts = sorted(n["verdict"] for n in json.loads(capsys.readouterr().out)["nodes"])
+    assert verdicts == ["empty", "resource-limit", "resource-limit"]
+    assert main([*argv, "--memory-total", "2:10"]) == 0
+    verdicts = sorted(n["verdict"] for n in json.loads(capsys.readouterr().out)["nodes"])
+    assert verdicts == ["resource-limit"] * 3
+
+
+@pytest.mark.controlplane
+def test_inspect_checks_the_least_utilized_candidate_first(
+    cluster: ControlPlane, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """On the real API server: "a" holds a replicated pod of 2 cpus of 4 (50%), "b" one of 1
+    (25%), "busy" a bare pod of 3.5. The plan checks the least utilized first, "b": its pod
+    (1) moves to "a" (2 + 1 = 3 <= 4), so "b" is removable; then "a"'s pod (2) fits neither
+    on "b" (being removed) nor on "busy" (0.5 free): ``no-room``. Checked by name or most
+    utilized first, "a" would be removable and "b" ``no-room``."""
+    for name in ("a", "b", "busy"):
+        cluster.create_node(name, cpu="4", memory="16Gi")
+    _bind(cluster, "alice", "busy", "3500m", "1Gi")
+    _bind(cluster, "web-a", "a", "2", "1Gi", owner="ReplicaSet")
+    _bind(cluster, "web-b", "b", "1", "1Gi", owner="ReplicaSet")
+    assert main(["inspect", "--kubeconfig", str(cluster.kubeconfig), "--json"]) == 0
+    nodes = {n["node"]: n for n in json.loads(capsys.readouterr().out)["nodes"]}
+    assert (nodes["b"]["verdict"], nodes["b"]["moves"]) == ("removable", {"default/web-b": "a"})
+    assert (nodes["a"]["verdict"], nodes["a"]["no_room_for"]) == ("no-room", "default/web-a")
+
+
+@pytest.mark.controlplane
 def test_inspect_counts_pods_on_the_node_they_are_nominated_to(
     cluster: ControlPlane, capsys: pytest.CaptureFixture[str]
 ) -> None:
