@@ -571,6 +571,142 @@ def test_a_deletion_taint_five_minutes_old_looks_stuck() -> None:
     assert _stuck_deletions(nodes, 1300.0) == ["tainted", "unreadable"]
 
 
+def _node_row(name: str, **fields: object) -> dict:
+    """A node of the node report as ``_node_json`` writes it: an empty, ready node with
+    nothing to say, but ``fields``."""
+    row = {
+        "node": name, "ready": True, "unschedulable": False, "scale_down_disabled": False,
+        "autoscaler": "", "autoscaler_since": None, "cpu": 0.0, "memory": 0.0, "gpu": None,
+        "dra": None, "dra_pool": None, "dra_error": None, "utilization_error": None,
+        "utilization": 0.0, "pods": 0, "daemon_pods": 0, "expendable_pods": 0,
+        "terminating_pods": 0, "builds": 0, "pinning": [], "pin_reasons": {}, "node_group": None,
+        "verdict": "empty", "no_room_for": None, "moves": {},
+    }  # fmt: skip
+    return {**row, **fields}
+
+
+def _printed(print_it: object, *args: object) -> str:
+    from rich.console import Console
+
+    console = Console(record=True, width=300)
+    print_it(console, *args)  # type: ignore[operator]
+    return console.export_text()
+
+
+def test_the_node_tables_cells_and_ages() -> None:
+    """The ``autoscaler`` column: not ready before cordoned; a taint's age at ``now`` from 0
+    seconds on (tainted at 1000, now 1000: ``0s``), none for a time in the future. The
+    ``pinned by`` column: why the node cannot be weighed first (the utilization error, then
+    the DRA one), then its pinning pods, then the pod with no room: the first three, then
+    ``(+N)`` for the rest. Ages as kubectl writes them: whole units, rounded down."""
+    from stickypack.cli.inspect import _age, _autoscaler_cell, _first, _pinned_by_cell
+
+    assert _autoscaler_cell(_node_row("n", ready=False, unschedulable=True), 0.0) == "not ready"
+    assert _autoscaler_cell(_node_row("n", unschedulable=True), 0.0) == "cordoned"
+    deleting = _node_row("n", autoscaler="deleting", autoscaler_since=1000.0)
+    assert _autoscaler_cell(deleting, 1000.0) == "deleting 0s"
+    assert _autoscaler_cell(deleting, 999.0) == "deleting"  # a time in the future: no age
+    held = _node_row(
+        "n",
+        utilization_error="no cpu allocatable",
+        dra_error="pool p incomplete",
+        pinning=["default/a"],
+        pin_reasons={"default/a": "no controller"},
+        no_room_for="default/b",
+    )
+    assert _pinned_by_cell(held) == "no cpu allocatable, pool p incomplete, default/a (no controller) (+1)"
+    assert _first(["a", "b", "c"], 3) == "a, b, c"
+    assert _first(["a", "b", "c", "d", "e"], 3) == "a, b, c (+2)"
+    # 59 s, 60 s = 1 min, 90 s = 1.5 min, 2 days = 172800 s
+    assert [_age(s) for s in (59, 60, 90, 7200, 172800)] == ["59s", "1m", "1m", "2h", "2d"]
+
+
+def test_the_node_tables_columns_and_title() -> None:
+    """The ``group`` column shows when some node is in a group, even one named "" (a label's
+    value may be empty); the ``dra`` column when some node has a DRA reading or a DRA error;
+    the title names the GPU threshold only with GPU nodes and the pods left out only when
+    some are."""
+    from stickypack.cli.inspect import _node_table
+
+    report = {
+        "threshold": 0.5,
+        "gpu_threshold": 0.4,
+        "ignore_daemonsets_utilization": False,
+        "ignore_mirror_pods_utilization": False,
+        "nodes": [_node_row("n1", node_group="", dra_error="pool p incomplete")],
+    }
+    table = _node_table(report)
+    assert [c.header for c in table.columns] == [
+        "node", "group", "cpu", "memory", "dra", "pods", "builds", "autoscaler", "verdict", "pinned by"
+    ]  # fmt: skip
+    assert table.title == "nodes as the cluster-autoscaler sees them (threshold 0.5)"
+
+
+def test_the_summary_line_and_notes_say_only_what_there_is() -> None:
+    """The summary line leaves out a rare verdict no node has (``no-room``, ``min-size``
+    at 0). The notes: a node group given a minimum size is named only when no node is in
+    it (pool-x, size 0; not pool-a, 2 nodes of which none removed); the first 5 DRA
+    problems, then how many more (6: one more; 5: no such line); a kind of object not
+    listed only when it was not (here none)."""
+    from stickypack.cli.inspect import _print_node_report_notes, _summary_line
+
+    summary = {"busy": 1, "deleting": 0, "disabled": 0, "pinned": 0, "no-room": 0, "min-size": 0,
+               "resource-limit": 0, "removable": 0, "empty": 1}  # fmt: skip
+    report = {"nodes": [_node_row("n1"), _node_row("n2", verdict="busy")], "summary": summary}
+    assert (
+        _summary_line(report)
+        == "2 nodes: 1 busy, 0 at or under the threshold but pinned, 0 removable, 1 empty"
+    )
+    report = {
+        "nodes": [],
+        "unreadable_pods": [],
+        "node_groups": {
+            "pool-a": {"size": 2, "min_size": 2, "removes": 0},
+            "pool-x": {"size": 0, "min_size": 2, "removes": 0},
+        },
+        "nominated_pods": [],
+        "budgets_read": True,
+        "namespaces_read": True,
+        "volumes_read": True,
+        "controllers_unlisted": [],
+        "dra_read": None,
+        "dra_problems": [f"claim c{k} not allocated" for k in range(6)],
+    }
+    lines = _printed(_print_node_report_notes, report).splitlines()
+    assert [line for line in lines if line.startswith("no node is in")] == [
+        "no node is in node group 'pool-x' given a minimum size (groups are named by --node-group-label, "
+        "or the pool labels)"
+    ]
+    assert [line for line in lines if line.startswith("DRA")] == [
+        *(f"DRA: claim c{k} not allocated" for k in range(5)),
+        "DRA: 1 more objects left out (see --json)",
+    ]
+    assert len(lines) == 7  # nothing else: every kind listed, DRA not asked for
+    report["dra_problems"] = report["dra_problems"][:5]
+    assert "more objects left out" not in _printed(_print_node_report_notes, report)
+
+
+def test_the_placement_and_the_unreadable_pods_lines() -> None:
+    """``inspect --pod``: a node's score by plugin and its total (weight 2 x score 3 = 6);
+    one best node is named without the note that kube-scheduler picks among ties; without
+    ``--dra`` (``dra_read`` None) no line says DRA objects were not listed; 4 pods not read
+    are all named (up to 5 are)."""
+    from stickypack.cli.inspect import _print_placement, _print_unreadable
+
+    report = {
+        "pod": "default/p", "policy": "stickypack", "profile": "p", "weights": {"Fit": 2},
+        "best": ["a"], "nodes": [{"node": "a", "filtered_by": None, "scores": {"Fit": 3}, "total": 6}],
+        "history": "none (give --config)", "unreadable_pods": [], "dra_read": None,
+    }  # fmt: skip
+    text = _printed(_print_placement, report)
+    assert "best: a\n" in text and "at random" not in text and "ResourceSlices" not in text
+    assert re.search(r"│ a +│ +3 │ +6 │", text)  # the total as explain_placement gave it: 2 x 3
+    keys = [f"default/p{k}" for k in range(4)]
+    assert _printed(_print_unreadable, keys) == (
+        "4 pods could not be read and are not counted: default/p0, default/p1, default/p2, default/p3\n"
+    )
+
+
 @pytest.mark.controlplane
 def test_inspect_says_when_pods_would_have_no_room(
     cluster: ControlPlane, capsys: pytest.CaptureFixture[str]
