@@ -707,6 +707,101 @@ def test_the_placement_and_the_unreadable_pods_lines() -> None:
     )
 
 
+def test_the_node_reports_verdicts_summary_groups_and_notes_from_the_plan(tmp_path: Path) -> None:
+    """The node report's parts once the plan is known, on hand-made nodes: a node of a group
+    at its minimum size is ``min-size`` when it would be ``removable`` or ``empty`` (not when
+    ``pinned`` or ``busy``), one outside as it was; after the plan, ``no-room``, ``pinned``
+    (a spent budget, whose pod and reason join the node's pinning) and the reason a node is
+    kept at the limits; the summary's keys (``min-size`` and ``resource-limit`` with a total
+    given, ``incomplete`` with ``--dra`` or a node so); each group's size (0 for a group
+    given a minimum size and no node), minimum and removals; what could not be listed."""
+    import argparse as ap
+
+    from stickypack.cli import _parser
+    from stickypack.cli.inspect import (
+        _dra_read,
+        _node_groups_json,
+        _node_json,
+        _pinned_by_spent_budgets,
+        _scale_down_rules,
+        _settings,
+        _summary_json,
+        _unread_json,
+        _verdicts_after_plan,
+        _verdicts_before_plan,
+    )
+    from stickypack.core.drain import ScaleDownPlan
+    from stickypack.core.explain import NodeReport
+    from stickypack.core.nodegroups import NodeGroups
+    from stickypack.kube.cache import ClusterCache
+    from stickypack.kube.snapshot import Snapshot
+
+    def row(name: str, utilization: float, pods: int = 1, pinning: tuple[str, ...] = ()) -> NodeReport:
+        return NodeReport(
+            node=name, cpu=utilization, memory=0.0, utilization=utilization, pods=pods, daemon_pods=0,
+            pinning=pinning, builds=0, autoscaler="", ready=True, unschedulable=False,
+            pin_reasons=("bare pod",) * len(pinning),
+        )  # fmt: skip
+
+    nodes = [row("e", 0.0, pods=0), row("r", 0.2), row("p", 0.2, pinning=("default/b",)), row("u", 0.9)]
+    nodes.append(row("r2", 0.2))
+    at_min = {"e", "r", "p", "u"}  # r2's group is above its minimum
+    verdicts = _verdicts_before_plan(nodes, at_min, 0.5, 0.5)
+    assert verdicts == ["min-size", "min-size", "pinned", "busy", "removable"]
+
+    blocked = ("default/q", "PodDisruptionBudget q allows no disruption")
+    plan = ScaleDownPlan(removable=("k", "r2"), no_room={"x": "default/x1"}, blocked={"y": blocked})
+    after = [row("x", 0.2), row("y", 0.2), row("k", 0.2), row("r2", 0.2)]
+    kept = {"k": "resource-limit"}
+    final = _verdicts_after_plan(after, ["removable"] * 4, plan, kept)
+    assert final == ["no-room", "pinned", "resource-limit", "removable"]
+    pinned = _pinned_by_spent_budgets(after, plan)[1]
+    assert (pinned.pinning, pinned.pin_reasons) == (
+        ("default/q",),
+        ("PodDisruptionBudget q allows no disruption",),
+    )
+
+    def args(**given: object) -> ap.Namespace:
+        return ap.Namespace(
+            **{"min_size": {}, "cores_total": None, "memory_total": None, "dra": False, **given}
+        )
+
+    zeros = {"busy": 0, "deleting": 0, "disabled": 0, "pinned": 0, "no-room": 0, "removable": 0, "empty": 0}
+    limits = {"min-size": 0, "resource-limit": 1}
+    assert _summary_json(args(memory_total=(1, 2)), ["resource-limit"]) == {**zeros, **limits}
+    assert _summary_json(args(dra=True), ["busy"]) == {**zeros, "busy": 1, "incomplete": 0}
+    assert _summary_json(args(), ["incomplete"]) == {**zeros, "incomplete": 1}
+
+    table = NodeTable()
+    for name in ("a1", "a2"):
+        table.upsert_node(name, {"cpu": 1000, "memory": GI}, labels={"example.com/pool": "a"})
+    groups = NodeGroups(("example.com/pool",), {"a": 1, "x": 2})
+    group_of: dict[str, str | None] = {"a1": "a", "a2": "a"}
+    assert _node_groups_json(args(min_size={"a": 1, "x": 2}), table, groups, group_of, {"a1"}) == {
+        "a": {"size": 2, "min_size": 1, "removes": 1},
+        "x": {"size": 0, "min_size": 2, "removes": 0},
+    }
+
+    snap = Snapshot(ClusterCache(clock=lambda: 0.0), controllers={}, unlisted_controllers={"Job": 403})
+    unread = _unread_json(args(), snap, None)
+    assert (unread["controllers_read"], unread["controllers_unlisted"], unread["dra_read"]) == (
+        False,
+        ["Job"],
+        None,
+    )
+    assert _dra_read(args(dra=True), snap) is False
+    assert _node_json(row("c", 0.123456), "removable", None, None, {})["cpu"] == 0.1235  # 4 places
+
+    parsed = _parser().parse_args(["inspect"])
+    _settings(parsed)
+    rules = _scale_down_rules(parsed, snap)
+    assert (rules.min_replica_count, rules.local_storage_pins) == (0, True)  # the autoscaler's defaults
+    parsed = _parser().parse_args(["inspect", "--local-storage-moves", "--min-replica-count", "2"])
+    _settings(parsed)
+    rules = _scale_down_rules(parsed, snap)
+    assert (rules.min_replica_count, rules.local_storage_pins) == (2, False)
+
+
 @pytest.mark.controlplane
 def test_inspect_says_when_pods_would_have_no_room(
     cluster: ControlPlane, capsys: pytest.CaptureFixture[str]
