@@ -119,6 +119,21 @@ def test_forget_node_refuses_what_is_not_a_node_name(capsys) -> None:
         assert "is not a node name" in err and len(err) < 200
 
 
+def test_forget_node_refuses_a_bad_namespace_and_a_memory_store(tmp_path, capsys) -> None:
+    """``forget-node --namespace`` takes a namespace name (a DNS label) only, and a
+    configuration whose history is kept in memory has nothing stored to forget: both are
+    said in one line (status 2) before any cluster is read (the kubeconfig does not exist)."""
+    from stickypack.cli import main
+
+    nowhere = ["--kubeconfig", str(tmp_path / "nope")]
+    assert main(["forget-node", "n1", "--namespace", "Bad_NS", *nowhere]) == 2
+    assert "--namespace 'Bad_NS' is not a namespace name (a DNS label)" in capsys.readouterr().err
+    config = tmp_path / "extender.yaml"
+    config.write_text("history:\n  store: memory\n")
+    assert main(["forget-node", "n1", "--config", str(config), *nowhere]) == 2
+    assert "history.store is memory: there is no stored history to forget" in capsys.readouterr().err
+
+
 async def test_memory_store_conflict_detection() -> None:
     store = MemoryHistoryStore()
     doc, version = await store.read("0")

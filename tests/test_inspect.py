@@ -615,6 +615,7 @@ def test_the_node_tables_cells_and_ages() -> None:
         no_room_for="default/b",
     )
     assert _pinned_by_cell(held) == "no cpu allocatable, pool p incomplete, default/a (no controller) (+1)"
+    assert _pinned_by_cell(_node_row("n")) == ""  # nothing holds it
     assert _first(["a", "b", "c"], 3) == "a, b, c"
     assert _first(["a", "b", "c", "d", "e"], 3) == "a, b, c (+2)"
     # 59 s, 60 s = 1 min, 90 s = 1.5 min, 2 days = 172800 s
@@ -1105,6 +1106,49 @@ def test_inspect_checks_the_least_utilized_candidate_first(
     nodes = {n["node"]: n for n in json.loads(capsys.readouterr().out)["nodes"]}
     assert (nodes["b"]["verdict"], nodes["b"]["moves"]) == ("removable", {"default/web-b": "a"})
     assert (nodes["a"]["verdict"], nodes["a"]["no_room_for"]) == ("no-room", "default/web-a")
+
+
+@pytest.mark.controlplane
+def test_inspect_a_node_kept_at_its_groups_minimum_moves_no_pod(
+    cluster: ControlPlane, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """On the real API server: a1 and a2 (pool ``pool-a``, 4 cpus) each hold a replicated pod
+    of 1 cpu; "big" (8 cpus) is pinned by a bare pod of 1. The plan finds both a1 and a2
+    removable (a1's pod to a2, then both to big), but with ``--min-size pool-a=1`` the
+    autoscaler removes one of the two (2 - 1) and keeps a2: its pod stays, so no move is
+    shown for it, and the group removes 1."""
+    for name in ("a1", "a2"):
+        cluster.create_node(name, cpu="4", memory="16Gi", labels={POOL_LABEL: "pool-a"})
+        _bind(cluster, f"web-{name}", name, "1", "1Gi", owner="ReplicaSet")
+    cluster.create_node("big", cpu="8", memory="32Gi")
+    _bind(cluster, "alice", "big", "1", "1Gi")
+    argv = ["inspect", "--kubeconfig", str(cluster.kubeconfig), "--json"]
+    assert main([*argv, "--min-size", "pool-a=1"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    nodes = {n["node"]: n for n in report["nodes"]}
+    assert (nodes["a1"]["verdict"], nodes["a2"]["verdict"]) == ("removable", "min-size")
+    assert nodes["a2"]["moves"] == {}
+    assert nodes["a1"]["moves"] != {}  # removed: its pod goes elsewhere
+    assert report["node_groups"]["pool-a"] == {"size": 2, "min_size": 1, "removes": 1}
+
+
+@pytest.mark.controlplane
+def test_inspect_pod_scores_a_node_at_its_groups_minimum_as_busy(
+    cluster: ControlPlane, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``inspect --pod`` with ``--min-size``: ScaleDownAware scores a node whose group is at
+    its minimum size 100 (the autoscaler keeps it: no reason to keep pods off it), a quiet
+    node of another group ``20 x utilization / threshold``: with the pod's 400m of 4 cpus,
+    20 x 0.1 / 0.5 = 4. Both empty, 4 cpus, pools ``pool-a`` (minimum 1, one node) and
+    ``pool-b``."""
+    for name, pool in (("a", "pool-a"), ("b", "pool-b")):
+        cluster.create_node(name, cpu="4", memory="16Gi", labels={POOL_LABEL: pool})
+    path = tmp_path / "pod.yaml"
+    path.write_text(yaml.safe_dump(pod_manifest("new", cpu="400m", memory="100Mi")))
+    argv = ["inspect", "--kubeconfig", str(cluster.kubeconfig), "--pod", str(path), "--json"]
+    assert main([*argv, "--min-size", "pool-a=1"]) == 0
+    nodes = {n["node"]: n for n in json.loads(capsys.readouterr().out)["nodes"]}
+    assert (nodes["a"]["scores"]["ScaleDownAware"], nodes["b"]["scores"]["ScaleDownAware"]) == (100, 4)
 
 
 @pytest.mark.controlplane
