@@ -1668,6 +1668,9 @@ def test_webhook_command_checks_its_inputs(
             "the key is encrypted: give it unencrypted",
         ),
         (["--tls-cert", tls["cert"], "--tls-key", str(tmp_path / "missing")], "TLS certificate"),
+        # an empty path is no file: refused now, not when uvicorn fails to load it at start-up
+        (["--tls-cert", tls["cert"], "--tls-key", ""], f"TLS certificate {tls['cert']} / key : "),
+        (["--tls-cert", "", "--tls-key", tls["key"]], "TLS certificate  / key "),
         (["--port", "70000"], "--port must be in 0..65535"),
         (["--host", "http://x"], "--host:"),
         (["--config", str(tmp_path / "missing.yaml")], "cannot read"),

@@ -177,8 +177,8 @@ def _webhook(args: argparse.Namespace, console: Console) -> int:
         raise UsageError("give both --tls-cert and --tls-key, or neither")
     if args.tls_cert is not None:
         config.tls.cert_file, config.tls.key_file = args.tls_cert, args.tls_key
-    if config.tls.cert_file and config.tls.key_file:
-        try:  # a bad certificate is found now, not when the first TLS handshake fails
+    if config.tls.cert_file is not None and config.tls.key_file is not None:
+        try:  # a bad certificate (or an empty path) is found now, not when the service starts
             # an encrypted key would make OpenSSL prompt for its password on the terminal
             ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(
                 config.tls.cert_file, config.tls.key_file, password=lambda: b""
