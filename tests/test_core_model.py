@@ -376,6 +376,45 @@ def test_policy_errors_say_where():
     )
 
 
+def test_yaml_keys_after_a_merge_key_are_still_checked_for_duplicates() -> None:
+    """``load_yaml`` skips a merge key ``<<`` (its values may be overridden) and goes on
+    checking the mapping's other keys: ``a`` given twice after it is refused."""
+    from stickypack.core.yamltext import YAMLTextError, load_yaml
+
+    text = "base: &b {x: 1}\nm:\n  <<: *b\n  a: 1\n  a: 2\n"
+    with pytest.raises(YAMLTextError) as err:
+        load_yaml(text, "m.yaml")
+    # the second ``a`` is on line 5, column 3 (1-based)
+    assert (
+        str(err.value) == "m.yaml:5:3: not valid YAML: found duplicate key 'a' (while constructing a mapping)"
+    )
+    assert load_yaml("base: &b {x: 1}\nm:\n  <<: *b\n  x: 2\n", "m.yaml")["m"] == {"x": 2}
+
+
+def test_a_yaml_sequence_as_a_mapping_key_is_a_yaml_error_not_a_traceback() -> None:
+    """A complex key (``? [a]``) is no scalar: the duplicate check leaves it to PyYAML, which
+    refuses it as unhashable, one line naming the file (it once met ``set`` and raised
+    ``TypeError``)."""
+    from stickypack.core.yamltext import YAMLTextError, load_yaml
+
+    with pytest.raises(YAMLTextError) as err:
+        load_yaml("? [a]\n: 1\n", "k.yaml")
+    assert str(err.value).startswith("k.yaml:1:3: not valid YAML: found unhashable key")
+
+
+def test_a_yaml_error_without_a_mark_is_its_first_line() -> None:
+    """PyYAML's ``ReaderError`` (a control character) has no mark and no ``problem``: its
+    message's first line is kept (the second, ``in "<unicode string>", position 4``, says
+    nothing of the file), after the file's name."""
+    from stickypack.core.yamltext import YAMLTextError, load_yaml
+
+    with pytest.raises(YAMLTextError) as err:
+        load_yaml("a: b\x07\n", "bad.yaml")  # BEL, U+0007, at position 4
+    assert str(err.value) == (
+        "bad.yaml: not valid YAML: unacceptable character #x0007: special characters are not allowed"
+    )
+
+
 def test_dask_retirement_is_read_shown_and_checked():
     base = "name: x\nprofiles:\n- {name: p, filters: [], score: []}\n"
     assert policy_from_yaml(base).dask_retirement == "distributed"
@@ -531,6 +570,7 @@ def test_render_scheduler_config(tmp_path, capsys):
         ("http://x:8888/?a=b", "no query, fragment, user or spaces"),
         ("http://x:8888/#f", "no query, fragment, user or spaces"),
         ("http://u@x:8888", "no query, fragment, user or spaces"),
+        ("http://@x:8888", "no query, fragment, user or spaces"),  # an empty user is a user
         ("http://x:8888/a b", "no query, fragment, user or spaces"),
     ],
 )
@@ -550,6 +590,49 @@ def test_render_refuses_an_extender_weight_without_an_extender(capsys):
     # it was once dropped without a word, leaving the operator's weight out of the config
     assert main(["render", "scheduler-config", "--extender-weight", "197"]) == 2
     assert "--extender-weight needs --extender-url" in capsys.readouterr().err
+
+
+def test_render_with_only_a_policy_file_renders_only_its_profiles(tmp_path: Path) -> None:
+    """Without ``--profiles``, ``stickypack`` is the default only when no ``--policy-file``
+    is given: with one, its profiles alone."""
+    import yaml
+
+    mine = tmp_path / "mine.yaml"
+    mine.write_text(
+        "name: mine\nprofiles:\n"
+        "  - {name: mine-spread, filters: [NodeResourcesFit], score: [LeastAllocated]}\n"
+    )
+    out = tmp_path / "sched.yaml"
+    assert main(["render", "scheduler-config", "--policy-file", str(mine), "-o", str(out)]) == 0
+    assert [p["schedulerName"] for p in yaml.safe_load(out.read_text())["profiles"]] == ["mine-spread"]
+    assert main(["render", "scheduler-config", "-o", str(out)]) == 0
+    assert [p["schedulerName"] for p in yaml.safe_load(out.read_text())["profiles"]] == ["stickypack"]
+
+
+def test_render_profiles_skip_empty_names_and_blanks(tmp_path: Path) -> None:
+    """``--profiles " z2jh,, stickypack,"``: names stripped, the empty ones between and
+    after commas left out (not an unknown profile ``""``)."""
+    import yaml
+
+    out = tmp_path / "sched.yaml"
+    assert main(["render", "scheduler-config", "--profiles", " z2jh,, stickypack,", "-o", str(out)]) == 0
+    assert [p["schedulerName"] for p in yaml.safe_load(out.read_text())["profiles"]] == ["z2jh", "stickypack"]
+
+
+def test_render_extender_weight_is_a_positive_int32(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """kube-scheduler's extender weight is an int32 > 0: 2**31 - 1 = 2147483647 is taken,
+    2**31 = 2147483648 and 0 are refused."""
+    import yaml
+
+    out = tmp_path / "sched.yaml"
+    argv = ["render", "scheduler-config", "--extender-url", "http://x:8888", "-o", str(out)]
+    assert main([*argv, "--extender-weight", "2147483647"]) == 0
+    assert yaml.safe_load(out.read_text())["extenders"][0]["weight"] == 2147483647
+    for weight in ("2147483648", "0"):
+        assert main([*argv, "--extender-weight", weight]) == 2
+        assert f"--extender-weight must be a positive int32, got {weight}" in capsys.readouterr().err
 
 
 def test_render_to_an_unwritable_path_is_a_clear_error(tmp_path, capsys):

@@ -685,3 +685,34 @@ def test_a_dask_gateway_worker_command_line_loads_ours_once(values: dict[str, An
     line = _command_line(container)
     preloads = _worker_cli_preloads(line)
     assert sorted(preloads) == sorted(["mine", PRELOAD])
+
+
+def test_render_dask_kubernetes_skips_empty_documents(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Empty YAML documents (``---`` with nothing after it) are left out
+    (``load_yaml_all``): two clusters around an empty document render as two documents, and a
+    file of only empty documents holds none."""
+    cluster = make_cluster_spec("abc", n_workers=1)
+    source = tmp_path / "cluster.yaml"
+    one = yaml.safe_dump(cluster)
+    source.write_text(f"---\n{one}---\n---\n{one}")  # documents: cluster, empty, cluster
+    assert main(["render", "dask-kubernetes", str(source)]) == 0
+    assert list(yaml.safe_load_all(capsys.readouterr().out)) == [dask_kubernetes_spec(cluster)] * 2
+    source.write_text("---\n---\n")  # two empty documents
+    assert main(["render", "dask-kubernetes", str(source)]) == 2
+    assert f"{source}: no documents" in capsys.readouterr().err
+
+
+def test_render_dask_scheduler_name_is_a_dns_subdomain_of_at_most_253_characters(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A schedulerName is a DNS subdomain (the API server's rule for it): 253 characters
+    taken, 254 refused; a character no DNS name holds anywhere in it is refused."""
+    name_253 = ".".join(["a" * 63, "b" * 63, "c" * 63, "d" * 61])  # 63 * 3 + 61 + 3 dots = 253
+    assert len(name_253) == 253
+    assert main(["render", "dask-gateway", "--scheduler-name", name_253]) == 0
+    assert name_253 in capsys.readouterr().out
+    for bad in (name_253 + "d", "stickypack_builds"):  # 254 characters; an underscore
+        assert main(["render", "dask-gateway", "--scheduler-name", bad]) == 2, bad
+        assert f"--scheduler-name {bad!r} is not a valid scheduler name" in capsys.readouterr().err

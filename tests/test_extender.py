@@ -669,6 +669,20 @@ def test_a_port_flag_out_of_range_is_refused(capsys) -> None:
     assert "--port must be in 0..65535, got 99999" in capsys.readouterr().err
 
 
+def test_the_port_flag_takes_0_to_65535(capsys) -> None:
+    """``--port`` is a TCP port, 0 (any free port) to 65535 = 2**16 - 1, both ends taken and
+    one past each refused, for both services (their shared ``_listen_overrides``)."""
+    from stickypack.cli import main
+
+    for command in ("extender", "webhook"):
+        for port in ("0", "65535"):
+            assert main([command, "--check", "--port", port]) == 0, (command, port)
+            assert "configuration ok" in capsys.readouterr().out
+        for port in ("-1", "65536"):
+            assert main([command, "--check", "--port", port]) == 2, (command, port)
+            assert f"--port must be in 0..65535, got {port}" in capsys.readouterr().err
+
+
 def test_unknown_plugin_in_config_is_refused() -> None:
     from stickypack.core.policy import PolicyError
 

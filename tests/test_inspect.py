@@ -1389,6 +1389,16 @@ def test_durations_are_read_as_go_writes_them() -> None:
             _duration_s(junk)
 
 
+def test_durations_without_a_digit_before_the_dot_and_counts_of_zero_are_taken() -> None:
+    """Go's ``time.ParseDuration`` reads ``.5h`` (a number may start at its dot): 0.5 * 3600
+    = 1800 s, ``.25s`` 0.25 s; a non-negative integer flag takes 0."""
+    from stickypack.cli.common import _duration_s, _non_negative_int
+
+    assert _duration_s(".5h") == 1800
+    assert _duration_s("1h.25s") == 3600.25
+    assert _non_negative_int("0") == 0 and _non_negative_int("12") == 12
+
+
 @pytest.mark.controlplane
 def test_inspect_build_pod_reads_the_extenders_history(
     cluster: ControlPlane, tmp_path: Path, capsys: pytest.CaptureFixture[str]

@@ -166,6 +166,27 @@ def test_a_bad_placement_file_says_which_file_and_what(
     assert "Traceback" not in captured.err
 
 
+def test_render_routing_checks_its_scheduler_name_namespace_and_selector(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``--scheduler-name``: a DNS subdomain of at most 200 characters (the policy is named
+    ``stickypack-route-to-<NAME>``); ``--namespace``: a DNS label (no dot); ``--selector``:
+    not empty (the policy would catch every pod), each refusal one line naming the flag."""
+    name_200 = ".".join(["a" * 63, "b" * 63, "c" * 63, "d" * 8])  # 63 * 3 + 8 + 3 dots = 200
+    assert len(name_200) == 200
+    assert main(["render", "scheduler-routing", "--scheduler-name", name_200]) == 0
+    policy = next(yaml.safe_load_all(capsys.readouterr().out))
+    assert policy["metadata"]["name"] == f"stickypack-route-to-{name_200}"  # 220 <= 253 characters
+    for argv, message in [
+        (["--scheduler-name", name_200 + "d"], "is not a valid scheduler name"),  # 201
+        (["--namespace", "team.a"], "--namespace 'team.a' is not a valid namespace name"),
+        (["--selector", ""], "--selector: a routing needs a label selector"),
+    ]:
+        assert main(["render", "scheduler-routing", *argv]) == 2, argv
+        err = capsys.readouterr().err
+        assert message in err and "Traceback" not in err, (argv, err)
+
+
 def test_a_missing_placement_file_is_a_usage_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -767,6 +788,32 @@ def test_rendered_yaml_quotes_what_go_would_not_read_as_a_string() -> None:
     for value in ("abc", "x1e3", "1e3x", "yy", "stickypack-builds"):
         assert dump_yaml({"v": value}) == f"v: {value}\n"
     assert dump_yaml({"v": "a\nb\n"}) == "v: |\n  a\n  b\n"
+
+
+def test_rendered_yaml_quotes_go_number_forms_pyyaml_leaves_plain() -> None:
+    """Forms only Go reads as numbers, which PyYAML (YAML 1.1) writes plain: an upper-case
+    ``0B``/``0O`` prefix (``strconv.ParseInt(s, 0, 64)``, which go-yaml v2's ``resolve``
+    tries on a plain scalar), and a float without a digit before the dot, signed or with an
+    exponent (go-yaml v2's ``yamlStyleFloat``,
+    ``^[-+]?(\\.[0-9]+|[0-9]+(\\.[0-9]*)?)([eE][-+]?[0-9]+)?$``): 0B101 = 5, 0O17 = 15,
+    .5e3 = 500.0, -.5 = -0.5 there. Each is quoted here."""
+    from stickypack.core.yamltext import dump_yaml
+
+    for value in ("0B101", "0O17", ".5e3", "-.5"):
+        assert yaml.safe_dump({"v": value}) == f"v: {value}\n"  # PyYAML alone: plain
+        assert dump_yaml({"v": value}) == f"v: '{value}'\n", value
+
+
+def test_rendered_yaml_keeps_keys_in_the_order_given() -> None:
+    """``dump_yaml`` and ``dump_yaml_all`` write a mapping's keys in the order given
+    (``apiVersion`` and ``kind`` first, as Kubernetes documents are read), not sorted, and
+    nested mappings as blocks."""
+    from stickypack.core.yamltext import dump_yaml, dump_yaml_all
+
+    doc = {"kind": "K", "apiVersion": "v1", "spec": {"z": 1, "a": [2]}}
+    text = "kind: K\napiVersion: v1\nspec:\n  z: 1\n  a:\n  - 2\n"
+    assert dump_yaml(doc) == text
+    assert dump_yaml_all([doc, doc]) == f"{text}---\n{text}"
 
 
 @pytest.mark.controlplane

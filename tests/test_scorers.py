@@ -1741,3 +1741,68 @@ def test_a_resource_weight_is_an_integer_from_1_to_100() -> None:
     for bad in (0, 101, True, 1.5):
         with pytest.raises(PluginArgsError, match=r"1\.\.100"):
             resource_weights({"cpu": bad}, [("cpu", 1)])
+
+
+# ---------------------------------------------------------------------------- BinderHub's mutators
+# What BinderHub does to a build pod (binderhub/build.py, KubernetesBuildExecutor.get_affinity;
+# /work/shared/REFERENCE.md): sticky builds add a preferred node affinity, weight 100,
+# kubernetes.io/hostname In [rendezvous_rank(builder nodes, repo URL)[0]]; sticky builds off
+# add a preferred pod anti-affinity, weight 100, topology hostname, against build pods.
+
+REPO = "https://github.com/binder-examples/requirements"
+
+
+def _builders_table() -> NodeTable:
+    t = NodeTable()
+    for name in ("n1", "n2", "n3"):
+        t.upsert_node(name, {"cpu": 1000, "memory": Gi, "pods": 110})
+    return t
+
+
+def _hostname_in(node: str) -> NodeSelectorTerm:
+    from stickypack.core.labels import HOSTNAME_LABEL
+
+    return NodeSelectorTerm((Requirement(HOSTNAME_LABEL, "In", (node,)),))
+
+
+def test_sticky_builds_prefer_the_top_rendezvous_node_after_the_pods_own_terms() -> None:
+    from stickypack.core.plugins import BinderHubStickyBuilds
+
+    t = _builders_table()
+    own = PreferredTerm(5, NodeSelectorTerm((Requirement("zone", "In", ("a",)),)))
+    build = pod(annotations={BUILD_REPO_ANNOTATION: REPO}, preferred_terms=(own,))
+    ranked = rendezvous_rank(["n1", "n2", "n3"], REPO)  # three distinct nodes: first != last
+    out = BinderHubStickyBuilds().mutate(build, t, CTX)  # no builder list: every node
+    assert out.preferred_terms == (own, PreferredTerm(100, _hostname_in(ranked[0])))
+    # with builder nodes given, only those are ranked: one builder, n3, is the best
+    only_n3 = SchedulingContext(builder_nodes=["n3"])
+    out = BinderHubStickyBuilds().mutate(pod(annotations={BUILD_REPO_ANNOTATION: REPO}), t, only_n3)
+    assert out.preferred_terms == (PreferredTerm(100, _hostname_in("n3")),)
+
+
+def test_sticky_builds_leave_a_pod_alone_with_no_builder_node_or_no_repo() -> None:
+    """An empty builder list is no node to prefer (BinderHub's ``ranked[0]`` would raise): not
+    every node of the table; a pod that builds nothing is not touched."""
+    from stickypack.core.plugins import BinderHubStickyBuilds
+
+    t = _builders_table()
+    no_builders = SchedulingContext(builder_nodes=[])
+    build = pod(annotations={BUILD_REPO_ANNOTATION: REPO})
+    assert BinderHubStickyBuilds().mutate(build, t, no_builders).preferred_terms == ()
+    assert BinderHubStickyBuilds().mutate(build, NodeTable(), CTX).preferred_terms == ()  # no node
+    assert BinderHubStickyBuilds().mutate(pod(), t, CTX).preferred_terms == ()
+
+
+def test_binderhub_anti_affinity_avoids_other_builds_after_the_pods_own_terms() -> None:
+    from stickypack.core.labels import HOSTNAME_LABEL
+    from stickypack.core.plugins import BinderHubAntiAffinity
+
+    t = _builders_table()
+    own = PodAffinityTerm(7, (("app", "x"),), "topology.kubernetes.io/zone")
+    build = pod(annotations={BUILD_REPO_ANNOTATION: REPO}, pod_anti_affinity=(own,))
+    out = BinderHubAntiAffinity().mutate(build, t, CTX)
+    assert out.pod_anti_affinity == (
+        own,
+        PodAffinityTerm(100, (("component", "binderhub-build"),), HOSTNAME_LABEL),
+    )
+    assert BinderHubAntiAffinity().mutate(pod(pod_anti_affinity=(own,)), t, CTX).pod_anti_affinity == (own,)

@@ -1091,6 +1091,64 @@ def test_render_webhook_config(tmp_path: Path, tls: dict, capsys: pytest.Capture
         assert message in err and "Traceback" not in err, (bad, err)
 
 
+def test_render_webhook_config_checks_where_it_calls_and_warns_only_without_a_ca(
+    tmp_path: Path, tls: dict, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--service NAMESPACE/NAME[:PORT]``: port 1..65535 (443 without one), ASCII digits, a
+    namespace that is a DNS label; ``--url``: https with a host, no user, query or fragment,
+    a port in range; ``--inject-ca-from NAMESPACE/CERTIFICATE`` (the name a DNS subdomain);
+    the warning about a missing CA only for a Service given neither CA source."""
+
+    def render(*argv: str) -> tuple[dict, str]:
+        assert main(["render", "webhook-config", *argv]) == 0, argv
+        captured = capsys.readouterr()
+        return yaml.safe_load(captured.out), captured.err
+
+    doc, err = render("--service", "sp/hook:65535", "--ca-bundle", str(tls["ca"]))
+    assert doc["webhooks"][0]["clientConfig"]["service"]["port"] == 65535 and err == ""
+    doc, err = render("--service", "sp/hook", "--inject-ca-from", "sp/webhook.v1")
+    assert doc["webhooks"][0]["clientConfig"]["service"]["port"] == 443 and err == ""
+    assert doc["metadata"]["annotations"] == {"cert-manager.io/inject-ca-from": "sp/webhook.v1"}
+    doc, err = render("--url", "https://h/mutate")  # the system roots may well trust a URL's host
+    assert doc["webhooks"][0]["clientConfig"]["url"] == "https://h/mutate" and err == ""
+    trusted = tmp_path / "trusted.pem"  # OpenSSL's own block, which Go's PEM reader skips
+    trusted.write_text(
+        tls["ca"].read_text()
+        + "-----BEGIN TRUSTED CERTIFICATE-----\nAA==\n-----END TRUSTED CERTIFICATE-----\n"
+    )
+    for bad, message in [
+        (["--url", ""], "--url must be https://"),
+        (["--url", "https://u@h/mutate"], "--url must be https://"),
+        (["--url", "https:///mutate"], "--url must be https://"),
+        (["--url", "https://h/mutate?a=b"], "--url must be https://"),
+        (["--url", "https://h/mutate#f"], "--url must be https://"),
+        (["--url", "https://h:99999/mutate"], "Port out of range"),
+        (["--service", "sp/hook:0"], "the port must be in 1..65535"),
+        (["--service", "sp/hook:\u0668\u0660"], "--service must be NAMESPACE/NAME[:PORT]"),  # Arabic-Indic 80
+        (["--service", "Sp/hook"], "--service must be NAMESPACE/NAME[:PORT]"),
+        (
+            ["--url", "https://h/m", "--inject-ca-from", "s.p/cert"],
+            "--inject-ca-from must be NAMESPACE/CERTIFICATE",
+        ),
+        (["--url", "https://h/m", "--ca-bundle", str(trusted)], "found a 'TRUSTED CERTIFICATE' PEM block"),
+    ]:
+        assert main(["render", "webhook-config", *bad]) == 2, bad
+        err = capsys.readouterr().err
+        assert message in err and "Traceback" not in err, (bad, err)
+
+
+def test_render_webhook_config_writes_a_ca_bundle_as_ascii(
+    tmp_path: Path, tls: dict, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The ``--ca-bundle`` file's text is copied as ASCII, any other character a ``?``: a
+    comment ``für`` before the certificate is written ``f?r``."""
+    bundle = tmp_path / "ca.pem"
+    bundle.write_text("# CA f\u00fcr Tests\n" + tls["ca"].read_text(), encoding="utf-8")
+    assert main(["render", "webhook-config", "--url", "https://h/mutate", "--ca-bundle", str(bundle)]) == 0
+    ca = base64.b64decode(yaml.safe_load(capsys.readouterr().out)["webhooks"][0]["clientConfig"]["caBundle"])
+    assert ca == b"# CA f?r Tests\n" + tls["ca"].read_bytes()
+
+
 def test_webhook_configuration_refuses_both_or_neither_client_and_no_routes() -> None:
     """``webhook_configuration`` takes the webhook's url or its service, exactly one, and at
     least one route (none would register a webhook called for nothing)."""
@@ -1152,6 +1210,93 @@ def test_webhook_command_serves_tls_and_stops_on_sigterm(tmp_path: Path, tls: di
             proc.kill()
             proc.wait()
     assert "Traceback" not in log.read_text()
+    assert "no TLS certificate" not in log.read_text()  # the warning is for plain HTTP
+
+
+def _free_port() -> int:
+    from stickypack.extender.server import loopback_socket
+
+    sock = loopback_socket()  # a free port: bound, then released for the child
+    port: int = sock.getsockname()[1]
+    sock.close()
+    return port
+
+
+def test_webhook_command_listens_where_host_and_port_say_over_its_configuration(tmp_path: Path) -> None:
+    """``--host`` and ``--port`` replace ``listen.host`` and ``listen.port``: the configuration
+    names 192.0.2.1 (TEST-NET-1, no address of this machine: it could not listen there) and
+    another port; the service answers on 127.0.0.1 and the port given, over plain HTTP with a
+    warning that the API server calls webhooks over HTTPS only."""
+    port, other = _free_port(), _free_port()
+    cfg = tmp_path / "webhook.yaml"
+    cfg.write_text(yaml.safe_dump({"listen": {"host": "192.0.2.1", "port": other}}))
+    argv = [sys.executable, "-m", "stickypack.cli", "webhook", "--config", str(cfg)]
+    log = tmp_path / "webhook.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [*argv, "--host", "127.0.0.1", "--port", str(port)], stdout=out, stderr=subprocess.STDOUT
+        )
+    try:
+        _until(lambda: proc.poll() is not None or _answers(f"http://127.0.0.1:{port}/readyz"), timeout=20)
+        assert proc.poll() is None, log.read_text()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) == 0, log.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    text = log.read_text()
+    assert "warning: no TLS certificate; the API server calls webhooks over HTTPS only" in " ".join(
+        text.split()
+    )
+    assert "Traceback" not in text
+
+
+def test_an_empty_host_option_replaces_the_configured_host_and_a_taken_port_is_status_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--host ""`` (every address, as ``listen.host: ""``) replaces the configured
+    127.0.0.3: with the port taken on 127.0.0.1, listening on every address fails (Linux
+    refuses 0.0.0.0:P while 127.0.0.1:P listens; 127.0.0.3:P alone would be free), which is one
+    line naming where and exit status 1, not a traceback."""
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        cfg = tmp_path / "webhook.yaml"
+        cfg.write_text(yaml.safe_dump({"listen": {"host": "127.0.0.3", "port": port}}))
+        argv = [sys.executable, "-m", "stickypack.cli", "webhook", "--config", str(cfg), "--host", ""]
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            _, err = proc.communicate(timeout=20)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    assert proc.returncode == 1, err
+    assert f"stickypack webhook: error: cannot serve on :{port}" in err and "Traceback" not in err
+
+
+def test_a_services_ending_is_its_exit_status(capsys: pytest.CaptureFixture[str]) -> None:
+    """``_run_service`` (both services' runner): the service's coroutine ending by
+    ``SystemExit`` with status 0 or None (a clean stop) is status 0; another status (uvicorn's
+    when it cannot listen) is one line naming the address, status 1; any other exception
+    one line naming it, status 1."""
+    from stickypack.cli.services import _run_service
+
+    async def ends(exc: BaseException | None) -> None:
+        if exc is not None:
+            raise exc
+
+    for exc in (None, SystemExit(0), SystemExit(None)):
+        assert _run_service("webhook", ends(exc), "127.0.0.1", 8443, "warning") == 0, exc
+        assert capsys.readouterr().err == ""
+    assert _run_service("webhook", ends(SystemExit(3)), "127.0.0.1", 8443, "warning") == 1
+    assert "stickypack webhook: error: cannot serve on 127.0.0.1:8443" in capsys.readouterr().err
+    assert _run_service("extender", ends(RuntimeError("no luck")), "h", 1, "warning") == 1
+    assert "stickypack extender: error: RuntimeError: no luck" in capsys.readouterr().err
 
 
 def test_sigterm_while_a_review_is_still_arriving_answers_it_without_a_traceback(tmp_path: Path) -> None:
@@ -1720,6 +1865,23 @@ def test_webhook_route_shows_a_pods_route_and_patch_without_a_cluster(
     pod_file.write_text(yaml.safe_dump({"kind": "Pod", "metadata": {"labels": {"a": 1}}, "spec": {}}))
     assert main(["webhook", "--route", str(pod_file)]) == 2
     assert "metadata.labels must map strings to strings" in capsys.readouterr().err
+    # an empty namespace is none: the pod's namespace is then "default", as the API server's
+    pod_file.write_text(yaml.safe_dump({"kind": "Pod", "metadata": {"namespace": ""}, "spec": {}}))
+    assert main(["webhook", "--route", str(pod_file)]) == 0
+    assert yaml.safe_load(capsys.readouterr().out)["namespace"] == "default"
+    # a file without ``kind`` is taken as a Pod (the kind defaults to Pod);
+    # without a ``spec`` mapping it is no Pod
+    pod_file.write_text("metadata: {namespace: team-c}\nspec: {}\n")
+    assert main(["webhook", "--route", str(pod_file)]) == 0
+    assert yaml.safe_load(capsys.readouterr().out)["namespace"] == "team-c"
+    for no_spec in ("kind: Pod\nmetadata: {}\n", "kind: Pod\nspec: []\n"):
+        pod_file.write_text(no_spec)
+        assert main(["webhook", "--route", str(pod_file)]) == 2
+        assert f"{pod_file}: not a Pod (a mapping with kind: Pod and a spec)" in capsys.readouterr().err
+    pod_file.write_text("kind: Pod\nmetadata: [x]\nspec: {}\n")  # metadata not a mapping
+    assert main(["webhook", "--route", str(pod_file)]) == 2
+    err = capsys.readouterr().err
+    assert "metadata and spec must be mappings" in err and "Traceback" not in err
 
 
 def _decision(decision: Any) -> dict[str, Any]:
