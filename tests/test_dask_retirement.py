@@ -237,6 +237,20 @@ async def test_workers_that_report_no_node_keep_distributeds_order_and_are_warne
     assert any("3 of 3 workers report no node" in m for m in messages)
 
 
+async def test_the_scheduler_warns_once_about_workers_that_report_no_node(monkeypatch, caplog):
+    # NodeAwareRetirement logs the missing STICKYPACK_NODE_NAME once per scheduler, not at
+    # every downscaling question (Adaptive asks every interval): one unplaced worker of three,
+    # asked three times -> exactly one "1 of 3 workers report no node" warning
+    layout = [("x1", "node-x"), ("x2", "node-x"), ("u1", None)]
+    async with AsyncExitStack() as stack:
+        s = await _cluster(stack, monkeypatch, ["stickypack.dask"], layout)
+        with caplog.at_level(logging.WARNING, logger="stickypack.dask"):
+            for _ in range(3):
+                assert s.workers_to_close(n=1, attribute="name") == ["u1"]
+    warned = [r.getMessage() for r in caplog.records if "report no node" in r.getMessage()]
+    assert len(warned) == 1 and warned[0].startswith("1 of 3 workers report no node"), warned
+
+
 async def test_workers_that_report_no_node_go_first_among_placed_ones(monkeypatch):
     # stickypack.dask's docstring: workers that report no node go first, in distributed's
     # order; the placed ones follow node by node (the node with the fewest workers first)
@@ -246,6 +260,15 @@ async def test_workers_that_report_no_node_go_first_among_placed_ones(monkeypatc
         assert sorted(s.workers_to_close(n=2, attribute="name")) == ["u1", "u2"]
         assert sorted(s.workers_to_close(n=3, attribute="name")) == ["b1", "u1", "u2"]
         assert sorted(s.workers_to_close(target=3, attribute="name")) == ["b1", "c1", "c2", "u1", "u2"]
+
+
+async def test_a_node_name_is_reported_without_surrounding_whitespace(monkeypatch):
+    # a STICKYPACK_NODE_NAME of " node-a\n" (a value pasted with a newline) names node-a:
+    # the two workers below are on one node, not on "node-a" and " node-a\n"
+    layout = [("a1", " node-a\n"), ("a2", "node-a")]
+    async with AsyncExitStack() as stack:
+        s = await _cluster(stack, monkeypatch, ["stickypack.dask"], layout)
+        assert {ws.name: worker_node(ws) for ws in s.workers.values()} == {"a1": "node-a", "a2": "node-a"}
 
 
 @pytest.mark.parametrize("reported", [None, "", 5])
@@ -371,3 +394,37 @@ def test_a_scheduler_command_that_names_a_preload_needs_ours_on_it_too(tmp_path)
         tmp_path, "cmd", ["--preload", "stickypack.dask", *gateway_args], {}
     )
     assert NodeAwareRetirement.name in plugins and received == [":8788", 0.0]
+
+
+async def test_a_busy_worker_outranks_any_data_an_idle_one_holds(monkeypatch):
+    # distributed's workers_to_close takes idle workers before busy ones, and only then
+    # the ones holding less data (its _key: is_idle, then -bytes), so a node goes by
+    # (busy, bytes) compared in that order. node-r: r1 busy holding nothing, r2 idle
+    # holding 1 MB; node-u: u1 busy holding nothing, u2 busy holding 100 kB. node-r's
+    # costliest worker is r1 (busy, 0 B), node-u's is u2 (busy, 100 kB): node-r empties
+    # first. distributed closes r2 (idle) first, then one of r1/u1 (busy, 0 B: the plugin
+    # breaks the tie): r1, which empties node-r (bytes compared first would put node-u,
+    # 100 kB, before node-r, 1 MB, and close u1 instead).
+    layout = [("r1", "node-r"), ("r2", "node-r"), ("u1", "node-u"), ("u2", "node-u")]
+    async with AsyncExitStack() as stack:
+        s = await _cluster(stack, monkeypatch, ["stickypack.dask"], layout)
+        async with Client(s.address, asynchronous=True) as client:
+            event = Event("release-mixed", client=client)
+            held = [
+                client.submit(lambda size: b"x" * size, size, workers=[name], pure=False)
+                for name, size in (("r2", 1_000_000), ("u2", 100_000))
+            ]
+            await client.gather(held)
+            busy = [
+                client.submit(_wait_for_event, "release-mixed", workers=[name], pure=False)
+                for name in ("r1", "u1", "u2")
+            ]
+            deadline = time.monotonic() + 30
+            while sorted(ws.name for ws in s.workers.values() if ws.processing) != ["r1", "u1", "u2"]:
+                assert time.monotonic() < deadline, "the busy tasks never started"
+                await asyncio.sleep(0.01)
+            try:
+                assert sorted(s.workers_to_close(n=2, attribute="name")) == ["r1", "r2"]
+            finally:
+                await event.set()
+            await client.gather(busy)
