@@ -359,6 +359,17 @@ def test_health_ready_and_metrics(world) -> None:
     server.call(lambda: w.cache._drop_assumption("binder/m"))
 
 
+def test_every_verbs_error_series_is_exported_at_zero_from_the_start() -> None:
+    # extender/metrics.py: an alert on increase() of a series that first appears at 1 would
+    # never see the first internal error, so both verbs' (filter, prioritize) error series
+    # exist at 0 before any request
+    metrics = Metrics()
+    requests = "stickypack_extender_requests_total"
+    for verb in ("filter", "prioritize"):
+        assert metrics.registry.get_sample_value(requests, {"verb": verb, "outcome": "error"}) == 0.0
+    assert metrics.registry.get_sample_value(requests, {"verb": "filter", "outcome": "ok"}) is None
+
+
 def test_assumed_total_counts_each_pod_counted_early_once() -> None:
     # it once counted every prioritize that predicted a node, also a pod already assumed,
     # and missed the pod filter counts when it leaves one node
@@ -437,6 +448,42 @@ def test_nodes_filtered_counts_what_the_filters_removed_not_unknown_names() -> N
     names = [*w.names, "doomed", "ghost-1", "ghost-2"]  # doomed: the autoscaler's taint
     metrics.decision(w.extender.filter({"Pod": build_pod("f"), "NodeNames": names})[1])
     assert metrics.registry.get_sample_value("stickypack_extender_nodes_filtered_total") == 1.0
+
+
+def test_nodes_filtered_counts_each_node_one_filter_call_removed() -> None:
+    # one filter call removing two known nodes adds 2: node-0 at the load bound (three
+    # builds running, min_load_cap 3) and doomed (the autoscaler's taint)
+    w = World(3)
+    for i in range(3):
+        running = build_pod(f"running-{i}", repo=f"https://github.com/org/other-{i}", node_name="node-0")
+        w.cache.pod_event("ADDED", {**running, "status": {"phase": "Running"}})
+    metrics = Metrics()
+    body, decision = w.extender.filter({"Pod": build_pod("f"), "NodeNames": [*w.names, "doomed"]})
+    assert body["NodeNames"] == ["node-1", "node-2"]
+    metrics.decision(decision)
+    assert metrics.registry.get_sample_value("stickypack_extender_nodes_filtered_total") == 2.0
+
+
+def test_request_durations_are_observed_in_seconds_in_the_documented_buckets() -> None:
+    # LATENCY_BUCKETS start at 0.5 ms; 0.4 ms falls in le=0.0005, 4 ms in le=0.005 (not in
+    # le=0.003); the histogram is cumulative: le=0.005 counts both; sum 0.0044 s
+    metrics = Metrics()
+    metrics.observe("filter", "ok", 0.0004)
+    metrics.observe("filter", "ok", 0.004)
+
+    def bucket(le: str) -> float | None:
+        name = "stickypack_extender_request_duration_seconds_bucket"
+        return metrics.registry.get_sample_value(name, {"verb": "filter", "le": le})
+
+    assert [bucket("0.0005"), bucket("0.003"), bucket("0.005"), bucket("+Inf")] == [1.0, 1.0, 2.0, 2.0]
+    total = metrics.registry.get_sample_value(
+        "stickypack_extender_request_duration_seconds_sum", {"verb": "filter"}
+    )
+    assert total == pytest.approx(0.0044)
+    ok = metrics.registry.get_sample_value(
+        "stickypack_extender_requests_total", {"verb": "filter", "outcome": "ok"}
+    )
+    assert ok == 2.0
 
 
 def test_not_ready_is_503() -> None:

@@ -633,3 +633,36 @@ async def test_a_watch_answered_with_another_status_than_200_is_refused() -> Non
     record_sleeps(inf)
     await run_until_done(inf, script)
     assert (inf.stats.watch_errors, inf.stats.refused_status) == (1, 202)
+
+
+async def test_the_watch_metrics_export_each_informers_own_counters() -> None:
+    # extender/metrics.py watch_informers: one series per kind, each read from that
+    # informer's stats at scrape time; an informer not yet synced is infinitely stale.
+    # No list_call is ever made: neither informer is started, their stats are set by hand.
+    from stickypack.extender.metrics import Metrics
+
+    async def never_called(**kw: Any) -> Any:
+        raise AssertionError("the metrics read stats only")
+
+    pods = Informer("pods", never_called)
+    pods.stats.relists_gone, pods.stats.watch_errors, pods.stats.bad_events = 1, 2, 3
+    pods.stats.connected = True
+    pods.synced.set()
+    nodes = Informer("nodes", never_called)  # never synced, never connected, counters 0
+    metrics = Metrics()
+    metrics.watch_informers({"pods": pods, "nodes": nodes})
+
+    def sample(name: str, kind: str) -> float | None:
+        return metrics.registry.get_sample_value(f"stickypack_extender_{name}", {"kind": kind})
+
+    assert sample("watch_relists_total", "pods") == 1.0
+    assert sample("watch_errors_total", "pods") == 2.0
+    assert sample("watch_bad_events_total", "pods") == 3.0
+    assert sample("watch_connected", "pods") == 1.0
+    assert sample("watch_connected", "nodes") == 0.0
+    assert [sample(n, "nodes") for n in ("watch_relists_total", "watch_errors_total")] == [0.0, 0.0]
+    assert sample("cache_staleness_seconds", "nodes") == float("inf")
+    stale = sample("cache_staleness_seconds", "pods")
+    assert stale is not None and 0.0 <= stale < 60.0  # contacted when its stats were made
+    pods.stats.watch_errors = 5  # read at scrape time, not when registered
+    assert sample("watch_errors_total", "pods") == 5.0
