@@ -134,6 +134,8 @@ def test_the_contract_is_checked_only_for_plugins_from_outside(tmp_path, plugin_
         ("X = 1\n", "defines none of FILTERS, SCORERS, MUTATORS"),
         ("SCORERS = [1]\n", "SCORERS must be a dict"),
         ("SCORERS = {'A': 3}\n", "SCORERS['A'] must map a name to a plugin class"),
+        ("SCORERS = {'': object}\n", "SCORERS[''] must map a name to a plugin class"),
+        ("SCORERS = {5: object}\n", "SCORERS[5] must map a name to a plugin class"),
         (
             "from stickypack.core.plugins.scaledown import NodeAge\nSCORERS = {'NodeAge': NodeAge}\n",
             "SCORERS names NodeAge, which is taken already",
@@ -310,6 +312,101 @@ def test_plugins_without_the_policy_that_names_them_is_a_usage_error(tmp_path, p
     exits.write_text("import sys\nsys.exit(3)\n")
     with pytest.raises(PluginFileError, match="failed to load: SystemExit: 3"):
         load_plugin_files([exits])
+
+
+def _scorer_file(path: Path, cls: str) -> Path:
+    """A plugin file defining one score plugin class ``cls`` (every node scores 0)."""
+    path.write_text(
+        textwrap.dedent(f"""\
+            import numpy as np
+            from stickypack.core import ScorePlugin
+
+            class {cls}(ScorePlugin):
+                name = "{cls}"
+
+                def score(self, pod, table, idx, ctx):
+                    return np.zeros(len(idx), dtype=np.int64)
+
+            SCORERS = {{"{cls}": {cls}}}
+            """)
+    )
+    return path
+
+
+def test_the_plugins_of_every_file_are_kept(tmp_path) -> None:
+    # two files, one scorer each: the registry has both (the second file adds to the
+    # first's, not to the built-in plugins alone)
+    first = _scorer_file(tmp_path / "first.py", "Alpha")
+    second = _scorer_file(tmp_path / "second.py", "Beta")
+    registry = load_plugin_files([first, second])
+    assert {"Alpha", "Beta"} <= set(registry.scorers)
+    assert registry.checked == {"Alpha", "Beta"}
+
+
+def test_each_file_is_a_module_of_its_own_so_its_classes_pickle(tmp_path) -> None:
+    # pickle finds a class by its module's name in sys.modules: two files need two module
+    # names, or the first file's class is looked up in the second's module
+    import pickle
+
+    registry = load_plugin_files(
+        [_scorer_file(tmp_path / "a.py", "Alpha"), _scorer_file(tmp_path / "b.py", "Beta")]
+    )
+    alpha, beta = registry.scorers["Alpha"], registry.scorers["Beta"]
+    assert pickle.loads(pickle.dumps(alpha)) is alpha and pickle.loads(pickle.dumps(beta)) is beta
+
+
+def test_one_file_under_two_spellings_is_loaded_once(tmp_path, monkeypatch) -> None:
+    # my_plugins.py relative to the working directory and its absolute path are one file:
+    # its plugins once, no "taken already" (in either order)
+    path = _scorer_file(tmp_path / "my_plugins.py", "Alpha")
+    monkeypatch.chdir(tmp_path)
+    for paths in ([path, Path("my_plugins.py")], [Path("my_plugins.py"), path]):
+        assert "Alpha" in load_plugin_files(paths).scorers
+
+
+def test_a_file_defining_a_kind_as_none_defines_none_of_it(tmp_path) -> None:
+    # FILTERS = None reads as no filters (``getattr(...) or {}``), not as a bad FILTERS
+    path = _scorer_file(tmp_path / "p.py", "Alpha")
+    path.write_text(path.read_text() + "FILTERS = None\nMUTATORS = {}\n")
+    assert "Alpha" in load_plugin_files([path]).scorers
+
+
+@pytest.mark.parametrize("text", ["def broken(:\n", "raise RuntimeError('no GPU here')\n"])
+def test_a_file_that_fails_to_load_leaves_no_module_behind(tmp_path, text) -> None:
+    path = tmp_path / "broken.py"
+    path.write_text(text)
+    with pytest.raises(PluginFileError):
+        load_plugin_files([path])
+    left = [n for n, m in list(sys.modules.items()) if getattr(m, "__file__", None) == str(path)]
+    assert left == []
+
+
+def test_a_path_that_is_no_regular_file_is_refused_without_reading_it(tmp_path) -> None:
+    # a named pipe called fifo.py exists but is no file: refused at once (is_file), not
+    # opened, where reading would wait for a writer forever
+    import os
+    import threading
+
+    fifo = tmp_path / "fifo.py"
+    os.mkfifo(fifo)
+    errors: list[str] = []
+
+    def load() -> None:
+        try:
+            load_plugin_files([fifo])
+        except PluginFileError as exc:
+            errors.append(str(exc))
+
+    thread = threading.Thread(target=load, daemon=True)
+    thread.start()
+    thread.join(5)
+    blocked = thread.is_alive()
+    if blocked:  # it is reading the pipe: write nothing and close, so the thread ends
+        with open(fifo, "w"):
+            pass
+        thread.join(5)
+    assert not blocked
+    assert len(errors) == 1 and errors[0].startswith(f"{fifo}: "), errors
 
 
 STATEFUL = """
