@@ -656,6 +656,53 @@ def test_configuration_errors_name_file_and_field(tmp_path: Path) -> None:
     ].namespaces == ["n"]
 
 
+@pytest.mark.parametrize("text", ["[]\n", "0\n", "''\n", "hello\n", "- a\n"])
+def test_a_configuration_document_that_is_not_a_mapping_is_refused(tmp_path: Path, text: str) -> None:
+    # configfile.model_from_dict: only an empty file (YAML null) means all defaults; an
+    # empty list, 0, '' or a scalar is no mapping, in the webhook's and the extender's
+    from stickypack.extender.config import ConfigError as ExtenderConfigError
+    from stickypack.extender.config import load_config as load_extender_config
+
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=f"{path}: the webhook configuration must be a YAML mapping"):
+        load_config(path)
+    with pytest.raises(
+        ExtenderConfigError, match=f"{path}: the extender configuration must be a YAML mapping"
+    ):
+        load_extender_config(path)
+    path.write_text("")
+    assert load_config(path) == WebhookConfig()
+
+
+def test_an_empty_configuration_path_is_a_file_that_cannot_be_read() -> None:
+    # only None (no --config) means all defaults; "" is the path "." (a directory)
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_config("")
+
+
+def test_a_problem_of_the_whole_document_is_named_top() -> None:
+    # configfile.validation_problems: an error of no field (a model-level validator) is
+    # named "<top>", and pydantic's "Value error, " prefix is dropped
+    from pydantic import BaseModel, ValidationError, model_validator
+
+    from stickypack.configfile import validation_problems
+
+    class Pair(BaseModel):
+        a: int = 0
+        b: int = 0
+
+        @model_validator(mode="after")
+        def _sum(self) -> Pair:
+            if self.a + self.b > 1:
+                raise ValueError("a + b must be at most 1")
+            return self
+
+    with pytest.raises(ValidationError) as raised:
+        Pair.model_validate({"a": 1, "b": 1})
+    assert validation_problems(raised.value) == "<top>: a + b must be at most 1"
+
+
 # docs/configuration.md's webhook reference (and the extender's for `listen`): the ends of each
 # range are taken, the value just past one refused, with the key named.
 _NAME_253 = ".".join(["a" * 63, "b" * 63, "c" * 63, "d" * 61])  # 63+1+63+1+63+1+61 = 253 characters
