@@ -363,8 +363,11 @@ class ConfigMapHistoryStore:
         """The part stored in ConfigMap ``configmap_name`` if it is one of this store's
         (``<name>-0`` .. ``<name>-<shards - 1>``), else None: another history's ConfigMap in
         the namespace (``<name>-staging-0``) or one left from more shards."""
-        part = configmap_name.removeprefix(f"{self.name}-")
-        return part if part in {str(i) for i in range(self.shards)} and part != configmap_name else None
+        prefix = f"{self.name}-"
+        if not configmap_name.startswith(prefix):
+            return None
+        part = configmap_name[len(prefix) :]
+        return part if part in {str(i) for i in range(self.shards)} else None
 
     def parts_for(self, op: Op) -> list[str]:
         if isinstance(op, Forget):
