@@ -603,13 +603,13 @@ async def test_a_watch_event_is_handed_on_as_what_it_does_to_the_local_copy() ->
 
 
 async def test_staleness_counts_from_the_last_word_of_the_api_server() -> None:
-    # the watch is answered 0.3 s after the list, and its first event comes 0.3 s later:
+    # the watch is answered 1 s after the list, and its first event comes 1 s later:
     # staleness restarts at each (the metric would otherwise say a quiet, healthy watch is
-    # as old as the last list)
+    # as old as the last list: 1 s or more; half of that leaves room for a loaded machine)
     staleness: list[float] = []
     script = Script(
         lists=[listing("5")],
-        watches=[0.3, FakeResponse(chunks=[0.3, ev("ADDED", obj("a", "6"))])],
+        watches=[1.0, FakeResponse(chunks=[1.0, ev("ADDED", obj("a", "6"))])],
     )
     inf = Informer("test", script, lambda *a, **k: staleness.append(inf.staleness_s()))
     task = inf.start()
@@ -620,7 +620,7 @@ async def test_staleness_counts_from_the_last_word_of_the_api_server() -> None:
     await asyncio.wait_for(script.done.wait(), 10)
     await inf.stop()
     assert task.done()
-    assert len(staleness) == 2 and all(s < 0.15 for s in staleness), staleness
+    assert len(staleness) == 2 and all(s < 0.5 for s in staleness), staleness
 
 
 async def test_a_watch_answered_with_another_status_than_200_is_refused() -> None:
