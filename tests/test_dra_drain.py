@@ -512,3 +512,39 @@ def test_rollback_undoes_exactly_what_release_and_place_changed() -> None:
     assert dra.free_devices("gpu-a") == {GPU: 0}
     dra.release([w1])
     assert dra.free_devices("gpu-a") == {GPU: 1}
+
+
+def test_inspect_reads_expendable_pods_out_of_dra_utilization_but_among_claim_users() -> None:
+    """``inspect --dra`` (its ``_read_dra``), as the autoscaler 1.36.1: a node's DRA
+    utilization counts the claims of the pods in its snapshot, which leaves out expendable
+    pods (priority under ``--expendable-pods-priority-cutoff``, -10 by default); its removal
+    simulation still counts them among a claim's users (the claim's ``reservedFor``), so a
+    claim a moving pod shares with an expendable one stays allocated where it is.
+
+    gpu-a publishes g0..g3; the expendable ``filler`` (priority -20) holds ``low`` (g0, g1,
+    g2) and shares ``shared`` (g3) with ``web``; gpu-c publishes 4 free devices. Utilization
+    of gpu-a: ``shared`` only, 1 of 4 = 0.25 (with the filler counted, 4 of 4 = 1.0). The
+    plan: ``web`` cannot take ``shared`` along (the filler still uses it) and gpu-a has no
+    room elsewhere for it; with the filler left out of the users it would move to gpu-c."""
+    import dataclasses
+
+    from stickypack.cli.inspect import _read_dra
+    from stickypack.core.explain import ScaleDownRules
+    from stickypack.kube.cache import ClusterCache
+    from stickypack.kube.snapshot import DraObjects, Snapshot
+
+    web = _pod("web", "shared")
+    filler = dataclasses.replace(_pod("filler", "low", "shared", cpu="100m"), priority=-20)
+    pods = {"gpu-a": [web, filler], "cpu-b": [], "gpu-c": [_pod("pinned", owner="DaemonSet", cpu="100m")]}
+    slices = [_slice("gpu-a", "g0", "g1", "g2", "g3"), _slice("gpu-c", "g0", "g1", "g2", "g3")]
+    claims = [
+        _claim("low", ("gpu-a", "g0"), ("gpu-a", "g1"), ("gpu-a", "g2")),
+        _claim("shared", ("gpu-a", "g3")),
+    ]
+    snap = Snapshot(ClusterCache(), pods_by_node=pods, dra=DraObjects(slices, claims))
+    reading, devices = _read_dra(snap, ScaleDownRules())
+    assert reading is not None and devices is not None
+    assert reading.nodes["gpu-a"].utilization == 0.25
+    table = _table(("gpu-a", "cpu-b", "gpu-c"), pods)
+    plan = plan_scale_down(table, pods, ["gpu-a"], FILTERS, dra=devices)
+    assert (plan.removable, plan.no_room) == ((), {"gpu-a": "default/web"})
