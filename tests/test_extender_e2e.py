@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from conftest import needs_binaries
 from stickypack.cli import main as cli_main
 from stickypack.extender.config import config_from_dict
 from stickypack.extender.server import DRA_KINDS, GRACEFUL_SHUTDOWN_S, ExtenderService, ServiceThread
@@ -1565,3 +1566,43 @@ def test_check_refuses_a_host_option_the_service_cannot_serve_on(cluster: Contro
     argv = ["extender", "--host", "0.0.0.0:8888", "--kubeconfig", str(cluster.kubeconfig), "--check"]
     assert cli_main(argv) == 2
     assert "--host: Value error, '0.0.0.0:8888' is not an IP address" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def without_dra(request: pytest.FixtureRequest) -> Iterator[ControlPlane]:
+    """A control plane of its own whose API server does not serve ``resource.k8s.io/v1``
+    (turned off with ``--runtime-config``), as a cluster older than DRA's GA or one that
+    turned it off: every list of ResourceSlices or ResourceClaims answers 404."""
+    needs_binaries()
+    cp = ControlPlane(apiserver_args=["--runtime-config=resource.k8s.io/v1=false"])
+    cp.start()
+    try:
+        yield cp
+    finally:
+        cp.stop(failed=cp.failed or request.session.testsfailed > 0)
+
+
+def test_without_dra_served_the_extender_and_inspect_weigh_nodes_without_it(
+    without_dra: ControlPlane, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``cluster.dra`` (and ``inspect --dra``) on an API server that does not serve
+    ``resource.k8s.io/v1``: the extender becomes ready, says once that the objects are not
+    served (HTTP 404), counts the refusal and weighs nodes without DRA; ``inspect --dra``
+    reports the nodes, weighed without DRA, and says why, status 0."""
+    cp = without_dra
+    cp.create_node("n1", cpu="8", memory="32Gi")
+    cfg = config_from_dict(
+        {"history": {"store": "memory"}, "cluster": {"kubeconfig": str(cp.kubeconfig), "dra": True}}
+    )
+    with ServiceThread(cfg) as ext:
+        assert httpx.get(f"{ext.url}/readyz").status_code == 200
+        assert ext.service is not None and ext.service.dra_listed is False
+        assert _dra_active(ext.url) == 0.0 and _dra_refusals(ext.url)["resourceslices"] >= 1
+    said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("cluster.dra:")]
+    assert len(said) == 1 and "resourceslices cannot be listed (HTTP 404: not served)" in said[0], said
+    assert cli_main(["inspect", "--kubeconfig", str(cp.kubeconfig), "--dra", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["dra_read"] is False and [n["node"] for n in report["nodes"]] == ["n1"]
+    assert report["nodes"][0]["dra"] is None
+    assert cli_main(["inspect", "--kubeconfig", str(cp.kubeconfig), "--dra"]) == 0
+    assert "resource.k8s.io/v1 not served" in capsys.readouterr().out
