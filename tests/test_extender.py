@@ -1013,6 +1013,43 @@ def test_a_stalled_body_gets_408_while_others_are_served() -> None:
         assert 'outcome="timeout"' in client.get("/metrics").text
 
 
+def test_the_services_wait_10_s_for_a_body_before_408() -> None:
+    """The extender's and the webhook's apps as their services build them (no timeout given):
+    a body not received within 10 s (docs/operator-guide.md) gets 408, not sooner. One wait
+    of 10 s for both."""
+    import socket
+    import time
+
+    from stickypack.extender.server import ExtenderService
+    from stickypack.webhook.app import WebhookMetrics
+    from stickypack.webhook.config import WebhookConfig
+    from stickypack.webhook.server import build_app
+
+    extender_app = ExtenderService(config_from_dict({})).app
+    webhook_app = build_app(WebhookConfig(), WebhookMetrics())
+    with AppThread(extender_app) as extender, AppThread(webhook_app) as webhook:
+        stalled: list[socket.socket] = []
+        start = time.monotonic()
+        try:
+            for server, path in ((extender, "/prioritize"), (webhook, "/mutate")):
+                conn = socket.create_connection(("127.0.0.1", server.port))
+                conn.sendall(f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{{".encode())
+                stalled.append(conn)
+            for conn in stalled:
+                conn.settimeout(30)  # a missing 408 fails the test by timing out here
+                answer = b""
+                while b"not received within" not in answer:  # headers and body may come apart
+                    chunk = conn.recv(4096)
+                    if not chunk:
+                        break
+                    answer += chunk
+                assert answer.startswith(b"HTTP/1.1 408") and b"not received within 10 s" in answer
+                assert time.monotonic() - start >= 9.5
+        finally:
+            for conn in stalled:
+                conn.close()
+
+
 def test_a_pod_asking_for_too_many_resources_is_a_bad_request(world) -> None:
     # each new resource name was a column added to every node's row: thousands of made-up
     # names in one request once blocked the service for minutes
