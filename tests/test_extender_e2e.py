@@ -779,7 +779,8 @@ def test_an_extender_reads_only_its_own_history_configmaps(cluster: ControlPlane
     and a ConfigMap may be left from a configuration with more ``shards``: the extender reads
     only its own parts, ``<name>-0`` .. ``<name>-<shards - 1>``, at start and as they change,
     as its first read of the store does. (It read ``<name>-staging-0`` as a part ``staging-0``
-    of its own, and ``<name>-3`` with one shard, merging their builds into its history.)"""
+    of its own, and ``<name>-1`` with one shard (part 1, one past its last), merging their
+    builds into its history.)"""
     from stickypack.kube.history import ConfigMapHistoryStore, Limits, Record, apply_ops
 
     own_name = HISTORY["name"]
@@ -795,7 +796,7 @@ def test_an_extender_reads_only_its_own_history_configmaps(cluster: ControlPlane
 
     staging, old_shard = "https://github.com/o/staging", "https://github.com/o/old-shard"
     write(f"{own_name}-staging", "0", staging)
-    write(own_name, "3", old_shard)
+    write(own_name, "1", old_shard)
     ext = extender(cluster)  # one shard: its only part is <name>-0
     try:
         history = lambda repo: ext.call(  # noqa: E731
@@ -804,7 +805,7 @@ def test_an_extender_reads_only_its_own_history_configmaps(cluster: ControlPlane
         assert history(staging) == [] and history(old_shard) == []
         # written again while it watches, then its own part: read in the order written
         write(f"{own_name}-staging", "0", staging + "-2")
-        write(own_name, "3", old_shard + "-2")
+        write(own_name, "1", old_shard + "-2")
         write(own_name, "0", "https://github.com/o/own")
         wait_for(lambda: history("https://github.com/o/own") == ["n1"], what="its own part read")
         for repo in (staging, old_shard, staging + "-2", old_shard + "-2"):
