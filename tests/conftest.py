@@ -17,6 +17,7 @@ kube-apiserver and kube-scheduler logs, and that directory is kept after the ses
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import NoReturn
@@ -79,3 +80,16 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
             report.sections.append(
                 ("control plane", f"logs of etcd, kube-apiserver, schedulers: {cp.work_dir}")
             )
+
+
+def read_answer(conn: socket.socket, marker: bytes) -> bytes:
+    """What ``conn`` receives until ``marker`` has arrived or the server closes (an answer's
+    headers and body may come in pieces); the socket's timeout bounds the wait, so a missing
+    answer fails the caller's test by timing out."""
+    answer = b""
+    while marker not in answer:
+        chunk = conn.recv(4096)
+        if not chunk:
+            break
+        answer += chunk
+    return answer

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
-from conftest import missing
+from conftest import missing, read_answer
 from stickypack.core import NodeTable, Pod
 from stickypack.core.framework import Profile, SchedulingContext, ScorePlugin, WeightedScorer
 from stickypack.extender.app import make_app
@@ -1001,12 +1001,7 @@ def test_a_stalled_body_gets_408_while_others_are_served() -> None:
             meanwhile = {"Pod": build_pod("meanwhile"), "NodeNames": w.names}
             assert post(client, "filter", meanwhile).status_code == 200
             stalled.settimeout(5)  # a missing 408 fails the test by timing out here
-            answer = b""
-            while b"not received within" not in answer:  # headers and body may come apart
-                chunk = stalled.recv(4096)
-                if not chunk:
-                    break
-                answer += chunk
+            answer = read_answer(stalled, b"not received within")
             assert answer.startswith(b"HTTP/1.1 408") and b"not received within 0.5 s" in answer
         finally:
             stalled.close()
@@ -1037,12 +1032,7 @@ def test_the_services_wait_10_s_for_a_body_before_408() -> None:
                 stalled.append(conn)
             for conn in stalled:
                 conn.settimeout(30)  # a missing 408 fails the test by timing out here
-                answer = b""
-                while b"not received within" not in answer:  # headers and body may come apart
-                    chunk = conn.recv(4096)
-                    if not chunk:
-                        break
-                    answer += chunk
+                answer = read_answer(conn, b"not received within")
                 assert answer.startswith(b"HTTP/1.1 408") and b"not received within 10 s" in answer
                 assert time.monotonic() - start >= 9.5
         finally:

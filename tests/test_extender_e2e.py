@@ -1133,6 +1133,14 @@ def test_user_pod_extender_packs_onto_a_node_whose_dra_devices_are_busy(
         cluster.delete_all_dra()
 
 
+#: The RBAC rule that lets an extender with ``cluster.dra`` list and watch the DRA objects.
+DRA_LIST_WATCH = {
+    "apiGroups": ["resource.k8s.io"],
+    "resources": ["resourceslices", "resourceclaims"],
+    "verbs": ["list", "watch"],
+}
+
+
 def _dra_active(url: str) -> float:
     families = {f.name: f for f in text_string_to_metric_families(httpx.get(f"{url}/metrics").text)}
     return families["stickypack_extender_dra_active"].samples[0].value
@@ -1164,11 +1172,7 @@ def test_an_extender_that_may_not_list_dra_objects_runs_without_dra_until_it_may
     account = "extender-no-dra"
     cluster.create_node("n1", cpu="8", memory="32Gi")
     base = [{"apiGroups": [""], "resources": ["nodes", "pods"], "verbs": ["list", "watch"]}]
-    with_dra = [
-        *base,
-        {"apiGroups": ["resource.k8s.io"], "resources": ["resourceslices", "resourceclaims"],
-         "verbs": ["list", "watch"]},
-    ]  # fmt: skip
+    with_dra = [*base, DRA_LIST_WATCH]
     cluster.grant_cluster_rules(account, base)
     try:
         kubeconfig = cluster.service_account_kubeconfig(account)
@@ -1280,11 +1284,7 @@ async def test_an_extender_that_may_not_read_its_history_is_not_ready_until_it_m
         {"apiGroups": [""], "resources": ["nodes", "pods", "configmaps"], "verbs": ["list", "watch"]}
     ]
     with_get = [*watch_rules, {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]
-    with_dra = [
-        *with_get,
-        {"apiGroups": ["resource.k8s.io"], "resources": ["resourceslices", "resourceclaims"],
-         "verbs": ["list", "watch"]},
-    ]  # fmt: skip
+    with_dra = [*with_get, DRA_LIST_WATCH]
     cluster.grant_cluster_rules(account, watch_rules)
     try:
         kubeconfig = cluster.service_account_kubeconfig(account)

@@ -4,6 +4,7 @@ lose no entry, sharding, restart survival, node annotations."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 import uuid
 from typing import Any
@@ -36,6 +37,14 @@ def run(cp: ControlPlane, fn) -> Any:
             await api.close()
 
     return cp.call(go, timeout=120)
+
+
+def _store(api: Any, kind: str, name: str) -> Any:
+    """The history store ``kind`` (``configmap``: ConfigMaps ``name-*`` of ``default``;
+    ``node-annotations``) on client ``api``."""
+    if kind == "configmap":
+        return ConfigMapHistoryStore(api, "default", name)
+    return NodeAnnotationHistoryStore(api)
 
 
 @pytest.mark.parametrize("shards", [1, 3])
@@ -209,10 +218,7 @@ def test_a_forget_is_not_undone_by_a_late_record_of_an_older_build(cluster: Cont
     cluster.create_node("n1")
     name = f"h-{uuid.uuid4().hex[:8]}"
 
-    def make_store(api: Any) -> Any:
-        if kind == "configmap":
-            return ConfigMapHistoryStore(api, "default", name)
-        return NodeAnnotationHistoryStore(api)
+    make_store = functools.partial(_store, kind=kind, name=name)
 
     async def scenario(api: Any) -> Any:
         await commit(make_store(api), [Record("https://github.com/o/a", "n1", NOW - 100)], Limits())
@@ -246,10 +252,7 @@ def test_a_writer_with_a_stale_copy_loses_no_other_writers_entry(cluster: Contro
     cluster.create_node("n1")
     name = f"h-{uuid.uuid4().hex[:8]}"
 
-    def make_store(api: Any) -> Any:
-        if kind == "configmap":
-            return ConfigMapHistoryStore(api, "default", name)
-        return NodeAnnotationHistoryStore(api)
+    make_store = functools.partial(_store, kind=kind, name=name)
 
     async def scenario(api: Any) -> Any:
         a = HistoryRecorder(make_store(api), flush_interval_s=0, clock=lambda: NOW)

@@ -34,6 +34,7 @@ from cryptography import x509
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from conftest import read_answer
 from stickypack.cli import main
 from stickypack.core.labels import DNS_SUBDOMAIN
 from stickypack.core.plugins.kubescheduler import node_matches_required
@@ -2309,12 +2310,7 @@ def test_a_stalled_review_gets_408_while_others_are_answered() -> None:
             review = _review(_pod({"dask.org/component": "worker"}))
             assert client.post("/mutate", json=review).json()["response"]["patchType"] == "JSONPatch"
             stalled.settimeout(5)  # a missing 408 fails the test by timing out here
-            answer = b""
-            while b"not received within" not in answer:  # headers and body may come apart
-                chunk = stalled.recv(4096)
-                if not chunk:
-                    break
-                answer += chunk
+            answer = read_answer(stalled, b"not received within")
             assert answer.startswith(b"HTTP/1.1 408") and b"not received within 0.5 s" in answer
         finally:
             stalled.close()
