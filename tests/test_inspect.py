@@ -79,6 +79,57 @@ def _pod(
     return Pod.from_dict(raw)
 
 
+def _with_priority(pod: Pod, priority: int | None, name: str | None = None) -> Pod:
+    return dataclasses.replace(pod, priority=priority, name=name or pod.name)
+
+
+def test_nominated_pods_of_equal_or_higher_priority_filter_a_node_but_do_not_score() -> None:
+    """kube-scheduler's ``RunFilterPluginsWithNominatedPods``: a node with pending pods
+    nominated to it of a priority at least the pod's is filtered with them added first
+    (``addGENominatedPods``), lower ones and the pod itself are not counted, and scores
+    are of the nodes without them. Hand-computed: a 4-core node ``a`` with a 3-core pod
+    nominated leaves 1 core, so a 2-core pod does not fit there; ``b`` (4 cores, 1 used)
+    fits it; without the nomination LeastAllocated (``default``) prefers the empty ``a``."""
+    table = _table({"a": (4000, 16), "b": (4000, 16)})
+    table.add_pod(table.index["b"], _pod("used", "1", "1Gi"))
+    profile = load_builtin("default").profiles[0]
+    new = _with_priority(_pod("new", "2", "1Gi"), 10)
+    ctx = SchedulingContext()
+    assert explain_placement(profile, new, table, ctx).best == ["a"]
+    before = (table.requested.copy(), table.nonzero.copy(), table.build_starts.copy())
+    for priority in (10, 11, 1000):
+        preemptor = _with_priority(_pod("preemptor", "3", "1Gi"), priority)
+        explanation = explain_placement(profile, new, table, ctx, {"a": [preemptor]})
+        verdicts = {v.node: v for v in explanation.verdicts}
+        assert (explanation.best, verdicts["a"].filtered_by) == (["b"], "NodeResourcesFit"), priority
+        # b's scores are as without the nomination (only b is left, so compare b's own)
+        alone = {v.node: v for v in explain_placement(profile, new, table, ctx).verdicts}
+        assert verdicts["b"].scores == alone["b"].scores
+    # lower priority, a missing priority under a positive one, the pod itself: not counted
+    for nominated in (
+        _with_priority(_pod("low", "3", "1Gi"), 9),
+        _with_priority(_pod("unset", "3", "1Gi"), None),
+        _with_priority(_pod("new", "3", "1Gi"), 10),
+    ):
+        assert explain_placement(profile, new, table, ctx, {"a": [nominated]}).best == ["a"], nominated.name
+    # a missing priority is 0 on both sides: counted against a pod of priority 0 or none
+    unset = _with_priority(_pod("unset", "3", "1Gi"), None)
+    for priority in (0, None):
+        pod = _with_priority(new, priority)
+        assert explain_placement(profile, pod, table, ctx, {"a": [unset]}).best == ["b"], priority
+    # two nominated pods that fit only together: 1 + 1 cores leave 2, the pod fits; 1.5 + 1 do not
+    small = [_with_priority(_pod(f"s{k}", "1", "1Gi"), 10) for k in range(2)]
+    assert explain_placement(profile, new, table, ctx, {"a": small}).best == ["a"]
+    bigger = [_with_priority(_pod("s0", "1500m", "1Gi"), 10), small[1]]
+    assert explain_placement(profile, new, table, ctx, {"a": bigger}).best == ["b"]
+    # a node not in the table is no error; the table is left as it was, build starts too
+    build = _with_priority(_pod("build", "1", "1Gi", **{"binder-repo": "r"}), 10)
+    assert build.build_repo == "r"
+    assert explain_placement(profile, new, table, ctx, {"gone": [build], "a": [build]}).best == ["a"]
+    after = (table.requested, table.nonzero, table.build_starts)
+    assert all(np.array_equal(x, y) for x, y in zip(before, after, strict=True))
+
+
 def test_pins_node_follows_the_autoscalers_rules() -> None:
     assert pins_node(_pod("bare", "1", "1Gi"))
     assert not pins_node(_pod("rs", "1", "1Gi", owner="ReplicaSet"))
@@ -698,10 +749,21 @@ def test_the_placement_and_the_unreadable_pods_lines() -> None:
         "pod": "default/p", "policy": "stickypack", "profile": "p", "weights": {"Fit": 2},
         "best": ["a"], "nodes": [{"node": "a", "filtered_by": None, "scores": {"Fit": 3}, "total": 6}],
         "history": "none (give --config)", "unreadable_pods": [], "dra_read": None,
+        "priority": None, "priority_from": "not read", "nominated_pods": {},
     }  # fmt: skip
     text = _printed(_print_placement, report)
     assert "best: a\n" in text and "at random" not in text and "ResourceSlices" not in text
     assert re.search(r"│ a +│ +3 │ +6 │", text)  # the total as explain_placement gave it: 2 x 3
+    assert "nominated" not in text
+    report |= {
+        "priority": 100,
+        "priority_from": "PriorityClass high",
+        "nominated_pods": {"a": ["default/x", "default/y"], "b": ["ns/z"]},
+    }
+    assert (
+        "filtered with the pending pods nominated there of priority >= 100 (priority: PriorityClass high), "
+        "as kube-scheduler filters: default/x, default/y on a; ns/z on b\n"
+    ) in _printed(_print_placement, report)
     keys = [f"default/p{k}" for k in range(4)]
     assert _printed(_print_unreadable, keys) == (
         "4 pods could not be read and are not counted: default/p0, default/p1, default/p2, default/p3\n"
@@ -1242,6 +1304,90 @@ def test_inspect_pod_explains_where_the_real_scheduler_binds_it(
     # once bound, the pod counts on b: b is full, and the next one goes to a
     assert main([*argv, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["best"] == ["a"]
+
+
+@pytest.mark.controlplane
+def test_inspect_pod_filters_with_nominated_pods_as_the_real_scheduler_does(
+    cluster: ControlPlane, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A pending pod nominated to node ``a`` (held by a scheduling gate, so the nomination
+    lasts; kube-scheduler records it from the pod's status, ``addNominatedPod``) takes room
+    there for pods of its priority or lower: ``inspect --pod`` filters ``a`` out for a
+    priority-0 pod, and the real kube-scheduler binds that pod to ``b``; for a pod of a
+    higher priority class the nominated pod does not count, and both send it to ``a``.
+    Without the nomination LeastAllocated (``default``) prefers the empty ``a``."""
+
+    async def make_class(api: object) -> None:
+        try:
+            await client.SchedulingV1Api(api).create_priority_class(
+                {"metadata": {"name": "sp-test-high"}, "value": 1000}
+            )
+        except client.exceptions.ApiException as exc:
+            if exc.status != 409:
+                raise
+
+    cluster.call(make_class)
+    cluster.create_node("a", cpu="4", memory="16Gi")
+    cluster.create_node("b", cpu="4", memory="16Gi")
+    _bind(cluster, "used", "b", "1", "1Gi")
+    probe = pod_manifest("probe", cpu="2", memory="1Gi", scheduler_name="default-scheduler")
+    high = pod_manifest("high", cpu="2", memory="1Gi", scheduler_name="default-scheduler")
+    high["spec"]["priorityClassName"] = "sp-test-high"
+    paths = {}
+    for pod in (probe, high):
+        paths[pod["metadata"]["name"]] = path = tmp_path / f"{pod['metadata']['name']}.yaml"
+        path.write_text(yaml.safe_dump(pod))
+
+    def inspect(name: str) -> dict:
+        argv = ["inspect", "--kubeconfig", str(cluster.kubeconfig), "--policy", "default", "--json"]
+        assert main([*argv, "--pod", str(paths[name])]) == 0
+        return json.loads(capsys.readouterr().out)
+
+    report = inspect("probe")  # nothing nominated yet: a, the emptier
+    assert (report["best"], report["nominated_pods"], report["priority"]) == (["a"], {}, None)
+    waiting = pod_manifest("waiting", cpu="3", memory="1Gi", scheduler_name="default-scheduler")
+    waiting["spec"]["schedulingGates"] = [{"name": "stickypack.io/test"}]
+    other = pod_manifest("other-scheduler", cpu="3", memory="1Gi", scheduler_name="nobody")
+    cluster.create_pod(pod=waiting)
+    cluster.create_pod(pod=other)
+
+    async def nominate(api: object) -> None:
+        for name, node in (("waiting", "a"), ("other-scheduler", "b")):
+            await client.CoreV1Api(api).patch_namespaced_pod_status(
+                name, "default", {"status": {"nominatedNodeName": node}}
+            )
+
+    cluster.call(nominate)
+    report = inspect("probe")
+    verdicts = {n["node"]: n for n in report["nodes"]}
+    assert (report["best"], verdicts["a"]["filtered_by"]) == (["b"], "NodeResourcesFit")
+    # another scheduler's nominated pod (on b) is not counted: b's 3 free cores fit 2
+    assert report["nominated_pods"] == {"a": ["default/waiting"]}
+    assert (report["priority"], report["priority_from"]) == (0, "no default PriorityClass")
+    report = inspect("high")
+    assert (report["best"], report["nominated_pods"]) == (["a"], {})
+    assert (report["priority"], report["priority_from"]) == (1000, "PriorityClass sp-test-high")
+    assert main(["inspect", "--kubeconfig", str(cluster.kubeconfig), "--policy", "default", "--pod",
+                 str(paths["probe"])]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    assert "filtered with the pending pods nominated there of priority >= 0" in out
+    assert "default/waiting on a" in out and "best: b" in out
+    # an account that may not list PriorityClasses: the pod's priority taken as 0, said so
+    limited = _account_that_lists(cluster, f"inspect-{uuid.uuid4().hex[:6]}", {"": ["nodes", "pods"]})
+    assert main(["inspect", "--kubeconfig", str(limited), "--policy", "default", "--json",
+                 "--pod", str(paths["high"])]) == 0  # fmt: skip
+    report = json.loads(capsys.readouterr().out)
+    assert (report["best"], report["priority"]) == (["b"], None)
+    assert report["priority_from"] == "unknown: the PriorityClasses could not be listed (403); taken as 0"
+
+    cluster.start_scheduler(scheduler_config(["default-scheduler"]))
+    cluster.create_pod(pod=probe)
+    assert cluster.wait_bound(["probe"], timeout=30) == {"probe": "b"}
+    # b now holds 1 + 2 cores: the high pod fits a only, beside the lower nominated pod
+    report = inspect("high")
+    assert report["best"] == ["a"] and {n["node"]: n for n in report["nodes"]}["b"]["filtered_by"]
+    cluster.create_pod(pod=high)
+    assert cluster.wait_bound(["high"], timeout=30) == {"high": "a"}
 
 
 def test_inspect_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -1924,6 +2070,26 @@ def test_the_inspect_snapshot_keeps_what_the_autoscalers_rules_read() -> None:
     assert not pins_node(full) and not pins_node(kept)  # the annotation lets its hostPath go
     assert (kept.priority, kept.grace_period_s) == (full.priority, full.grace_period_s) == (0, 0)
     assert sorted(p.port for p in kept.host_ports) == sorted(p.port for p in full.host_ports) == [8080, 9000]
+
+
+def test_admitted_priority_is_what_the_priority_admission_plugin_sets() -> None:
+    """kube-apiserver's Priority admission (plugin/pkg/admission/priority): the named
+    class's value; without a name the global default class's, the lowest of several
+    (``getDefaultPriorityClass``), else 0; a ``spec.priority`` given is kept; a class that
+    does not exist gives None (the pod would be refused)."""
+    from stickypack.kube.snapshot import admitted_priority
+
+    classes = {"high": (1000, False), "low": (-5, False)}
+    assert admitted_priority({"priorityClassName": "high"}, classes) == 1000
+    assert admitted_priority({"priorityClassName": "low"}, classes) == -5
+    assert admitted_priority({}, classes) == 0
+    assert admitted_priority({"priorityClassName": ""}, classes) == 0
+    assert admitted_priority({"priorityClassName": "gone"}, classes) is None
+    defaults = {**classes, "d1": (7, True), "d2": (3, True)}
+    assert admitted_priority({}, defaults) == 3
+    assert admitted_priority({"priorityClassName": "high"}, defaults) == 1000
+    assert admitted_priority({"priority": 42, "priorityClassName": "high"}, defaults) == 42
+    assert admitted_priority({"priority": True}, {}) == 0  # not an int32: as if absent
 
 
 def test_place_nominated_puts_a_pending_pod_on_its_nominated_node_and_lists_keys_sorted() -> None:

@@ -4,6 +4,7 @@ and why) and ``stickypack forget-node`` (a node's build history dropped)."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import reprlib
 import time
 from collections.abc import Mapping, Sequence
@@ -339,10 +340,10 @@ async def _inspect_cluster(
     place that pod and why (:func:`_placement_json`). The pod and the policy are read
     before the cluster is, so that their errors come first."""
     placing = _placing(args, config, pod_dict) if pod_dict is not None else None
-    snap, history = await _read_cluster(args, config, placing is not None)
+    snap, history, priority = await _read_cluster(args, config, placing[0] if placing else None, pod_dict)
     if placing is None:
         return _node_report_json(args, snap)
-    return _placement_json(args, snap, history, *placing)
+    return _placement_json(args, snap, history, priority, *placing)
 
 
 def _placing(
@@ -376,39 +377,99 @@ def _placing(
     return pod, policy, profile
 
 
+@dataclasses.dataclass(frozen=True)
+class PodPriority:
+    """The priority ``inspect --pod`` places the pod at: ``value`` (None: not known, taken
+    as 0) and where it comes from (``source``, said in the report)."""
+
+    value: int | None
+    source: str
+
+
 async def _read_cluster(
-    args: argparse.Namespace, config: ExtenderConfig, placing: bool
-) -> tuple[Snapshot, BuildHistory | None]:
+    args: argparse.Namespace, config: ExtenderConfig, pod: Pod | None, pod_dict: dict[str, Any] | None
+) -> tuple[Snapshot, BuildHistory | None, PodPriority | None]:
     """The cluster, read once (:func:`~stickypack.kube.snapshot.take_snapshot`; its DRA
-    objects with ``--dra``), and the extender's build history when a pod is ``placing``
-    with ``--config`` (else None). For the node report it lists the pods' controllers and
-    counts nominated pods on their nodes, as the autoscaler does; for a pod's placement
-    the cache keeps the nodes' DRA readings as the extender does."""
+    objects with ``--dra``), and, when a ``pod`` is placed (``--pod``, read from
+    ``pod_dict``), the extender's build history with ``--config`` (else None) and the pod's
+    priority (:func:`_pod_priority`; else None). For the node report it lists the pods'
+    controllers and counts nominated pods on their nodes, as the autoscaler does; for a
+    pod's placement the cache keeps the nodes' DRA readings as the extender does, and the
+    nominated pods are kept apart, for the filters (as kube-scheduler counts them)."""
     from stickypack.extender.server import history_limits, make_store
     from stickypack.kube.cache import ClusterCache
     from stickypack.kube.client import api_client
     from stickypack.kube.history import HistoryRecorder
     from stickypack.kube.snapshot import take_snapshot
 
+    placing = pod is not None
     async with api_client(config.cluster.kubeconfig) as api:
         cache = ClusterCache(
             build_selector=config.pods.build_selector,
             builder_selector=config.pods.builder_selector,
             dra=placing and args.dra,  # --pod: the nodes' DRA readings as the extender keeps them
         )
-        snap = await take_snapshot(api, cache, controllers=not placing, dra=args.dra, nominated=not placing)
+        snap = await take_snapshot(
+            api,
+            cache,
+            controllers=not placing,
+            dra=args.dra,
+            nominated=not placing,
+            nominated_apart=placing,
+        )
         history = None
-        if placing and args.config:
-            recorder = HistoryRecorder(make_store(config, api), history_limits(config))
-            await recorder.load()
-            history = recorder.history
-    return snap, history
+        priority = None
+        if pod is not None:
+            if args.config:
+                recorder = HistoryRecorder(make_store(config, api), history_limits(config))
+                await recorder.load()
+                history = recorder.history
+            priority = await _pod_priority(api, pod, pod_dict or {}, snap)
+    return snap, history, priority
+
+
+async def _pod_priority(api: Any, pod: Pod, pod_dict: dict[str, Any], snap: Snapshot) -> PodPriority:
+    """``pod``'s priority as the API server's Priority admission would set it
+    (:func:`~stickypack.kube.snapshot.admitted_priority`): its ``spec.priority`` if the file
+    gives one; else, only when a pending pod of its scheduler is nominated to a node (the
+    only use ``inspect`` has for it), read from the PriorityClasses; else None."""
+    from stickypack.kube.snapshot import admitted_priority, priority_classes
+
+    spec = pod_dict.get("spec") or {}
+    if pod.priority is not None:
+        return PodPriority(pod.priority, "spec.priority")
+    if not _nominated_for_scheduler(snap, pod):
+        return PodPriority(None, "not read (no pending pod of its scheduler is nominated to a node)")
+    classes, refused = await priority_classes(api)
+    if classes is None:
+        return PodPriority(None, f"unknown: the PriorityClasses could not be listed ({refused}); taken as 0")
+    value = admitted_priority(spec, classes)
+    name = spec.get("priorityClassName")
+    if name:
+        if value is None:
+            return PodPriority(None, f"unknown: no PriorityClass {name!r} (the API server refuses the pod)")
+        return PodPriority(value, f"PriorityClass {name}")
+    default = [n for n, (v, global_default) in classes.items() if global_default and v == value]
+    source = f"global default PriorityClass {min(default)}" if default else "no default PriorityClass"
+    return PodPriority(value, source)
+
+
+def _nominated_for_scheduler(snap: Snapshot, pod: Pod) -> dict[str, list[Pod]]:
+    """The pending pods nominated to each node whose scheduler is ``pod``'s (a kube-scheduler
+    keeps the nominations of the pods it schedules only), by node."""
+    found: dict[str, list[Pod]] = {}
+    for node, pods in snap.nominated_pods.items():
+        mine = [p for p in pods if p.scheduler_name == pod.scheduler_name]
+        if mine:
+            found[node] = mine
+    return found
 
 
 def _placement_json(
     args: argparse.Namespace,
     snap: Snapshot,
     history: BuildHistory | None,
+    priority: PodPriority | None,
     pod: Pod,
     policy: Policy,
     profile: Profile | None,
@@ -418,7 +479,7 @@ def _placement_json(
     cluster of ``snap``, every node's filter or scores
     (:func:`~stickypack.core.explain.explain_placement`), with the build history
     ``history`` (None: none) and the autoscaler's settings ``inspect`` was given."""
-    from stickypack.core.explain import explain_placement
+    from stickypack.core.explain import explain_placement, nominated_pods_for
 
     table = snap.cache.table
     history_note = "from the extender's store" if history is not None else "none (give --config)"
@@ -437,7 +498,15 @@ def _placement_json(
     pod = policy.prepare(pod, table, ctx, profile)
     if profile is None:
         profile = policy.profile_for(pod)
-    explanation = explain_placement(profile, pod, table, ctx)
+    if priority is not None and pod.priority is None:
+        pod = dataclasses.replace(pod, priority=priority.value)
+    nominated = _nominated_for_scheduler(snap, pod)
+    explanation = explain_placement(profile, pod, table, ctx, nominated)
+    counted = {
+        node: keys
+        for node, pods in sorted(nominated.items())
+        if (keys := [p.key for p in nominated_pods_for(pod, pods)])
+    }
     return {
         "pod": pod.key,
         "policy": policy.name,
@@ -449,6 +518,9 @@ def _placement_json(
             for v in explanation.verdicts
         ],
         "history": history_note,
+        "priority": pod.priority,
+        "priority_from": priority.source if priority is not None else "spec.priority",
+        "nominated_pods": counted,
         "unreadable_pods": snap.unreadable,
         "dra_read": _dra_read(args, snap),
     }
@@ -1035,6 +1107,15 @@ def _print_placement(console: Console, report: dict[str, Any]) -> None:
     console.print(table)
     console.print(f"build history: {report['history']}", highlight=False)
     _print_dra_unread(console, report)
+    nominated = report["nominated_pods"]
+    if nominated:
+        pods = "; ".join(f"{', '.join(keys)} on {node}" for node, keys in nominated.items())
+        console.print(
+            f"filtered with the pending pods nominated there of priority >= {report['priority'] or 0} "
+            f"(priority: {report['priority_from']}), as kube-scheduler filters: {escape(pods)}",
+            highlight=False,
+            soft_wrap=True,
+        )
     best = report["best"]
     console.print(
         f"best: {', '.join(best)}" + (" (kube-scheduler picks one at random)" if len(best) > 1 else "")

@@ -18,9 +18,16 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from stickypack.core.dra import NodeDra
-from stickypack.core.framework import Profile, SchedulingContext, check_mask, check_scores
+from stickypack.core.framework import FilterPlugin, Profile, SchedulingContext, check_mask, check_scores
 from stickypack.core.labels import DELETION_CANDIDATE_TAINT, TO_BE_DELETED_TAINT
 from stickypack.core.nodetable import NodeTable
+from stickypack.core.plugins.kubescheduler import (
+    NodeAffinityFilter,
+    NodeReady,
+    NodeResourcesFitFilter,
+    NodeUnschedulable,
+    TaintTolerationFilter,
+)
 from stickypack.core.plugins.scaledown import exposes_gpus_via_dra, gpu_columns
 from stickypack.core.pod import Pod
 from stickypack.core.resources import CPU, MEMORY
@@ -65,15 +72,79 @@ class PlacementExplanation:
     weights: Mapping[str, int]
 
 
+#: The core's filters that stand for kube-scheduler's own (in-tree) filter plugins: those
+#: kube-scheduler runs with a node's nominated pods added (:func:`nominated_pods_for`). The
+#: others (stickypack's, in the extender) see the node as it is.
+KUBE_SCHEDULER_FILTERS: tuple[type[FilterPlugin], ...] = (
+    NodeUnschedulable,
+    NodeReady,
+    NodeResourcesFitFilter,
+    TaintTolerationFilter,
+    NodeAffinityFilter,
+)
+
+
+def nominated_pods_for(pod: Pod, nominated: Iterable[Pod]) -> list[Pod]:
+    """The pods of ``nominated`` (pending pods nominated to one node) that kube-scheduler's
+    filters count on that node when placing ``pod``: those of a priority at least
+    ``pod``'s (a missing ``spec.priority`` is 0), ``pod`` itself left out
+    (kube-scheduler's ``addGENominatedPods``)."""
+    priority = pod.priority or 0
+    return [p for p in nominated if (p.priority or 0) >= priority and p.key != pod.key]
+
+
+def _first_failing_filter(
+    profile: Profile, pod: Pod, table: NodeTable, row: int, ctx: SchedulingContext, added: Sequence[Pod]
+) -> str | None:
+    """The first of ``profile``'s kube-scheduler filters (:data:`KUBE_SCHEDULER_FILTERS`)
+    that removes row ``row`` once ``added`` are accounted on it, or None. ``table`` is left
+    as it was (the added pods' build starts too)."""
+    starts = int(table.build_starts[row])
+    for p in added:
+        table.add_pod(row, p)
+    try:
+        idx = np.array([row], dtype=np.int64)
+        for plugin in profile.filters:
+            if isinstance(plugin, KUBE_SCHEDULER_FILTERS) and not plugin.filter(pod, table, idx, ctx)[0]:
+                return plugin.name
+        return None
+    finally:
+        for p in added:
+            table.remove_pod(row, p)
+        table.build_starts[row] = starts
+
+
 def explain_placement(
-    profile: Profile, pod: Pod, table: NodeTable, ctx: SchedulingContext
+    profile: Profile,
+    pod: Pod,
+    table: NodeTable,
+    ctx: SchedulingContext,
+    nominated: Mapping[str, Sequence[Pod]] | None = None,
 ) -> PlacementExplanation:
     """Every node of ``table`` judged for ``pod`` by ``profile``: filters in order, then
     each scorer on the nodes left (scored even when one node is left, which
     :meth:`Profile.select` skips). A plugin of ``profile.checked`` that breaks its
-    contract raises :class:`~stickypack.core.framework.PluginContractError`, as there."""
+    contract raises :class:`~stickypack.core.framework.PluginContractError`, as there.
+
+    ``nominated``: node name -> the pending pods nominated to it (``status.nominatedNodeName``)
+    that the pod's scheduler knows. As kube-scheduler's ``RunFilterPluginsWithNominatedPods``
+    does, a node with some that count for ``pod`` (:func:`nominated_pods_for`) is first
+    filtered with them added to it, by the profile's kube-scheduler filters
+    (:data:`KUBE_SCHEDULER_FILTERS`), and the first that fails removes it; else it is
+    filtered as it is. Scores are of the nodes as they are (kube-scheduler does not add
+    nominated pods when it scores)."""
     idx = table.active_indices()
     filtered: dict[int, str] = {}
+    for name, pods in (nominated or {}).items():
+        row = table.index.get(name)
+        added = nominated_pods_for(pod, pods)
+        if row is None or not table.active[row] or not added:
+            continue
+        failing = _first_failing_filter(profile, pod, table, row, ctx, added)
+        if failing is not None:
+            filtered[row] = failing
+    if filtered:
+        idx = idx[~np.isin(idx, list(filtered))]
     for plugin in profile.filters:
         if idx.size == 0:
             break

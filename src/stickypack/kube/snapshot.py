@@ -146,6 +146,10 @@ class Snapshot:
     #: binding waits): counted on that node, as the autoscaler's snapshot counts them
     #: (:func:`as_placed_on_nominated_node`).
     nominated: list[str] = field(default_factory=list)
+    #: With ``nominated_apart``: node name -> the pending pods nominated to it, by key, not
+    #: counted in the node table: kube-scheduler's filters count those of a priority at least
+    #: the pod's (:func:`~stickypack.core.explain.explain_placement`), its scores do not.
+    nominated_pods: dict[str, list[Pod]] = field(default_factory=dict)
     #: Each node's ``status.capacity`` as the cluster-autoscaler counts it toward its
     #: ``--cores-total`` and ``--memory-total``: (cores rounded up, memory in bytes); a
     #: node without it (or with one that cannot be read) is missing.
@@ -160,24 +164,34 @@ def as_placed_on_nominated_node(obj: dict[str, Any]) -> dict[str, Any]:
     return {**obj, "spec": {**obj["spec"], "nodeName": obj["status"]["nominatedNodeName"]}}
 
 
-def place_nominated(pending: dict[str, dict[str, Any]], pods: dict[str, dict[str, Any]]) -> list[str]:
-    """Put into ``pods`` (bound pods by key) each pod of ``pending`` (pods nominated to a
-    node, not bound) the autoscaler counts on its nominated node, placed there
-    (:func:`as_placed_on_nominated_node`), and return their keys, sorted. Left out, as its
-    pod lister and ``ArrangePodsBySchedulability`` leave them out: a pod bound meanwhile (in
-    ``pods`` already), one being deleted, and one that has ended (Succeeded, Failed); and one
-    whose ``status.nominatedNodeName`` names no node after all (the list's field selector
-    asked for a name: never a KeyError)."""
-    placed = []
+def counted_nominated(
+    pending: dict[str, dict[str, Any]], pods: dict[str, dict[str, Any]]
+) -> dict[str, dict[str, Any]]:
+    """The pods of ``pending`` (pods nominated to a node, not bound; by key) that count on
+    their nominated node, by key. Left out, as the autoscaler's pod lister and
+    ``ArrangePodsBySchedulability`` leave them out: a pod bound meanwhile (in ``pods``, the
+    bound pods by key), one being deleted, and one that has ended (Succeeded, Failed); and
+    one whose ``status.nominatedNodeName`` names no node after all (the list's field
+    selector asked for a name: never a KeyError)."""
+    counted = {}
     for key, obj in pending.items():
         if key in pods or (obj.get("metadata") or {}).get("deletionTimestamp"):
             continue
         status = obj.get("status") or {}
         if status.get("phase") in TERMINAL_PHASES or not isinstance(status.get("nominatedNodeName"), str):
             continue
+        counted[key] = obj
+    return counted
+
+
+def place_nominated(pending: dict[str, dict[str, Any]], pods: dict[str, dict[str, Any]]) -> list[str]:
+    """Put into ``pods`` (bound pods by key) each pod of ``pending`` (pods nominated to a
+    node, not bound) the autoscaler counts on its nominated node (:func:`counted_nominated`),
+    placed there (:func:`as_placed_on_nominated_node`), and return their keys, sorted."""
+    counted = counted_nominated(pending, pods)
+    for key, obj in counted.items():
         pods[key] = as_placed_on_nominated_node(obj)
-        placed.append(key)
-    return sorted(placed)
+    return sorted(counted)
 
 
 async def take_snapshot(
@@ -187,11 +201,14 @@ async def take_snapshot(
     controllers: bool = True,
     dra: bool = False,
     nominated: bool = False,
+    nominated_apart: bool = False,
 ) -> Snapshot:
     """List every node and every bound, running pod through ``api_client``
     (``kubernetes_asyncio.client.ApiClient``). Needs ``list`` on nodes and on pods of all
     namespaces. ``nominated``: the pending pods nominated to a node too, counted there
     (:attr:`Snapshot.nominated`; the autoscaler's view, which the node report shows).
+    ``nominated_apart``: the same pods listed, kept apart by node instead
+    (:attr:`Snapshot.nominated_pods`; kube-scheduler's view, which a pod's placement reads).
     ``controllers``: list them, the namespaces, and the PersistentVolumeClaims
     and PersistentVolumes too (:attr:`Snapshot.controllers`, :attr:`Snapshot.namespace_labels`
     and :attr:`Snapshot.claim_volumes`, else None); only the node report reads them.
@@ -209,7 +226,7 @@ async def take_snapshot(
             field_selector="spec.nodeName=,status.nominatedNodeName!=",
             transform=snapshot_pod,
         ).list_once()
-        if nominated
+        if nominated or nominated_apart
         else {}
     )
     pods = await Informer(
@@ -228,7 +245,16 @@ async def take_snapshot(
                 continue  # not counted
             # the autoscaler's Quantity.Value(): whole cores, rounded up
             snap.capacity[name] = (-(-amounts.get(CPU, 0) // 1000), amounts.get(MEMORY, 0))
-    snap.nominated = place_nominated(pending, pods)
+    if nominated_apart:
+        for key, obj in sorted(counted_nominated(pending, pods).items()):
+            try:
+                pod = Pod.from_dict(obj)
+            except PodSpecError:
+                snap.unreadable.append(key)
+                continue
+            snap.nominated_pods.setdefault(obj["status"]["nominatedNodeName"], []).append(pod)
+    else:
+        snap.nominated = place_nominated(pending, pods)
     for key, obj in sorted(pods.items()):
         if (obj.get("status") or {}).get("phase") in TERMINAL_PHASES:
             continue
@@ -240,6 +266,7 @@ async def take_snapshot(
         cache.pod_event("ADDED", obj)
         if pod.node_name:
             snap.pods_by_node.setdefault(pod.node_name, []).append(pod)
+    snap.unreadable.sort()
     snap.budgets = await _budgets(api_client)
     if controllers:
         snap.controllers, snap.unlisted_controllers = await _controllers(api_client)
@@ -248,6 +275,58 @@ async def take_snapshot(
     if dra:
         snap.dra, snap.dra_unlisted = await _dra(api_client)
     return snap
+
+
+#: The priority the API server gives a pod of no priority class when no class is the
+#: global default (``scheduling.DefaultPriorityWhenNoDefaultClassExists``).
+DEFAULT_PRIORITY = 0
+
+
+def admitted_priority(spec: dict[str, Any], classes: dict[str, tuple[int, bool]]) -> int | None:
+    """The ``spec.priority`` the API server's Priority admission plugin gives a pod of
+    ``spec`` (as written, e.g. in a manifest) with the PriorityClasses ``classes`` (name ->
+    value, whether it is the global default): its ``priorityClassName``'s value, else the
+    global default class's (the lowest, should there be several), else
+    :data:`DEFAULT_PRIORITY`. A ``spec.priority`` given is kept (the plugin refuses a pod
+    whose priority differs from its class's). None: the class named does not exist (the API
+    server refuses such a pod)."""
+    given = spec.get("priority")
+    if isinstance(given, int) and not isinstance(given, bool):
+        return given
+    name = spec.get("priorityClassName")
+    if name:
+        found = classes.get(str(name))
+        return None if found is None else found[0]
+    defaults = [value for value, global_default in classes.values() if global_default]
+    return min(defaults) if defaults else DEFAULT_PRIORITY
+
+
+async def priority_classes(api_client: ApiClient) -> tuple[dict[str, tuple[int, bool]] | None, int | None]:
+    """Every PriorityClass (a ``list`` on ``priorityclasses``, ``scheduling.k8s.io``): name
+    -> (value, whether it is the global default); or None and the API server's status when
+    they could not be listed (401, 403: no right)."""
+    from kubernetes_asyncio import client
+
+    def slim(obj: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "metadata": {"name": (obj.get("metadata") or {}).get("name")},
+            "value": obj.get("value"),
+            "globalDefault": obj.get("globalDefault") is True,
+        }
+
+    scheduling = client.SchedulingV1Api(api_client)
+    try:
+        listed = await Informer("priorityclasses", scheduling.list_priority_class, transform=slim).list_once()
+    except WatchError as exc:
+        if exc.status in (401, 403):
+            return None, exc.status
+        raise
+    classes = {}
+    for obj in listed.values():
+        name, value = obj["metadata"]["name"], obj["value"]
+        if isinstance(name, str) and isinstance(value, int):
+            classes[name] = (value, obj["globalDefault"])
+    return classes, None
 
 
 async def _dra(api_client: ApiClient) -> tuple[DraObjects | None, int | None]:
