@@ -130,6 +130,40 @@ def test_nominated_pods_of_equal_or_higher_priority_filter_a_node_but_do_not_sco
     assert all(np.array_equal(x, y) for x, y in zip(before, after, strict=True))
 
 
+class _RoomFor(FilterPlugin):
+    """Not one of kube-scheduler's filters (stickypack's own run in the extender, which
+    kube-scheduler asks without adding nominated pods): passes a node with ``cpu_m``
+    millicores unrequested."""
+
+    name = "RoomFor"
+
+    def __init__(self, cpu_m: int) -> None:
+        self.cpu_m = cpu_m
+
+    def filter(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
+        return (table.alloc[idx, 0] - table.requested[idx, 0]) >= self.cpu_m
+
+
+def test_nominated_pods_are_added_for_kube_schedulers_filters_only() -> None:
+    """The extender's filters see a node as it is: a nominated 3-core pod on the 4-core
+    ``a`` leaves 1 core, but only NodeResourcesFit is run with it; ``RoomFor(2000)`` alone
+    still passes ``a``, and with NodeResourcesFit after it ``a`` is filtered by
+    NodeResourcesFit (kube-scheduler's filters run before the extender's)."""
+    table = _table({"a": (4000, 16)})
+    new = _with_priority(_pod("new", "1", "1Gi"), 0)
+    waiting = {"a": [_with_priority(_pod("waiting", "3", "1Gi"), 0)]}
+    fit = load_builtin("default").profiles[0].filters
+    assert [type(f).__name__ for f in fit if f.name == "NodeResourcesFit"] == ["NodeResourcesFitFilter"]
+    alone = Profile("p", [_RoomFor(2000)], [])
+    assert explain_placement(alone, new, table, SchedulingContext(), waiting).best == ["a"]
+    both = Profile("p", [_RoomFor(2000), *fit], [])
+    explanation = explain_placement(both, new, table, SchedulingContext(), waiting)
+    assert [(v.node, v.filtered_by) for v in explanation.verdicts] == [("a", None)]  # 1 core fits 1
+    bigger = _with_priority(_pod("new", "1500m", "1Gi"), 0)
+    explanation = explain_placement(both, bigger, table, SchedulingContext(), waiting)
+    assert [(v.node, v.filtered_by) for v in explanation.verdicts] == [("a", "NodeResourcesFit")]
+
+
 def test_pins_node_follows_the_autoscalers_rules() -> None:
     assert pins_node(_pod("bare", "1", "1Gi"))
     assert not pins_node(_pod("rs", "1", "1Gi", owner="ReplicaSet"))
