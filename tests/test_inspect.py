@@ -130,6 +130,47 @@ def test_nominated_pods_of_equal_or_higher_priority_filter_a_node_but_do_not_sco
     assert all(np.array_equal(x, y) for x, y in zip(before, after, strict=True))
 
 
+def test_nominated_pods_count_for_the_inter_pod_filters_too() -> None:
+    """kube-scheduler adds a node's nominated pods to its NodeInfo (their host ports) and to
+    InterPodAffinity's and PodTopologySpread's PreFilter state (``AddPod``): a nominated pod
+    holding host port 8080 on ``a`` keeps a pod wanting it off ``a`` (NodePorts), one the pod's
+    anti-affinity selects keeps it off too (InterPodAffinity); a lower-priority one does
+    not; the pods on the nodes are left as they were."""
+    from stickypack.core.podaffinity import pods_on_table_nodes
+
+    table = NodeTable()
+    for name in ("a", "b"):
+        allocatable = {"cpu": 4000, "memory": 16 * GI, "pods": 110}
+        table.upsert_node(name, allocatable, labels={"kubernetes.io/hostname": name})
+    table.add_pod(table.index["b"], _pod("used", "1", "1Gi"))
+    on_nodes = pods_on_table_nodes(table, [("b", _pod("used", "1", "1Gi"))])
+    profile = load_builtin("default").profiles[0]
+
+    def with_port(name: str, priority: int, **labels: str) -> Pod:
+        raw = pod_manifest(name, cpu="100m", memory="100Mi", labels=labels)
+        raw["spec"]["containers"][0]["ports"] = [{"containerPort": 80, "hostPort": 8080}]
+        raw["spec"]["priority"] = priority
+        return Pod.from_dict(raw)
+
+    new = with_port("new", 5)
+    assert explain_placement(profile, new, table, SchedulingContext(), {}, on_nodes).best == ["a"]
+    for priority, filtered_by in ((5, "NodePorts"), (4, None)):
+        waiting = {"a": [with_port("waiting", priority)]}
+        explanation = explain_placement(profile, new, table, SchedulingContext(), waiting, on_nodes)
+        assert {v.node: v.filtered_by for v in explanation.verdicts}["a"] == filtered_by, priority
+    raw = pod_manifest("picky", cpu="100m", memory="100Mi")
+    raw["spec"]["priority"] = 5
+    term = {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "kubernetes.io/hostname"}
+    raw["spec"]["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+    picky = Pod.from_dict(raw)
+    web = Pod.from_dict(pod_manifest("web", cpu="100m", memory="100Mi", labels={"app": "web"}))
+    waiting = {"a": [_with_priority(web, 9)]}
+    explanation = explain_placement(profile, picky, table, SchedulingContext(), waiting, on_nodes)
+    assert {v.node: v.filtered_by for v in explanation.verdicts} == {"a": "InterPodAffinity", "b": None}
+    assert {row: [p.name for p in pods] for row, pods in on_nodes.pods.items() if pods} == {1: ["used"]}
+    assert on_nodes.failing_filter(new)(table.index["a"]) is None  # the nominated pods are gone again
+
+
 class _RoomFor(FilterPlugin):
     """Not one of kube-scheduler's filters (stickypack's own run in the extender, which
     kube-scheduler asks without adding nominated pods): passes a node with ``cpu_m``
@@ -784,11 +825,15 @@ def test_the_placement_and_the_unreadable_pods_lines() -> None:
         "best": ["a"], "nodes": [{"node": "a", "filtered_by": None, "scores": {"Fit": 3}, "total": 6}],
         "history": "none (give --config)", "unreadable_pods": [], "dra_read": None,
         "priority": None, "priority_from": "not read", "nominated_pods": {},
+        "namespaces_read": True, "volumes_read": True,
     }  # fmt: skip
     text = _printed(_print_placement, report)
     assert "best: a\n" in text and "at random" not in text and "ResourceSlices" not in text
     assert re.search(r"│ a +│ +3 │ +6 │", text)  # the total as explain_placement gave it: 2 x 3
-    assert "nominated" not in text
+    assert "nominated" not in text and "could not be listed" not in text
+    unlisted = _printed(_print_placement, report | {"namespaces_read": False, "volumes_read": False})
+    assert "namespaces could not be listed (no `list` right on namespaces)" in unlisted
+    assert "persistent volumes could not be listed (no `list` right on persistentvolumeclaims" in unlisted
     report |= {
         "priority": 100,
         "priority_from": "PriorityClass high",
@@ -1422,6 +1467,64 @@ def test_inspect_pod_filters_with_nominated_pods_as_the_real_scheduler_does(
     assert report["best"] == ["a"] and {n["node"]: n for n in report["nodes"]}["b"]["filtered_by"]
     cluster.create_pod(pod=high)
     assert cluster.wait_bound(["high"], timeout=30) == {"high": "a"}
+
+
+@pytest.mark.controlplane
+def test_inspect_pod_applies_kube_schedulers_inter_pod_filters_as_the_real_scheduler_does(
+    cluster: ControlPlane, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """kube-scheduler's NodePorts, InterPodAffinity and PodTopologySpread filters, which
+    every profile runs (a policy does not name them), in ``inspect --pod``: ``a`` holds a
+    pod the probe's required anti-affinity selects, ``b`` one with its host port, ``c`` one
+    whose own anti-affinity selects the probe (symmetry); LeastAllocated would pick the
+    emptier ``a`` or ``b``, and both inspect and the real kube-scheduler send the probe to
+    the fullest node, ``d``. Then a pod spread over zones (``DoNotSchedule``, max skew 1,
+    two of its kind in zone 1) is kept out of zone 1 by PodTopologySpread: ``c``."""
+    zones = {"a": "z1", "b": "z1", "c": "z2", "d": "z2"}
+    for node, zone in zones.items():
+        cluster.create_node(node, cpu="4", memory="16Gi", labels={"topology.kubernetes.io/zone": zone})
+    hostname = "kubernetes.io/hostname"
+    _bind(cluster, "web-1", "a", "100m", "100Mi", app="web")
+    _bind(cluster, "port-1", "b", "100m", "100Mi",
+          spec={"containers": [{"name": "c", "image": "x", "ports": [{"containerPort": 80, "hostPort": 8080}],
+                                "resources": {"requests": {"cpu": "100m", "memory": "100Mi"}}}]})  # fmt: skip
+    guard = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"role": "probe"}}, "topologyKey": hostname}]}}  # fmt: skip
+    _bind(cluster, "guard", "c", "1", "1Gi", spec={"affinity": guard})
+    _bind(cluster, "d-fill", "d", "2", "1Gi")
+    for k in range(2):
+        _bind(cluster, f"spread-{k}", "a", "100m", "100Mi", app="spread")
+
+    probe = pod_manifest("probe", cpu="500m", memory="100Mi", labels={"role": "probe"})
+    probe["spec"]["containers"][0]["ports"] = [{"containerPort": 80, "hostPort": 8080}]
+    probe["spec"]["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": hostname}]}}  # fmt: skip
+    spread = pod_manifest("spread-2", cpu="500m", memory="100Mi", labels={"app": "spread"})
+    spread["spec"]["topologySpreadConstraints"] = [
+        {"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule",
+         "labelSelector": {"matchLabels": {"app": "spread"}}}]  # fmt: skip
+
+    def inspect(pod: dict) -> dict:
+        path = tmp_path / f"{pod['metadata']['name']}.yaml"
+        path.write_text(yaml.safe_dump(pod))
+        argv = ["inspect", "--kubeconfig", str(cluster.kubeconfig), "--policy", "default", "--json"]
+        assert main([*argv, "--pod", str(path)]) == 0
+        return json.loads(capsys.readouterr().out)
+
+    report = inspect(probe)
+    verdicts = {n["node"]: n["filtered_by"] for n in report["nodes"]}
+    assert verdicts == {"a": "InterPodAffinity", "b": "NodePorts", "c": "InterPodAffinity", "d": None}
+    assert (report["best"], report["namespaces_read"], report["volumes_read"]) == (["d"], True, True)
+    cluster.start_scheduler(scheduler_config(["default-scheduler"]))
+    cluster.create_pod(pod=probe)
+    assert cluster.wait_bound(["probe"], timeout=30) == {"probe": "d"}
+
+    report = inspect(spread)  # zone 1 has 2 of its kind, zone 2 none: skew 3 there, 1 in zone 2
+    verdicts = {n["node"]: n["filtered_by"] for n in report["nodes"]}
+    assert verdicts == {"a": "PodTopologySpread", "b": "PodTopologySpread", "c": None, "d": None}
+    assert report["best"] == ["c"]  # c holds 1 core, d 2.5
+    cluster.create_pod(pod=spread)
+    assert cluster.wait_bound(["spread-2"], timeout=30) == {"spread-2": "c"}
 
 
 def test_inspect_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

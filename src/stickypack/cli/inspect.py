@@ -34,6 +34,7 @@ if TYPE_CHECKING:  # the extender's and the API client's modules load only when 
     from stickypack.core.nodegroups import NodeGroups
     from stickypack.core.nodetable import NodeTable
     from stickypack.core.pod import Pod
+    from stickypack.core.podaffinity import PodsOnNodes
     from stickypack.core.policy import Policy
     from stickypack.extender.config import ExtenderConfig
     from stickypack.kube.snapshot import Snapshot
@@ -416,6 +417,7 @@ async def _read_cluster(
             dra=args.dra,
             nominated=not placing,
             nominated_apart=placing,
+            namespaces_and_volumes=True,
         )
         history = None
         priority = None
@@ -480,6 +482,7 @@ def _placement_json(
     (:func:`~stickypack.core.explain.explain_placement`), with the build history
     ``history`` (None: none) and the autoscaler's settings ``inspect`` was given."""
     from stickypack.core.explain import explain_placement, nominated_pods_for
+    from stickypack.core.volumes import PersistentVolumesFilter
 
     table = snap.cache.table
     history_note = "from the extender's store" if history is not None else "none (give --config)"
@@ -501,7 +504,11 @@ def _placement_json(
     if priority is not None and pod.priority is None:
         pod = dataclasses.replace(pod, priority=priority.value)
     nominated = _nominated_for_scheduler(snap, pod)
-    explanation = explain_placement(profile, pod, table, ctx, nominated)
+    if snap.claim_volumes is not None:  # kube-scheduler's volume filters, in every profile
+        profile = dataclasses.replace(
+            profile, filters=[*profile.filters, PersistentVolumesFilter(snap.claim_volumes)]
+        )
+    explanation = explain_placement(profile, pod, table, ctx, nominated, _pods_on_nodes(snap, pod))
     counted = {
         node: keys
         for node, pods in sorted(nominated.items())
@@ -521,9 +528,28 @@ def _placement_json(
         "priority": pod.priority,
         "priority_from": priority.source if priority is not None else "spec.priority",
         "nominated_pods": counted,
+        "namespaces_read": snap.namespace_labels is not None,
+        "volumes_read": snap.claim_volumes is not None,
         "unreadable_pods": snap.unreadable,
         "dra_read": _dra_read(args, snap),
     }
+
+
+def _pods_on_nodes(snap: Snapshot, pod: Pod) -> PodsOnNodes | None:
+    """The pods bound to the nodes, for kube-scheduler's NodePorts, InterPodAffinity and
+    PodTopologySpread filters (:class:`~stickypack.core.podaffinity.PodsOnNodes`, the
+    namespaces' labels for the terms' ``namespaceSelector``), or None when neither ``pod``
+    nor a pod on a node or nominated to one has required pod (anti-)affinity terms, host
+    ports or ``DoNotSchedule`` spread constraints (those filters then pass every node)."""
+    from stickypack.core.podaffinity import has_inter_pod_rules, pods_on_table_nodes
+
+    bound = [(node, p) for node, pods in snap.pods_by_node.items() for p in pods]
+    waiting = (p for pods in snap.nominated_pods.values() for p in pods)
+    if not (
+        has_inter_pod_rules(pod) or any(has_inter_pod_rules(p) for p in (*(p for _, p in bound), *waiting))
+    ):
+        return None
+    return pods_on_table_nodes(snap.cache.table, bound, snap.namespace_labels)
 
 
 def _forget_earlier_machines(history: BuildHistory, table: NodeTable) -> list[str]:
@@ -1116,6 +1142,9 @@ def _print_placement(console: Console, report: dict[str, Any]) -> None:
             highlight=False,
             soft_wrap=True,
         )
+    for key, note in _UNLISTED_NOTES[1:]:  # the namespaces' and the volumes'
+        if report[key] is False:
+            console.print(note, highlight=False)
     best = report["best"]
     console.print(
         f"best: {', '.join(best)}" + (" (kube-scheduler picks one at random)" if len(best) > 1 else "")

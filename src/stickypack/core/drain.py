@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -38,10 +39,9 @@ from stickypack.core.explain import (
     pin_reason_with,
 )
 from stickypack.core.framework import FilterPlugin, SchedulingContext
-from stickypack.core.labels import Taint
 from stickypack.core.nodetable import NodeTable
 from stickypack.core.pod import Pod
-from stickypack.core.podaffinity import NamespaceLabels, PodsOnNodes, has_inter_pod_rules
+from stickypack.core.podaffinity import NamespaceLabels, PodsOnNodes, has_inter_pod_rules, pods_on_table_nodes
 from stickypack.core.volumes import ClaimVolumes, PersistentVolumesFilter
 
 
@@ -435,23 +435,10 @@ def _pods_on_nodes(
     namespace_labels: NamespaceLabels,
 ) -> PodsOnNodes:
     """The pods on each node of ``table`` (those of nodes it does not hold left out, as the
-    autoscaler's snapshot has no such node), with the nodes' labels, names and taints."""
-    labels: dict[int, Mapping[str, str]] = {}
-    names: dict[int, str] = {}
-    taints: dict[int, tuple[Taint, ...]] = {}
-    for row in table.active_indices().tolist():
-        info = table.info[row]
-        if info is not None:
-            labels[row], names[row], taints[row] = info.labels, info.name, info.taints
-    on_nodes = PodsOnNodes(labels, namespace_labels, names, taints)
-    for name, pods in planned.items():
-        if name in table.index:
-            for pod in pods:
-                on_nodes.add(table.index[name], pod)
-    for name, pod in staying:
-        if name in table.index:
-            on_nodes.add(table.index[name], pod)
-    return on_nodes
+    autoscaler's snapshot has no such node), with the nodes' labels, names and taints:
+    ``planned`` then ``staying`` (:func:`~stickypack.core.podaffinity.pods_on_table_nodes`)."""
+    moved = ((name, pod) for name, pods in planned.items() for pod in pods)
+    return pods_on_table_nodes(table, itertools.chain(moved, staying), namespace_labels)
 
 
 class DevicesFilter(FilterPlugin):

@@ -30,6 +30,7 @@ from stickypack.core.plugins.kubescheduler import (
 )
 from stickypack.core.plugins.scaledown import exposes_gpus_via_dra, gpu_columns
 from stickypack.core.pod import Pod
+from stickypack.core.podaffinity import PodsOnNodes
 from stickypack.core.resources import CPU, MEMORY
 from stickypack.core.routing import LabelSelector
 
@@ -94,23 +95,34 @@ def nominated_pods_for(pod: Pod, nominated: Iterable[Pod]) -> list[Pod]:
 
 
 def _first_failing_filter(
-    profile: Profile, pod: Pod, table: NodeTable, row: int, ctx: SchedulingContext, added: Sequence[Pod]
+    profile: Profile,
+    pod: Pod,
+    table: NodeTable,
+    row: int,
+    ctx: SchedulingContext,
+    added: Sequence[Pod],
+    on_nodes: PodsOnNodes | None,
 ) -> str | None:
-    """The first of ``profile``'s kube-scheduler filters (:data:`KUBE_SCHEDULER_FILTERS`)
-    that removes row ``row`` once ``added`` are accounted on it, or None. ``table`` is left
-    as it was (the added pods' build starts too)."""
+    """The first of ``profile``'s kube-scheduler filters (:data:`KUBE_SCHEDULER_FILTERS`),
+    then of those ``on_nodes`` models, that removes row ``row`` once ``added`` are on it,
+    or None. ``table`` and ``on_nodes`` are left as they were (the added pods' build starts
+    too)."""
     starts = int(table.build_starts[row])
     for p in added:
         table.add_pod(row, p)
+        if on_nodes is not None:
+            on_nodes.add(row, p)
     try:
         idx = np.array([row], dtype=np.int64)
         for plugin in profile.filters:
             if isinstance(plugin, KUBE_SCHEDULER_FILTERS) and not plugin.filter(pod, table, idx, ctx)[0]:
                 return plugin.name
-        return None
+        return on_nodes.failing_filter(pod)(row) if on_nodes is not None else None
     finally:
         for p in added:
             table.remove_pod(row, p)
+            if on_nodes is not None:
+                on_nodes.remove(row, p)
         table.build_starts[row] = starts
 
 
@@ -120,6 +132,7 @@ def explain_placement(
     table: NodeTable,
     ctx: SchedulingContext,
     nominated: Mapping[str, Sequence[Pod]] | None = None,
+    on_nodes: PodsOnNodes | None = None,
 ) -> PlacementExplanation:
     """Every node of ``table`` judged for ``pod`` by ``profile``: filters in order, then
     each scorer on the nodes left (scored even when one node is left, which
@@ -132,7 +145,14 @@ def explain_placement(
     filtered with them added to it, by the profile's kube-scheduler filters
     (:data:`KUBE_SCHEDULER_FILTERS`), and the first that fails removes it; else it is
     filtered as it is. Scores are of the nodes as they are (kube-scheduler does not add
-    nominated pods when it scores)."""
+    nominated pods when it scores).
+
+    ``on_nodes``: the pods bound to the nodes (:class:`~stickypack.core.podaffinity.PodsOnNodes`
+    of ``table``'s rows); given, a node the profile's filters pass is then judged by
+    kube-scheduler's NodePorts, InterPodAffinity and PodTopologySpread filters
+    (:meth:`~stickypack.core.podaffinity.PodsOnNodes.failing_filter`), as every
+    kube-scheduler profile runs them (a policy does not name them); with nominated pods, also
+    with those added. None: not judged."""
     idx = table.active_indices()
     filtered: dict[int, str] = {}
     for name, pods in (nominated or {}).items():
@@ -140,7 +160,7 @@ def explain_placement(
         added = nominated_pods_for(pod, pods)
         if row is None or not table.active[row] or not added:
             continue
-        failing = _first_failing_filter(profile, pod, table, row, ctx, added)
+        failing = _first_failing_filter(profile, pod, table, row, ctx, added, on_nodes)
         if failing is not None:
             filtered[row] = failing
     if filtered:
@@ -154,6 +174,16 @@ def explain_placement(
         for row in idx[~mask]:
             filtered[int(row)] = plugin.name
         idx = idx[mask]
+    if on_nodes is not None and idx.size:
+        judge = on_nodes.failing_filter(pod)
+        kept = []
+        for row in idx.tolist():
+            failing = judge(row)
+            if failing is None:
+                kept.append(row)
+            else:
+                filtered[row] = failing
+        idx = np.array(kept, dtype=idx.dtype)
     per_plugin: dict[str, np.ndarray] = {}
     weights: dict[str, int] = {}
     total = np.zeros(idx.shape[0], dtype=np.int64)

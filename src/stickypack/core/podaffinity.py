@@ -25,6 +25,7 @@ from stickypack.core.routing import LabelSelector, SelectorError
 from stickypack.core.topologyspread import SpreadCounts, spread_key
 
 if TYPE_CHECKING:
+    from stickypack.core.nodetable import NodeTable
     from stickypack.core.pod import Pod
 
 #: What a host port binds when it names no ``hostIP``: every address of the node.
@@ -235,6 +236,33 @@ def _remove_object(pods: list[Pod], pod: Pod) -> None:
     raise ValueError(f"{pod.key} is not there")
 
 
+def pods_on_table_nodes(
+    table: NodeTable, pods: Iterable[tuple[str, Pod]], namespace_labels: NamespaceLabels = None
+) -> PodsOnNodes:
+    """A :class:`PodsOnNodes` of ``table``'s nodes (their labels, names and taints) with
+    ``pods`` (node name, pod) added in order; a pod of a node ``table`` does not hold is left
+    out (kube-scheduler's and the autoscaler's snapshots have no such node)."""
+    labels: dict[int, Mapping[str, str]] = {}
+    names: dict[int, str] = {}
+    taints: dict[int, tuple[Taint, ...]] = {}
+    for row in table.active_indices().tolist():
+        info = table.info[row]
+        if info is not None:
+            labels[row], names[row], taints[row] = info.labels, info.name, info.taints
+    on_nodes = PodsOnNodes(labels, namespace_labels, names, taints)
+    for name, pod in pods:
+        row = table.index.get(name)
+        if row is not None:
+            on_nodes.add(row, pod)
+    return on_nodes
+
+
+#: kube-scheduler's names of the filters :class:`PodsOnNodes` models.
+NODE_PORTS = "NodePorts"
+INTER_POD_AFFINITY = "InterPodAffinity"
+POD_TOPOLOGY_SPREAD = "PodTopologySpread"
+
+
 @dataclass
 class PodsOnNodes:
     """The pods on each node (by row of a node table) and the nodes' labels: what
@@ -421,7 +449,16 @@ class PodsOnNodes:
     def judge(self, pod: Pod) -> Callable[[int], bool]:
         """A check of ``pod`` on one row after another, valid while no pod moves: True
         where kube-scheduler's NodePorts, InterPodAffinity and PodTopologySpread filters let
-        it onto the node given the pods on the nodes now:
+        it onto the node given the pods on the nodes now (:meth:`failing_filter`)."""
+        failing = self.failing_filter(pod)
+        return lambda row: failing(row) is None
+
+    def failing_filter(self, pod: Pod) -> Callable[[int], str | None]:
+        """A check of ``pod`` on one row after another, valid while no pod moves: the name
+        of the kube-scheduler filter that keeps it off the node given the pods on the nodes
+        now (``NodePorts``, ``InterPodAffinity``, ``PodTopologySpread``: the first of those
+        that fails in the order below, checked as kube-scheduler checks each), None where
+        they all let it on:
 
         - host ports: none of ``pod``'s conflicts with one of a pod on the node
           (:meth:`HostPort.conflicts`);
@@ -449,31 +486,33 @@ class PodsOnNodes:
         anti = [(t, self._selected_counts((t,))) for t in pod.required_pod_anti_affinity]
         selected = self._selected_counts(affinity) if affinity else None
 
-        def allows(row: int) -> bool:
+        def failing(row: int) -> str | None:
             labels = self.node_labels.get(row, {})
             if pod.host_ports:
                 for other in self.pods.get(row, ()):
                     for used in other.host_ports:
                         if any(want.conflicts(used) for want in pod.host_ports):
-                            return False
+                            return NODE_PORTS
             if forbidden and any(pair in forbidden for pair in labels.items()):
-                return False
+                return INTER_POD_AFFINITY
             if spread is not None and not spread(row):
-                return False
+                return POD_TOPOLOGY_SPREAD
             for term, counts in anti:
                 value = labels.get(term.topology_key)
                 if value is not None and counts[(term.topology_key, value)] > 0:
-                    return False
+                    return INTER_POD_AFFINITY
             if selected is None:
-                return True
+                return None
             if any(term.topology_key not in labels for term in affinity):
-                return False
+                return INTER_POD_AFFINITY
             if all(selected[(t.topology_key, labels[t.topology_key])] > 0 for t in affinity):
-                return True
+                return None
             # kube-scheduler's special case: no pod anywhere selected by all the terms
-            return not any(selected.values()) and all(t.selects(pod, ns) for t in affinity)
+            if not any(selected.values()) and all(t.selects(pod, ns) for t in affinity):
+                return None
+            return INTER_POD_AFFINITY
 
-        return allows
+        return failing
 
     def _spread_counts(self, pod: Pod) -> SpreadCounts:
         key = spread_key(pod)

@@ -202,6 +202,7 @@ async def take_snapshot(
     dra: bool = False,
     nominated: bool = False,
     nominated_apart: bool = False,
+    namespaces_and_volumes: bool | None = None,
 ) -> Snapshot:
     """List every node and every bound, running pod through ``api_client``
     (``kubernetes_asyncio.client.ApiClient``). Needs ``list`` on nodes and on pods of all
@@ -209,9 +210,11 @@ async def take_snapshot(
     (:attr:`Snapshot.nominated`; the autoscaler's view, which the node report shows).
     ``nominated_apart``: the same pods listed, kept apart by node instead
     (:attr:`Snapshot.nominated_pods`; kube-scheduler's view, which a pod's placement reads).
-    ``controllers``: list them, the namespaces, and the PersistentVolumeClaims
-    and PersistentVolumes too (:attr:`Snapshot.controllers`, :attr:`Snapshot.namespace_labels`
-    and :attr:`Snapshot.claim_volumes`, else None); only the node report reads them.
+    ``controllers``: list them too (:attr:`Snapshot.controllers`, else None); only the node
+    report reads them. ``namespaces_and_volumes`` (default: as ``controllers``): list the
+    namespaces, and the PersistentVolumeClaims and PersistentVolumes too
+    (:attr:`Snapshot.namespace_labels` and :attr:`Snapshot.claim_volumes`, else None): what
+    pod affinity terms' namespace selectors and the volume filters read.
     ``dra``: list the ResourceSlices and ResourceClaims too (:attr:`Snapshot.dra`)."""
     from kubernetes_asyncio import client
 
@@ -270,6 +273,7 @@ async def take_snapshot(
     snap.budgets = await _budgets(api_client)
     if controllers:
         snap.controllers, snap.unlisted_controllers = await _controllers(api_client)
+    if controllers if namespaces_and_volumes is None else namespaces_and_volumes:
         snap.namespace_labels = await _namespace_labels(api_client)
         snap.claim_volumes = await _claim_volumes(api_client)
     if dra:
