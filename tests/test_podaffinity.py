@@ -582,3 +582,25 @@ def test_the_inspect_snapshot_keeps_what_these_rules_read() -> None:
         "tolerations",
     ):
         assert getattr(kept, name) == getattr(full, name), name
+
+
+def test_failing_filter_names_the_kube_scheduler_filter_that_keeps_a_pod_off() -> None:
+    """``PodsOnNodes.failing_filter``: the filter's name as kube-scheduler names it, None
+    where all pass. n0 (zone a) holds a ``db`` pod with port 5432; n1 (zone a) nothing; n2
+    has no zone label."""
+    labels = _nodes(n0="a", n1="a", n2=None)
+    db = _pod("db", labels={"app": "db"}, host_ports=[{"containerPort": 5432, "hostPort": 5432}])
+    state = _on(labels, (0, db))
+    port = _pod("port", host_ports=[{"containerPort": 5432, "hostPort": 5432}])
+    assert [state.failing_filter(port)(r) for r in range(3)] == ["NodePorts", None, None]
+    anti = _pod("anti", anti=[_term(ZONE, app="db")])  # zone a has a db pod; n2 has no zone
+    assert [state.failing_filter(anti)(r) for r in range(3)] == ["InterPodAffinity"] * 2 + [None]
+    near = _pod("near", affinity=[_term(ZONE, app="db")])  # must share db's zone: n2 has none
+    assert [state.failing_filter(near)(r) for r in range(3)] == [None, None, "InterPodAffinity"]
+    far = _pod("far", affinity=[_term(ZONE, app="cache")])  # no cache pod anywhere, far is none
+    assert [state.failing_filter(far)(r) for r in range(3)] == ["InterPodAffinity"] * 2 + ["InterPodAffinity"]
+    # symmetry: a pod on n0 whose anti-affinity selects the newcomer keeps it off n0's zone
+    guarded = _on(labels, (0, _pod("guard", anti=[_term(ZONE, role="new")])))
+    newcomer = _pod("newcomer", labels={"role": "new"})
+    assert [guarded.failing_filter(newcomer)(r) for r in range(3)] == ["InterPodAffinity"] * 2 + [None]
+    assert [guarded.judge(newcomer)(r) for r in range(3)] == [False, False, True]
