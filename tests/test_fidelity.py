@@ -418,3 +418,23 @@ def test_live_stickypack_deployment_places_pods_as_documented(cluster):
         found = {c.cause for c in cases if c.kind == kind and not c.agrees}
         assert found <= causes, (kind, found, summary(cases), shown)
     assert sum(c.agrees for c in cases) >= 0.7 * len(cases), (summary(cases), shown)
+
+
+def test_start_live_renders_the_documented_extender_weights(cluster):
+    """``start_live`` runs the build extender at the rendered weight 15 and the user-pod
+    extender at the operator guide's 121 x 13 / 8 -> 197; a what-if's kube-scheduler weights
+    for builds go into the ``stickypack-builds`` profile and no other."""
+    from stickypack.testing.live_fidelity import rendered_score_weights, start_live
+
+    live = start_live(cluster, "hist-live-weights", build_kube_weights={"InterPodAffinity": 7})
+    try:
+        assert live.scheduler_config("build")["extenders"][0]["weight"] == 15
+        assert live.scheduler_config("user")["extenders"][0]["weight"] == 197
+        assert rendered_score_weights(live.scheduler_config("build")["profiles"][0])["InterPodAffinity"] == 7
+        # the user profile keeps its rendered InterPodAffinity 1331
+        assert (
+            rendered_score_weights(live.scheduler_config("user")["profiles"][0])["InterPodAffinity"] == 1331
+        )
+        assert live.extender("user").config.profile == "stickypack"
+    finally:
+        live.stop(cluster)
