@@ -780,3 +780,23 @@ def test_the_deployment_hands_each_kind_its_own_scheduler_configuration() -> Non
     assert live.scheduler_config("user")["profiles"][0]["schedulerName"] == lf.USER_SCHEDULER
     assert live.extender("build").config.profile == lf.BUILD_SCHEDULER
     assert live.extender("user").config.profile == lf.USER_SCHEDULER
+
+
+def test_a_bursts_later_pod_is_judged_after_the_earlier_ones_and_by_the_blind_view() -> None:
+    """A burst of two builds: the first (b0) went to a, the second (b01) to b. The second is
+    judged with b0 on a (``after``) and against the extender's view without it
+    (``stale_top`` set); the first has neither, and the batch's tables stay as they were."""
+    live = deployment()
+    table = node_table(["a", "b"])
+    raw = build_manifest("b0", created=NOW - 10)
+    burst = case(pod=raw, history=["a"], repo=REPO, written=NOW - 60, burst=2)
+    created = {"b0": raw, "b01": {**copy.deepcopy(raw), "metadata": {**raw["metadata"], "name": "b01"}}}
+    seen: list[LiveCase] = []
+    first, second = lf._judge_batch(
+        [burst], created, {"b0": "a", "b01": "b"}, {"build": table}, live, NOW, None, seen.append
+    )
+    assert seen == [first, second]
+    assert (first.position, first.chosen, first.after, first.stale_top) == (0, "a", [], None)
+    assert (second.position, second.chosen) == (1, "b")
+    assert second.after == [(created["b0"], "a")] and second.stale_top is not None
+    assert table.requested[:, table.rindex["pods"]].sum() == 0  # b0 added to a copy only

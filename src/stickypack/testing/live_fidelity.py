@@ -498,7 +498,8 @@ def start_live(
 
 def policy_balanced_weights(policy: Policy) -> dict[str, int]:
     """Weights for kube-scheduler's plugins of the user profile in the policy's proportions,
-    on the rendered scale (NodeResourcesFit 121): TaintToleration 91, NodeAffinity 61."""
+    on the rendered scale (NodeResourcesFit 121): TaintToleration 91, NodeAffinity 60 (60.5 rounded
+    half to even)."""
     from stickypack.render import PACKING_SCORE_WEIGHTS
 
     profile = policy.profile_for(Pod.from_dict(pod_manifest("probe", labels=USER_LABELS)))
@@ -709,30 +710,47 @@ def _run_batch(
         tables = {
             kind: _reference_table(group, stored_nodes, stored_pods, rows[kind]) for kind in ("build", "user")
         }
-        out = []
-        for case in group:
-            after: list[tuple[dict[str, Any], str]] = []
-            for position in range(case.burst):
-                name = _burst_pod(case, position)["metadata"]["name"]
-                one = dataclasses.replace(case, position=position, after=list(after))
-                one.chosen = placed.get(name)
-                table = tables[case.kind]
-                if after:
-                    table = copy.deepcopy(table)
-                    for raw, node in after:
-                        table.add_pod(table.slot(node), Pod.from_dict(raw))
-                judge(one, created[name], table, live, now, builders, tables[case.kind] if after else None)
-                out.append(one)
-                if on_case is not None:
-                    on_case(one)
-                if one.chosen is not None:
-                    after.append((created[name], one.chosen))
-        return out
+        return _judge_batch(group, created, placed, tables, live, now, builders, on_case)
     finally:
         for ext in exts:
             _set_clock(ext, time.time)
         cp.delete_all_pods()
         cp.delete_all_nodes()
+
+
+def _judge_batch(
+    group: Sequence[LiveCase],
+    created: dict[str, dict[str, Any]],
+    placed: dict[str, str | None],
+    tables: dict[str, NodeTable],
+    live: LiveDeployment,
+    now: float,
+    builders: list[str] | None,
+    on_case: Callable[[LiveCase], None] | None = None,
+) -> list[LiveCase]:
+    """One record per pod of each case's burst (``created``: pod name -> as created;
+    ``placed``: pod name -> node, None or missing when unplaced; ``tables``: kind -> the
+    reference table), each judged on its kind's table with the burst's earlier placed pods
+    added, and the table without them as the extender's blind view."""
+    out = []
+    for case in group:
+        after: list[tuple[dict[str, Any], str]] = []
+        for position in range(case.burst):
+            name = _burst_pod(case, position)["metadata"]["name"]
+            one = dataclasses.replace(case, position=position, after=list(after))
+            one.chosen = placed.get(name)
+            table = tables[case.kind]
+            if after:
+                table = copy.deepcopy(table)
+                for raw, node in after:
+                    table.add_pod(table.slot(node), Pod.from_dict(raw))
+            judge(one, created[name], table, live, now, builders, tables[case.kind] if after else None)
+            out.append(one)
+            if on_case is not None:
+                on_case(one)
+            if one.chosen is not None:
+                after.append((created[name], one.chosen))
+    return out
 
 
 def _burst_pod(case: LiveCase, position: int) -> dict[str, Any]:
