@@ -800,3 +800,23 @@ def test_a_bursts_later_pod_is_judged_after_the_earlier_ones_and_by_the_blind_vi
     assert (second.position, second.chosen) == (1, "b")
     assert second.after == [(created["b0"], "a")] and second.stale_top is not None
     assert table.requested[:, table.rindex["pods"]].sum() == 0  # b0 added to a copy only
+
+
+def test_live_batches_run_builders_on_every_other_batch_the_first_included() -> None:
+    batches = list(lf.live_batches(5, seed=7, batch=2, build_share=1.0))
+    assert [[c.index for c in group] for group, _ in batches] == [[0, 1], [2, 3], [4]]
+    assert [builders is None for _, builders in batches] == [False, True, False]
+    for group, builders in batches:
+        on = sorted(
+            b["spec"]["nodeName"]
+            for c in group
+            for b in c.bound
+            if b["metadata"]["labels"] == lf.BUILDER_LABELS
+        )
+        assert on == (builders or [])  # the builder pods' nodes are the batch's builders
+        if builders is not None:  # at least one on each case's nodes
+            assert all({n["name"] for n in c.nodes} & set(builders) for c in group)
+        assert all(c.kind == "build" and c.repo for c in group)  # build_share 1
+    assert all(
+        c.kind == "user" for group, _ in lf.live_batches(3, seed=7, batch=3, build_share=0.0) for c in group
+    )

@@ -69,7 +69,7 @@ import copy
 import dataclasses
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -630,10 +630,23 @@ def run_live_cases(
     tables hold exactly the batch, the extenders' decision clock is frozen at ``now``,
     creation plus ``age_offset_s`` (a sequence: one per batch, in turn), and the pods are
     created. ``ControlPlaneError`` when a cache does not settle in ``settle_timeout_s``."""
-    rng = random.Random(seed)
-    kinds = random.Random(f"{seed}-kinds")
     offsets = [age_offset_s] if isinstance(age_offset_s, int | float) else list(age_offset_s)
     done: list[LiveCase] = []
+    for b, (group, builders) in enumerate(live_batches(cases, seed, batch, build_share)):
+        offset = float(offsets[b % len(offsets)])
+        done.extend(_run_batch(cp, live, group, builders, offset, wave_gap_s, settle_timeout_s, on_case))
+    return done
+
+
+def live_batches(
+    cases: int, seed: int, batch: int = 24, build_share: float = 0.5
+) -> Iterator[tuple[list[LiveCase], list[str] | None]]:
+    """The batches :func:`run_live_cases` runs: each batch's cases (:func:`random_live_case`,
+    a share ``build_share`` of them build cases, their repos chosen by
+    :func:`choose_repos`) and its builder nodes (:func:`add_builders` on every other batch,
+    the first included; None on the others)."""
+    rng = random.Random(seed)
+    kinds = random.Random(f"{seed}-kinds")
     for b, start in enumerate(range(0, cases, batch)):
         group = [
             random_live_case(rng, i, "build" if kinds.random() < build_share else "user")
@@ -641,9 +654,7 @@ def run_live_cases(
         ]
         builders = add_builders(group, random.Random(f"{seed}-{b}-builders")) if b % 2 == 0 else None
         choose_repos(group, builders)
-        offset = float(offsets[b % len(offsets)])
-        done.extend(_run_batch(cp, live, group, builders, offset, wave_gap_s, settle_timeout_s, on_case))
-    return done
+        yield group, builders
 
 
 def _run_batch(
