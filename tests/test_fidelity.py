@@ -413,6 +413,8 @@ def test_live_stickypack_deployment_places_pods_as_documented(cluster):
     shown = "\n".join(c.describe() for c in cases if not (c.agrees and c.explained))
     assert len({c.index for c in cases}) == LIVE_CASES
     assert {c.kind for c in cases} == {"build", "user"}
+    # the nodes and bound pods were 40 minutes old when decided on (the offset applied)
+    assert all(c.decided_at - c.written >= 2400.0 for c in cases)
     assert all(c.explained for c in cases), shown
     for kind, causes in DOCUMENTED.items():
         found = {c.cause for c in cases if c.kind == kind and not c.agrees}

@@ -213,6 +213,9 @@ class LiveCase:
     stale_top: list[str] | None = None
     #: when the history was written (its entries: this, then 0.01 s earlier per rank)
     written: float = 0.0
+    #: the extenders' frozen decision clock and the models' ``now`` for this case: its
+    #: batch's creation plus the run's age offset (:func:`run_live_cases`)
+    decided_at: float = 0.0
     # results
     chosen: str | None = None
     top: list[str] = field(default_factory=list)
@@ -748,7 +751,7 @@ def _judge_batch(
         after: list[tuple[dict[str, Any], str]] = []
         for position in range(case.burst):
             name = _burst_pod(case, position)["metadata"]["name"]
-            one = dataclasses.replace(case, position=position, after=list(after))
+            one = dataclasses.replace(case, position=position, after=list(after), decided_at=now)
             one.chosen = placed.get(name)
             table = tables[case.kind]
             if after:
