@@ -32,6 +32,9 @@ def test_plugin_family_agrees_with_kube_scheduler(cluster, family):
     assert len(cases) == FAMILY_CASES
     assert all(c.chosen is not None for c in cases), "\n".join(bad)
     assert agreement(cases) == 1.0, "\n".join(bad)
+    # case i ran on the family's profile i mod n, so every profile with its arguments
+    names = [p.profiles[0].name for p in FAMILIES[family].load()]
+    assert [c.pod["spec"]["schedulerName"] for c in cases] == [names[c.index % len(names)] for c in cases]
     # the policy's best are fewer than the feasible nodes in enough cases to tell
     assert sum(map(decisive, cases)) >= FAMILY_CASES // 3
 
@@ -370,3 +373,195 @@ def test_render_a_policy_file_a_scheduler_cannot_hold_is_one_line(tmp_path, caps
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err, err
+
+
+# ---- the harness's own parts, without a control plane ----------------------------------------
+
+
+def test_every_family_loads_each_of_its_policies_named_as_its_one_profile():
+    """Each policy of a family loads (all of them) as one profile named as the policy, and
+    the family's configuration has one kube-scheduler profile per policy, in order, named
+    as that profile (case ``i`` goes to profile ``i mod n`` by that name)."""
+    from stickypack.testing.plugin_fidelity import kube_scheduler_config
+
+    for family in FAMILIES.values():
+        policies = family.load()
+        assert len(policies) == len(family.policies), family.name
+        for policy in policies:
+            assert [p.name for p in policy.profiles] == [policy.name], family.name
+        config = kube_scheduler_config(policies)
+        assert [p["schedulerName"] for p in config["profiles"]] == [p.name for p in policies]
+    two = policy_from_yaml(TWO_PROFILES)
+    with pytest.raises(ValueError, match="policy mine: one profile expected, got 2"):
+        kube_scheduler_config([two])
+
+
+def test_the_builds_family_also_runs_kube_schedulers_default_profile():
+    """``builds-default``: the built-in ``default`` profile (kube-scheduler's default
+    scoring) under another name, without its BinderHub mutator."""
+    by_name = {p.name: p.profiles[0] for p in FAMILIES["builds"].load()}
+    assert set(by_name) == {"builds-only", "builds-default"}
+    ours = by_name["builds-default"].describe()
+    theirs = load_builtin("default").profiles[0].describe()
+    assert ours["score"] == theirs["score"]
+    assert ours["filters"] == theirs["filters"]
+    assert "mutate" not in ours
+
+
+def test_a_family_pod_requests_what_it_is_given_with_limits_for_extended_resources():
+    from stickypack.testing.plugin_fidelity import FOO, GPU, _manifest
+
+    requests = {"cpu": "1", "memory": "1Gi", GPU: "2", FOO: "3", "ephemeral-storage": "5Gi"}
+    raw = _manifest("p", requests, "profile-x")
+    resources = raw["spec"]["containers"][0]["resources"]
+    assert resources["requests"] == requests
+    assert resources["limits"] == {GPU: "2", FOO: "3"}  # the API server demands them equal
+    assert raw["spec"]["schedulerName"] == "profile-x"
+    assert _manifest("q", {"cpu": "1"})["spec"]["schedulerName"] == "default-scheduler"
+
+
+def test_a_family_build_pod_carries_the_anti_affinity_binderhub_gives_it():
+    """The build pods the ``builds`` family binds and places carry the term the core's
+    BinderHubAntiAffinity mutator adds to a build pod (weight 100, by hostname, against
+    build pods), and match it themselves."""
+    from stickypack.core import NodeTable, Pod, SchedulingContext
+    from stickypack.core.plugins.binderhub import BinderHubAntiAffinity
+    from stickypack.testing.plugin_fidelity import _build_pod, _manifest
+
+    built = Pod.from_dict(_build_pod("b", {"cpu": "1"}, "https://github.com/org/repo0"))
+    plain = _manifest("b", {"cpu": "1"}, labels=dict(built.labels))
+    plain["metadata"]["annotations"] = {"binder-repo": "https://github.com/org/repo0"}
+    mutated = BinderHubAntiAffinity().mutate(Pod.from_dict(plain), NodeTable(), SchedulingContext())
+    assert built.build_repo is not None
+    assert built.pod_anti_affinity == mutated.pod_anti_affinity
+    assert len(built.pod_anti_affinity) == 1
+    assert dict(built.pod_anti_affinity[0].match_labels).items() <= dict(built.labels).items()
+
+
+def _family_cases(name: str, count: int = 30):
+    """``count`` cases of family ``name`` drawn as :func:`run_family` draws them (case ``i``
+    for profile ``i mod n``), with that profile."""
+    import random
+
+    family = FAMILIES[name]
+    policies = family.load()
+    rng = random.Random(3)
+    for i in range(count):
+        profile = policies[i % len(policies)].profiles[0]
+        yield family.draw(rng, i, profile.name, profile), profile
+
+
+def test_family_cases_see_their_own_nodes_fit_one_and_bound_pods_fit_theirs():
+    from stickypack.core import Pod, SchedulingContext
+    from stickypack.testing.fidelity import CASE_LABEL, _node_table
+
+    for name in FAMILIES:
+        for case, profile in _family_cases(name):
+            label = f"c{case.index}"
+            assert case.pod["spec"]["nodeSelector"] == {CASE_LABEL: label}, name
+            assert all(n["labels"][CASE_LABEL] == label for n in case.nodes)
+            assert case.pod["spec"]["schedulerName"] == profile.name
+            table = _node_table([case])
+            assert profile.feasible(Pod.from_dict(case.pod), table, SchedulingContext()).size, (
+                name,
+                case.index,
+            )
+            rows = table.active_indices()
+            # every resource, extended ones included: no node holds more than it has
+            assert (table.requested[rows] <= table.alloc[rows]).all(), (name, case.describe())
+
+
+def test_each_familys_cases_put_its_plugin_to_work():
+    """What each family's draw promises: GPUs, init containers, nodes of several ephemeral
+    storage sizes (resources); nodes with three or more PreferNoSchedule taints,
+    tolerations (taints); a ``gen`` label no integer operator matches, several preferred
+    terms, required terms (affinity); bound build pods (builds)."""
+    from stickypack.testing.plugin_fidelity import GPU
+
+    resources = [c for c, _ in _family_cases("noderesources")]
+    assert any(GPU in c.pod["spec"]["containers"][0]["resources"]["requests"] for c in resources)
+    assert any(c.pod["spec"].get("initContainers") for c in resources)
+    assert any(len({n["ephemeral_storage"] for n in c.nodes}) > 1 for c in resources)
+    taints = [c for c, _ in _family_cases("taints")]
+    soft = [sum(t.endswith(":PreferNoSchedule") for t in n["taints"]) for c in taints for n in c.nodes]
+    assert max(soft) >= 3
+    assert any(c.pod["spec"].get("tolerations") for c in taints)
+    affinity = [c for c, _ in _family_cases("affinity")]
+    gens = {n["labels"].get("gen") for c in affinity for n in c.nodes}
+    assert {"07", "v3"} & gens
+    terms = [
+        c.pod["spec"]["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+        for c in affinity
+    ]
+    assert max(map(len, terms)) >= 3  # one to five weighted terms
+    assert any(
+        "requiredDuringSchedulingIgnoredDuringExecution" in c.pod["spec"]["affinity"]["nodeAffinity"]
+        for c in affinity
+    )
+    builds = [c for c, _ in _family_cases("builds")]
+    assert any(b["metadata"].get("annotations", {}).get("binder-repo") for c in builds for b in c.bound)
+
+
+def test_decisive_cases_are_those_whose_best_are_fewer_than_the_feasible_nodes():
+    from stickypack.testing.fidelity import Case
+
+    assert decisive(Case(0, [], [], {}, top=["a"], scores={"a": 2, "b": 1}))
+    assert not decisive(Case(0, [], [], {}, top=["a", "b"], scores={"a": 2, "b": 2}))  # a tie
+    assert not decisive(Case(0, [], [], {}, top=[], scores={}))  # no feasible node
+
+
+SPREAD_AND_PACK = (
+    """
+name: spread
+profiles:
+  - name: spread
+    filters: [NodeUnschedulable, NodeResourcesFit, NodeAffinity, TaintToleration]
+    score: [{plugin: LeastAllocated, args: {resources: {cpu: 1, memory: 1}}}]
+""",
+    """
+name: pack
+profiles:
+  - name: pack
+    filters: [NodeUnschedulable, NodeResourcesFit, NodeAffinity, TaintToleration]
+    score: [{plugin: MostAllocated, args: {resources: {cpu: 1, memory: 1}}}]
+""",
+)
+
+
+def test_crossed_scores_each_case_by_the_familys_next_policy():
+    """Nodes ``empty`` and ``full`` (4 cores, 16Gi; a pod of 2 cores and 4Gi on ``full``);
+    the pod asks 1 core and 1Gi. ``spread`` prefers ``empty`` ((75 + 93) // 2 = 84 against
+    (25 + 68) // 2 = 46), ``pack`` prefers ``full`` ((75 + 31) // 2 = 53 against
+    (25 + 6) // 2 = 15). Case 0 (spread, chose ``empty``) scored by pack: a miss; case 1
+    (pack, chose ``full``) scored by spread: a miss; case 2 (spread, chose ``full``) scored
+    by pack: a hit. Crossed agreement 1/3 (2/3 scored by their own policy)."""
+    from stickypack.testing.controlplane import pod_manifest
+    from stickypack.testing.fidelity import CASE_LABEL, Case
+    from stickypack.testing.plugin_fidelity import Family, _draw_resources, crossed
+
+    family = Family("hand", "spread, then pack", SPREAD_AND_PACK, _draw_resources)
+
+    def case(index: int, profile: str, chosen: str) -> Case:
+        label = f"c{index}"
+        nodes = [
+            {
+                "name": f"{label}-{n}",
+                "cpu": "4",
+                "memory": "16Gi",
+                "labels": {CASE_LABEL: label},
+                "taints": [],
+            }
+            for n in ("empty", "full")
+        ]
+        for node in nodes:
+            node["taints"] = []
+        filler = pod_manifest(f"{label}-filler", cpu="2", memory="4Gi")
+        filler["spec"]["nodeName"] = f"{label}-full"
+        pod = pod_manifest(f"{label}-pod", cpu="1", memory="1Gi", scheduler_name=profile)
+        pod["spec"]["nodeSelector"] = {CASE_LABEL: label}
+        return Case(index, nodes, [filler], pod, chosen=f"{label}-{chosen}")
+
+    cases = [case(0, "spread", "empty"), case(1, "pack", "full"), case(2, "spread", "full")]
+    assert crossed(cases, family) == 1 / 3
+    assert all(c.scores == {} for c in cases)  # the cases themselves are left as they were
+    assert crossed([], family) == 0.0
