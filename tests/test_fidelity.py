@@ -9,6 +9,10 @@ The `stickypack` policy runs live as kube-scheduler with rendered profiles plus 
 its test checks that every real pick is what the documented live deployment gives and that
 every disagreement with the simulated policy is a documented one
 (`benchmarks/fidelity.py --policy stickypack`).
+
+The harness's parts that need the control plane are checked here too (a case's nodes as
+stored, the scheduler-cache wait, `probe_placements`); its judging without one, in
+`tests/test_testing_harness.py`.
 """
 
 from __future__ import annotations
@@ -17,7 +21,8 @@ import pytest
 
 from stickypack.policies import load_builtin
 from stickypack.render import scheduler_config
-from stickypack.testing.fidelity import agreement, run_cases, wait_scheduler_cache
+from stickypack.testing import ControlPlaneError
+from stickypack.testing.fidelity import CASE_LABEL, agreement, run_cases, wait_scheduler_cache
 
 pytestmark = pytest.mark.controlplane
 
@@ -212,6 +217,103 @@ def test_a_build_anti_affinity_term_weighs_build_pods_as_in_kube_scheduler(clust
     default, rng = load_builtin("default"), np.random.default_rng(0)
     assert Pod.from_dict(probe).build_repo is None
     assert default.select(Pod.from_dict(probe), table, SchedulingContext(), rng) == table.slot("users")
+
+
+# ---- the harness itself ---------------------------------------------------------------------
+
+
+def test_a_case_node_the_model_scores_is_the_node_the_api_server_stores(cluster):
+    """``create_case_node`` and the table ``score_case`` scores (``_node_table``) describe
+    the same node: allocatable (defaults included: pods, ephemeral storage), labels (the
+    hostname, os and arch ``create_node`` adds), taints and images, as the API server
+    returns them."""
+    from stickypack.core import Taint
+    from stickypack.core.resources import parse_resource_list
+    from stickypack.kube.cache import node_images
+    from stickypack.testing.fidelity import Case, _node_table, create_case_node
+
+    listed = [{"names": ["reg.example/c0/app:v1", "reg.example/c0/app:latest"], "sizeBytes": 5 * 1024**2}]
+    nodes = [
+        {
+            "name": "c0-n0",
+            "cpu": "2",
+            "memory": "4Gi",
+            "labels": {CASE_LABEL: "c0", "zone": "a"},
+            "taints": ["soft1=x:PreferNoSchedule", "soft2:PreferNoSchedule", "dedicated=gpu:NoSchedule"],
+            "images": listed,
+        },
+        {
+            "name": "c0-n1",
+            "cpu": "16",
+            "memory": "64Gi",
+            "labels": {CASE_LABEL: "c0"},
+            "taints": [],
+            "ephemeral_storage": "20Gi",
+            "extended": {"nvidia.com/gpu": "4"},
+        },
+    ]
+    for n in nodes:
+        create_case_node(cluster, n)
+    table = _node_table([Case(0, nodes, [], {})])
+    stored = {n["metadata"]["name"]: n for n in cluster.nodes()}
+    assert set(stored) == {"c0-n0", "c0-n1"}
+    for name, node in stored.items():
+        i = table.slot(name)
+        info = table.info[i]
+        assert info is not None
+        assert parse_resource_list(node["status"]["allocatable"]) == dict(info.allocatable), name
+        assert node["metadata"]["labels"] == dict(info.labels), name
+        assert tuple(Taint.from_dict(t) for t in node["spec"].get("taints", [])) == info.taints, name
+        assert node_images(node["status"].get("images")) == table.images[i], name
+
+
+def test_waiting_for_the_scheduler_cache_needs_every_scheduler_read(cluster):
+    """``wait_scheduler_cache`` returns once every scheduler's cache holds the sizes asked
+    for, and fails after its timeout while they differ or while a scheduler's /metrics
+    cannot be read (an unread cache is no proof that it is empty)."""
+    running = cluster.start_scheduler(None, name="cache-running")
+    stopped = cluster.start_scheduler(None, name="cache-stopped")
+    wait_scheduler_cache(cluster, [running, stopped], 0, 0, 30)
+    cluster.create_node("lone")
+    wait_scheduler_cache(cluster, [running, stopped], 1, 0, 30)
+    with pytest.raises(ControlPlaneError, match="did not reach"):
+        wait_scheduler_cache(cluster, [running], 2, 0, 2)
+    cluster.stop_scheduler(stopped)
+    assert cluster.scheduler_cache_sizes(stopped) == {}
+    for handles in ([stopped], [running, stopped]):
+        with pytest.raises(ControlPlaneError, match="did not reach"):
+            wait_scheduler_cache(cluster, handles, 1, 0, 2)
+
+
+def test_probe_placements_fails_on_each_kind_of_disagreement(cluster):
+    """A probe kube-scheduler binds where our rules allow is handed to ``placed``; one whose
+    allowed nodes differ from those expected (fewer) fails before it is created; one bound
+    where our rules do not allow fails, and is not handed on."""
+    import re
+
+    from stickypack.testing.controlplane import pod_manifest
+    from stickypack.testing.fidelity import probe_placements
+
+    cluster.start_scheduler(None)
+    cluster.create_node("only")
+    placed: list[tuple[str, str]] = []
+
+    def check(name: str, expected: set[str] | None, allowed: set[str]) -> None:
+        raw = pod_manifest(name, cpu="100m", memory="64Mi")
+        probe_placements(
+            cluster, [(name, raw, expected)], lambda _: allowed, lambda n, _, node: placed.append((n, node))
+        )
+
+    check("agreed", {"only"}, {"only"})
+    assert placed == [("agreed", "only")]
+    message = "ruled: our rules allow ['only'], expected ['elsewhere', 'only']"
+    with pytest.raises(AssertionError, match=re.escape(message)):
+        check("ruled", {"only", "elsewhere"}, {"only"})
+    assert "ruled" not in cluster.placements()
+    message = "astray: kube-scheduler bound it to only; ours allow ['elsewhere']"
+    with pytest.raises(AssertionError, match=re.escape(message)):
+        check("astray", None, {"elsewhere"})
+    assert placed == [("agreed", "only")]
 
 
 # ---- ImageLocality -----------------------------------------------------------------------
