@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
 from stickypack.testing import ControlPlane, binaries_dir
 from stickypack.testing.controlplane import pinned_versions
@@ -76,6 +81,73 @@ def test_fake_node_is_ready_and_schedulable(cluster: ControlPlane) -> None:
 
 
 @pytest.mark.controlplane
+def test_fake_node_status_is_what_was_asked(cluster: ControlPlane) -> None:
+    """Capacity and allocatable both carry every resource asked (ephemeral storage and
+    extended resources too), images are listed, a label given overrides a default, and a
+    not-ready node has Ready=False and the not-ready taint (and nothing else)."""
+    image = {"names": ["registry.example/big:1"], "sizeBytes": 1_000_000_000}
+    cluster.create_node(
+        "gpu",
+        cpu="16",
+        memory="64Gi",
+        pods=20,
+        labels={"kubernetes.io/arch": "arm64"},
+        ephemeral_storage="50Gi",
+        extended={"nvidia.com/gpu": "4"},
+        images=[image],
+    )
+    cluster.create_node("down", ready=False)
+    nodes = {n["metadata"]["name"]: n for n in cluster.nodes()}
+    asked = {"cpu": "16", "memory": "64Gi", "pods": "20", "ephemeral-storage": "50Gi", "nvidia.com/gpu": "4"}
+    assert nodes["gpu"]["status"]["capacity"] == asked
+    assert nodes["gpu"]["status"]["allocatable"] == asked
+    assert nodes["gpu"]["status"]["images"] == [image]
+    assert nodes["gpu"]["metadata"]["labels"]["kubernetes.io/arch"] == "arm64"
+    assert nodes["gpu"]["metadata"]["labels"]["kubernetes.io/hostname"] == "gpu"
+    down = nodes["down"]
+    assert [c["status"] for c in down["status"]["conditions"] if c["type"] == "Ready"] == ["False"]
+    assert down["spec"]["taints"] == [{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}]
+    assert "images" not in down["status"]
+
+
+@pytest.mark.controlplane
+def test_wait_unschedulable_wants_every_named_pod_unschedulable(cluster: ControlPlane) -> None:
+    """A gated pod (PodScheduled=False, reason SchedulingGated) is not unschedulable: a wait
+    naming it beside a pod that fits nowhere times out naming it; the other alone is
+    returned with kube-scheduler's message."""
+    from stickypack.testing import ControlPlaneError, pod_manifest
+
+    cluster.start_scheduler(DEFAULT_CONFIG)
+    cluster.create_node("n1", cpu="1")
+    cluster.create_pod("huge", cpu="8")
+    gated = pod_manifest("gated", cpu="100m")
+    gated["spec"]["schedulingGates"] = [{"name": "example.com/hold"}]
+    cluster.create_pod(pod=gated)
+    with pytest.raises(ControlPlaneError, match=r"\['gated'\]"):
+        cluster.wait_unschedulable(["huge", "gated"], timeout=5)
+    messages = cluster.wait_unschedulable(["huge"], timeout=5)
+    assert list(messages) == ["huge"] and "Insufficient cpu" in messages["huge"]
+    assert cluster.placements() == {"huge": None, "gated": None}
+
+
+@pytest.mark.controlplane
+def test_wait_bound_wants_every_named_pod_bound(cluster: ControlPlane) -> None:
+    """No scheduler runs: "pa" is bound at creation (spec.nodeName), "pb" never is. A wait
+    naming both times out naming "pb" (one bound pod of two is not enough); a wait for the
+    single name "pa" (a str, not a list of letters) returns it."""
+    from stickypack.testing import ControlPlaneError, pod_manifest
+
+    cluster.create_node("n1")
+    bound = pod_manifest("pa")
+    bound["spec"]["nodeName"] = "n1"
+    cluster.create_pod(pod=bound)
+    cluster.create_pod("pb", scheduler_name="nobody")
+    with pytest.raises(ControlPlaneError, match=r"1 of 2 pods not bound .*'pb'"):
+        cluster.wait_bound(["pa", "pb"], timeout=2)
+    assert cluster.wait_bound("pa", timeout=2) == {"pa": "n1"}
+
+
+@pytest.mark.controlplane
 def test_default_scheduler_binds_what_fits(cluster: ControlPlane) -> None:
     sched = cluster.start_scheduler(DEFAULT_CONFIG)
     assert sched.alive and sched.scheduler_names == ["default-scheduler"]
@@ -115,10 +187,20 @@ def test_several_schedulers_and_reset(cluster: ControlPlane) -> None:
     b = cluster.start_scheduler(
         "apiVersion: kubescheduler.config.k8s.io/v1\n"
         "kind: KubeSchedulerConfiguration\n"
+        "leaderElection: {resourceName: second-lock}\n"
+        "clientConnection: {qps: 50}\n"
         "profiles: [{schedulerName: second}]\n",
         name="second",
     )
     assert a.port != b.port and a.pid != b.pid
+    # what the harness renders: its kubeconfig, qps/burst raised unless given, leader
+    # election off with the lock name given kept; the file is what the handle says
+    assert a.config["clientConnection"] == {"kubeconfig": str(cluster.kubeconfig), "qps": 5000, "burst": 5000}
+    assert a.config["leaderElection"] == {"leaderElect": False}
+    assert b.config["clientConnection"] == {"qps": 50, "kubeconfig": str(cluster.kubeconfig), "burst": 5000}
+    assert b.config["leaderElection"] == {"resourceName": "second-lock", "leaderElect": False}
+    for handle in (a, b):
+        assert yaml.safe_load(handle.config_path.read_text()) == handle.config
     cluster.create_node("n1")
     cluster.create_pod("p-default", cpu="100m")
     cluster.create_pod("p-second", cpu="100m", scheduler_name="second")
@@ -126,8 +208,14 @@ def test_several_schedulers_and_reset(cluster: ControlPlane) -> None:
         "p-default": "n1",
         "p-second": "n1",
     }
+    # a second "second" (no config: kube-scheduler's defaults) gets its own log and config
+    c = cluster.start_scheduler(None, name="second")
+    assert c.name != b.name and c.log_path != b.log_path and c.config_path != b.config_path
+    assert c.scheduler_names == ["default-scheduler"]
+    assert cluster.schedulers == [a, b, c]
+    cluster.stop_scheduler(c)
     cluster.stop_scheduler(b)
-    assert not b.alive and cluster.schedulers == [a]
+    assert not b.alive and not c.alive and cluster.schedulers == [a]
     cluster.reset()
     assert cluster.pods() == [] and cluster.nodes() == [] and cluster.schedulers == []
     assert not a.alive
@@ -331,3 +419,498 @@ def test_service_account_kubeconfig_authenticates_as_the_account(cluster: Contro
     username, status = asyncio.run(probe())
     assert username == f"system:serviceaccount:default:{name}"
     assert status == 403
+
+
+# ---------------------------------------------------------------- the harness's own decisions
+# Fast tests of controlplane.py's helpers with hand-made inputs (no control plane): each
+# pins a decision whose one-line mutation the tests above did not notice (mutation audit of
+# stickypack.testing, /tmp/mut-cp).
+
+
+def test_versions_env_is_read_as_the_shell_reads_it(tmp_path: Path) -> None:
+    """Comments are skipped (even with a "=" in them), spaces and quotes around a value go."""
+    from stickypack.testing.controlplane import _read_versions
+
+    path = tmp_path / "versions.env"
+    path.write_text(
+        "# K8S_VERSION=v0.0.0 in a comment is not a pin\n"
+        "\n"
+        'K8S_VERSION = "v1.2.3"\n'
+        "ETCD_VERSION='v3.4.5'\n"
+        "HELM_VERSION=v4.0.0\n"
+    )
+    assert _read_versions(path) == {
+        "K8S_VERSION": "v1.2.3",
+        "ETCD_VERSION": "v3.4.5",
+        "HELM_VERSION": "v4.0.0",
+    }
+
+
+def test_the_checkouts_versions_env_wins_over_the_working_directorys(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Run from another directory holding its own tools/k8s/versions.env, the harness still
+    reads the versions of the checkout it was imported from."""
+    from stickypack.testing.controlplane import versions_file
+
+    other = tmp_path / "tools" / "k8s"
+    other.mkdir(parents=True)
+    (other / "versions.env").write_text("K8S_VERSION=v0.0.1\n")
+    monkeypatch.chdir(tmp_path)
+    assert versions_file() == REPO / "tools" / "k8s" / "versions.env"
+    assert pinned_versions()["K8S_VERSION"] != "v0.0.1"
+
+
+def test_binaries_dir_expands_a_home_relative_bin_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STICKYPACK_K8S_BIN", "~/k8s-bin")
+    assert binaries_dir() == Path.home() / "k8s-bin"
+
+
+def test_no_versions_env_and_no_bin_env_is_a_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Outside a checkout (no versions.env here nor in the working directory) and without
+    $STICKYPACK_K8S_BIN: BinariesNotFoundError naming the variable, not a KeyError."""
+    from stickypack.testing import BinariesNotFoundError, controlplane
+
+    monkeypatch.delenv("STICKYPACK_K8S_BIN", raising=False)
+    monkeypatch.setattr(controlplane, "_REPO_ROOT", tmp_path)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(BinariesNotFoundError, match="STICKYPACK_K8S_BIN"):
+        binaries_dir()
+
+
+def _executable(path: Path) -> Path:
+    path.write_text("#!/bin/sh\nexit 0\n")
+    path.chmod(0o755)
+    return path
+
+
+def test_find_binaries_wants_each_one_an_executable_file(tmp_path: Path) -> None:
+    """etcd not executable, kube-apiserver a directory, kube-scheduler absent: all three
+    missing; with only kube-scheduler absent, exactly that one is named."""
+    from stickypack.testing import BinariesNotFoundError, find_binaries
+
+    (tmp_path / "etcd").write_text("#!/bin/sh\n")  # mode 0644
+    (tmp_path / "kube-apiserver").mkdir()  # a directory is "executable" (searchable)
+    with pytest.raises(BinariesNotFoundError) as info:
+        find_binaries(tmp_path)
+    assert "missing in" in str(info.value)
+    assert str(info.value).split(": ", 1)[1].split(";")[0] == "etcd, kube-apiserver, kube-scheduler"
+
+    (tmp_path / "etcd").chmod(0o755)
+    (tmp_path / "kube-apiserver").rmdir()
+    _executable(tmp_path / "kube-apiserver")
+    with pytest.raises(BinariesNotFoundError) as info:
+        find_binaries(tmp_path)
+    assert str(info.value).split(": ", 1)[1].split(";")[0] == "kube-scheduler"
+
+    _executable(tmp_path / "kube-scheduler")
+    assert find_binaries(tmp_path) == {n: tmp_path / n for n in ("etcd", "kube-apiserver", "kube-scheduler")}
+
+
+class _Answers:
+    """A loopback HTTP server answering GET with the next (status, body) of ``answers``,
+    the last one forever; ``seen`` counts the requests."""
+
+    def __init__(self, answers: list[tuple[int, str]]) -> None:
+        import http.server
+        import threading
+
+        self.seen = 0
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                status, body = answers[min(outer.seen, len(answers) - 1)]
+                outer.seen += 1
+                data = body.encode()
+                self.send_response(status)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/readyz"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@contextlib.contextmanager
+def _process(tmp_path: Path, *args: str) -> Iterator[Any]:
+    """A controlplane._Process running ``args`` (killed on leaving)."""
+    from stickypack.testing.controlplane import _Process
+
+    popen = subprocess.Popen(list(args))
+    try:
+        yield _Process("probe", popen, tmp_path / "probe.log")
+    finally:
+        popen.kill()
+        popen.wait()
+
+
+def test_readiness_waits_for_a_200(tmp_path: Path) -> None:
+    """/readyz answering 500 twice, then 200: the wait returns only after the third request
+    (a wait satisfied by any answer would make every "started" meaningless)."""
+    from stickypack.testing.controlplane import _wait_healthy
+
+    server = _Answers([(500, "[-]etcd failed"), (500, "[-]etcd failed"), (200, "ok")])
+    try:
+        with _process(tmp_path, "sleep", "60") as proc:
+            _wait_healthy(proc, server.url, None, timeout=30)
+        assert server.seen == 3
+    finally:
+        server.close()
+
+
+def test_readiness_wait_times_out_with_an_error(tmp_path: Path) -> None:
+    """Nothing listening (connection refused) until the deadline: ControlPlaneError naming
+    the URL, after about ``timeout`` seconds, not before and not a silent return."""
+    import socket
+    import time
+
+    from stickypack.testing import ControlPlaneError
+    from stickypack.testing.controlplane import _wait_healthy
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{s.getsockname()[1]}/readyz"
+    with _process(tmp_path, "sleep", "60") as proc:
+        start = time.monotonic()
+        with pytest.raises(ControlPlaneError, match="not healthy at"):
+            _wait_healthy(proc, url, None, timeout=1.0)
+        assert time.monotonic() - start >= 1.0
+
+
+def test_readiness_wait_stops_when_the_process_dies(tmp_path: Path) -> None:
+    """A process that exited is reported at once with its exit code and log, not waited
+    for until the timeout."""
+    import time
+
+    from stickypack.testing import ControlPlaneError
+    from stickypack.testing.controlplane import _wait_healthy
+
+    server = _Answers([(503, "starting")])
+    (tmp_path / "probe.log").write_text("boom: flag provided but not defined\n")
+    try:
+        with _process(tmp_path, "sh", "-c", "exit 3") as proc:
+            proc.popen.wait()
+            start = time.monotonic()
+            with pytest.raises(ControlPlaneError, match="exited with code 3") as info:
+                _wait_healthy(proc, server.url, None, timeout=60)
+            assert time.monotonic() - start < 10
+            assert "flag provided but not defined" in str(info.value)
+    finally:
+        server.close()
+
+
+def test_free_ports_are_never_handed_out_twice(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kernel may offer a port again once its socket is closed; the harness skips a port
+    it already gave (two processes told to bind the same port would fight over it)."""
+    import socket
+    import types
+
+    from stickypack.testing import controlplane
+
+    offered = iter([40001, 40001, 40002])
+
+    class Socket:
+        def __init__(self, *args: object) -> None:
+            self.port = next(offered)
+
+        def __enter__(self) -> Socket:
+            return self
+
+        def __exit__(self, *args: object) -> None:
+            pass
+
+        def bind(self, address: tuple[str, int]) -> None:
+            pass
+
+        def getsockname(self) -> tuple[str, int]:
+            return ("127.0.0.1", self.port)
+
+    monkeypatch.setattr(controlplane, "_PORTS_GIVEN", set())
+    # only the harness's name for the module: other threads keep the real sockets
+    fake = types.SimpleNamespace(socket=Socket, AF_INET=socket.AF_INET, SOCK_STREAM=socket.SOCK_STREAM)
+    monkeypatch.setattr(controlplane, "socket", fake)
+    assert [controlplane._free_port(), controlplane._free_port()] == [40001, 40002]
+
+
+def _fake_binaries(directory: Path, etcd: str) -> Path:
+    """A bin dir whose etcd runs the shell code ``etcd`` and whose kube-apiserver and
+    kube-scheduler exit 1 at once."""
+    directory.mkdir()
+    for name, body in (("etcd", etcd), ("kube-apiserver", "exit 1"), ("kube-scheduler", "exit 1")):
+        (directory / name).write_text(f"#!/bin/sh\n{body}\n")
+        (directory / name).chmod(0o755)
+    return directory
+
+
+def _attempts(log: Path) -> int:
+    """How many times the harness started the process logging to ``log`` (it writes each
+    command line, "# ...", before starting it)."""
+    return sum(line.startswith("# ") for line in log.read_text().splitlines())
+
+
+def test_a_port_clash_is_retried_three_times_then_reported(tmp_path: Path) -> None:
+    """etcd failing with "address already in use" every time: three attempts on new ports,
+    then ControlPlaneError; the work dir with etcd.log is kept and named."""
+    from stickypack.testing import ControlPlaneError
+
+    bin_dir = _fake_binaries(
+        tmp_path / "bin", "echo 'listen tcp 127.0.0.1:1: bind: address already in use'; exit 1"
+    )
+    cp = ControlPlane(bin_dir, startup_timeout=10)
+    with pytest.raises(ControlPlaneError) as info:
+        cp.start()
+    assert cp.work_dir is not None and f"work dir kept: {cp.work_dir}" in str(info.value)
+    assert _attempts(cp.work_dir / "etcd.log") == 3
+    assert "address already in use" in str(info.value)
+    assert not (cp.work_dir / "kube-apiserver.log").exists()
+    assert not cp.running and cp.failed
+    shutil.rmtree(cp.work_dir)
+
+
+def test_another_start_failure_is_not_retried(tmp_path: Path) -> None:
+    """etcd failing for another reason: one attempt, reported with its log's tail, work dir
+    kept."""
+    from stickypack.testing import ControlPlaneError
+
+    bin_dir = _fake_binaries(tmp_path / "bin", "echo 'etcd: bad flag --frobnicate'; exit 2")
+    cp = ControlPlane(bin_dir, startup_timeout=10)
+    with pytest.raises(ControlPlaneError, match="exited with code 2") as info:
+        cp.start()
+    assert "bad flag --frobnicate" in str(info.value)
+    assert cp.work_dir is not None and cp.work_dir.is_dir()
+    assert _attempts(cp.work_dir / "etcd.log") == 1
+    shutil.rmtree(cp.work_dir)
+
+
+def test_taint_specs() -> None:
+    """ "key=value:Effect", "key:Effect" and dicts; a spec without key or effect is refused."""
+    from stickypack.testing.controlplane import _taint
+
+    assert _taint("dedicated=gpu:NoSchedule") == {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}
+    assert _taint("example.com/spot:PreferNoSchedule") == {
+        "key": "example.com/spot",
+        "effect": "PreferNoSchedule",
+    }
+    assert _taint({"key": "k", "effect": "NoExecute"}) == {"key": "k", "effect": "NoExecute"}
+    for bad in ("dedicated=gpu", ":NoSchedule", "NoSchedule"):
+        with pytest.raises(ValueError, match=repr(bad)):
+            _taint(bad)
+
+
+def test_pod_manifest_carries_every_option() -> None:
+    from stickypack.testing import pod_manifest
+
+    pod = pod_manifest(
+        "p",
+        cpu="250m",
+        memory="1Gi",
+        scheduler_name="stickypack",
+        labels={"app": "x"},
+        tolerations=[{"key": "k", "operator": "Exists"}],
+        node_selector={"pool": "user"},
+        namespace="ns",
+    )
+    assert pod["metadata"] == {"name": "p", "namespace": "ns", "labels": {"app": "x"}}
+    assert pod["spec"]["schedulerName"] == "stickypack"
+    assert pod["spec"]["tolerations"] == [{"key": "k", "operator": "Exists"}]
+    assert pod["spec"]["nodeSelector"] == {"pool": "user"}
+    # no kubelet: a grace period would leave a deleted bound pod Terminating forever
+    assert pod["spec"]["terminationGracePeriodSeconds"] == 0
+    (container,) = pod["spec"]["containers"]
+    assert container["resources"] == {"requests": {"cpu": "250m", "memory": "1Gi"}}
+    assert pod_manifest("q", cpu=None)["spec"]["containers"][0]["resources"] == {
+        "requests": {"memory": "128Mi"}
+    }
+    bare = pod_manifest("r")["spec"]
+    assert "tolerations" not in bare and "nodeSelector" not in bare
+
+
+def test_scheduler_config_loading(tmp_path: Path) -> None:
+    """A dict is copied deep (the harness's additions never reach the caller's dict), YAML
+    text and files are read, empty YAML is the defaults, apiVersion/kind given are kept,
+    and a non-mapping is refused with ValueError."""
+    from stickypack.testing.controlplane import _load_scheduler_config
+
+    given = {"profiles": [{"schedulerName": "a"}], "clientConnection": {"qps": 7}}
+    cfg = _load_scheduler_config(given)
+    cfg["clientConnection"]["kubeconfig"] = "/x"
+    cfg["profiles"][0]["schedulerName"] = "b"
+    assert given == {"profiles": [{"schedulerName": "a"}], "clientConnection": {"qps": 7}}
+    assert cfg["apiVersion"] == "kubescheduler.config.k8s.io/v1"
+    assert cfg["kind"] == "KubeSchedulerConfiguration"
+    assert _load_scheduler_config("") == {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+    }
+    assert _load_scheduler_config({"apiVersion": "kubescheduler.config.k8s.io/v2"})["apiVersion"] == (
+        "kubescheduler.config.k8s.io/v2"
+    )
+    path = tmp_path / "config.yaml"
+    path.write_text("profiles: [{schedulerName: from-file}]\n")
+    assert _load_scheduler_config(path)["profiles"] == [{"schedulerName": "from-file"}]
+    with pytest.raises(ValueError, match="must be a mapping"):
+        _load_scheduler_config("- a\n- b\n")
+
+
+def test_create_pod_refuses_ambiguous_arguments() -> None:
+    """Checked before any request (so no control plane is needed): name and pod together,
+    neither, or pod_manifest options beside pod=."""
+    cp = ControlPlane()
+    pod = {"metadata": {"name": "p"}, "spec": {"containers": []}}
+    with pytest.raises(TypeError, match="either name"):
+        cp.create_pod("p", pod=pod)
+    with pytest.raises(TypeError, match="either name"):
+        cp.create_pod()
+    with pytest.raises(TypeError, match=r"\['cpu'\] cannot be combined"):
+        cp.create_pod(pod=pod, cpu="1")
+
+
+def test_test_keys_are_private(tmp_path: Path) -> None:
+    """The serving, admin and service-account signing keys are readable by their owner only."""
+    from stickypack.testing.controlplane import _make_certs
+
+    certs = _make_certs(tmp_path / "pki")
+    for key in (certs.serving_key, certs.admin_key, certs.sa_private):
+        assert key.stat().st_mode & 0o077 == 0, key
+
+
+def test_a_profile_without_a_scheduler_name_is_default_scheduler(tmp_path: Path) -> None:
+    """As kube-scheduler defaults it: a profile without schedulerName serves default-scheduler."""
+    from stickypack.testing import SchedulerHandle
+    from stickypack.testing.controlplane import _Process
+
+    config = {"profiles": [{"plugins": {}}, {"schedulerName": "packing"}]}
+    with _process(tmp_path, "true") as proc:
+        handle = SchedulerHandle("s", config, tmp_path / "c.yaml", tmp_path / "s.log", 1, proc)
+        assert isinstance(handle._process, _Process)
+        assert handle.scheduler_names == ["default-scheduler", "packing"]
+
+
+@pytest.mark.parametrize("ci", ["", "true", "TRUE"])
+def test_needs_binaries_skips_outside_ci_and_fails_on_ci(
+    ci: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """conftest.needs_binaries with one of two named binaries missing: a skip outside CI,
+    a failure with CI=true (any case), naming the missing one; the present one alone is found."""
+    import conftest
+
+    _executable(tmp_path / "etcd")
+    monkeypatch.setenv("STICKYPACK_K8S_BIN", str(tmp_path))
+    monkeypatch.setenv("CI", ci)
+    outcome = pytest.fail.Exception if ci else pytest.skip.Exception
+    with pytest.raises(outcome, match="helm"):
+        conftest.needs_binaries("etcd", "helm")
+    assert conftest.needs_binaries("etcd") == {"etcd": tmp_path / "etcd"}
+
+
+@pytest.mark.controlplane
+def test_work_dir_is_kept_when_asked_or_after_a_failure(tmp_path: Path) -> None:
+    """A clean stop removes a temporary work dir; it stays with keep=True, when the caller
+    gave it, when the with-block raised, or when a failure was recorded before (``failed``,
+    as conftest sets it). ``pids`` still lists the stopped processes; a second start of a
+    running plane is refused."""
+    from conftest import needs_binaries
+    from stickypack.testing import ControlPlaneError
+
+    needs_binaries()
+    requested = tmp_path / "requested"
+    with ControlPlane(work_dir=requested) as cp, pytest.raises(ControlPlaneError, match="already started"):
+        cp.start()
+    assert (requested / "etcd.log").is_file() and (requested / "kube-apiserver.log").is_file()
+    assert {"etcd", "kube-apiserver"} <= set(cp.pids)
+    kept: list[Path] = []
+    with ControlPlane(keep=True) as cp:
+        kept.append(Path(str(cp.work_dir)))
+    with pytest.raises(RuntimeError, match="the test failed"), ControlPlane() as cp:
+        kept.append(Path(str(cp.work_dir)))
+        raise RuntimeError("the test failed")
+    with ControlPlane() as cp:
+        kept.append(Path(str(cp.work_dir)))
+        cp.failed = True
+    try:
+        assert [path.is_dir() for path in kept] == [True, True, True]
+    finally:
+        for path in kept:
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def test_until_polls_until_done_and_raises_at_the_deadline() -> None:
+    """_until (the harness's wait for deletions) calls ``get`` until ``done`` holds: here the
+    third answer; never done: ControlPlaneError naming what is still present."""
+    import asyncio
+
+    from stickypack.testing import ControlPlaneError
+    from stickypack.testing.controlplane import _until
+
+    answers: list[int] = []
+
+    async def get() -> int:
+        answers.append(len(answers))
+        return answers[-1]
+
+    asyncio.run(_until(get, lambda n: n == 2, 10.0, "pods"))
+    assert answers == [0, 1, 2]
+    with pytest.raises(ControlPlaneError, match=r"nodes still present after 0\.2 s"):
+        asyncio.run(_until(get, lambda n: False, 0.2, "nodes"))
+
+
+def test_a_pods_condition_is_found_by_type() -> None:
+    from stickypack.testing.controlplane import _condition, _scheduled_message
+
+    scheduled = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/1 nodes"}
+    pod = {"status": {"conditions": [{"type": "Initialized", "status": "True"}, scheduled]}}
+    assert _condition(pod, "PodScheduled") == scheduled
+    assert _condition(pod, "Ready") is None and _condition(None, "PodScheduled") is None
+    assert _scheduled_message(pod) == "Unschedulable: 0/1 nodes"
+    assert "not yet seen by a scheduler" in _scheduled_message({"status": {}})
+
+
+def test_terminate_kills_what_is_left_of_the_process_group(tmp_path: Path) -> None:
+    """A started process is registered for the atexit cleanup; its leader gone, a child it
+    left in its group (its own session) is still killed by _terminate, which unregisters it."""
+    import time
+
+    from stickypack.testing.controlplane import _LIVE, _spawn, _terminate
+
+    log = tmp_path / "group.log"
+    proc = _spawn("group", ["sh", "-c", "sleep 60 & echo child=$!"], log, cwd=tmp_path)
+    assert _LIVE[proc.pid] is proc
+    proc.popen.wait(10)  # the leader exits at once, its child sleeps on
+    (line,) = [x for x in log.read_text().splitlines() if x.startswith("child=")]
+    child = int(line.removeprefix("child="))
+    assert _alive(child) and os.getpgid(child) == proc.pid
+    _terminate(proc, timeout=5)
+    deadline = time.monotonic() + 5
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(child)
+    assert proc.pid not in _LIVE
+
+
+def test_spawned_processes_bypass_proxies_for_loopback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The API server, etcd and schedulers talk over 127.0.0.1: both spellings of NO_PROXY
+    name it, after what the environment had."""
+    from stickypack.testing.controlplane import _spawn, _terminate
+
+    monkeypatch.setenv("NO_PROXY", "example.com")
+    monkeypatch.delenv("no_proxy", raising=False)
+    log = tmp_path / "env.log"
+    proc = _spawn("env", ["sh", "-c", 'echo "NO_PROXY=$NO_PROXY no_proxy=$no_proxy"'], log, cwd=tmp_path)
+    proc.popen.wait(10)
+    _terminate(proc)
+    loopback = "127.0.0.1,localhost,example.com"
+    assert f"NO_PROXY={loopback} no_proxy={loopback}" in log.read_text().splitlines()
