@@ -12,7 +12,7 @@ every disagreement with the simulated policy is a documented one
 
 The harness's parts that need the control plane are checked here too (a case's nodes as
 stored, the scheduler-cache wait, `probe_placements`); its judging without one, in
-`tests/test_testing_harness.py`.
+`tests/test_fidelity_harness.py` (and the live harness's in `tests/test_testing_harness.py`).
 """
 
 from __future__ import annotations
