@@ -1400,8 +1400,11 @@ class _FreezingProxy:
     def _relay(self, src: Any, dst: Any, key: int, from_client: bool) -> None:
         """Relay ``src`` to ``dst`` while the connection lives; once it is dead, read what
         ``src`` sends and drop it (a client's bytes counted in :attr:`swallowed`). ``dst``
-        None: born dead."""
-        src.settimeout(0.1)
+        None: born dead. A socket closed before this thread starts (:meth:`close`) ends it."""
+        try:
+            src.settimeout(0.1)
+        except OSError:
+            return
         while not self.closed.is_set():
             try:
                 data = src.recv(65536)
