@@ -102,6 +102,7 @@ def test_nominated_pods_of_equal_or_higher_priority_filter_a_node_but_do_not_sco
         explanation = explain_placement(profile, new, table, ctx, {"a": [preemptor]})
         verdicts = {v.node: v for v in explanation.verdicts}
         assert (explanation.best, verdicts["a"].filtered_by) == (["b"], "NodeResourcesFit"), priority
+        assert verdicts["a"].with_nominated and not verdicts["b"].with_nominated
         # b's scores are as without the nomination (only b is left, so compare b's own)
         alone = {v.node: v for v in explain_placement(profile, new, table, ctx).verdicts}
         assert verdicts["b"].scores == alone["b"].scores
@@ -202,7 +203,22 @@ def test_nominated_pods_are_added_for_kube_schedulers_filters_only() -> None:
     assert [(v.node, v.filtered_by) for v in explanation.verdicts] == [("a", None)]  # 1 core fits 1
     bigger = _with_priority(_pod("new", "1500m", "1Gi"), 0)
     explanation = explain_placement(both, bigger, table, SchedulingContext(), waiting)
-    assert [(v.node, v.filtered_by) for v in explanation.verdicts] == [("a", "NodeResourcesFit")]
+    assert [(v.node, v.filtered_by, v.with_nominated) for v in explanation.verdicts] == [
+        ("a", "NodeResourcesFit", True)
+    ]
+    # a pod that fits without them neither: named by the pass with them (kube-scheduler's
+    # first), not counted as kept off by them
+    huge = _with_priority(_pod("huge", "5", "1Gi"), 0)
+    explanation = explain_placement(both, huge, table, SchedulingContext(), waiting)
+    assert [(v.node, v.filtered_by, v.with_nominated) for v in explanation.verdicts] == [
+        ("a", "NodeResourcesFit", False)
+    ]
+    # failing an extender filter without them (4 free cores < 4.5): not kept off by them
+    roomy = Profile("p", [*fit, _RoomFor(4500)], [])
+    explanation = explain_placement(roomy, bigger, table, SchedulingContext(), waiting)
+    assert [(v.node, v.filtered_by, v.with_nominated) for v in explanation.verdicts] == [
+        ("a", "NodeResourcesFit", False)
+    ]
 
 
 def test_pins_node_follows_the_autoscalers_rules() -> None:
@@ -822,7 +838,8 @@ def test_the_placement_and_the_unreadable_pods_lines() -> None:
 
     report = {
         "pod": "default/p", "policy": "stickypack", "profile": "p", "weights": {"Fit": 2},
-        "best": ["a"], "nodes": [{"node": "a", "filtered_by": None, "scores": {"Fit": 3}, "total": 6}],
+        "best": ["a"], "nodes": [{"node": "a", "filtered_by": None, "with_nominated_pods": False,
+                                  "scores": {"Fit": 3}, "total": 6}],
         "history": "none (give --config)", "unreadable_pods": [], "dra_read": None,
         "priority": None, "priority_from": "not read", "nominated_pods": {},
         "namespaces_read": True, "volumes_read": True,
@@ -1440,6 +1457,7 @@ def test_inspect_pod_filters_with_nominated_pods_as_the_real_scheduler_does(
     report = inspect("probe")
     verdicts = {n["node"]: n for n in report["nodes"]}
     assert (report["best"], verdicts["a"]["filtered_by"]) == (["b"], "NodeResourcesFit")
+    assert verdicts["a"]["with_nominated_pods"] and not verdicts["b"]["with_nominated_pods"]
     # another scheduler's nominated pod (on b) is not counted: b's 3 free cores fit 2
     assert report["nominated_pods"] == {"a": ["default/waiting"]}
     assert (report["priority"], report["priority_from"]) == (0, "no default PriorityClass")
@@ -1451,6 +1469,7 @@ def test_inspect_pod_filters_with_nominated_pods_as_the_real_scheduler_does(
     out = capsys.readouterr().out
     assert "filtered with the pending pods nominated there of priority >= 0" in out
     assert "default/waiting on a" in out and "best: b" in out
+    assert "filtered by NodeResourcesFit (nominated pods)" in out
     # an account that may not list PriorityClasses: the pod's priority taken as 0, said so
     limited = _account_that_lists(cluster, f"inspect-{uuid.uuid4().hex[:6]}", {"": ["nodes", "pods"]})
     assert main(["inspect", "--kubeconfig", str(limited), "--policy", "default", "--json",

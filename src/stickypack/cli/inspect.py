@@ -521,7 +521,13 @@ def _placement_json(
         "weights": dict(explanation.weights),
         "best": explanation.best,
         "nodes": [
-            {"node": v.node, "filtered_by": v.filtered_by, "scores": dict(v.scores), "total": v.total}
+            {
+                "node": v.node,
+                "filtered_by": v.filtered_by,
+                "with_nominated_pods": v.with_nominated,
+                "scores": dict(v.scores),
+                "total": v.total,
+            }
             for v in explanation.verdicts
         ],
         "history": history_note,
@@ -1127,7 +1133,10 @@ def _print_placement(console: Console, report: dict[str, Any]) -> None:
     table.add_column("total", justify="right")
     for n in report["nodes"]:
         if n["filtered_by"]:
-            table.add_row(n["node"], *["" for _ in plugins], escape(f"filtered by {n['filtered_by']}"))
+            why = f"filtered by {n['filtered_by']}"
+            if n["with_nominated_pods"]:
+                why += " (nominated pods)"
+            table.add_row(n["node"], *["" for _ in plugins], escape(why))
         else:
             table.add_row(n["node"], *[str(n["scores"][p]) for p in plugins], str(n["total"]))
     console.print(table)

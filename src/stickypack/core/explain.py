@@ -52,13 +52,15 @@ CHECKED_CONTROLLERS = MOVABLE_OWNERS | {"DaemonSet"}
 @dataclass(frozen=True, slots=True)
 class NodeVerdict:
     """One node's part in a placement: ``filtered_by`` is the first filter that removed it
-    (None: feasible); for a feasible node ``scores`` maps each scorer to its score 0..100 and
-    ``total`` is ``sum(weight * score)``."""
+    (None: feasible), ``with_nominated`` whether it passes them all but with the pods
+    nominated to the node added (:func:`explain_placement`); for a feasible node ``scores`` maps each
+    scorer to its score 0..100 and ``total`` is ``sum(weight * score)``."""
 
     node: str
     filtered_by: str | None = None
     scores: Mapping[str, int] = field(default_factory=dict)
     total: int | None = None
+    with_nominated: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,7 +156,7 @@ def explain_placement(
     kube-scheduler profile runs them (a policy does not name them); with nominated pods, also
     with those added. None: not judged."""
     idx = table.active_indices()
-    filtered: dict[int, str] = {}
+    with_nominated: dict[int, str] = {}
     for name, pods in (nominated or {}).items():
         row = table.index.get(name)
         added = nominated_pods_for(pod, pods)
@@ -162,9 +164,8 @@ def explain_placement(
             continue
         failing = _first_failing_filter(profile, pod, table, row, ctx, added, on_nodes)
         if failing is not None:
-            filtered[row] = failing
-    if filtered:
-        idx = idx[~np.isin(idx, list(filtered))]
+            with_nominated[row] = failing
+    filtered: dict[int, str] = {}
     for plugin in profile.filters:
         if idx.size == 0:
             break
@@ -184,6 +185,11 @@ def explain_placement(
             else:
                 filtered[row] = failing
         idx = np.array(kept, dtype=idx.dtype)
+    # kube-scheduler names the failure of its pass with the nominated pods, which runs first
+    by_nominated = {row for row in with_nominated if row not in filtered}
+    filtered.update(with_nominated)
+    if by_nominated:
+        idx = idx[~np.isin(idx, list(by_nominated))]
     per_plugin: dict[str, np.ndarray] = {}
     weights: dict[str, int] = {}
     total = np.zeros(idx.shape[0], dtype=np.int64)
@@ -204,8 +210,8 @@ def explain_placement(
     feasible.sort(key=lambda v: (-(v.total or 0), v.node))
     rejected = sorted(
         (
-            NodeVerdict(name, plugin)
-            for name, plugin in zip(table.node_names(filtered), filtered.values(), strict=True)
+            NodeVerdict(name, plugin, with_nominated=row in by_nominated)
+            for name, (row, plugin) in zip(table.node_names(filtered), filtered.items(), strict=True)
         ),
         key=lambda v: v.node,
     )
