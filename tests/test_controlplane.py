@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import json
 import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -60,6 +63,16 @@ def test_apiserver_serves(cluster: ControlPlane) -> None:
     # RBAC is on: the bootstrap roles exist.
     roles = cluster.call(lambda api: client.RbacAuthorizationV1Api(api).list_cluster_role())
     assert "system:kube-scheduler" in {r.metadata.name for r in roles.items}
+    assert cluster.kubeconfig.stat().st_mode & 0o077 == 0  # admin credentials: owner only
+    # privileged containers are allowed (as a chart's DaemonSet may ask), and a dry run
+    # (admission and defaults applied) stores nothing
+    from stickypack.testing import pod_manifest
+
+    privileged = pod_manifest("privileged")
+    privileged["spec"]["containers"][0]["securityContext"] = {"privileged": True}
+    admitted = cluster.dry_run_pod(privileged)
+    assert admitted["spec"]["containers"][0]["securityContext"] == {"privileged": True}
+    assert cluster.pods() == []
 
 
 @pytest.mark.controlplane
@@ -231,9 +244,15 @@ def _alive(pid: int) -> bool:
 
 
 @pytest.mark.controlplane
-def test_stop_leaves_no_process(controlplane: ControlPlane) -> None:
-    # A second, independent control plane (the session one stays up).
-    cp = ControlPlane()
+def test_stop_leaves_no_process(controlplane: ControlPlane, tmp_path: Path) -> None:
+    # A second, independent control plane (the session one stays up), its API server given
+    # extra flags: an audit log of every request.
+    policy = tmp_path / "audit-policy.yaml"
+    policy.write_text(
+        yaml.safe_dump({"apiVersion": "audit.k8s.io/v1", "kind": "Policy", "rules": [{"level": "Metadata"}]})
+    )
+    audit = tmp_path / "audit.log"
+    cp = ControlPlane(apiserver_args=[f"--audit-policy-file={policy}", f"--audit-log-path={audit}"])
     with cp:
         cp.start_scheduler(DEFAULT_CONFIG)
         pids = cp.pids
@@ -245,6 +264,9 @@ def test_stop_leaves_no_process(controlplane: ControlPlane) -> None:
         with pytest.raises(ProcessLookupError):
             os.killpg(pid, 0)
     assert work_dir is not None and not work_dir.exists()  # clean run: work dir removed
+    # the extra flags reached kube-apiserver: it audited the harness's wait for "default"
+    uris = {json.loads(line)["requestURI"] for line in audit.read_text().splitlines() if line}
+    assert "/api/v1/namespaces/default" in uris
 
 
 def test_missing_binaries_error_names_them(tmp_path: Path) -> None:
@@ -400,8 +422,14 @@ def test_service_account_kubeconfig_authenticates_as_the_account(cluster: Contro
             "default", {"metadata": {"name": name}}
         )
     )
-    path = cluster.service_account_kubeconfig(name)
+    path = cluster.service_account_kubeconfig(name, expiration_seconds=4000)
     assert path.stat().st_mode & 0o077 == 0
+    # the account's token alone (no admin credentials), valid for the time asked
+    config = yaml.safe_load(path.read_text())
+    assert [u["name"] for u in config["users"]] == [f"system:serviceaccount:default:{name}"]
+    claims = config["users"][0]["user"]["token"].split(".")[1]
+    payload = json.loads(base64.urlsafe_b64decode(claims + "=" * (-len(claims) % 4)))
+    assert payload["exp"] - payload["iat"] == 4000
 
     async def probe() -> tuple[str, int]:
         api = await make_api_client(str(path))
@@ -914,3 +942,188 @@ def test_spawned_processes_bypass_proxies_for_loopback(
     _terminate(proc)
     loopback = "127.0.0.1,localhost,example.com"
     assert f"NO_PROXY={loopback} no_proxy={loopback}" in log.read_text().splitlines()
+
+
+def test_the_cluster_fixture_resets_before_and_after_the_test() -> None:
+    """``cluster`` resets the session's control plane before handing it to the test (a
+    ``controlplane``-fixture test before may have left objects) and again after it (for a
+    later ``controlplane``-fixture test). Driven by hand, with a plane that records calls."""
+    import conftest
+
+    calls: list[str] = []
+    plane = type("Plane", (), {"reset": lambda self: calls.append("reset")})()
+    fixture = conftest.cluster._get_wrapped_function()
+    steps = fixture(plane)
+    assert next(steps) is plane
+    assert calls == ["reset"]
+    with pytest.raises(StopIteration):
+        next(steps)
+    assert calls == ["reset", "reset"]
+
+
+def test_create_pod_puts_the_pod_in_the_namespace_given() -> None:
+    """By name: the manifest's own namespace is the one given (the API server refuses a
+    body whose namespace differs from the request's), "default" without one."""
+    cp = ControlPlane()
+    sent: list[tuple[list[dict[str, Any]], str | None]] = []
+
+    def create_pods(pods: Any, *, namespace: str | None = None) -> list[dict[str, Any]]:
+        bodies = [dict(p) for p in pods]
+        sent.append((bodies, namespace))
+        return bodies
+
+    cp.create_pods = create_pods  # type: ignore[method-assign]
+    cp.create_pod("a", namespace="team-b")
+    cp.create_pod("b")
+    assert [(b[0]["metadata"]["namespace"], ns) for b, ns in sent] == [
+        ("team-b", "team-b"),
+        ("default", None),
+    ]
+
+
+def test_a_scheduler_is_waited_for_its_own_timeout(tmp_path: Path) -> None:
+    """start_scheduler(timeout=1) on a plane whose startup_timeout is 6: a kube-scheduler that
+    never answers is given up after 1 s (not 6), named in the error, the plane marked failed."""
+    from stickypack.testing import ControlPlaneError
+    from stickypack.testing.controlplane import _terminate
+
+    bin_dir = _fake_binaries(tmp_path / "bin", "exit 1")
+    (bin_dir / "kube-scheduler").write_text("#!/bin/sh\nexec sleep 30\n")
+    cp = ControlPlane(bin_dir, work_dir=tmp_path / "work", startup_timeout=6)
+    cp.work_dir = tmp_path / "work"
+    cp.work_dir.mkdir()
+    cp.kubeconfig = tmp_path / "admin.kubeconfig"
+    cp._binaries = {"kube-scheduler": bin_dir / "kube-scheduler"}
+    with _process(tmp_path, "sleep", "30") as apiserver:  # stands for a running kube-apiserver
+        cp._apiserver = apiserver
+        start = time.monotonic()
+        with pytest.raises(ControlPlaneError, match=r"not healthy at .* after 1 s"):
+            cp.start_scheduler(None, timeout=1)
+        elapsed = time.monotonic() - start
+        cp._apiserver = None
+    for proc in cp._all_processes:
+        _terminate(proc)
+    assert 1 <= elapsed < 4
+    assert cp.failed and cp.schedulers == []
+
+
+@pytest.mark.controlplane
+def test_deleting_all_pods_and_nodes_waits_until_they_are_gone(cluster: ControlPlane) -> None:
+    """A pod bound to a node with the default grace period (30 s) is gone at once (grace
+    period 0: no kubelet would ever confirm it); a pod or a node held by a finalizer makes
+    the wait time out naming its kind, and is gone once the finalizer is off."""
+    from stickypack.testing import ControlPlaneError, pod_manifest
+
+    cluster.create_node("n1")
+    bound = pod_manifest("bound")
+    bound["spec"]["nodeName"] = "n1"
+    del bound["spec"]["terminationGracePeriodSeconds"]
+    cluster.create_pod(pod=bound)
+    cluster.delete_all_pods(timeout=5)
+    assert cluster.pods() == []
+
+    held = pod_manifest("held")
+    held["metadata"]["finalizers"] = ["example.com/hold"]
+    cluster.create_pod(pod=held)
+    cluster._core(lambda core: core.patch_node("n1", {"metadata": {"finalizers": ["example.com/hold"]}}))
+    release = {"metadata": {"finalizers": None}}
+    try:
+        with pytest.raises(ControlPlaneError, match="pods still present after 1"):
+            cluster.delete_all_pods(timeout=1)
+        with pytest.raises(ControlPlaneError, match="nodes still present after 1"):
+            cluster.delete_all_nodes(timeout=1)
+    finally:
+        with contextlib.suppress(Exception):
+            cluster._core(lambda core: core.patch_namespaced_pod("held", "default", release))
+        with contextlib.suppress(Exception):
+            cluster._core(lambda core: core.patch_node("n1", release))
+    cluster.delete_all_pods(timeout=5)
+    cluster.delete_all_nodes(timeout=5)
+    assert cluster.pods() == [] and cluster.nodes() == []
+
+
+@pytest.mark.controlplane
+def test_bound_claims_and_device_pools_are_stored_as_asked(cluster: ControlPlane) -> None:
+    """create_bound_claim: the volume and the claim both Bound, the volume's node affinity
+    the terms given, the claim bind-completed; reset deletes them. create_device_pool: a
+    slice per node with exactly the devices asked, one DeviceClass for both pools;
+    allocate_claim: every device named; delete_all_dra leaves none of them."""
+    from kubernetes_asyncio import client
+
+    terms = [{"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": ["n1"]}]}]
+    cluster.create_bound_claim("data", node_selector_terms=terms, storage="2Gi")
+
+    async def volumes(api: Any) -> tuple[Any, Any]:
+        core = client.CoreV1Api(api)
+        return (
+            await core.list_persistent_volume(),
+            await core.list_persistent_volume_claim_for_all_namespaces(),
+        )
+
+    async def dra(api: Any) -> tuple[Any, Any, Any]:
+        resource = client.ResourceV1Api(api)
+        return (
+            await resource.list_resource_slice(),
+            await resource.list_namespaced_resource_claim("default"),
+            await resource.list_device_class(),
+        )
+
+    pvs, pvcs = cluster._to_dict(cluster.call(volumes))
+    (pv,) = pvs["items"]
+    (pvc,) = pvcs["items"]
+    assert (pv["status"]["phase"], pvc["status"]["phase"]) == ("Bound", "Bound")
+    assert pv["spec"]["nodeAffinity"] == {"required": {"nodeSelectorTerms": terms}}
+    assert (pvc["metadata"].get("annotations") or {}).get("pv.kubernetes.io/bind-completed") == "yes"
+    try:
+        cluster.create_device_pool("n1", 3)
+        cluster.create_device_pool("n2", 1)  # the DeviceClass is there already
+        cluster.create_claim("gpus", 2)
+        cluster.allocate_claim("gpus", "n1", ["dev-0", "dev-2"])
+        slices, claims, classes = cluster._to_dict(cluster.call(dra))
+        published = {
+            s["spec"]["nodeName"]: [d["name"] for d in s["spec"]["devices"]] for s in slices["items"]
+        }
+        assert published == {"n1": ["dev-0", "dev-1", "dev-2"], "n2": ["dev-0"]}
+        (claim,) = claims["items"]
+        results = claim["status"]["allocation"]["devices"]["results"]
+        assert [(r["pool"], r["device"]) for r in results] == [("n1", "dev-0"), ("n1", "dev-2")]
+        assert [c["metadata"]["name"] for c in classes["items"]] == ["gpu.example.com"]
+    finally:
+        cluster.delete_all_dra()
+    slices, claims, classes = cluster._to_dict(cluster.call(dra))
+    assert (slices["items"], claims["items"], classes["items"]) == ([], [], [])
+    cluster.reset()
+    pvs, pvcs = cluster._to_dict(cluster.call(volumes))
+    assert (pvs["items"], pvcs["items"]) == ([], [])
+
+
+@pytest.mark.controlplane
+def test_a_scheduler_connects_and_delegates_as_the_kubeconfig_given(cluster: ControlPlane) -> None:
+    """A ServiceAccount without any right: kube-scheduler started with its kubeconfig is
+    refused the nodes it lists (so never ready: given up after the timeout given) and,
+    delegating authentication with that kubeconfig too, the authentication ConfigMap."""
+    import re
+    import uuid
+
+    from kubernetes_asyncio import client
+
+    from stickypack.testing import ControlPlaneError
+
+    name = f"nobody-{uuid.uuid4().hex[:8]}"
+    cluster.call(
+        lambda api: client.CoreV1Api(api).create_namespaced_service_account(
+            "default", {"metadata": {"name": name}}
+        )
+    )
+    kubeconfig = cluster.service_account_kubeconfig(name)
+    was_failed = cluster.failed
+    start = time.monotonic()
+    with pytest.raises(ControlPlaneError, match="not healthy") as failed:
+        cluster.start_scheduler(None, kubeconfig=kubeconfig, timeout=5)
+    assert time.monotonic() - start < 30
+    cluster.failed = was_failed  # an expected failure: no reason to keep the logs
+    found = re.search(r"log (/\S+\.log):", str(failed.value))
+    assert found is not None
+    log = Path(found.group(1)).read_text()
+    assert f'nodes is forbidden: User \\"system:serviceaccount:default:{name}\\"' in log
+    assert "Unable to get configmap/extension-apiserver-authentication" in log
