@@ -1048,6 +1048,8 @@ def test_bound_claims_and_device_pools_are_stored_as_asked(cluster: ControlPlane
     the terms given, the claim bind-completed; reset deletes them. create_device_pool: a
     slice per node with exactly the devices asked, one DeviceClass for both pools;
     allocate_claim: every device named; delete_all_dra leaves none of them."""
+    import uuid
+
     from kubernetes_asyncio import client
 
     terms = [{"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": ["n1"]}]}]
@@ -1074,20 +1076,25 @@ def test_bound_claims_and_device_pools_are_stored_as_asked(cluster: ControlPlane
     assert (pv["status"]["phase"], pvc["status"]["phase"]) == ("Bound", "Bound")
     assert pv["spec"]["nodeAffinity"] == {"required": {"nodeSelectorTerms": terms}}
     assert (pvc["metadata"].get("annotations") or {}).get("pv.kubernetes.io/bind-completed") == "yes"
+    # DRA objects of their own (reset leaves DRA objects to the tests that made them)
+    suffix = uuid.uuid4().hex[:6]
+    driver, n1, n2, gpus = f"gpu-{suffix}.example.com", f"n1-{suffix}", f"n2-{suffix}", f"gpus-{suffix}"
     try:
-        cluster.create_device_pool("n1", 3)
-        cluster.create_device_pool("n2", 1)  # the DeviceClass is there already
-        cluster.create_claim("gpus", 2)
-        cluster.allocate_claim("gpus", "n1", ["dev-0", "dev-2"])
+        cluster.create_device_pool(n1, 3, driver=driver)
+        cluster.create_device_pool(n2, 1, driver=driver)  # the DeviceClass is there already
+        cluster.create_claim(gpus, 2, driver=driver)
+        cluster.allocate_claim(gpus, n1, ["dev-0", "dev-2"], driver=driver)
         slices, claims, classes = cluster._to_dict(cluster.call(dra))
         published = {
-            s["spec"]["nodeName"]: [d["name"] for d in s["spec"]["devices"]] for s in slices["items"]
+            s["spec"]["nodeName"]: [d["name"] for d in s["spec"]["devices"]]
+            for s in slices["items"]
+            if s["spec"]["driver"] == driver
         }
-        assert published == {"n1": ["dev-0", "dev-1", "dev-2"], "n2": ["dev-0"]}
-        (claim,) = claims["items"]
+        assert published == {n1: ["dev-0", "dev-1", "dev-2"], n2: ["dev-0"]}
+        (claim,) = (c for c in claims["items"] if c["metadata"]["name"] == gpus)
         results = claim["status"]["allocation"]["devices"]["results"]
-        assert [(r["pool"], r["device"]) for r in results] == [("n1", "dev-0"), ("n1", "dev-2")]
-        assert [c["metadata"]["name"] for c in classes["items"]] == ["gpu.example.com"]
+        assert [(r["pool"], r["device"]) for r in results] == [(n1, "dev-0"), (n1, "dev-2")]
+        assert driver in {c["metadata"]["name"] for c in classes["items"]}
     finally:
         cluster.delete_all_dra()
     slices, claims, classes = cluster._to_dict(cluster.call(dra))
