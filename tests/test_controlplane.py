@@ -1086,7 +1086,7 @@ def test_bound_claims_and_device_pools_are_stored_as_asked(cluster: ControlPlane
         cluster.allocate_claim(gpus, n1, ["dev-0", "dev-2"], driver=driver)
         slices, claims, classes = cluster._to_dict(cluster.call(dra))
         published = {
-            s["spec"]["nodeName"]: [d["name"] for d in s["spec"]["devices"]]
+            s["spec"]["nodeName"]: [d["name"] for d in s["spec"].get("devices") or []]
             for s in slices["items"]
             if s["spec"]["driver"] == driver
         }
