@@ -172,6 +172,55 @@ def test_nominated_pods_count_for_the_inter_pod_filters_too() -> None:
     assert on_nodes.failing_filter(new)(table.index["a"]) is None  # the nominated pods are gone again
 
 
+def test_nominated_pods_count_for_the_inter_pod_filters_as_their_prefilter_state_takes_them() -> None:
+    """kube-scheduler adds a node's nominated pods to a PreFilter state made without them:
+    InterPodAffinity's PreFilter returns Skip for a pod without pod (anti-)affinity terms
+    when no bound pod's anti-affinity selects it, and then neither its ``AddPod`` nor its
+    Filter runs, so a nominated pod whose anti-affinity selects the pod does not keep it
+    off ``a`` (once a bound pod's does, on ``b``, it does); PodTopologySpread's ``AddPod``
+    counts a nominated pod being deleted (``updateWithPod`` does not ask), which its
+    PreFilter would not count bound: two such pods on ``a`` make its skew 2 + 1 - 1."""
+    from stickypack.core.podaffinity import pods_on_table_nodes
+
+    hostname = "kubernetes.io/hostname"
+    table = NodeTable()
+    for name in ("a", "b"):
+        table.upsert_node(name, {"cpu": 4000, "memory": 16 * GI, "pods": 110}, labels={hostname: name})
+    profile = load_builtin("default").profiles[0]
+    ctx = SchedulingContext()
+
+    def pod(name: str, labels: dict[str, str], **spec: object) -> Pod:
+        raw = pod_manifest(name, cpu="100m", memory="100Mi", labels=labels)
+        raw["spec"].update(spec, priority=5)
+        return Pod.from_dict(raw)
+
+    term = {"labelSelector": {"matchLabels": {"role": "new"}}, "topologyKey": hostname}
+    guard = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+    new = pod("new", {"role": "new"})
+    waiting = {"a": [pod("waiting", {}, affinity=guard)]}
+    on_nodes = pods_on_table_nodes(table, [])
+    explanation = explain_placement(profile, new, table, ctx, waiting, on_nodes)
+    assert {v.node: v.filtered_by for v in explanation.verdicts} == {"a": None, "b": None}
+    on_nodes = pods_on_table_nodes(table, [("b", pod("guard", {}, affinity=guard))])
+    explanation = explain_placement(profile, new, table, ctx, waiting, on_nodes)
+    assert {v.node: v.filtered_by for v in explanation.verdicts} == {
+        "a": "InterPodAffinity",
+        "b": "InterPodAffinity",
+    }
+
+    constraint = {"maxSkew": 1, "topologyKey": hostname, "whenUnsatisfiable": "DoNotSchedule",
+                  "labelSelector": {"matchLabels": {"app": "s"}}}  # fmt: skip
+    spread = pod("spread", {"app": "s"}, topologySpreadConstraints=[constraint])
+    on_nodes = pods_on_table_nodes(table, [("b", pod("s-b", {"app": "s"}))])
+    going = [dataclasses.replace(pod(f"s-{k}", {"app": "s"}), deleted=1.0) for k in range(2)]
+    explanation = explain_placement(profile, spread, table, ctx, {"a": going}, on_nodes)
+    assert {v.node: v.filtered_by for v in explanation.verdicts} == {
+        "a": "PodTopologySpread",  # with them: a 2, b 1
+        "b": "PodTopologySpread",  # without: a 0, b 1 + 1
+    }
+    assert on_nodes.failing_filter(spread)(table.index["a"]) is None  # the pods are gone again
+
+
 class _RoomFor(FilterPlugin):
     """Not one of kube-scheduler's filters (stickypack's own run in the extender, which
     kube-scheduler asks without adding nominated pods): passes a node with ``cpu_m``
@@ -860,6 +909,11 @@ def test_the_placement_and_the_unreadable_pods_lines() -> None:
         "filtered with the pending pods nominated there of priority >= 100 (priority: PriorityClass high), "
         "as kube-scheduler filters: default/x, default/y on a; ns/z on b\n"
     ) in _printed(_print_placement, report)
+    # where the priority came from names the pod file's class as written: no markup
+    report["priority_from"] = "unknown: no PriorityClass '[/x]' (the API server refuses the pod)"
+    assert "(priority: unknown: no PriorityClass '[/x]' (the API server refuses" in _printed(
+        _print_placement, report
+    )
     keys = [f"default/p{k}" for k in range(4)]
     assert _printed(_print_unreadable, keys) == (
         "4 pods could not be read and are not counted: default/p0, default/p1, default/p2, default/p3\n"
@@ -1546,6 +1600,136 @@ def test_inspect_pod_applies_kube_schedulers_inter_pod_filters_as_the_real_sched
     assert cluster.wait_bound(["spread-2"], timeout=30) == {"spread-2": "c"}
 
 
+def _inspect_pod_json(
+    cluster: ControlPlane, tmp_path: Path, capsys: pytest.CaptureFixture[str], pod: dict
+) -> dict:
+    path = tmp_path / f"{pod['metadata']['name']}.yaml"
+    path.write_text(yaml.safe_dump(pod))
+    argv = ["inspect", "--kubeconfig", str(cluster.kubeconfig), "--policy", "default", "--json"]
+    assert main([*argv, "--pod", str(path)]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def _nominate(cluster: ControlPlane, name: str, node: str) -> None:
+    async def nominate(api: object) -> None:
+        await client.CoreV1Api(api).patch_namespaced_pod_status(
+            name, "default", {"status": {"nominatedNodeName": node}}
+        )
+
+    cluster.call(nominate)
+
+
+@pytest.mark.controlplane
+def test_inspect_pod_a_nominated_pods_anti_affinity_counts_only_when_inter_pod_affinity_runs(
+    cluster: ControlPlane, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """InterPodAffinity's PreFilter returns Skip when the pod has no pod (anti-)affinity
+    terms and no pod bound to a node has an anti-affinity term selecting it
+    (interpodaffinity/filtering.go: ``len(s.existingClusterWideAntiAffinityCounts) == 0 &&
+    incomingPodHasNoTerms``); a skipped plugin's Filter and ``AddPod`` are not run, so a
+    pod nominated to ``a`` whose anti-affinity selects the probe does not keep it off ``a``.
+    Once a bound pod's anti-affinity selects the probe (on ``c``), the plugin runs, the
+    nominated pod is added to its state, and ``a`` is filtered."""
+    hostname = "kubernetes.io/hostname"
+    guard = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"role": "probe"}}, "topologyKey": hostname}]}}  # fmt: skip
+    cluster.create_node("a", cpu="4", memory="16Gi")
+    cluster.create_node("b", cpu="4", memory="16Gi")
+    _bind(cluster, "used", "b", "1", "1Gi")
+    waiting = pod_manifest("waiting", cpu="100m", memory="100Mi", scheduler_name="default-scheduler")
+    waiting["spec"]["schedulingGates"] = [{"name": "stickypack.io/test"}]
+    waiting["spec"]["affinity"] = guard
+    cluster.create_pod(pod=waiting)
+    _nominate(cluster, "waiting", "a")
+    probe = pod_manifest("probe", cpu="500m", memory="100Mi", labels={"role": "probe"})
+    report = _inspect_pod_json(cluster, tmp_path, capsys, probe)
+    cluster.start_scheduler(scheduler_config(["default-scheduler"]))
+    cluster.create_pod(pod=probe)
+    assert cluster.wait_bound(["probe"], timeout=30) == {"probe": "a"}
+    verdicts = {n["node"]: n["filtered_by"] for n in report["nodes"]}
+    assert (verdicts, report["best"]) == ({"a": None, "b": None}, ["a"])
+
+    cluster.create_node("c", cpu="4", memory="16Gi")
+    _bind(cluster, "guard", "c", "100m", "100Mi", spec={"affinity": guard})
+    second = pod_manifest("probe-2", cpu="500m", memory="100Mi", labels={"role": "probe"})
+    report = _inspect_pod_json(cluster, tmp_path, capsys, second)
+    cluster.create_pod(pod=second)
+    assert cluster.wait_bound(["probe-2"], timeout=30) == {"probe-2": "b"}
+    verdicts = {n["node"]: n["filtered_by"] for n in report["nodes"]}
+    assert verdicts == {"a": "InterPodAffinity", "b": None, "c": "InterPodAffinity"}
+
+
+@pytest.mark.controlplane
+def test_inspect_pod_counts_a_nominated_pod_being_deleted_as_the_real_scheduler_does(
+    cluster: ControlPlane, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A pending pod being deleted (a finalizer holds it) stays in kube-scheduler's
+    nominator until it is gone (nothing in backend/queue or eventhandlers drops a pod for
+    its ``deletionTimestamp``; ``addNominatedPodUnlocked`` asks only that it exists and is
+    unbound): its room on its nominated node is kept from pods of its priority or lower, so
+    ``a`` is filtered and the real kube-scheduler binds the probe to ``b``."""
+    cluster.create_node("a", cpu="4", memory="16Gi")
+    cluster.create_node("b", cpu="4", memory="16Gi")
+    _bind(cluster, "used", "b", "1", "1Gi")
+    waiting = pod_manifest("waiting", cpu="3", memory="1Gi", scheduler_name="default-scheduler")
+    waiting["spec"]["schedulingGates"] = [{"name": "stickypack.io/test"}]
+    waiting["metadata"]["finalizers"] = ["stickypack.io/test"]
+    cluster.create_pod(pod=waiting)
+    _nominate(cluster, "waiting", "a")
+
+    async def delete(api: object) -> None:
+        await client.CoreV1Api(api).delete_namespaced_pod("waiting", "default")
+
+    async def release(api: object) -> None:
+        await client.CoreV1Api(api).patch_namespaced_pod(
+            "waiting", "default", {"metadata": {"finalizers": None}}
+        )
+
+    cluster.call(delete)
+    try:
+        probe = pod_manifest("probe", cpu="2", memory="1Gi")
+        report = _inspect_pod_json(cluster, tmp_path, capsys, probe)
+        cluster.start_scheduler(scheduler_config(["default-scheduler"]))
+        cluster.create_pod(pod=probe)
+        assert cluster.wait_bound(["probe"], timeout=30) == {"probe": "b"}
+        verdicts = {n["node"]: n["filtered_by"] for n in report["nodes"]}
+        assert (verdicts["a"], report["best"]) == ("NodeResourcesFit", ["b"])
+        assert report["nominated_pods"] == {"a": ["default/waiting"]}
+    finally:
+        cluster.call(release)
+
+
+@pytest.mark.controlplane
+def test_inspect_pod_names_pod_topology_spread_before_inter_pod_affinity(
+    cluster: ControlPlane, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """kube-scheduler runs PodTopologySpread before InterPodAffinity (every profile's
+    order, apis/config/v1/default_plugins.go) and a node is counted under the first filter
+    that rejects it: on ``x`` (zone z1) both reject the pod (two of its kind there, none in
+    zone z2; a pod there whose anti-affinity selects it), and both inspect and the real
+    kube-scheduler name PodTopologySpread."""
+    zone = "topology.kubernetes.io/zone"
+    cluster.create_node("x", cpu="4", memory="16Gi", labels={zone: "z1"})
+    cluster.create_node("y", cpu="4", memory="16Gi", labels={zone: "z2"}, taints=["keep-off:NoSchedule"])
+    guard = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "spread"}}, "topologyKey": zone}]}}  # fmt: skip
+    _bind(cluster, "guard", "x", "100m", "100Mi", spec={"affinity": guard})
+    for k in range(2):
+        _bind(cluster, f"spread-{k}", "x", "100m", "100Mi", app="spread")
+    spread = pod_manifest("spread-2", cpu="500m", memory="100Mi", labels={"app": "spread"})
+    spread["spec"]["topologySpreadConstraints"] = [
+        {"maxSkew": 1, "topologyKey": zone, "whenUnsatisfiable": "DoNotSchedule",
+         "labelSelector": {"matchLabels": {"app": "spread"}}}]  # fmt: skip
+    report = _inspect_pod_json(cluster, tmp_path, capsys, spread)
+    cluster.start_scheduler(scheduler_config(["default-scheduler"]))
+    cluster.create_pod(pod=spread)
+    message = cluster.wait_unschedulable(["spread-2"], timeout=30)["spread-2"]
+    assert "1 node(s) didn't match pod topology spread constraints" in message, message
+    assert "anti-affinity" not in message, message
+    verdicts = {n["node"]: n["filtered_by"] for n in report["nodes"]}
+    assert verdicts == {"x": "PodTopologySpread", "y": "TaintToleration"}
+
+
 def test_inspect_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     not_pod = tmp_path / "svc.yaml"
     not_pod.write_text("kind: Service\nspec: {}\n")
@@ -1554,7 +1738,27 @@ def test_inspect_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFix
     good_pod = tmp_path / "pod.yaml"
     good_pod.write_text(yaml.safe_dump(pod_manifest("p")))
     missing_kubeconfig = ["--kubeconfig", str(tmp_path / "nope")]
+    odd_priority = []  # fields the API server refuses a pod for: not read as something else
+    for field, value in (("priorityClassName", 5), ("priorityClassName", ["high"]), ("priority", "7"),
+                         ("priority", 2**31), ("priority", True)):  # fmt: skip
+        raw = pod_manifest("p")
+        raw["spec"][field] = value
+        odd_priority.append(odd := tmp_path / f"odd-{len(odd_priority)}.yaml")
+        odd.write_text(yaml.safe_dump(raw))
     for argv, message, status in [
+        (
+            ["--pod", str(odd_priority[0]), *missing_kubeconfig],
+            "spec.priorityClassName: 5 is not a string",
+            2,
+        ),
+        (["--pod", str(odd_priority[1]), *missing_kubeconfig], "spec.priorityClassName: ['high'] is not", 2),
+        (["--pod", str(odd_priority[2]), *missing_kubeconfig], "spec.priority: '7' is not an int32", 2),
+        (
+            ["--pod", str(odd_priority[3]), *missing_kubeconfig],
+            "spec.priority: 2147483648 is not an int32",
+            2,
+        ),
+        (["--pod", str(odd_priority[4]), *missing_kubeconfig], "spec.priority: True is not an int32", 2),
         (["--pod", str(not_pod)], "not a Pod", 2),
         (["--pod", str(broken)], str(broken), 2),
         (["--threshold", "-0.1"], "--threshold must be in [0, 1], got -0.1", 2),

@@ -604,3 +604,12 @@ def test_failing_filter_names_the_kube_scheduler_filter_that_keeps_a_pod_off() -
     newcomer = _pod("newcomer", labels={"role": "new"})
     assert [guarded.failing_filter(newcomer)(r) for r in range(3)] == ["InterPodAffinity"] * 2 + [None]
     assert [guarded.judge(newcomer)(r) for r in range(3)] == [False, False, True]
+    # a node both PodTopologySpread and InterPodAffinity reject is PodTopologySpread's: every
+    # kube-scheduler profile runs it first (apis/config/v1/default_plugins.go)
+    raw = pod_manifest("spread", cpu="100m", memory="128Mi", labels={"role": "new", "app": "s"})
+    raw["spec"]["topologySpreadConstraints"] = [
+        {"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule",
+         "labelSelector": {"matchLabels": {"app": "s"}}}]  # fmt: skip
+    both = _on(_nodes(n0="a", n1="b"), (0, _pod("guard", anti=[_term(ZONE, role="new")])),
+               *((0, _pod(f"s{k}", labels={"app": "s"})) for k in range(2)))  # fmt: skip
+    assert [both.failing_filter(Pod.from_dict(raw))(r) for r in range(2)] == ["PodTopologySpread", None]

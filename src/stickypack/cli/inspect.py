@@ -365,6 +365,12 @@ def _placing(
         pod = Pod.from_dict(pod_dict)
     except PodSpecError as exc:
         raise UsageError(f"{args.pod}: {exc}") from None
+    # what the pod's priority is read from (_pod_priority), as the API server takes them
+    spec = pod_dict.get("spec") or {}
+    if "priorityClassName" in spec and not isinstance(spec["priorityClassName"], str | None):
+        raise UsageError(f"{args.pod}: spec.priorityClassName: {spec['priorityClassName']!r} is not a string")
+    if spec.get("priority") is not None and pod.priority is None:
+        raise UsageError(f"{args.pod}: spec.priority: {spec['priority']!r} is not an int32")
     profile = None
     try:
         policy = load_policy(args.policy or config.policy, config.plugins)
@@ -1147,7 +1153,7 @@ def _print_placement(console: Console, report: dict[str, Any]) -> None:
         pods = "; ".join(f"{', '.join(keys)} on {node}" for node, keys in nominated.items())
         console.print(
             f"filtered with the pending pods nominated there of priority >= {report['priority'] or 0} "
-            f"(priority: {report['priority_from']}), as kube-scheduler filters: {escape(pods)}",
+            f"(priority: {escape(report['priority_from'])}), as kube-scheduler filters: {escape(pods)}",
             highlight=False,
             soft_wrap=True,
         )

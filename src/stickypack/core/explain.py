@@ -12,6 +12,7 @@ Pure: a node table and pods in, dataclasses out (``stickypack inspect`` prints t
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -108,23 +109,31 @@ def _first_failing_filter(
     """The first of ``profile``'s kube-scheduler filters (:data:`KUBE_SCHEDULER_FILTERS`),
     then of those ``on_nodes`` models, that removes row ``row`` once ``added`` are on it,
     or None. ``table`` and ``on_nodes`` are left as they were (the added pods' build starts
-    too)."""
+    too).
+
+    As kube-scheduler adds them (``addGENominatedPods``) to a PreFilter state made without
+    them: InterPodAffinity checks them only when its PreFilter ran for the pods bound
+    (:meth:`~stickypack.core.podaffinity.PodsOnNodes.inter_pod_affinity_runs`: else it
+    returned Skip, and neither its ``AddPod`` nor its Filter runs), and PodTopologySpread's
+    ``AddPod`` counts one being deleted too (only its PreFilter passes over those)."""
     starts = int(table.build_starts[row])
-    for p in added:
+    runs = on_nodes.inter_pod_affinity_runs(pod) if on_nodes is not None else True
+    spread_added = [p if p.deleted is None else dataclasses.replace(p, deleted=None) for p in added]
+    for p, counted in zip(added, spread_added, strict=True):
         table.add_pod(row, p)
         if on_nodes is not None:
-            on_nodes.add(row, p)
+            on_nodes.add(row, counted)
     try:
         idx = np.array([row], dtype=np.int64)
         for plugin in profile.filters:
             if isinstance(plugin, KUBE_SCHEDULER_FILTERS) and not plugin.filter(pod, table, idx, ctx)[0]:
                 return plugin.name
-        return on_nodes.failing_filter(pod)(row) if on_nodes is not None else None
+        return on_nodes.failing_filter(pod, inter_pod_affinity=runs)(row) if on_nodes is not None else None
     finally:
-        for p in added:
+        for p, counted in zip(added, spread_added, strict=True):
             table.remove_pod(row, p)
             if on_nodes is not None:
-                on_nodes.remove(row, p)
+                on_nodes.remove(row, counted)
         table.build_starts[row] = starts
 
 

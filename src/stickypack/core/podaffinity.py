@@ -453,15 +453,28 @@ class PodsOnNodes:
         failing = self.failing_filter(pod)
         return lambda row: failing(row) is None
 
-    def failing_filter(self, pod: Pod) -> Callable[[int], str | None]:
+    def inter_pod_affinity_runs(self, pod: Pod) -> bool:
+        """Whether kube-scheduler's InterPodAffinity PreFilter, given the pods on the nodes
+        now, goes on for ``pod`` rather than return Skip (its Filter and its ``AddPod``
+        extension then not run): ``pod`` has required pod affinity or anti-affinity terms, or
+        a pod on a node with the term's topology label has a required anti-affinity term
+        that selects ``pod`` (``existingAntiAffinityCounts`` not empty)."""
+        if pod.required_pod_affinity or pod.required_pod_anti_affinity:
+            return True
+        ns = self.namespace_labels
+        return any(held and term.selects(pod, ns) for term, held in self._anti_terms.values())
+
+    def failing_filter(self, pod: Pod, inter_pod_affinity: bool = True) -> Callable[[int], str | None]:
         """A check of ``pod`` on one row after another, valid while no pod moves: the name
         of the kube-scheduler filter that keeps it off the node given the pods on the nodes
-        now (``NodePorts``, ``InterPodAffinity``, ``PodTopologySpread``: the first of those
-        that fails in the order below, checked as kube-scheduler checks each), None where
-        they all let it on:
+        now (``NodePorts``, ``PodTopologySpread``, ``InterPodAffinity``: the first of those
+        that fails, in the order every kube-scheduler profile runs them, each checked as
+        kube-scheduler checks it), None where they all let it on:
 
         - host ports: none of ``pod``'s conflicts with one of a pod on the node
           (:meth:`HostPort.conflicts`);
+        - topology spread: each of ``pod``'s ``DoNotSchedule`` constraints holds
+          (:meth:`~stickypack.core.topologyspread.SpreadCounts.judge`);
         - symmetry: no pod in the node's domain (for the term's topology key) has a required
           anti-affinity term that selects ``pod``;
         - required anti-affinity: for each of ``pod``'s terms, no pod in the node's domain is
@@ -470,15 +483,17 @@ class PodsOnNodes:
           some pod in the node's domain is selected by *all* the terms; or, kube-scheduler's
           special case for the first of a group of pods that attract each other, no pod on
           any node with one of the terms' topology labels is selected by all the terms and
-          ``pod`` is selected by all its own terms;
-        - topology spread: each of ``pod``'s ``DoNotSchedule`` constraints holds
-          (:meth:`~stickypack.core.topologyspread.SpreadCounts.judge`).
+          ``pod`` is selected by all its own terms.
 
         As kube-scheduler's PreFilter, it first finds the (topology key, value) pairs the
-        other pods' anti-affinity terms that select ``pod`` forbid, and the spread counts."""
+        other pods' anti-affinity terms that select ``pod`` forbid, and the spread counts.
+        ``inter_pod_affinity`` False: InterPodAffinity's PreFilter returned Skip
+        (:meth:`inter_pod_affinity_runs`, asked before pods were added for this check, as
+        kube-scheduler adds a node's nominated pods to a PreFilter state already made), so
+        the other pods' anti-affinity terms are not checked."""
         ns = self.namespace_labels
         forbidden: set[tuple[str, str]] = set()
-        for term, held in self._anti_terms.values():
+        for term, held in self._anti_terms.values() if inter_pod_affinity else ():
             if held and term.selects(pod, ns):
                 forbidden.update(held)
         affinity = pod.required_pod_affinity
@@ -493,10 +508,10 @@ class PodsOnNodes:
                     for used in other.host_ports:
                         if any(want.conflicts(used) for want in pod.host_ports):
                             return NODE_PORTS
-            if forbidden and any(pair in forbidden for pair in labels.items()):
-                return INTER_POD_AFFINITY
             if spread is not None and not spread(row):
                 return POD_TOPOLOGY_SPREAD
+            if forbidden and any(pair in forbidden for pair in labels.items()):
+                return INTER_POD_AFFINITY
             for term, counts in anti:
                 value = labels.get(term.topology_key)
                 if value is not None and counts[(term.topology_key, value)] > 0:

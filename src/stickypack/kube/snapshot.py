@@ -165,17 +165,18 @@ def as_placed_on_nominated_node(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 def counted_nominated(
-    pending: dict[str, dict[str, Any]], pods: dict[str, dict[str, Any]]
+    pending: dict[str, dict[str, Any]], pods: dict[str, dict[str, Any]], deleting: bool = False
 ) -> dict[str, dict[str, Any]]:
     """The pods of ``pending`` (pods nominated to a node, not bound; by key) that count on
     their nominated node, by key. Left out, as the autoscaler's pod lister and
     ``ArrangePodsBySchedulability`` leave them out: a pod bound meanwhile (in ``pods``, the
-    bound pods by key), one being deleted, and one that has ended (Succeeded, Failed); and
-    one whose ``status.nominatedNodeName`` names no node after all (the list's field
-    selector asked for a name: never a KeyError)."""
+    bound pods by key), one being deleted (unless ``deleting``: kube-scheduler's nominator
+    keeps a pod until it is gone), and one that has ended (Succeeded, Failed; kube-scheduler
+    does not watch those); and one whose ``status.nominatedNodeName`` names no node after all
+    (the list's field selector asked for a name: never a KeyError)."""
     counted = {}
     for key, obj in pending.items():
-        if key in pods or (obj.get("metadata") or {}).get("deletionTimestamp"):
+        if key in pods or (not deleting and (obj.get("metadata") or {}).get("deletionTimestamp")):
             continue
         status = obj.get("status") or {}
         if status.get("phase") in TERMINAL_PHASES or not isinstance(status.get("nominatedNodeName"), str):
@@ -208,8 +209,9 @@ async def take_snapshot(
     (``kubernetes_asyncio.client.ApiClient``). Needs ``list`` on nodes and on pods of all
     namespaces. ``nominated``: the pending pods nominated to a node too, counted there
     (:attr:`Snapshot.nominated`; the autoscaler's view, which the node report shows).
-    ``nominated_apart``: the same pods listed, kept apart by node instead
-    (:attr:`Snapshot.nominated_pods`; kube-scheduler's view, which a pod's placement reads).
+    ``nominated_apart``: the same pods listed, kept apart by node instead, those being
+    deleted too (:attr:`Snapshot.nominated_pods`; kube-scheduler's view, which a pod's
+    placement reads).
     ``controllers``: list them too (:attr:`Snapshot.controllers`, else None); only the node
     report reads them. ``namespaces_and_volumes`` (default: as ``controllers``): list the
     namespaces, and the PersistentVolumeClaims and PersistentVolumes too
@@ -249,7 +251,7 @@ async def take_snapshot(
             # the autoscaler's Quantity.Value(): whole cores, rounded up
             snap.capacity[name] = (-(-amounts.get(CPU, 0) // 1000), amounts.get(MEMORY, 0))
     if nominated_apart:
-        for key, obj in sorted(counted_nominated(pending, pods).items()):
+        for key, obj in sorted(counted_nominated(pending, pods, deleting=True).items()):
             try:
                 pod = Pod.from_dict(obj)
             except PodSpecError:
