@@ -1700,6 +1700,29 @@ def test_inspect_pod_counts_a_nominated_pod_being_deleted_as_the_real_scheduler_
 
 
 @pytest.mark.controlplane
+def test_inspect_pod_reports_no_nominated_pod_counted_on_a_node_that_is_gone(
+    cluster: ControlPlane, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A pending pod nominated to a node deleted since (``status.nominatedNodeName`` is not
+    cleared when the node goes) is counted on no node: ``nominated_pods`` does not name it,
+    nor does the text report's line about nominated pods."""
+    cluster.create_node("a", cpu="4", memory="16Gi")
+    waiting = pod_manifest("waiting", cpu="3", memory="1Gi", scheduler_name="default-scheduler")
+    waiting["spec"]["schedulingGates"] = [{"name": "stickypack.io/test"}]
+    cluster.create_pod(pod=waiting)
+    _nominate(cluster, "waiting", "gone")
+    probe = pod_manifest("probe", cpu="2", memory="1Gi")
+    report = _inspect_pod_json(cluster, tmp_path, capsys, probe)
+    assert (report["best"], report["nominated_pods"]) == (["a"], {})
+    path = tmp_path / "probe.yaml"
+    assert (
+        main(["inspect", "--kubeconfig", str(cluster.kubeconfig), "--policy", "default", "--pod", str(path)])
+        == 0
+    )
+    assert "nominated" not in capsys.readouterr().out
+
+
+@pytest.mark.controlplane
 def test_inspect_pod_names_pod_topology_spread_before_inter_pod_affinity(
     cluster: ControlPlane, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

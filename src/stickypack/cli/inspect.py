@@ -515,10 +515,12 @@ def _placement_json(
             profile, filters=[*profile.filters, PersistentVolumesFilter(snap.claim_volumes)]
         )
     explanation = explain_placement(profile, pod, table, ctx, nominated, _pods_on_nodes(snap, pod))
-    counted = {
+    counted = {  # on the nodes explain_placement judges: not a node gone since the nomination
         node: keys
         for node, pods in sorted(nominated.items())
-        if (keys := [p.key for p in nominated_pods_for(pod, pods)])
+        if node in table.index
+        and table.active[table.index[node]]
+        and (keys := [p.key for p in nominated_pods_for(pod, pods)])
     }
     return {
         "pod": pod.key,
