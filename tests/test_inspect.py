@@ -1723,6 +1723,47 @@ def test_inspect_pod_reports_no_nominated_pod_counted_on_a_node_that_is_gone(
 
 
 @pytest.mark.controlplane
+def test_inspect_pod_of_a_nominated_pod_names_its_nominated_node_as_the_real_scheduler_does(
+    cluster: ControlPlane, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A pod file that is a pending pod nominated to a node (``kubectl get pod -o yaml`` of a
+    preemptor): kube-scheduler filters its ``status.nominatedNodeName`` first and, when it
+    passes, binds the pod there without scoring (schedule_one.go ``evaluateNominatedNode``),
+    so ``b`` is best although LeastAllocated prefers the empty ``a``; the pod's own
+    nomination is not counted against it."""
+    cluster.create_node("a", cpu="4", memory="16Gi")
+    cluster.create_node("b", cpu="4", memory="16Gi")
+    _bind(cluster, "used", "b", "1", "1Gi")
+    pending = pod_manifest("pending", cpu="2", memory="1Gi", scheduler_name="default-scheduler")
+    pending["spec"]["schedulingGates"] = [{"name": "stickypack.io/test"}]
+    cluster.create_pod(pod=pending)
+    _nominate(cluster, "pending", "b")
+    exported = next(p for p in cluster.pods() if p["metadata"]["name"] == "pending")
+    assert exported["status"]["nominatedNodeName"] == "b"
+    del exported["spec"]["schedulingGates"]
+    report = _inspect_pod_json(cluster, tmp_path, capsys, exported)
+    path = tmp_path / "pending.yaml"
+    assert (
+        main(["inspect", "--kubeconfig", str(cluster.kubeconfig), "--policy", "default", "--pod", str(path)])
+        == 0
+    )
+    out = capsys.readouterr().out
+
+    async def ungate(api: object) -> None:
+        await client.CoreV1Api(api).patch_namespaced_pod(
+            "pending", "default", {"spec": {"schedulingGates": None}}
+        )
+
+    cluster.start_scheduler(scheduler_config(["default-scheduler"]))
+    cluster.call(ungate)
+    assert cluster.wait_bound(["pending"], timeout=30) == {"pending": "b"}
+    verdicts = {n["node"]: n for n in report["nodes"]}
+    assert verdicts["a"]["total"] > verdicts["b"]["total"]  # a scores higher, b is taken
+    assert (report["best"], report["nominated_node"], report["nominated_pods"]) == (["b"], "b", {})
+    assert "best: b (the pod's nominated node" in out
+
+
+@pytest.mark.controlplane
 def test_inspect_pod_names_pod_topology_spread_before_inter_pod_affinity(
     cluster: ControlPlane, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

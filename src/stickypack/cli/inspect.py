@@ -344,7 +344,11 @@ async def _inspect_cluster(
     snap, history, priority = await _read_cluster(args, config, placing[0] if placing else None, pod_dict)
     if placing is None:
         return _node_report_json(args, snap)
-    return _placement_json(args, snap, history, priority, *placing)
+    status = pod_dict.get("status") if pod_dict is not None else None
+    own = status.get("nominatedNodeName") if isinstance(status, Mapping) else None
+    return _placement_json(
+        args, snap, history, priority, *placing, own if isinstance(own, str) and own else None
+    )
 
 
 def _placing(
@@ -481,12 +485,15 @@ def _placement_json(
     pod: Pod,
     policy: Policy,
     profile: Profile | None,
+    nominated_node: str | None = None,
 ) -> dict[str, Any]:
     """The report of ``inspect --pod``, as JSON-ready data: ``pod`` placed by ``policy``
     (``profile``, else the policy's profile for the pod once its mutators have run) on the
     cluster of ``snap``, every node's filter or scores
     (:func:`~stickypack.core.explain.explain_placement`), with the build history
-    ``history`` (None: none) and the autoscaler's settings ``inspect`` was given."""
+    ``history`` (None: none) and the autoscaler's settings ``inspect`` was given;
+    ``nominated_node``: the pod file's ``status.nominatedNodeName``, the node kube-scheduler
+    tries first."""
     from stickypack.core.explain import explain_placement, nominated_pods_for
     from stickypack.core.volumes import PersistentVolumesFilter
 
@@ -514,7 +521,8 @@ def _placement_json(
         profile = dataclasses.replace(
             profile, filters=[*profile.filters, PersistentVolumesFilter(snap.claim_volumes)]
         )
-    explanation = explain_placement(profile, pod, table, ctx, nominated, _pods_on_nodes(snap, pod))
+    on_nodes = _pods_on_nodes(snap, pod)
+    explanation = explain_placement(profile, pod, table, ctx, nominated, on_nodes, nominated_node)
     counted = {  # on the nodes explain_placement judges: not a node gone since the nomination
         node: keys
         for node, pods in sorted(nominated.items())
@@ -542,6 +550,7 @@ def _placement_json(
         "priority": pod.priority,
         "priority_from": priority.source if priority is not None else "spec.priority",
         "nominated_pods": counted,
+        "nominated_node": nominated_node,
         "namespaces_read": snap.namespace_labels is not None,
         "volumes_read": snap.claim_volumes is not None,
         "unreadable_pods": snap.unreadable,
@@ -1163,8 +1172,11 @@ def _print_placement(console: Console, report: dict[str, Any]) -> None:
         if report[key] is False:
             console.print(note, highlight=False)
     best = report["best"]
+    own = report.get("nominated_node")
+    note = " (the pod's nominated node: kube-scheduler tries it first and takes it if it fits)"
     console.print(
-        f"best: {', '.join(best)}" + (" (kube-scheduler picks one at random)" if len(best) > 1 else "")
+        f"best: {', '.join(best)}"
+        + (" (kube-scheduler picks one at random)" if len(best) > 1 else note if best == [own] else "")
         if best
         else "best: none (no node passes the filters)",
         highlight=False,

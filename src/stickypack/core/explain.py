@@ -144,6 +144,7 @@ def explain_placement(
     ctx: SchedulingContext,
     nominated: Mapping[str, Sequence[Pod]] | None = None,
     on_nodes: PodsOnNodes | None = None,
+    nominated_node: str | None = None,
 ) -> PlacementExplanation:
     """Every node of ``table`` judged for ``pod`` by ``profile``: filters in order, then
     each scorer on the nodes left (scored even when one node is left, which
@@ -163,7 +164,12 @@ def explain_placement(
     kube-scheduler's NodePorts, InterPodAffinity and PodTopologySpread filters
     (:meth:`~stickypack.core.podaffinity.PodsOnNodes.failing_filter`), as every
     kube-scheduler profile runs them (a policy does not name them); with nominated pods, also
-    with those added. None: not judged."""
+    with those added. None: not judged.
+
+    ``nominated_node``: ``pod``'s own ``status.nominatedNodeName`` (a preemptor waiting for
+    its victims to go). kube-scheduler filters that node first (``evaluateNominatedNode``)
+    and, when it passes, binds the pod there without scoring: ``best`` is then that node
+    alone; else the nodes are scored as usual."""
     idx = table.active_indices()
     with_nominated: dict[int, str] = {}
     for name, pods in (nominated or {}).items():
@@ -226,6 +232,8 @@ def explain_placement(
     )
     top = feasible[0].total if feasible else None
     best = [v.node for v in feasible if v.total == top]
+    if nominated_node is not None and any(v.node == nominated_node for v in feasible):
+        best = [nominated_node]
     return PlacementExplanation(profile.name, feasible + rejected, best, weights)
 
 
