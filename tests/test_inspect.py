@@ -235,6 +235,29 @@ class _RoomFor(FilterPlugin):
         return (table.alloc[idx, 0] - table.requested[idx, 0]) >= self.cpu_m
 
 
+def test_a_node_two_filters_reject_is_named_by_the_one_kube_scheduler_runs_first() -> None:
+    """kube-scheduler's filters in its order (TaintToleration before NodeResourcesFit), the
+    extender's own after all of them, whatever the profile's order: ``a`` (4 cores, tainted)
+    is too small for a 5-core pod and tainted, ``b`` only too small; ``RoomFor(4500)``, listed
+    first, rejects both too."""
+    table = NodeTable()
+    table.upsert_node(
+        "a", {"cpu": 4000, "memory": 16 * GI, "pods": 110}, taints=[Taint("k", "v", "NoSchedule")]
+    )
+    table.upsert_node("b", {"cpu": 4000, "memory": 16 * GI, "pods": 110})
+    fit, _, taints = (load_builtin("default").profiles[0].filters[k] for k in (1, 2, 3))
+    assert (fit.name, taints.name) == ("NodeResourcesFit", "TaintToleration")
+    profile = Profile("p", [_RoomFor(4500), fit, taints], [])
+    explanation = explain_placement(profile, _pod("big", "5", "1Gi"), table, SchedulingContext())
+    assert {v.node: v.filtered_by for v in explanation.verdicts} == {
+        "a": "TaintToleration",
+        "b": "NodeResourcesFit",
+    }
+    # the extender's filter is named only where no kube-scheduler filter rejects the node
+    explanation = explain_placement(profile, _pod("small", "1", "1Gi"), table, SchedulingContext())
+    assert {v.node: v.filtered_by for v in explanation.verdicts} == {"a": "TaintToleration", "b": "RoomFor"}
+
+
 def test_nominated_pods_are_added_for_kube_schedulers_filters_only() -> None:
     """The extender's filters see a node as it is: a nominated 3-core pod on the 4-core
     ``a`` leaves 1 core, but only NodeResourcesFit is run with it; ``RoomFor(2000)`` alone
@@ -1761,6 +1784,34 @@ def test_inspect_pod_of_a_nominated_pod_names_its_nominated_node_as_the_real_sch
     assert verdicts["a"]["total"] > verdicts["b"]["total"]  # a scores higher, b is taken
     assert (report["best"], report["nominated_node"], report["nominated_pods"]) == (["b"], "b", {})
     assert "best: b (the pod's nominated node" in out
+
+
+@pytest.mark.controlplane
+def test_inspect_pod_names_the_filter_kube_scheduler_runs_first(
+    cluster: ControlPlane, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A node two filters reject is named by the one kube-scheduler runs first
+    (TaintToleration, NodeAffinity, NodePorts, then NodeResourcesFit: default_plugins.go),
+    whatever the policy's order: ``ports`` (1 core, its host port taken) and ``tainted`` (1
+    core, an untolerated taint) are both too small for the 2-core pod, and both inspect and
+    the real kube-scheduler name NodePorts and TaintToleration, not NodeResourcesFit."""
+    cluster.create_node("ports", cpu="1", memory="16Gi")
+    cluster.create_node("tainted", cpu="1", memory="16Gi", taints=["keep-off:NoSchedule"])
+    port = [{"containerPort": 80, "hostPort": 8080}]
+    _bind(cluster, "web", "ports", "100m", "100Mi",
+          spec={"containers": [{"name": "c", "image": "x", "ports": port,
+                                "resources": {"requests": {"cpu": "100m", "memory": "100Mi"}}}]})  # fmt: skip
+    pod = pod_manifest("big", cpu="2", memory="100Mi")
+    pod["spec"]["containers"][0]["ports"] = port
+    report = _inspect_pod_json(cluster, tmp_path, capsys, pod)
+    verdicts = {n["node"]: n["filtered_by"] for n in report["nodes"]}
+    assert verdicts == {"ports": "NodePorts", "tainted": "TaintToleration"}
+    cluster.start_scheduler(scheduler_config(["default-scheduler"]))
+    cluster.create_pod(pod=pod)
+    message = cluster.wait_unschedulable(["big"], timeout=30)["big"]
+    assert "1 node(s) didn't have free ports for the requested pod ports" in message, message
+    assert "1 node(s) had untolerated taint" in message, message
+    assert "Insufficient cpu" not in message, message
 
 
 @pytest.mark.controlplane

@@ -34,6 +34,7 @@ from stickypack.core.pod import Pod
 from stickypack.core.podaffinity import PodsOnNodes
 from stickypack.core.resources import CPU, MEMORY
 from stickypack.core.routing import LabelSelector
+from stickypack.core.volumes import PersistentVolumesFilter
 
 #: The cluster-autoscaler's pod annotation: "true" lets it evict a pod it otherwise would
 #: not, "false" keeps any pod from being evicted, "on-completion" (CA 1.36+) makes it wait
@@ -88,6 +89,37 @@ KUBE_SCHEDULER_FILTERS: tuple[type[FilterPlugin], ...] = (
 )
 
 
+#: kube-scheduler's filters in the order every profile runs them (its default plugins,
+#: ``apis/config/v1/default_plugins.go``: a profile of a KubeSchedulerConfiguration changes
+#: which run, not their order), by the names the core's models of them go by: NodeReady stands
+#: where TaintToleration does (kube-scheduler keeps a node that is not Ready off by its
+#: ``not-ready`` taint), PersistentVolumes for VolumeBinding and VolumeZone. kube-scheduler
+#: names the first that fails a node; the extender's filters run after all of them.
+KUBE_FILTER_ORDER = (
+    "NodeUnschedulable",
+    "NodeReady",
+    "TaintToleration",
+    "NodeAffinity",
+    "NodePorts",
+    "NodeResourcesFit",
+    "PersistentVolumes",
+    "PodTopologySpread",
+    "InterPodAffinity",
+)
+
+
+def _filter_rank(plugin: FilterPlugin, position: int) -> int:
+    """Where ``plugin`` (at ``position`` in its profile) runs: a model of one of
+    kube-scheduler's filters at its place in :data:`KUBE_FILTER_ORDER`, any other filter
+    (stickypack's own, run by the extender) after all of those, in the profile's order."""
+    if (
+        isinstance(plugin, (*KUBE_SCHEDULER_FILTERS, PersistentVolumesFilter))
+        and plugin.name in KUBE_FILTER_ORDER
+    ):
+        return KUBE_FILTER_ORDER.index(plugin.name)
+    return len(KUBE_FILTER_ORDER) + position
+
+
 def nominated_pods_for(pod: Pod, nominated: Iterable[Pod]) -> list[Pod]:
     """The pods of ``nominated`` (pending pods nominated to one node) that kube-scheduler's
     filters count on that node when placing ``pod``: those of a priority at least
@@ -106,10 +138,10 @@ def _first_failing_filter(
     added: Sequence[Pod],
     on_nodes: PodsOnNodes | None,
 ) -> str | None:
-    """The first of ``profile``'s kube-scheduler filters (:data:`KUBE_SCHEDULER_FILTERS`),
-    then of those ``on_nodes`` models, that removes row ``row`` once ``added`` are on it,
-    or None. ``table`` and ``on_nodes`` are left as they were (the added pods' build starts
-    too).
+    """The first, in kube-scheduler's order (:data:`KUBE_FILTER_ORDER`), of ``profile``'s
+    kube-scheduler filters (:data:`KUBE_SCHEDULER_FILTERS`, the volumes' too) and those
+    ``on_nodes`` models that removes row ``row`` once ``added`` are on it, or None. ``table`` and ``on_nodes``
+    are left as they were (the added pods' build starts too).
 
     As kube-scheduler adds them (``addGENominatedPods``) to a PreFilter state made without
     them: InterPodAffinity checks them only when its PreFilter ran for the pods bound
@@ -125,10 +157,16 @@ def _first_failing_filter(
             on_nodes.add(row, counted)
     try:
         idx = np.array([row], dtype=np.int64)
-        for plugin in profile.filters:
-            if isinstance(plugin, KUBE_SCHEDULER_FILTERS) and not plugin.filter(pod, table, idx, ctx)[0]:
-                return plugin.name
-        return on_nodes.failing_filter(pod, inter_pod_affinity=runs)(row) if on_nodes is not None else None
+        failing = [
+            (_filter_rank(plugin, position), plugin.name)
+            for position, plugin in enumerate(profile.filters)
+            if isinstance(plugin, (*KUBE_SCHEDULER_FILTERS, PersistentVolumesFilter))
+            and not plugin.filter(pod, table, idx, ctx)[0]
+        ]
+        named = on_nodes.failing_filter(pod, inter_pod_affinity=runs)(row) if on_nodes is not None else None
+        if named is not None:
+            failing.append((KUBE_FILTER_ORDER.index(named), named))
+        return min(failing)[1] if failing else None
     finally:
         for p, counted in zip(added, spread_added, strict=True):
             table.remove_pod(row, p)
@@ -180,26 +218,27 @@ def explain_placement(
         failing = _first_failing_filter(profile, pod, table, row, ctx, added, on_nodes)
         if failing is not None:
             with_nominated[row] = failing
-    filtered: dict[int, str] = {}
-    for plugin in profile.filters:
+    # every filter judges every node, so that a node two reject is named by the one
+    # kube-scheduler runs first (it stops at that one)
+    failures: dict[int, list[tuple[int, str]]] = {}
+    for position, plugin in enumerate(profile.filters):
         if idx.size == 0:
             break
         mask = plugin.filter(pod, table, idx, ctx)
         if plugin in profile.checked:
             mask = check_mask(plugin, mask, idx)
-        for row in idx[~mask]:
-            filtered[int(row)] = plugin.name
-        idx = idx[mask]
+        rank = _filter_rank(plugin, position)
+        for row in idx[~mask].tolist():
+            failures.setdefault(row, []).append((rank, plugin.name))
     if on_nodes is not None and idx.size:
         judge = on_nodes.failing_filter(pod)
-        kept = []
         for row in idx.tolist():
-            failing = judge(row)
-            if failing is None:
-                kept.append(row)
-            else:
-                filtered[row] = failing
-        idx = np.array(kept, dtype=idx.dtype)
+            named = judge(row)
+            if named is not None:
+                failures.setdefault(row, []).append((KUBE_FILTER_ORDER.index(named), named))
+    filtered = {row: min(named)[1] for row, named in failures.items()}
+    if filtered:
+        idx = idx[~np.isin(idx, list(filtered))]
     # kube-scheduler names the failure of its pass with the nominated pods, which runs first
     by_nominated = {row for row in with_nominated if row not in filtered}
     filtered.update(with_nominated)
