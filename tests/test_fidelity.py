@@ -17,12 +17,14 @@ stored, the scheduler-cache wait, `probe_placements`); its judging without one, 
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from stickypack.policies import load_builtin
 from stickypack.render import scheduler_config
-from stickypack.testing import ControlPlaneError
-from stickypack.testing.fidelity import CASE_LABEL, agreement, run_cases, wait_scheduler_cache
+from stickypack.testing import ControlPlaneError, pod_manifest
+from stickypack.testing.fidelity import CASE_LABEL, Case, agreement, run_cases, wait_scheduler_cache
 
 pytestmark = pytest.mark.controlplane
 
@@ -40,6 +42,31 @@ def test_policy_agrees_with_kube_scheduler(cluster, policy, profile):
     assert len(cases) == CASES
     assert all(c.chosen is not None for c in cases), "\n".join(bad)
     assert agreement(cases) >= 0.975, "\n".join(bad)
+
+
+def test_a_pod_left_unbound_fails_only_its_own_case(cluster):
+    """``run_cases`` after its bind wait times out: the pod that fits nowhere (5 cores on a
+    4-core node) has no chosen node (a case that does not agree, though the policy finds no
+    node either); the other case of the batch keeps the node kube-scheduler bound its pod to."""
+    cluster.start_scheduler(scheduler_config(["default-scheduler"]))
+
+    def draw(rng: random.Random, index: int) -> Case:
+        label = f"c{index}"
+        node = {
+            "name": f"{label}-n",
+            "cpu": "4",
+            "memory": "16Gi",
+            "labels": {CASE_LABEL: label},
+            "taints": [],
+        }
+        pod = pod_manifest(f"{label}-pod", cpu="5" if index else "1", memory="1Gi")
+        pod["spec"]["nodeSelector"] = {CASE_LABEL: label}
+        return Case(index, [node], [], pod)
+
+    cases = run_cases(
+        cluster, load_builtin("default"), "default-scheduler", 2, seed=0, draw=draw, bind_timeout_s=3.0
+    )
+    assert [(c.chosen, c.top, c.agrees) for c in cases] == [("c0-n", ["c0-n"], True), (None, [], False)]
 
 
 def test_a_spreading_policy_disagrees_with_the_packing_scheduler(cluster):

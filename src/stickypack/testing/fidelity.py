@@ -396,6 +396,7 @@ def run_cases(
     on_case: Callable[[Case], None] | None = None,
     images: bool = False,
     draw: Callable[[random.Random, int], Case] | None = None,
+    bind_timeout_s: float = 60.0,
 ) -> list[Case]:
     """Run ``cases`` random cases against the real scheduler serving ``scheduler_name``
     (already started on ``cp``, a cluster with no nodes or pods); returns them with the real
@@ -408,7 +409,10 @@ def run_cases(
     ``draw(rng, index)``: makes each case instead of :func:`random_case` (a node dict may
     then also give ``ephemeral_storage`` and ``extended`` resources, and the pod its own
     ``schedulerName``, another profile of the same scheduler); ``policy`` may then be a
-    function giving the policy that scores a case."""
+    function giving the policy that scores a case.
+
+    A batch's pods are waited for ``bind_timeout_s`` seconds; those still unbound then have
+    no ``chosen`` node (their cases do not agree), the others keep theirs."""
     rng = random.Random(seed)
     done: list[Case] = []
     handles = [h for h in cp.schedulers if scheduler_name in h.scheduler_names]
@@ -434,7 +438,7 @@ def run_cases(
             cp.create_pods([copy.deepcopy(case.pod) for case in group])
             names = [case.pod["metadata"]["name"] for case in group]
             try:
-                placed = cp.wait_bound(names, timeout=60.0)
+                placed = cp.wait_bound(names, timeout=bind_timeout_s)
             except Exception:
                 placed = {k: v for k, v in cp.placements().items() if k in set(names) and v}
             for case in group:
