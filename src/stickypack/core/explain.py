@@ -140,8 +140,8 @@ def _first_failing_filter(
 ) -> str | None:
     """The first, in kube-scheduler's order (:data:`KUBE_FILTER_ORDER`), of ``profile``'s
     kube-scheduler filters (:data:`KUBE_SCHEDULER_FILTERS`, the volumes' too) and those
-    ``on_nodes`` models that removes row ``row`` once ``added`` are on it, or None. ``table`` and ``on_nodes``
-    are left as they were (the added pods' build starts too).
+    ``on_nodes`` models that removes row ``row`` once ``added`` are on it, or None.
+    ``table`` and ``on_nodes`` are left as they were (the added pods' build starts too).
 
     As kube-scheduler adds them (``addGENominatedPods``) to a PreFilter state made without
     them: InterPodAffinity checks them only when its PreFilter ran for the pods bound
@@ -184,8 +184,10 @@ def explain_placement(
     on_nodes: PodsOnNodes | None = None,
     nominated_node: str | None = None,
 ) -> PlacementExplanation:
-    """Every node of ``table`` judged for ``pod`` by ``profile``: filters in order, then
-    each scorer on the nodes left (scored even when one node is left, which
+    """Every node of ``table`` judged for ``pod`` by ``profile``: every filter on every
+    node, a node rejected named by the filter kube-scheduler runs first
+    (:data:`KUBE_FILTER_ORDER`; the extender's own after, in the profile's order), then each
+    scorer on the nodes left (scored even when one node is left, which
     :meth:`Profile.select` skips). A plugin of ``profile.checked`` that breaks its
     contract raises :class:`~stickypack.core.framework.PluginContractError`, as there.
 
@@ -198,8 +200,8 @@ def explain_placement(
     nominated pods when it scores).
 
     ``on_nodes``: the pods bound to the nodes (:class:`~stickypack.core.podaffinity.PodsOnNodes`
-    of ``table``'s rows); given, a node the profile's filters pass is then judged by
-    kube-scheduler's NodePorts, InterPodAffinity and PodTopologySpread filters
+    of ``table``'s rows); given, every node is also judged by kube-scheduler's NodePorts,
+    PodTopologySpread and InterPodAffinity filters
     (:meth:`~stickypack.core.podaffinity.PodsOnNodes.failing_filter`), as every
     kube-scheduler profile runs them (a policy does not name them); with nominated pods, also
     with those added. None: not judged.
