@@ -1490,31 +1490,18 @@ def test_inspect_pod_filters_with_nominated_pods_as_the_real_scheduler_does(
     higher priority class the nominated pod does not count, and both send it to ``a``.
     Without the nomination LeastAllocated (``default``) prefers the empty ``a``."""
 
-    async def make_class(api: object) -> None:
-        try:
-            await client.SchedulingV1Api(api).create_priority_class(
-                {"metadata": {"name": "sp-test-high"}, "value": 1000}
-            )
-        except client.exceptions.ApiException as exc:
-            if exc.status != 409:
-                raise
-
-    cluster.call(make_class)
+    _priority_class(cluster, "sp-test-high", 1000)
     cluster.create_node("a", cpu="4", memory="16Gi")
     cluster.create_node("b", cpu="4", memory="16Gi")
     _bind(cluster, "used", "b", "1", "1Gi")
     probe = pod_manifest("probe", cpu="2", memory="1Gi", scheduler_name="default-scheduler")
     high = pod_manifest("high", cpu="2", memory="1Gi", scheduler_name="default-scheduler")
     high["spec"]["priorityClassName"] = "sp-test-high"
-    paths = {}
-    for pod in (probe, high):
-        paths[pod["metadata"]["name"]] = path = tmp_path / f"{pod['metadata']['name']}.yaml"
-        path.write_text(yaml.safe_dump(pod))
+    pods = {"probe": probe, "high": high}
+    paths = {name: tmp_path / f"{name}.yaml" for name in pods}  # as _inspect_pod_json writes them
 
     def inspect(name: str) -> dict:
-        argv = ["inspect", "--kubeconfig", str(cluster.kubeconfig), "--policy", "default", "--json"]
-        assert main([*argv, "--pod", str(paths[name])]) == 0
-        return json.loads(capsys.readouterr().out)
+        return _inspect_pod_json(cluster, tmp_path, capsys, pods[name])
 
     report = inspect("probe")  # nothing nominated yet: a, the emptier
     assert (report["best"], report["nominated_pods"], report["priority"]) == (["a"], {}, None)
@@ -1524,13 +1511,8 @@ def test_inspect_pod_filters_with_nominated_pods_as_the_real_scheduler_does(
     cluster.create_pod(pod=waiting)
     cluster.create_pod(pod=other)
 
-    async def nominate(api: object) -> None:
-        for name, node in (("waiting", "a"), ("other-scheduler", "b")):
-            await client.CoreV1Api(api).patch_namespaced_pod_status(
-                name, "default", {"status": {"nominatedNodeName": node}}
-            )
-
-    cluster.call(nominate)
+    _nominate(cluster, "waiting", "a")
+    _nominate(cluster, "other-scheduler", "b")
     report = inspect("probe")
     verdicts = {n["node"]: n for n in report["nodes"]}
     assert (report["best"], verdicts["a"]["filtered_by"]) == (["b"], "NodeResourcesFit")
@@ -1600,14 +1582,7 @@ def test_inspect_pod_applies_kube_schedulers_inter_pod_filters_as_the_real_sched
         {"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule",
          "labelSelector": {"matchLabels": {"app": "spread"}}}]  # fmt: skip
 
-    def inspect(pod: dict) -> dict:
-        path = tmp_path / f"{pod['metadata']['name']}.yaml"
-        path.write_text(yaml.safe_dump(pod))
-        argv = ["inspect", "--kubeconfig", str(cluster.kubeconfig), "--policy", "default", "--json"]
-        assert main([*argv, "--pod", str(path)]) == 0
-        return json.loads(capsys.readouterr().out)
-
-    report = inspect(probe)
+    report = _inspect_pod_json(cluster, tmp_path, capsys, probe)
     verdicts = {n["node"]: n["filtered_by"] for n in report["nodes"]}
     assert verdicts == {"a": "InterPodAffinity", "b": "NodePorts", "c": "InterPodAffinity", "d": None}
     assert (report["best"], report["namespaces_read"], report["volumes_read"]) == (["d"], True, True)
@@ -1615,7 +1590,8 @@ def test_inspect_pod_applies_kube_schedulers_inter_pod_filters_as_the_real_sched
     cluster.create_pod(pod=probe)
     assert cluster.wait_bound(["probe"], timeout=30) == {"probe": "d"}
 
-    report = inspect(spread)  # zone 1 has 2 of its kind, zone 2 none: skew 3 there, 1 in zone 2
+    # zone 1 has 2 of its kind, zone 2 none: skew 3 there, 1 in zone 2
+    report = _inspect_pod_json(cluster, tmp_path, capsys, spread)
     verdicts = {n["node"]: n["filtered_by"] for n in report["nodes"]}
     assert verdicts == {"a": "PodTopologySpread", "b": "PodTopologySpread", "c": None, "d": None}
     assert report["best"] == ["c"]  # c holds 1 core, d 2.5
@@ -1631,6 +1607,21 @@ def _inspect_pod_json(
     argv = ["inspect", "--kubeconfig", str(cluster.kubeconfig), "--policy", "default", "--json"]
     assert main([*argv, "--pod", str(path)]) == 0
     return json.loads(capsys.readouterr().out)
+
+
+def _priority_class(cluster: ControlPlane, name: str, value: int) -> None:
+    """A PriorityClass ``name`` of ``value`` (kept if an earlier test made it: classes
+    outlive the cluster fixture's reset)."""
+
+    async def make(api: object) -> None:
+        try:
+            body = {"metadata": {"name": name}, "value": value}
+            await client.SchedulingV1Api(api).create_priority_class(body)
+        except client.exceptions.ApiException as exc:
+            if exc.status != 409:
+                raise
+
+    cluster.call(make)
 
 
 def _nominate(cluster: ControlPlane, name: str, node: str) -> None:
@@ -3653,16 +3644,7 @@ def test_inspect_reads_priorities_from_the_api_server(
     ``spec.priority`` from the class, and ``inspect`` counts it for nothing; with a lower
     ``--expendable-pods-priority-cutoff`` it pins its node."""
 
-    async def make_class(api: object) -> None:
-        scheduling = client.SchedulingV1Api(api)
-        body = {"metadata": {"name": "sp-test-expendable"}, "value": -20}
-        try:
-            await scheduling.create_priority_class(body)
-        except client.exceptions.ApiException as exc:
-            if exc.status != 409:
-                raise
-
-    cluster.call(make_class)
+    _priority_class(cluster, "sp-test-expendable", -20)
     cluster.create_node("spare", cpu="4", memory="16Gi")
     raw = pod_manifest("filler", cpu="3", memory="1Gi")
     raw["spec"]["nodeName"] = "spare"

@@ -108,14 +108,17 @@ KUBE_FILTER_ORDER = (
 )
 
 
+#: The core's filters that model kube-scheduler's own: :data:`KUBE_SCHEDULER_FILTERS` and
+#: its volume filters (the ones run with a node's nominated pods added, and named at their
+#: place in :data:`KUBE_FILTER_ORDER`).
+_MODELLED_FILTERS: tuple[type[FilterPlugin], ...] = (*KUBE_SCHEDULER_FILTERS, PersistentVolumesFilter)
+
+
 def _filter_rank(plugin: FilterPlugin, position: int) -> int:
     """Where ``plugin`` (at ``position`` in its profile) runs: a model of one of
     kube-scheduler's filters at its place in :data:`KUBE_FILTER_ORDER`, any other filter
     (stickypack's own, run by the extender) after all of those, in the profile's order."""
-    if (
-        isinstance(plugin, (*KUBE_SCHEDULER_FILTERS, PersistentVolumesFilter))
-        and plugin.name in KUBE_FILTER_ORDER
-    ):
+    if isinstance(plugin, _MODELLED_FILTERS) and plugin.name in KUBE_FILTER_ORDER:
         return KUBE_FILTER_ORDER.index(plugin.name)
     return len(KUBE_FILTER_ORDER) + position
 
@@ -160,8 +163,7 @@ def _first_failing_filter(
         failing = [
             (_filter_rank(plugin, position), plugin.name)
             for position, plugin in enumerate(profile.filters)
-            if isinstance(plugin, (*KUBE_SCHEDULER_FILTERS, PersistentVolumesFilter))
-            and not plugin.filter(pod, table, idx, ctx)[0]
+            if isinstance(plugin, _MODELLED_FILTERS) and not plugin.filter(pod, table, idx, ctx)[0]
         ]
         named = on_nodes.failing_filter(pod, inter_pod_affinity=runs)(row) if on_nodes is not None else None
         if named is not None:
@@ -239,13 +241,11 @@ def explain_placement(
             if named is not None:
                 failures.setdefault(row, []).append((KUBE_FILTER_ORDER.index(named), named))
     filtered = {row: min(named)[1] for row, named in failures.items()}
-    if filtered:
-        idx = idx[~np.isin(idx, list(filtered))]
     # kube-scheduler names the failure of its pass with the nominated pods, which runs first
     by_nominated = {row for row in with_nominated if row not in filtered}
     filtered.update(with_nominated)
-    if by_nominated:
-        idx = idx[~np.isin(idx, list(by_nominated))]
+    if filtered:
+        idx = idx[~np.isin(idx, list(filtered))]
     per_plugin: dict[str, np.ndarray] = {}
     weights: dict[str, int] = {}
     total = np.zeros(idx.shape[0], dtype=np.int64)
