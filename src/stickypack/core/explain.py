@@ -206,7 +206,8 @@ def explain_placement(
     PodTopologySpread and InterPodAffinity filters
     (:meth:`~stickypack.core.podaffinity.PodsOnNodes.failing_filter`), as every
     kube-scheduler profile runs them (a policy does not name them); with nominated pods, also
-    with those added. None: not judged.
+    with those added; and the scorers see them (``ctx.pods_on_nodes``, unless ``ctx`` has
+    its own). None: not judged.
 
     ``nominated_node``: ``pod``'s own ``status.nominatedNodeName`` (a preemptor waiting for
     its victims to go). kube-scheduler filters that node first (``evaluateNominatedNode``)
@@ -249,6 +250,8 @@ def explain_placement(
     per_plugin: dict[str, np.ndarray] = {}
     weights: dict[str, int] = {}
     total = np.zeros(idx.shape[0], dtype=np.int64)
+    if on_nodes is not None and ctx.pods_on_nodes is None:
+        ctx = dataclasses.replace(ctx, pods_on_nodes=on_nodes)
     for ws in profile.scorers:
         if ws.weight == 0 or ws.plugin.skip(pod) or idx.size == 0:
             continue

@@ -12,7 +12,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -20,6 +20,9 @@ from stickypack.core.history import BuildHistory
 from stickypack.core.nodegroups import NodeGroups
 from stickypack.core.nodetable import NodeTable
 from stickypack.core.pod import Pod
+
+if TYPE_CHECKING:
+    from stickypack.core.podaffinity import PodsOnNodes
 
 MAX_NODE_SCORE = 100
 
@@ -48,6 +51,11 @@ class SchedulingContext:
     it first), as the driver keeps it in the table (:func:`~stickypack.core.dra.set_node_dra`;
     a driver that keeps none leaves every node weighed by cpu and memory). False (the
     default, the simulator's): nothing of DRA is read.
+    ``pods_on_nodes``: the pods bound to the table's nodes, with their labels and pod
+    (anti-)affinity (:class:`~stickypack.core.podaffinity.PodsOnNodes` of the table's rows),
+    for scorers that read the pods on nodes as kube-scheduler's do; None (the default, the
+    simulator's and the extender's): not known, and such a scorer scores what the table alone
+    says. :func:`~stickypack.core.explain.explain_placement` sets it when given them.
     ``cache``: scratch space for one decision (the simulator clears it before each; keys
     beginning ``rendezvous:`` are reserved: the extender keeps those while the builder
     nodes stay the same). ``now``'s origin is the driver's: the simulator counts from the
@@ -64,6 +72,7 @@ class SchedulingContext:
     ignore_mirror_pods_utilization: bool = False
     node_groups: NodeGroups | None = None
     dra: bool = False
+    pods_on_nodes: PodsOnNodes | None = None
     cache: dict[str, Any] = field(default_factory=dict)
 
 
