@@ -435,6 +435,8 @@ def test_a_family_build_pod_carries_the_anti_affinity_binderhub_gives_it():
     assert built.build_repo is not None
     assert built.pod_anti_affinity == mutated.pod_anti_affinity
     assert len(built.pod_anti_affinity) == 1
+    # and in full, as inspect's InterPodAffinity score reads it with the pods on the nodes
+    assert built.preferred_pod_anti_affinity == mutated.preferred_pod_anti_affinity
     assert dict(built.pod_anti_affinity[0].match_labels).items() <= dict(built.labels).items()
 
 

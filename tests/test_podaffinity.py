@@ -5,8 +5,10 @@ one, and the scale-down simulation weighing them (core.drain)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import pytest
 
 from stickypack.core.drain import plan_scale_down
@@ -21,6 +23,7 @@ from stickypack.testing.fidelity import probe_placements
 GI = 1024**3
 ZONE = "topology.kubernetes.io/zone"
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
 
 
 def _term(topology_key: str = HOSTNAME_LABEL, **selector_labels: str) -> dict[str, Any]:
@@ -571,12 +574,16 @@ def test_the_inspect_snapshot_keeps_what_these_rules_read() -> None:
     raw["spec"]["containers"][0]["ports"] = [{"containerPort": 80, "hostPort": 80}, {"containerPort": 9}]
     raw["spec"].update(nodeSelector={"pool": "user"}, tolerations=[{"key": "k", "operator": "Exists"}])
     raw["spec"]["nodeName"] = "n1"
+    for kind in ("podAffinity", "podAntiAffinity"):
+        raw["spec"]["affinity"][kind][PREFERRED] = [{"weight": 3, "podAffinityTerm": _term(app="x")}]
     slim = snapshot_pod(raw)
     assert slim["spec"]["containers"][0]["ports"] == [{"containerPort": 80, "hostPort": 80}]
     full, kept = Pod.from_dict(raw), Pod.from_dict(slim)
     for name in (
         "required_pod_affinity",
         "required_pod_anti_affinity",
+        "preferred_pod_affinity",
+        "preferred_pod_anti_affinity",
         "host_ports",
         "node_selector",
         "tolerations",
@@ -613,3 +620,240 @@ def test_failing_filter_names_the_kube_scheduler_filter_that_keeps_a_pod_off() -
     both = _on(_nodes(n0="a", n1="b"), (0, _pod("guard", anti=[_term(ZONE, role="new")])),
                *((0, _pod(f"s{k}", labels={"app": "s"})) for k in range(2)))  # fmt: skip
     assert [both.failing_filter(Pod.from_dict(raw))(r) for r in range(2)] == ["PodTopologySpread", None]
+
+
+# ---- preferred terms and kube-scheduler's InterPodAffinity score ------------------------
+
+
+def _preferred_pod(
+    name: str,
+    *,
+    labels: dict[str, str] | None = None,
+    namespace: str = "default",
+    affinity: Sequence[tuple[int, dict[str, Any]]] = (),
+    anti: Sequence[tuple[int, dict[str, Any]]] = (),
+    required_affinity: list[dict[str, Any]] | None = None,
+) -> Pod:
+    """A pod with preferred pod affinity / anti-affinity terms (weight, term) and required
+    affinity terms, read from its dict."""
+    raw = pod_manifest(name, cpu="100m", memory="128Mi", labels=labels, namespace=namespace)
+    spec_affinity = raw["spec"].setdefault("affinity", {})
+    for kind, terms in (("podAffinity", affinity), ("podAntiAffinity", anti)):
+        if terms:
+            entries = [{"weight": w, "podAffinityTerm": t} for w, t in terms]
+            spec_affinity.setdefault(kind, {})[PREFERRED] = entries
+    if required_affinity:
+        spec_affinity.setdefault("podAffinity", {})[REQUIRED] = required_affinity
+    return Pod.from_dict(raw)
+
+
+def test_preferred_terms_are_read_in_full_as_the_required_ones_are() -> None:
+    """Preferred pod affinity and anti-affinity terms: the weight, then the
+    ``podAffinityTerm`` as a required term is read (selector with ``matchExpressions``,
+    ``matchLabelKeys`` / ``mismatchLabelKeys`` merged as the API server merges them, the
+    pod's own namespace when no namespaces nor ``namespaceSelector`` are given); BinderHub's
+    simple form of the anti-affinity terms is still read for the scorer's build model."""
+    term = {
+        "labelSelector": {"matchExpressions": [{"key": "tier", "operator": "In", "values": ["db", "cache"]}]},
+        "matchLabelKeys": ["track"],
+        "mismatchLabelKeys": ["team"],
+        "topologyKey": ZONE,
+    }
+    other = {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": HOSTNAME_LABEL,
+             "namespaceSelector": {"matchLabels": {"env": "prod"}}, "namespaces": ["ops"]}  # fmt: skip
+    labels = {"track": "canary", "team": "a"}
+    pod = _preferred_pod("p", labels=labels, namespace="team", affinity=[(7, term)], anti=[(40, other)])
+    ((weight, near),) = ((w.weight, w.term) for w in pod.preferred_pod_affinity)
+    assert weight == 7 and near.topology_key == ZONE and near.namespaces == frozenset({"team"})
+    assert near.namespace_selector is None
+    selects = {"tier": "db", "track": "canary", "team": "b"}
+    assert near.selects(Pod("x", namespace="team", labels=selects))
+    assert not near.selects(Pod("x", namespace="team", labels={**selects, "track": "stable"}))
+    assert not near.selects(Pod("x", namespace="team", labels={**selects, "team": "a"}))
+    assert not near.selects(Pod("x", namespace="default", labels=selects))
+    ((weight, far),) = ((w.weight, w.term) for w in pod.preferred_pod_anti_affinity)
+    assert weight == 40 and far.namespaces == frozenset({"ops"}) and far.namespace_selector is not None
+    labelled = {"prod-ns": {"env": "prod"}}
+    assert far.selects(Pod("x", namespace="prod-ns", labels={"app": "web"}), labelled)
+    assert far.selects(Pod("x", namespace="ops", labels={"app": "web"}), labelled)
+    assert not far.selects(Pod("x", namespace="dev", labels={"app": "web"}), labelled)
+    ((simple),) = pod.pod_anti_affinity
+    assert (simple.weight, simple.match_labels) == (40, (("app", "web"),))
+    assert simple.topology_key == HOSTNAME_LABEL
+
+
+@pytest.mark.parametrize(
+    ("entry", "field"),
+    [
+        ({"weight": 0, "podAffinityTerm": _term()}, f"spec.affinity.podAffinity.{PREFERRED}[0].weight"),
+        ({"weight": 5}, f"spec.affinity.podAffinity.{PREFERRED}[0].podAffinityTerm"),
+        (
+            {"weight": 5, "podAffinityTerm": {"topologyKey": "bad key!"}},
+            f"spec.affinity.podAffinity.{PREFERRED}[0].podAffinityTerm.topologyKey",
+        ),
+        (
+            {"weight": 5, "podAffinityTerm": {**_term(), "labelSelector": {"matchLabels": "x"}}},
+            f"spec.affinity.podAffinity.{PREFERRED}[0].podAffinityTerm.labelSelector",
+        ),
+    ],
+)
+def test_a_preferred_term_that_cannot_be_read_is_named(entry: dict[str, Any], field: str) -> None:
+    raw = pod_manifest("p", cpu="100m", memory="128Mi")
+    raw["spec"]["affinity"] = {"podAffinity": {PREFERRED: [entry]}}
+    with pytest.raises(PodSpecError, match=re.escape(field)):
+        Pod.from_dict(raw)
+
+
+def _scoring_cluster() -> tuple[PodsOnNodes, Pod]:
+    """n0, n1 in zone a, n2 in zone b, n3 without labels. web pods on n0 and n2 (and one in
+    namespace ``other`` on n1, which the newcomer's terms, of its own namespace, do not
+    select); on n1 ``db``, whose preferred anti-affinity (weight 30, hostname) selects the
+    newcomer; on n2 ``cache``, whose required affinity (zone) selects it; on n3 a web pod,
+    on a node in no topology domain. The newcomer (``role=new``) prefers web's zone (weight
+    10) and, less, not web's node (weight 4)."""
+    labels = _nodes(n0="a", n1="a", n2="b")
+    labels[3] = {}
+    web = {"app": "web"}
+    state = _on(
+        labels,
+        (0, _preferred_pod("web-0", labels=web)),
+        (1, _preferred_pod("web-other", labels=web, namespace="other")),
+        (1, _preferred_pod("db", anti=[(30, _term(role="new"))])),
+        (2, _preferred_pod("web-2", labels=web)),
+        (2, _preferred_pod("cache", required_affinity=[_term(ZONE, role="new")])),
+        (3, _preferred_pod("web-3", labels=web)),
+    )
+    newcomer = _preferred_pod(
+        "new", labels={"role": "new"}, affinity=[(10, _term(ZONE, app="web"))], anti=[(4, _term(app="web"))]
+    )
+    return state, newcomer
+
+
+def test_inter_pod_affinity_sums_count_both_ways_per_topology_pair() -> None:
+    """kube-scheduler's InterPodAffinity PreScore (scoring.go ``processExistingPod``), by
+    hand: the newcomer's affinity adds 10 in zone a (web-0) and zone b (web-2), its
+    anti-affinity takes 4 from n0 and n2; db's preferred anti-affinity takes 30 from n1;
+    cache's required affinity adds hardPodAffinityWeight 1 to zone b (0 with a weight of 0).
+    web-3's node has no labels: nothing counts there."""
+    state, newcomer = _scoring_cluster()
+    expected = {(ZONE, "a"): 10, (ZONE, "b"): 11, (HOSTNAME_LABEL, "n0"): -4, (HOSTNAME_LABEL, "n2"): -4,
+                (HOSTNAME_LABEL, "n1"): -30}  # fmt: skip
+    assert state.inter_pod_affinity_sums(newcomer) == expected
+    assert state.inter_pod_affinity_sums(newcomer, hard_pod_affinity_weight=0)[(ZONE, "b")] == 10
+    # a pod without terms: the other pods' terms that select it alone
+    plain = _preferred_pod("plain", labels={"role": "new"})
+    assert state.inter_pod_affinity_sums(plain) == {(HOSTNAME_LABEL, "n1"): -30, (ZONE, "b"): 1}
+    # none selects it, and it has no terms: nothing (kube-scheduler's PreScore Skip)
+    assert state.inter_pod_affinity_sums(_preferred_pod("other", labels={"role": "old"})) == {}
+
+
+def test_inter_pod_affinity_namespace_selectors_read_the_namespaces_labels() -> None:
+    """A term's ``namespaceSelector`` selects the pods of the namespaces whose labels match
+    (the newcomer's, merged into its namespaces by the PreScore; an existing pod's, matched
+    against the newcomer's namespace's labels); unknown labels (None): every namespace."""
+    labels = _nodes(n0="a", n1="b")
+    prod = {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": ZONE,
+            "namespaceSelector": {"matchLabels": {"env": "prod"}}}  # fmt: skip
+    pods = ((0, _preferred_pod("w0", labels={"app": "web"}, namespace="shop")),
+            (1, _preferred_pod("w1", labels={"app": "web"}, namespace="test")))  # fmt: skip
+    newcomer = _preferred_pod("new", affinity=[(5, prod)])
+    known = {"shop": {"env": "prod"}, "test": {"env": "dev"}}
+    assert _on(labels, *pods, namespace_labels=known).inter_pod_affinity_sums(newcomer) == {(ZONE, "a"): 5}
+    assert _on(labels, *pods).inter_pod_affinity_sums(newcomer) == {(ZONE, "a"): 5, (ZONE, "b"): 5}
+    guard = _preferred_pod("guard", namespace="ops", anti=[(9, {**prod, "labelSelector": {}})])
+    shop_pod, test_pod = (_preferred_pod("p", namespace=ns) for ns in ("shop", "test"))
+    state = _on(labels, (0, guard), namespace_labels=known)
+    assert state.inter_pod_affinity_sums(shop_pod) == {(ZONE, "a"): -9}
+    assert state.inter_pod_affinity_sums(test_pod) == {}
+
+
+def _scoring_table(state: PodsOnNodes) -> NodeTable:
+    table = NodeTable()
+    for row in sorted(state.node_labels):
+        name = state.node_labels[row].get(HOSTNAME_LABEL, f"n{row}")
+        allocatable = {"cpu": 4000, "memory": 16 * GI, "pods": 110}
+        assert table.upsert_node(name, allocatable, labels=state.node_labels[row]) == row
+    return table
+
+
+def test_the_inter_pod_affinity_scorer_scores_as_kube_scheduler_given_the_pods_on_the_nodes() -> None:
+    """The scorer given ``ctx.pods_on_nodes``: a node's raw score is the sum of its pairs'
+    (n0 10 - 4 = 6, n1 10 - 30 = -20, n2 11 - 4 = 7, n3 0), min-max normalized over the
+    nodes scored, truncated: all four -> 96, 0, 100, 74 (100 * 26 / 27 = 96.3, 100 * 20 /
+    27 = 74.07); n1 and n3 alone -> 0, 100 (n1's 10 from web-0 on n0, not scored, counts).
+    Without the pods on the nodes the newcomer, no build pod, is skipped as before."""
+    from stickypack.core.framework import SchedulingContext
+    from stickypack.core.plugins import BuildAntiAffinity
+
+    state, newcomer = _scoring_cluster()
+    table = _scoring_table(state)
+    scorer, ctx = BuildAntiAffinity(), SchedulingContext(pods_on_nodes=state)
+    assert not scorer.skip_in(newcomer, ctx)
+    assert scorer.score(newcomer, table, table.active_indices(), ctx).tolist() == [96, 0, 100, 74]
+    some = np.array([1, 3])
+    assert scorer.score(newcomer, table, some, SchedulingContext(pods_on_nodes=state)).tolist() == [0, 100]
+    assert scorer.skip_in(newcomer, SchedulingContext()) and scorer.skip(newcomer)
+    # no term counts anywhere: skipped, as kube-scheduler's PreScore returns Skip
+    assert scorer.skip_in(_preferred_pod("other"), SchedulingContext(pods_on_nodes=state))
+    # a pod without terms is scored by the others' terms that select it (symmetry)
+    plain = _preferred_pod("plain", labels={"role": "new"})
+    assert not scorer.skip_in(plain, SchedulingContext(pods_on_nodes=state))
+    # raw n0 0, n1 -30, n2 1, n3 0 -> 100 * 30 / 31 = 96.77, 0, 100, 96
+    assert scorer.score(plain, table, table.active_indices(), ctx).tolist() == [96, 0, 100, 96]
+
+
+def test_explain_placement_shows_the_inter_pod_affinity_score_and_leaves_it_out_when_skipped() -> None:
+    """``explain_placement`` with the pods on the nodes: the default policy's InterPodAffinity
+    scores are the scorer's (weight 2 in the total); for a pod no term counts for, it is
+    skipped and shown nowhere, as kube-scheduler shows no score of a skipped plugin."""
+    from stickypack.core.explain import explain_placement
+    from stickypack.core.framework import SchedulingContext
+
+    state, newcomer = _scoring_cluster()
+    table = _scoring_table(state)
+    profile = load_builtin("default").profiles[0]
+    shown = explain_placement(profile, newcomer, table, SchedulingContext(), on_nodes=state)
+    by_node = {v.node: v.scores.get("InterPodAffinity") for v in shown.verdicts}
+    assert by_node == {"n0": 96, "n1": 0, "n2": 100, "n3": 74}
+    assert shown.best == ["n2"]
+    other = explain_placement(profile, _preferred_pod("other"), table, SchedulingContext(), on_nodes=state)
+    assert all("InterPodAffinity" not in v.scores for v in other.verdicts)
+
+
+def test_binderhubs_build_anti_affinity_scores_the_same_with_and_without_the_pods_on_the_nodes() -> None:
+    """BinderHub's build pods (its preferred anti-affinity, weight 100, hostname, against
+    ``component=binderhub-build``): the build-count model (no pods on the nodes: the
+    simulator, the extender) and kube-scheduler's score from the pods give the same scores,
+    builds 0, 1, 2, 3 -> 100, 66, 33, 0, for a build pod (the others' terms select it too) and
+    for a pod with the term and no build labels; and the same for a build pod whose term the
+    ``default`` policy's BinderHubAntiAffinity mutator adds."""
+    from stickypack.core.framework import SchedulingContext
+    from stickypack.core.plugins import BuildAntiAffinity
+    from stickypack.core.pod import BUILD_LABELS, BUILD_REPO_ANNOTATION
+
+    binder_term = {"labelSelector": {"matchLabels": dict(BUILD_LABELS)}, "topologyKey": HOSTNAME_LABEL}
+
+    def build(name: str, term: bool = True, labels: dict[str, str] = dict(BUILD_LABELS)) -> Pod:  # noqa: B006
+        raw = pod_manifest(name, cpu="100m", memory="128Mi", labels=labels)
+        raw["metadata"]["annotations"] = {BUILD_REPO_ANNOTATION: "https://example.org/repo"}
+        if term:
+            entry = {"weight": 100, "podAffinityTerm": binder_term}
+            raw["spec"]["affinity"] = {"podAntiAffinity": {PREFERRED: [entry]}}
+        return Pod.from_dict(raw)
+
+    labels = _nodes(n0="a", n1="a", n2="b", n3="b")
+    table, state = NodeTable(), PodsOnNodes(labels)
+    for row, count in enumerate((0, 1, 2, 3)):
+        table.upsert_node(f"n{row}", {"cpu": 64000, "memory": 64 * GI, "pods": 110}, labels=labels[row])
+        for k in range(count):
+            existing = build(f"b{row}-{k}")
+            table.add_pod(row, existing)
+            state.add(row, existing)
+    profile = load_builtin("default").profiles[0]
+    mutated = profile.mutators[0].mutate(build("mutated", term=False), table, SchedulingContext())
+    plain = _preferred_pod("plain", anti=[(100, binder_term)])
+    scorer, idx = BuildAntiAffinity(), table.active_indices()
+    for pod in (build("new"), plain, mutated):
+        without = scorer.score(pod, table, idx, SchedulingContext()).tolist()
+        with_pods = scorer.score(pod, table, idx, SchedulingContext(pods_on_nodes=state)).tolist()
+        assert without == with_pods == [100, 66, 33, 0], pod.name

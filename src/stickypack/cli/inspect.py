@@ -561,15 +561,24 @@ def _placement_json(
 def _pods_on_nodes(snap: Snapshot, pod: Pod) -> PodsOnNodes | None:
     """The pods bound to the nodes, for kube-scheduler's NodePorts, InterPodAffinity and
     PodTopologySpread filters (:class:`~stickypack.core.podaffinity.PodsOnNodes`, the
-    namespaces' labels for the terms' ``namespaceSelector``), or None when neither ``pod``
-    nor a pod on a node or nominated to one has required pod (anti-)affinity terms, host
-    ports or ``DoNotSchedule`` spread constraints (those filters then pass every node)."""
-    from stickypack.core.podaffinity import has_inter_pod_rules, pods_on_table_nodes
+    namespaces' labels for the terms' ``namespaceSelector``) and its InterPodAffinity score,
+    or None when neither ``pod`` nor a pod on a node or nominated to one has required pod
+    (anti-)affinity terms, host ports or ``DoNotSchedule`` spread constraints (those filters
+    then pass every node) and neither ``pod`` nor a pod on a node has preferred pod
+    (anti-)affinity terms (that score is then skipped)."""
+    from stickypack.core.podaffinity import (
+        has_inter_pod_rules,
+        has_preferred_pod_affinity,
+        pods_on_table_nodes,
+    )
 
     bound = [(node, p) for node, pods in snap.pods_by_node.items() for p in pods]
     waiting = (p for pods in snap.nominated_pods.values() for p in pods)
     if not (
-        has_inter_pod_rules(pod) or any(has_inter_pod_rules(p) for p in (*(p for _, p in bound), *waiting))
+        has_inter_pod_rules(pod)
+        or any(has_inter_pod_rules(p) for p in (*(p for _, p in bound), *waiting))
+        or has_preferred_pod_affinity(pod)
+        or any(has_preferred_pod_affinity(p) for _, p in bound)
     ):
         return None
     return pods_on_table_nodes(snap.cache.table, bound, snap.namespace_labels)

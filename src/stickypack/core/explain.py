@@ -253,7 +253,7 @@ def explain_placement(
     if on_nodes is not None and ctx.pods_on_nodes is None:
         ctx = dataclasses.replace(ctx, pods_on_nodes=on_nodes)
     for ws in profile.scorers:
-        if ws.weight == 0 or ws.plugin.skip(pod) or idx.size == 0:
+        if ws.weight == 0 or idx.size == 0 or ws.plugin.skip_in(pod, ctx):
             continue
         scores = ws.plugin.score(pod, table, idx, ctx)
         if ws.plugin in profile.checked:

@@ -112,7 +112,7 @@ class ScorePlugin(abc.ABC):
     @abc.abstractmethod
     def score(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
         """An int64 array with one score in 0..100 per entry of ``idx`` (NodeTable rows of
-        the feasible nodes), higher is better. Not called when :meth:`skip` is true, when
+        the feasible nodes), higher is better. Not called when :meth:`skip_in` is true, when
         the plugin's weight is 0, or when only one node is feasible. Must not change
         ``table``; ``ctx.cache`` is scratch space for one decision (keys beginning
         ``rendezvous:`` are reserved: the extender keeps them across decisions)."""
@@ -120,6 +120,12 @@ class ScorePlugin(abc.ABC):
     def skip(self, pod: Pod) -> bool:
         """True when the plugin has nothing to say about ``pod`` (kube's PreScore Skip)."""
         return False
+
+    def skip_in(self, pod: Pod, ctx: SchedulingContext) -> bool:
+        """:meth:`skip` in the decision's context, which profiles ask: a scorer whose Skip
+        depends on more than the pod (the pods on the nodes, ``ctx.pods_on_nodes``)
+        overrides it; by default, :meth:`skip`."""
+        return self.skip(pod)
 
     def describe(self) -> dict[str, Any]:
         """The plugin as a policy file names it: ``{"plugin": name}`` (plus ``args``)."""
@@ -224,7 +230,7 @@ class Profile:
         """Total ``sum(weight * score)`` per row of ``idx``."""
         total = np.zeros(idx.shape[0], dtype=np.int64)
         for ws in self.scorers:
-            if ws.weight == 0 or ws.plugin.skip(pod):
+            if ws.weight == 0 or ws.plugin.skip_in(pod, ctx):
                 continue
             scores = ws.plugin.score(pod, table, idx, ctx)
             if self.checked and ws.plugin in self.checked:

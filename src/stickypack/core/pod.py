@@ -11,7 +11,9 @@ from stickypack.core.labels import NodeSelectorTerm, PreferredTerm, Toleration
 from stickypack.core.podaffinity import (
     HostPort,
     RequiredPodAffinityTerm,
+    WeightedPodAffinityTerm,
     host_ports_from_spec,
+    required_term_from_dict,
     required_terms_from_list,
 )
 from stickypack.core.resources import (
@@ -49,7 +51,9 @@ _ANTI_AFFINITY_PREFERRED = f"spec.affinity.podAntiAffinity.{PREFERRED}"
 
 @dataclass(frozen=True, slots=True)
 class PodAffinityTerm:
-    """A *preferred* pod (anti-)affinity term: weight, ``matchLabels`` and topology key."""
+    """A *preferred* pod anti-affinity term as BinderHub's build pods carry it: weight,
+    ``matchLabels`` and topology key (:attr:`Pod.pod_anti_affinity`; the term in full is in
+    :attr:`Pod.preferred_pod_anti_affinity`)."""
 
     weight: int
     match_labels: tuple[tuple[str, str], ...]
@@ -86,7 +90,17 @@ class Pod:
     node_selector: dict[str, str] = field(default_factory=dict)
     required_terms: tuple[NodeSelectorTerm, ...] | None = None
     preferred_terms: tuple[PreferredTerm, ...] = ()
+    #: ``podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution`` as weight,
+    #: ``matchLabels`` and topology key alone: what the InterPodAffinity scorer reads without
+    #: the pods on the nodes (BinderHub's build pods' term, counted from the node table's builds).
     pod_anti_affinity: tuple[PodAffinityTerm, ...] = ()
+    #: ``podAffinity.preferredDuringSchedulingIgnoredDuringExecution`` and
+    #: ``podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution`` in full (selector,
+    #: namespaces, ``namespaceSelector``, ``matchLabelKeys`` merged): what the InterPodAffinity
+    #: scorer reads given the pods on the nodes
+    #: (:meth:`~stickypack.core.podaffinity.PodsOnNodes.inter_pod_affinity_sums`).
+    preferred_pod_affinity: tuple[WeightedPodAffinityTerm, ...] = ()
+    preferred_pod_anti_affinity: tuple[WeightedPodAffinityTerm, ...] = ()
     #: ``podAffinity.requiredDuringSchedulingIgnoredDuringExecution``: the pod goes only to a
     #: node in whose topology domain, for each term, a pod selected by every term runs
     #: (:meth:`~stickypack.core.podaffinity.PodsOnNodes.judge`).
@@ -195,6 +209,8 @@ class Pod:
             namespace = str(meta.get("namespace") or "default")
             required_pod_affinity = affinity.required_pod_terms("podAffinity", labels, namespace)
             required_pod_anti_affinity = affinity.required_pod_terms("podAntiAffinity", labels, namespace)
+            preferred_pod_affinity = affinity.preferred_pod_terms("podAffinity", labels, namespace)
+            preferred_pod_anti_affinity = affinity.preferred_pod_terms("podAntiAffinity", labels, namespace)
             owner_kind, owner_name, owner_group = _owner(meta.get("ownerReferences"))
             created = _creation_time(meta.get("creationTimestamp"))
             return cls(
@@ -220,6 +236,8 @@ class Pod:
                 pod_anti_affinity=affinity.preferred_pod_anti_affinity(),
                 required_pod_affinity=required_pod_affinity,
                 required_pod_anti_affinity=required_pod_anti_affinity,
+                preferred_pod_affinity=preferred_pod_affinity,
+                preferred_pod_anti_affinity=preferred_pod_anti_affinity,
                 host_ports=host_ports_from_spec(spec),
                 spread_constraints=spread_constraints_from_list(
                     spec.get("topologySpreadConstraints"), labels, "spec.topologySpreadConstraints"
@@ -307,6 +325,22 @@ class _AffinityFields:
             namespace,
             f"spec.affinity.{kind}.{REQUIRED}",
         )
+
+    def preferred_pod_terms(
+        self, kind: str, labels: Mapping[str, str], namespace: str
+    ) -> tuple[WeightedPodAffinityTerm, ...]:
+        """The preferred terms of ``kind`` (``podAffinity`` or ``podAntiAffinity``) of a pod
+        with these labels in this namespace, in full."""
+        where = f"spec.affinity.{kind}.{PREFERRED}"
+        entries = _list(_mapping(self.affinity.get(kind), f"spec.affinity.{kind}").get(PREFERRED), where)
+        out = []
+        for i, entry in enumerate(entries):
+            raw, weight = _weighted(entry, f"{where}[{i}]")
+            term = required_term_from_dict(
+                raw.get("podAffinityTerm"), labels, namespace, f"{where}[{i}].podAffinityTerm"
+            )
+            out.append(WeightedPodAffinityTerm(weight, term))
+        return tuple(out)
 
     def required_node_terms(self) -> tuple[NodeSelectorTerm, ...] | None:
         """The required node affinity's terms (any one must match), None without it."""

@@ -5,10 +5,13 @@ reads the pods on the nodes.
 
 - :class:`RequiredPodAffinityTerm`: one ``requiredDuringSchedulingIgnoredDuringExecution``
   term of ``podAffinity`` or ``podAntiAffinity``, read by :func:`required_terms_from_list`.
+- :class:`WeightedPodAffinityTerm`: one ``preferredDuringSchedulingIgnoredDuringExecution``
+  term (a weight and a term read as a required one is).
 - :class:`HostPort`: a container port bound on the node, read by :func:`host_ports_from_spec`.
 - :class:`PodsOnNodes`: the pods on each node of a table (rows) and the nodes' labels, kept up
   to date as pods move; :meth:`PodsOnNodes.allows` is kube-scheduler's verdict on putting a
-  pod on a node, by those rules alone (and the pod's topology spread constraints).
+  pod on a node, by those rules alone (and the pod's topology spread constraints);
+  :meth:`PodsOnNodes.inter_pod_affinity_sums` its InterPodAffinity score's sums.
 
 Pure: no I/O, no clock.
 """
@@ -88,6 +91,16 @@ class RequiredPodAffinityTerm:
             ):
                 return False
         return self.selector.matches(pod.labels)
+
+
+@dataclass(frozen=True, slots=True)
+class WeightedPodAffinityTerm:
+    """A preferred pod (anti-)affinity term (``preferredDuringSchedulingIgnoredDuringExecution``,
+    kube-scheduler's ``WeightedAffinityTerm``): ``weight`` 1..100 and its ``podAffinityTerm``,
+    read as a required term is (``matchLabelKeys`` / ``mismatchLabelKeys`` merged)."""
+
+    weight: int
+    term: RequiredPodAffinityTerm
 
 
 def _selector_key(selector: LabelSelector | None) -> tuple[object, ...] | None:
@@ -224,6 +237,14 @@ def has_inter_pod_rules(pod: Pod) -> bool:
         or pod.host_ports
         or pod.spread_constraints
     )
+
+
+def has_preferred_pod_affinity(pod: Pod) -> bool:
+    """Whether ``pod`` has preferred pod affinity or anti-affinity terms (read in full:
+    :attr:`~stickypack.core.pod.Pod.preferred_pod_affinity`,
+    :attr:`~stickypack.core.pod.Pod.preferred_pod_anti_affinity`), which kube-scheduler's
+    InterPodAffinity scores against the pods on the nodes."""
+    return bool(pod.preferred_pod_affinity or pod.preferred_pod_anti_affinity)
 
 
 def _remove_object(pods: list[Pod], pod: Pod) -> None:
@@ -528,6 +549,58 @@ class PodsOnNodes:
             return INTER_POD_AFFINITY
 
         return failing
+
+    def inter_pod_affinity_sums(
+        self, pod: Pod, hard_pod_affinity_weight: int = 1
+    ) -> dict[tuple[str, str], int]:
+        """kube-scheduler's InterPodAffinity PreScore for ``pod`` (v1.37.2, ``scoring.go``):
+        the sum each (topology key, value) pair gets from the pods on the nodes, all of them
+        (every node's, not only the nodes being scored), each on a node with that label:
+
+        - each of ``pod``'s preferred affinity terms that selects the pod adds its weight,
+          each preferred anti-affinity term subtracts it;
+        - each of the pod's required affinity terms that selects ``pod`` adds
+          ``hard_pod_affinity_weight`` (the plugin's ``hardPodAffinityWeight``, 1 by
+          default; 0: none), each of its preferred affinity terms that does adds its weight,
+          each preferred anti-affinity term subtracts it.
+
+        A pair a term counted stays in, even where its sum comes to 0. Empty: the PreScore
+        returns Skip (no term counted anywhere). A node's raw score is the sum of its pairs'.
+        A term's namespaces and ``namespaceSelector`` as the filters read them
+        (:meth:`RequiredPodAffinityTerm.selects`)."""
+        ns = self.namespace_labels
+        own_affinity = pod.preferred_pod_affinity
+        own_anti = pod.preferred_pod_anti_affinity
+        sums: dict[tuple[str, str], int] = {}
+
+        def count(term: RequiredPodAffinityTerm, labels: Mapping[str, str], amount: int) -> None:
+            value = labels.get(term.topology_key)
+            if value is not None:
+                pair = (term.topology_key, value)
+                sums[pair] = sums.get(pair, 0) + amount
+
+        for row, pods in self.pods.items():
+            labels = self.node_labels.get(row)
+            if not labels:
+                continue  # a node without labels is in no topology domain
+            for other in pods:
+                for weighted in own_affinity:
+                    if weighted.term.selects(other, ns):
+                        count(weighted.term, labels, weighted.weight)
+                for weighted in own_anti:
+                    if weighted.term.selects(other, ns):
+                        count(weighted.term, labels, -weighted.weight)
+                if hard_pod_affinity_weight > 0:
+                    for term in other.required_pod_affinity:
+                        if term.selects(pod, ns):
+                            count(term, labels, hard_pod_affinity_weight)
+                for weighted in other.preferred_pod_affinity:
+                    if weighted.term.selects(pod, ns):
+                        count(weighted.term, labels, weighted.weight)
+                for weighted in other.preferred_pod_anti_affinity:
+                    if weighted.term.selects(pod, ns):
+                        count(weighted.term, labels, -weighted.weight)
+        return sums
 
     def _spread_counts(self, pod: Pod) -> SpreadCounts:
         key = spread_key(pod)

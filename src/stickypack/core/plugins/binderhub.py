@@ -15,7 +15,9 @@ from stickypack.core.labels import (
 )
 from stickypack.core.nodetable import NodeTable
 from stickypack.core.pod import BUILD_LABELS, Pod, PodAffinityTerm
+from stickypack.core.podaffinity import RequiredPodAffinityTerm, WeightedPodAffinityTerm
 from stickypack.core.rendezvous import rendezvous_rank
+from stickypack.core.routing import LabelSelector
 
 
 class BinderHubStickyBuilds(PodMutator):
@@ -40,7 +42,9 @@ class BinderHubStickyBuilds(PodMutator):
 
 class BinderHubAntiAffinity(PodMutator):
     """What BinderHub does to a build pod with sticky builds off (its default): a preferred
-    pod anti-affinity, weight 100, topology hostname, against other build pods."""
+    pod anti-affinity, weight 100, topology hostname, against other build pods (of the pod's
+    namespace): in :attr:`Pod.pod_anti_affinity` and, in full, in
+    :attr:`Pod.preferred_pod_anti_affinity`."""
 
     name = "BinderHubAntiAffinity"
 
@@ -49,4 +53,10 @@ class BinderHubAntiAffinity(PodMutator):
             return pod
         term = PodAffinityTerm(100, tuple(sorted(BUILD_LABELS.items())), HOSTNAME_LABEL)
         pod.pod_anti_affinity = (*pod.pod_anti_affinity, term)
+        selector = LabelSelector(dict(BUILD_LABELS), ())
+        full = RequiredPodAffinityTerm(selector, HOSTNAME_LABEL, frozenset({pod.namespace}))
+        pod.preferred_pod_anti_affinity = (
+            *pod.preferred_pod_anti_affinity,
+            WeightedPodAffinityTerm(100, full),
+        )
         return pod

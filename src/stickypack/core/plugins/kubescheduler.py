@@ -1,7 +1,7 @@
 """kube-scheduler's plugins, with the integer arithmetic of
 ``k8s.io/kubernetes/pkg/scheduler/framework/plugins`` (noderesources, tainttoleration,
-nodeaffinity, nodeunschedulable, imagelocality, and interpodaffinity for the one case BinderHub
-uses), so the
+nodeaffinity, nodeunschedulable, imagelocality, and interpodaffinity: in full given the pods
+on the nodes, else for the one case BinderHub uses), so the
 simulator's ``default`` and ``z2jh`` policies choose the nodes the real scheduler chooses."""
 
 from __future__ import annotations
@@ -481,16 +481,34 @@ class NodeAffinityScore(ScorePlugin):
 
 
 class BuildAntiAffinity(ScorePlugin):
-    """InterPodAffinity, for the one case BinderHub uses: a build pod's *preferred* pod
-    anti-affinity against other build pods (``component=binderhub-build``) with topology
-    ``kubernetes.io/hostname``, which BinderHub sets when sticky builds are off. Each build
-    pod (``NodeTable.builds``) on a node counts ``-weight`` for the incoming pod's term,
-    whether or not that pod is a build itself, and ``-weight`` again when the incoming pod
-    has the build labels (the build pod's own term, assumed the same, selects it); kube's
-    min-max normalization gives 0..100. Other pod (anti-)affinity terms are not modelled
-    and score nothing."""
+    """kube-scheduler's InterPodAffinity score (v1.37.2, its default arguments:
+    ``hardPodAffinityWeight`` 1, ``ignorePreferredTermsOfExistingPods`` false).
+
+    Given the pods on the nodes (``ctx.pods_on_nodes``, as ``stickypack inspect --pod`` has
+    them), in full: each (topology key, value) pair sums the weights of the terms that count
+    there (:meth:`~stickypack.core.podaffinity.PodsOnNodes.inter_pod_affinity_sums`: the
+    pod's preferred affinity and anti-affinity terms against every pod on every node, and
+    those pods' required affinity, preferred affinity and anti-affinity terms that select
+    the pod); a node's raw score is the sum of its pairs'; min-max normalized to 0..100 over
+    the nodes scored (all 0 when they are equal). Skipped (:meth:`skip_in`) when no term
+    counts anywhere, as kube-scheduler's PreScore returns Skip.
+
+    Without them (the simulator, the extender): the one case BinderHub uses, a build pod's
+    *preferred* pod anti-affinity against other build pods (``component=binderhub-build``)
+    with topology ``kubernetes.io/hostname`` (:attr:`Pod.pod_anti_affinity`), which BinderHub
+    sets when sticky builds are off. Each build pod (``NodeTable.builds``) on a node counts
+    ``-weight`` for the incoming pod's term, whether or not that pod is a build itself, and
+    ``-weight`` again when the incoming pod has the build labels (the build pod's own term,
+    assumed the same, selects it); the same min-max normalization. Other terms are not
+    counted there, and a pod without that term is skipped."""
 
     name = "InterPodAffinity"
+    #: kube-scheduler's default ``hardPodAffinityWeight``: what an existing pod's required
+    #: affinity term that selects the pod adds in its topology pair.
+    HARD_POD_AFFINITY_WEIGHT = 1
+    #: ``ctx.cache`` key of the last pod's sums (with the pod and the pods on the nodes they
+    #: were computed for), so that :meth:`skip_in` and :meth:`score` count them once.
+    _CACHE_KEY = "InterPodAffinity:sums"
 
     @staticmethod
     def _build_weight(pod: Pod) -> int:
@@ -503,17 +521,54 @@ class BuildAntiAffinity(ScorePlugin):
     def skip(self, pod: Pod) -> bool:
         return self._build_weight(pod) == 0
 
+    def skip_in(self, pod: Pod, ctx: SchedulingContext) -> bool:
+        if ctx.pods_on_nodes is None:
+            return self.skip(pod)
+        return not self._sums(pod, ctx)
+
+    def _sums(self, pod: Pod, ctx: SchedulingContext) -> dict[tuple[str, str], int]:
+        on_nodes = ctx.pods_on_nodes
+        assert on_nodes is not None
+        cached = ctx.cache.get(self._CACHE_KEY)
+        if cached is not None and cached[0] is pod and cached[1] is on_nodes:
+            return cached[2]
+        sums = on_nodes.inter_pod_affinity_sums(pod, self.HARD_POD_AFFINITY_WEIGHT)
+        ctx.cache[self._CACHE_KEY] = (pod, on_nodes, sums)
+        return sums
+
     def score(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
-        weight = self._build_weight(pod)
-        # The term counts each build pod for any pod that carries it; the build pods' own
-        # terms (assumed the same, one BinderHub setting) count again for a pod they select.
-        # Either way a node's sum is a multiple of its builds, which normalization cancels.
-        selected = set(BUILD_LABELS.items()) <= set(pod.labels.items())
-        raw = -(2 if selected else 1) * weight * table.builds[idx]
+        if ctx.pods_on_nodes is not None:
+            raw = self._raw_from_pods(self._sums(pod, ctx), table, idx)
+        else:
+            weight = self._build_weight(pod)
+            # The term counts each build pod for any pod that carries it; the build pods'
+            # own terms (assumed the same, one BinderHub setting) count again for a pod they
+            # select. Either way a node's sum is a multiple of its builds, which
+            # normalization cancels.
+            selected = set(BUILD_LABELS.items()) <= set(pod.labels.items())
+            raw = -(2 if selected else 1) * weight * table.builds[idx]
+        if raw.size == 0:
+            return np.zeros(0, dtype=np.int64)
         lo, hi = int(raw.min()), int(raw.max())
         if hi == lo:
             return np.zeros(idx.shape[0], dtype=np.int64)
         return (MAX_NODE_SCORE * ((raw - lo) / (hi - lo))).astype(np.int64)
+
+    @staticmethod
+    def _raw_from_pods(sums: Mapping[tuple[str, str], int], table: NodeTable, idx: np.ndarray) -> np.ndarray:
+        """Each node's raw score: the sums of the (topology key, value) pairs of its labels."""
+        by_key: dict[str, dict[str, int]] = {}
+        for (key, value), amount in sums.items():
+            by_key.setdefault(key, {})[value] = amount
+        raw = np.zeros(idx.shape[0], dtype=np.int64)
+        info = table.info
+        for j, i in enumerate(idx.tolist()):
+            node = info[i]
+            assert node is not None
+            raw[j] = sum(
+                values.get(node.labels[key], 0) for key, values in by_key.items() if key in node.labels
+            )
+        return raw
 
 
 #: ImageLocality's thresholds (bytes): an image sum under 23 MiB scores 0, one of 1000 MiB
