@@ -1634,6 +1634,72 @@ def _nominate(cluster: ControlPlane, name: str, node: str) -> None:
 
 
 @pytest.mark.controlplane
+def test_inspect_pod_scores_the_pods_preferred_pod_affinity_as_the_real_scheduler_does(
+    cluster: ControlPlane, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """kube-scheduler's InterPodAffinity score (default profile, weight 2) of the pod's own
+    preferred terms: the probe prefers the zone of ``app=web`` pods (weight 100, by
+    ``matchExpressions``) and, less, not their node (weight 50). ``web`` runs on ``a`` (zone
+    z1, 2 cores used), a filler on ``b`` (z1, 1 core), ``c`` (z2) is empty: raw sums a
+    100 - 50 = 50, b 100, c 0, normalized 50, 100, 0. LeastAllocated alone would take the
+    empty ``c``; both inspect and the real kube-scheduler send the probe to ``b``."""
+    zones = {"a": "z1", "b": "z1", "c": "z2"}
+    for node, zone in zones.items():
+        cluster.create_node(node, cpu="4", memory="16Gi", labels={"topology.kubernetes.io/zone": zone})
+    _bind(cluster, "web", "a", "2", "100Mi", app="web")
+    _bind(cluster, "filler", "b", "1", "100Mi")
+    near = {"labelSelector": {"matchExpressions": [{"key": "app", "operator": "In", "values": ["web"]}]},
+            "topologyKey": "topology.kubernetes.io/zone"}  # fmt: skip
+    apart = {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "kubernetes.io/hostname"}
+    preferred = "preferredDuringSchedulingIgnoredDuringExecution"
+    probe = pod_manifest("probe", cpu="500m", memory="100Mi")
+    probe["spec"]["affinity"] = {
+        "podAffinity": {preferred: [{"weight": 100, "podAffinityTerm": near}]},
+        "podAntiAffinity": {preferred: [{"weight": 50, "podAffinityTerm": apart}]},
+    }
+    report = _inspect_pod_json(cluster, tmp_path, capsys, probe)
+    scores = {n["node"]: n["scores"].get("InterPodAffinity") for n in report["nodes"]}
+    assert scores == {"a": 50, "b": 100, "c": 0}
+    assert report["best"] == ["b"]
+    cluster.start_scheduler(scheduler_config(["default-scheduler"]))
+    cluster.create_pod(pod=probe)
+    assert cluster.wait_bound(["probe"], timeout=30) == {"probe": "b"}
+
+
+@pytest.mark.controlplane
+def test_inspect_pod_scores_the_bound_pods_terms_that_select_it_as_the_real_scheduler_does(
+    cluster: ControlPlane, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """kube-scheduler's InterPodAffinity score of a pod without terms of its own, by the
+    terms of the pods on the nodes that select it (``processExistingPod``): ``guard`` on
+    ``a`` (zone z1, nearly empty) prefers the probe off its node (anti-affinity, weight 80),
+    ``magnet`` on ``c`` (z2, 2 cores used) requires pods like the probe in its zone
+    (hardPodAffinityWeight 1); ``b`` (z1) holds 1 core. Raw sums a -80, b 0, c 1, normalized
+    0, 98 (100 * 80 / 81 = 98.8, truncated), 100. LeastAllocated alone would take ``a``,
+    the magnet alone ``c``; both inspect and the real kube-scheduler send the probe to ``b``."""
+    zones = {"a": "z1", "b": "z1", "c": "z2"}
+    for node, zone in zones.items():
+        cluster.create_node(node, cpu="4", memory="16Gi", labels={"topology.kubernetes.io/zone": zone})
+    preferred = "preferredDuringSchedulingIgnoredDuringExecution"
+    selects_probe = {"matchLabels": {"role": "probe"}}
+    guard = {"podAntiAffinity": {preferred: [{"weight": 80, "podAffinityTerm": {
+        "labelSelector": selects_probe, "topologyKey": "kubernetes.io/hostname"}}]}}  # fmt: skip
+    magnet = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": selects_probe, "topologyKey": "topology.kubernetes.io/zone"}]}}  # fmt: skip
+    _bind(cluster, "guard", "a", "100m", "100Mi", spec={"affinity": guard})
+    _bind(cluster, "filler", "b", "1", "100Mi")
+    _bind(cluster, "magnet", "c", "2", "100Mi", spec={"affinity": magnet})
+    probe = pod_manifest("probe", cpu="500m", memory="100Mi", labels={"role": "probe"})
+    report = _inspect_pod_json(cluster, tmp_path, capsys, probe)
+    scores = {n["node"]: n["scores"].get("InterPodAffinity") for n in report["nodes"]}
+    assert scores == {"a": 0, "b": 98, "c": 100}
+    assert report["best"] == ["b"]
+    cluster.start_scheduler(scheduler_config(["default-scheduler"]))
+    cluster.create_pod(pod=probe)
+    assert cluster.wait_bound(["probe"], timeout=30) == {"probe": "b"}
+
+
+@pytest.mark.controlplane
 def test_inspect_pod_a_nominated_pods_anti_affinity_counts_only_when_inter_pod_affinity_runs(
     cluster: ControlPlane, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
