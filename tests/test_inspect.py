@@ -1700,6 +1700,61 @@ def test_inspect_pod_scores_the_bound_pods_terms_that_select_it_as_the_real_sche
 
 
 @pytest.mark.controlplane
+def test_inspect_pod_scores_preferred_terms_of_other_namespaces_as_the_real_scheduler_does(
+    cluster: ControlPlane, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The InterPodAffinity score's namespaces: the probe (namespace ``default``) prefers the
+    node of an ``app=web`` pod of a namespace labelled ``env=prod`` (``namespaceSelector``,
+    weight 100) and, less, not the node of one in namespace ``sp-ipa-dev`` (listed, weight
+    30). ``a`` holds 2 cores of filler, ``b`` a web pod of ``sp-ipa-prod`` (1 core), ``c``
+    one of ``sp-ipa-dev`` (500m): raw a 0, b 100, c -30, normalized 23 (100 * 30 / 130),
+    100, 0 (a term read as selecting every namespace, or the probe's alone, would score
+    otherwise). LeastAllocated alone would take ``c``; both inspect and the real
+    kube-scheduler send the probe to ``b``."""
+    for namespace, env in (("sp-ipa-prod", "prod"), ("sp-ipa-dev", "dev")):
+        _namespace(cluster, namespace, env=env)
+    for node in ("a", "b", "c"):
+        cluster.create_node(node, cpu="4", memory="16Gi")
+    _bind(cluster, "filler", "a", "2", "100Mi")
+    for name, node, namespace, cpu in (("web", "b", "sp-ipa-prod", "1"), ("web", "c", "sp-ipa-dev", "500m")):
+        raw = pod_manifest(name, cpu=cpu, memory="100Mi", labels={"app": "web"}, namespace=namespace)
+        raw["spec"]["nodeName"] = node
+        cluster.create_pod(pod=raw)
+    web = {"matchLabels": {"app": "web"}}
+    hostname = "kubernetes.io/hostname"
+    prod_namespaces = {"matchLabels": {"env": "prod"}}
+    prod = {"labelSelector": web, "namespaceSelector": prod_namespaces, "topologyKey": hostname}
+    dev = {"labelSelector": web, "namespaces": ["sp-ipa-dev"], "topologyKey": hostname}
+    preferred = "preferredDuringSchedulingIgnoredDuringExecution"
+    probe = pod_manifest("probe", cpu="500m", memory="100Mi")
+    probe["spec"]["affinity"] = {
+        "podAffinity": {preferred: [{"weight": 100, "podAffinityTerm": prod}]},
+        "podAntiAffinity": {preferred: [{"weight": 30, "podAffinityTerm": dev}]},
+    }
+    report = _inspect_pod_json(cluster, tmp_path, capsys, probe)
+    scores = {n["node"]: n["scores"].get("InterPodAffinity") for n in report["nodes"]}
+    assert scores == {"a": 23, "b": 100, "c": 0}
+    assert (report["best"], report["namespaces_read"]) == (["b"], True)
+    cluster.start_scheduler(scheduler_config(["default-scheduler"]))
+    cluster.create_pod(pod=probe)
+    assert cluster.wait_bound(["probe"], timeout=30) == {"probe": "b"}
+
+
+def _namespace(cluster: ControlPlane, name: str, **labels: str) -> None:
+    """A namespace ``name`` with ``labels`` (kept if an earlier test made it: namespaces
+    outlive the cluster fixture's reset, which deletes the pods of every namespace)."""
+
+    async def make(api: object) -> None:
+        try:
+            await client.CoreV1Api(api).create_namespace({"metadata": {"name": name, "labels": labels}})
+        except client.exceptions.ApiException as exc:
+            if exc.status != 409:
+                raise
+
+    cluster.call(make)
+
+
+@pytest.mark.controlplane
 def test_inspect_pod_a_nominated_pods_anti_affinity_counts_only_when_inter_pod_affinity_runs(
     cluster: ControlPlane, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
