@@ -1806,3 +1806,35 @@ def test_binderhub_anti_affinity_avoids_other_builds_after_the_pods_own_terms() 
         PodAffinityTerm(100, (("component", "binderhub-build"),), HOSTNAME_LABEL),
     )
     assert BinderHubAntiAffinity().mutate(pod(pod_anti_affinity=(own,)), t, CTX).pod_anti_affinity == (own,)
+
+
+def test_binderhub_anti_affinity_is_not_added_twice_to_a_build_pod_that_has_it() -> None:
+    """A build pod read from the cluster (``inspect --pod``) already carries the term BinderHub
+    gave it; the mutator, which stands for BinderHub, must not count it twice."""
+    from stickypack.core.plugins import BinderHubAntiAffinity
+
+    term = {
+        "weight": 100,
+        "podAffinityTerm": {
+            "topologyKey": "kubernetes.io/hostname",
+            "labelSelector": {"matchLabels": {"component": "binderhub-build"}},
+        },
+    }
+    build = Pod.from_dict(
+        {
+            "metadata": {
+                "name": "build-x",
+                "namespace": "binder",
+                "labels": {"component": "binderhub-build"},
+                "annotations": {BUILD_REPO_ANNOTATION: REPO},
+            },
+            "spec": {
+                "containers": [{"name": "c"}],
+                "affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [term]}},
+            },
+        }
+    )
+    assert len(build.pod_anti_affinity) == 1 and len(build.preferred_pod_anti_affinity) == 1
+    out = BinderHubAntiAffinity().mutate(build, _builders_table(), CTX)
+    assert out.pod_anti_affinity == build.pod_anti_affinity
+    assert len(out.preferred_pod_anti_affinity) == 1

@@ -44,14 +44,15 @@ class BinderHubAntiAffinity(PodMutator):
     """What BinderHub does to a build pod with sticky builds off (its default): a preferred
     pod anti-affinity, weight 100, topology hostname, against other build pods (of the pod's
     namespace): in :attr:`Pod.pod_anti_affinity` and, in full, in
-    :attr:`Pod.preferred_pod_anti_affinity`."""
+    :attr:`Pod.preferred_pod_anti_affinity`. A build pod that carries that term already (one
+    read from the cluster, which BinderHub made) is left as it is."""
 
     name = "BinderHubAntiAffinity"
 
     def mutate(self, pod: Pod, table: NodeTable, ctx: SchedulingContext) -> Pod:
-        if pod.build_repo is None:
-            return pod
         term = PodAffinityTerm(100, tuple(sorted(BUILD_LABELS.items())), HOSTNAME_LABEL)
+        if pod.build_repo is None or term in pod.pod_anti_affinity:
+            return pod  # a build pod read from the cluster has it from BinderHub already
         pod.pod_anti_affinity = (*pod.pod_anti_affinity, term)
         selector = LabelSelector(dict(BUILD_LABELS), ())
         full = RequiredPodAffinityTerm(selector, HOSTNAME_LABEL, frozenset({pod.namespace}))
