@@ -5,7 +5,10 @@ the real kube-scheduler agreeing."""
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import re
+import struct
 from typing import Any
 
 import pytest
@@ -13,9 +16,18 @@ import pytest
 from stickypack.core.drain import plan_scale_down
 from stickypack.core.labels import HOSTNAME_LABEL, Taint
 from stickypack.core.nodetable import NodeTable
+from stickypack.core.plugins import PodTopologySpreadScore
 from stickypack.core.pod import Pod, PodSpecError
 from stickypack.core.podaffinity import PodsOnNodes
-from stickypack.core.topologyspread import SpreadCounts
+from stickypack.core.routing import LabelSelector
+from stickypack.core.topologyspread import (
+    SpreadCounts,
+    default_selector,
+    go_log,
+    go_round,
+    score_constraints,
+    spread_scores,
+)
 from stickypack.policies import load_builtin
 from stickypack.testing import ControlPlane, pod_manifest
 from stickypack.testing.fidelity import probe_placements
@@ -547,3 +559,179 @@ def test_the_inspect_snapshot_keeps_constraints_and_claims() -> None:
     assert kept.spread_constraints == full.spread_constraints and kept.claims == full.claims
     assert kept.claims == ("hub-db", "hub-scratch")
     assert kept.ephemeral_claims == full.ephemeral_claims == ("hub-scratch",)  # VolumeZone skips it
+
+
+# ---- the score (kube-scheduler's scoring.go) -----------------------------------------------
+
+
+def _scores(
+    pod: Pod,
+    labels: dict[int, dict[str, str]],
+    *placed: tuple[int, Pod],
+    rows: list[int] | None = None,
+    taints: dict[int, tuple[Taint, ...]] | None = None,
+) -> list[int]:
+    pods: dict[int, list[Pod]] = {}
+    for row, other in placed:
+        pods.setdefault(row, []).append(other)
+    names = {row: node[HOSTNAME_LABEL] for row, node in labels.items() if HOSTNAME_LABEL in node}
+    feasible = sorted(labels) if rows is None else rows
+    return spread_scores(pod, feasible, labels, pods, names, taints or {})
+
+
+def test_go_log_and_round_are_gos() -> None:
+    # math.Log(3) in Go 1.26 on amd64 is 0x3ff193ea7aad030a, one bit under the C library's
+    assert struct.pack(">d", go_log(3.0)).hex() == "3ff193ea7aad030a"
+    assert go_log(3.0) != math.log(3.0)
+    # within an ulp of the exact value everywhere PodTopologySpread takes it (sizes + 2)
+    assert all(abs(go_log(float(n)) - math.log(n)) <= math.ulp(math.log(n)) for n in range(2, 5002))
+    # half away from zero, not half to even
+    assert [go_round(x) for x in (0.5, 1.5, 2.5, 2.4999999999999996, 3.0)] == [1, 2, 3, 2, 3]
+
+
+def test_schedule_anyway_constraints_are_read_apart_from_do_not_schedule() -> None:
+    pod = _pod(
+        "p",
+        spread=[
+            _constraint(),
+            _constraint(HOSTNAME_LABEL, max_skew=2, when="ScheduleAnyway", nodeTaintsPolicy="Honor"),
+        ],
+    )
+    (zone,) = pod.spread_constraints
+    (host,) = pod.soft_spread_constraints
+    assert (zone.topology_key, host.topology_key, host.max_skew, host.honor_node_taints) == (
+        ZONE,
+        HOSTNAME_LABEL,
+        2,
+        True,
+    )
+    # a DoNotSchedule constraint alone: the pod has constraints, none to score, no default
+    only_hard = _pod("q", spread=[_constraint()])
+    assert only_hard.soft_spread_constraints == () and score_constraints(only_hard) == ((), True)
+
+
+def test_zone_score_counts_the_domains_pods() -> None:
+    """Zone a (n0, n1) holds two web pods, zone b (n2) none: weight log(2 domains + 2) =
+    1.386; raw scores round(2 * 1.386 + 0) = 3, 3 and 0; normalized 100 * (3 + 0 - s) // 3."""
+    pod = _pod("p", spread=[_constraint(when="ScheduleAnyway")])
+    labels = _nodes(n0="a", n1="a", n2="b")
+    web = _pod("w")
+    assert _scores(pod, labels, (0, web), (1, web)) == [0, 0, 100]
+    # no pod selected anywhere: every raw score is maxSkew - 1 = 0, so every node 100
+    assert _scores(pod, labels, (0, _pod("x", app="db"))) == [100, 100, 100]
+
+
+def test_hostname_score_counts_each_nodes_own_pods() -> None:
+    """maxSkew 2 on the hostname: weight log(3 scored nodes + 2) = 1.609; raw
+    round(2 * 1.609 + 1) = 4, round(1.609 + 1) = 3, 1; normalized 100 * (4 + 1 - s) // 4."""
+    pod = _pod("p", spread=[_constraint(HOSTNAME_LABEL, max_skew=2, when="ScheduleAnyway")])
+    labels = _nodes(n0="a", n1="a", n2="b")
+    web = _pod("w")
+    assert _scores(pod, labels, (0, web), (0, web), (1, web)) == [25, 50, 100]
+
+
+def test_a_node_lacking_a_key_is_ignored_and_its_pods_uncounted() -> None:
+    """The pod's own constraints need every key: n3 (no zone) scores 0, and its web pods
+    count nowhere; zones a (1 pod) and b (0): raw 1 and 0, so 0 and 100."""
+    pod = _pod("p", spread=[_constraint(when="ScheduleAnyway")])
+    labels = _nodes(n0="a", n1="b", n3=None)
+    web = _pod("w")
+    assert _scores(pod, labels, (0, web), (2, web), (2, web)) == [0, 100, 0]
+
+
+def test_system_defaults_spread_by_the_default_selector() -> None:
+    """No constraints of its own: hostname (maxSkew 3) and zone (maxSkew 5) with the default
+    selector, and no key required. n2 has no zone: it is scored (hostname only) and makes
+    a domain "" of the zone (2 domains: weight log 4 = 1.386; hostname log 5 = 1.609).
+    Web pods: n0 1, n1 0, n2 2. Raw: n0 round(1.609 + 2 + 1.386 + 4) = 9, n1 round(2 +
+    1.386 + 4) = 7, n2 round(2 * 1.609 + 2) = 5; normalized 100 * (9 + 5 - s) // 9."""
+    labels = _nodes(n0="a", n1="a", n2=None)
+    web = _pod("w")
+    bare = _pod("p")
+    assert score_constraints(bare) == ((), False)  # no default selector: skipped
+    assert PodTopologySpreadScore().skip(bare)
+    pod = dataclasses.replace(bare, default_spread_selector=LabelSelector({"app": "web"}))
+    host, zone = score_constraints(pod)[0]
+    assert (host.topology_key, host.max_skew, zone.topology_key, zone.max_skew) == (
+        HOSTNAME_LABEL,
+        3,
+        ZONE,
+        5,
+    )
+    assert not PodTopologySpreadScore().skip(pod)
+    assert _scores(pod, labels, (0, web), (2, web), (2, web)) == [55, 77, 100]
+    # an empty default selector selects nothing: skipped, as kube-scheduler's selector.Empty()
+    assert score_constraints(dataclasses.replace(bare, default_spread_selector=LabelSelector())) == (
+        (),
+        False,
+    )
+
+
+def test_inclusion_policies_decide_which_nodes_pods_count() -> None:
+    """n2 (zone b, pool y, three web pods) is not feasible for a pod of pool x. Honoring its
+    node affinity (the default) n2's pods count nowhere: a 1 (raw 1), b 0 (raw 0): 0 and
+    100. Ignoring it: b 3, raw round(3 * 1.386) = 4: n0 100 * (4 + 1 - 1) // 4 = 100, n1 25.
+    A NoSchedule taint on n2 does the same with nodeTaintsPolicy Honor."""
+    labels = {
+        0: {HOSTNAME_LABEL: "n0", ZONE: "a", "pool": "x"},
+        1: {HOSTNAME_LABEL: "n1", ZONE: "b", "pool": "x"},
+        2: {HOSTNAME_LABEL: "n2", ZONE: "b", "pool": "y"},
+    }
+    web = _pod("w")
+    placed = ((0, web), (2, web), (2, web), (2, web))
+    honor = _pod("p", spread=[_constraint(when="ScheduleAnyway")], nodeSelector={"pool": "x"})
+    ignore = _pod(
+        "p",
+        spread=[_constraint(when="ScheduleAnyway", nodeAffinityPolicy="Ignore")],
+        nodeSelector={"pool": "x"},
+    )
+    assert _scores(honor, labels, *placed, rows=[0, 1]) == [0, 100]
+    assert _scores(ignore, labels, *placed, rows=[0, 1]) == [100, 25]
+    tainted = {2: (Taint("dedicated", "system", "NoSchedule"),)}
+    anywhere = [_constraint(when="ScheduleAnyway", nodeTaintsPolicy="Honor")]
+    assert _scores(_pod("p", spread=anywhere), labels, *placed, rows=[0, 1], taints=tainted) == [0, 100]
+    assert _scores(
+        _pod("p", spread=[_constraint(when="ScheduleAnyway")]), labels, *placed, rows=[0, 1], taints=tainted
+    ) == [100, 25]
+
+
+def test_only_selected_pods_of_the_namespace_not_terminating_count() -> None:
+    pod = _pod("p", spread=[_constraint(HOSTNAME_LABEL, when="ScheduleAnyway")])
+    labels = _nodes(n0="a", n1="a")
+    others = _pod("o", namespace="other")
+    leaving = dataclasses.replace(_pod("l"), deleted=1.0)
+    assert _scores(pod, labels, (0, others), (0, leaving), (0, _pod("d", app="db"))) == [100, 100]
+    assert _scores(pod, labels, (0, _pod("w"))) == [0, 100]
+    # an empty labelSelector counts no pod (countPodsMatchSelector: selector.Empty())
+    empty = _pod("p", spread=[_constraint(HOSTNAME_LABEL, when="ScheduleAnyway", labelSelector={})])
+    assert _scores(empty, labels, (0, _pod("w"))) == [100, 100]
+
+
+def test_the_default_policy_scores_it_and_the_simulators_pods_skip_it() -> None:
+    for name in ("default", "binderhub", "z2jh"):
+        profile = load_builtin(name).profiles[0]
+        weights = {s.plugin.name: s.weight for s in profile.scorers}
+        assert weights["PodTopologySpread"] == 2, name
+    scorer = PodTopologySpreadScore()
+    assert scorer.skip(_pod("plain"))
+    assert scorer.skip(_pod("hard", spread=[_constraint()]))
+    assert not scorer.skip(_pod("soft", spread=[_constraint(when="ScheduleAnyway")]))
+
+
+def test_the_default_selector_merges_services_and_the_controllers() -> None:
+    """``DefaultSelector``: the Services selecting the pod (not those that do not, nor one
+    with no selector) merged; a ReplicaSet's selector ANDed; a ReplicationController's map
+    merged; nothing selected: None."""
+    labels = {"app": "web", "tier": "front", "h": "1"}
+    services = [{"app": "web"}, {"tier": "front"}, {"app": "db"}, None]
+    selector = default_selector(labels, services)
+    assert selector is not None and dict(selector.match_labels) == {"app": "web", "tier": "front"}
+    assert not selector.expressions
+    with_rs = default_selector(labels, services, "ReplicaSet", {"matchLabels": {"h": "1"}})
+    assert with_rs is not None and with_rs.matches(labels) and not with_rs.matches({**labels, "h": "2"})
+    assert [(r.key, r.operator, r.values) for r in with_rs.expressions] == [("h", "In", ("1",))]
+    rc = default_selector(labels, [], "ReplicationController", {"h": "1"})
+    assert rc is not None and dict(rc.match_labels) == {"h": "1"}
+    assert default_selector(labels, [{"app": "db"}]) is None
+    assert default_selector(labels, [], "Job", {"matchLabels": {"h": "1"}}) is None  # not a kind it reads
+    assert default_selector(labels, [], "StatefulSet", {"matchLabels": "bad"}) is None  # unparsable: nothing

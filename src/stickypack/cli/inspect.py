@@ -411,7 +411,7 @@ async def _read_cluster(
     from stickypack.kube.cache import ClusterCache
     from stickypack.kube.client import api_client
     from stickypack.kube.history import HistoryRecorder
-    from stickypack.kube.snapshot import take_snapshot
+    from stickypack.kube.snapshot import spread_selector, take_snapshot
 
     placing = pod is not None
     async with api_client(config.cluster.kubeconfig) as api:
@@ -437,6 +437,9 @@ async def _read_cluster(
                 await recorder.load()
                 history = recorder.history
             priority = await _pod_priority(api, pod, pod_dict or {}, snap)
+            if not (pod.spread_constraints or pod.soft_spread_constraints):
+                # kube-scheduler's system default spreading selects by it
+                snap.default_spread_selector, snap.spread_selector_read = await spread_selector(api, pod)
     return snap, history, priority
 
 
@@ -511,6 +514,8 @@ def _placement_json(
         builder_nodes=snap.cache.builder_nodes(),
         dra=snap.dra is not None,
     )
+    if snap.default_spread_selector is not None:
+        pod = dataclasses.replace(pod, default_spread_selector=snap.default_spread_selector)
     pod = policy.prepare(pod, table, ctx, profile)
     if profile is None:
         profile = policy.profile_for(pod)
@@ -552,6 +557,7 @@ def _placement_json(
         "nominated_pods": counted,
         "nominated_node": nominated_node,
         "namespaces_read": snap.namespace_labels is not None,
+        "spread_selector_read": snap.spread_selector_read,
         "volumes_read": snap.claim_volumes is not None,
         "unreadable_pods": snap.unreadable,
         "dra_read": _dra_read(args, snap),
@@ -561,21 +567,24 @@ def _placement_json(
 def _pods_on_nodes(snap: Snapshot, pod: Pod) -> PodsOnNodes | None:
     """The pods bound to the nodes, for kube-scheduler's NodePorts, InterPodAffinity and
     PodTopologySpread filters (:class:`~stickypack.core.podaffinity.PodsOnNodes`, the
-    namespaces' labels for the terms' ``namespaceSelector``) and its InterPodAffinity score,
-    or None when neither ``pod`` nor a pod on a node or nominated to one has required pod
-    (anti-)affinity terms, host ports or ``DoNotSchedule`` spread constraints (those filters
-    then pass every node) and neither ``pod`` nor a pod on a node has preferred pod
-    (anti-)affinity terms (that score is then skipped)."""
+    namespaces' labels for the terms' ``namespaceSelector``) and its InterPodAffinity and
+    PodTopologySpread scores, or None when neither ``pod`` nor a pod on a node or nominated
+    to one has required pod (anti-)affinity terms, host ports or ``DoNotSchedule`` spread
+    constraints (those filters then pass every node), neither ``pod`` nor a pod on a node
+    has preferred pod (anti-)affinity terms and ``pod`` has no spread constraint or default
+    selector to score (those scores are then skipped)."""
     from stickypack.core.podaffinity import (
         has_inter_pod_rules,
         has_preferred_pod_affinity,
         pods_on_table_nodes,
     )
+    from stickypack.core.topologyspread import scores_spread
 
     bound = [(node, p) for node, pods in snap.pods_by_node.items() for p in pods]
     waiting = (p for pods in snap.nominated_pods.values() for p in pods)
     if not (
         has_inter_pod_rules(pod)
+        or scores_spread(pod)  # PodTopologySpread's score counts the pods on the nodes
         or any(has_inter_pod_rules(p) for p in (*(p for _, p in bound), *waiting))
         or has_preferred_pod_affinity(pod)
         or any(has_preferred_pod_affinity(p) for _, p in bound)
@@ -930,6 +939,7 @@ def _unread_json(args: argparse.Namespace, snap: Snapshot, dra: DraReading | Non
         "controllers_read": snap.controllers is not None and not snap.unlisted_controllers,
         "controllers_unlisted": sorted(snap.unlisted_controllers),
         "namespaces_read": snap.namespace_labels is not None,
+        "spread_selector_read": snap.spread_selector_read,
         "volumes_read": snap.claim_volumes is not None,
         "dra_read": _dra_read(args, snap),
         "dra_problems": dra.problems if dra is not None else [],
@@ -1080,6 +1090,14 @@ _UNLISTED_NOTES = (
 )
 
 
+#: ``inspect --pod``'s note when the objects kube-scheduler's default spreading selects by
+#: could not be listed (``spread_selector_read`` false).
+_SPREAD_SELECTOR_NOTE = (
+    "Services, ReplicationControllers, ReplicaSets or StatefulSets could not be listed (no `list` right "
+    "on them in the pod's namespace): PodTopologySpread's system default spreading is not scored"
+)
+
+
 def _print_node_report_notes(console: Console, report: dict[str, Any]) -> None:
     """The lines under the node report's summary, each only when it has something to say:
     the pods not counted, the deletions that look stuck, the node groups given a minimum
@@ -1180,6 +1198,8 @@ def _print_placement(console: Console, report: dict[str, Any]) -> None:
     for key, note in _UNLISTED_NOTES[1:]:  # the namespaces' and the volumes'
         if report[key] is False:
             console.print(note, highlight=False)
+    if report.get("spread_selector_read") is False:
+        console.print(_SPREAD_SELECTOR_NOTE, highlight=False)
     best = report["best"]
     own = report.get("nominated_node")
     note = " (the pod's nominated node: kube-scheduler tries it first and takes it if it fits)"

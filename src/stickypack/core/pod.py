@@ -28,7 +28,8 @@ from stickypack.core.resources import (
     parse_milli_resource_list,
     round_up_amounts,
 )
-from stickypack.core.topologyspread import SpreadConstraint, spread_constraints_from_list
+from stickypack.core.routing import LabelSelector
+from stickypack.core.topologyspread import SCHEDULE_ANYWAY, SpreadConstraint, spread_constraints_from_list
 
 #: Most distinct resources (cpu, memory, extended) a pod may request: real pods ask for a
 #: handful; each name the node table has not seen adds a column to it.
@@ -116,6 +117,15 @@ class Pod:
     #: pods stay within ``maxSkew`` of the fewest
     #: (:meth:`~stickypack.core.podaffinity.PodsOnNodes.judge`).
     spread_constraints: tuple[SpreadConstraint, ...] = ()
+    #: Its ``ScheduleAnyway`` topology spread constraints: PodTopologySpread scores them
+    #: (:func:`~stickypack.core.topologyspread.spread_scores`), filters nothing.
+    soft_spread_constraints: tuple[SpreadConstraint, ...] = ()
+    #: kube-scheduler's ``DefaultSelector`` of the pod, which its system default spread
+    #: constraints select with when the pod has none of its own: the selectors of the
+    #: Services of its namespace that select it, with its ReplicationController's,
+    #: ReplicaSet's or StatefulSet's. Not in the pod: a driver that lists those objects sets
+    #: it (``stickypack inspect --pod``); None: not known, or it selects nothing.
+    default_spread_selector: LabelSelector | None = None
     #: Names of the PersistentVolumeClaims its volumes use, in its namespace:
     #: ``persistentVolumeClaim.claimName``, and ``<pod name>-<volume name>`` for a generic
     #: ephemeral volume (the claim Kubernetes creates for it).
@@ -241,6 +251,12 @@ class Pod:
                 host_ports=host_ports_from_spec(spec),
                 spread_constraints=spread_constraints_from_list(
                     spec.get("topologySpreadConstraints"), labels, "spec.topologySpreadConstraints"
+                ),
+                soft_spread_constraints=spread_constraints_from_list(
+                    spec.get("topologySpreadConstraints"),
+                    labels,
+                    "spec.topologySpreadConstraints",
+                    SCHEDULE_ANYWAY,
                 ),
                 claims=_claim_names(spec, str(meta.get("name") or "")),
                 ephemeral_claims=_claim_names(spec, str(meta.get("name") or ""), ephemeral_only=True),

@@ -126,6 +126,7 @@ _SCORERS: Mapping[str, Callable[..., ScorePlugin]] = MappingProxyType(
         "NodeAffinity": p.NodeAffinityScore,
         "InterPodAffinity": p.BuildAntiAffinity,
         "ImageLocality": p.ImageLocality,
+        "PodTopologySpread": p.PodTopologySpreadScore,
         "BuildLocality": p.BuildLocality,
         "BuildHeadroom": p.BuildHeadroom,
         "NodeAge": p.NodeAge,

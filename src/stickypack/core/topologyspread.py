@@ -1,28 +1,39 @@
 """Pod topology spread constraints: what kube-scheduler's ``PodTopologySpread`` filter
 checks, for the scale-down simulation.
 
-- :class:`SpreadConstraint`: one ``whenUnsatisfiable: DoNotSchedule`` entry of a pod's
-  ``spec.topologySpreadConstraints``, read by :func:`spread_constraints_from_list` (the
-  ``ScheduleAnyway`` ones only score, so they are checked and dropped).
+- :class:`SpreadConstraint`: one entry of a pod's ``spec.topologySpreadConstraints``, read by
+  :func:`spread_constraints_from_list` (the ``DoNotSchedule`` ones, or with ``when`` the
+  ``ScheduleAnyway`` ones, which only score).
 - :class:`SpreadCounts`: for one pod's constraints, the pods each constraint selects in each
   eligible topology domain (kube-scheduler's PreFilter state), kept up to date as pods
   move (:class:`~stickypack.core.podaffinity.PodsOnNodes` holds one per distinct set of
   constraints), and :meth:`SpreadCounts.judge`, the Filter's skew check.
 
-kube-scheduler's cluster-wide default constraints (its ``PodTopologySpreadArgs`` system
-defaults: zone ``maxSkew`` 5, hostname 3) are ``ScheduleAnyway``: they filter nothing, and
-are not modelled.
+- :func:`spread_scores`: kube-scheduler's PodTopologySpread *score* (PreScore, Score and
+  NormalizeScore of ``scoring.go``) for a pod's ``ScheduleAnyway`` constraints or, when it
+  has no constraints at all, the system default ones (:data:`SYSTEM_DEFAULT_CONSTRAINTS`,
+  with the pod's :attr:`~stickypack.core.pod.Pod.default_spread_selector`); those default
+  constraints are ``ScheduleAnyway``: they filter nothing.
 
 Pure: no I/O, no clock.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from stickypack.core.labels import LABEL_KEY, NO_EXECUTE, NO_SCHEDULE, Requirement, Taint, tolerated
+from stickypack.core.labels import (
+    HOSTNAME_LABEL,
+    LABEL_KEY,
+    NO_EXECUTE,
+    NO_SCHEDULE,
+    Requirement,
+    Taint,
+    tolerated,
+)
 from stickypack.core.routing import LabelSelector, SelectorError
 
 if TYPE_CHECKING:
@@ -33,19 +44,26 @@ SCHEDULE_ANYWAY = "ScheduleAnyway"
 #: ``nodeAffinityPolicy`` / ``nodeTaintsPolicy`` values.
 HONOR = "Honor"
 IGNORE = "Ignore"
+#: The zone label (``v1.LabelTopologyZone``).
+ZONE_LABEL = "topology.kubernetes.io/zone"
+#: kube-scheduler's system default constraints (``PodTopologySpreadArgs`` with
+#: ``defaultingType: System``, its default), in its order: (topology key, ``maxSkew``), each
+#: ``ScheduleAnyway``.
+SYSTEM_DEFAULT_CONSTRAINTS = ((HOSTNAME_LABEL, 3), (ZONE_LABEL, 5))
 
 
 @dataclass(frozen=True, slots=True)
 class SpreadConstraint:
-    """A ``DoNotSchedule`` topology spread constraint, as kube-scheduler holds it.
+    """A topology spread constraint, as kube-scheduler holds it.
 
-    A pod may go to a node only if, in the node's domain (the nodes sharing its value of
-    ``topology_key``), the pods ``selector`` selects (in the pod's namespace, terminating
-    ones left out), plus the pod itself if selected, exceed the fewest in any eligible domain
-    by at most ``max_skew``; that fewest is 0 while fewer than ``min_domains`` domains are
-    eligible. ``selector`` None (no ``labelSelector``) selects no pod; ``matchLabelKeys`` are
-    already merged into it (``key In (value)`` with the pod's own value; a key the pod lacks
-    adds nothing), as the API server does when it creates the pod.
+    For a ``DoNotSchedule`` one (the filter), a pod may go to a node only if, in the node's
+    domain (the nodes sharing its value of ``topology_key``), the pods ``selector`` selects
+    (in the pod's namespace, terminating ones left out), plus the pod itself if selected,
+    exceed the fewest in any eligible domain by at most ``max_skew``; that fewest is 0 while
+    fewer than ``min_domains`` domains are eligible. ``selector`` None (no
+    ``labelSelector``) selects no pod; ``matchLabelKeys`` are already merged into it (``key
+    In (value)`` with the pod's own value; a key the pod lacks adds nothing), as the API
+    server does when it creates the pod.
 
     Eligible domains are those of the nodes that carry every one of the pod's constraints'
     topology keys and, with ``honor_node_affinity`` (``nodeAffinityPolicy: Honor``, the
@@ -132,16 +150,17 @@ def spread_constraint_from_dict(
 
 
 def spread_constraints_from_list(
-    raw: object, pod_labels: Mapping[str, str], where: str
+    raw: object, pod_labels: Mapping[str, str], where: str, when: str = DO_NOT_SCHEDULE
 ) -> tuple[SpreadConstraint, ...]:
-    """The ``DoNotSchedule`` constraints of a ``topologySpreadConstraints`` list (None: none);
-    every entry is read, so a malformed ``ScheduleAnyway`` one fails too."""
+    """The ``DoNotSchedule`` constraints (or those of ``when``) of a
+    ``topologySpreadConstraints`` list (None: none); every entry is read, so a malformed one
+    of the other kind fails too."""
     if raw is None:
         return ()
     if not isinstance(raw, list | tuple):
         raise ValueError(f"{where} must be a list of topology spread constraints, got {raw!r}")
     read = [spread_constraint_from_dict(c, pod_labels, f"{where}[{i}]") for i, c in enumerate(raw)]
-    return tuple(constraint for when, constraint in read if when == DO_NOT_SCHEDULE)
+    return tuple(constraint for kind, constraint in read if kind == when)
 
 
 def _untolerated(taints: Iterable[Taint], pod: Pod) -> bool:
@@ -320,3 +339,208 @@ class SpreadCounts:
             return True
 
         return allows
+
+
+# ---- the score ---------------------------------------------------------------------------
+
+#: Go's ``math.Log`` (the fdlibm algorithm, which Go's amd64 assembly follows step by
+#: step): its published constants.
+_LN2_HI = 6.93147180369123816490e-01
+_LN2_LO = 1.90821492927058770002e-10
+_LG = (
+    6.666666666666735130e-01,
+    3.999999999940941908e-01,
+    2.857142874366239149e-01,
+    2.222219843214978396e-01,
+    1.818357216161805012e-01,
+    1.531383769920937332e-01,
+    1.479819860511658591e-01,
+)
+
+
+def go_log(x: float) -> float:
+    """``math.Log(x)`` as Go computes it, for ``x`` > 0 finite: the fdlibm reduction
+    ``x = 2**k * (1 + f)`` and its polynomial, one double rounding at each step. The C
+    library's ``log`` (Python's :func:`math.log`) is closer to exact and differs from it in
+    the last bit for about 1 in 100 integers, which can move PodTopologySpread's rounding."""
+    f1, k = math.frexp(x)
+    if f1 < math.sqrt(2) / 2:
+        f1 *= 2
+        k -= 1
+    f = f1 - 1
+    s = f / (2 + f)
+    s2 = s * s
+    s4 = s2 * s2
+    t1 = s2 * (_LG[0] + s4 * (_LG[2] + s4 * (_LG[4] + s4 * _LG[6])))
+    t2 = s4 * (_LG[1] + s4 * (_LG[3] + s4 * _LG[5]))
+    r = t1 + t2
+    hfsq = 0.5 * f * f
+    return k * _LN2_HI - ((hfsq - (s * (hfsq + r) + k * _LN2_LO)) - f)
+
+
+def go_round(x: float) -> int:
+    """Go's ``math.Round`` of ``x`` >= 0: half away from zero (Python's :func:`round` takes
+    half to even)."""
+    whole = math.floor(x)
+    return int(whole) + (1 if x - whole >= 0.5 else 0)
+
+
+def score_constraints(pod: Pod) -> tuple[tuple[SpreadConstraint, ...], bool]:
+    """kube-scheduler's PodTopologySpread PreScore constraints for ``pod``, and whether a
+    node must carry every one of their topology keys to be scored
+    (``requireAllTopologies``): its ``ScheduleAnyway`` constraints when it has any
+    constraint (of either kind), and True; else the system default ones
+    (:data:`SYSTEM_DEFAULT_CONSTRAINTS`) with its :attr:`~stickypack.core.pod.Pod.default_spread_selector`
+    when that selects anything, and False. No constraints: the plugin skips the pod."""
+    if pod.spread_constraints or pod.soft_spread_constraints:
+        return pod.soft_spread_constraints, True
+    selector = pod.default_spread_selector
+    if selector is None or selector.empty:
+        return (), False
+    return tuple(SpreadConstraint(skew, key, selector) for key, skew in SYSTEM_DEFAULT_CONSTRAINTS), False
+
+
+#: The controllers whose selector kube-scheduler's ``DefaultSelector`` adds, by (API group,
+#: kind) of a pod's controller.
+DEFAULT_SELECTOR_CONTROLLERS = (
+    ("", "ReplicationController"),
+    ("apps", "ReplicaSet"),
+    ("apps", "StatefulSet"),
+)
+
+
+def default_selector(
+    pod_labels: Mapping[str, str],
+    service_selectors: Iterable[object],
+    controller_kind: str | None = None,
+    controller_selector: object = None,
+) -> LabelSelector | None:
+    """kube-scheduler's ``DefaultSelector`` (``helper/spread.go``) for a pod with
+    ``pod_labels``: the ``spec.selector`` maps of the Services of its namespace that select
+    it (``service_selectors``: every Service's; a null one selects nothing, a malformed one
+    is skipped) merged, then its controller's selector (``controller_kind`` and its
+    ``spec.selector``): a ReplicationController's map merged in, a ReplicaSet's or
+    StatefulSet's label selector ANDed (one it cannot parse adds nothing). None when that
+    selects nothing (empty)."""
+    merged: dict[str, str] = {}
+    for raw in service_selectors:
+        if not isinstance(raw, Mapping) or not all(isinstance(v, str) for v in raw.values()):
+            continue
+        if all(pod_labels.get(k) == v for k, v in raw.items()):
+            merged.update(raw)
+    expressions: tuple[Requirement, ...] = ()
+    if controller_kind == "ReplicationController" and isinstance(controller_selector, Mapping):
+        merged.update({str(k): str(v) for k, v in controller_selector.items()})
+    elif controller_kind in ("ReplicaSet", "StatefulSet") and controller_selector is not None:
+        try:
+            other = LabelSelector.from_dict(controller_selector)
+        except SelectorError:
+            other = LabelSelector()
+        expressions = (
+            *(Requirement(k, "In", (v,)) for k, v in other.match_labels.items()),
+            *other.expressions,
+        )
+    selector = LabelSelector(merged, expressions)
+    return None if selector.empty else selector
+
+
+def scores_spread(pod: Pod) -> bool:
+    """Whether PodTopologySpread scores ``pod`` (does not skip it)."""
+    return bool(score_constraints(pod)[0])
+
+
+def _score_counter(constraint: SpreadConstraint, namespace: str) -> Callable[[Pod], bool]:
+    """``countPodsMatchSelector``: an empty selector, like none, counts no pod."""
+    if constraint.selector is None or constraint.selector.empty:
+        return lambda pod: False
+    return _counter(constraint, namespace)
+
+
+def spread_scores(
+    pod: Pod,
+    rows: Sequence[int],
+    node_labels: Mapping[int, Mapping[str, str]],
+    pods: Mapping[int, Iterable[Pod]],
+    node_names: Mapping[int, str],
+    node_taints: Mapping[int, Sequence[Taint]],
+) -> list[int]:
+    """kube-scheduler's PodTopologySpread scores (0..100, normalized) of ``pod`` on the
+    feasible nodes ``rows``, with every node of the cluster in ``node_labels`` (row to
+    labels; ``node_names`` and ``node_taints`` by row for the inclusion policies) holding
+    ``pods`` (by row). kube-scheduler v1.37's ``scoring.go``:
+
+    - the constraints of :func:`score_constraints`; none: every node 0 (the plugin skips);
+    - a feasible node lacking one of their topology keys is *ignored* when every key is
+      required (the pod's own constraints); the domains of each constraint are the values
+      the other feasible nodes have ("" for a node lacking the key, with the system
+      defaults), and its weight ``log(domains + 2)`` (for ``kubernetes.io/hostname``,
+      ``log(feasible nodes not ignored + 2)``);
+    - a domain's count: the pods the constraint selects (of the pod's namespace, not
+      terminating; an empty selector selects none) on every node of the cluster in it that
+      carries every key (when required) and passes the constraint's inclusion policies
+      (``nodeAffinityPolicy``, ``nodeTaintsPolicy``); for the hostname key, the node's own
+      pods, with no policy;
+    - a node's raw score: ``round(sum(count * weight + maxSkew - 1))`` over the constraints
+      whose key it carries; then ignored nodes 0, and the others
+      ``100 * (max + min - raw) // max`` (all 100 when max is 0).
+    """
+    constraints, require_all = score_constraints(pod)
+    if not constraints:
+        return [0] * len(rows)
+    keys = [c.topology_key for c in constraints]
+    counted = [_score_counter(c, pod.namespace) for c in constraints]
+    ignored: set[int] = set()
+    counts: list[dict[str, int]] = [{} for _ in constraints]
+    for row in rows:
+        labels = node_labels.get(row, {})
+        if require_all and not all(k in labels for k in keys):
+            ignored.add(row)
+            continue
+        for key, domains in zip(keys, counts, strict=True):
+            if key != HOSTNAME_LABEL:
+                domains.setdefault(labels.get(key, ""), 0)
+    scored = len(rows) - len(ignored)
+    weights = [
+        go_log(float((scored if key == HOSTNAME_LABEL else len(domains)) + 2))
+        for key, domains in zip(keys, counts, strict=True)
+    ]
+    if any(counts):
+        affinity: dict[int, bool] = {}
+        for row, labels in node_labels.items():
+            if require_all and not all(k in labels for k in keys):
+                continue
+            for c, count_of, domains in zip(constraints, counted, counts, strict=True):
+                value = labels.get(c.topology_key, "")
+                if value not in domains:
+                    continue  # no feasible node there (or the hostname key)
+                if c.honor_node_affinity:
+                    if row not in affinity:
+                        from stickypack.core.plugins.kubescheduler import node_matches_required
+
+                        affinity[row] = node_matches_required(pod, labels, node_names.get(row, ""))
+                    if not affinity[row]:
+                        continue
+                if c.honor_node_taints and _untolerated(node_taints.get(row, ()), pod):
+                    continue
+                domains[value] += sum(map(count_of, pods.get(row, ())))
+    raw: list[int | None] = []
+    for row in rows:
+        if row in ignored:
+            raw.append(None)
+            continue
+        labels = node_labels.get(row, {})
+        score = 0.0
+        for c, count_of, domains, weight in zip(constraints, counted, counts, weights, strict=True):
+            if c.topology_key not in labels:
+                continue
+            if c.topology_key == HOSTNAME_LABEL:
+                count = sum(map(count_of, pods.get(row, ())))
+            else:
+                count = domains[labels[c.topology_key]]
+            score += count * weight + (c.max_skew - 1)
+        raw.append(go_round(score))
+    valid = [s for s in raw if s is not None]
+    if not valid:
+        return [0] * len(rows)
+    low, high = min(valid), max(valid)
+    return [0 if s is None else (100 if high == 0 else 100 * (high + low - s) // high) for s in raw]

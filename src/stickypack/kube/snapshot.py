@@ -10,6 +10,7 @@ pod)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from stickypack.core.explain import (
@@ -22,6 +23,7 @@ from stickypack.core.pod import DAEMONSET_POD_ANNOTATION, MIRROR_POD_ANNOTATION,
 from stickypack.core.quantity import QuantityError
 from stickypack.core.resources import CPU, MEMORY, parse_resource_list
 from stickypack.core.routing import LabelSelector, SelectorError
+from stickypack.core.topologyspread import default_selector
 from stickypack.core.volumes import VOLUME_ZONE_LABELS, ClaimVolumes, claim_volumes
 from stickypack.kube.cache import TERMINAL_PHASES, ClusterCache, slim_node, slim_pod
 from stickypack.kube.dra import slim_resource_claim, slim_resource_slice
@@ -150,6 +152,14 @@ class Snapshot:
     #: counted in the node table: kube-scheduler's filters count those of a priority at least
     #: the pod's (:func:`~stickypack.core.explain.explain_placement`), its scores do not.
     nominated_pods: dict[str, list[Pod]] = field(default_factory=dict)
+    #: The placed pod's :attr:`~stickypack.core.pod.Pod.default_spread_selector`
+    #: (:func:`spread_selector`), for ``inspect --pod``; None: it selects nothing, or it was
+    #: not read (:attr:`spread_selector_read`).
+    default_spread_selector: LabelSelector | None = None
+    #: Whether the Services and the pod's controller were read for it: None when not asked
+    #: (the node report, or a pod with spread constraints of its own), False when listing them
+    #: was refused (401, 403; 404: not served).
+    spread_selector_read: bool | None = None
     #: Each node's ``status.capacity`` as the cluster-autoscaler counts it toward its
     #: ``--cores-total`` and ``--memory-total``: (cores rounded up, memory in bytes); a
     #: node without it (or with one that cannot be read) is missing.
@@ -423,6 +433,54 @@ async def _namespace_labels(api_client: ApiClient) -> dict[str, dict[str, str]] 
         str(obj["metadata"]["name"]): {str(k): str(v) for k, v in obj["metadata"]["labels"].items()}
         for obj in listed.values()
     }
+
+
+def _name_and_selector(obj: dict[str, Any]) -> dict[str, Any]:
+    meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
+    return {"metadata": {k: meta.get(k) for k in ("name", "namespace")}, "selector": spec.get("selector")}
+
+
+async def spread_selector(api_client: ApiClient, pod: Pod) -> tuple[LabelSelector | None, bool]:
+    """kube-scheduler's ``DefaultSelector`` of ``pod``
+    (:func:`~stickypack.core.topologyspread.default_selector`): from the Services of its
+    namespace and its ReplicationController, ReplicaSet or StatefulSet (a ``list`` on
+    ``services``, and on ``replicationcontrollers`` or ``replicasets`` / ``statefulsets``
+    (apps) for a pod such a controller owns, in the pod's namespace); and whether they could
+    be read (False: refused, 401, 403, or not served, 404; the selector is then None)."""
+    from kubernetes_asyncio import client
+
+    core, apps = client.CoreV1Api(api_client), client.AppsV1Api(api_client)
+    calls = {
+        ("", "ReplicationController"): core.list_namespaced_replication_controller,
+        ("apps", "ReplicaSet"): apps.list_namespaced_replica_set,
+        ("apps", "StatefulSet"): apps.list_namespaced_stateful_set,
+    }
+    namespace = pod.namespace
+    try:
+        services = await Informer(
+            "services", partial(core.list_namespaced_service, namespace), transform=_name_and_selector
+        ).list_once()
+        call = calls.get((pod.owner_group or "", pod.owner_kind or ""))
+        controller = None
+        if call is not None and pod.owner_name:
+            listed = await Informer(
+                str(pod.owner_kind),
+                partial(call, namespace),
+                field_selector=f"metadata.name={pod.owner_name}",
+                transform=_name_and_selector,
+            ).list_once()
+            controller = next(iter(listed.values()), None)
+    except WatchError as exc:
+        if exc.status in (401, 403, 404):
+            return None, False
+        raise
+    selector = default_selector(
+        pod.labels,
+        (obj["selector"] for _, obj in sorted(services.items())),
+        pod.owner_kind if controller is not None else None,
+        controller["selector"] if controller is not None else None,
+    )
+    return selector, True
 
 
 def budget_from_dict(obj: dict[str, Any]) -> DisruptionBudget:

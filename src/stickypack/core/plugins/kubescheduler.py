@@ -1,7 +1,8 @@
 """kube-scheduler's plugins, with the integer arithmetic of
 ``k8s.io/kubernetes/pkg/scheduler/framework/plugins`` (noderesources, tainttoleration,
-nodeaffinity, nodeunschedulable, imagelocality, and interpodaffinity: in full given the pods
-on the nodes, else for the one case BinderHub uses), so the
+nodeaffinity, nodeunschedulable, imagelocality, podtopologyspread's score, and
+interpodaffinity: in full given the pods on the nodes, else for the one case BinderHub uses),
+so the
 simulator's ``default`` and ``z2jh`` policies choose the nodes the real scheduler chooses."""
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from stickypack.core.plugins.common import (
 )
 from stickypack.core.pod import BUILD_LABELS, Pod
 from stickypack.core.resources import CPU, EPHEMERAL_STORAGE, MEMORY, PODS
+from stickypack.core.topologyspread import scores_spread, spread_scores
 
 #: kube-scheduler's score plugins the core models, by their kube-scheduler names (the
 #: score plugin names a KubeSchedulerConfiguration profile may enable; stickypack's own
@@ -53,6 +55,7 @@ KUBE_SCHEDULER_SCORERS = frozenset(
         "NodeAffinity",
         "InterPodAffinity",
         "ImageLocality",
+        "PodTopologySpread",
     }
 )
 
@@ -569,6 +572,34 @@ class BuildAntiAffinity(ScorePlugin):
                 values.get(node.labels[key], 0) for key, values in by_key.items() if key in node.labels
             )
         return raw
+
+
+class PodTopologySpreadScore(ScorePlugin):
+    """kube-scheduler's PodTopologySpread score (:func:`~stickypack.core.topologyspread.spread_scores`):
+    a pod's ``ScheduleAnyway`` topology spread constraints, or, when it has none of either
+    kind, the system default ones (hostname ``maxSkew`` 3, zone 5) selecting by its
+    :attr:`~stickypack.core.pod.Pod.default_spread_selector`; fewer matching pods in a
+    node's domains score higher. It counts the pods of ``ctx.pods_on_nodes``; without them
+    (None: the simulator, the extender) every node holds none. Skips a pod with neither
+    (every pod of the simulator), as kube-scheduler's PreScore does."""
+
+    name = "PodTopologySpread"
+
+    def skip(self, pod: Pod) -> bool:
+        return not scores_spread(pod)
+
+    def score(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
+        on_nodes = ctx.pods_on_nodes
+        if on_nodes is not None:
+            labels, pods = on_nodes.node_labels, on_nodes.pods
+            names, taints = on_nodes.node_names, on_nodes.node_taints
+        else:
+            infos = [(row, table.info[row]) for row in table.active_indices().tolist()]
+            labels = {row: info.labels for row, info in infos if info is not None}
+            names = {row: info.name for row, info in infos if info is not None}
+            taints = {row: tuple(info.taints) for row, info in infos if info is not None}
+            pods = {}
+        return np.array(spread_scores(pod, idx.tolist(), labels, pods, names, taints), dtype=np.int64)
 
 
 #: ImageLocality's thresholds (bytes): an image sum under 23 MiB scores 0, one of 1000 MiB
