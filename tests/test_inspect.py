@@ -1599,6 +1599,94 @@ def test_inspect_pod_applies_kube_schedulers_inter_pod_filters_as_the_real_sched
     assert cluster.wait_bound(["spread-2"], timeout=30) == {"spread-2": "c"}
 
 
+def _spread_scores_and_best_without(report: dict) -> tuple[dict[str, int], list[str]]:
+    """The PodTopologySpread score of each node of an ``inspect --pod`` report, and the best
+    nodes the report's totals give without it (the same profile, that scorer turned off)."""
+    weight = report["weights"]["PodTopologySpread"]
+    feasible = [n for n in report["nodes"] if n["filtered_by"] is None]
+    spread = {n["node"]: n["scores"]["PodTopologySpread"] for n in feasible}
+    without = {n["node"]: n["total"] - weight * spread[n["node"]] for n in feasible}
+    return spread, sorted(n for n, t in without.items() if t == max(without.values()))
+
+
+@pytest.mark.controlplane
+def test_inspect_pod_scores_schedule_anyway_spreading_as_the_real_scheduler_does(
+    cluster: ControlPlane, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """kube-scheduler's PodTopologySpread score (weight 2 in its default profile) of a pod
+    with two ``ScheduleAnyway`` constraints, zone (maxSkew 1) then hostname (maxSkew 2),
+    selecting ``app=web``: ``a`` (z1) holds two web pods, ``b`` (z1) one, ``c`` (z2) none but
+    a 1-core 4Gi pod, ``d`` has no zone label and nothing. By hand: ``d`` lacks a key, so it
+    is ignored (0) and the others' weights are log(2 zones + 2) = 1.386 and log(3 nodes + 2) =
+    1.609; raw a round(3 * 1.386 + 0 + 2 * 1.609 + 1) = 8, b round(3 * 1.386 + 1.609 + 1) =
+    7, c round(0 + 1) = 1; normalized 100 * (8 + 1 - raw) // 8: 12, 25, 100. The fit scores
+    prefer the empty ``d``, the spread ``c``: inspect and the real scheduler choose ``c``."""
+    zone = "topology.kubernetes.io/zone"
+    for node, labels in {"a": {zone: "z1"}, "b": {zone: "z1"}, "c": {zone: "z2"}, "d": {}}.items():
+        cluster.create_node(node, cpu="4", memory="16Gi", labels=labels)
+    for name, node in (("web-1", "a"), ("web-2", "a"), ("web-3", "b")):
+        _bind(cluster, name, node, "100m", "100Mi", app="web")
+    _bind(cluster, "fill", "c", "1", "4Gi")
+    probe = pod_manifest("probe", cpu="100m", memory="100Mi", labels={"app": "web"})
+    probe["spec"]["topologySpreadConstraints"] = [
+        {"maxSkew": skew, "topologyKey": key, "whenUnsatisfiable": "ScheduleAnyway",
+         "labelSelector": {"matchLabels": {"app": "web"}}}
+        for key, skew in ((zone, 1), ("kubernetes.io/hostname", 2))
+    ]  # fmt: skip
+
+    report = _inspect_pod_json(cluster, tmp_path, capsys, probe)
+    spread, best_without = _spread_scores_and_best_without(report)
+    assert spread == {"a": 12, "b": 25, "c": 100, "d": 0}
+    assert report["best"] == ["c"] and "c" not in best_without  # the score decides it
+    assert report["spread_selector_read"] is None  # constraints of its own: no default selector
+    cluster.start_scheduler(scheduler_config(["default-scheduler"]))
+    cluster.create_pod(pod=probe)
+    assert cluster.wait_bound(["probe"], timeout=30) == {"probe": "c"}
+
+
+@pytest.mark.controlplane
+def test_inspect_pod_scores_system_default_spreading_of_a_services_pods_as_the_real_scheduler_does(
+    cluster: ControlPlane, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A pod without spread constraints that a Service selects is spread by kube-scheduler's
+    system defaults: hostname (maxSkew 3) and zone (maxSkew 5), selecting what the Service
+    selects. Bare pods with the Service's labels (no controller manager runs): ``a`` (z1)
+    one, ``b`` (z1) none but a 500m 2Gi pod of no Service, ``c`` (z2) two. By hand: weights
+    log(3 nodes + 2) = 1.609 and log(2 zones + 2) = 1.386; raw a round(1.609 + 2 + 1 * 1.386 +
+    4) = 9, b round(2 + 1.386 + 4) = 7, c round(2 * 1.609 + 2 + 2 * 1.386 + 4) = 12;
+    normalized 100 * (12 + 7 - raw) // 12: 83, 100, 58. The fit scores prefer ``a``, the
+    spread ``b``: inspect and the real scheduler choose ``b``. Without the Service the pod
+    is not spread (PodTopologySpread skips it)."""
+    zone = "topology.kubernetes.io/zone"
+    for node, z in {"a": "z1", "b": "z1", "c": "z2"}.items():
+        cluster.create_node(node, cpu="4", memory="16Gi", labels={zone: z})
+    for name, node in (("svc-1", "a"), ("svc-2", "c"), ("svc-3", "c")):
+        _bind(cluster, name, node, "100m", "100Mi", app="pts-svc")
+    _bind(cluster, "fill", "b", "500m", "2Gi")
+    probe = pod_manifest("probe", cpu="100m", memory="100Mi", labels={"app": "pts-svc", "extra": "x"})
+
+    unserved = _inspect_pod_json(cluster, tmp_path, capsys, probe)
+    assert "PodTopologySpread" not in unserved["weights"] and unserved["spread_selector_read"] is True
+    assert unserved["best"] != ["b"]
+
+    service = {
+        "metadata": {"name": "pts-svc"},
+        "spec": {"selector": {"app": "pts-svc"}, "ports": [{"port": 80}]},
+    }
+    cluster.call(lambda api: client.CoreV1Api(api).create_namespaced_service("default", service))
+    try:
+        report = _inspect_pod_json(cluster, tmp_path, capsys, probe)
+        spread, best_without = _spread_scores_and_best_without(report)
+        assert spread == {"a": 83, "b": 100, "c": 58}
+        assert report["best"] == ["b"] and "b" not in best_without
+        assert report["spread_selector_read"] is True
+        cluster.start_scheduler(scheduler_config(["default-scheduler"]))
+        cluster.create_pod(pod=probe)
+        assert cluster.wait_bound(["probe"], timeout=30) == {"probe": "b"}
+    finally:
+        cluster.call(lambda api: client.CoreV1Api(api).delete_namespaced_service("pts-svc", "default"))
+
+
 def _inspect_pod_json(
     cluster: ControlPlane, tmp_path: Path, capsys: pytest.CaptureFixture[str], pod: dict
 ) -> dict:
