@@ -5,6 +5,7 @@ node by node, checked against where the real kube-scheduler binds it."""
 from __future__ import annotations
 
 import argparse
+import copy
 import dataclasses
 import json
 import random
@@ -1656,7 +1657,8 @@ def test_inspect_pod_scores_system_default_spreading_of_a_services_pods_as_the_r
     4) = 9, b round(2 + 1.386 + 4) = 7, c round(2 * 1.609 + 2 + 2 * 1.386 + 4) = 12;
     normalized 100 * (12 + 7 - raw) // 12: 83, 100, 58. The fit scores prefer ``a``, the
     spread ``b``: inspect and the real scheduler choose ``b``. Without the Service the pod
-    is not spread (PodTopologySpread skips it)."""
+    is not spread (PodTopologySpread skips it), unless a ReplicaSet selecting the same owns
+    it; an account that may not list Services is said not to have read them."""
     zone = "topology.kubernetes.io/zone"
     for node, z in {"a": "z1", "b": "z1", "c": "z2"}.items():
         cluster.create_node(node, cpu="4", memory="16Gi", labels={zone: z})
@@ -1669,10 +1671,27 @@ def test_inspect_pod_scores_system_default_spreading_of_a_services_pods_as_the_r
     assert "PodTopologySpread" not in unserved["weights"] and unserved["spread_selector_read"] is True
     assert unserved["best"] != ["b"]
 
-    service = {
-        "metadata": {"name": "pts-svc"},
-        "spec": {"selector": {"app": "pts-svc"}, "ports": [{"port": 80}]},
+    selector = {"app": "pts-svc"}
+    service = {"metadata": {"name": "pts-svc"}, "spec": {"selector": selector, "ports": [{"port": 80}]}}
+    template = {"metadata": {"labels": selector}, "spec": {"containers": [{"name": "c", "image": "x"}]}}
+    replicas = {
+        "metadata": {"name": "pts-rs"},
+        "spec": {"replicas": 0, "selector": {"matchLabels": selector}, "template": template},
     }
+    owned = copy.deepcopy(probe)
+    owned["metadata"]["name"] = "owned"
+    uid = "0b5e3f1c-0000-4000-8000-000000000001"  # no garbage collector runs: the uid is not checked
+    owned["metadata"]["ownerReferences"] = [
+        {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "pts-rs", "uid": uid, "controller": True}
+    ]
+    cluster.call(lambda api: client.AppsV1Api(api).create_namespaced_replica_set("default", replicas))
+    try:
+        # its ReplicaSet's selector alone (the Service's labels) spreads it the same
+        by_owner = _inspect_pod_json(cluster, tmp_path, capsys, owned)
+        assert _spread_scores_and_best_without(by_owner)[0] == {"a": 83, "b": 100, "c": 58}
+    finally:
+        cluster.call(lambda api: client.AppsV1Api(api).delete_namespaced_replica_set("pts-rs", "default"))
+
     cluster.call(lambda api: client.CoreV1Api(api).create_namespaced_service("default", service))
     try:
         report = _inspect_pod_json(cluster, tmp_path, capsys, probe)
@@ -1680,6 +1699,19 @@ def test_inspect_pod_scores_system_default_spreading_of_a_services_pods_as_the_r
         assert spread == {"a": 83, "b": 100, "c": 58}
         assert report["best"] == ["b"] and "b" not in best_without
         assert report["spread_selector_read"] is True
+
+        # an account that may not list Services: said, and no default spreading scored
+        limited = _account_that_lists(
+            cluster, f"inspect-{uuid.uuid4().hex[:6]}", {"": ["nodes", "pods", "namespaces"]}
+        )
+        path = tmp_path / "probe.yaml"
+        argv = ["inspect", "--kubeconfig", str(limited), "--policy", "default", "--pod", str(path)]
+        assert main([*argv, "--json"]) == 0
+        unlisted = json.loads(capsys.readouterr().out)
+        assert unlisted["spread_selector_read"] is False and "PodTopologySpread" not in unlisted["weights"]
+        assert main(argv) == 0
+        assert "PodTopologySpread's system default spreading is not scored" in capsys.readouterr().out
+
         cluster.start_scheduler(scheduler_config(["default-scheduler"]))
         cluster.create_pod(pod=probe)
         assert cluster.wait_bound(["probe"], timeout=30) == {"probe": "b"}
