@@ -1711,6 +1711,12 @@ def test_inspect_pod_scores_system_default_spreading_of_a_services_pods_as_the_r
         assert unlisted["spread_selector_read"] is False and "PodTopologySpread" not in unlisted["weights"]
         assert main(argv) == 0
         assert "PodTopologySpread's system default spreading is not scored" in capsys.readouterr().out
+        # a policy that does not score it does not read them, nor says so
+        packing = [*argv[:3], "--policy", "stickypack", *argv[5:]]
+        assert main(packing) == 0
+        assert "system default spreading" not in capsys.readouterr().out
+        assert main([*packing, "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["spread_selector_read"] is None
 
         cluster.start_scheduler(scheduler_config(["default-scheduler"]))
         cluster.create_pod(pod=probe)

@@ -341,7 +341,13 @@ async def _inspect_cluster(
     place that pod and why (:func:`_placement_json`). The pod and the policy are read
     before the cluster is, so that their errors come first."""
     placing = _placing(args, config, pod_dict) if pod_dict is not None else None
-    snap, history, priority = await _read_cluster(args, config, placing[0] if placing else None, pod_dict)
+    snap, history, priority = await _read_cluster(
+        args,
+        config,
+        placing[0] if placing else None,
+        pod_dict,
+        spreads=placing is not None and _scores_spreading(*placing[1:]),
+    )
     if placing is None:
         return _node_report_json(args, snap)
     status = pod_dict.get("status") if pod_dict is not None else None
@@ -397,8 +403,18 @@ class PodPriority:
     source: str
 
 
+def _scores_spreading(policy: Policy, profile: Profile | None) -> bool:
+    """Whether ``profile`` (None: any of ``policy``'s) scores PodTopologySpread."""
+    profiles = [profile] if profile is not None else policy.profiles
+    return any(ws.plugin.name == "PodTopologySpread" and ws.weight for p in profiles for ws in p.scorers)
+
+
 async def _read_cluster(
-    args: argparse.Namespace, config: ExtenderConfig, pod: Pod | None, pod_dict: dict[str, Any] | None
+    args: argparse.Namespace,
+    config: ExtenderConfig,
+    pod: Pod | None,
+    pod_dict: dict[str, Any] | None,
+    spreads: bool = False,
 ) -> tuple[Snapshot, BuildHistory | None, PodPriority | None]:
     """The cluster, read once (:func:`~stickypack.kube.snapshot.take_snapshot`; its DRA
     objects with ``--dra``), and, when a ``pod`` is placed (``--pod``, read from
@@ -406,7 +422,10 @@ async def _read_cluster(
     priority (:func:`_pod_priority`; else None). For the node report it lists the pods'
     controllers and counts nominated pods on their nodes, as the autoscaler does; for a
     pod's placement the cache keeps the nodes' DRA readings as the extender does, and the
-    nominated pods are kept apart, for the filters (as kube-scheduler counts them)."""
+    nominated pods are kept apart, for the filters (as kube-scheduler counts them). With
+    ``spreads`` (a profile that may place the pod scores PodTopologySpread), for a pod
+    without spread constraints, its default spread selector too
+    (:func:`~stickypack.kube.snapshot.spread_selector`)."""
     from stickypack.extender.server import history_limits, make_store
     from stickypack.kube.cache import ClusterCache
     from stickypack.kube.client import api_client
@@ -437,7 +456,7 @@ async def _read_cluster(
                 await recorder.load()
                 history = recorder.history
             priority = await _pod_priority(api, pod, pod_dict or {}, snap)
-            if not (pod.spread_constraints or pod.soft_spread_constraints):
+            if spreads and not (pod.spread_constraints or pod.soft_spread_constraints):
                 # kube-scheduler's system default spreading selects by it
                 snap.default_spread_selector, snap.spread_selector_read = await spread_selector(api, pod)
     return snap, history, priority

@@ -157,8 +157,9 @@ class Snapshot:
     #: not read (:attr:`spread_selector_read`).
     default_spread_selector: LabelSelector | None = None
     #: Whether the Services and the pod's controller were read for it: None when not asked
-    #: (the node report, or a pod with spread constraints of its own), False when listing them
-    #: was refused (401, 403; 404: not served).
+    #: (the node report, a pod with spread constraints of its own, or a policy that does not
+    #: score PodTopologySpread), False when listing them was refused (401, 403; 404: not
+    #: served).
     spread_selector_read: bool | None = None
     #: Each node's ``status.capacity`` as the cluster-autoscaler counts it toward its
     #: ``--cores-total`` and ``--memory-total``: (cores rounded up, memory in bytes); a
