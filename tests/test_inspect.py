@@ -1725,6 +1725,70 @@ def test_inspect_pod_scores_system_default_spreading_of_a_services_pods_as_the_r
         cluster.call(lambda api: client.CoreV1Api(api).delete_namespaced_service("pts-svc", "default"))
 
 
+@pytest.mark.controlplane
+def test_inspect_pod_spreads_random_pods_where_the_real_scheduler_binds_them(
+    cluster: ControlPlane, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Random probes, one after the other on one cluster (each bound probe counts for the
+    next): pods of three apps with random ``ScheduleAnyway`` constraints (zone and/or
+    hostname, maxSkew 1-3, selecting their app or ``web``, some with ``matchLabelKeys``,
+    some honoring taints), or none, then spread by the system defaults when a Service
+    selects them (app ``svc``), on nodes of random sizes in two zones, one without a zone
+    label and one tainted NoSchedule (no probe goes there; its pods count in its zone unless
+    a constraint honors taints). kube-scheduler's default profile binds each to a node
+    ``inspect --pod --policy default`` names best; PodTopologySpread decides several."""
+    rng = random.Random(39)
+    zone, hostname = "topology.kubernetes.io/zone", "kubernetes.io/hostname"
+    nodes = {"n1": "z1", "n2": "z1", "n3": "z2", "n4": "z2", "n5": None}
+    for node, z in nodes.items():
+        cpu = rng.choice(["4", "8"])
+        cluster.create_node(
+            node,
+            cpu=cpu,
+            memory=f"{4 * int(cpu)}Gi",
+            labels={zone: z} if z else {},
+            taints=["dedicated=system:NoSchedule"] if node == "n4" else None,
+        )
+    for k in range(10):
+        app = rng.choice(["web", "api", "svc"])
+        _bind(cluster, f"pre-{k}", rng.choice(list(nodes)), "100m", "200Mi", app=app, rev=rng.choice("ab"))
+    service = {
+        "metadata": {"name": "pts-rand"},
+        "spec": {"selector": {"app": "svc"}, "ports": [{"port": 80}]},
+    }
+    cluster.call(lambda api: client.CoreV1Api(api).create_namespaced_service("default", service))
+    try:
+        cluster.start_scheduler(scheduler_config(["default-scheduler"]))
+        decided = 0
+        for k in range(16):
+            app = rng.choice(["web", "api", "svc"])
+            probe = pod_manifest(
+                f"probe-{k}", cpu=f"{rng.choice([100, 300, 600])}m", memory="256Mi",
+                labels={"app": app, "rev": rng.choice("ab")},
+            )  # fmt: skip
+            if app != "svc" or rng.random() < 0.3:
+                probe["spec"]["topologySpreadConstraints"] = [
+                    {
+                        "maxSkew": rng.randint(1, 3),
+                        "topologyKey": key,
+                        "whenUnsatisfiable": "ScheduleAnyway",
+                        "labelSelector": {"matchLabels": {"app": rng.choice([app, app, "web"])}},
+                        **({"matchLabelKeys": ["rev"]} if rng.random() < 0.3 else {}),
+                        **({"nodeTaintsPolicy": "Honor"} if rng.random() < 0.3 else {}),
+                    }
+                    for key in rng.sample([zone, hostname], rng.randint(1, 2))
+                ]
+            report = _inspect_pod_json(cluster, tmp_path, capsys, probe)
+            cluster.create_pod(pod=probe)
+            bound = cluster.wait_bound([f"probe-{k}"], timeout=30)[f"probe-{k}"]
+            assert bound in report["best"], (k, probe["spec"].get("topologySpreadConstraints"), report)
+            if "PodTopologySpread" in report["weights"]:
+                decided += set(_spread_scores_and_best_without(report)[1]) != set(report["best"])
+        assert decided >= 3
+    finally:
+        cluster.call(lambda api: client.CoreV1Api(api).delete_namespaced_service("pts-rand", "default"))
+
+
 def _inspect_pod_json(
     cluster: ControlPlane, tmp_path: Path, capsys: pytest.CaptureFixture[str], pod: dict
 ) -> dict:
