@@ -958,7 +958,6 @@ def _unread_json(args: argparse.Namespace, snap: Snapshot, dra: DraReading | Non
         "controllers_read": snap.controllers is not None and not snap.unlisted_controllers,
         "controllers_unlisted": sorted(snap.unlisted_controllers),
         "namespaces_read": snap.namespace_labels is not None,
-        "spread_selector_read": snap.spread_selector_read,
         "volumes_read": snap.claim_volumes is not None,
         "dra_read": _dra_read(args, snap),
         "dra_problems": dra.problems if dra is not None else [],
