@@ -2147,6 +2147,34 @@ def test_inspect_pod_names_pod_topology_spread_before_inter_pod_affinity(
     assert verdicts == {"x": "PodTopologySpread", "y": "TaintToleration"}
 
 
+@pytest.mark.controlplane
+def test_inspect_pod_counts_no_pod_for_an_empty_spread_selector_as_the_real_scheduler_does(
+    cluster: ControlPlane, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A ``DoNotSchedule`` constraint whose ``labelSelector`` is ``{}`` selects every pod,
+    yet kube-scheduler's PreFilter counts none of the pods on the nodes with it
+    (``countPodsMatchSelector`` returns 0 for an empty selector) while the pod still counts
+    itself: ``a`` with three pods of the namespace and the tainted, empty ``b`` (a domain
+    still: the taints are ignored by default) give skew
+    0 + 1 - 0 = 1 on ``a``, within maxSkew 1. Counting the three would make it 4 and filter
+    ``a``; the real scheduler binds the pod there, and inspect names ``a``."""
+    cluster.create_node("a", cpu="4", memory="16Gi")
+    cluster.create_node("b", cpu="4", memory="16Gi", taints=["keep-off:NoSchedule"])
+    for k in range(3):
+        _bind(cluster, f"any-{k}", "a", "100m", "100Mi", app=f"x{k}")
+    probe = pod_manifest("probe", cpu="100m", memory="100Mi", labels={"app": "probe"})
+    probe["spec"]["topologySpreadConstraints"] = [
+        {"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "DoNotSchedule",
+         "labelSelector": {}}]  # fmt: skip
+    report = _inspect_pod_json(cluster, tmp_path, capsys, probe)
+    verdicts = {n["node"]: n["filtered_by"] for n in report["nodes"]}
+    assert verdicts == {"a": None, "b": "TaintToleration"}
+    assert report["best"] == ["a"]
+    cluster.start_scheduler(scheduler_config(["default-scheduler"]))
+    cluster.create_pod(pod=probe)
+    assert cluster.wait_bound(["probe"], timeout=30) == {"probe": "a"}
+
+
 def test_inspect_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     not_pod = tmp_path / "svc.yaml"
     not_pod.write_text("kind: Service\nspec: {}\n")

@@ -339,6 +339,39 @@ def test_a_constraint_without_a_label_selector_counts_no_pod() -> None:
     assert _allowed(state, _pod("new", spread=[bare])) == [True, True]
 
 
+def test_an_empty_label_selector_counts_no_pod_on_the_nodes_but_one_nominated_there() -> None:
+    """``labelSelector: {}`` selects every pod, yet kube-scheduler's PreFilter counts none of
+    the pods on the nodes with it (``countPodsMatchSelector`` returns 0 for an empty
+    selector): a's three pods leave every domain at 0 and both nodes take the pod (it
+    counts itself: 0 + 1 - 0 = 1). A pod nominated to a, which its ``AddPod`` adds, does
+    count (``Selector.Matches``): a is then at 1 + 1 - 0 = 2 > 1; taken off, a is at 0."""
+    labels = _nodes(a="z1", b="z2")
+    state = _on(labels, (0, _pod("w1")), (0, _pod("w2")), (0, _pod("db", app="db")))
+    pod = _pod("new", spread=[_constraint(labelSelector={})])
+    assert _allowed(state, pod) == [True, True]
+    waiting = _pod("waiting", app="other")
+    state.add(0, waiting, nominated=True)
+    assert _allowed(state, pod) == [False, True]
+    state.remove(0, waiting, nominated=True)
+    assert _allowed(state, pod) == [True, True]
+    # a pod bound there (not nominated) still counts nowhere
+    state.add(0, waiting)
+    assert _allowed(state, pod) == [True, True]
+
+
+def test_a_nominated_pod_counts_while_being_deleted_unlike_a_bound_one() -> None:
+    """kube-scheduler's PreFilter passes over a terminating pod on a node; its ``AddPod``
+    counts one nominated there all the same."""
+    labels = _nodes(a="z1", b="z2")
+    gone = _manifest("gone", labels={"app": "web"})
+    gone["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    state = _on(labels, (0, Pod.from_dict(gone)))
+    pod = _pod("new", spread=[_constraint()])
+    assert _allowed(state, pod) == [True, True]
+    state.add(0, Pod.from_dict(gone), nominated=True)
+    assert _allowed(state, pod) == [False, True]
+
+
 def test_counts_built_before_a_drain_follow_the_taint_and_its_removal() -> None:
     """A pod whose zone constraint honors taints (with a hostname one that does not), judged
     before the autoscaler's ghost of c is made: z3 (c) counts at 0, so a and b (one web pod

@@ -150,14 +150,14 @@ def _first_failing_filter(
     them: InterPodAffinity checks them only when its PreFilter ran for the pods bound
     (:meth:`~stickypack.core.podaffinity.PodsOnNodes.inter_pod_affinity_runs`: else it
     returned Skip, and neither its ``AddPod`` nor its Filter runs), and PodTopologySpread's
-    ``AddPod`` counts one being deleted too (only its PreFilter passes over those)."""
+    ``AddPod`` counts one being deleted too (only its PreFilter passes over those) and one
+    an empty selector selects (its PreFilter counts none)."""
     starts = int(table.build_starts[row])
     runs = on_nodes.inter_pod_affinity_runs(pod) if on_nodes is not None else True
-    spread_added = [p if p.deleted is None else dataclasses.replace(p, deleted=None) for p in added]
-    for p, counted in zip(added, spread_added, strict=True):
+    for p in added:
         table.add_pod(row, p)
         if on_nodes is not None:
-            on_nodes.add(row, counted)
+            on_nodes.add(row, p, nominated=True)
     try:
         idx = np.array([row], dtype=np.int64)
         failing = [
@@ -170,10 +170,10 @@ def _first_failing_filter(
             failing.append((KUBE_FILTER_ORDER.index(named), named))
         return min(failing)[1] if failing else None
     finally:
-        for p, counted in zip(added, spread_added, strict=True):
+        for p in added:
             table.remove_pod(row, p)
             if on_nodes is not None:
-                on_nodes.remove(row, counted)
+                on_nodes.remove(row, p, nominated=True)
         table.build_starts[row] = starts
 
 

@@ -331,6 +331,8 @@ class PodsOnNodes:
     #: Topology spread counts by :func:`~stickypack.core.topologyspread.spread_key` (each
     #: built when a pod with that key is first judged, then kept up to date).
     _spread: dict[str, SpreadCounts] = field(default_factory=dict)
+    #: The ``id`` of each pod :meth:`add` put on a node as nominated there (not bound).
+    _nominated: set[int] = field(default_factory=set)
 
     #: The taints a node had before :meth:`drain_node`, by row, for :meth:`restore_node`.
     _taints_before: dict[int, tuple[Taint, ...]] = field(default_factory=dict)
@@ -340,7 +342,12 @@ class PodsOnNodes:
         self.node_names = dict(self.node_names)
         self.node_taints = dict(self.node_taints)
 
-    def add(self, row: int, pod: Pod) -> None:
+    def add(self, row: int, pod: Pod, *, nominated: bool = False) -> None:
+        """Put ``pod`` on ``row``; ``nominated``: a pending pod nominated there, which
+        kube-scheduler's filters add with their ``AddPod`` (topology spread counts it as
+        that adds it, not as its PreFilter counts the pods bound: :attr:`_nominated`)."""
+        if nominated:
+            self._nominated.add(id(pod))
         self.pods.setdefault(row, []).append(pod)
         if self._by_label is not None:
             for pair in pod.labels.items():
@@ -350,8 +357,9 @@ class PodsOnNodes:
         for counts in self._spread.values():
             counts.count(row, pod, 1)
 
-    def remove(self, row: int, pod: Pod) -> None:
-        """Take ``pod`` (the object :meth:`add` was given) off ``row``."""
+    def remove(self, row: int, pod: Pod, *, nominated: bool = False) -> None:
+        """Take ``pod`` (the object :meth:`add` was given, with the same ``nominated``) off
+        ``row``."""
         _remove_object(self.pods[row], pod)
         if self._by_label is not None:
             for pair in pod.labels.items():
@@ -360,6 +368,8 @@ class PodsOnNodes:
         self._count_selected(row, pod, -1)
         for counts in self._spread.values():
             counts.count(row, pod, -1)
+        if nominated:
+            self._nominated.discard(id(pod))
 
     def drain_node(self, row: int) -> list[Pod]:
         """The cluster-autoscaler's ghost of a node whose removal it simulates: every pod
@@ -606,7 +616,9 @@ class PodsOnNodes:
         key = spread_key(pod)
         counts = self._spread.get(key)
         if counts is None:
-            counts = SpreadCounts.build(pod, self.node_labels, self.node_names, self.node_taints, self.pods)
+            counts = SpreadCounts.build(
+                pod, self.node_labels, self.node_names, self.node_taints, self.pods, self._nominated
+            )
             self._spread[key] = counts
         return counts
 

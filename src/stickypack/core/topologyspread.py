@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -170,10 +171,11 @@ def _untolerated(taints: Iterable[Taint], pod: Pod) -> bool:
 
 def _counter(constraint: SpreadConstraint, namespace: str) -> Callable[[Pod], bool]:
     """kube-scheduler's ``countPodsMatchSelector`` for one constraint: whether a pod counts
-    (of ``namespace``, not terminating, selected). A plain loop: it runs for every pod of
-    the cluster when the counts are built, and for every pod moved."""
+    (of ``namespace``, not terminating, selected; an empty selector, which selects every
+    pod, counts none there). A plain loop: it runs for every pod of the cluster when the
+    counts are built, and for every pod moved."""
     selector = constraint.selector
-    if selector is None:
+    if selector is None or selector.empty:
         return lambda pod: False
     pairs = tuple(selector.match_labels.items())
     expressions = selector.expressions
@@ -188,6 +190,13 @@ def _counter(constraint: SpreadConstraint, namespace: str) -> Callable[[Pod], bo
         return all(requirement.matches(labels) for requirement in expressions)
 
     return counts
+
+
+def _added_counter(constraint: SpreadConstraint, namespace: str) -> Callable[[Pod], bool]:
+    """kube-scheduler's PodTopologySpread ``AddPod`` (``updateWithPod``) for one constraint:
+    a pod nominated to a node counts when it is of ``namespace`` and the selector selects
+    it, an empty selector too, and a pod being deleted too (unlike :func:`_counter`)."""
+    return lambda pod: pod.namespace == namespace and constraint.selects(pod)
 
 
 def spread_key(pod: Pod) -> str:
@@ -230,6 +239,12 @@ class SpreadCounts:
     counts: tuple[dict[str, int], ...] = ()
     #: Per constraint: whether a pod counts (:func:`_counter`).
     counted: tuple[Callable[[Pod], bool], ...] = ()
+    #: Per constraint: whether a pod nominated to a node counts, as kube-scheduler's
+    #: ``AddPod`` adds it (:func:`_added_counter`).
+    added_counted: tuple[Callable[[Pod], bool], ...] = ()
+    #: The ``id`` of each pod of ``pods`` that is a pending pod nominated to its node, not
+    #: bound (the caller's live set).
+    nominated: AbstractSet[int] = frozenset()
 
     @classmethod
     def build(
@@ -239,10 +254,12 @@ class SpreadCounts:
         node_names: Mapping[int, str],
         node_taints: Mapping[int, Sequence[Taint]],
         pods: Mapping[int, Iterable[Pod]],
+        nominated: AbstractSet[int] = frozenset(),
     ) -> SpreadCounts:
         """The counts for ``pod``'s constraints over the nodes of ``node_labels`` (row to
         labels; a row it lacks is no node) holding ``pods``; ``node_names`` and
-        ``node_taints`` (by row; missing: none) are read for the inclusion policies."""
+        ``node_taints`` (by row; missing: none) are read for the inclusion policies;
+        ``nominated``: see the field."""
         n = len(pod.spread_constraints)
         state = cls(
             pod,
@@ -254,6 +271,8 @@ class SpreadCounts:
             tuple({} for _ in range(n)),
             tuple({} for _ in range(n)),
             tuple(_counter(c, pod.namespace) for c in pod.spread_constraints),
+            tuple(_added_counter(c, pod.namespace) for c in pod.spread_constraints),
+            nominated,
         )
         for row in node_labels:
             state.refresh(row)
@@ -295,7 +314,7 @@ class SpreadCounts:
             before = self.eligible[i].get(row)
             if before == now:
                 continue
-            selected = sum(map(self.counted[i], self.pods.get(row, ())))
+            selected = sum(self._counts(i, p) for p in self.pods.get(row, ()))
             if before is not None:
                 del self.eligible[i][row]
                 self.counts[i][before] -= selected
@@ -307,11 +326,17 @@ class SpreadCounts:
                 self.counts[i][now] = self.counts[i].get(now, 0) + selected
                 self.domain_rows[i][now] = self.domain_rows[i].get(now, 0) + 1
 
+    def _counts(self, i: int, pod: Pod) -> bool:
+        """Whether ``pod`` counts for constraint ``i``: as kube-scheduler's PreFilter counts
+        the pods on the nodes, or, one of :attr:`nominated`, as its ``AddPod`` adds it."""
+        return (self.added_counted if id(pod) in self.nominated else self.counted)[i](pod)
+
     def count(self, row: int, pod: Pod, sign: int) -> None:
-        """``pod`` arrives on (``sign`` 1) or leaves (-1) the node of ``row``."""
-        for eligible, counted, counts in zip(self.eligible, self.counted, self.counts, strict=True):
+        """``pod`` arrives on (``sign`` 1) or leaves (-1) the node of ``row`` (a nominated
+        one is in :attr:`nominated` while it is counted)."""
+        for i, (eligible, counts) in enumerate(zip(self.eligible, self.counts, strict=True)):
             value = eligible.get(row)
-            if value is not None and counted(pod):
+            if value is not None and self._counts(i, pod):
                 counts[value] += sign
 
     def judge(self, pod: Pod) -> Callable[[int], bool]:
