@@ -1930,6 +1930,45 @@ def test_inspect_pod_scores_preferred_terms_of_other_namespaces_as_the_real_sche
     assert cluster.wait_bound(["probe"], timeout=30) == {"probe": "b"}
 
 
+@pytest.mark.controlplane
+def test_inspect_pod_reads_a_bound_pods_label_keys_as_the_api_server_merged_them(
+    cluster: ControlPlane, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``matchLabelKeys`` are merged into a term's selector by the API server when it creates
+    the pod, with the pod's labels then (kube-scheduler never merges them): ``guard`` on
+    ``a`` (nearly empty) prefers pods ``role=probe`` of its own track off its node (weight
+    80, ``matchLabelKeys: [track]``), created with ``track=v1`` and relabelled ``track=v2``
+    since; its selector still says ``track in (v1)``, and selects the probe (``track=v1``).
+    ``b`` holds 1 core, ``c`` 2: raw a -80, b 0, c 0, normalized 0, 100, 100. A selector
+    merged again with the guard's labels of now would select no pod (``track in (v1)`` and
+    ``in (v2)``), and LeastAllocated alone takes ``a``; both inspect and the real
+    kube-scheduler send the probe to ``b``."""
+    for node in ("a", "b", "c"):
+        cluster.create_node(node, cpu="4", memory="16Gi")
+    preferred = "preferredDuringSchedulingIgnoredDuringExecution"
+    term = {"labelSelector": {"matchLabels": {"role": "probe"}}, "matchLabelKeys": ["track"],
+            "topologyKey": "kubernetes.io/hostname"}  # fmt: skip
+    guard = {"podAntiAffinity": {preferred: [{"weight": 80, "podAffinityTerm": term}]}}
+    _bind(cluster, "guard", "a", "100m", "100Mi", spec={"affinity": guard}, track="v1")
+    _bind(cluster, "filler-b", "b", "1", "100Mi")
+    _bind(cluster, "filler-c", "c", "2", "100Mi")
+
+    async def relabel(api: object) -> None:
+        await client.CoreV1Api(api).patch_namespaced_pod(
+            "guard", "default", {"metadata": {"labels": {"track": "v2"}}}
+        )
+
+    cluster.call(relabel)
+    probe = pod_manifest("probe", cpu="500m", memory="100Mi", labels={"role": "probe", "track": "v1"})
+    report = _inspect_pod_json(cluster, tmp_path, capsys, probe)
+    scores = {n["node"]: n["scores"].get("InterPodAffinity") for n in report["nodes"]}
+    assert scores == {"a": 0, "b": 100, "c": 100}
+    assert report["best"] == ["b"]
+    cluster.start_scheduler(scheduler_config(["default-scheduler"]))
+    cluster.create_pod(pod=probe)
+    assert cluster.wait_bound(["probe"], timeout=30) == {"probe": "b"}
+
+
 def _namespace(cluster: ControlPlane, name: str, **labels: str) -> None:
     """A namespace ``name`` with ``labels`` (kept if an earlier test made it: namespaces
     outlive the cluster fixture's reset, which deletes the pods of every namespace)."""

@@ -126,6 +126,37 @@ def test_required_terms_are_read_with_kube_schedulers_namespaces_and_merged_labe
     assert _pod("plain").required_pod_affinity == () and _pod("plain").host_ports == ()
 
 
+def test_a_created_pods_label_keys_are_not_merged_again_with_its_labels_of_now() -> None:
+    """The API server merges ``matchLabelKeys`` / ``mismatchLabelKeys`` once, when it creates
+    the pod (kube-scheduler never does): a pod read from it (``creationTimestamp`` set) keeps
+    its selectors as stored, even relabelled since; a pod not yet created (a manifest, a
+    ``creationTimestamp`` of null) has them merged with its labels, required and preferred
+    terms alike."""
+    stored = {  # created with track=v1, relabelled track=v2 since
+        "labelSelector": {
+            "matchLabels": {"role": "probe"},
+            "matchExpressions": [{"key": "track", "operator": "In", "values": ["v1"]}],
+        },
+        "matchLabelKeys": ["track"],
+        "mismatchLabelKeys": ["team"],
+        "topologyKey": HOSTNAME_LABEL,
+    }
+    raw = pod_manifest("guard", cpu="100m", memory="128Mi", labels={"track": "v2", "team": "a"})
+    raw["spec"]["affinity"] = {
+        "podAffinity": {REQUIRED: [stored]},
+        "podAntiAffinity": {PREFERRED: [{"weight": 80, "podAffinityTerm": stored}]},
+    }
+    v1 = Pod("p", labels={"role": "probe", "track": "v1", "team": "a"})
+    v2 = Pod("p", labels={"role": "probe", "track": "v2", "team": "b"})
+    for created, selected in (("2026-12-07T19:00:00Z", v1), (None, None)):
+        raw["metadata"]["creationTimestamp"] = created
+        pod = Pod.from_dict(raw)
+        (required,) = pod.required_pod_affinity
+        (preferred,) = pod.preferred_pod_anti_affinity
+        for term in (required, preferred.term):
+            assert [p for p in (v1, v2) if term.selects(p)] == ([selected] if selected else [])
+
+
 def test_required_pod_affinity_terms_default_to_the_pods_own_namespace() -> None:
     """kube-scheduler's ``AffinityTerm``: a term without ``namespaces`` and without
     ``namespaceSelector`` selects pods of the incoming pod's own namespace, for podAffinity

@@ -217,10 +217,13 @@ class Pod:
             affinity = _AffinityFields.read(spec)
             labels = _string_map(meta.get("labels"), "metadata.labels")
             namespace = str(meta.get("namespace") or "default")
-            required_pod_affinity = affinity.required_pod_terms("podAffinity", labels, namespace)
-            required_pod_anti_affinity = affinity.required_pod_terms("podAntiAffinity", labels, namespace)
-            preferred_pod_affinity = affinity.preferred_pod_terms("podAffinity", labels, namespace)
-            preferred_pod_anti_affinity = affinity.preferred_pod_terms("podAntiAffinity", labels, namespace)
+            # a pod the API server created (it set the creation time) has its terms'
+            # matchLabelKeys merged already, with its labels of then
+            of = (labels, namespace, meta.get("creationTimestamp") is not None)
+            required_pod_affinity = affinity.required_pod_terms("podAffinity", *of)
+            required_pod_anti_affinity = affinity.required_pod_terms("podAntiAffinity", *of)
+            preferred_pod_affinity = affinity.preferred_pod_terms("podAffinity", *of)
+            preferred_pod_anti_affinity = affinity.preferred_pod_terms("podAntiAffinity", *of)
             owner_kind, owner_name, owner_group = _owner(meta.get("ownerReferences"))
             created = _creation_time(meta.get("creationTimestamp"))
             return cls(
@@ -331,29 +334,37 @@ class _AffinityFields:
         return cls(affinity, required, preferred, _list(anti.get(PREFERRED), _ANTI_AFFINITY_PREFERRED))
 
     def required_pod_terms(
-        self, kind: str, labels: Mapping[str, str], namespace: str
+        self, kind: str, labels: Mapping[str, str], namespace: str, label_keys_merged: bool = False
     ) -> tuple[RequiredPodAffinityTerm, ...]:
         """The required terms of ``kind`` (``podAffinity`` or ``podAntiAffinity``) of a pod
-        with these labels in this namespace."""
+        with these labels in this namespace; ``label_keys_merged``: the pod was created, its
+        ``matchLabelKeys`` are in its selectors already
+        (:func:`~stickypack.core.podaffinity.required_term_from_dict`)."""
         return required_terms_from_list(
             _mapping(self.affinity.get(kind), f"spec.affinity.{kind}").get(REQUIRED),
             labels,
             namespace,
             f"spec.affinity.{kind}.{REQUIRED}",
+            label_keys_merged,
         )
 
     def preferred_pod_terms(
-        self, kind: str, labels: Mapping[str, str], namespace: str
+        self, kind: str, labels: Mapping[str, str], namespace: str, label_keys_merged: bool = False
     ) -> tuple[WeightedPodAffinityTerm, ...]:
         """The preferred terms of ``kind`` (``podAffinity`` or ``podAntiAffinity``) of a pod
-        with these labels in this namespace, in full."""
+        with these labels in this namespace, in full (``label_keys_merged``: as
+        :meth:`required_pod_terms`)."""
         where = f"spec.affinity.{kind}.{PREFERRED}"
         entries = _list(_mapping(self.affinity.get(kind), f"spec.affinity.{kind}").get(PREFERRED), where)
         out = []
         for i, entry in enumerate(entries):
             raw, weight = _weighted(entry, f"{where}[{i}]")
             term = required_term_from_dict(
-                raw.get("podAffinityTerm"), labels, namespace, f"{where}[{i}].podAffinityTerm"
+                raw.get("podAffinityTerm"),
+                labels,
+                namespace,
+                f"{where}[{i}].podAffinityTerm",
+                label_keys_merged,
             )
             out.append(WeightedPodAffinityTerm(weight, term))
         return tuple(out)

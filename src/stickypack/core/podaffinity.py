@@ -52,7 +52,8 @@ class RequiredPodAffinityTerm:
     ``namespaceSelector``; ``namespace_selector`` None: none given, empty: every namespace.
     ``matchLabelKeys`` / ``mismatchLabelKeys`` are already merged into ``selector`` (``key In
     (value)`` / ``key NotIn (value)`` with the pod's own value; a key the pod lacks adds
-    nothing), as the API server does when it creates the pod.
+    nothing), as the API server does when it creates the pod (with the pod's labels then: a
+    pod read from the API server keeps its selector as stored).
 
     ``topology_key``: the node label whose value makes a topology domain: the term looks at
     the pods on every node with the same value (a node without the label is in no domain).
@@ -144,10 +145,20 @@ def _selector(raw: object, where: str) -> LabelSelector:
 
 
 def required_term_from_dict(
-    raw: object, pod_labels: Mapping[str, str], pod_namespace: str, where: str
+    raw: object,
+    pod_labels: Mapping[str, str],
+    pod_namespace: str,
+    where: str,
+    label_keys_merged: bool = False,
 ) -> RequiredPodAffinityTerm:
     """One ``PodAffinityTerm`` dict of a pod in ``pod_namespace`` with ``pod_labels``;
-    ValueError naming ``where`` (its path in the pod) and the bad field."""
+    ValueError naming ``where`` (its path in the pod) and the bad field.
+
+    ``matchLabelKeys`` / ``mismatchLabelKeys`` are merged into the selector with the values of
+    ``pod_labels``, as the API server merges them when it creates the pod, unless
+    ``label_keys_merged``: the pod was created (read from the API server), its selector holds
+    them as merged then, with its labels of then (kube-scheduler never merges them itself: a
+    pod relabelled since keeps the old values)."""
     if not isinstance(raw, Mapping):
         raise ValueError(f"{where}: a pod affinity term is a mapping, got {raw!r}")
     topology_key = raw.get("topologyKey")
@@ -159,7 +170,7 @@ def required_term_from_dict(
         merged = list(selector.expressions)
         for field_name, operator in (("matchLabelKeys", "In"), ("mismatchLabelKeys", "NotIn")):
             for key in _string_list(raw.get(field_name), f"{where}.{field_name}"):
-                if key in pod_labels:
+                if key in pod_labels and not label_keys_merged:
                     requirement = Requirement(key, operator, (pod_labels[key],))
                     if requirement not in merged:  # the API server merged it already
                         merged.append(requirement)
@@ -174,15 +185,20 @@ def required_term_from_dict(
 
 
 def required_terms_from_list(
-    raw: object, pod_labels: Mapping[str, str], pod_namespace: str, where: str
+    raw: object,
+    pod_labels: Mapping[str, str],
+    pod_namespace: str,
+    where: str,
+    label_keys_merged: bool = False,
 ) -> tuple[RequiredPodAffinityTerm, ...]:
-    """The terms of a ``requiredDuringSchedulingIgnoredDuringExecution`` list (None: none)."""
+    """The terms of a ``requiredDuringSchedulingIgnoredDuringExecution`` list (None: none);
+    ``label_keys_merged``: see :func:`required_term_from_dict`."""
     if raw is None:
         return ()
     if not isinstance(raw, list | tuple):
         raise ValueError(f"{where} must be a list of pod affinity terms, got {raw!r}")
     return tuple(
-        required_term_from_dict(term, pod_labels, pod_namespace, f"{where}[{i}]")
+        required_term_from_dict(term, pod_labels, pod_namespace, f"{where}[{i}]", label_keys_merged)
         for i, term in enumerate(raw)
     )
 
