@@ -2229,7 +2229,28 @@ def test_inspect_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFix
         raw["spec"][field] = value
         odd_priority.append(odd := tmp_path / f"odd-{len(odd_priority)}.yaml")
         odd.write_text(yaml.safe_dump(raw))
+    preferred = "preferredDuringSchedulingIgnoredDuringExecution"
+    bad_terms = []  # preferred pod (anti-)affinity terms the API server refuses
+    keys_alone = {"topologyKey": "zone", "matchLabelKeys": ["a"]}  # no labelSelector
+    for kind, term in (
+        ("podAffinity", {"weight": 101, "podAffinityTerm": {"topologyKey": "zone"}}),
+        ("podAntiAffinity", {"weight": 5, "podAffinityTerm": keys_alone}),
+    ):
+        raw = pod_manifest("p")
+        raw["spec"]["affinity"] = {kind: {preferred: [term]}}
+        bad_terms.append(bad := tmp_path / f"bad-term-{len(bad_terms)}.yaml")
+        bad.write_text(yaml.safe_dump(raw))
     for argv, message, status in [
+        (
+            ["--pod", str(bad_terms[0]), *missing_kubeconfig],
+            f"spec.affinity.podAffinity.{preferred}[0].weight: an affinity weight must be an integer from 1",
+            2,
+        ),
+        (
+            ["--pod", str(bad_terms[1]), *missing_kubeconfig],
+            f"podAntiAffinity.{preferred}[0].podAffinityTerm.matchLabelKeys: cannot be set without",
+            2,
+        ),
         (
             ["--pod", str(odd_priority[0]), *missing_kubeconfig],
             "spec.priorityClassName: 5 is not a string",

@@ -735,6 +735,37 @@ def test_a_preferred_term_that_cannot_be_read_is_named(entry: dict[str, Any], fi
         Pod.from_dict(raw)
 
 
+@pytest.mark.parametrize("kind", ["required", "preferred"])
+@pytest.mark.parametrize(
+    ("term", "field", "reason"),
+    [
+        ({"topologyKey": ZONE, "matchLabelKeys": ["track"]}, "matchLabelKeys", "without labelSelector"),
+        ({"topologyKey": ZONE, "mismatchLabelKeys": "track"}, "mismatchLabelKeys", "must be a list"),
+        (
+            {**_term(), "matchLabelKeys": ["track"], "mismatchLabelKeys": ["track"]},
+            "matchLabelKeys[0]",
+            "'track' is also in mismatchLabelKeys",
+        ),
+        ({**_term(), "mismatchLabelKeys": ["ok", "not a key"]}, "mismatchLabelKeys[1]", "not a label key"),
+    ],
+)
+def test_label_keys_the_api_server_refuses_are_named(
+    kind: str, term: dict[str, Any], field: str, reason: str
+) -> None:
+    """``matchLabelKeys`` / ``mismatchLabelKeys`` as the API server refuses them (its
+    ``ValidateMatchLabelKeysAndMismatchLabelKeys``): set without a ``labelSelector`` (which
+    is then not merged into, and was not checked at all), a key in both lists (which would
+    select no pod), a key that is not a label key: an error naming the field, for required
+    and preferred terms alike, never a term read otherwise."""
+    raw = pod_manifest("p", cpu="100m", memory="128Mi", labels={"track": "v1", "ok": "1"})
+    entry = term if kind == "required" else {"weight": 5, "podAffinityTerm": term}
+    raw["spec"]["affinity"] = {"podAntiAffinity": {REQUIRED if kind == "required" else PREFERRED: [entry]}}
+    where = f"spec.affinity.podAntiAffinity.{REQUIRED if kind == 'required' else PREFERRED}[0]"
+    where += "" if kind == "required" else ".podAffinityTerm"
+    with pytest.raises(PodSpecError, match=re.escape(f"{where}.{field}") + ".*" + re.escape(reason)):
+        Pod.from_dict(raw)
+
+
 def _scoring_cluster() -> tuple[PodsOnNodes, Pod]:
     """n0, n1 in zone a, n2 in zone b, n3 without labels. web pods on n0 and n2 (and one in
     namespace ``other`` on n1, which the newcomer's terms, of its own namespace, do not

@@ -144,6 +144,27 @@ def _selector(raw: object, where: str) -> LabelSelector:
         raise ValueError(f"{where}: {exc}") from None
 
 
+def _label_keys(
+    raw: Mapping[str, object], has_selector: bool, where: str
+) -> tuple[tuple[str, list[str]], ...]:
+    """A term's ``matchLabelKeys`` and ``mismatchLabelKeys``, each with the operator it merges
+    with (``In``, ``NotIn``), checked as the API server checks them
+    (``ValidateMatchLabelKeysAndMismatchLabelKeys``): label keys, set only with a
+    ``labelSelector``, no key in both; else a ValueError naming the field."""
+    match = _string_list(raw.get("matchLabelKeys"), f"{where}.matchLabelKeys")
+    mismatch = _string_list(raw.get("mismatchLabelKeys"), f"{where}.mismatchLabelKeys")
+    for field_name, keys in (("matchLabelKeys", match), ("mismatchLabelKeys", mismatch)):
+        if keys and not has_selector:
+            raise ValueError(f"{where}.{field_name}: cannot be set without labelSelector")
+        for i, key in enumerate(keys):
+            if not LABEL_KEY.fullmatch(key):
+                raise ValueError(f"{where}.{field_name}[{i}]: {key!r} is not a label key")
+    for i, key in enumerate(match):
+        if key in mismatch:
+            raise ValueError(f"{where}.matchLabelKeys[{i}]: {key!r} is also in mismatchLabelKeys")
+    return (("In", match), ("NotIn", mismatch))
+
+
 def required_term_from_dict(
     raw: object,
     pod_labels: Mapping[str, str],
@@ -167,9 +188,11 @@ def required_term_from_dict(
     selector = None
     if raw.get("labelSelector") is not None:
         selector = _selector(raw["labelSelector"], f"{where}.labelSelector")
+    label_keys = _label_keys(raw, selector is not None, where)
+    if selector is not None:
         merged = list(selector.expressions)
-        for field_name, operator in (("matchLabelKeys", "In"), ("mismatchLabelKeys", "NotIn")):
-            for key in _string_list(raw.get(field_name), f"{where}.{field_name}"):
+        for operator, keys in label_keys:
+            for key in keys:
                 if key in pod_labels and not label_keys_merged:
                     requirement = Requirement(key, operator, (pod_labels[key],))
                     if requirement not in merged:  # the API server merged it already
