@@ -1969,6 +1969,64 @@ def test_inspect_pod_reads_a_bound_pods_label_keys_as_the_api_server_merged_them
     assert cluster.wait_bound(["probe"], timeout=30) == {"probe": "b"}
 
 
+@pytest.mark.controlplane
+def test_inspect_pod_scores_terms_of_terminating_pods_and_cordoned_nodes_as_the_real_scheduler_does(
+    cluster: ControlPlane, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Which pods InterPodAffinity's score counts: a pod being deleted (held by a
+    finalizer) is in kube-scheduler's cache until it is gone, and a cordoned node's pods
+    count for their zone though the node takes no pod. ``leaving`` on ``a`` (zone z1, nearly
+    empty), being deleted, prefers pods ``role=probe`` off its node (weight 80); ``web``
+    runs on the cordoned ``c`` (zone z2); ``b`` (z2) holds 1 core. The first probe
+    (``role=probe``): raw a -80, b 0, normalized 0, 100, to ``b``. The second (not selected
+    by ``leaving``) prefers web's zone (weight 100): raw a 0, b 100, to ``b``. LeastAllocated
+    alone takes ``a`` both times; so do both inspect and the real kube-scheduler, were
+    either pod left out."""
+    cluster.create_node("a", cpu="4", memory="16Gi", labels={"topology.kubernetes.io/zone": "z1"})
+    cluster.create_node("b", cpu="4", memory="16Gi", labels={"topology.kubernetes.io/zone": "z2"})
+    cluster.create_node("c", cpu="4", memory="16Gi", labels={"topology.kubernetes.io/zone": "z2"})
+    preferred = "preferredDuringSchedulingIgnoredDuringExecution"
+    apart = {"labelSelector": {"matchLabels": {"role": "probe"}}, "topologyKey": "kubernetes.io/hostname"}
+    leaving = pod_manifest("leaving", cpu="100m", memory="100Mi")
+    leaving["spec"].update(nodeName="a", affinity={"podAntiAffinity": {preferred: [
+        {"weight": 80, "podAffinityTerm": apart}]}})  # fmt: skip
+    leaving["metadata"]["finalizers"] = ["stickypack.io/test"]
+    cluster.create_pod(pod=leaving)
+    _bind(cluster, "web", "c", "100m", "100Mi", app="web")
+    _bind(cluster, "filler", "b", "1", "100Mi")
+
+    async def cordon_and_delete(api: object) -> None:
+        core = client.CoreV1Api(api)
+        await core.patch_node("c", {"spec": {"unschedulable": True}})
+        await core.delete_namespaced_pod("leaving", "default")
+
+    async def release(api: object) -> None:
+        await client.CoreV1Api(api).patch_namespaced_pod(
+            "leaving", "default", {"metadata": {"finalizers": None}}
+        )
+
+    cluster.call(cordon_and_delete)
+    try:
+        web = {"matchLabels": {"app": "web"}}
+        near = {"labelSelector": web, "topologyKey": "topology.kubernetes.io/zone"}
+        first = pod_manifest("probe-1", cpu="500m", memory="100Mi", labels={"role": "probe"})
+        second = pod_manifest("probe-2", cpu="500m", memory="100Mi")
+        second["spec"]["affinity"] = {"podAffinity": {preferred: [{"weight": 100, "podAffinityTerm": near}]}}
+        reports = [_inspect_pod_json(cluster, tmp_path, capsys, pod) for pod in (first, second)]
+        for report in reports:
+            scores = {n["node"]: n["scores"].get("InterPodAffinity") for n in report["nodes"]}
+            assert scores == {"a": 0, "b": 100, "c": None}
+            assert report["best"] == ["b"]
+            assert {n["node"]: n["filtered_by"] for n in report["nodes"]}["c"] == "NodeUnschedulable"
+        cluster.start_scheduler(scheduler_config(["default-scheduler"]))
+        for pod in (first, second):
+            cluster.create_pod(pod=pod)
+            name = pod["metadata"]["name"]
+            assert cluster.wait_bound([name], timeout=30) == {name: "b"}  # the first adds 500m to b
+    finally:
+        cluster.call(release)
+
+
 def _namespace(cluster: ControlPlane, name: str, **labels: str) -> None:
     """A namespace ``name`` with ``labels`` (kept if an earlier test made it: namespaces
     outlive the cluster fixture's reset, which deletes the pods of every namespace)."""
