@@ -4626,6 +4626,376 @@ def test_inspect_dra_moves_a_pod_holding_a_node_local_device_only_where_a_free_d
         cluster.delete_all_dra()
 
 
+@pytest.mark.controlplane
+def test_inspect_pod_dra_keeps_a_pod_where_its_allocated_claim_is_as_the_real_scheduler_does(
+    cluster: ControlPlane, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """kube-scheduler's DynamicResources (on by default, ``resource.k8s.io/v1`` served): the
+    probe's claim is allocated (status written through the status subresource) with a node
+    selector naming ``b``, the busiest node, which LeastAllocated (``--policy default``)
+    would pick last: with ``--dra`` inspect names ``b`` best and the others
+    DynamicResources, and the real kube-scheduler binds the probe to ``b``; without, it
+    names ``a``. A pod whose claim does not exist yet is rejected on every node by the
+    plugin's PreFilter; the real kube-scheduler leaves it pending until the claim is made
+    (allocated on ``c``), then binds it there."""
+    suffix = uuid.uuid4().hex[:6]
+    driver, held, late = f"gpu-{suffix}.example.com", f"held-{suffix}", f"late-{suffix}"
+    for node in ("a", "b", "c"):
+        cluster.create_node(node, cpu="4", memory="16Gi")
+    _bind(cluster, "b-fill", "b", "2", "4Gi")
+    _bind(cluster, "c-fill", "c", "1", "2Gi")
+
+    def allocate_on(claim: str, node: str) -> None:
+        cluster.create_claim(claim, 1, driver=driver)
+        _allocate_on_node(cluster, claim, node, driver)
+
+    def inspect(pod: dict, *extra: str) -> dict:
+        path = tmp_path / f"{pod['metadata']['name']}.yaml"
+        path.write_text(yaml.safe_dump(pod))
+        argv = ["inspect", "--kubeconfig", str(cluster.kubeconfig), "--policy", "default", "--json"]
+        assert main([*argv, "--pod", str(path), *extra]) == 0
+        return json.loads(capsys.readouterr().out)
+
+    def verdicts(report: dict) -> dict[str, str | None]:
+        return {n["node"]: n["filtered_by"] for n in report["nodes"]}
+
+    probe = pod_manifest("probe", cpu="500m", memory="100Mi")
+    probe["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": held}]
+    orphan = pod_manifest("orphan", cpu="500m", memory="100Mi")
+    orphan["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": late}]
+    try:
+        allocate_on(held, "b")
+        report = inspect(probe, "--dra")
+        assert verdicts(report) == {"a": "DynamicResources", "b": None, "c": "DynamicResources"}
+        assert report["best"] == ["b"]
+        assert report["dynamic_resources"] == {
+            "device_classes_read": True,
+            "rejected": None,
+            "allocated": [held],
+            "not_judged": [],
+            "deallocates": [],
+            "unbindable": [],
+        }
+        plain = inspect(probe)
+        assert (plain["best"], plain["dynamic_resources"], set(verdicts(plain).values())) == (
+            ["a"],
+            None,
+            {None},
+        )
+        report = inspect(orphan, "--dra")
+        assert verdicts(report) == dict.fromkeys("abc", "DynamicResources") and report["best"] == []
+        assert report["dynamic_resources"]["rejected"] == f'could not find ResourceClaim "default/{late}"'
+        path = tmp_path / "orphan.yaml"  # the table's note says so too
+        argv = ["inspect", "--kubeconfig", str(cluster.kubeconfig), "--policy", "default", "--dra"]
+        assert main([*argv, "--pod", str(path)]) == 0
+        out = capsys.readouterr().out
+        assert f'DynamicResources rejects every node: could not find ResourceClaim "default/{late}"' in out
+        assert "filtered by DynamicResources" in out and "best: none" in out
+        cluster.start_scheduler(scheduler_config(["default-scheduler"]))
+        cluster.create_pod(pod=probe)
+        cluster.create_pod(pod=orphan)
+        assert cluster.wait_bound(["probe"], timeout=30) == {"probe": "b"}
+        time.sleep(3)  # the probe is bound: the scheduler has seen the orphan too
+        held_back = {p["metadata"]["name"]: p for p in cluster.pods()}["orphan"]
+        assert not held_back["spec"].get("nodeName")
+        # held by the plugin's PreEnqueue: never tried, so no PodScheduled condition either
+        conditions = held_back.get("status", {}).get("conditions") or []
+        assert not [c for c in conditions if c.get("type") == "PodScheduled"]
+        allocate_on(late, "c")
+        assert verdicts(inspect(orphan, "--dra")) == {
+            "a": "DynamicResources",
+            "b": "DynamicResources",
+            "c": None,
+        }
+        assert cluster.wait_bound(["orphan"], timeout=30) == {"orphan": "c"}
+    finally:
+        cluster.delete_all_dra()
+
+
+@pytest.mark.controlplane
+def test_inspect_pod_dra_takes_a_template_claim_only_once_it_is_the_pods_own(
+    cluster: ControlPlane, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A pod whose claim comes from a template (no controller runs here to make it): as the
+    API server stores it (``kubectl get pod -o yaml``, with its uid), its status names no
+    claim yet, so kube-scheduler's DynamicResources rejects every node and the real
+    kube-scheduler holds it; once its status names a claim another pod controls, still
+    (not the pod's own); once the claim is the pod's (its controller owner reference has
+    the pod's uid), inspect and the real kube-scheduler put it on ``b``, where the claim is
+    allocated, though LeastAllocated would prefer the empty ``a``. (A claim's owner changed in
+    place would not do for the real one: its queueing hint skips a claim whose status did not
+    change, so the claim is made again.)"""
+    suffix = uuid.uuid4().hex[:6]
+    driver, claim = f"gpu-{suffix}.example.com", f"owned-gpu-{suffix}"
+    cluster.create_node("a", cpu="4", memory="16Gi")
+    cluster.create_node("b", cpu="4", memory="16Gi")
+    _bind(cluster, "b-fill", "b", "2", "4Gi")
+
+    def make_claim(owner_uid: str) -> None:
+        """The claim, controlled by the pod of ``owner_uid`` (as the resourceclaim controller
+        makes it), allocated on ``b``."""
+        ref = {"apiVersion": "v1", "kind": "Pod", "name": "owned", "uid": owner_uid, "controller": True}
+        request = {"name": "devices", "exactly": {"deviceClassName": driver, "count": 1}}
+        body = {
+            "metadata": {"name": claim, "ownerReferences": [ref]},
+            "spec": {"devices": {"requests": [request]}},
+        }
+        cluster.call(lambda api: client.ResourceV1Api(api).create_namespaced_resource_claim("default", body))
+        _allocate_on_node(cluster, claim, "b", driver)
+
+    def inspect() -> dict:
+        (pod,) = [p for p in cluster.pods() if p["metadata"]["name"] == "owned"]
+        return _inspect_pod_dra_json(cluster, tmp_path, capsys, pod)
+
+    owned = pod_manifest("owned", cpu="500m", memory="100Mi")
+    owned["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "gpu-template"}]
+    cluster.start_scheduler(scheduler_config(["default-scheduler"]))
+    cluster.create_pod(pod=owned)
+    try:
+        report = inspect()
+        rejected = {n["node"]: n["filtered_by"] for n in report["nodes"]}
+        assert rejected == dict.fromkeys("ab", "DynamicResources")
+        assert report["dynamic_resources"]["rejected"] == 'pod "default/owned": ResourceClaim not created yet'
+        # a claim controlled by another pod, allocated on b, named in the pod's status
+        make_claim("0b5e3f1c-0000-4000-8000-00000000000f")
+        statuses = {"status": {"resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": claim}]}}
+        core = client.CoreV1Api
+        cluster.call(lambda api: core(api).patch_namespaced_pod_status("owned", "default", statuses))
+        report = inspect()
+        assert report["dynamic_resources"]["rejected"] == (
+            f"ResourceClaim default/{claim} was not created for Pod default/owned (Pod is not owner)"
+        )
+        assert report["best"] == []
+        time.sleep(3)
+        assert cluster.placements()["owned"] is None
+        # made again, the pod's own (kube-scheduler requeues the pod on a claim created, not
+        # on a claim whose metadata alone changed)
+        cluster.call(lambda api: client.ResourceV1Api(api).delete_namespaced_resource_claim(claim, "default"))
+        (pod,) = [p for p in cluster.pods() if p["metadata"]["name"] == "owned"]
+        make_claim(pod["metadata"]["uid"])
+        report = inspect()
+        assert {n["node"]: n["filtered_by"] for n in report["nodes"]} == {"a": "DynamicResources", "b": None}
+        assert (report["best"], report["dynamic_resources"]["allocated"]) == (["b"], [claim])
+        assert cluster.wait_bound(["owned"], timeout=30) == {"owned": "b"}
+    finally:
+        cluster.delete_all_dra()
+
+
+@pytest.mark.controlplane
+def test_inspect_pod_dra_rejects_a_claim_for_a_device_class_that_does_not_exist(
+    cluster: ControlPlane, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A claim not allocated whose request asks for a DeviceClass that does not exist:
+    kube-scheduler's DynamicResources PreFilter rejects every node, in the words inspect
+    gives (the real kube-scheduler's PodScheduled condition carries them). Once the class
+    exists and ``b`` publishes a device, inspect does not judge the claim (the allocator's
+    CEL selectors): every node passes and LeastAllocated names the empty ``a``, where the
+    real kube-scheduler binds the pod to ``b``, the one node with a device: the difference
+    the operator guide documents. An account that may not list DeviceClasses is told the
+    class is not checked."""
+    suffix = uuid.uuid4().hex[:6]
+    driver, claim = f"gpu-{suffix}.example.com", f"wants-{suffix}"
+    cluster.create_node("a", cpu="4", memory="16Gi")
+    cluster.create_node("b", cpu="4", memory="16Gi")
+    _bind(cluster, "b-fill", "b", "2", "4Gi")
+    cluster.create_claim(claim, 1, driver=driver)  # DeviceClass `driver`, not made yet
+    pod = pod_manifest("wants", cpu="500m", memory="100Mi")
+    pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": claim}]
+    try:
+        report = _inspect_pod_dra_json(cluster, tmp_path, capsys, pod)
+        why = f"request devices: device class {driver} does not exist"
+        assert report["dynamic_resources"] == {
+            "device_classes_read": True,
+            "rejected": why,
+            "allocated": [],
+            "not_judged": [],
+            "deallocates": [],
+            "unbindable": [],
+        }
+        assert {n["filtered_by"] for n in report["nodes"]} == {"DynamicResources"}
+        # an account that may list the claims but not the classes: not checked, and said
+        limited = _account_that_lists(
+            cluster,
+            f"inspect-classes-{suffix}",
+            {"": ["nodes", "pods"], "resource.k8s.io": ["resourceslices", "resourceclaims"]},
+        )
+        path = tmp_path / "wants.yaml"
+        path.write_text(yaml.safe_dump(pod))
+        argv = ["inspect", "--kubeconfig", str(limited), "--policy", "default", "--dra", "--pod", str(path)]
+        assert main([*argv, "--json"]) == 0
+        judged = json.loads(capsys.readouterr().out)["dynamic_resources"]
+        assert (judged["device_classes_read"], judged["rejected"], judged["not_judged"]) == (
+            False,
+            None,
+            [claim],
+        )
+        assert main(argv) == 0
+        assert "DeviceClasses could not be listed" in capsys.readouterr().out
+        cluster.start_scheduler(scheduler_config(["default-scheduler"]))
+        cluster.create_pod(pod=pod)
+        message = cluster.wait_unschedulable(["wants"], timeout=30)["wants"]
+        assert why in message, message
+        cluster.stop_schedulers()  # else it allocates the claim before inspect reads it
+        cluster.create_device_pool("b", 1, driver=driver)  # the class, and one device on b
+        report = _inspect_pod_dra_json(cluster, tmp_path, capsys, pod)
+        assert report["dynamic_resources"]["not_judged"] == [claim]
+        assert (report["best"], {n["filtered_by"] for n in report["nodes"]}) == (["a"], {None})
+        cluster.start_scheduler(scheduler_config(["default-scheduler"]))
+        assert cluster.wait_bound(["wants"], timeout=30) == {"wants": "b"}
+    finally:
+        cluster.delete_all_dra()
+
+
+@pytest.mark.controlplane
+def test_inspect_pod_dra_names_a_node_two_filters_reject_as_kube_scheduler_does(
+    cluster: ControlPlane, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """DynamicResources runs after NodeResourcesFit and TaintToleration: the probe's claim is
+    allocated on ``tainted``, which an untolerated taint keeps it off; ``full`` lacks cpu
+    for it as well as the claim; ``other`` lacks only the claim. Both inspect and the real
+    kube-scheduler (its PodScheduled condition counts each node under its first failing
+    filter) name TaintToleration, NodeResourcesFit and DynamicResources once each, while
+    another pod uses the claim. Once none does, no node passing, inspect says the
+    DynamicResources PostFilter deallocates it, and the real kube-scheduler does."""
+    suffix = uuid.uuid4().hex[:6]
+    driver, claim = f"gpu-{suffix}.example.com", f"held-{suffix}"
+    cluster.create_node("tainted", cpu="4", memory="16Gi", taints=["keep-off:NoSchedule"])
+    cluster.create_node("full", cpu="1", memory="16Gi")
+    cluster.create_node("other", cpu="4", memory="16Gi")
+    cluster.create_claim(claim, 1, driver=driver)
+    _allocate_on_node(cluster, claim, "tainted", driver)
+    probe = pod_manifest("probe", cpu="2", memory="100Mi")
+    probe["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": claim}]
+    resource = client.ResourceV1Api
+
+    def reserve(users: list[dict] | None) -> None:
+        status = {"status": {"reservedFor": users}}
+        cluster.call(
+            lambda api: resource(api).patch_namespaced_resource_claim_status(claim, "default", status)
+        )
+
+    def allocated() -> bool:
+        got = cluster.call(lambda api: resource(api).read_namespaced_resource_claim(claim, "default"))
+        return got.status is not None and got.status.allocation is not None
+
+    # another pod uses the claim: kube-scheduler may not deallocate it (its PostFilter)
+    reserve([{"resource": "pods", "name": "keeper", "uid": "0b5e3f1c-0000-4000-8000-0000000000aa"}])
+    try:
+        report = _inspect_pod_dra_json(cluster, tmp_path, capsys, probe)
+        verdicts = {n["node"]: n["filtered_by"] for n in report["nodes"]}
+        assert verdicts == {
+            "tainted": "TaintToleration",
+            "full": "NodeResourcesFit",
+            "other": "DynamicResources",
+        }
+        assert (report["best"], report["dynamic_resources"]["deallocates"]) == ([], [])
+        cluster.start_scheduler(scheduler_config(["default-scheduler"]))
+        cluster.create_pod(pod=probe)
+        message = cluster.wait_unschedulable(["probe"], timeout=30)["probe"]
+        assert "0/3 nodes are available" in message, message
+        for reason in (
+            "1 node(s) had untolerated taint",
+            "1 Insufficient cpu",
+            "1 resourceclaim not available",
+        ):
+            assert reason in message, message
+        assert allocated()
+        # used by no other pod: inspect says kube-scheduler deallocates it, and it does
+        cluster.stop_schedulers()
+        reserve(None)
+        report = _inspect_pod_dra_json(cluster, tmp_path, capsys, probe)
+        assert report["dynamic_resources"]["deallocates"] == [claim]
+        cluster.start_scheduler(scheduler_config(["default-scheduler"]))
+        deadline = time.monotonic() + 30
+        while allocated() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not allocated()
+    finally:
+        cluster.delete_all_dra()
+
+
+@pytest.mark.controlplane
+def test_inspect_pod_dra_a_claim_whose_device_binding_failed_is_unavailable_on_every_node(
+    cluster: ControlPlane, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Device binding conditions (beta, on by default): the probe's claim is allocated on
+    ``b`` with a device that waits for condition ``Attached`` and whose failure condition
+    ``Failed`` is true (as a driver reports a fabric attachment that failed). kube-scheduler's
+    DynamicResources Filter finds the claim unavailable on every node, ``b`` too: inspect
+    names both nodes DynamicResources and says why, and the real kube-scheduler's
+    PodScheduled condition counts both so (another pod uses the claim, so it stays)."""
+    suffix = uuid.uuid4().hex[:6]
+    driver, claim = f"gpu-{suffix}.example.com", f"fabric-{suffix}"
+    cluster.create_node("a", cpu="4", memory="16Gi")
+    cluster.create_node("b", cpu="4", memory="16Gi")
+    cluster.create_claim(claim, 1, driver=driver)
+    device = {"driver": driver, "pool": "b", "device": "dev-0"}
+    result = {
+        "request": "devices",
+        **device,
+        "bindingConditions": ["Attached"],
+        "bindingFailureConditions": ["Failed"],
+    }
+    selector = {"nodeSelectorTerms": [{"matchFields": [
+        {"key": "metadata.name", "operator": "In", "values": ["b"]}]}]}  # fmt: skip
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    allocation = {"devices": {"results": [result]}, "nodeSelector": selector, "allocationTimestamp": stamp}
+    failed = {"type": "Failed", "status": "True", "reason": "NoFabric", "message": "switch down",
+              "lastTransitionTime": stamp}  # fmt: skip
+    keeper = {"resource": "pods", "name": "keeper", "uid": "0b5e3f1c-0000-4000-8000-0000000000bb"}
+    status = {"status": {"allocation": allocation, "reservedFor": [keeper],
+                         "devices": [{**device, "conditions": [failed]}]}}  # fmt: skip
+    cluster.call(
+        lambda api: client.ResourceV1Api(api).patch_namespaced_resource_claim_status(claim, "default", status)
+    )
+    probe = pod_manifest("probe", cpu="500m", memory="100Mi")
+    probe["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": claim}]
+    try:
+        report = _inspect_pod_dra_json(cluster, tmp_path, capsys, probe)
+        assert {n["node"]: n["filtered_by"] for n in report["nodes"]} == dict.fromkeys(
+            "ab", "DynamicResources"
+        )
+        why = f'device binding failed: claim={claim}, reason=NoFabric, message="switch down"'
+        assert report["dynamic_resources"]["unbindable"] == [why]
+        assert report["dynamic_resources"]["deallocates"] == []  # another pod uses it
+        cluster.start_scheduler(scheduler_config(["default-scheduler"]))
+        cluster.create_pod(pod=probe)
+        message = cluster.wait_unschedulable(["probe"], timeout=30)["probe"]
+        assert "0/2 nodes are available: 2 resourceclaim not available on the node" in message, message
+    finally:
+        cluster.delete_all_dra()
+
+
+def _allocate_on_node(cluster: ControlPlane, claim: str, node: str, driver: str) -> None:
+    """Write claim ``claim``'s allocation (one device of pool ``node``) with a node selector
+    naming ``node``, as a node-local DRA driver's allocation has it, through the status
+    subresource; with an ``allocationTimestamp``, as kube-scheduler writes it (its PreBind,
+    binding conditions being on by default, sets one where missing, which the API server
+    refuses: an allocation is immutable)."""
+    result = {"request": "devices", "driver": driver, "pool": node, "device": "dev-0"}
+    selector = {"nodeSelectorTerms": [{"matchFields": [
+        {"key": "metadata.name", "operator": "In", "values": [node]}]}]}  # fmt: skip
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    devices = {"results": [result]}
+    status = {
+        "status": {"allocation": {"devices": devices, "nodeSelector": selector, "allocationTimestamp": stamp}}
+    }
+    cluster.call(
+        lambda api: client.ResourceV1Api(api).patch_namespaced_resource_claim_status(claim, "default", status)
+    )
+
+
+def _inspect_pod_dra_json(
+    cluster: ControlPlane, tmp_path: Path, capsys: pytest.CaptureFixture[str], pod: dict
+) -> dict:
+    """``inspect --pod --dra --policy default --json`` of ``pod``."""
+    path = tmp_path / f"{pod['metadata']['name']}-dra.yaml"
+    path.write_text(yaml.safe_dump(pod))
+    argv = ["inspect", "--kubeconfig", str(cluster.kubeconfig), "--policy", "default", "--json", "--dra"]
+    assert main([*argv, "--pod", str(path)]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
 def test_a_kube_system_pod_past_the_timeout_is_drainable_whatever_the_later_rules_say() -> None:
     """The autoscaler's system rule returns *drainable* for a kube-system pod without a budget
     once it is --blocking-system-pod-distruption-timeout old, and its rules stop at the first

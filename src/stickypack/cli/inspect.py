@@ -26,9 +26,9 @@ from stickypack.cli.common import (
 if TYPE_CHECKING:  # the extender's and the API client's modules load only when run
     from rich.table import Table
 
-    from stickypack.core.dra import DraDevices, DraReading
+    from stickypack.core.dra import DraDevices, DraReading, DynamicResourcesFilter
     from stickypack.core.drain import ScaleDownPlan
-    from stickypack.core.explain import NodeReport, ScaleDownRules
+    from stickypack.core.explain import NodeReport, PlacementExplanation, ScaleDownRules
     from stickypack.core.framework import Profile, SchedulingContext
     from stickypack.core.history import BuildHistory
     from stickypack.core.nodegroups import NodeGroups
@@ -58,8 +58,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="your autoscaler runs with --enable-dynamic-resource-allocation: a node with node-local "
         "ResourceSlices is weighed by its most used DRA device pool, in the node report and by "
         "ScaleDownAware with --pod, and the scale-down plan moves a pod whose claims hold "
-        "node-local devices only to a node with free devices of their drivers (lists ResourceSlices "
-        "and ResourceClaims; default: off, or the config's cluster.dra)",
+        "node-local devices only to a node with free devices of their drivers; with --pod, the "
+        "pod's claims are judged as kube-scheduler's DynamicResources does where that needs no CEL "
+        "(lists ResourceSlices and ResourceClaims, with --pod DeviceClasses; default: off, or the "
+        "config's cluster.dra)",
     )
     insp.add_argument("--json", action="store_true", help="print JSON instead of a table")
     insp.set_defaults(handler=_inspect)
@@ -444,6 +446,7 @@ async def _read_cluster(
             cache,
             controllers=not placing,
             dra=args.dra,
+            device_classes=placing,  # DynamicResources' PreFilter: a claim's missing class
             nominated=not placing,
             nominated_apart=placing,
             namespaces_and_volumes=True,
@@ -545,8 +548,14 @@ def _placement_json(
         profile = dataclasses.replace(
             profile, filters=[*profile.filters, PersistentVolumesFilter(snap.claim_volumes)]
         )
+    dynamic_resources = _dynamic_resources(snap, pod)
+    if dynamic_resources is not None:  # kube-scheduler's DRA filter, in every profile
+        profile = dataclasses.replace(profile, filters=[*profile.filters, dynamic_resources[0]])
     on_nodes = _pods_on_nodes(snap, pod)
     explanation = explain_placement(profile, pod, table, ctx, nominated, on_nodes, nominated_node)
+    if dynamic_resources is not None:
+        plugin, judged = dynamic_resources
+        judged["deallocates"] = _deallocated_claims(plugin, pod, table, explanation)
     counted = {  # on the nodes explain_placement judges: not a node gone since the nomination
         node: keys
         for node, pods in sorted(nominated.items())
@@ -580,7 +589,54 @@ def _placement_json(
         "volumes_read": snap.claim_volumes is not None,
         "unreadable_pods": snap.unreadable,
         "dra_read": _dra_read(args, snap),
+        "dynamic_resources": dynamic_resources[1] if dynamic_resources is not None else None,
     }
+
+
+def _dynamic_resources(snap: Snapshot, pod: Pod) -> tuple[DynamicResourcesFilter, dict[str, Any]] | None:
+    """With the DRA objects read (``--dra``): kube-scheduler's DynamicResources filter where
+    it needs no CEL (:class:`~stickypack.core.dra.DynamicResourcesFilter`, on the listed
+    claims and DeviceClasses) and the report's ``dynamic_resources``: whether the
+    DeviceClasses could be listed (``device_classes_read``), why it rejects every node
+    (``rejected``, or None), the allocated claims whose node selectors it judges
+    (``allocated``), why some of those are unavailable on every node (``unbindable``: their
+    devices' binding failed or timed out), the claims not allocated, not judged
+    (``not_judged``), and (set once the nodes are judged, :func:`_deallocated_claims`) those
+    its PostFilter would deallocate one of (``deallocates``); None without them."""
+    from stickypack.core.dra import DynamicResourcesFilter, claim_key
+
+    if snap.dra is None:
+        return None
+    claims = {claim_key(obj): obj for obj in snap.dra.claims}
+    plugin = DynamicResourcesFilter(claims, snap.dra.classes, now=time.time())
+    verdict = plugin.verdict(pod)
+    report = {
+        "device_classes_read": snap.dra.classes is not None,
+        "rejected": verdict.rejected,
+        "allocated": [name for name, _ in verdict.allocated],
+        "unbindable": [why for _, why in verdict.unbindable],
+        "not_judged": list(verdict.not_judged),
+    }
+    return plugin, report
+
+
+def _deallocated_claims(
+    plugin: DynamicResourcesFilter, pod: Pod, table: NodeTable, explanation: PlacementExplanation
+) -> list[str]:
+    """When no node passes: the pod's allocated claims of which kube-scheduler's
+    DynamicResources PostFilter deallocates one (at random) for its next attempt to allocate
+    afresh, those no other pod uses whose node selector a node it filtered (every earlier
+    filter passed there) does not match; else none."""
+    verdict = plugin.verdict(pod)
+    if explanation.best or verdict.rejected is not None:
+        return []
+    unavailable: set[str] = set()
+    for v in explanation.verdicts:
+        if v.filtered_by == plugin.name:
+            info = table.info[table.index[v.node]]
+            if info is not None:
+                unavailable.update(verdict.unavailable_on(info.labels, info.name))
+    return [name for name in verdict.unshared if name in unavailable]
 
 
 def _pods_on_nodes(snap: Snapshot, pod: Pod) -> PodsOnNodes | None:
@@ -1203,7 +1259,8 @@ def _print_placement(console: Console, report: dict[str, Any]) -> None:
             table.add_row(n["node"], *[str(n["scores"][p]) for p in plugins], str(n["total"]))
     console.print(table)
     console.print(f"build history: {report['history']}", highlight=False)
-    _print_dra_unread(console, report)
+    _print_dra_unread(console, report, placing=True)
+    _print_dynamic_resources(console, report.get("dynamic_resources"))
     nominated = report["nominated_pods"]
     if nominated:
         pods = "; ".join(f"{', '.join(keys)} on {node}" for node, keys in nominated.items())
@@ -1231,13 +1288,51 @@ def _print_placement(console: Console, report: dict[str, Any]) -> None:
     _print_unreadable(console, report["unreadable_pods"])
 
 
-def _print_dra_unread(console: Console, report: dict[str, Any]) -> None:
-    """A line when ``--dra`` was given and the DRA objects could not be listed."""
+def _print_dra_unread(console: Console, report: dict[str, Any], placing: bool = False) -> None:
+    """A line when ``--dra`` was given and the DRA objects could not be listed (``placing``,
+    ``--pod``: the pod's claims are not judged either)."""
     if report["dra_read"] is False:
+        claims = ", and the pod's claims are not judged (DynamicResources)" if placing else ""
         console.print(
             "ResourceSlices and ResourceClaims could not be listed (no `list` right on resourceslices "
-            "and resourceclaims, or resource.k8s.io/v1 not served): nodes are weighed without DRA",
+            f"and resourceclaims, or resource.k8s.io/v1 not served): nodes are weighed without DRA{claims}",
             highlight=False,
+        )
+
+
+def _print_dynamic_resources(console: Console, judged: dict[str, Any] | None) -> None:
+    """With ``--dra``: whether the DeviceClasses could not be listed, why kube-scheduler's
+    DynamicResources rejects every node, and the pod's claims not allocated, which are not
+    judged."""
+    if judged is None:
+        return
+    if judged.get("device_classes_read") is False:
+        console.print(
+            "DeviceClasses could not be listed (no `list` right on deviceclasses): a claim's "
+            "missing DeviceClass is not checked",
+            highlight=False,
+        )
+    if judged["rejected"] is not None:  # claim names are the API server's; the pod file's are not
+        why = escape(judged["rejected"])
+        console.print(f"DynamicResources rejects every node: {why}", highlight=False, soft_wrap=True)
+    for why in judged.get("unbindable") or ():
+        console.print(
+            f"DynamicResources finds a claim unavailable on every node: {escape(why)}", highlight=False
+        )
+    if judged.get("deallocates"):
+        console.print(
+            "no node passes: kube-scheduler's DynamicResources PostFilter then deallocates one of "
+            f"{escape(', '.join(judged['deallocates']))} (no other pod uses it) and its next attempt "
+            "allocates it afresh by CEL selectors, which is not judged here",
+            highlight=False,
+            soft_wrap=True,
+        )
+    if judged["not_judged"]:
+        console.print(
+            f"claims not allocated, not judged (kube-scheduler's allocator picks their devices by CEL "
+            f"selectors; every node passes here): {escape(', '.join(judged['not_judged']))}",
+            highlight=False,
+            soft_wrap=True,
         )
 
 

@@ -38,15 +38,17 @@ wrote (a new node, the simulator's tables) is a node without node-local slices.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
+from stickypack.core.framework import FilterPlugin, SchedulingContext
+from stickypack.core.labels import NodeSelectorTerm
 from stickypack.core.nodetable import NodeTable
-from stickypack.core.pod import Pod
+from stickypack.core.pod import Pod, rfc3339_seconds
 from stickypack.core.quantity import QuantityError, parse_quantity
 
 #: Counter values by counter name.
@@ -738,3 +740,290 @@ class DeviceNeed:
 
     pinned: str | None
     need: Mapping[str, int]
+
+
+# ---- kube-scheduler's DynamicResources filter: what needs no device selector (CEL) ----------
+
+#: ResourceClaim dicts (as listed) by ``(namespace, name)`` (:func:`claim_key`).
+ClaimsByKey = Mapping[tuple[str, str], Mapping[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimsVerdict:
+    """What kube-scheduler's DynamicResources plugin (v1.37.2) makes of a pod's claims.
+
+    ``rejected``: why its PreFilter (and PreEnqueue) rejects every node
+    (UnschedulableAndUnresolvable), in its words; None: it does not. ``allocated``: each
+    allocated claim (``status.allocation``) with its allocation's ``nodeSelector`` terms
+    (None: no node selector, any node), which its Filter matches against each node.
+    ``not_judged``: the claims not allocated yet, whose devices its allocator would pick by
+    the DeviceClass's and the requests' CEL selectors: not modelled (every node passes for
+    them)."""
+
+    rejected: str | None = None
+    allocated: tuple[tuple[str, tuple[NodeSelectorTerm, ...] | None], ...] = ()
+    not_judged: tuple[str, ...] = ()
+    #: Those of :attr:`allocated` no other pod uses (``status.reservedFor`` empty, or the pod
+    #: alone): when no node passes, kube-scheduler's PostFilter deallocates one of those a
+    #: node's Filter found unavailable, and the next attempt allocates it afresh (its CEL).
+    unshared: tuple[str, ...] = ()
+    #: Those of :attr:`allocated` whose devices' binding failed (a binding failure condition
+    #: true) or timed out (binding conditions not all true ``binding_timeout_s`` after the
+    #: allocation), each with why: its Filter finds them unavailable on every node.
+    unbindable: tuple[tuple[str, str], ...] = ()
+
+    def unavailable_on(self, labels: Mapping[str, str], node: str) -> list[str]:
+        """The allocated claims its Filter finds unavailable on the node ``node`` (of
+        ``labels``): their node selector does not match it, or they are :attr:`unbindable`."""
+        stuck = {name for name, _ in self.unbindable}
+        return [
+            name
+            for name, terms in self.allocated
+            if name in stuck or (terms is not None and not any(t.matches(labels, node) for t in terms))
+        ]
+
+
+def _controller_uid(meta: Mapping[str, Any]) -> str | None:
+    """The uid of the owner reference with ``controller: true`` (``metav1.GetControllerOf``)."""
+    for ref in meta.get("ownerReferences") or ():
+        if isinstance(ref, Mapping) and ref.get("controller") is True:
+            uid = ref.get("uid")
+            return uid if isinstance(uid, str) else None
+    return None
+
+
+def _allocation_terms(obj: Mapping[str, Any]) -> tuple[NodeSelectorTerm, ...] | None:
+    """An allocated claim's ``status.allocation.nodeSelector`` terms (None: none, any node);
+    :class:`_Malformed` for one kube-scheduler could not parse (its ``NewNodeSelector``
+    error fails the pod's scheduling attempt)."""
+    status = _mapping(obj.get("status") or {}, "status")
+    allocation = _mapping(status.get("allocation"), "status.allocation")
+    selector = allocation.get("nodeSelector")
+    if selector is None:
+        return None
+    where = "status.allocation.nodeSelector"
+    raw_terms = _list(_mapping(selector, where).get("nodeSelectorTerms"), f"{where}.nodeSelectorTerms")
+    terms = []
+    for k, raw in enumerate(raw_terms):
+        try:
+            term = NodeSelectorTerm.from_dict(_mapping(raw, f"{where}.nodeSelectorTerms[{k}]"))
+        except KeyError as exc:
+            raise _Malformed(f"{where}.nodeSelectorTerms[{k}]: a requirement has no {exc}") from None
+        except (TypeError, ValueError) as exc:
+            raise _Malformed(f"{where}.nodeSelectorTerms[{k}]: {exc}") from None
+        if not term.usable:
+            raise _Malformed(f"{where}.nodeSelectorTerms[{k}] cannot be parsed")
+        terms.append(term)
+    return tuple(terms)
+
+
+def _request_class_problem(
+    namespace: str, claim: str, obj: Mapping[str, Any], classes: Collection[str]
+) -> str | None:
+    """Why kube-scheduler's DynamicResources PreFilter rejects a claim not allocated yet by its
+    requests' DeviceClasses (``classes``: those that exist), in its words, or None: a
+    request for a class that does not exist, a request or subrequest naming no class
+    (``unsupported request type``), a request of neither ``exactly`` nor
+    ``firstAvailable``. Requests not shaped as served are left to the API server."""
+    spec = obj.get("spec")
+    devices = spec.get("devices") if isinstance(spec, Mapping) else None
+    requests = devices.get("requests") if isinstance(devices, Mapping) else None
+
+    def check(device_class: Any, request: str) -> str | None:
+        if not device_class:
+            return f"request {request}: unsupported request type"
+        if device_class not in classes:
+            return f"request {request}: device class {device_class} does not exist"
+        return None
+
+    for request in requests if isinstance(requests, list) else ():
+        if not isinstance(request, Mapping):
+            continue
+        name = request.get("name")
+        exactly, subs = request.get("exactly"), request.get("firstAvailable")
+        if isinstance(exactly, Mapping):
+            problem = check(exactly.get("deviceClassName"), f"{name}")
+        elif isinstance(subs, list) and subs:
+            problems = (
+                check(sub.get("deviceClassName"), f"{name}/{sub.get('name')}")
+                for sub in subs
+                if isinstance(sub, Mapping)
+            )
+            problem = next((p for p in problems if p is not None), None)
+        else:
+            problem = f"resource claim {namespace}/{claim}, request {name}: unknown request type"
+        if problem is not None:
+            return problem
+    return None
+
+
+#: kube-scheduler's default ``DynamicResourcesArgs.bindingTimeout`` (seconds): how long after
+#: its allocation a claim's devices may wait for their binding conditions.
+BINDING_TIMEOUT_S = 600.0
+
+
+def _binding_problem(name: str, obj: Mapping[str, Any], now: float | None, timeout_s: float) -> str | None:
+    """Why an allocated claim's devices cannot be bound (kube-scheduler's
+    ``isClaimReadyForBinding`` and ``isClaimTimeout``, with DRADeviceBindingConditions on by
+    default): a result with ``bindingConditions`` whose device's status (``status.devices``,
+    by driver, pool and device) has one of its ``bindingFailureConditions`` true; else, its
+    binding conditions not all true (or no status) once ``timeout_s`` have passed since the
+    allocation's ``allocationTimestamp`` (not judged when ``now`` is None); None otherwise."""
+    status = _mapping(obj.get("status") or {}, "status")
+    allocation = _mapping(status.get("allocation"), "status.allocation")
+    devices = _mapping(allocation.get("devices") or {}, "status.allocation.devices")
+    results = [r for r in _list(devices.get("results"), "results") if isinstance(r, Mapping)]
+    statuses = [d for d in _list(status.get("devices"), "status.devices") if isinstance(d, Mapping)]
+    ready = True
+    for result in results:
+        wanted = result.get("bindingConditions") or []
+        if not wanted:
+            continue
+        key = (result.get("driver"), result.get("pool"), result.get("device"))
+        found = next((d for d in statuses if (d.get("driver"), d.get("pool"), d.get("device")) == key), None)
+        if found is None:
+            ready = False
+            break
+        conditions = {
+            c.get("type"): c for c in _list(found.get("conditions"), "conditions") if isinstance(c, Mapping)
+        }
+        for failure in result.get("bindingFailureConditions") or []:
+            cond = conditions.get(failure)
+            if cond is not None and cond.get("status") == "True":
+                reason, message = cond.get("reason") or "", cond.get("message") or ""
+                return f'device binding failed: claim={name}, reason={reason}, message="{message}"'
+        if not all((conditions.get(c) or {}).get("status") == "True" for c in wanted):
+            ready = False
+            break
+    if ready or now is None:
+        return None
+    try:
+        allocated_at = rfc3339_seconds(allocation.get("allocationTimestamp"))
+    except ValueError:
+        return None
+    waiting = any(r.get("bindingConditions") is not None for r in results)
+    if allocated_at is not None and waiting and allocated_at + timeout_s < now:
+        return f"binding timed out: claim={name}, allocated {now - allocated_at:.0f} s ago"
+    return None
+
+
+def claims_verdict(
+    pod: Pod,
+    claims: ClaimsByKey,
+    classes: Collection[str] | None = None,
+    now: float | None = None,
+    binding_timeout_s: float = BINDING_TIMEOUT_S,
+) -> ClaimsVerdict:
+    """kube-scheduler's DynamicResources PreFilter on ``pod``'s claims
+    (:attr:`~stickypack.core.pod.Pod.claim_refs`, in its namespace, looked up in ``claims``):
+    as its ``foreachPodResourceClaim``, the first entry whose claim is not known (a template's
+    claim not created yet; a claim that does not exist), is being deleted, or, made from a
+    template, is not controlled by the pod (its uid) rejects every node; a template entry
+    whose status names no claim is skipped. Then, claim by claim, each allocated one is
+    judged by its allocation's node selector; one not allocated yet whose requests ask for a
+    DeviceClass not in ``classes`` (the DeviceClasses' names; None: not known, not checked)
+    rejects every node; the others are not judged (the allocator's CEL). An allocated claim
+    whose devices' binding failed or timed out (:func:`_binding_problem`; ``now``: the time,
+    seconds since the epoch, None: timeouts not judged) is unavailable on every node.
+
+    ``ResourceClaimReservedForMaxSize`` (256 consumers in ``status.reservedFor``) is not a
+    rejection: kube-scheduler v1.37.2's ``resourceclaim.CanBeReserved`` is always true (the
+    API server refuses a 257th reservation when the pod is bound). A pod file without a uid
+    (not a pod the API server stored) whose template entry has no status yet is one the
+    claim will be made for when it is created: that claim is not judged, not rejected."""
+    not_judged: list[str] = []
+    found: list[tuple[str, Mapping[str, Any]]] = []
+    for ref in pod.claim_refs:
+        if ref.claim is None:
+            if ref.template and ref.listed:
+                continue  # intentionally not created: nothing to check
+            if ref.template and not pod.uid:
+                not_judged.append(f"{ref.name} (from its template, made when the pod is created)")
+                continue
+            if ref.template:
+                return ClaimsVerdict(f'pod "{pod.key}": ResourceClaim not created yet')
+            why = "none of the supported fields are set"
+            return ClaimsVerdict(f'pod "{pod.key}", spec.resourceClaim "{ref.name}": {why}')
+        obj = claims.get((pod.namespace, ref.claim))
+        if obj is None:
+            return ClaimsVerdict(f'could not find ResourceClaim "{pod.namespace}/{ref.claim}"')
+        meta = obj.get("metadata")
+        meta = meta if isinstance(meta, Mapping) else {}
+        if meta.get("deletionTimestamp"):
+            return ClaimsVerdict(f'resourceclaim "{ref.claim}" is being deleted')
+        if ref.template and (not pod.uid or _controller_uid(meta) != pod.uid):
+            claim = f"ResourceClaim {pod.namespace}/{ref.claim}"
+            return ClaimsVerdict(f"{claim} was not created for Pod {pod.key} (Pod is not owner)")
+        found.append((ref.claim, obj))
+    allocated: list[tuple[str, tuple[NodeSelectorTerm, ...] | None]] = []
+    unshared: list[str] = []
+    unbindable: list[tuple[str, str]] = []
+    for name, obj in found:
+        status = obj.get("status")
+        if not isinstance(status, Mapping) or status.get("allocation") is None:
+            problem = (
+                _request_class_problem(pod.namespace, name, obj, classes) if classes is not None else None
+            )
+            if problem is not None:
+                return ClaimsVerdict(problem)
+            not_judged.append(name)
+            continue
+        try:
+            allocated.append((name, _allocation_terms(obj)))
+            problem = _binding_problem(name, obj, now, binding_timeout_s)
+        except _Malformed as exc:
+            return ClaimsVerdict(f"ResourceClaim {pod.namespace}/{name}: {exc}")
+        if problem is not None:
+            unbindable.append((name, problem))
+        users = status.get("reservedFor")
+        users = users if isinstance(users, list) else []
+        uids = [r.get("uid") if isinstance(r, Mapping) else None for r in users]
+        if not uids or (len(uids) == 1 and pod.uid and uids[0] == pod.uid):
+            unshared.append(name)
+    return ClaimsVerdict(None, tuple(allocated), tuple(not_judged), tuple(unshared), tuple(unbindable))
+
+
+class DynamicResourcesFilter(FilterPlugin):
+    """kube-scheduler's DynamicResources filter where it needs no CEL (:func:`claims_verdict`
+    on ``claims`` and ``classes``): a pod its PreFilter rejects passes no node; else a node
+    passes when each of the pod's allocated claims' node selectors matches it (labels, and
+    ``matchFields`` on ``metadata.name``) and none of their devices' binding failed or timed
+    out (``now``, the time in seconds since the epoch; None: timeouts not judged). Claims
+    not allocated constrain nothing here (kube-scheduler's allocator may still find no
+    devices for them on a node). Not one of a policy's plugins: ``stickypack inspect --pod
+    --dra`` adds it when the claims are listed."""
+
+    name = "DynamicResources"
+    pod_specific = True  # its claims, by name
+
+    def __init__(
+        self,
+        claims: ClaimsByKey,
+        classes: Collection[str] | None = None,
+        now: float | None = None,
+        binding_timeout_s: float = BINDING_TIMEOUT_S,
+    ) -> None:
+        self.claims = claims
+        self.classes = classes
+        self.now = now
+        self.binding_timeout_s = binding_timeout_s
+
+    def verdict(self, pod: Pod) -> ClaimsVerdict:
+        return claims_verdict(pod, self.claims, self.classes, self.now, self.binding_timeout_s)
+
+    def filter(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
+        if not pod.claim_refs:
+            return np.ones(idx.shape[0], dtype=bool)
+        verdict = self.verdict(pod)
+        if verdict.rejected is not None or verdict.unbindable:
+            return np.zeros(idx.shape[0], dtype=bool)
+        selectors = [terms for _, terms in verdict.allocated if terms is not None]
+        out = np.ones(idx.shape[0], dtype=bool)
+        if not selectors:
+            return out
+        info = table.info
+        for j, row in enumerate(idx.tolist()):
+            node = info[row]
+            labels, name = (node.labels, node.name) if node is not None else ({}, "")
+            out[j] = all(any(t.matches(labels, name) for t in terms) for terms in selectors)
+        return out

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from stickypack.core.dra import NodeDra
+from stickypack.core.dra import DynamicResourcesFilter, NodeDra
 from stickypack.core.framework import FilterPlugin, Profile, SchedulingContext, check_mask, check_scores
 from stickypack.core.labels import DELETION_CANDIDATE_TAINT, TO_BE_DELETED_TAINT
 from stickypack.core.nodetable import NodeTable
@@ -93,8 +93,9 @@ KUBE_SCHEDULER_FILTERS: tuple[type[FilterPlugin], ...] = (
 #: ``apis/config/v1/default_plugins.go``: a profile of a KubeSchedulerConfiguration changes
 #: which run, not their order), by the names the core's models of them go by: NodeReady stands
 #: where TaintToleration does (kube-scheduler keeps a node that is not Ready off by its
-#: ``not-ready`` taint), PersistentVolumes for VolumeBinding and VolumeZone. kube-scheduler
-#: names the first that fails a node; the extender's filters run after all of them.
+#: ``not-ready`` taint), PersistentVolumes for VolumeBinding and VolumeZone; DynamicResources
+#: (DRA, on by default since it is GA) just after InterPodAffinity (``applyDynamicResources``).
+#: kube-scheduler names the first that fails a node; the extender's filters run after all of them.
 KUBE_FILTER_ORDER = (
     "NodeUnschedulable",
     "NodeReady",
@@ -105,13 +106,30 @@ KUBE_FILTER_ORDER = (
     "PersistentVolumes",
     "PodTopologySpread",
     "InterPodAffinity",
+    "DynamicResources",
 )
 
 
-#: The core's filters that model kube-scheduler's own: :data:`KUBE_SCHEDULER_FILTERS` and
-#: its volume filters (the ones run with a node's nominated pods added, and named at their
-#: place in :data:`KUBE_FILTER_ORDER`).
-_MODELLED_FILTERS: tuple[type[FilterPlugin], ...] = (*KUBE_SCHEDULER_FILTERS, PersistentVolumesFilter)
+#: The core's filters that model kube-scheduler's own: :data:`KUBE_SCHEDULER_FILTERS`, its
+#: volume filters and DynamicResources (the ones run with a node's nominated pods added, and
+#: named at their place in :data:`KUBE_FILTER_ORDER`; DynamicResources reads no other pod, so
+#: its verdict is the same in both passes).
+_MODELLED_FILTERS: tuple[type[FilterPlugin], ...] = (
+    *KUBE_SCHEDULER_FILTERS,
+    PersistentVolumesFilter,
+    DynamicResourcesFilter,
+)
+
+
+def _rejected_by_prefilter(profile: Profile, pod: Pod) -> str | None:
+    """The name of the profile's filter whose PreFilter rejects every node for ``pod``
+    (DynamicResources': a claim missing, being deleted, not the pod's or asking for a
+    DeviceClass that does not exist), or None.
+    kube-scheduler then runs no Filter: every node is named by it."""
+    for plugin in profile.filters:
+        if isinstance(plugin, DynamicResourcesFilter) and plugin.verdict(pod).rejected is not None:
+            return plugin.name
+    return None
 
 
 def _filter_rank(plugin: FilterPlugin, position: int) -> int:
@@ -209,6 +227,12 @@ def explain_placement(
     with those added; and the scorers see them (``ctx.pods_on_nodes``, unless ``ctx`` has
     its own). None: not judged.
 
+    A :class:`~stickypack.core.dra.DynamicResourcesFilter` in ``profile`` (kube-scheduler's
+    DynamicResources, where it needs no CEL) is ranked after InterPodAffinity; when its
+    PreFilter rejects the pod (a claim missing, being deleted, not the pod's, or asking for a
+    DeviceClass that does not exist), every node is named by it, as kube-scheduler runs no
+    Filter then.
+
     ``nominated_node``: ``pod``'s own ``status.nominatedNodeName`` (a preemptor waiting for
     its victims to go). kube-scheduler filters that node first (``evaluateNominatedNode``)
     and, when it passes, binds the pod there without scoring: ``best`` is then that node
@@ -245,6 +269,9 @@ def explain_placement(
     # kube-scheduler names the failure of its pass with the nominated pods, which runs first
     by_nominated = {row for row in with_nominated if row not in filtered}
     filtered.update(with_nominated)
+    prefilter = _rejected_by_prefilter(profile, pod)
+    if prefilter is not None:  # before any Filter, in both passes
+        filtered, by_nominated = dict.fromkeys(table.active_indices().tolist(), prefilter), set()
     if filtered:
         idx = idx[~np.isin(idx, list(filtered))]
     per_plugin: dict[str, np.ndarray] = {}

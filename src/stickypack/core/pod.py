@@ -61,6 +61,23 @@ class PodAffinityTerm:
     topology_key: str
 
 
+@dataclass(frozen=True, slots=True)
+class PodClaimRef:
+    """One entry of a pod's ``spec.resourceClaims`` as kube-scheduler finds its
+    ResourceClaim (``resourceclaim.Name``). ``claim``: the claim's name, in the pod's
+    namespace: the entry's ``resourceClaimName``, or for an entry made from a template
+    (``template``; the claim must then be the pod's own, controlled by it) the name the
+    pod's ``status.resourceClaimStatuses`` gives it. None: for a template entry, that status
+    has no entry of its name (``listed`` False: the claim is not created yet) or one without
+    a name (``listed`` True: intentionally not created, nothing to check); for any other,
+    neither field is set (the API server refuses such a pod)."""
+
+    name: str
+    claim: str | None
+    template: bool = False
+    listed: bool = True
+
+
 class PodSpecError(ValueError):
     """A pod dict that cannot be read; the message says which field."""
 
@@ -139,6 +156,9 @@ class Pod:
     #: ``status.resourceClaimStatuses`` gives it; "" while that is not known (no status yet),
     #: as the cluster-autoscaler's ``claimRefToName`` finds none.
     resource_claims: tuple[str, ...] = ()
+    #: Its ``spec.resourceClaims`` entries as kube-scheduler's DynamicResources plugin reads
+    #: them (:class:`PodClaimRef`), in order.
+    claim_refs: tuple[PodClaimRef, ...] = ()
     #: Kind of the pod's controller (the owner reference with ``controller: true``), if any.
     owner_kind: str | None = None
     #: Name of that controller (in the pod's namespace), if any.
@@ -264,6 +284,7 @@ class Pod:
                 claims=_claim_names(spec, str(meta.get("name") or "")),
                 ephemeral_claims=_claim_names(spec, str(meta.get("name") or ""), ephemeral_only=True),
                 resource_claims=_resource_claim_names(spec, raw.get("status")),
+                claim_refs=_claim_refs(spec, raw.get("status")),
                 owner_kind=owner_kind,
                 owner_name=owner_name,
                 owner_group=owner_group,
@@ -559,6 +580,33 @@ def _resource_claim_names(spec: Mapping[str, Any], status: Any) -> tuple[str, ..
             key = ref.get("name")
             name = ref.get("resourceClaimName") or (generated.get(key) if isinstance(key, str) else None)
             out.append(name if isinstance(name, str) else "")
+    return tuple(out)
+
+
+def _claim_refs(spec: Mapping[str, Any], status: Any) -> tuple[PodClaimRef, ...]:
+    """:attr:`Pod.claim_refs` (an entry that is not a mapping is skipped, a name that is not
+    a non-empty string read as not set, as :func:`_resource_claim_names` reads them)."""
+    status = status if isinstance(status, Mapping) else {}
+    statuses = status.get("resourceClaimStatuses")
+    generated: dict[str, str | None] = {}
+    for s in statuses if isinstance(statuses, list) else ():
+        if isinstance(s, Mapping) and isinstance(s.get("name"), str):
+            name = s.get("resourceClaimName")
+            generated.setdefault(s["name"], name if isinstance(name, str) and name else None)
+    refs = spec.get("resourceClaims")
+    out = []
+    for ref in refs if isinstance(refs, list) else ():
+        if not isinstance(ref, Mapping):
+            continue
+        key = ref.get("name")
+        key = key if isinstance(key, str) else ""
+        named = ref.get("resourceClaimName")
+        if isinstance(named, str) and named:
+            out.append(PodClaimRef(key, named))
+        elif ref.get("resourceClaimTemplateName"):
+            out.append(PodClaimRef(key, generated.get(key), template=True, listed=key in generated))
+        else:
+            out.append(PodClaimRef(key, None, listed=False))
     return tuple(out)
 
 

@@ -49,11 +49,72 @@ def slim_resource_slice(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 def slim_resource_claim(obj: dict[str, Any]) -> dict[str, Any]:
-    """A ResourceClaim's metadata (:data:`_META_KEYS`) and ``status.allocation`` (what is
-    allocated of it)."""
+    """A ResourceClaim's metadata (:data:`_META_KEYS`; and, for kube-scheduler's
+    DynamicResources PreFilter as ``inspect --pod`` judges it, ``deletionTimestamp`` and the
+    controller's owner reference; its requests' DeviceClasses), ``status.allocation`` (what
+    is allocated of it, and on which nodes: its ``nodeSelector``), the uids of
+    ``status.reservedFor`` and the devices' conditions (``status.devices``)."""
     status = obj.get("status")
     kept = {"allocation": status.get("allocation")} if isinstance(status, dict) else status
-    return {"metadata": _name_meta(obj), "status": kept}
+    if isinstance(kept, dict) and isinstance(status, dict) and isinstance(status.get("reservedFor"), list):
+        # who uses it (the uids), for the DynamicResources PostFilter inspect --pod tells of
+        kept["reservedFor"] = [
+            {"uid": r.get("uid")} if isinstance(r, dict) else r for r in status["reservedFor"]
+        ]
+    if isinstance(kept, dict) and isinstance(status, dict) and isinstance(status.get("devices"), list):
+        # the devices' conditions, for their binding conditions (DRADeviceBindingConditions)
+        kept["devices"] = [
+            {k: d.get(k) for k in ("driver", "pool", "device", "conditions")} if isinstance(d, dict) else d
+            for d in status["devices"]
+        ]
+    meta = _name_meta(obj)
+    raw = obj.get("metadata")
+    if isinstance(raw, dict):
+        if raw.get("deletionTimestamp"):
+            meta["deletionTimestamp"] = raw["deletionTimestamp"]
+        owners = raw.get("ownerReferences")
+        owners = owners if isinstance(owners, list) else []
+        controllers = [r for r in owners if isinstance(r, dict) and r.get("controller") is True]
+        if controllers:
+            meta["ownerReferences"] = [{"uid": controllers[0].get("uid"), "controller": True}]
+    slim: dict[str, Any] = {"metadata": meta, "status": kept}
+    requests = _device_requests(obj)
+    if requests is not None:
+        slim["spec"] = {"devices": {"requests": requests}}
+    return slim
+
+
+def _device_requests(obj: dict[str, Any]) -> list[Any] | None:
+    """A claim's ``spec.devices.requests`` with only what names their DeviceClasses (each
+    request's ``name``, ``exactly.deviceClassName``, ``firstAvailable[].name`` and
+    ``deviceClassName``); None when it has none readable (a request not shaped as served is
+    kept as is)."""
+    spec = obj.get("spec")
+    devices = spec.get("devices") if isinstance(spec, dict) else None
+    requests = devices.get("requests") if isinstance(devices, dict) else None
+    if not isinstance(requests, list):
+        return None
+    out: list[Any] = []
+    for request in requests:
+        if not isinstance(request, dict):
+            out.append(request)
+            continue
+        kept: dict[str, Any] = {"name": request.get("name")}
+        exactly = request.get("exactly")
+        if isinstance(exactly, dict):
+            kept["exactly"] = {"deviceClassName": exactly.get("deviceClassName")}
+        elif exactly is not None:
+            kept["exactly"] = exactly
+        subs = request.get("firstAvailable")
+        if isinstance(subs, list):
+            kept["firstAvailable"] = [
+                {"name": sub.get("name"), "deviceClassName": sub.get("deviceClassName")}
+                if isinstance(sub, dict)
+                else sub
+                for sub in subs
+            ]
+        out.append(kept)
+    return out
 
 
 #: What the slimmers keep of ``metadata``: the object's name, and what an informer's relist

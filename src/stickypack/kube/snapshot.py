@@ -108,6 +108,10 @@ class DraObjects:
 
     slices: list[dict[str, Any]]
     claims: list[dict[str, Any]]
+    #: The DeviceClasses' names (kube-scheduler's DynamicResources PreFilter rejects a pod
+    #: whose claim not allocated yet asks for one that does not exist); None when they could
+    #: not be listed (no ``list`` right on ``deviceclasses``: the check is not made).
+    classes: frozenset[str] | None = None
 
 
 @dataclass
@@ -215,6 +219,7 @@ async def take_snapshot(
     nominated: bool = False,
     nominated_apart: bool = False,
     namespaces_and_volumes: bool | None = None,
+    device_classes: bool = False,
 ) -> Snapshot:
     """List every node and every bound, running pod through ``api_client``
     (``kubernetes_asyncio.client.ApiClient``). Needs ``list`` on nodes and on pods of all
@@ -228,7 +233,8 @@ async def take_snapshot(
     namespaces, and the PersistentVolumeClaims and PersistentVolumes too
     (:attr:`Snapshot.namespace_labels` and :attr:`Snapshot.claim_volumes`, else None): what
     pod affinity terms' namespace selectors and the volume filters read.
-    ``dra``: list the ResourceSlices and ResourceClaims too (:attr:`Snapshot.dra`)."""
+    ``dra``: list the ResourceSlices and ResourceClaims too (:attr:`Snapshot.dra`), and with
+    ``device_classes`` the DeviceClasses' names (:attr:`DraObjects.classes`)."""
     from kubernetes_asyncio import client
 
     core = client.CoreV1Api(api_client)
@@ -290,7 +296,7 @@ async def take_snapshot(
         snap.namespace_labels = await _namespace_labels(api_client)
         snap.claim_volumes = await _claim_volumes(api_client)
     if dra:
-        snap.dra, snap.dra_unlisted = await _dra(api_client)
+        snap.dra, snap.dra_unlisted = await _dra(api_client, device_classes)
     return snap
 
 
@@ -346,11 +352,12 @@ async def priority_classes(api_client: ApiClient) -> tuple[dict[str, tuple[int, 
     return classes, None
 
 
-async def _dra(api_client: ApiClient) -> tuple[DraObjects | None, int | None]:
+async def _dra(api_client: ApiClient, device_classes: bool = False) -> tuple[DraObjects | None, int | None]:
     """Every ResourceSlice and ResourceClaim (a ``list`` on ``resourceslices`` and, in every
     namespace, ``resourceclaims``, ``resource.k8s.io``), or None and the API server's status
     when they could not be listed (401, 403: no right; 404: ``resource.k8s.io/v1`` not
-    served)."""
+    served); with ``device_classes``, the DeviceClasses' names too where ``deviceclasses`` may
+    be listed (else None)."""
     from kubernetes_asyncio import client
 
     resource = client.ResourceV1Api(api_client)
@@ -365,9 +372,24 @@ async def _dra(api_client: ApiClient) -> tuple[DraObjects | None, int | None]:
         if exc.status in (401, 403, 404):
             return None, exc.status
         raise
+    classes: frozenset[str] | None = None
+    if device_classes:
+        try:
+            informer = Informer("deviceclasses", resource.list_device_class, transform=_name_only)
+            listed = await informer.list_once()
+            classes = frozenset(str(obj["metadata"].get("name")) for obj in listed.values())
+        except WatchError as exc:
+            if exc.status not in (401, 403, 404):
+                raise
     return DraObjects(
-        [obj for _, obj in sorted(slices.items())], [obj for _, obj in sorted(claims.items())]
+        [obj for _, obj in sorted(slices.items())], [obj for _, obj in sorted(claims.items())], classes
     ), None
+
+
+def _name_only(obj: dict[str, Any]) -> dict[str, Any]:
+    """An object's name (a DeviceClass's, whose selectors ``inspect`` does not evaluate)."""
+    meta = obj.get("metadata")
+    return {"metadata": {"name": meta.get("name") if isinstance(meta, dict) else None}}
 
 
 def _slim_claim(obj: dict[str, Any]) -> dict[str, Any]:

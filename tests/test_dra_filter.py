@@ -1,0 +1,507 @@
+"""kube-scheduler's DynamicResources filter where it needs no CEL (``core.dra.claims_verdict``,
+``DynamicResourcesFilter``) and how ``explain_placement`` names it: pure, on hand-made
+ResourceClaim dicts as the API serves them (kube-scheduler v1.37.2's
+``dynamicresources.go`` and ``k8s.io/dynamic-resource-allocation/resourceclaim``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+
+from stickypack.core.dra import ClaimsVerdict, DynamicResourcesFilter, claim_key, claims_verdict
+from stickypack.core.explain import KUBE_FILTER_ORDER, explain_placement
+from stickypack.core.framework import Profile, SchedulingContext
+from stickypack.core.nodetable import NodeTable
+from stickypack.core.pod import Pod, PodClaimRef
+from stickypack.policies import load_builtin
+from stickypack.testing import pod_manifest
+
+GI = 1024**3
+POD_UID = "pod-uid-1"
+
+
+def _pod(name: str = "p", cpu: str = "1", *refs: dict[str, Any], uid: str = POD_UID, **status: Any) -> Pod:
+    raw = pod_manifest(name, cpu=cpu, memory="1Gi")
+    raw["metadata"]["uid"] = uid
+    raw["spec"]["resourceClaims"] = list(refs)
+    if status:
+        raw["status"] = status
+    return Pod.from_dict(raw)
+
+
+def _named(entry: str, claim: str) -> dict[str, Any]:
+    return {"name": entry, "resourceClaimName": claim}
+
+
+def _templated(entry: str) -> dict[str, Any]:
+    return {"name": entry, "resourceClaimTemplateName": "gpu-template"}
+
+
+def _claim(
+    name: str,
+    node_selector: dict[str, Any] | None = None,
+    *,
+    allocated: bool = True,
+    owner: str | None = None,
+    deleting: bool = False,
+    reserved: int = 0,
+) -> dict[str, Any]:
+    """A claim, allocated (with the ``nodeSelector`` given, else none) unless told not."""
+    meta: dict[str, Any] = {"name": name, "namespace": "default", "uid": f"{name}-uid"}
+    if owner is not None:
+        meta["ownerReferences"] = [
+            {"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": owner, "controller": True}
+        ]
+    if deleting:
+        meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    status: dict[str, Any] = {}
+    if allocated:
+        result = {"request": "gpu", "driver": "gpu.example.com", "pool": "pool", "device": "dev-0"}
+        status["allocation"] = {"devices": {"results": [result]}}
+        if node_selector is not None:
+            status["allocation"]["nodeSelector"] = node_selector
+    if reserved:
+        status["reservedFor"] = [
+            {"resource": "pods", "name": f"u{k}", "uid": f"u{k}"} for k in range(reserved)
+        ]
+    return {"metadata": meta, "spec": {"devices": {"requests": []}}, "status": status}
+
+
+def _by_key(*claims: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
+    return {claim_key(c): c for c in claims}
+
+
+def _on_node(name: str) -> dict[str, Any]:
+    """A node selector as DRA drivers' node-local allocations have it: ``metadata.name``."""
+    return {
+        "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [name]}]}]
+    }
+
+
+def _table(*nodes: str, labels: dict[str, dict[str, str]] | None = None) -> NodeTable:
+    table = NodeTable()
+    for name in nodes:
+        table.upsert_node(
+            name, {"cpu": 4000, "memory": 16 * GI, "pods": 110}, labels=(labels or {}).get(name, {})
+        )
+    return table
+
+
+def test_pod_claim_refs_are_read_as_kube_schedulers_resourceclaim_name() -> None:
+    """``resourceClaimName``; a template entry's claim from ``status.resourceClaimStatuses``,
+    unknown without one (not created yet) and None with one
+    that names none (intentionally not created); neither field set."""
+    pod = _pod(
+        "p",
+        "1",
+        _named("a", "shared"),
+        _templated("b"),
+        _templated("c"),
+        _templated("d"),
+        {"name": "e"},
+        resourceClaimStatuses=[
+            {"name": "b", "resourceClaimName": "p-b-x1"},
+            {"name": "d"},
+        ],
+    )
+    assert pod.claim_refs == (
+        PodClaimRef("a", "shared"),
+        PodClaimRef("b", "p-b-x1", template=True),
+        PodClaimRef("c", None, template=True, listed=False),
+        PodClaimRef("d", None, template=True, listed=True),
+        PodClaimRef("e", None, listed=False),
+    )
+    assert pod.resource_claims == ("shared", "p-b-x1", "", "", "")  # the autoscaler's reading, as before
+
+
+def test_prefilter_rejects_every_node_for_a_claim_missing_being_deleted_or_not_the_pods() -> None:
+    """``foreachPodResourceClaim``'s rules and words, the first entry that fails: a claim
+    that does not exist, a template's claim not created yet (a pod the API server stored:
+    it has a uid), a claim being deleted, a template's claim another pod controls, an entry
+    with neither field; a template entry whose status names no claim is skipped."""
+    owned = _claim("p-gpu-x", owner=POD_UID)
+    cases = [
+        ((_named("a", "gone"),), {}, 'could not find ResourceClaim "default/gone"'),
+        ((_templated("a"),), {}, 'pod "default/p": ResourceClaim not created yet'),
+        ((_named("a", "old"),), {}, 'resourceclaim "old" is being deleted'),
+        ((_templated("a"),), {"resourceClaimStatuses": [{"name": "a", "resourceClaimName": "other"}]},
+         "ResourceClaim default/other was not created for Pod default/p (Pod is not owner)"),
+        (({"name": "a"},), {},
+         'pod "default/p", spec.resourceClaim "a": none of the supported fields are set'),
+        # the first failing entry names the verdict
+        ((_named("a", "gone"), _named("b", "old")), {}, 'could not find ResourceClaim "default/gone"'),
+    ]  # fmt: skip
+    claims = _by_key(owned, _claim("old", deleting=True), _claim("other", owner="someone-else"))
+    for refs, status, why in cases:
+        verdict = claims_verdict(_pod("p", "1", *refs, **status), claims)
+        assert verdict.rejected == why, refs
+    # the pod's own claim from its template, and a template entry intentionally not created
+    ok = _pod("p", "1", _templated("a"), _templated("b"), resourceClaimStatuses=[
+        {"name": "a", "resourceClaimName": "p-gpu-x"}, {"name": "b"}])  # fmt: skip
+    assert claims_verdict(ok, claims) == ClaimsVerdict(None, (("p-gpu-x", None),), (), ("p-gpu-x",))
+    # the same status on a pod file without a uid: the claim is not the pod's
+    stripped = _pod(
+        "p",
+        "1",
+        _templated("a"),
+        uid="",
+        resourceClaimStatuses=[{"name": "a", "resourceClaimName": "p-gpu-x"}],
+    )
+    assert claims_verdict(stripped, claims).rejected == (
+        "ResourceClaim default/p-gpu-x was not created for Pod default/p (Pod is not owner)"
+    )
+    # a pod file without a uid nor status: the template's claim is made when it is created
+    new = claims_verdict(_pod("p", "1", _templated("gpu"), uid=""), claims)
+    assert new == ClaimsVerdict(None, (), ("gpu (from its template, made when the pod is created)",))
+
+
+def test_a_claim_reserved_for_256_consumers_is_no_rejection_in_v1_37() -> None:
+    """``ResourceClaimReservedForMaxSize`` (256): kube-scheduler v1.37.2's
+    ``resourceclaim.CanBeReserved`` is always true, so a claim whose ``reservedFor`` is full
+    and names another pod is not "in use" to its PreFilter; judged by its node selector."""
+    full = _claim("full", _on_node("a"), reserved=256)
+    verdict = claims_verdict(_pod("p", "1", _named("x", "full")), _by_key(full))
+    assert verdict.rejected is None and [name for name, _ in verdict.allocated] == ["full"]
+
+
+def test_an_allocated_claims_node_selector_removes_the_nodes_it_does_not_match() -> None:
+    """Filter: each allocated claim's node selector must match the node (terms ORed, by
+    labels and ``metadata.name``); an allocation without one allows every node; claims not
+    allocated are listed as not judged and allow every node; a pod without claims passes.
+    A selector kube-scheduler cannot parse fails its PreFilter: every node rejected."""
+    table = _table("a", "b", "c", labels={"b": {"zone": "z2"}, "c": {"zone": "z2"}})
+    idx = table.active_indices()
+    zone = {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["z2"]}]}]
+    }
+    either = {"nodeSelectorTerms": [*_on_node("a")["nodeSelectorTerms"], *_on_node("c")["nodeSelectorTerms"]]}
+    bad = {
+        "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.uid", "operator": "In", "values": ["x"]}]}]
+    }
+    claims = _by_key(
+        _claim("on-b", _on_node("b")),
+        _claim("zone", zone),
+        _claim("either", either),
+        _claim("anywhere"),
+        _claim("pending", allocated=False),
+        _claim("bad", bad),
+    )
+    plugin = DynamicResourcesFilter(claims)
+
+    def passing(*claim_names: str) -> list[str]:
+        pod = _pod("p", "1", *(_named(f"r{k}", n) for k, n in enumerate(claim_names)))
+        return table.node_names(idx[plugin.filter(pod, table, idx, SchedulingContext())])
+
+    assert passing() == ["a", "b", "c"]
+    assert passing("on-b") == ["b"]
+    assert passing("zone") == ["b", "c"]
+    assert passing("either") == ["a", "c"]
+    assert passing("zone", "either") == ["c"]
+    assert passing("on-b", "either") == []  # allocated on two different nodes: nowhere
+    assert passing("anywhere", "pending") == ["a", "b", "c"]
+    assert passing("bad") == []
+    verdict = plugin.verdict(_pod("p", "1", _named("x", "pending"), _named("y", "on-b")))
+    assert (verdict.not_judged, [n for n, _ in verdict.allocated]) == (("pending",), ["on-b"])
+    assert plugin.verdict(_pod("p", "1", _named("x", "bad"))).rejected == (
+        "ResourceClaim default/bad: status.allocation.nodeSelector.nodeSelectorTerms[0] cannot be parsed"
+    )
+
+
+def test_explain_names_dynamic_resources_where_kube_scheduler_runs_it() -> None:
+    """DynamicResources runs right after InterPodAffinity (``applyDynamicResources``): a node
+    both it and NodeResourcesFit reject is NodeResourcesFit's; one only its node selector
+    rejects is DynamicResources'. Its PreFilter rejection (a missing claim) comes before any
+    Filter: every node is DynamicResources', even one out of room, and also with pods
+    nominated there (it reads no other pod: its verdict is the same in both passes)."""
+    order = list(KUBE_FILTER_ORDER)
+    assert order.index("DynamicResources") == order.index("InterPodAffinity") + 1 == len(order) - 1
+    table = _table("a", "b", "c")
+    table.add_pod(table.index["c"], _pod("filler", "3500m"))  # c: no room for 1 core
+    claims = _by_key(_claim("on-a", _on_node("a")), _claim("on-c", _on_node("c")))
+    default = load_builtin("default").profiles[0]
+    profile = Profile(default.name, [*default.filters, DynamicResourcesFilter(claims)], default.scorers)
+    ctx = SchedulingContext()
+
+    def verdicts(pod: Pod, nominated: dict[str, list[Pod]] | None = None) -> dict[str, str | None]:
+        return {
+            v.node: v.filtered_by for v in explain_placement(profile, pod, table, ctx, nominated).verdicts
+        }
+
+    assert verdicts(_pod("p", "1", _named("x", "on-a"))) == {
+        "a": None,
+        "b": "DynamicResources",
+        "c": "NodeResourcesFit",
+    }
+    assert verdicts(_pod("p", "1", _named("x", "on-c"))) == {
+        "a": "DynamicResources",
+        "b": "DynamicResources",
+        "c": "NodeResourcesFit",
+    }
+    missing = _pod("p", "1", _named("x", "gone"))
+    assert verdicts(missing) == dict.fromkeys("abc", "DynamicResources")
+    waiting = [_pod("waiting", "3500m")]
+    explanation = explain_placement(profile, missing, table, ctx, {"a": waiting})
+    assert explanation.best == [] and all(
+        (v.filtered_by, v.with_nominated) == ("DynamicResources", False) for v in explanation.verdicts
+    )
+    # a waiting pod that fills a: named by NodeResourcesFit, which runs before DynamicResources
+    assert verdicts(_pod("p", "1", _named("x", "on-a")), {"a": waiting})["a"] == "NodeResourcesFit"
+    # without the filter (no --dra), claims are not judged: as before
+    plain = explain_placement(default, missing, table, ctx)
+    assert sorted(plain.best) == ["a", "b"]
+
+
+def test_the_claims_slimmer_keeps_what_the_prefilter_reads() -> None:
+    """The informers' and the snapshot's ResourceClaims keep ``deletionTimestamp`` and the
+    controller's uid (an owner that is not the controller dropped), beside the allocation
+    with its node selector."""
+    from stickypack.kube.dra import slim_resource_claim
+
+    raw = _claim("c", _on_node("a"), owner=POD_UID, deleting=True)
+    raw["metadata"]["ownerReferences"].insert(0, {"kind": "Other", "name": "o", "uid": "not-it"})
+    raw["metadata"]["labels"] = {"dropped": "yes"}
+    slim = slim_resource_claim(raw)
+    assert slim["metadata"]["ownerReferences"] == [{"uid": POD_UID, "controller": True}]
+    assert (
+        slim["metadata"]["deletionTimestamp"] == "2026-01-01T00:00:00Z" and "labels" not in slim["metadata"]
+    )
+    assert slim["status"]["allocation"]["nodeSelector"] == _on_node("a")
+    claims = _by_key(slim)
+    pod = _pod("p", "1", _templated("g"), resourceClaimStatuses=[{"name": "g", "resourceClaimName": "c"}])
+    assert claims_verdict(pod, claims).rejected == 'resourceclaim "c" is being deleted'
+    del slim["metadata"]["deletionTimestamp"]
+    assert claims_verdict(pod, claims).rejected is None
+
+
+def test_the_placement_says_why_every_node_is_rejected_and_which_claims_are_not_judged() -> None:
+    from stickypack.cli.inspect import _print_dynamic_resources
+
+    def printed(judged: dict[str, Any] | None) -> str:
+        console = Console(record=True, width=300)
+        _print_dynamic_resources(console, judged)
+        return console.export_text()
+
+    assert printed(None) == ""
+    unlisted = printed({"device_classes_read": False, "rejected": None, "allocated": [], "not_judged": []})
+    assert unlisted.startswith("DeviceClasses could not be listed (no `list` right on deviceclasses)")
+    assert printed({"rejected": None, "allocated": ["a"], "not_judged": []}) == ""
+    text = printed(
+        {"rejected": 'could not find ResourceClaim "default/[x]"', "allocated": [], "not_judged": []}
+    )
+    assert text == 'DynamicResources rejects every node: could not find ResourceClaim "default/[x]"\n'
+    text = printed({"rejected": None, "allocated": ["c"], "not_judged": [], "deallocates": ["c", "d"]})
+    assert text.startswith(
+        "no node passes: kube-scheduler's DynamicResources PostFilter then deallocates one of c, d"
+    )
+    text = printed({"rejected": None, "allocated": [], "not_judged": ["gpu", "[red]y"]})
+    assert "not judged" in text and text.rstrip().endswith("gpu, [red]y")
+
+
+def test_without_the_claims_listed_the_placement_says_they_are_not_judged() -> None:
+    """``dra_read`` false with ``--pod``: the line says the nodes are weighed without DRA and
+    the pod's claims are not judged; the node report's line says the first only."""
+    from stickypack.cli.inspect import _print_dra_unread
+
+    def printed(placing: bool) -> str:
+        console = Console(record=True, width=400)
+        _print_dra_unread(console, {"dra_read": False}, placing)
+        return console.export_text()
+
+    assert (
+        printed(True)
+        .rstrip()
+        .endswith("nodes are weighed without DRA, and the pod's claims are not judged (DynamicResources)")
+    )
+    assert printed(False).rstrip().endswith("nodes are weighed without DRA")
+
+
+def _unallocated(name: str, *requests: dict[str, Any]) -> dict[str, Any]:
+    claim = _claim(name, allocated=False)
+    claim["spec"] = {"devices": {"requests": list(requests)}}
+    return claim
+
+
+def test_a_claim_not_allocated_asking_for_a_device_class_that_does_not_exist_rejects_every_node() -> None:
+    """PreFilter on a claim not allocated yet (``validateDeviceClass``): each request's
+    class (``exactly``, or each ``firstAvailable`` subrequest's, named ``request/sub``) must
+    exist; a request naming none is an unsupported type, one of neither kind an unknown
+    type. With the classes not known (not listed), not checked: the claim is not judged."""
+    gpu = {"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com"}}
+    missing = {"name": "big", "exactly": {"deviceClassName": "huge.example.com"}}
+    alternatives = {
+        "name": "any",
+        "firstAvailable": [
+            {"name": "fast", "deviceClassName": "gpu.example.com"},
+            {"name": "slow", "deviceClassName": "old.example.com"},
+        ],
+    }
+    claims = _by_key(
+        _unallocated("ok", gpu),
+        _unallocated("missing", gpu, missing),
+        _unallocated("alternatives", alternatives),
+        _unallocated("unsupported", {"name": "r", "exactly": {"deviceClassName": ""}}),
+        _unallocated("unknown", {"name": "r"}),
+    )
+    classes = {"gpu.example.com"}
+    expected = {
+        "ok": None,
+        "missing": "request big: device class huge.example.com does not exist",
+        "alternatives": "request any/slow: device class old.example.com does not exist",
+        "unsupported": "request r: unsupported request type",
+        "unknown": "resource claim default/unknown, request r: unknown request type",
+    }
+    for name, why in expected.items():
+        pod = _pod("p", "1", _named("x", name))
+        assert claims_verdict(pod, claims, classes).rejected == why, name
+        assert claims_verdict(pod, claims).rejected is None, name  # classes not known
+        assert claims_verdict(pod, claims).not_judged == (name,)
+    # claim by claim: an allocated claim earlier is judged first, and a later missing claim
+    # (an existence check, made for every claim first) wins over a class
+    claims.update(
+        _by_key(_claim("bad", {"nodeSelectorTerms": [{"matchFields": [{"key": "x", "operator": "In"}]}]}))
+    )
+    pod = _pod("p", "1", _named("x", "bad"), _named("y", "missing"))
+    assert "nodeSelectorTerms[0] cannot be parsed" in str(claims_verdict(pod, claims, classes).rejected)
+    pod = _pod("p", "1", _named("x", "missing"), _named("y", "gone"))
+    assert claims_verdict(pod, claims, classes).rejected == 'could not find ResourceClaim "default/gone"'
+
+
+def test_the_claims_slimmer_keeps_the_requests_device_classes_only() -> None:
+    from stickypack.kube.dra import slim_resource_claim
+
+    raw = _unallocated(
+        "c",
+        {"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com", "count": 2, "selectors": ["cel"]}},
+        {"name": "any", "firstAvailable": [{"name": "a", "deviceClassName": "x", "selectors": ["cel"]}]},
+    )
+    slim = slim_resource_claim(raw)
+    assert slim["spec"] == {
+        "devices": {
+            "requests": [
+                {"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com"}},
+                {"name": "any", "firstAvailable": [{"name": "a", "deviceClassName": "x"}]},
+            ]
+        }
+    }
+    pod = _pod("p", "1", _named("x", "c"))
+    assert claims_verdict(pod, _by_key(slim), {"gpu.example.com"}).rejected == (
+        "request any/a: device class x does not exist"
+    )
+
+
+def test_when_no_node_passes_the_postfilter_deallocates_a_claim_no_other_pod_uses() -> None:
+    """kube-scheduler's DynamicResources PostFilter (no node passed): an allocated claim
+    whose node selector a node it filtered did not match, reserved for no pod or for this
+    one alone, is deallocated, so its next attempt allocates it afresh. Not one another pod
+    uses, not when a node passes, not when no node reached DynamicResources (every node out
+    of room: its Filter never ran)."""
+    from stickypack.cli.inspect import _deallocated_claims
+
+    other = {"resource": "pods", "name": "o", "uid": "other-uid"}
+    mine = {"resource": "pods", "name": "p", "uid": POD_UID}
+    claims = _by_key(
+        _claim("elsewhere", _on_node("gone")),
+        _claim("mine-only", _on_node("gone")),
+        _claim("shared", _on_node("gone")),
+        _claim("on-a", _on_node("a")),
+    )
+    claims[("default", "mine-only")]["status"]["reservedFor"] = [mine]
+    claims[("default", "shared")]["status"]["reservedFor"] = [mine, other]
+    plugin = DynamicResourcesFilter(claims)
+    default = load_builtin("default").profiles[0]
+    profile = Profile(default.name, [*default.filters, plugin], default.scorers)
+    table = _table("a", "b")
+    ctx = SchedulingContext()
+
+    def deallocates(cpu: str, *names: str) -> list[str]:
+        pod = _pod("p", cpu, *(_named(f"r{k}", n) for k, n in enumerate(names)))
+        return _deallocated_claims(plugin, pod, table, explain_placement(profile, pod, table, ctx))
+
+    assert plugin.verdict(_pod("p", "1", _named("x", "mine-only"), _named("y", "shared"))).unshared == (
+        "mine-only",
+    )
+    assert deallocates("1", "elsewhere", "mine-only", "shared") == ["elsewhere", "mine-only"]
+    assert deallocates("1", "shared") == []
+    assert deallocates("1", "on-a") == []  # a passes
+    # on-a is unavailable on b, elsewhere on both: kube-scheduler picks one of them at random
+    assert deallocates("1", "on-a", "elsewhere") == ["on-a", "elsewhere"]
+    assert deallocates("8", "elsewhere") == []  # no node has room: DynamicResources never ran
+
+
+def test_a_claim_not_shaped_as_served_is_a_clear_rejection_never_a_traceback() -> None:
+    """An allocation, a node selector or a requirement that is not what the API serves is
+    named (what and where) as the reason every node is rejected; a ``reservedFor`` that is
+    not a list counts no user."""
+    pod = _pod("p", "1", _named("x", "c"))
+    for allocation, why in [
+        (7, "ResourceClaim default/c: status.allocation is not an object"),
+        ({"nodeSelector": 5}, "ResourceClaim default/c: status.allocation.nodeSelector is not an object"),
+        (
+            {"nodeSelector": {"nodeSelectorTerms": [{"matchExpressions": [{"operator": "In"}]}]}},
+            "ResourceClaim default/c: status.allocation.nodeSelector.nodeSelectorTerms[0]: "
+            "a requirement has no 'key'",
+        ),
+    ]:
+        claim = _claim("c")
+        claim["status"]["allocation"] = allocation
+        assert claims_verdict(pod, _by_key(claim)).rejected == why
+    claim = _claim("c")
+    claim["status"]["reservedFor"] = {"not": "a list"}
+    assert claims_verdict(pod, _by_key(claim)).unshared == ("c",)
+
+
+def _bound_by_conditions(
+    name: str, conditions: list[dict[str, str]] | None, allocated_at: str = "2026-01-01T00:00:00Z"
+) -> dict[str, Any]:
+    """A claim allocated on ``a`` whose device waits for binding condition ``Attached``
+    (failure condition ``Failed``), its device status holding ``conditions`` (None: no
+    device status yet)."""
+    claim = _claim(name, _on_node("a"))
+    allocation = claim["status"]["allocation"]
+    allocation["allocationTimestamp"] = allocated_at
+    result = allocation["devices"]["results"][0]
+    result |= {"bindingConditions": ["Attached"], "bindingFailureConditions": ["Failed"]}
+    if conditions is not None:
+        device = {k: result[k] for k in ("driver", "pool", "device")}
+        claim["status"]["devices"] = [{**device, "conditions": conditions}]
+    return claim
+
+
+def test_an_allocated_claim_whose_devices_binding_failed_or_timed_out_is_unavailable_everywhere() -> None:
+    """DRADeviceBindingConditions (beta, on by default): a device's binding failure
+    condition true makes its claim unavailable on every node (``isClaimReadyForBinding``'s
+    error, in its words); binding conditions not all true 600 s (the default
+    ``bindingTimeout``) after the allocation too (``isClaimTimeout``), not before, and not
+    once they are true. Without the time (``now`` None) a timeout is not judged."""
+    start = 1767225600.0  # 2026-01-01T00:00:00Z
+    failed = {"type": "Failed", "status": "True", "reason": "NoFabric", "message": "switch down"}
+    waiting = {"type": "Attached", "status": "False", "reason": "", "message": ""}
+    attached = {"type": "Attached", "status": "True", "reason": "", "message": ""}
+    claims = _by_key(
+        _bound_by_conditions("failed", [waiting, failed]),
+        _bound_by_conditions("waiting", [waiting]),
+        _bound_by_conditions("no-status", None),
+        _bound_by_conditions("attached", [attached]),
+    )
+    table = _table("a", "b")
+    idx = table.active_indices()
+
+    def judged(name: str, now: float | None) -> tuple[tuple[tuple[str, str], ...], list[str]]:
+        plugin = DynamicResourcesFilter(claims, now=now)
+        pod = _pod("p", "1", _named("x", name))
+        return plugin.verdict(pod).unbindable, table.node_names(idx[plugin.filter(pod, table, idx, ctx)])
+
+    ctx = SchedulingContext()
+    why = 'device binding failed: claim=failed, reason=NoFabric, message="switch down"'
+    assert judged("failed", start + 1) == ((("failed", why),), [])
+    assert judged("failed", None) == ((("failed", why),), [])
+    for name in ("waiting", "no-status"):
+        assert judged(name, start + 599) == ((), ["a"]), name
+        assert judged(name, None) == ((), ["a"]), name
+        late = f"binding timed out: claim={name}, allocated 601 s ago"
+        assert judged(name, start + 601) == (((name, late),), []), name
+    assert judged("attached", start + 10_000) == ((), ["a"])
+    # unavailable everywhere: the PostFilter may deallocate it when no node passes
+    verdict = DynamicResourcesFilter(claims, now=start + 1).verdict(_pod("p", "1", _named("x", "failed")))
+    assert verdict.unavailable_on({}, "a") == ["failed"]
