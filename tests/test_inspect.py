@@ -1789,6 +1789,40 @@ def test_inspect_pod_spreads_random_pods_where_the_real_scheduler_binds_them(
         cluster.call(lambda api: client.CoreV1Api(api).delete_namespaced_service("pts-rand", "default"))
 
 
+@pytest.mark.controlplane
+def test_inspect_pod_spreads_z2jh_user_pods_as_the_real_user_scheduler_does(
+    cluster: ControlPlane, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """z2jh's user-scheduler re-weights NodeAffinity, InterPodAffinity, NodeResourcesFit and
+    ImageLocality and leaves PodTopologySpread at its default weight 2. ``a`` and ``b`` are
+    alike, each with a 500m pod: ``a``'s of app ``web``, ``b``'s of app ``db``, so
+    MostAllocated and the others tie. A web pod spread over hostnames (``ScheduleAnyway``)
+    scores ``b`` 100 and ``a`` 0 there: the real user-scheduler binds it to ``b``, and
+    ``inspect --policy z2jh`` names ``b`` alone."""
+    for node in ("a", "b"):
+        cluster.create_node(node, cpu="4", memory="16Gi")
+    _bind(cluster, "web-1", "a", "500m", "1Gi", app="web")
+    _bind(cluster, "db-1", "b", "500m", "1Gi", app="db")
+    probe = pod_manifest("probe", cpu="100m", memory="100Mi", scheduler_name="z2jh", labels={"app": "web"})
+    probe["spec"]["topologySpreadConstraints"] = [
+        {"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "ScheduleAnyway",
+         "labelSelector": {"matchLabels": {"app": "web"}}}
+    ]  # fmt: skip
+    path = tmp_path / "probe.yaml"
+    path.write_text(yaml.safe_dump(probe))
+    argv = ["inspect", "--kubeconfig", str(cluster.kubeconfig), "--policy", "z2jh", "--pod", str(path)]
+    assert main([*argv, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["profile"] == "user-scheduler"
+    assert report["weights"].get("PodTopologySpread") == 2
+    spread, best_without = _spread_scores_and_best_without(report)
+    assert spread == {"a": 0, "b": 100} and best_without == ["a", "b"]
+    assert report["best"] == ["b"]
+    cluster.start_scheduler(scheduler_config(["z2jh"]))
+    cluster.create_pod(pod=probe)
+    assert cluster.wait_bound(["probe"], timeout=30) == {"probe": "b"}
+
+
 def _inspect_pod_json(
     cluster: ControlPlane, tmp_path: Path, capsys: pytest.CaptureFixture[str], pod: dict
 ) -> dict:

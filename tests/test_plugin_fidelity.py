@@ -60,7 +60,9 @@ def test_the_z2jh_user_profile_renders_as_render_writes_it():
     weights = {e["name"]: e["weight"] for e in ours["plugins"]["score"]["enabled"]}
     assert weights == {
         **{e["name"]: e["weight"] for e in theirs["plugins"]["score"]["enabled"]},
-        "TaintToleration": 3,  # kept at its default weight by render, named by the policy
+        # kept at their default weights by render (as z2jh does), named by the policy
+        "TaintToleration": 3,
+        "PodTopologySpread": 2,
     }
     assert ours["pluginConfig"] == theirs["pluginConfig"]
     assert "filter" not in ours["plugins"]
