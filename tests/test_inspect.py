@@ -1823,6 +1823,51 @@ def test_inspect_pod_spreads_z2jh_user_pods_as_the_real_user_scheduler_does(
     assert cluster.wait_bound(["probe"], timeout=30) == {"probe": "b"}
 
 
+@pytest.mark.controlplane
+def test_inspect_pod_reads_a_default_selector_only_from_a_controller_of_apps_v1(
+    cluster: ControlPlane, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """kube-scheduler's ``DefaultSelector`` takes a pod's ReplicaSet's selector only when the
+    controller reference's ``apiVersion`` is ``apps/v1`` (its group and version, parsed;
+    ``v1`` for a ReplicationController): one of ``apps/v1beta2`` names no controller it
+    reads. ``a`` holds a pod the ReplicaSet's selector selects, ``b`` a bigger one it does
+    not, so the fit scores prefer ``a`` and the system default spreading ``b``. The pod owned
+    through ``apps/v1`` is spread (``b``); through ``apps/v1beta2`` it is not
+    (PodTopologySpread skipped): ``a``, where the real kube-scheduler binds it."""
+    for node in ("a", "b"):
+        cluster.create_node(node, cpu="4", memory="16Gi")
+    selector = {"app": "pts-owned"}
+    _bind(cluster, "owned-1", "a", "100m", "100Mi", **selector)
+    _bind(cluster, "fill", "b", "300m", "300Mi")
+    template = {"metadata": {"labels": selector}, "spec": {"containers": [{"name": "c", "image": "x"}]}}
+    replicas = {
+        "metadata": {"name": "pts-rs"},
+        "spec": {"replicas": 0, "selector": {"matchLabels": selector}, "template": template},
+    }
+    uid = "0b5e3f1c-0000-4000-8000-000000000002"  # no garbage collector runs: the uid is not checked
+
+    def probe(name: str, api_version: str) -> dict:
+        raw = pod_manifest(name, cpu="100m", memory="100Mi", labels=selector)
+        ref = {"apiVersion": api_version, "kind": "ReplicaSet", "name": "pts-rs", "uid": uid}
+        raw["metadata"]["ownerReferences"] = [{**ref, "controller": True}]
+        return raw
+
+    cluster.call(lambda api: client.AppsV1Api(api).create_namespaced_replica_set("default", replicas))
+    try:
+        current = _inspect_pod_json(cluster, tmp_path, capsys, probe("current", "apps/v1"))
+        assert current["best"] == ["b"]
+        assert _spread_scores_and_best_without(current)[1] == ["a"]  # the spreading decides
+        older = probe("older", "apps/v1beta2")
+        report = _inspect_pod_json(cluster, tmp_path, capsys, older)
+        assert "PodTopologySpread" not in report["weights"] and report["spread_selector_read"] is True
+        assert report["best"] == ["a"]
+        cluster.start_scheduler(scheduler_config(["default-scheduler"]))
+        cluster.create_pod(pod=older)
+        assert cluster.wait_bound(["older"], timeout=30) == {"older": "a"}
+    finally:
+        cluster.call(lambda api: client.AppsV1Api(api).delete_namespaced_replica_set("pts-rs", "default"))
+
+
 def _inspect_pod_json(
     cluster: ControlPlane, tmp_path: Path, capsys: pytest.CaptureFixture[str], pod: dict
 ) -> dict:

@@ -23,6 +23,7 @@ from stickypack.core.routing import LabelSelector
 from stickypack.core.topologyspread import (
     SpreadCounts,
     default_selector,
+    default_selector_kind,
     go_log,
     go_round,
     score_constraints,
@@ -768,3 +769,33 @@ def test_the_default_selector_merges_services_and_the_controllers() -> None:
     assert default_selector(labels, [{"app": "db"}]) is None
     assert default_selector(labels, [], "Job", {"matchLabels": {"h": "1"}}) is None  # not a kind it reads
     assert default_selector(labels, [], "StatefulSet", {"matchLabels": "bad"}) is None  # unparsable: nothing
+
+
+def test_the_default_selector_reads_only_controllers_of_v1_and_apps_v1() -> None:
+    """``DefaultSelector`` compares the controller reference's parsed group, version and kind
+    with ``v1`` ReplicationController, ``apps/v1`` ReplicaSet and StatefulSet: another
+    version, group or kind, or an ``apiVersion`` Go cannot parse, names none."""
+    read = {
+        ("v1", "ReplicationController"): "ReplicationController",
+        ("/v1", "ReplicationController"): "ReplicationController",  # ParseGroupVersion: group ""
+        ("apps/v1", "ReplicaSet"): "ReplicaSet",
+        ("apps/v1", "StatefulSet"): "StatefulSet",
+        ("apps/v1beta2", "ReplicaSet"): None,
+        ("extensions/v1beta1", "ReplicaSet"): None,
+        ("core/v1", "ReplicationController"): None,
+        ("apps/v1", "ReplicationController"): None,
+        ("apps/v1", "DaemonSet"): None,
+        ("batch/v1", "Job"): None,
+        ("a/apps/v1", "ReplicaSet"): None,
+        ("", "ReplicaSet"): None,
+        (None, "ReplicaSet"): None,
+        ("apps/v1", None): None,
+    }
+    assert {case: default_selector_kind(*case) for case in read} == read
+    # the pod keeps its controller reference's apiVersion as written
+    raw = _manifest("p", labels={"app": "web"})
+    ref = {"apiVersion": "apps/v1beta2", "kind": "ReplicaSet", "name": "rs", "uid": "u", "controller": True}
+    raw["metadata"]["ownerReferences"] = [ref]
+    owned = Pod.from_dict(raw)
+    assert (owned.owner_group, owned.owner_api_version) == ("apps", "apps/v1beta2")
+    assert default_selector_kind(owned.owner_api_version, owned.owner_kind) is None

@@ -165,6 +165,10 @@ class Pod:
     owner_name: str | None = None
     #: API group of that controller (its ``apiVersion`` before the ``/``; "" for ``v1``), if any.
     owner_group: str | None = None
+    #: That controller's ``apiVersion`` as its owner reference gives it ("v1", "apps/v1"), if
+    #: any: kube-scheduler's ``DefaultSelector`` reads only the controllers of ``v1`` and
+    #: ``apps/v1`` (:func:`~stickypack.core.topologyspread.default_selector_kind`).
+    owner_api_version: str | None = None
     scheduler_name: str = "default-scheduler"
     node_name: str | None = None
     uid: str = ""
@@ -244,7 +248,7 @@ class Pod:
             required_pod_anti_affinity = affinity.required_pod_terms("podAntiAffinity", *of)
             preferred_pod_affinity = affinity.preferred_pod_terms("podAffinity", *of)
             preferred_pod_anti_affinity = affinity.preferred_pod_terms("podAntiAffinity", *of)
-            owner_kind, owner_name, owner_group = _owner(meta.get("ownerReferences"))
+            owner_kind, owner_name, owner_group, owner_api_version = _owner(meta.get("ownerReferences"))
             created = _creation_time(meta.get("creationTimestamp"))
             return cls(
                 name=str(meta.get("name") or meta.get("generateName") or ""),
@@ -288,6 +292,7 @@ class Pod:
                 owner_kind=owner_kind,
                 owner_name=owner_name,
                 owner_group=owner_group,
+                owner_api_version=owner_api_version,
                 scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
                 node_name=spec.get("nodeName") or None,
                 images=_pod_images(spec),
@@ -304,18 +309,20 @@ def _string_map(raw: object, where: str) -> dict[str, str]:
     return {str(k): str(v) for k, v in _mapping(raw, where).items()}
 
 
-def _owner(raw: object) -> tuple[str | None, str | None, str | None]:
-    """The kind, name and API group (``apiVersion`` before the ``/``; "" for ``v1``) of the
-    pod's controller, from ``metadata.ownerReferences`` (:func:`_controller`: only the
-    controller, as ``metav1.GetControllerOf``: another owner recreates nothing); all None
-    without one, the name None where it has none."""
+def _owner(raw: object) -> tuple[str | None, str | None, str | None, str | None]:
+    """The kind, name, API group (``apiVersion`` before the ``/``; "" for ``v1``) and
+    ``apiVersion`` of the pod's controller, from ``metadata.ownerReferences``
+    (:func:`_controller`: only the controller, as ``metav1.GetControllerOf``: another owner
+    recreates nothing); all None without one, the name None where it has none."""
     controller = _controller(raw)
     if not controller:
-        return None, None, None
+        return None, None, None, None
+    api_version = str(controller.get("apiVersion") or "")
     return (
         str(controller["kind"]),
         str(controller.get("name") or "") or None,
-        str(controller.get("apiVersion") or "").rpartition("/")[0],
+        api_version.rpartition("/")[0],
+        api_version,
     )
 
 

@@ -426,12 +426,28 @@ def score_constraints(pod: Pod) -> tuple[tuple[SpreadConstraint, ...], bool]:
 
 
 #: The controllers whose selector kube-scheduler's ``DefaultSelector`` adds, by (API group,
-#: kind) of a pod's controller.
+#: version, kind) of a pod's controller reference: exactly these (``rcKind``, ``rsKind``,
+#: ``ssKind``; an ``apps/v1beta2`` ReplicaSet is none of them).
 DEFAULT_SELECTOR_CONTROLLERS = (
-    ("", "ReplicationController"),
-    ("apps", "ReplicaSet"),
-    ("apps", "StatefulSet"),
+    ("", "v1", "ReplicationController"),
+    ("apps", "v1", "ReplicaSet"),
+    ("apps", "v1", "StatefulSet"),
 )
+
+
+def default_selector_kind(api_version: str | None, kind: str | None) -> str | None:
+    """``kind`` when a pod's controller reference of ``api_version`` and ``kind`` names a
+    controller whose selector ``DefaultSelector`` reads (:data:`DEFAULT_SELECTOR_CONTROLLERS`,
+    the ``apiVersion`` parsed as Go's ``schema.ParseGroupVersion``: ``version`` or
+    ``group/version``, more than one ``/`` none), else None."""
+    if api_version is None or kind is None:
+        return None
+    group, slash, version = api_version.partition("/")
+    if not slash:
+        group, version = "", api_version
+    elif "/" in version:
+        return None  # ParseGroupVersion's error: DefaultSelector keeps the Services' selector
+    return kind if (group, version, kind) in DEFAULT_SELECTOR_CONTROLLERS else None
 
 
 def default_selector(

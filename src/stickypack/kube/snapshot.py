@@ -23,7 +23,7 @@ from stickypack.core.pod import DAEMONSET_POD_ANNOTATION, MIRROR_POD_ANNOTATION,
 from stickypack.core.quantity import QuantityError
 from stickypack.core.resources import CPU, MEMORY, parse_resource_list
 from stickypack.core.routing import LabelSelector, SelectorError
-from stickypack.core.topologyspread import default_selector
+from stickypack.core.topologyspread import default_selector, default_selector_kind
 from stickypack.core.volumes import VOLUME_ZONE_LABELS, ClaimVolumes, claim_volumes
 from stickypack.kube.cache import TERMINAL_PHASES, ClusterCache, slim_node, slim_pod
 from stickypack.kube.dra import slim_resource_claim, slim_resource_slice
@@ -468,22 +468,24 @@ async def spread_selector(api_client: ApiClient, pod: Pod) -> tuple[LabelSelecto
     (:func:`~stickypack.core.topologyspread.default_selector`): from the Services of its
     namespace and its ReplicationController, ReplicaSet or StatefulSet (a ``list`` on
     ``services``, and on ``replicationcontrollers`` or ``replicasets`` / ``statefulsets``
-    (apps) for a pod such a controller owns, in the pod's namespace); and whether they could
+    (apps) for a pod such a controller owns, by a controller reference of ``apiVersion``
+    ``v1`` or ``apps/v1`` as kube-scheduler reads it, in the pod's namespace); and whether they could
     be read (False: refused, 401, 403, or not served, 404; the selector is then None)."""
     from kubernetes_asyncio import client
 
     core, apps = client.CoreV1Api(api_client), client.AppsV1Api(api_client)
     calls = {
-        ("", "ReplicationController"): core.list_namespaced_replication_controller,
-        ("apps", "ReplicaSet"): apps.list_namespaced_replica_set,
-        ("apps", "StatefulSet"): apps.list_namespaced_stateful_set,
+        "ReplicationController": core.list_namespaced_replication_controller,
+        "ReplicaSet": apps.list_namespaced_replica_set,
+        "StatefulSet": apps.list_namespaced_stateful_set,
     }
     namespace = pod.namespace
     try:
         services = await Informer(
             "services", partial(core.list_namespaced_service, namespace), transform=_name_and_selector
         ).list_once()
-        call = calls.get((pod.owner_group or "", pod.owner_kind or ""))
+        kind = default_selector_kind(pod.owner_api_version, pod.owner_kind)
+        call = calls.get(kind) if kind is not None else None
         controller = None
         if call is not None and pod.owner_name:
             listed = await Informer(
