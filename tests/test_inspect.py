@@ -1868,6 +1868,173 @@ def test_inspect_pod_reads_a_default_selector_only_from_a_controller_of_apps_v1(
         cluster.call(lambda api: client.AppsV1Api(api).delete_namespaced_replica_set("pts-rs", "default"))
 
 
+#: kube-scheduler's ``-v=10`` line for each plugin's weighted score of each node
+#: (``prioritizeNodes`` in ``schedule_one.go``), its PodTopologySpread ones.
+_SPREAD_SCORED = re.compile(
+    r'"Plugin scored node for pod" pod="(?P<pod>[^"]+)" plugin="PodTopologySpread" '
+    r'node="(?P<node>[^"]+)" score=(?P<score>\d+)'
+)
+
+
+def _logged_spread_scores(log: Path, pod_key: str, weight: int) -> dict[str, int]:
+    """The PodTopologySpread scores (unweighted) kube-scheduler logged for ``pod_key``; none
+    when it skipped the plugin or did not score (one feasible node)."""
+    return {
+        m["node"]: int(m["score"]) // weight
+        for m in _SPREAD_SCORED.finditer(log.read_text(errors="replace"))
+        if m["pod"] == pod_key
+    }
+
+
+#: The labels of the ReplicaSet ``pts-diff`` (and the Service ``pts-diff`` selects ``app``).
+_OWNED = {"app": "svc", "rev": "a"}
+
+
+def _random_soft_constraint(rng: random.Random, key: str, app: str) -> dict:
+    """A ``ScheduleAnyway`` constraint on ``key``: matchLabels, matchExpressions, an empty
+    selector or none; maybe ``matchLabelKeys`` and either inclusion policy."""
+    constraint: dict = {"maxSkew": rng.randint(1, 3), "topologyKey": key}
+    constraint["whenUnsatisfiable"] = "ScheduleAnyway"
+    selector = rng.choice(
+        [
+            {"matchLabels": {"app": rng.choice([app, app, "web"])}},
+            {"matchExpressions": [{"key": "app", "operator": "In", "values": ["web", "api"]}]},
+            {},
+            None,
+        ]
+    )
+    if selector is not None:
+        constraint["labelSelector"] = selector
+        if rng.random() < 0.3:
+            constraint["matchLabelKeys"] = ["rev"]
+    for policy, value in (("nodeTaintsPolicy", "Honor"), ("nodeAffinityPolicy", "Ignore")):
+        if rng.random() < 0.3:
+            constraint[policy] = value
+    return constraint
+
+
+def _random_spread_probe(rng: random.Random, name: str, nodes: list[str], default: bool, z2jh: bool) -> dict:
+    """A probe for :func:`test_inspect_pod_spread_scores_are_the_real_schedulers_node_by_node`:
+    with ``default``, a pod of the Service without constraints (maybe owned by its
+    ReplicaSet through ``apps/v1`` or ``apps/v1beta2``), else one with random
+    ``ScheduleAnyway`` constraints (zone, hostname, pool) and maybe a ``DoNotSchedule`` one;
+    maybe tolerating the taint, with a node selector or a ``matchFields`` affinity."""
+    app = "svc" if default else rng.choice(["web", "api", "svc"])
+    probe = pod_manifest(
+        name, cpu="100m", memory="100Mi", labels={"app": app, "rev": rng.choice("ab")},
+        scheduler_name="z2jh" if z2jh else "default-scheduler",
+        tolerations=[{"key": "dedicated", "operator": "Exists"}] if rng.random() < 0.3 else None,
+        node_selector={"pool": "x"} if rng.random() < 0.2 else None,
+        namespace="default" if default else rng.choice(["default", "default", "pts-other"]),
+    )  # fmt: skip
+    if rng.random() < 0.2:
+        term = {"key": "metadata.name", "operator": "NotIn", "values": [rng.choice(nodes)]}
+        required = {"nodeSelectorTerms": [{"matchFields": [term]}]}
+        node_affinity = {"requiredDuringSchedulingIgnoredDuringExecution": required}
+        probe["spec"]["affinity"] = {"nodeAffinity": node_affinity}
+    if default:
+        if rng.random() < 0.6:
+            probe["metadata"]["labels"] = dict(_OWNED)
+            ref = {"kind": "ReplicaSet", "name": "pts-diff", "uid": "0b5e3f1c-0000-4000-8000-000000000003"}
+            version = rng.choice(["apps/v1", "apps/v1beta2"])
+            probe["metadata"]["ownerReferences"] = [{**ref, "apiVersion": version, "controller": True}]
+        return probe
+    zone, hostname = "topology.kubernetes.io/zone", "kubernetes.io/hostname"
+    keys = rng.sample([zone, hostname, "pool"], rng.randint(1, 2))
+    constraints = [_random_soft_constraint(rng, key, app) for key in keys]
+    if rng.random() < 0.2:
+        hard = {"maxSkew": 5, "topologyKey": "kubernetes.io/os", "whenUnsatisfiable": "DoNotSchedule"}
+        constraints.append({**hard, "labelSelector": {"matchLabels": {"app": app}}})
+    probe["spec"]["topologySpreadConstraints"] = constraints
+    return probe
+
+
+@pytest.mark.controlplane
+@pytest.mark.parametrize("seed", [37, 41])
+def test_inspect_pod_spread_scores_are_the_real_schedulers_node_by_node(
+    cluster: ControlPlane, tmp_path: Path, capsys: pytest.CaptureFixture[str], seed: int
+) -> None:
+    """Random probes (:func:`_random_spread_probe`: one in four spread by the system
+    defaults, the others by their own constraints; two in five placed by z2jh's
+    user-scheduler, the others by the default profile) on random nodes (three zones and
+    none, a pool label on some, a hostname label shared, a NoSchedule taint, one node
+    cordoned), among pods of two namespaces, some of them terminating (held by a
+    finalizer). Each node's PodTopologySpread score that ``inspect --pod`` reports is the
+    one the real kube-scheduler logs (``-v=10``) when it schedules the probe, which then
+    stays for the next."""
+    rng = random.Random(seed)
+    _namespace(cluster, "pts-other")
+    nodes = [f"n{k}" for k in range(7)]
+    for node in nodes:
+        labels = {"topology.kubernetes.io/zone": z} if (z := rng.choice(["z1", "z2", "z3", None])) else {}
+        labels.update({"pool": "x"} if rng.random() < 0.3 else {})
+        labels.update({"kubernetes.io/hostname": "shared"} if rng.random() < 0.2 else {})
+        taints = ["dedicated=system:NoSchedule"] if rng.random() < 0.2 else None
+        cluster.create_node(node, cpu="8", memory="32Gi", labels=labels, taints=taints)
+    cordoned = rng.choice(nodes)
+    cluster.call(lambda api: client.CoreV1Api(api).patch_node(cordoned, {"spec": {"unschedulable": True}}))
+    held = []
+    for k in range(25):
+        labels = {"app": rng.choice(["web", "api", "svc"]), "rev": rng.choice("ab")}
+        namespace = rng.choice(["default", "default", "default", "pts-other"])
+        raw = pod_manifest(f"pre-{k}", cpu="100m", memory="100Mi", labels=labels, namespace=namespace)
+        raw["spec"]["nodeName"] = rng.choice(nodes)
+        if rng.random() < 0.15:
+            raw["metadata"]["finalizers"] = ["example.com/hold"]
+            held.append((raw["metadata"]["name"], namespace))
+        cluster.create_pod(pod=raw)
+    for name, namespace in held:  # terminating, kept by the finalizer
+        cluster.call(lambda api, n=name, ns=namespace: client.CoreV1Api(api).delete_namespaced_pod(n, ns))
+    service = {"metadata": {"name": "pts-diff"}, "spec": {"selector": {"app": "svc"}, "ports": [{"port": 8}]}}
+    template = {"metadata": {"labels": _OWNED}, "spec": {"containers": [{"name": "c", "image": "x"}]}}
+    replicas = {
+        "metadata": {"name": "pts-diff"},
+        "spec": {"replicas": 0, "selector": {"matchLabels": _OWNED}, "template": template},
+    }
+    cluster.call(lambda api: client.CoreV1Api(api).create_namespaced_service("default", service))
+    cluster.call(lambda api: client.AppsV1Api(api).create_namespaced_replica_set("default", replicas))
+    compared: list[str] = []
+    try:
+        scheduler = cluster.start_scheduler(scheduler_config(["default-scheduler", "z2jh"]), args=["-v=10"])
+        for k in range(16):
+            default, z2jh = k % 4 == 0, rng.random() < 0.4
+            probe = _random_spread_probe(rng, f"probe-{k}", nodes, default, z2jh)
+            namespace = probe["metadata"]["namespace"]
+            path = tmp_path / f"probe-{k}.yaml"
+            path.write_text(yaml.safe_dump(probe))
+            argv = ["inspect", "--kubeconfig", str(cluster.kubeconfig), "--json", "--pod", str(path)]
+            assert main([*argv, "--policy", "z2jh" if z2jh else "default"]) == 0
+            report = json.loads(capsys.readouterr().out)
+            feasible = [n for n in report["nodes"] if n["filtered_by"] is None]
+            if not feasible:
+                continue
+            ours = {n["node"]: n["scores"].get("PodTopologySpread", 0) for n in feasible}  # skipped: 0
+            cluster.create_pod(pod=probe)
+            cluster.wait_bound([f"probe-{k}"], timeout=30, namespace=namespace)
+            if len(feasible) == 1:
+                continue  # kube-scheduler does not score a lone node
+            key = f"{namespace}/probe-{k}"
+            deadline = time.monotonic() + 5
+            while (logged := _logged_spread_scores(scheduler.log_path, key, 2)).keys() != ours.keys():
+                if not logged and "PodTopologySpread" not in report["weights"]:
+                    break  # skipped by both
+                assert time.monotonic() < deadline, (key, ours, logged)
+                time.sleep(0.1)
+            theirs = {node: logged.get(node, 0) for node in ours}
+            assert ours == theirs, (key, probe["spec"].get("topologySpreadConstraints"), probe["metadata"])
+            compared.append("z2jh" if z2jh else "defaults" if default else "own")
+        assert len(compared) >= 10 and {"z2jh", "defaults", "own"} <= set(compared), compared
+    finally:
+        cluster.call(lambda api: client.CoreV1Api(api).delete_namespaced_service("pts-diff", "default"))
+        cluster.call(lambda api: client.AppsV1Api(api).delete_namespaced_replica_set("pts-diff", "default"))
+        for name, namespace in held:
+            cluster.call(
+                lambda api, n=name, ns=namespace: client.CoreV1Api(api).patch_namespaced_pod(
+                    n, ns, {"metadata": {"finalizers": None}}
+                )
+            )
+
+
 def _inspect_pod_json(
     cluster: ControlPlane, tmp_path: Path, capsys: pytest.CaptureFixture[str], pod: dict
 ) -> dict:
