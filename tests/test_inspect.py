@@ -1824,6 +1824,43 @@ def test_inspect_pod_spreads_z2jh_user_pods_as_the_real_user_scheduler_does(
 
 
 @pytest.mark.controlplane
+def test_inspect_pod_takes_a_topology_key_no_label_can_have_as_the_api_server_does(
+    cluster: ControlPlane, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The API server requires a spread constraint's ``topologyKey`` to be non-empty, not a
+    label key: ``rack name`` is stored as written, and no node has such a label. Its
+    ``ScheduleAnyway`` constraint makes kube-scheduler ignore every node in the score (0
+    everywhere), which leaves the fit scores to place the pod: on ``b``, the emptier, where
+    the real scheduler binds it. A ``DoNotSchedule`` one keeps the pod off every node
+    (PodTopologySpread: the required label missing), and the pod stays unschedulable."""
+    for node in ("a", "b"):
+        cluster.create_node(node, cpu="4", memory="16Gi")
+    _bind(cluster, "fill", "a", "1", "4Gi")
+    cluster.start_scheduler(scheduler_config(["default-scheduler"]))
+    for when in ("ScheduleAnyway", "DoNotSchedule"):
+        probe = pod_manifest(f"odd-{when.lower()}", cpu="100m", memory="100Mi", labels={"app": "web"})
+        probe["spec"]["topologySpreadConstraints"] = [
+            {"maxSkew": 1, "topologyKey": "rack name", "whenUnsatisfiable": when,
+             "labelSelector": {"matchLabels": {"app": "web"}}}
+        ]  # fmt: skip
+        report = _inspect_pod_json(cluster, tmp_path, capsys, probe)
+        verdicts = {n["node"]: n for n in report["nodes"]}
+        cluster.create_pod(pod=probe)
+        name = probe["metadata"]["name"]
+        if when == "ScheduleAnyway":
+            assert {n: v["scores"]["PodTopologySpread"] for n, v in verdicts.items()} == {"a": 0, "b": 0}
+            assert report["best"] == ["b"]
+            assert cluster.wait_bound([name], timeout=30) == {name: "b"}
+        else:
+            assert {n: v["filtered_by"] for n, v in verdicts.items()} == {
+                "a": "PodTopologySpread",
+                "b": "PodTopologySpread",
+            }
+            assert report["best"] == []
+            assert "missing required label" in cluster.wait_unschedulable([name], timeout=30)[name]
+
+
+@pytest.mark.controlplane
 def test_inspect_pod_reads_a_default_selector_only_from_a_controller_of_apps_v1(
     cluster: ControlPlane, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

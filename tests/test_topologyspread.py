@@ -154,6 +154,7 @@ def test_constraints_are_read_with_kube_schedulers_defaults() -> None:
         ({"maxSkew": 0}, "[0].maxSkew: 0 is not a positive integer"),
         ({"maxSkew": True}, "[0].maxSkew: True"),
         ({"topologyKey": ""}, "[0].topologyKey: ''"),
+        ({"topologyKey": 7}, "[0].topologyKey: 7 is not a non-empty string"),
         ({"whenUnsatisfiable": "Never"}, "[0].whenUnsatisfiable: 'Never'"),
         ({"minDomains": 0}, "[0].minDomains: 0"),
         ({"minDomains": 2, "whenUnsatisfiable": "ScheduleAnyway"}, "[0].minDomains: only with"),
@@ -671,6 +672,9 @@ def test_a_node_lacking_a_key_is_ignored_and_its_pods_uncounted() -> None:
     labels = _nodes(n0="a", n1="b", n3=None)
     web = _pod("w")
     assert _scores(pod, labels, (0, web), (2, web), (2, web)) == [0, 100, 0]
+    # a key no label can have (the API server takes any non-empty string): every node ignored
+    odd = _pod("p", spread=[_constraint("rack name", when="ScheduleAnyway")])
+    assert _scores(odd, labels, (0, web), (2, web)) == [0, 0, 0]
 
 
 def test_system_defaults_spread_by_the_default_selector() -> None:

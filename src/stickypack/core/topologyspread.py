@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING
 
 from stickypack.core.labels import (
     HOSTNAME_LABEL,
-    LABEL_KEY,
     NO_EXECUTE,
     NO_SCHEDULE,
     Requirement,
@@ -109,8 +108,10 @@ def spread_constraint_from_dict(
         raise ValueError(f"{where}: a topology spread constraint is a mapping, got {raw!r}")
     max_skew = _positive_int(raw.get("maxSkew"), f"{where}.maxSkew")
     topology_key = raw.get("topologyKey")
-    if not isinstance(topology_key, str) or not LABEL_KEY.fullmatch(topology_key):
-        raise ValueError(f"{where}.topologyKey: {topology_key!r} is not a label key")
+    # the API server requires only a non-empty string (ValidateTopologyKey): a key no label
+    # can have is a domain no node is in
+    if not isinstance(topology_key, str) or not topology_key:
+        raise ValueError(f"{where}.topologyKey: {topology_key!r} is not a non-empty string")
     when = raw.get("whenUnsatisfiable")
     if when not in (DO_NOT_SCHEDULE, SCHEDULE_ANYWAY):
         raise ValueError(f"{where}.whenUnsatisfiable: {when!r} is not {DO_NOT_SCHEDULE} or {SCHEDULE_ANYWAY}")
