@@ -505,3 +505,40 @@ def test_an_allocated_claim_whose_devices_binding_failed_or_timed_out_is_unavail
     # unavailable everywhere: the PostFilter may deallocate it when no node passes
     verdict = DynamicResourcesFilter(claims, now=start + 1).verdict(_pod("p", "1", _named("x", "failed")))
     assert verdict.unavailable_on({}, "a") == ["failed"]
+
+
+def test_a_node_selector_term_or_binding_field_not_shaped_as_served_is_named_never_a_traceback() -> None:
+    """A term's ``matchExpressions`` or ``matchFields`` that is not a list of objects, and a
+    result's ``bindingConditions`` or ``bindingFailureConditions`` that is not a list (a
+    string would be read letter by letter), are named (what and where) as the reason every
+    node is rejected, by ``claims_verdict`` and by the filter alike."""
+    where = "ResourceClaim default/c: status.allocation.nodeSelector.nodeSelectorTerms[0]"
+    term_cases: list[tuple[dict[str, Any], str]] = [
+        ({"matchExpressions": "zone=a"}, f"{where}.matchExpressions is not a list"),
+        ({"matchExpressions": [5]}, f"{where}.matchExpressions[0] is not an object"),
+        ({"matchFields": {"key": "metadata.name"}}, f"{where}.matchFields is not a list"),
+        ({"matchFields": ["metadata.name"]}, f"{where}.matchFields[0] is not an object"),
+    ]
+    results = "ResourceClaim default/c: status.allocation.devices.results[0]"
+    binding_cases: list[tuple[dict[str, Any], str]] = [
+        ({"bindingConditions": "Attached"}, f"{results}.bindingConditions is not a list"),
+        (
+            {"bindingConditions": ["Attached"], "bindingFailureConditions": "Failed"},
+            f"{results}.bindingFailureConditions is not a list",
+        ),
+    ]
+    table = _table("a")
+    idx = table.active_indices()
+    pod = _pod("p", "1", _named("x", "c"))
+    claims = []
+    for term, why in term_cases:
+        claim = _claim("c", {"nodeSelectorTerms": [term]})
+        claims.append((claim, why))
+    for fields, why in binding_cases:
+        claim = _bound_by_conditions("c", [{"type": "Failed", "status": "True"}])
+        claim["status"]["allocation"]["devices"]["results"][0] |= fields
+        claims.append((claim, why))
+    for claim, why in claims:
+        plugin = DynamicResourcesFilter(_by_key(claim), now=1767225600.0)
+        assert plugin.verdict(pod).rejected == why
+        assert not plugin.filter(pod, table, idx, SchedulingContext()).any()

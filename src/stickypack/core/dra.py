@@ -805,8 +805,13 @@ def _allocation_terms(obj: Mapping[str, Any]) -> tuple[NodeSelectorTerm, ...] | 
     raw_terms = _list(_mapping(selector, where).get("nodeSelectorTerms"), f"{where}.nodeSelectorTerms")
     terms = []
     for k, raw in enumerate(raw_terms):
+        at = f"{where}.nodeSelectorTerms[{k}]"
+        raw = _mapping(raw, at)
+        for part in ("matchExpressions", "matchFields"):  # lists of objects, as served
+            for j, requirement in enumerate(_list(raw.get(part), f"{at}.{part}")):
+                _mapping(requirement, f"{at}.{part}[{j}]")
         try:
-            term = NodeSelectorTerm.from_dict(_mapping(raw, f"{where}.nodeSelectorTerms[{k}]"))
+            term = NodeSelectorTerm.from_dict(raw)
         except KeyError as exc:
             raise _Malformed(f"{where}.nodeSelectorTerms[{k}]: a requirement has no {exc}") from None
         except (TypeError, ValueError) as exc:
@@ -872,8 +877,12 @@ def _binding_problem(name: str, obj: Mapping[str, Any], now: float | None, timeo
     status = _mapping(obj.get("status") or {}, "status")
     allocation = _mapping(status.get("allocation"), "status.allocation")
     devices = _mapping(allocation.get("devices") or {}, "status.allocation.devices")
-    results = [r for r in _list(devices.get("results"), "results") if isinstance(r, Mapping)]
+    where = "status.allocation.devices.results"
+    results = [_mapping(r, f"{where}[{k}]") for k, r in enumerate(_list(devices.get("results"), where))]
     statuses = [d for d in _list(status.get("devices"), "status.devices") if isinstance(d, Mapping)]
+    for k, result in enumerate(results):  # lists, as served (a string is no list of names)
+        for part in ("bindingConditions", "bindingFailureConditions"):
+            _list(result.get(part), f"{where}[{k}].{part}")
     ready = True
     for result in results:
         wanted = result.get("bindingConditions") or []
