@@ -5249,6 +5249,46 @@ def test_inspect_pod_dra_a_claim_whose_device_binding_failed_is_unavailable_on_e
         cluster.delete_all_dra()
 
 
+@pytest.mark.controlplane
+def test_inspect_pod_refuses_resource_claims_entries_the_api_server_refuses(
+    cluster: ControlPlane, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A pod file whose ``spec.resourceClaims`` the real API server refuses (not a list, an
+    entry that is not an object, without a name, naming neither a claim nor a template or
+    both, a name that is not a string) is no pod kube-scheduler ever sees: inspect says
+    what and where in one line (exit 2), with ``--dra`` or without, instead of placing it
+    as if it claimed nothing, reading a claim of both fields as the named one, or blaming
+    DynamicResources."""
+    cluster.create_node("a", cpu="4", memory="16Gi")
+    cases: list[tuple[object, str]] = [
+        ("gpu", "spec.resourceClaims: 'gpu' is not a list"),
+        (["gpu"], "spec.resourceClaims[0]: 'gpu' is not an object"),
+        ([{"resourceClaimName": "c"}], "spec.resourceClaims[0].name: None is not a name"),
+        ([{"name": "gpu"}], "spec.resourceClaims[0]: one of resourceClaimName, resourceClaimTemplateName"),
+        (
+            [{"name": "gpu", "resourceClaimName": "c", "resourceClaimTemplateName": "t"}],
+            "spec.resourceClaims[0]: resourceClaimName and resourceClaimTemplateName both set",
+        ),
+        ([{"name": "gpu", "resourceClaimName": 5}], "spec.resourceClaims[0].resourceClaimName: 5 is not a"),
+        ([{"name": "gpu", "resourceClaimTemplateName": ""}], "resourceClaimTemplateName: '' is not a"),
+    ]
+    for k, (claims, why) in enumerate(cases):
+        raw = pod_manifest(f"odd-claims-{k}", cpu="100m", memory="100Mi")
+        raw["spec"]["resourceClaims"] = claims
+        with pytest.raises(client.exceptions.ApiException) as refused:
+            cluster.call(lambda api, raw=raw: client.CoreV1Api(api).create_namespaced_pod("default", raw))
+        assert refused.value.status in (400, 422), claims
+        path = tmp_path / f"odd-claims-{k}.yaml"
+        path.write_text(yaml.safe_dump(raw))
+        for extra in ([], ["--dra"]):
+            argv = ["inspect", "--kubeconfig", str(cluster.kubeconfig), "--pod", str(path), *extra]
+            assert main(argv) == 2, claims
+            captured = capsys.readouterr()
+            assert why in captured.err and str(path) in captured.err, (claims, captured.err)
+            assert len(captured.err.strip().splitlines()) == 1 and "Traceback" not in captured.err
+    assert cluster.placements() == {}
+
+
 def _allocate_on_node(cluster: ControlPlane, claim: str, node: str, driver: str) -> None:
     """Write claim ``claim``'s allocation (one device of pool ``node``) with a node selector
     naming ``node``, as a node-local DRA driver's allocation has it, through the status

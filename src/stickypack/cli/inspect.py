@@ -383,6 +383,9 @@ def _placing(
         raise UsageError(f"{args.pod}: spec.priorityClassName: {spec['priorityClassName']!r} is not a string")
     if spec.get("priority") is not None and pod.priority is None:
         raise UsageError(f"{args.pod}: spec.priority: {spec['priority']!r} is not an int32")
+    claims_problem = _resource_claims_problem(spec.get("resourceClaims"))
+    if claims_problem is not None:
+        raise UsageError(f"{args.pod}: {claims_problem}")
     profile = None
     try:
         policy = load_policy(args.policy or config.policy, config.plugins)
@@ -394,6 +397,33 @@ def _placing(
     except PolicyError as exc:
         raise UsageError(str(exc)) from None
     return pod, policy, profile
+
+
+def _resource_claims_problem(claims: Any) -> str | None:
+    """What the API server refuses in a pod's ``spec.resourceClaims`` (``claims``), named
+    with its field, or None: not a list, an entry that is not an object or has no name, one
+    naming neither a claim (``resourceClaimName``) nor a template
+    (``resourceClaimTemplateName``) or both, a name that is not a non-empty string. Such a
+    pod is never created, so kube-scheduler's DynamicResources never judges it; the core's
+    :class:`~stickypack.core.pod.Pod` reads such entries leniently (as not set)."""
+    if claims is None:
+        return None
+    if not isinstance(claims, list):
+        return f"spec.resourceClaims: {claims!r} is not a list"
+    for k, entry in enumerate(claims):
+        where = f"spec.resourceClaims[{k}]"
+        if not isinstance(entry, Mapping):
+            return f"{where}: {entry!r} is not an object"
+        for field in ("name", "resourceClaimName", "resourceClaimTemplateName"):
+            value = entry.get(field)
+            if (field == "name" or value is not None) and not (isinstance(value, str) and value):
+                return f"{where}.{field}: {value!r} is not a name"
+        named, templated = entry.get("resourceClaimName"), entry.get("resourceClaimTemplateName")
+        if named is None and templated is None:
+            return f"{where}: one of resourceClaimName, resourceClaimTemplateName must be set"
+        if named is not None and templated is not None:
+            return f"{where}: resourceClaimName and resourceClaimTemplateName both set (one only)"
+    return None
 
 
 @dataclasses.dataclass(frozen=True)
