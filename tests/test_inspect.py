@@ -2570,6 +2570,12 @@ def test_inspect_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFix
         raw["spec"][field] = value
         odd_priority.append(odd := tmp_path / f"odd-{len(odd_priority)}.yaml")
         odd.write_text(yaml.safe_dump(raw))
+    odd_gates = []  # scheduling gates the API server refuses: not read as none
+    for gates in ("hold", [{"name": ""}], ["hold"]):
+        raw = pod_manifest("p")
+        raw["spec"]["schedulingGates"] = gates
+        odd_gates.append(odd := tmp_path / f"odd-gates-{len(odd_gates)}.yaml")
+        odd.write_text(yaml.safe_dump(raw))
     preferred = "preferredDuringSchedulingIgnoredDuringExecution"
     bad_terms = []  # preferred pod (anti-)affinity terms the API server refuses
     keys_alone = {"topologyKey": "zone", "matchLabelKeys": ["a"]}  # no labelSelector
@@ -2605,6 +2611,9 @@ def test_inspect_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFix
             2,
         ),
         (["--pod", str(odd_priority[4]), *missing_kubeconfig], "spec.priority: True is not an int32", 2),
+        (["--pod", str(odd_gates[0]), *missing_kubeconfig], "spec.schedulingGates: 'hold' is not a list", 2),
+        (["--pod", str(odd_gates[1]), *missing_kubeconfig], "spec.schedulingGates[0]: {'name': ''} is", 2),
+        (["--pod", str(odd_gates[2]), *missing_kubeconfig], "spec.schedulingGates[0]: 'hold' is not an", 2),
         (["--pod", str(not_pod)], "not a Pod", 2),
         (["--pod", str(broken)], str(broken), 2),
         (["--threshold", "-0.1"], "--threshold must be in [0, 1], got -0.1", 2),
@@ -5287,6 +5296,57 @@ def test_inspect_pod_refuses_resource_claims_entries_the_api_server_refuses(
             assert why in captured.err and str(path) in captured.err, (claims, captured.err)
             assert len(captured.err.strip().splitlines()) == 1 and "Traceback" not in captured.err
     assert cluster.placements() == {}
+
+
+@pytest.mark.controlplane
+def test_inspect_pod_dra_says_a_gated_pod_is_held_as_the_real_scheduler_holds_it(
+    cluster: ControlPlane, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """kube-scheduler's PreEnqueue runs SchedulingGates before DynamicResources: a pod with
+    ``spec.schedulingGates`` is not tried at all (its PodScheduled condition stays
+    ``SchedulingGated``) whatever its claims, until the gates are removed. inspect reports
+    the gates (``scheduling_gates``) and says the pod is held, in kube-scheduler's words,
+    while judging the nodes as they are once the gates go: its claim allocated on ``b``
+    (the busier node) makes ``b`` best, where the real kube-scheduler binds it once
+    ungated."""
+    suffix = uuid.uuid4().hex[:6]
+    driver, claim, gate = f"gpu-{suffix}.example.com", f"held-{suffix}", "example.com/hold"
+    cluster.create_node("a", cpu="4", memory="16Gi")
+    cluster.create_node("b", cpu="4", memory="16Gi")
+    _bind(cluster, "b-fill", "b", "2", "4Gi")
+    cluster.create_claim(claim, 1, driver=driver)
+    _allocate_on_node(cluster, claim, "b", driver)
+    gated = pod_manifest("gated", cpu="500m", memory="100Mi")
+    gated["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": claim}]
+    gated["spec"]["schedulingGates"] = [{"name": gate}]
+    try:
+        cluster.start_scheduler(scheduler_config(["default-scheduler"]))
+        cluster.create_pod(pod=gated)
+        report = _inspect_pod_dra_json(cluster, tmp_path, capsys, gated)
+        assert report["scheduling_gates"] == [gate]
+        assert (report["best"], report["dynamic_resources"]["allocated"]) == (["b"], [claim])
+        path = tmp_path / "gated-dra.yaml"
+        argv = ["inspect", "--kubeconfig", str(cluster.kubeconfig), "--policy", "default", "--dra"]
+        assert main([*argv, "--pod", str(path)]) == 0
+        out = capsys.readouterr().out
+        assert f"waiting for scheduling gates: [{gate}]" in out, out
+        time.sleep(3)
+        (pod,) = [p for p in cluster.pods() if p["metadata"]["name"] == "gated"]
+        conditions = {c["type"]: c for c in pod["status"].get("conditions") or ()}
+        assert pod["spec"].get("nodeName") is None
+        assert conditions["PodScheduled"]["reason"] == "SchedulingGated"
+        ungated = copy.deepcopy(gated)
+        del ungated["spec"]["schedulingGates"]
+        plain = _inspect_pod_dra_json(cluster, tmp_path, capsys, ungated)
+        assert (plain["scheduling_gates"], plain["best"]) == ([], ["b"])
+        cluster.call(
+            lambda api: client.CoreV1Api(api).patch_namespaced_pod(
+                "gated", "default", {"spec": {"schedulingGates": None}}
+            )
+        )
+        assert cluster.wait_bound(["gated"], timeout=30) == {"gated": "b"}
+    finally:
+        cluster.delete_all_dra()
 
 
 def _allocate_on_node(cluster: ControlPlane, claim: str, node: str, driver: str) -> None:

@@ -354,8 +354,9 @@ async def _inspect_cluster(
         return _node_report_json(args, snap)
     status = pod_dict.get("status") if pod_dict is not None else None
     own = status.get("nominatedNodeName") if isinstance(status, Mapping) else None
+    gates = _scheduling_gates(pod_dict) if pod_dict is not None else []
     return _placement_json(
-        args, snap, history, priority, *placing, own if isinstance(own, str) and own else None
+        args, snap, history, priority, *placing, own if isinstance(own, str) and own else None, gates
     )
 
 
@@ -386,6 +387,10 @@ def _placing(
     claims_problem = _resource_claims_problem(spec.get("resourceClaims"))
     if claims_problem is not None:
         raise UsageError(f"{args.pod}: {claims_problem}")
+    try:
+        _scheduling_gates(pod_dict)
+    except ValueError as exc:
+        raise UsageError(f"{args.pod}: {exc}") from None
     profile = None
     try:
         policy = load_policy(args.policy or config.policy, config.plugins)
@@ -397,6 +402,26 @@ def _placing(
     except PolicyError as exc:
         raise UsageError(str(exc)) from None
     return pod, policy, profile
+
+
+def _scheduling_gates(pod_dict: Mapping[str, Any]) -> list[str]:
+    """The names of a pod's ``spec.schedulingGates``: while it has any, kube-scheduler's
+    SchedulingGates PreEnqueue holds it (no attempt, before DynamicResources' PreEnqueue).
+    A :class:`ValueError` naming the field for what the API server refuses (not a list, an
+    entry that is not an object with a non-empty string ``name``)."""
+    spec = pod_dict.get("spec")
+    gates = spec.get("schedulingGates") if isinstance(spec, Mapping) else None
+    if gates is None:
+        return []
+    if not isinstance(gates, list):
+        raise ValueError(f"spec.schedulingGates: {gates!r} is not a list")
+    names = []
+    for k, gate in enumerate(gates):
+        name = gate.get("name") if isinstance(gate, Mapping) else None
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"spec.schedulingGates[{k}]: {gate!r} is not an object with a name")
+        names.append(name)
+    return names
 
 
 def _resource_claims_problem(claims: Any) -> str | None:
@@ -541,6 +566,7 @@ def _placement_json(
     policy: Policy,
     profile: Profile | None,
     nominated_node: str | None = None,
+    scheduling_gates: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The report of ``inspect --pod``, as JSON-ready data: ``pod`` placed by ``policy``
     (``profile``, else the policy's profile for the pod once its mutators have run) on the
@@ -548,7 +574,8 @@ def _placement_json(
     (:func:`~stickypack.core.explain.explain_placement`), with the build history
     ``history`` (None: none) and the autoscaler's settings ``inspect`` was given;
     ``nominated_node``: the pod file's ``status.nominatedNodeName``, the node kube-scheduler
-    tries first."""
+    tries first; ``scheduling_gates``: its gates' names (kube-scheduler holds it while it has
+    any; the nodes are judged as once they are removed)."""
     from stickypack.core.explain import explain_placement, nominated_pods_for
     from stickypack.core.volumes import PersistentVolumesFilter
 
@@ -614,6 +641,7 @@ def _placement_json(
         "priority_from": priority.source if priority is not None else "spec.priority",
         "nominated_pods": counted,
         "nominated_node": nominated_node,
+        "scheduling_gates": list(scheduling_gates),
         "namespaces_read": snap.namespace_labels is not None,
         "spread_selector_read": snap.spread_selector_read,
         "volumes_read": snap.claim_volumes is not None,
@@ -1290,6 +1318,15 @@ def _print_placement(console: Console, report: dict[str, Any]) -> None:
     console.print(table)
     console.print(f"build history: {report['history']}", highlight=False)
     _print_dra_unread(console, report, placing=True)
+    gates = report.get("scheduling_gates")
+    if gates:  # as SchedulingGates' PreEnqueue says it (Go's %v of the names)
+        waiting = escape(f"waiting for scheduling gates: [{' '.join(gates)}]")
+        console.print(
+            f"kube-scheduler holds the pod, not trying any node (SchedulingGates: {waiting}); the nodes "
+            "are judged as once the gates are removed",
+            highlight=False,
+            soft_wrap=True,
+        )
     _print_dynamic_resources(console, report.get("dynamic_resources"))
     nominated = report["nominated_pods"]
     if nominated:
