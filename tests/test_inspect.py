@@ -5349,6 +5349,64 @@ def test_inspect_pod_dra_says_a_gated_pod_is_held_as_the_real_scheduler_holds_it
         cluster.delete_all_dra()
 
 
+@pytest.mark.controlplane
+def test_inspect_pod_dra_a_shared_claim_by_zone_or_anywhere_as_the_real_scheduler_places_it(
+    cluster: ControlPlane, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two claims another pod already uses (``status.reservedFor``: no rejection, kube-scheduler
+    v1.37.2's ``CanBeReserved`` being always true): one allocated with a node selector on a
+    label (``zone In [z1]``, as a network-attached device of a zone), one without a node
+    selector (available everywhere). inspect filters the z2 node and names the emptier z1
+    node best, and the real kube-scheduler binds the pod there; the claim without a node
+    selector alone leaves every node to the scores (the empty z2 node), where it binds it."""
+    suffix = uuid.uuid4().hex[:6]
+    driver, zonal, anywhere = f"net-{suffix}.example.com", f"zonal-{suffix}", f"anywhere-{suffix}"
+    zone = "topology.kubernetes.io/zone"
+    cluster.create_node("z1-busy", cpu="4", memory="16Gi", labels={zone: "z1"})
+    cluster.create_node("z1-quiet", cpu="4", memory="16Gi", labels={zone: "z1"})
+    cluster.create_node("z2-empty", cpu="4", memory="16Gi", labels={zone: "z2"})
+    _bind(cluster, "z1-busy-fill", "z1-busy", "3", "4Gi")
+    _bind(cluster, "z1-quiet-fill", "z1-quiet", "1", "1Gi")
+    keeper = {"resource": "pods", "name": "keeper", "uid": "0b5e3f1c-0000-4000-8000-0000000000cc"}
+    result = {"request": "devices", "driver": driver, "pool": "fabric", "device": "dev-0"}
+    by_zone = {"nodeSelectorTerms": [{"matchExpressions": [
+        {"key": zone, "operator": "In", "values": ["z1"]}]}]}  # fmt: skip
+    for claim, selector in ((zonal, by_zone), (anywhere, None)):
+        cluster.create_claim(claim, 1, driver=driver)
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        allocation: dict = {"devices": {"results": [result]}, "allocationTimestamp": stamp}
+        if selector is not None:
+            allocation["nodeSelector"] = selector
+        status = {"status": {"allocation": allocation, "reservedFor": [keeper]}}
+        cluster.call(lambda api, c=claim, s=status: _write_claim_status(api, c, s))
+    pods = {}
+    for name, claim in (("zonal", zonal), ("anywhere", anywhere)):
+        pods[name] = pod_manifest(name, cpu="500m", memory="100Mi")
+        pods[name]["spec"]["resourceClaims"] = [{"name": "net", "resourceClaimName": claim}]
+    try:
+        report = _inspect_pod_dra_json(cluster, tmp_path, capsys, pods["zonal"])
+        verdicts = {n["node"]: n["filtered_by"] for n in report["nodes"]}
+        assert verdicts == {"z1-busy": None, "z1-quiet": None, "z2-empty": "DynamicResources"}
+        assert report["best"] == ["z1-quiet"]
+        assert report["dynamic_resources"]["rejected"] is None
+        assert report["dynamic_resources"]["allocated"] == [zonal]
+        free = _inspect_pod_dra_json(cluster, tmp_path, capsys, pods["anywhere"])
+        assert {n["filtered_by"] for n in free["nodes"]} == {None}
+        assert free["best"] == ["z2-empty"]
+        cluster.start_scheduler(scheduler_config(["default-scheduler"]))
+        cluster.create_pod(pod=pods["zonal"])
+        assert cluster.wait_bound(["zonal"], timeout=30) == {"zonal": "z1-quiet"}
+        cluster.create_pod(pod=pods["anywhere"])
+        assert cluster.wait_bound(["anywhere"], timeout=30) == {"anywhere": "z2-empty"}
+    finally:
+        cluster.delete_all_dra()
+
+
+def _write_claim_status(api: object, claim: str, status: dict) -> object:
+    """Patch claim ``claim``'s status (``default`` namespace) with ``status``."""
+    return client.ResourceV1Api(api).patch_namespaced_resource_claim_status(claim, "default", status)
+
+
 def _allocate_on_node(cluster: ControlPlane, claim: str, node: str, driver: str) -> None:
     """Write claim ``claim``'s allocation (one device of pool ``node``) with a node selector
     naming ``node``, as a node-local DRA driver's allocation has it, through the status
