@@ -542,3 +542,21 @@ def test_a_node_selector_term_or_binding_field_not_shaped_as_served_is_named_nev
         plugin = DynamicResourcesFilter(_by_key(claim), now=1767225600.0)
         assert plugin.verdict(pod).rejected == why
         assert not plugin.filter(pod, table, idx, SchedulingContext()).any()
+
+
+def test_a_device_class_name_not_shaped_as_served_is_named_never_a_traceback() -> None:
+    """A request's or subrequest's ``deviceClassName`` that is not a string (a list, an
+    object: unhashable, so no lookup among the DeviceClasses) is named (what and where) as
+    the reason every node is rejected, never a traceback."""
+    where = "ResourceClaim default/c: spec.devices.requests[0]"
+    for request, why in [
+        ({"name": "r", "exactly": {"deviceClassName": ["gpu"]}}, f"{where}.exactly.deviceClassName"),
+        (
+            {"name": "r", "firstAvailable": [{"name": "s", "deviceClassName": {"gpu": 1}}]},
+            f"{where}.firstAvailable[0].deviceClassName",
+        ),
+    ]:
+        claim = _unallocated("c", request)
+        verdict = claims_verdict(_pod("p", "1", _named("x", "c")), _by_key(claim), frozenset({"gpu"}))
+        assert verdict.rejected is not None and verdict.rejected.startswith(why), verdict.rejected
+        assert "is not a string" in verdict.rejected

@@ -829,29 +829,33 @@ def _request_class_problem(
     requests' DeviceClasses (``classes``: those that exist), in its words, or None: a
     request for a class that does not exist, a request or subrequest naming no class
     (``unsupported request type``), a request of neither ``exactly`` nor
-    ``firstAvailable``. Requests not shaped as served are left to the API server."""
+    ``firstAvailable``; a class name that is not a string, named with its field (no lookup:
+    it may be unhashable). Other requests not shaped as served are left to the API server."""
     spec = obj.get("spec")
     devices = spec.get("devices") if isinstance(spec, Mapping) else None
     requests = devices.get("requests") if isinstance(devices, Mapping) else None
 
-    def check(device_class: Any, request: str) -> str | None:
+    def check(device_class: Any, request: str, where: str) -> str | None:
         if not device_class:
             return f"request {request}: unsupported request type"
+        if not isinstance(device_class, str):  # unhashable, or no name: not as served
+            field = f"{where}.deviceClassName"
+            return f"ResourceClaim {namespace}/{claim}: {field} {device_class!r} is not a string"
         if device_class not in classes:
             return f"request {request}: device class {device_class} does not exist"
         return None
 
-    for request in requests if isinstance(requests, list) else ():
+    for k, request in enumerate(requests if isinstance(requests, list) else ()):
         if not isinstance(request, Mapping):
             continue
-        name = request.get("name")
+        name, where = request.get("name"), f"spec.devices.requests[{k}]"
         exactly, subs = request.get("exactly"), request.get("firstAvailable")
         if isinstance(exactly, Mapping):
-            problem = check(exactly.get("deviceClassName"), f"{name}")
+            problem = check(exactly.get("deviceClassName"), f"{name}", f"{where}.exactly")
         elif isinstance(subs, list) and subs:
             problems = (
-                check(sub.get("deviceClassName"), f"{name}/{sub.get('name')}")
-                for sub in subs
+                check(sub.get("deviceClassName"), f"{name}/{sub.get('name')}", f"{where}.firstAvailable[{j}]")
+                for j, sub in enumerate(subs)
                 if isinstance(sub, Mapping)
             )
             problem = next((p for p in problems if p is not None), None)
