@@ -560,3 +560,40 @@ def test_a_device_class_name_not_shaped_as_served_is_named_never_a_traceback() -
         verdict = claims_verdict(_pod("p", "1", _named("x", "c")), _by_key(claim), frozenset({"gpu"}))
         assert verdict.rejected is not None and verdict.rejected.startswith(why), verdict.rejected
         assert "is not a string" in verdict.rejected
+
+
+def test_binding_condition_names_and_owner_references_not_shaped_as_served_are_no_traceback() -> None:
+    """A binding (failure) condition that is not a string, or a device condition whose
+    ``type`` is not one (unhashable: no lookup), is named with its field as the reason every
+    node is rejected; ``ownerReferences`` that is not a list is read as no controller (a
+    template's claim is then not the pod's), never a traceback (found by fuzzing the claim's
+    fields)."""
+    results = "ResourceClaim default/c: status.allocation.devices.results[0]"
+    cases: list[tuple[dict[str, Any], list[dict[str, Any]], str]] = [
+        ({"bindingConditions": [["Attached"]]}, [], f"{results}.bindingConditions[0] ['Attached'] is not"),
+        (
+            {"bindingFailureConditions": [{"k": 5}]},
+            [],
+            f"{results}.bindingFailureConditions[0] {{'k': 5}} is",
+        ),
+        (
+            {},
+            [{"type": ["Attached"], "status": "True"}],
+            "ResourceClaim default/c: status.devices[0].conditions[0].type ['Attached'] is not a string",
+        ),
+    ]
+    pod = _pod("p", "1", _named("x", "c"))
+    for fields, conditions, why in cases:
+        claim = _bound_by_conditions("c", conditions)
+        claim["status"]["allocation"]["devices"]["results"][0] |= fields
+        plugin = DynamicResourcesFilter(_by_key(claim), now=1767225600.0)
+        rejected = plugin.verdict(pod).rejected
+        assert rejected is not None and rejected.startswith(why), rejected
+    owned = _claim("c", owner=POD_UID)
+    owned["metadata"]["ownerReferences"] = 1.5
+    templated = _pod(
+        "p", "1", _templated("x"), resourceClaimStatuses=[{"name": "x", "resourceClaimName": "c"}]
+    )
+    assert claims_verdict(templated, _by_key(owned)).rejected == (
+        "ResourceClaim default/c was not created for Pod default/p (Pod is not owner)"
+    )

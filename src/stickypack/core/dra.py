@@ -785,7 +785,8 @@ class ClaimsVerdict:
 
 def _controller_uid(meta: Mapping[str, Any]) -> str | None:
     """The uid of the owner reference with ``controller: true`` (``metav1.GetControllerOf``)."""
-    for ref in meta.get("ownerReferences") or ():
+    refs = meta.get("ownerReferences")
+    for ref in refs if isinstance(refs, list) else ():  # not a list: no controller read
         if isinstance(ref, Mapping) and ref.get("controller") is True:
             uid = ref.get("uid")
             return uid if isinstance(uid, str) else None
@@ -883,23 +884,35 @@ def _binding_problem(name: str, obj: Mapping[str, Any], now: float | None, timeo
     devices = _mapping(allocation.get("devices") or {}, "status.allocation.devices")
     where = "status.allocation.devices.results"
     results = [_mapping(r, f"{where}[{k}]") for k, r in enumerate(_list(devices.get("results"), where))]
-    statuses = [d for d in _list(status.get("devices"), "status.devices") if isinstance(d, Mapping)]
-    for k, result in enumerate(results):  # lists, as served (a string is no list of names)
+    statuses = [
+        (i, d) for i, d in enumerate(_list(status.get("devices"), "status.devices")) if isinstance(d, Mapping)
+    ]
+    for k, result in enumerate(results):  # lists of names, as served (a string is no list of names)
         for part in ("bindingConditions", "bindingFailureConditions"):
-            _list(result.get(part), f"{where}[{k}].{part}")
+            for j, wanted in enumerate(_list(result.get(part), f"{where}[{k}].{part}")):
+                if not isinstance(wanted, str):
+                    raise _Malformed(f"{where}[{k}].{part}[{j}] {wanted!r} is not a string")
     ready = True
     for result in results:
         wanted = result.get("bindingConditions") or []
         if not wanted:
             continue
         key = (result.get("driver"), result.get("pool"), result.get("device"))
-        found = next((d for d in statuses if (d.get("driver"), d.get("pool"), d.get("device")) == key), None)
+        found = next(
+            ((i, d) for i, d in statuses if (d.get("driver"), d.get("pool"), d.get("device")) == key), None
+        )
         if found is None:
             ready = False
             break
-        conditions = {
-            c.get("type"): c for c in _list(found.get("conditions"), "conditions") if isinstance(c, Mapping)
-        }
+        at = f"status.devices[{found[0]}].conditions"
+        conditions: dict[str, Mapping[str, Any]] = {}
+        for j, c in enumerate(_list(found[1].get("conditions"), at)):
+            if not isinstance(c, Mapping):
+                continue
+            kind = c.get("type")
+            if not isinstance(kind, str):
+                raise _Malformed(f"{at}[{j}].type {kind!r} is not a string")
+            conditions.setdefault(kind, c)  # apimeta.FindStatusCondition: the first of its type
         for failure in result.get("bindingFailureConditions") or []:
             cond = conditions.get(failure)
             if cond is not None and cond.get("status") == "True":
