@@ -5402,6 +5402,67 @@ def test_inspect_pod_dra_a_shared_claim_by_zone_or_anywhere_as_the_real_schedule
         cluster.delete_all_dra()
 
 
+@pytest.mark.controlplane
+def test_inspect_pod_dra_a_claim_whose_binding_timed_out_is_deallocated_as_the_real_scheduler_does(
+    cluster: ControlPlane, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Binding conditions not all true 600 s (the default ``bindingTimeout``) after the
+    allocation: kube-scheduler's DynamicResources Filter finds the claim unavailable on every
+    node (``isClaimTimeout``) and, no other pod using it, its PostFilter deallocates it.
+    inspect names both nodes DynamicResources, says the binding timed out and that the claim
+    is deallocated; the real kube-scheduler clears the claim's allocation. Allocated a
+    minute ago, the same claim is no rejection (the timeout not reached)."""
+    suffix = uuid.uuid4().hex[:6]
+    driver, claim = f"gpu-{suffix}.example.com", f"slow-{suffix}"
+    cluster.create_node("a", cpu="4", memory="16Gi")
+    cluster.create_node("b", cpu="4", memory="16Gi")
+    cluster.create_claim(claim, 1, driver=driver)
+    device = {"driver": driver, "pool": "b", "device": "dev-0"}
+    conditions = {"bindingConditions": ["Attached"], "bindingFailureConditions": ["Failed"]}
+    result = {"request": "devices", **device, **conditions}
+    selector = {"nodeSelectorTerms": [{"matchFields": [
+        {"key": "metadata.name", "operator": "In", "values": ["b"]}]}]}  # fmt: skip
+    probe = pod_manifest("probe", cpu="500m", memory="100Mi")
+    probe["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": claim}]
+
+    def allocate(seconds_ago: int) -> None:
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - seconds_ago))
+        allocation = {
+            "devices": {"results": [result]},
+            "nodeSelector": selector,
+            "allocationTimestamp": stamp,
+        }
+        cluster.call(lambda api: _write_claim_status(api, claim, {"status": {"allocation": allocation}}))
+
+    def allocated() -> bool:
+        got = cluster.call(
+            lambda api: client.ResourceV1Api(api).read_namespaced_resource_claim(claim, "default")
+        )
+        return got.status is not None and got.status.allocation is not None
+
+    try:
+        allocate(60)
+        recent = _inspect_pod_dra_json(cluster, tmp_path, capsys, probe)
+        assert (recent["best"], recent["dynamic_resources"]["unbindable"]) == (["b"], [])
+        cluster.call(lambda api: _write_claim_status(api, claim, {"status": {"allocation": None}}))
+        allocate(700)
+        report = _inspect_pod_dra_json(cluster, tmp_path, capsys, probe)
+        assert {n["node"]: n["filtered_by"] for n in report["nodes"]} == dict.fromkeys(
+            "ab", "DynamicResources"
+        )
+        (why,) = report["dynamic_resources"]["unbindable"]
+        assert why.startswith(f"binding timed out: claim={claim}, allocated ")
+        assert report["dynamic_resources"]["deallocates"] == [claim]
+        cluster.start_scheduler(scheduler_config(["default-scheduler"]))
+        cluster.create_pod(pod=probe)
+        deadline = time.monotonic() + 30
+        while allocated() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not allocated()
+    finally:
+        cluster.delete_all_dra()
+
+
 def _write_claim_status(api: object, claim: str, status: dict) -> object:
     """Patch claim ``claim``'s status (``default`` namespace) with ``status``."""
     return client.ResourceV1Api(api).patch_namespaced_resource_claim_status(claim, "default", status)
