@@ -5,6 +5,8 @@ ResourceClaim dicts as the API serves them (kube-scheduler v1.37.2's
 
 from __future__ import annotations
 
+import copy
+import time
 from typing import Any
 
 from rich.console import Console
@@ -597,3 +599,220 @@ def test_binding_condition_names_and_owner_references_not_shaped_as_served_are_n
     assert claims_verdict(templated, _by_key(owned)).rejected == (
         "ResourceClaim default/c was not created for Pod default/p (Pod is not owner)"
     )
+
+
+def test_a_claim_is_unavailable_on_a_node_only_when_every_term_of_its_node_selector_misses_it() -> None:
+    """``unavailable_on`` (what the PostFilter reads): a node selector's terms are ORed, so a
+    claim allocated for ``a`` or ``c`` is available on both and unavailable on ``b`` only; a
+    claim without a node selector is available everywhere."""
+    either = {"nodeSelectorTerms": [*_on_node("a")["nodeSelectorTerms"], *_on_node("c")["nodeSelectorTerms"]]}
+    claims = _by_key(_claim("either", either), _claim("anywhere"))
+    verdict = claims_verdict(_pod("p", "1", _named("x", "either"), _named("y", "anywhere")), claims)
+    assert [verdict.unavailable_on({}, node) for node in "abc"] == [[], ["either"], []]
+
+
+def test_a_templates_claim_is_the_pods_only_through_an_owner_reference_that_is_its_controller() -> None:
+    """``metav1.GetControllerOf``: an owner reference naming the pod's uid but without
+    ``controller: true`` (absent, or false) does not make the claim the pod's; with it, it does."""
+    pod = _pod("p", "1", _templated("x"), resourceClaimStatuses=[{"name": "x", "resourceClaimName": "c"}])
+    not_owner = "ResourceClaim default/c was not created for Pod default/p (Pod is not owner)"
+    for flag in ({}, {"controller": False}, {"controller": True}):
+        claim = _claim("c")
+        claim["metadata"]["ownerReferences"] = [{"kind": "Pod", "name": "p", "uid": POD_UID, **flag}]
+        expected = None if flag.get("controller") else not_owner
+        assert claims_verdict(pod, _by_key(claim)).rejected == expected, flag
+
+
+def test_a_request_with_an_empty_first_available_list_is_of_an_unknown_type() -> None:
+    """PreFilter's switch: ``exactly`` set, else ``len(firstAvailable) > 0``, else "unknown
+    request type": an empty ``firstAvailable`` (and no ``exactly``) is the last."""
+    claim = _unallocated("c", {"name": "r", "firstAvailable": []})
+    verdict = claims_verdict(_pod("p", "1", _named("x", "c")), _by_key(claim), {"gpu.example.com"})
+    assert verdict.rejected == "resource claim default/c, request r: unknown request type"
+
+
+def test_binding_conditions_are_read_device_by_device_and_condition_by_condition() -> None:
+    """``isClaimReadyForBinding`` and ``isClaimTimeout`` on hand-made claims allocated at
+    ``start`` (binding condition ``Attached``, failure condition ``Failed`` on dev-0):
+    a first result without binding conditions does not end the check of the next one; the
+    device status read is the result's own (driver, pool and device: another device of the
+    same pool failing is not it); a condition type's first entry counts (``FindStatusCondition``);
+    a failure condition that is not ``True`` is no failure; every binding condition must be
+    true; the timeout is reached only strictly after 600 s (Go's ``Before``)."""
+    start = 1767225600.0  # 2026-01-01T00:00:00Z
+    attached = {"type": "Attached", "status": "True"}
+    not_attached = {"type": "Attached", "status": "False"}
+    failed = {"type": "Failed", "status": "True", "reason": "NoFabric", "message": "switch down"}
+    table = _table("a", "b")
+    idx = table.active_indices()
+
+    def unbindable(claim: dict[str, Any], now: float) -> tuple[tuple[str, str], ...]:
+        plugin = DynamicResourcesFilter(_by_key(claim), now=now)
+        pod = _pod("p", "1", _named("x", claim["metadata"]["name"]))
+        passing = table.node_names(idx[plugin.filter(pod, table, idx, SchedulingContext())])
+        verdict = plugin.verdict(pod)
+        assert passing == ([] if verdict.unbindable else ["a"])
+        return verdict.unbindable
+
+    why = 'device binding failed: claim=c, reason=NoFabric, message="switch down"'
+    # a result with no binding conditions first: the second's failure is still found
+    claim = _bound_by_conditions("c", [failed])
+    plain = {"request": "cpu", "driver": "other.example.com", "pool": "p", "device": "d"}
+    claim["status"]["allocation"]["devices"]["results"].insert(0, plain)
+    assert unbindable(claim, start + 1) == (("c", why),)
+    # dev-1 of the same driver and pool failed, listed first; dev-0 (the result's) is attached
+    claim = _bound_by_conditions("c", [attached])
+    dev0 = claim["status"]["devices"][0]
+    claim["status"]["devices"].insert(0, {**dev0, "device": "dev-1", "conditions": [failed]})
+    assert unbindable(claim, start + 10_000) == ()
+    # two entries of type Attached: the first (True) counts, so no timeout
+    assert unbindable(_bound_by_conditions("c", [attached, not_attached]), start + 10_000) == ()
+    # its failure condition present but False: no failure, and attached: ready
+    assert (
+        unbindable(_bound_by_conditions("c", [attached, {**failed, "status": "False"}]), start + 10_000) == ()
+    )
+    # two binding conditions, one true: not ready, so timed out after 600 s
+    claim = _bound_by_conditions("c", [attached])
+    claim["status"]["allocation"]["devices"]["results"][0]["bindingConditions"] = ["Attached", "Powered"]
+    assert unbindable(claim, start + 601) == (("c", "binding timed out: claim=c, allocated 601 s ago"),)
+    # exactly 600 s after the allocation: allocationTimestamp + 600 s is not before now
+    assert unbindable(_bound_by_conditions("c", [not_attached]), start + 600) == ()
+
+
+def test_a_pod_file_without_uid_and_an_entry_naming_neither_claim_nor_template_is_rejected() -> None:
+    """Only a template entry of a pod file without a uid is left unjudged (its claim made
+    when the pod is created); an entry naming neither field is ``resourceclaim.Name``'s
+    ``ErrAPIUnsupported`` whether the pod has a uid or not."""
+    verdict = claims_verdict(_pod("p", "1", {"name": "a"}, uid=""), {})
+    assert verdict.rejected == 'pod "default/p", spec.resourceClaim "a": none of the supported fields are set'
+
+
+def test_a_claim_without_status_is_not_allocated_and_not_judged() -> None:
+    """A claim just created has no ``status`` (the slimmer keeps it None): not allocated,
+    so listed as not judged, not named malformed."""
+    claim = _unallocated("c", {"name": "r", "exactly": {"deviceClassName": "gpu.example.com"}})
+    pod = _pod("p", "1", _named("x", "c"))
+    for status in (None, "absent"):
+        if status is None:
+            claim["status"] = None
+        else:
+            del claim["status"]
+        verdict = claims_verdict(pod, _by_key(claim), {"gpu.example.com"})
+        assert (verdict.rejected, verdict.not_judged, verdict.allocated) == (None, ("c",), ())
+
+
+def test_a_claim_reserved_for_another_pod_alone_is_shared() -> None:
+    """``unshared`` (what the PostFilter may deallocate): reservedFor empty or naming this
+    pod alone; one naming another pod alone is shared, and so is any claim for a pod without uid
+    reserved for someone."""
+    claim = _claim("c", _on_node("gone"))
+    pod = _pod("p", "1", _named("x", "c"))
+    for users, expected in [
+        ([], ("c",)),
+        ([{"resource": "pods", "name": "p", "uid": POD_UID}], ("c",)),
+        ([{"resource": "pods", "name": "o", "uid": "other-uid"}], ()),
+    ]:
+        claim["status"]["reservedFor"] = users
+        assert claims_verdict(pod, _by_key(claim)).unshared == expected, users
+    claim["status"]["reservedFor"] = [{"resource": "pods", "name": "o", "uid": "other-uid"}]
+    assert claims_verdict(_pod("p", "1", _named("x", "c"), uid=""), _by_key(claim)).unshared == ()
+
+
+def test_the_claims_slimmer_keeps_the_users_uids_and_the_devices_conditions() -> None:
+    """The snapshot's claims keep ``status.reservedFor``'s uids (who uses the claim, for the
+    PostFilter) and ``status.devices``' conditions (for binding conditions): judged on the
+    slim claim as on the raw one."""
+    from stickypack.kube.dra import slim_resource_claim
+
+    failed = {"type": "Failed", "status": "True", "reason": "NoFabric", "message": "switch down",
+              "lastTransitionTime": "2026-01-01T00:00:00Z"}  # fmt: skip
+    raw = _bound_by_conditions("c", [failed])
+    raw["status"]["reservedFor"] = [{"resource": "pods", "name": "o", "uid": "other-uid"}]
+    slim = slim_resource_claim(raw)
+    assert slim["status"]["reservedFor"] == [{"uid": "other-uid"}]
+    assert slim["status"]["devices"] == [
+        {"driver": "gpu.example.com", "pool": "pool", "device": "dev-0", "conditions": [failed]}
+    ]
+    pod = _pod("p", "1", _named("x", "c"))
+    judged = [claims_verdict(pod, _by_key(c), now=1767225601.0) for c in (raw, slim)]
+    assert judged[0] == judged[1] and judged[0].unshared == () and len(judged[0].unbindable) == 1
+    mine = copy.deepcopy(raw)
+    mine["status"]["reservedFor"] = [{"resource": "pods", "name": "p", "uid": POD_UID}]
+    assert claims_verdict(pod, _by_key(slim_resource_claim(mine))).unshared == ("c",)
+
+
+def test_the_reports_dynamic_resources_from_the_listed_claims_and_classes() -> None:
+    """``inspect --pod --dra``'s ``dynamic_resources`` from a snapshot's DRA objects: the
+    DeviceClasses listed are checked (a claim asking for another class rejects every node)
+    and said read; not listed (None), not checked and said unread; a claim allocated 700 s
+    before now (the wall clock) with its binding condition not true is unbindable, with
+    why."""
+    from stickypack.cli.inspect import _dynamic_resources
+    from stickypack.kube.cache import ClusterCache
+    from stickypack.kube.snapshot import DraObjects, Snapshot
+
+    missing = _unallocated("wants", {"name": "r", "exactly": {"deviceClassName": "huge.example.com"}})
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 700))
+    slow = _bound_by_conditions("slow", [{"type": "Attached", "status": "False"}], allocated_at=stamp)
+    claims = [missing, slow]
+
+    def report(classes: frozenset[str] | None, claim: str) -> dict[str, Any]:
+        snap = Snapshot(ClusterCache(clock=lambda: 0.0), dra=DraObjects([], claims, classes))
+        judged = _dynamic_resources(snap, _pod("p", "1", _named("x", claim)))
+        assert judged is not None
+        return judged[1]
+
+    listed = report(frozenset({"gpu.example.com"}), "wants")
+    assert (listed["device_classes_read"], listed["rejected"]) == (
+        True,
+        "request r: device class huge.example.com does not exist",
+    )
+    unlisted = report(None, "wants")
+    assert (unlisted["device_classes_read"], unlisted["rejected"], unlisted["not_judged"]) == (
+        False,
+        None,
+        ["wants"],
+    )
+    (why,) = report(None, "slow")["unbindable"]
+    assert why.startswith("binding timed out: claim=slow, allocated 7")  # 700 s, or a second more
+    assert _dynamic_resources(Snapshot(ClusterCache(clock=lambda: 0.0)), _pod()) is None  # no --dra
+
+
+def test_resource_claims_entries_the_api_server_refuses_are_named() -> None:
+    """``inspect --pod``'s check of ``spec.resourceClaims`` (the API server's validation): an
+    entry needs a name and exactly one of ``resourceClaimName`` and
+    ``resourceClaimTemplateName``; each alone is fine."""
+    from stickypack.cli.inspect import _resource_claims_problem
+
+    assert _resource_claims_problem(None) is None
+    assert _resource_claims_problem([_named("a", "c"), _templated("b")]) is None
+    assert _resource_claims_problem([_named("a", "c"), {"resourceClaimName": "c"}]) == (
+        "spec.resourceClaims[1].name: None is not a name"
+    )
+    assert _resource_claims_problem(
+        [{"name": "a", "resourceClaimName": "c", "resourceClaimTemplateName": "t"}]
+    ) == ("spec.resourceClaims[0]: resourceClaimName and resourceClaimTemplateName both set (one only)")
+
+
+def test_the_placement_says_a_gated_pod_is_held_and_the_claims_not_judged_without_dra_objects() -> None:
+    """``_print_placement``: the pod's scheduling gates in kube-scheduler's words (Go's
+    ``%v`` of the names: space-separated in brackets); DRA objects not listed with ``--pod``:
+    the pod's claims are not judged either."""
+    from stickypack.cli.inspect import _print_placement
+
+    report = {
+        "pod": "default/p", "policy": "default", "profile": "default-scheduler", "weights": {},
+        "best": ["a"], "nodes": [{"node": "a", "filtered_by": None, "with_nominated_pods": False,
+                                  "scores": {}, "total": 0}],
+        "history": "none", "unreadable_pods": [], "dra_read": False, "priority": None,
+        "priority_from": "not read", "nominated_pods": {}, "namespaces_read": True,
+        "volumes_read": True, "scheduling_gates": ["example.com/a", "example.com/b"],
+    }  # fmt: skip
+    console = Console(record=True, width=400)
+    _print_placement(console, report)
+    text = console.export_text()
+    assert "(SchedulingGates: waiting for scheduling gates: [example.com/a example.com/b]);" in text
+    assert "nodes are weighed without DRA, and the pod's claims are not judged (DynamicResources)" in text
+    console = Console(record=True, width=400)
+    _print_placement(console, report | {"scheduling_gates": [], "dra_read": None})
+    assert "SchedulingGates" not in console.export_text() and "DRA" not in console.export_text()
