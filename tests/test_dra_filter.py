@@ -9,6 +9,7 @@ import copy
 import time
 from typing import Any
 
+import pytest
 from rich.console import Console
 
 from stickypack.core.dra import ClaimsVerdict, DynamicResourcesFilter, claim_key, claims_verdict
@@ -816,3 +817,85 @@ def test_the_placement_says_a_gated_pod_is_held_and_the_claims_not_judged_withou
     console = Console(record=True, width=400)
     _print_placement(console, report | {"scheduling_gates": [], "dra_read": None})
     assert "SchedulingGates" not in console.export_text() and "DRA" not in console.export_text()
+
+
+def test_binding_timeout_needs_a_waiting_result_and_an_allocation_timestamp_and_takes_the_timeout_given() -> (
+    None
+):
+    """``isClaimTimeout``: once some result has binding conditions (another result without any
+    does not hide it), the timeout counts from ``allocationTimestamp``; an allocation without
+    one never times out (no traceback); ``binding_timeout_s`` replaces the default 600 s."""
+    start = 1767225600.0  # 2026-01-01T00:00:00Z
+    waiting = [{"type": "Attached", "status": "False"}]
+    pod = _pod("p", "1", _named("x", "c"))
+
+    def unbindable(claim: dict[str, Any], now: float, timeout_s: float | None = None) -> tuple[str, ...]:
+        plugin = (
+            DynamicResourcesFilter(_by_key(claim), now=now)
+            if timeout_s is None
+            else DynamicResourcesFilter(_by_key(claim), now=now, binding_timeout_s=timeout_s)
+        )
+        return tuple(why for _, why in plugin.verdict(pod).unbindable)
+
+    # a result without binding conditions listed after the waiting one: still timed out
+    claim = _bound_by_conditions("c", waiting)
+    plain = {"request": "cpu", "driver": "other.example.com", "pool": "p", "device": "d"}
+    claim["status"]["allocation"]["devices"]["results"].append(plain)
+    assert unbindable(claim, start + 601) == ("binding timed out: claim=c, allocated 601 s ago",)
+    # no allocationTimestamp: not judged, however late
+    claim = _bound_by_conditions("c", waiting)
+    del claim["status"]["allocation"]["allocationTimestamp"]
+    assert unbindable(claim, start + 10_000) == ()
+    # a bindingTimeout of 60 s: timed out after 61 s, not after 59 s
+    claim = _bound_by_conditions("c", waiting)
+    assert unbindable(claim, start + 61, 60.0) == ("binding timed out: claim=c, allocated 61 s ago",)
+    assert unbindable(claim, start + 59, 60.0) == ()
+
+
+def test_explain_names_dynamic_resources_before_stickypacks_own_filters() -> None:
+    """The extender's filters run after every kube-scheduler filter: a node both a
+    stickypack filter (here one rejecting ``b``) and DynamicResources reject is named
+    DynamicResources, though it comes after that filter in the profile (``inspect --pod``
+    appends it)."""
+    import numpy as np
+
+    from stickypack.core.framework import FilterPlugin
+
+    class NotB(FilterPlugin):
+        name = "NotB"
+
+        def filter(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
+            return np.array([name != "b" for name in table.node_names(idx)], dtype=bool)
+
+    table = _table("a", "b", "c")
+    plugin = DynamicResourcesFilter(_by_key(_claim("on-a", _on_node("a"))))
+    default = load_builtin("default").profiles[0]
+    profile = Profile(default.name, [*default.filters, NotB(), plugin], default.scorers)
+    explanation = explain_placement(profile, _pod("p", "1", _named("x", "on-a")), table, SchedulingContext())
+    assert {v.node: v.filtered_by for v in explanation.verdicts} == {
+        "a": None,
+        "b": "DynamicResources",
+        "c": "DynamicResources",
+    }
+
+
+def test_scheduling_gates_not_a_list_are_refused_and_unbindable_claims_printed() -> None:
+    """``_scheduling_gates``: no field or an empty list is no gate; a value that is not a
+    list (an empty string, an object) is refused as the API server refuses it.
+    ``_print_dynamic_resources`` names each unbindable claim's reason."""
+    from stickypack.cli.inspect import _print_dynamic_resources, _scheduling_gates
+
+    assert (
+        _scheduling_gates({"spec": {}}) == [] and _scheduling_gates({"spec": {"schedulingGates": []}}) == []
+    )
+    assert _scheduling_gates({"spec": {"schedulingGates": [{"name": "g"}]}}) == ["g"]
+    for odd in ("", {}):
+        with pytest.raises(ValueError) as refused:
+            _scheduling_gates({"spec": {"schedulingGates": odd}})
+        assert str(refused.value) == f"spec.schedulingGates: {odd!r} is not a list"
+    console = Console(record=True, width=300)
+    why = 'device binding failed: claim=c, reason=NoFabric, message="[b]switch down"'
+    _print_dynamic_resources(
+        console, {"rejected": None, "allocated": ["c"], "not_judged": [], "unbindable": [why]}
+    )
+    assert console.export_text() == f"DynamicResources finds a claim unavailable on every node: {why}\n"
