@@ -899,3 +899,16 @@ def test_scheduling_gates_not_a_list_are_refused_and_unbindable_claims_printed()
         console, {"rejected": None, "allocated": ["c"], "not_judged": [], "unbindable": [why]}
     )
     assert console.export_text() == f"DynamicResources finds a claim unavailable on every node: {why}\n"
+
+
+def test_a_template_entrys_claim_is_the_first_status_of_its_name_and_an_empty_name_is_none() -> None:
+    """``resourceclaim.Name`` returns the first ``resourceClaimStatuses`` entry of the entry's
+    name (the API server refuses duplicates, but a pod file may have them); a
+    ``resourceClaimName`` that is the empty string (refused too) is read as not set, as the
+    docstring of ``_claim_refs`` says: the claim intentionally not created."""
+    statuses = [{"name": "b", "resourceClaimName": "p-b-1"}, {"name": "b", "resourceClaimName": "p-b-2"}]
+    twice = _pod("p", "1", _templated("b"), resourceClaimStatuses=statuses)
+    assert twice.claim_refs == (PodClaimRef("b", "p-b-1", template=True),)
+    empty = _pod("p", "1", _templated("b"), resourceClaimStatuses=[{"name": "b", "resourceClaimName": ""}])
+    assert empty.claim_refs == (PodClaimRef("b", None, template=True, listed=True),)
+    assert claims_verdict(empty, {}) == ClaimsVerdict()  # nothing to check
