@@ -912,3 +912,20 @@ def test_a_template_entrys_claim_is_the_first_status_of_its_name_and_an_empty_na
     empty = _pod("p", "1", _templated("b"), resourceClaimStatuses=[{"name": "b", "resourceClaimName": ""}])
     assert empty.claim_refs == (PodClaimRef("b", None, template=True, listed=True),)
     assert claims_verdict(empty, {}) == ClaimsVerdict()  # nothing to check
+
+
+def test_the_postfilter_deallocates_only_a_claim_unavailable_on_some_node_it_filtered() -> None:
+    """The claims unavailable are judged node by node (labels and name): a claim allocated
+    for ``a`` or ``b`` by ``metadata.name`` is available on both filtered nodes, so only the
+    claim allocated on a node that is gone is one the PostFilter deallocates."""
+    from stickypack.cli.inspect import _deallocated_claims
+
+    either = {"nodeSelectorTerms": [*_on_node("a")["nodeSelectorTerms"], *_on_node("b")["nodeSelectorTerms"]]}
+    plugin = DynamicResourcesFilter(_by_key(_claim("either", either), _claim("elsewhere", _on_node("gone"))))
+    default = load_builtin("default").profiles[0]
+    profile = Profile(default.name, [*default.filters, plugin], default.scorers)
+    table = _table("a", "b")
+    pod = _pod("p", "1", _named("x", "either"), _named("y", "elsewhere"))
+    explanation = explain_placement(profile, pod, table, SchedulingContext())
+    assert explanation.best == []
+    assert _deallocated_claims(plugin, pod, table, explanation) == ["elsewhere"]
