@@ -1538,9 +1538,7 @@ def test_inspect_pod_filters_with_nominated_pods_as_the_real_scheduler_does(
     assert (report["best"], report["priority"]) == (["b"], None)
     assert report["priority_from"] == "unknown: the PriorityClasses could not be listed (403); taken as 0"
 
-    cluster.start_scheduler(scheduler_config(["default-scheduler"]))
-    cluster.create_pod(pod=probe)
-    assert cluster.wait_bound(["probe"], timeout=30) == {"probe": "b"}
+    assert _kube_scheduler_binds(cluster, probe) == "b"
     # b now holds 1 + 2 cores: the high pod fits a only, beside the lower nominated pod
     report = inspect("high")
     assert report["best"] == ["a"] and {n["node"]: n for n in report["nodes"]}["b"]["filtered_by"]
@@ -1587,9 +1585,7 @@ def test_inspect_pod_applies_kube_schedulers_inter_pod_filters_as_the_real_sched
     verdicts = {n["node"]: n["filtered_by"] for n in report["nodes"]}
     assert verdicts == {"a": "InterPodAffinity", "b": "NodePorts", "c": "InterPodAffinity", "d": None}
     assert (report["best"], report["namespaces_read"], report["volumes_read"]) == (["d"], True, True)
-    cluster.start_scheduler(scheduler_config(["default-scheduler"]))
-    cluster.create_pod(pod=probe)
-    assert cluster.wait_bound(["probe"], timeout=30) == {"probe": "d"}
+    assert _kube_scheduler_binds(cluster, probe) == "d"
 
     # zone 1 has 2 of its kind, zone 2 none: skew 3 there, 1 in zone 2
     report = _inspect_pod_json(cluster, tmp_path, capsys, spread)
@@ -1640,9 +1636,7 @@ def test_inspect_pod_scores_schedule_anyway_spreading_as_the_real_scheduler_does
     assert spread == {"a": 12, "b": 25, "c": 100, "d": 0}
     assert report["best"] == ["c"] and "c" not in best_without  # the score decides it
     assert report["spread_selector_read"] is None  # constraints of its own: no default selector
-    cluster.start_scheduler(scheduler_config(["default-scheduler"]))
-    cluster.create_pod(pod=probe)
-    assert cluster.wait_bound(["probe"], timeout=30) == {"probe": "c"}
+    assert _kube_scheduler_binds(cluster, probe) == "c"
 
 
 @pytest.mark.controlplane
@@ -1718,9 +1712,7 @@ def test_inspect_pod_scores_system_default_spreading_of_a_services_pods_as_the_r
         assert main([*packing, "--json"]) == 0
         assert json.loads(capsys.readouterr().out)["spread_selector_read"] is None
 
-        cluster.start_scheduler(scheduler_config(["default-scheduler"]))
-        cluster.create_pod(pod=probe)
-        assert cluster.wait_bound(["probe"], timeout=30) == {"probe": "b"}
+        assert _kube_scheduler_binds(cluster, probe) == "b"
     finally:
         cluster.call(lambda api: client.CoreV1Api(api).delete_namespaced_service("pts-svc", "default"))
 
@@ -1898,9 +1890,7 @@ def test_inspect_pod_reads_a_default_selector_only_from_a_controller_of_apps_v1(
         report = _inspect_pod_json(cluster, tmp_path, capsys, older)
         assert "PodTopologySpread" not in report["weights"] and report["spread_selector_read"] is True
         assert report["best"] == ["a"]
-        cluster.start_scheduler(scheduler_config(["default-scheduler"]))
-        cluster.create_pod(pod=older)
-        assert cluster.wait_bound(["older"], timeout=30) == {"older": "a"}
+        assert _kube_scheduler_binds(cluster, older) == "a"
     finally:
         cluster.call(lambda api: client.AppsV1Api(api).delete_namespaced_replica_set("pts-rs", "default"))
 
@@ -2072,6 +2062,15 @@ def test_inspect_pod_spread_scores_are_the_real_schedulers_node_by_node(
             )
 
 
+def _kube_scheduler_binds(cluster: ControlPlane, pod: dict) -> str:
+    """Start the real kube-scheduler (its default profile), create ``pod`` and return the
+    node it binds the pod to (within 30 s)."""
+    cluster.start_scheduler(scheduler_config(["default-scheduler"]))
+    cluster.create_pod(pod=pod)
+    name = pod["metadata"]["name"]
+    return cluster.wait_bound([name], timeout=30)[name]
+
+
 def _inspect_pod_json(
     cluster: ControlPlane, tmp_path: Path, capsys: pytest.CaptureFixture[str], pod: dict
 ) -> dict:
@@ -2134,9 +2133,7 @@ def test_inspect_pod_scores_the_pods_preferred_pod_affinity_as_the_real_schedule
     scores = {n["node"]: n["scores"].get("InterPodAffinity") for n in report["nodes"]}
     assert scores == {"a": 50, "b": 100, "c": 0}
     assert report["best"] == ["b"]
-    cluster.start_scheduler(scheduler_config(["default-scheduler"]))
-    cluster.create_pod(pod=probe)
-    assert cluster.wait_bound(["probe"], timeout=30) == {"probe": "b"}
+    assert _kube_scheduler_binds(cluster, probe) == "b"
 
 
 @pytest.mark.controlplane
@@ -2167,9 +2164,7 @@ def test_inspect_pod_scores_the_bound_pods_terms_that_select_it_as_the_real_sche
     scores = {n["node"]: n["scores"].get("InterPodAffinity") for n in report["nodes"]}
     assert scores == {"a": 0, "b": 98, "c": 100}
     assert report["best"] == ["b"]
-    cluster.start_scheduler(scheduler_config(["default-scheduler"]))
-    cluster.create_pod(pod=probe)
-    assert cluster.wait_bound(["probe"], timeout=30) == {"probe": "b"}
+    assert _kube_scheduler_binds(cluster, probe) == "b"
 
 
 @pytest.mark.controlplane
@@ -2208,9 +2203,7 @@ def test_inspect_pod_scores_preferred_terms_of_other_namespaces_as_the_real_sche
     scores = {n["node"]: n["scores"].get("InterPodAffinity") for n in report["nodes"]}
     assert scores == {"a": 23, "b": 100, "c": 0}
     assert (report["best"], report["namespaces_read"]) == (["b"], True)
-    cluster.start_scheduler(scheduler_config(["default-scheduler"]))
-    cluster.create_pod(pod=probe)
-    assert cluster.wait_bound(["probe"], timeout=30) == {"probe": "b"}
+    assert _kube_scheduler_binds(cluster, probe) == "b"
 
 
 @pytest.mark.controlplane
@@ -2247,9 +2240,7 @@ def test_inspect_pod_reads_a_bound_pods_label_keys_as_the_api_server_merged_them
     scores = {n["node"]: n["scores"].get("InterPodAffinity") for n in report["nodes"]}
     assert scores == {"a": 0, "b": 100, "c": 100}
     assert report["best"] == ["b"]
-    cluster.start_scheduler(scheduler_config(["default-scheduler"]))
-    cluster.create_pod(pod=probe)
-    assert cluster.wait_bound(["probe"], timeout=30) == {"probe": "b"}
+    assert _kube_scheduler_binds(cluster, probe) == "b"
 
 
 @pytest.mark.controlplane
@@ -2348,9 +2339,7 @@ def test_inspect_pod_a_nominated_pods_anti_affinity_counts_only_when_inter_pod_a
     _nominate(cluster, "waiting", "a")
     probe = pod_manifest("probe", cpu="500m", memory="100Mi", labels={"role": "probe"})
     report = _inspect_pod_json(cluster, tmp_path, capsys, probe)
-    cluster.start_scheduler(scheduler_config(["default-scheduler"]))
-    cluster.create_pod(pod=probe)
-    assert cluster.wait_bound(["probe"], timeout=30) == {"probe": "a"}
+    assert _kube_scheduler_binds(cluster, probe) == "a"
     verdicts = {n["node"]: n["filtered_by"] for n in report["nodes"]}
     assert (verdicts, report["best"]) == ({"a": None, "b": None}, ["a"])
 
@@ -2394,9 +2383,7 @@ def test_inspect_pod_counts_a_nominated_pod_being_deleted_as_the_real_scheduler_
     try:
         probe = pod_manifest("probe", cpu="2", memory="1Gi")
         report = _inspect_pod_json(cluster, tmp_path, capsys, probe)
-        cluster.start_scheduler(scheduler_config(["default-scheduler"]))
-        cluster.create_pod(pod=probe)
-        assert cluster.wait_bound(["probe"], timeout=30) == {"probe": "b"}
+        assert _kube_scheduler_binds(cluster, probe) == "b"
         verdicts = {n["node"]: n["filtered_by"] for n in report["nodes"]}
         assert (verdicts["a"], report["best"]) == ("NodeResourcesFit", ["b"])
         assert report["nominated_pods"] == {"a": ["default/waiting"]}
@@ -2550,9 +2537,7 @@ def test_inspect_pod_counts_no_pod_for_an_empty_spread_selector_as_the_real_sche
     verdicts = {n["node"]: n["filtered_by"] for n in report["nodes"]}
     assert verdicts == {"a": None, "b": "TaintToleration"}
     assert report["best"] == ["a"]
-    cluster.start_scheduler(scheduler_config(["default-scheduler"]))
-    cluster.create_pod(pod=probe)
-    assert cluster.wait_bound(["probe"], timeout=30) == {"probe": "a"}
+    assert _kube_scheduler_binds(cluster, probe) == "a"
 
 
 def test_inspect_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
