@@ -2105,6 +2105,52 @@ def _nominate(cluster: ControlPlane, name: str, node: str) -> None:
     cluster.call(nominate)
 
 
+def test_inspect_pod_keeps_the_pods_on_the_nodes_for_what_the_scores_read() -> None:
+    """``_pods_on_nodes``: the pods on the nodes are kept (not None) whenever a score reads
+    them even though no filter does: the pod's ScheduleAnyway spread constraint or default
+    spread selector (PodTopologySpread), its preferred pod affinity or anti-affinity, or a
+    bound pod's preferred terms alone (InterPodAffinity scores those that select the pod);
+    with none of these, and no filter's rules, None."""
+    from stickypack.cli.inspect import _pods_on_nodes
+    from stickypack.core.routing import LabelSelector
+    from stickypack.kube.cache import ClusterCache
+    from stickypack.kube.snapshot import Snapshot
+
+    term = {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "kubernetes.io/hostname"}
+    preferred = "preferredDuringSchedulingIgnoredDuringExecution"
+
+    def pod(name: str, **spec: object) -> Pod:
+        raw = pod_manifest(name, cpu="100m", memory="100Mi", labels={"app": "web"})
+        raw["spec"].update(spec)
+        return Pod.from_dict(raw)
+
+    def snapshot(*bound: Pod) -> Snapshot:
+        table = _table({"n0": (4000, 16)})
+        for p in bound:
+            table.add_pod(table.index["n0"], p)
+        return Snapshot(ClusterCache(table, clock=lambda: 0.0), pods_by_node={"n0": list(bound)})
+
+    def weighted(kind: str) -> dict[str, object]:
+        return {kind: {preferred: [{"weight": 10, "podAffinityTerm": term}]}}
+
+    plain = pod("plain")
+    assert _pods_on_nodes(snapshot(pod("other")), plain) is None
+    soft = {"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "ScheduleAnyway",
+            "labelSelector": {"matchLabels": {"app": "web"}}}  # fmt: skip
+    defaulted = dataclasses.replace(plain, default_spread_selector=LabelSelector({"app": "web"}))
+    for newcomer in (
+        pod("spread", topologySpreadConstraints=[soft]),
+        defaulted,
+        pod("near", affinity=weighted("podAffinity")),
+        pod("apart", affinity=weighted("podAntiAffinity")),
+    ):
+        kept = _pods_on_nodes(snapshot(pod("other")), newcomer)
+        assert kept is not None and [p.name for p in kept.pods[0]] == ["other"], newcomer.name
+    for kind in ("podAffinity", "podAntiAffinity"):
+        kept = _pods_on_nodes(snapshot(pod("bound", affinity=weighted(kind))), plain)
+        assert kept is not None and [p.name for p in kept.pods[0]] == ["bound"], kind
+
+
 @pytest.mark.controlplane
 def test_inspect_pod_scores_the_pods_preferred_pod_affinity_as_the_real_scheduler_does(
     cluster: ControlPlane, tmp_path: Path, capsys: pytest.CaptureFixture[str]

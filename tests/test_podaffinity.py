@@ -15,7 +15,7 @@ from stickypack.core.drain import plan_scale_down
 from stickypack.core.labels import HOSTNAME_LABEL
 from stickypack.core.nodetable import NodeTable
 from stickypack.core.pod import Pod, PodSpecError
-from stickypack.core.podaffinity import HostPort, PodsOnNodes
+from stickypack.core.podaffinity import HostPort, PodsOnNodes, has_preferred_pod_affinity
 from stickypack.policies import load_builtin
 from stickypack.testing import ControlPlane, pod_manifest
 from stickypack.testing.fidelity import probe_placements
@@ -829,6 +829,30 @@ def test_inter_pod_affinity_namespace_selectors_read_the_namespaces_labels() -> 
     assert state.inter_pod_affinity_sums(test_pod) == {}
 
 
+def test_inter_pod_affinity_sums_count_a_bound_pods_preferred_affinity_and_the_hard_weight_given() -> None:
+    """The bound pods' side of ``processExistingPod``, by hand: friend (n0, zone a) prefers
+    pods ``role=new`` in its zone, weight 7: +7 in zone a for the newcomer its term selects
+    (not for friend itself, which it does not select). anchor (n1, whose zone label is the
+    empty string, a value like any other: ``node.Labels[key]`` exists) requires them in its
+    zone: + hardPodAffinityWeight there, 3 when that is 3; with 0 no pair at all, not a
+    pair at 0 (kube-scheduler skips the term, ``HardPodAffinityWeight > 0``)."""
+    labels = {0: {HOSTNAME_LABEL: "n0", ZONE: "a"}, 1: {HOSTNAME_LABEL: "n1", ZONE: ""}}
+    friend = _preferred_pod("friend", labels={"app": "web"}, affinity=[(7, _term(ZONE, role="new"))])
+    anchor = _preferred_pod("anchor", required_affinity=[_term(ZONE, role="new")])
+    state = _on(labels, (0, friend), (1, anchor))
+    newcomer = _preferred_pod("new", labels={"role": "new"})
+    expected = {(ZONE, "a"): 7, (ZONE, ""): 3}
+    assert state.inter_pod_affinity_sums(newcomer, hard_pod_affinity_weight=3) == expected
+    assert state.inter_pod_affinity_sums(newcomer, hard_pod_affinity_weight=0) == {(ZONE, "a"): 7}
+    assert state.inter_pod_affinity_sums(_preferred_pod("other", labels={"role": "old"})) == {}
+
+
+def test_has_preferred_pod_affinity_with_either_kind_of_preferred_term() -> None:
+    assert has_preferred_pod_affinity(_preferred_pod("a", affinity=[(1, _term(app="web"))]))
+    assert has_preferred_pod_affinity(_preferred_pod("b", anti=[(1, _term(app="web"))]))
+    assert not has_preferred_pod_affinity(_preferred_pod("c", required_affinity=[_term(app="web")]))
+
+
 def _scoring_table(state: PodsOnNodes) -> NodeTable:
     table = NodeTable()
     for row in sorted(state.node_labels):
@@ -862,6 +886,46 @@ def test_the_inter_pod_affinity_scorer_scores_as_kube_scheduler_given_the_pods_o
     assert not scorer.skip_in(plain, SchedulingContext(pods_on_nodes=state))
     # raw n0 0, n1 -30, n2 1, n3 0 -> 100 * 30 / 31 = 96.77, 0, 100, 96
     assert scorer.score(plain, table, table.active_indices(), ctx).tolist() == [96, 0, 100, 96]
+
+
+def test_the_inter_pod_affinity_scorer_scores_a_pair_whose_terms_cancel_out() -> None:
+    """A pair a term counted stays in though its sum is 0: kube-scheduler's PreScore skips
+    only when no term counted anywhere. The newcomer prefers web pods in its zone (weight
+    5) and avoids them there (5): zone a sums to 0, the plugin is not skipped, and both
+    nodes score 0 (their raw scores are equal)."""
+    from stickypack.core.framework import SchedulingContext
+    from stickypack.core.plugins import BuildAntiAffinity
+
+    state = _on(_nodes(n0="a", n1="b"), (0, _preferred_pod("web", labels={"app": "web"})))
+    web_in_zone = _term(ZONE, app="web")
+    newcomer = _preferred_pod("new", affinity=[(5, web_in_zone)], anti=[(5, web_in_zone)])
+    assert state.inter_pod_affinity_sums(newcomer) == {(ZONE, "a"): 0}
+    scorer, ctx = BuildAntiAffinity(), SchedulingContext(pods_on_nodes=state)
+    assert not scorer.skip_in(newcomer, ctx)
+    table = _scoring_table(state)
+    assert scorer.score(newcomer, table, table.active_indices(), ctx).tolist() == [0, 0]
+
+
+def test_the_inter_pod_affinity_scorer_counts_again_for_other_pods_on_the_nodes() -> None:
+    """The sums kept in ``ctx.cache`` are those of the pod and the pods on the nodes they
+    were counted for: a context copied with other pods on the nodes (as
+    ``explain_placement`` copies it, sharing the cache) scores those. The newcomer prefers
+    web pods in its zone: the web pod on n0 (zone a) -> 100, 0; on n1 (zone b) -> 0, 100."""
+    import dataclasses
+
+    from stickypack.core.framework import SchedulingContext
+    from stickypack.core.plugins import BuildAntiAffinity
+
+    labels = _nodes(n0="a", n1="b")
+    web = _preferred_pod("web", labels={"app": "web"})
+    on_a, on_b = _on(labels, (0, web)), _on(labels, (1, web))
+    newcomer = _preferred_pod("new", affinity=[(5, _term(ZONE, app="web"))])
+    table = _scoring_table(on_a)
+    scorer, ctx = BuildAntiAffinity(), SchedulingContext(pods_on_nodes=on_a)
+    assert scorer.score(newcomer, table, table.active_indices(), ctx).tolist() == [100, 0]
+    moved = dataclasses.replace(ctx, pods_on_nodes=on_b)
+    assert moved.cache is ctx.cache and not scorer.skip_in(newcomer, moved)
+    assert scorer.score(newcomer, table, table.active_indices(), moved).tolist() == [0, 100]
 
 
 def test_explain_placement_shows_the_inter_pod_affinity_score_and_leaves_it_out_when_skipped() -> None:

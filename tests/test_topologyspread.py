@@ -11,6 +11,7 @@ import re
 import struct
 from typing import Any
 
+import numpy as np
 import pytest
 
 from stickypack.core.drain import plan_scale_down
@@ -361,6 +362,19 @@ def test_an_empty_label_selector_counts_no_pod_on_the_nodes_but_one_nominated_th
     assert _allowed(state, pod) == [True, True]
 
 
+def test_a_nominated_pod_of_another_namespace_counts_nowhere() -> None:
+    """kube-scheduler's ``AddPod`` (``updateWithPod``) passes over a nominated pod of
+    another namespace than the pod's, selected or not: with a web pod of ``team`` nominated
+    to a, both zones stay at 0 (0 + 1 - 0 = 1); one of the pod's namespace puts a at 1 + 1."""
+    labels = _nodes(a="z1", b="z2")
+    state = _on(labels)
+    pod = _pod("new", spread=[_constraint()])
+    state.add(0, _pod("elsewhere", namespace="team"), nominated=True)
+    assert _allowed(state, pod) == [True, True]
+    state.add(0, _pod("here"), nominated=True)
+    assert _allowed(state, pod) == [False, True]
+
+
 def test_a_nominated_pod_counts_while_being_deleted_unlike_a_bound_one() -> None:
     """kube-scheduler's PreFilter passes over a terminating pod on a node; its ``AddPod``
     counts one nominated there all the same."""
@@ -705,6 +719,34 @@ def test_system_defaults_spread_by_the_default_selector() -> None:
     )
 
 
+def test_the_hostname_weight_counts_the_feasible_nodes_not_ignored() -> None:
+    """The hostname constraint's weight is log(feasible nodes not ignored + 2): n2 (no zone)
+    is ignored, so log(2 + 2) = 1.386, not log(5); the zone's log(1 domain + 2) = 1.099.
+    Web pods: three on n0. Raw n0 round(3 * 1.386 + 3 * 1.099) = round(7.455) = 7 (with
+    log 5 it would be round(8.124) = 8), n1 round(3 * 1.099) = 3; normalized
+    100 * (7 + 3 - s) // 7: 42, 100; n2 0."""
+    soft = [_constraint(HOSTNAME_LABEL, when="ScheduleAnyway"), _constraint(when="ScheduleAnyway")]
+    pod = _pod("p", spread=soft)
+    web = _pod("w")
+    assert _scores(pod, _nodes(n0="a", n1="a", n2=None), (0, web), (0, web), (0, web)) == [42, 100, 0]
+
+
+def test_a_node_lacking_one_key_counts_for_no_constraint() -> None:
+    """Constraints on the zone and on ``rack``: n2 (zone b, no rack) lacks a key, so it is
+    ignored and its three web pods count in no domain, the zone's either (kube-scheduler's
+    PreScore passes over every node without all the keys). Zone a 1, b 0 (weight log 4 =
+    1.386), rack r1 1 (log 3 = 1.099): raw n0 round(1.386 + 1.099) = 2, n1 round(1.099) = 1;
+    normalized 100 * (2 + 1 - s) // 2: 50, 100; n2 0."""
+    soft = [_constraint(when="ScheduleAnyway"), _constraint("rack", when="ScheduleAnyway")]
+    labels = {
+        0: {HOSTNAME_LABEL: "n0", ZONE: "a", "rack": "r1"},
+        1: {HOSTNAME_LABEL: "n1", ZONE: "b", "rack": "r1"},
+        2: {HOSTNAME_LABEL: "n2", ZONE: "b"},
+    }
+    web = _pod("w")
+    assert _scores(_pod("p", spread=soft), labels, (0, web), (2, web), (2, web), (2, web)) == [50, 100, 0]
+
+
 def test_inclusion_policies_decide_which_nodes_pods_count() -> None:
     """n2 (zone b, pool y, three web pods) is not feasible for a pod of pool x. Honoring its
     node affinity (the default) n2's pods count nowhere: a 1 (raw 1), b 0 (raw 0): 0 and
@@ -745,6 +787,34 @@ def test_only_selected_pods_of_the_namespace_not_terminating_count() -> None:
     assert _scores(empty, labels, (0, _pod("w"))) == [100, 100]
 
 
+def test_the_scorer_passes_the_nodes_taints_of_the_pods_on_the_nodes() -> None:
+    """``PodTopologySpreadScore`` given the pods on the nodes honors their nodes' taints as
+    :func:`spread_scores` does (see the inclusion policies' test): n2's NoSchedule taint
+    keeps its three web pods out of zone b with ``nodeTaintsPolicy: Honor``, so n0 (zone a,
+    one) and n1 score 0 and 100, not 100 and 25."""
+    from stickypack.core.framework import SchedulingContext
+
+    labels = {
+        0: {HOSTNAME_LABEL: "n0", ZONE: "a"},
+        1: {HOSTNAME_LABEL: "n1", ZONE: "b"},
+        2: {HOSTNAME_LABEL: "n2", ZONE: "b"},
+    }
+    tainted = {2: (Taint("dedicated", "system", "NoSchedule"),)}
+    table = NodeTable()
+    for row, node in labels.items():
+        allocatable = {"cpu": 4000, "memory": 16 * GI, "pods": 110}
+        taints = tainted.get(row, ())
+        assert table.upsert_node(node[HOSTNAME_LABEL], allocatable, labels=node, taints=taints) == row
+    names = {row: node[HOSTNAME_LABEL] for row, node in labels.items()}
+    state = PodsOnNodes(labels, None, names, tainted)
+    web = _pod("w")
+    for row in (0, 2, 2, 2):
+        state.add(row, web)
+    pod = _pod("p", spread=[_constraint(when="ScheduleAnyway", nodeTaintsPolicy="Honor")])
+    ctx = SchedulingContext(pods_on_nodes=state)
+    assert PodTopologySpreadScore().score(pod, table, np.array([0, 1]), ctx).tolist() == [0, 100]
+
+
 def test_the_default_policy_scores_it_and_the_simulators_pods_skip_it() -> None:
     for name in ("default", "binderhub", "z2jh"):
         for profile in load_builtin(name).profiles:  # z2jh's user-scheduler keeps it at 2 too
@@ -773,6 +843,22 @@ def test_the_default_selector_merges_services_and_the_controllers() -> None:
     assert default_selector(labels, [{"app": "db"}]) is None
     assert default_selector(labels, [], "Job", {"matchLabels": {"h": "1"}}) is None  # not a kind it reads
     assert default_selector(labels, [], "StatefulSet", {"matchLabels": "bad"}) is None  # unparsable: nothing
+
+
+def test_the_default_selector_takes_whole_service_selectors_and_keeps_them_with_the_controllers() -> None:
+    """A Service selects the pod only when all of its selector matches (``GetPodServices``):
+    one matching ``app`` but not ``tier`` adds nothing. A ReplicationController's map is
+    merged into the Services' (both kept); a ReplicaSet's ``matchExpressions`` are ANDed as
+    its ``matchLabels`` are."""
+    labels = {"app": "web", "tier": "front", "h": "1"}
+    assert default_selector(labels, [{"app": "web", "tier": "back"}]) is None
+    rc = default_selector(labels, [{"app": "web"}], "ReplicationController", {"h": "1"})
+    assert rc is not None and dict(rc.match_labels) == {"app": "web", "h": "1"}
+    not_back = {"key": "tier", "operator": "NotIn", "values": ["back"]}
+    rs_selector = {"matchLabels": {"h": "1"}, "matchExpressions": [not_back]}
+    rs = default_selector(labels, [{"app": "web"}], "ReplicaSet", rs_selector)
+    assert rs is not None and rs.matches(labels)
+    assert not rs.matches({**labels, "tier": "back"}) and not rs.matches({**labels, "app": "db"})
 
 
 def test_the_default_selector_reads_only_controllers_of_v1_and_apps_v1() -> None:
