@@ -1862,7 +1862,9 @@ def test_inspect_pod_reads_a_default_selector_only_from_a_controller_of_apps_v1(
     reads. ``a`` holds a pod the ReplicaSet's selector selects, ``b`` a bigger one it does
     not, so the fit scores prefer ``a`` and the system default spreading ``b``. The pod owned
     through ``apps/v1`` is spread (``b``); through ``apps/v1beta2`` it is not
-    (PodTopologySpread skipped): ``a``, where the real kube-scheduler binds it."""
+    (PodTopologySpread skipped): ``a``, where the real kube-scheduler binds it. Another
+    ReplicaSet of the namespace, listed first (``pts-other``, selecting no pod), is not
+    the pod's controller: its selector is not read."""
     for node in ("a", "b"):
         cluster.create_node(node, cpu="4", memory="16Gi")
     selector = {"app": "pts-owned"}
@@ -1881,6 +1883,13 @@ def test_inspect_pod_reads_a_default_selector_only_from_a_controller_of_apps_v1(
         raw["metadata"]["ownerReferences"] = [{**ref, "controller": True}]
         return raw
 
+    nobody = {"app": "pts-nobody"}
+    other_template = {**template, "metadata": {"labels": nobody}}
+    other = {
+        "metadata": {"name": "pts-other"},
+        "spec": {"replicas": 0, "selector": {"matchLabels": nobody}, "template": other_template},
+    }
+    cluster.call(lambda api: client.AppsV1Api(api).create_namespaced_replica_set("default", other))
     cluster.call(lambda api: client.AppsV1Api(api).create_namespaced_replica_set("default", replicas))
     try:
         current = _inspect_pod_json(cluster, tmp_path, capsys, probe("current", "apps/v1"))
@@ -1893,6 +1902,32 @@ def test_inspect_pod_reads_a_default_selector_only_from_a_controller_of_apps_v1(
         assert _kube_scheduler_binds(cluster, older) == "a"
     finally:
         cluster.call(lambda api: client.AppsV1Api(api).delete_namespaced_replica_set("pts-rs", "default"))
+        cluster.call(lambda api: client.AppsV1Api(api).delete_namespaced_replica_set("pts-other", "default"))
+
+
+@pytest.mark.controlplane
+def test_inspect_pod_says_the_default_selector_unread_where_its_controllers_kind_is_not_served(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An API server that does not serve ``apps/v1`` (turned off with ``--runtime-config``)
+    answers the list of the pod's ReplicaSet 404: ``inspect --pod`` says the default
+    selector was not read (``spread_selector_read`` false), scores no system default
+    spreading, and reports the node, status 0, as for a refusal (401, 403)."""
+    from conftest import needs_binaries
+
+    needs_binaries()
+    cp = ControlPlane(apiserver_args=["--runtime-config=apps/v1=false"])
+    cp.start()
+    try:
+        cp.create_node("a", cpu="4", memory="16Gi")
+        probe = pod_manifest("owned", cpu="100m", memory="100Mi", labels={"app": "pts-owned"})
+        ref = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "pts-rs", "uid": "u"}
+        probe["metadata"]["ownerReferences"] = [{**ref, "controller": True}]
+        report = _inspect_pod_json(cp, tmp_path, capsys, probe)
+        assert report["spread_selector_read"] is False and "PodTopologySpread" not in report["weights"]
+        assert report["best"] == ["a"]
+    finally:
+        cp.stop(failed=cp.failed)
 
 
 #: kube-scheduler's ``-v=10`` line for each plugin's weighted score of each node
