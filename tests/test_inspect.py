@@ -2163,7 +2163,8 @@ def test_inspect_pod_keeps_the_pods_on_the_nodes_for_what_the_scores_read() -> N
         table = _table({"n0": (4000, 16)})
         for p in bound:
             table.add_pod(table.index["n0"], p)
-        return Snapshot(ClusterCache(table, clock=lambda: 0.0), pods_by_node={"n0": list(bound)})
+        cache = ClusterCache(table, clock=lambda: 0.0)
+        return Snapshot(cache, pods_by_node={"n0": list(bound)}, namespace_labels={"default": {"team": "a"}})
 
     def weighted(kind: str) -> dict[str, object]:
         return {kind: {preferred: [{"weight": 10, "podAffinityTerm": term}]}}
@@ -2181,6 +2182,7 @@ def test_inspect_pod_keeps_the_pods_on_the_nodes_for_what_the_scores_read() -> N
     ):
         kept = _pods_on_nodes(snapshot(pod("other")), newcomer)
         assert kept is not None and [p.name for p in kept.pods[0]] == ["other"], newcomer.name
+        assert kept.namespace_labels == {"default": {"team": "a"}}  # the terms' namespaceSelector
     for kind in ("podAffinity", "podAntiAffinity"):
         kept = _pods_on_nodes(snapshot(pod("bound", affinity=weighted(kind))), plain)
         assert kept is not None and [p.name for p in kept.pods[0]] == ["bound"], kind

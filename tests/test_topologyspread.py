@@ -787,6 +787,39 @@ def test_only_selected_pods_of_the_namespace_not_terminating_count() -> None:
     assert _scores(empty, labels, (0, _pod("w"))) == [100, 100]
 
 
+def test_the_node_affinity_policy_reads_a_nodes_name_for_match_fields() -> None:
+    """nodeAffinityPolicy Honor with a required ``matchFields`` term on ``metadata.name``
+    (NotIn n2): n2 (zone b, three web pods) does not match by its name, so its pods count
+    nowhere: a 1, b 0, raw 1 and 0 -> 0, 100 (counted, b 3: 100, 25)."""
+    labels = {
+        0: {HOSTNAME_LABEL: "n0", ZONE: "a"},
+        1: {HOSTNAME_LABEL: "n1", ZONE: "b"},
+        2: {HOSTNAME_LABEL: "n2", ZONE: "b"},
+    }
+    not_n2 = {"matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["n2"]}]}
+    required = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [not_n2]}}
+    pod = _pod("p", spread=[_constraint(when="ScheduleAnyway")], affinity={"nodeAffinity": required})
+    web = _pod("w")
+    assert _scores(pod, labels, (0, web), (2, web), (2, web), (2, web), rows=[0, 1]) == [0, 100]
+
+
+def test_a_zone_label_of_the_empty_string_shares_its_domain_with_nodes_without_one() -> None:
+    """The system defaults (no key required): a node without the zone label is in the zone
+    domain "" (Go's ``node.Labels[key]``), with its pods, and a node whose zone label is the
+    empty string is scored in that domain. n2 (no zone) holds two web pods; zone "" (n0,
+    n2) 2, a (n1) 0, weight log(2 + 2) = 1.386; hostname log(3 + 2) = 1.609. Raw n0 round(2
+    + 2 * 1.386 + 4) = 9, n1 round(2 + 4) = 6, n2 round(2 * 1.609 + 2) = 5 (no zone label:
+    hostname only); normalized 100 * (9 + 5 - s) // 9: 55, 88, 100."""
+    labels = {
+        0: {HOSTNAME_LABEL: "n0", ZONE: ""},
+        1: {HOSTNAME_LABEL: "n1", ZONE: "a"},
+        2: {HOSTNAME_LABEL: "n2"},
+    }
+    pod = dataclasses.replace(_pod("p"), default_spread_selector=LabelSelector({"app": "web"}))
+    web = _pod("w")
+    assert _scores(pod, labels, (2, web), (2, web)) == [55, 88, 100]
+
+
 def test_the_scorer_passes_the_nodes_taints_of_the_pods_on_the_nodes() -> None:
     """``PodTopologySpreadScore`` given the pods on the nodes honors their nodes' taints as
     :func:`spread_scores` does (see the inclusion policies' test): n2's NoSchedule taint
@@ -859,6 +892,12 @@ def test_the_default_selector_takes_whole_service_selectors_and_keeps_them_with_
     rs = default_selector(labels, [{"app": "web"}], "ReplicaSet", rs_selector)
     assert rs is not None and rs.matches(labels)
     assert not rs.matches({**labels, "tier": "back"}) and not rs.matches({**labels, "app": "db"})
+    # a StatefulSet's selector is ANDed as a ReplicaSet's; one it cannot parse adds nothing,
+    # the Services' selector stays
+    ss = default_selector(labels, [{"app": "web"}], "StatefulSet", rs_selector)
+    assert ss is not None and ss.matches(labels) and not ss.matches({**labels, "h": "2"})
+    bad = default_selector(labels, [{"app": "web"}], "StatefulSet", {"matchLabels": "bad"})
+    assert bad is not None and dict(bad.match_labels) == {"app": "web"} and not bad.expressions
 
 
 def test_the_default_selector_reads_only_controllers_of_v1_and_apps_v1() -> None:
