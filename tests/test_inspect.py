@@ -1864,7 +1864,8 @@ def test_inspect_pod_reads_a_default_selector_only_from_a_controller_of_apps_v1(
     through ``apps/v1`` is spread (``b``); through ``apps/v1beta2`` it is not
     (PodTopologySpread skipped): ``a``, where the real kube-scheduler binds it. Another
     ReplicaSet of the namespace, listed first (``pts-other``, selecting no pod), is not
-    the pod's controller: its selector is not read."""
+    the pod's controller: its selector is not read. Owned by a StatefulSet of that selector
+    through ``apps/v1``, it is spread the same."""
     for node in ("a", "b"):
         cluster.create_node(node, cpu="4", memory="16Gi")
     selector = {"app": "pts-owned"}
@@ -1895,6 +1896,23 @@ def test_inspect_pod_reads_a_default_selector_only_from_a_controller_of_apps_v1(
         current = _inspect_pod_json(cluster, tmp_path, capsys, probe("current", "apps/v1"))
         assert current["best"] == ["b"]
         assert _spread_scores_and_best_without(current)[1] == ["a"]  # the spreading decides
+        # a StatefulSet's selector, read from the StatefulSets, spreads it the same
+        stateful = probe("stateful", "apps/v1")
+        stateful["metadata"]["ownerReferences"][0].update(kind="StatefulSet", name="pts-ss")
+        spec = {
+            "replicas": 0,
+            "selector": {"matchLabels": selector},
+            "serviceName": "pts",
+            "template": template,
+        }
+        sets = {"metadata": {"name": "pts-ss"}, "spec": spec}
+        cluster.call(lambda api: client.AppsV1Api(api).create_namespaced_stateful_set("default", sets))
+        try:
+            assert _inspect_pod_json(cluster, tmp_path, capsys, stateful)["best"] == ["b"]
+        finally:
+            cluster.call(
+                lambda api: client.AppsV1Api(api).delete_namespaced_stateful_set("pts-ss", "default")
+            )
         older = probe("older", "apps/v1beta2")
         report = _inspect_pod_json(cluster, tmp_path, capsys, older)
         assert "PodTopologySpread" not in report["weights"] and report["spread_selector_read"] is True
