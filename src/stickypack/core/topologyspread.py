@@ -491,13 +491,6 @@ def scores_spread(pod: Pod) -> bool:
     return bool(score_constraints(pod)[0])
 
 
-def _score_counter(constraint: SpreadConstraint, namespace: str) -> Callable[[Pod], bool]:
-    """``countPodsMatchSelector``: an empty selector, like none, counts no pod."""
-    if constraint.selector is None or constraint.selector.empty:
-        return lambda pod: False
-    return _counter(constraint, namespace)
-
-
 def spread_scores(
     pod: Pod,
     rows: Sequence[int],
@@ -530,7 +523,7 @@ def spread_scores(
     if not constraints:
         return [0] * len(rows)
     keys = [c.topology_key for c in constraints]
-    counted = [_score_counter(c, pod.namespace) for c in constraints]
+    counted = [_counter(c, pod.namespace) for c in constraints]
     ignored: set[int] = set()
     counts: list[dict[str, int]] = [{} for _ in constraints]
     for row in rows:
