@@ -1481,6 +1481,40 @@ def test_inspect_pod_explains_where_the_real_scheduler_binds_it(
 
 
 @pytest.mark.controlplane
+def test_inspect_pod_counts_the_nominations_of_the_schedulers_other_profiles_when_told(
+    cluster: ControlPlane, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A kube-scheduler running two profiles keeps the nominations of the pods of both: a
+    pending pod of profile ``z2jh`` nominated to ``a`` (held by a scheduling gate) takes
+    3 of its 4 cores for a pod of ``default-scheduler``, so the real kube-scheduler binds
+    that pod to ``b``, though LeastAllocated prefers the empty ``a``. Told the other profile
+    (``--scheduler-profile z2jh``), inspect counts it and names ``b``; not told, it counts
+    the nominations of the pod's own ``schedulerName`` only and names ``a``."""
+    cluster.create_node("a", cpu="4", memory="16Gi")
+    cluster.create_node("b", cpu="4", memory="16Gi")
+    _bind(cluster, "used", "b", "1", "1Gi")
+    waiting = pod_manifest("waiting", cpu="3", memory="1Gi", scheduler_name="z2jh")
+    waiting["spec"]["schedulingGates"] = [{"name": "stickypack.io/test"}]
+    cluster.create_pod(pod=waiting)
+    _nominate(cluster, "waiting", "a")
+    probe = pod_manifest("probe", cpu="2", memory="1Gi")
+    path = tmp_path / "probe.yaml"
+    path.write_text(yaml.safe_dump(probe))
+    argv = ["inspect", "--kubeconfig", str(cluster.kubeconfig), "--policy", "default", "--json"]
+    argv += ["--pod", str(path)]
+    assert main(argv) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert (report["best"], report["nominated_pods"]) == (["a"], {})
+    assert main([*argv, "--scheduler-profile", "z2jh"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert (report["best"], report["nominated_pods"]) == (["b"], {"a": ["default/waiting"]})
+    assert {n["node"]: n["filtered_by"] for n in report["nodes"]} == {"a": "NodeResourcesFit", "b": None}
+    cluster.start_scheduler(scheduler_config(["default-scheduler", "z2jh"]))
+    cluster.create_pod(pod=probe)
+    assert cluster.wait_bound(["probe"], timeout=30) == {"probe": "b"}
+
+
+@pytest.mark.controlplane
 def test_inspect_pod_filters_with_nominated_pods_as_the_real_scheduler_does(
     cluster: ControlPlane, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -2713,6 +2747,7 @@ def test_inspect_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFix
             2,
         ),
         (["--pod", str(not_pod), "--min-replica-count", "2"], "--min-replica-count: for the node report", 2),
+        (["--scheduler-profile", "z2jh"], "--scheduler-profile: for --pod, not for the node report", 2),
         (["--gpu-label", "not a key"], "--gpu-label: 'not a key' is not a label key", 2),
         (["--gpu-threshold", "1.5"], "--gpu-threshold must be in [0, 1], got 1.5", 2),
         (["--node-group-label", "a b"], "--node-group-label: 'a b' is not a label key", 2),

@@ -108,6 +108,15 @@ def _add_placement_arguments(insp: argparse.ArgumentParser) -> None:
         help="the policy's profile (default: the extender's for a pod it manages (--config), "
         "else the one matching the pod)",
     )
+    insp.add_argument(
+        "--scheduler-profile",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="with --pod: another profile (schedulerName) of the kube-scheduler that runs the pod's; "
+        "the pending pods of that profile nominated to a node count too, as that kube-scheduler "
+        "counts them (repeatable)",
+    )
 
 
 def _add_autoscaler_arguments(insp: argparse.ArgumentParser) -> None:
@@ -333,6 +342,8 @@ def _check_settings(args: argparse.Namespace) -> None:
     ]
     if args.pod is not None and node_report_only:
         raise UsageError(f"{', '.join(node_report_only)}: for the node report, not with --pod")
+    if args.pod is None and args.scheduler_profile:
+        raise UsageError("--scheduler-profile: for --pod, not for the node report")
 
 
 async def _inspect_cluster(
@@ -513,14 +524,16 @@ async def _read_cluster(
                 recorder = HistoryRecorder(make_store(config, api), history_limits(config))
                 await recorder.load()
                 history = recorder.history
-            priority = await _pod_priority(api, pod, pod_dict or {}, snap)
+            priority = await _pod_priority(api, pod, pod_dict or {}, snap, args.scheduler_profile)
             if spreads and not (pod.spread_constraints or pod.soft_spread_constraints):
                 # kube-scheduler's system default spreading selects by it
                 snap.default_spread_selector, snap.spread_selector_read = await spread_selector(api, pod)
     return snap, history, priority
 
 
-async def _pod_priority(api: Any, pod: Pod, pod_dict: dict[str, Any], snap: Snapshot) -> PodPriority:
+async def _pod_priority(
+    api: Any, pod: Pod, pod_dict: dict[str, Any], snap: Snapshot, also: Sequence[str] = ()
+) -> PodPriority:
     """``pod``'s priority as the API server's Priority admission would set it
     (:func:`~stickypack.kube.snapshot.admitted_priority`): its ``spec.priority`` if the file
     gives one; else, only when a pending pod of its scheduler is nominated to a node (the
@@ -530,7 +543,7 @@ async def _pod_priority(api: Any, pod: Pod, pod_dict: dict[str, Any], snap: Snap
     spec = pod_dict.get("spec") or {}
     if pod.priority is not None:
         return PodPriority(pod.priority, "spec.priority")
-    if not _nominated_for_scheduler(snap, pod):
+    if not _nominated_for_scheduler(snap, pod, also):
         return PodPriority(None, "not read (no pending pod of its scheduler is nominated to a node)")
     classes, refused = await priority_classes(api)
     if classes is None:
@@ -546,12 +559,15 @@ async def _pod_priority(api: Any, pod: Pod, pod_dict: dict[str, Any], snap: Snap
     return PodPriority(value, source)
 
 
-def _nominated_for_scheduler(snap: Snapshot, pod: Pod) -> dict[str, list[Pod]]:
-    """The pending pods nominated to each node whose scheduler is ``pod``'s (a kube-scheduler
-    keeps the nominations of the pods it schedules only), by node."""
+def _nominated_for_scheduler(snap: Snapshot, pod: Pod, also: Sequence[str] = ()) -> dict[str, list[Pod]]:
+    """The pending pods nominated to each node whose scheduler is ``pod``'s or one of
+    ``also`` (the other profiles of the kube-scheduler that runs it, ``--scheduler-profile``:
+    a kube-scheduler keeps the nominations of the pods it schedules, of every profile, and
+    only those), by node."""
+    names = {pod.scheduler_name, *also}
     found: dict[str, list[Pod]] = {}
     for node, pods in snap.nominated_pods.items():
-        mine = [p for p in pods if p.scheduler_name == pod.scheduler_name]
+        mine = [p for p in pods if p.scheduler_name in names]
         if mine:
             found[node] = mine
     return found
@@ -600,7 +616,7 @@ def _placement_json(
         profile = policy.profile_for(pod)
     if priority is not None and pod.priority is None:
         pod = dataclasses.replace(pod, priority=priority.value)
-    nominated = _nominated_for_scheduler(snap, pod)
+    nominated = _nominated_for_scheduler(snap, pod, args.scheduler_profile)
     if snap.claim_volumes is not None:  # kube-scheduler's volume filters, in every profile
         profile = dataclasses.replace(
             profile, filters=[*profile.filters, PersistentVolumesFilter(snap.claim_volumes)]
