@@ -733,10 +733,10 @@ def _pods_on_nodes(snap: Snapshot, pod: Pod) -> PodsOnNodes | None:
     waiting = (p for pods in snap.nominated_pods.values() for p in pods)
     if not (
         has_inter_pod_rules(pod)
-        or scores_spread(pod)  # PodTopologySpread's score counts the pods on the nodes
-        or any(has_inter_pod_rules(p) for p in (*(p for _, p in bound), *waiting))
         or has_preferred_pod_affinity(pod)
-        or any(has_preferred_pod_affinity(p) for _, p in bound)
+        or scores_spread(pod)  # PodTopologySpread's score counts the pods on the nodes
+        or any(has_inter_pod_rules(p) or has_preferred_pod_affinity(p) for _, p in bound)
+        or any(has_inter_pod_rules(p) for p in waiting)
     ):
         return None
     return pods_on_table_nodes(snap.cache.table, bound, snap.namespace_labels)

@@ -1033,9 +1033,15 @@ class DynamicResourcesFilter(FilterPlugin):
         self.classes = classes
         self.now = now
         self.binding_timeout_s = binding_timeout_s
+        self._last: tuple[Pod, ClaimsVerdict] | None = None
 
     def verdict(self, pod: Pod) -> ClaimsVerdict:
-        return claims_verdict(pod, self.claims, self.classes, self.now, self.binding_timeout_s)
+        """:func:`claims_verdict` of ``pod``, kept for the last pod asked (one decision asks
+        for it in each pass over the nodes and again for its report)."""
+        if self._last is None or self._last[0] is not pod:
+            found = claims_verdict(pod, self.claims, self.classes, self.now, self.binding_timeout_s)
+            self._last = (pod, found)
+        return self._last[1]
 
     def filter(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
         if not pod.claim_refs:
@@ -1043,13 +1049,12 @@ class DynamicResourcesFilter(FilterPlugin):
         verdict = self.verdict(pod)
         if verdict.rejected is not None or verdict.unbindable:
             return np.zeros(idx.shape[0], dtype=bool)
-        selectors = [terms for _, terms in verdict.allocated if terms is not None]
         out = np.ones(idx.shape[0], dtype=bool)
-        if not selectors:
+        if all(terms is None for _, terms in verdict.allocated):
             return out
         info = table.info
         for j, row in enumerate(idx.tolist()):
             node = info[row]
             labels, name = (node.labels, node.name) if node is not None else ({}, "")
-            out[j] = all(any(t.matches(labels, name) for t in terms) for terms in selectors)
+            out[j] = not verdict.unavailable_on(labels, name)
         return out

@@ -250,6 +250,7 @@ class Pod:
             preferred_pod_anti_affinity = affinity.preferred_pod_terms("podAntiAffinity", *of)
             owner_kind, owner_name, owner_group, owner_api_version = _owner(meta.get("ownerReferences"))
             created = _creation_time(meta.get("creationTimestamp"))
+            claim_refs = _claim_refs(spec, raw.get("status"))
             return cls(
                 name=str(meta.get("name") or meta.get("generateName") or ""),
                 namespace=namespace,
@@ -287,8 +288,8 @@ class Pod:
                 ),
                 claims=_claim_names(spec, str(meta.get("name") or "")),
                 ephemeral_claims=_claim_names(spec, str(meta.get("name") or ""), ephemeral_only=True),
-                resource_claims=_resource_claim_names(spec, raw.get("status")),
-                claim_refs=_claim_refs(spec, raw.get("status")),
+                resource_claims=tuple(ref.claim or "" for ref in claim_refs),
+                claim_refs=claim_refs,
                 owner_kind=owner_kind,
                 owner_name=owner_name,
                 owner_group=owner_group,
@@ -569,30 +570,10 @@ def _claim_names(spec: Mapping[str, Any], pod_name: str, ephemeral_only: bool = 
     return tuple(out)
 
 
-def _resource_claim_names(spec: Mapping[str, Any], status: Any) -> tuple[str, ...]:
-    """:attr:`Pod.resource_claims` (an entry that is not a mapping, or a name that is not a
-    string, is skipped or read as "": what scheduling reads of the pod does not depend on
-    it)."""
-    status = status if isinstance(status, Mapping) else {}
-    statuses = status.get("resourceClaimStatuses")
-    generated = {
-        s.get("name"): s.get("resourceClaimName")
-        for s in (statuses if isinstance(statuses, list) else ())
-        if isinstance(s, Mapping) and isinstance(s.get("name"), str)
-    }
-    refs = spec.get("resourceClaims")
-    out = []
-    for ref in refs if isinstance(refs, list) else ():
-        if isinstance(ref, Mapping):
-            key = ref.get("name")
-            name = ref.get("resourceClaimName") or (generated.get(key) if isinstance(key, str) else None)
-            out.append(name if isinstance(name, str) else "")
-    return tuple(out)
-
-
 def _claim_refs(spec: Mapping[str, Any], status: Any) -> tuple[PodClaimRef, ...]:
     """:attr:`Pod.claim_refs` (an entry that is not a mapping is skipped, a name that is not
-    a non-empty string read as not set, as :func:`_resource_claim_names` reads them)."""
+    a non-empty string read as not set; :attr:`Pod.resource_claims` are their claims' names,
+    "" where not known)."""
     status = status if isinstance(status, Mapping) else {}
     statuses = status.get("resourceClaimStatuses")
     generated: dict[str, str | None] = {}

@@ -41,6 +41,7 @@ from stickypack.core.plugins.common import (
     resource_weights,
 )
 from stickypack.core.pod import BUILD_LABELS, Pod
+from stickypack.core.podaffinity import pods_on_table_nodes
 from stickypack.core.resources import CPU, EPHEMERAL_STORAGE, MEMORY, PODS
 from stickypack.core.topologyspread import scores_spread, spread_scores
 
@@ -589,17 +590,11 @@ class PodTopologySpreadScore(ScorePlugin):
         return not scores_spread(pod)
 
     def score(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
-        on_nodes = ctx.pods_on_nodes
-        if on_nodes is not None:
-            labels, pods = on_nodes.node_labels, on_nodes.pods
-            names, taints = on_nodes.node_names, on_nodes.node_taints
-        else:
-            infos = [(row, table.info[row]) for row in table.active_indices().tolist()]
-            labels = {row: info.labels for row, info in infos if info is not None}
-            names = {row: info.name for row, info in infos if info is not None}
-            taints = {row: tuple(info.taints) for row, info in infos if info is not None}
-            pods = {}
-        return np.array(spread_scores(pod, idx.tolist(), labels, pods, names, taints), dtype=np.int64)
+        on_nodes = ctx.pods_on_nodes or pods_on_table_nodes(table, ())
+        scores = spread_scores(
+            pod, idx.tolist(), on_nodes.node_labels, on_nodes.pods, on_nodes.node_names, on_nodes.node_taints
+        )
+        return np.array(scores, dtype=np.int64)
 
 
 #: ImageLocality's thresholds (bytes): an image sum under 23 MiB scores 0, one of 1000 MiB
