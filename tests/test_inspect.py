@@ -2748,6 +2748,9 @@ def test_inspect_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFix
         ),
         (["--pod", str(not_pod), "--min-replica-count", "2"], "--min-replica-count: for the node report", 2),
         (["--scheduler-profile", "z2jh"], "--scheduler-profile: for --pod, not for the node report", 2),
+        # the node report places no pod: a policy or profile named there would be ignored
+        (["--policy", "nope"], "--policy: for --pod, not for the node report", 2),
+        (["--policy", "z2jh", "--profile", "user-scheduler"], "--policy, --profile: for --pod, not", 2),
         (["--gpu-label", "not a key"], "--gpu-label: 'not a key' is not a label key", 2),
         (["--gpu-threshold", "1.5"], "--gpu-threshold must be in [0, 1], got 1.5", 2),
         (["--node-group-label", "a b"], "--node-group-label: 'a b' is not a label key", 2),

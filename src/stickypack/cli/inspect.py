@@ -100,12 +100,14 @@ def _add_placement_arguments(insp: argparse.ArgumentParser) -> None:
         help="an extender configuration: its policy, profile, threshold and build history",
     )
     insp.add_argument(
-        "--policy", default=None, help="a built-in policy or a policy file (default: stickypack)"
+        "--policy",
+        default=None,
+        help="with --pod: a built-in policy or a policy file (default: the config's policy, else stickypack)",
     )
     insp.add_argument(
         "--profile",
         default=None,
-        help="the policy's profile (default: the extender's for a pod it manages (--config), "
+        help="with --pod: the policy's profile (default: the extender's for a pod it manages (--config), "
         "else the one matching the pod)",
     )
     insp.add_argument(
@@ -311,7 +313,9 @@ def _settings(args: argparse.Namespace) -> ExtenderConfig:
 def _check_settings(args: argparse.Namespace) -> None:
     """The settings of ``args`` once :func:`_settings` completed them: a :class:`UsageError`
     for a ``--gpu-label`` or ``--node-group-label`` that is not a label key, a threshold out
-    of [0, 1], or a flag of the node report's given with ``--pod``."""
+    of [0, 1], a flag of the node report's given with ``--pod``, or one of ``--pod``'s
+    (``--policy``, ``--profile``, ``--scheduler-profile``: the node report places no pod)
+    given without it."""
     import math
 
     from stickypack.core.labels import LABEL_KEY
@@ -342,8 +346,17 @@ def _check_settings(args: argparse.Namespace) -> None:
     ]
     if args.pod is not None and node_report_only:
         raise UsageError(f"{', '.join(node_report_only)}: for the node report, not with --pod")
-    if args.pod is None and args.scheduler_profile:
-        raise UsageError("--scheduler-profile: for --pod, not for the node report")
+    pod_only = [
+        flag
+        for flag, given in (
+            ("--policy", args.policy is not None),
+            ("--profile", args.profile is not None),
+            ("--scheduler-profile", bool(args.scheduler_profile)),
+        )
+        if given
+    ]
+    if args.pod is None and pod_only:
+        raise UsageError(f"{', '.join(pod_only)}: for --pod, not for the node report")
 
 
 async def _inspect_cluster(
