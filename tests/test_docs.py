@@ -325,6 +325,42 @@ def test_each_module_imports_only_what_the_architecture_table_allows() -> None:
             assert imported in allowed or "everything" in allowed, why
 
 
+def _normalized(name: str) -> str:
+    """A distribution's name as pip compares them: ``kubernetes_asyncio`` is ``kubernetes-asyncio``."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _declared_distributions() -> set[str]:
+    """Every distribution pyproject.toml asks for, runtime and extras alike (normalized)."""
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    extras = project["optional-dependencies"].values()
+    wanted = [*project["dependencies"], *(d for extra in extras for d in extra)]
+    return {_normalized(re.split(r"[\s<>=!~;\[]", d, maxsplit=1)[0]) for d in wanted}
+
+
+def test_every_dependency_has_its_why_in_the_architecture() -> None:
+    """Each distribution of pyproject.toml has a row in architecture.md's "Dependencies and
+    why" (a newcomer asks why it is there), and each library the package imports is one of
+    them (a library reached only through another's dependencies may go when that one
+    changes)."""
+    text = (DOCS / "architecture.md").read_text()
+    table = text.split("\n## Dependencies and why\n", 1)[1].split("\n|---|", 1)[1]
+    documented = {
+        _normalized(word)
+        for row in table.strip().splitlines()
+        for word in re.findall(r"[A-Za-z][\w.-]*", row.strip("|").split(" | ")[0])
+    }
+    declared = _declared_distributions()
+    assert declared - documented == set(), "in pyproject.toml, without a row in architecture.md"
+    modules = {p.stem for p in SRC.iterdir() if p.suffix == ".py" or (p / "__init__.py").exists()}
+    modules.discard("__main__")
+    imported = {(file, _normalized(lib)) for m in modules for file, lib in _imports(m) if "." not in lib}
+    undeclared = sorted(f"{file} imports {lib}" for file, lib in imported if lib not in declared)
+    assert not undeclared, "not in pyproject.toml"
+
+
 def test_stickypack_help_loads_no_library_the_commands_need() -> None:
     """architecture.md: heavy imports stay inside the command handlers, so ``stickypack
     --help`` loads none of them: outside the standard library, only rich (the console
