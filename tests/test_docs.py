@@ -375,6 +375,23 @@ def test_stickypack_help_loads_no_library_the_commands_need() -> None:
     assert loaded == {"rich", "stickypack"}, sorted(loaded)
 
 
+def test_stickypack_help_lists_each_command_in_plain_text(capsys: pytest.CaptureFixture[str]) -> None:
+    """``stickypack --help``'s description: one line per command, in the order the commands
+    are listed below it, written for a terminal (no reST ``double backticks``)."""
+    import argparse
+
+    from stickypack.cli import _parser
+
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    description = out.split("\n\n", 1)[1].split("\npositional arguments:", 1)[0]
+    assert "``" not in description, description
+    listed = re.findall(r"^ *stickypack ([a-z-]+) ", description, flags=re.M)
+    sub = next(a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction))
+    assert listed == list(sub.choices), description
+
+
 def _architecture_entries() -> dict[str, str]:
     """docs/architecture.md's entry of each module of its table (``core`` -> its row and the
     list of its modules in "The core")."""

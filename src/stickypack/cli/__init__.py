@@ -12,9 +12,9 @@ handlers (``set_defaults(handler=...)``, called as ``handler(args, console)``):
 ``common.py``    what they share: :class:`UsageError` (one line, exit status 2), argument
                  types, reading a Pod file, writing ``--output``, loading the extender's config
 
-A new command family is one module here and one entry in :data:`FAMILIES`. Heavy imports
-(numpy, kubernetes_asyncio, uvicorn, matplotlib...) stay inside the handlers, so that
-``stickypack --help`` is fast.
+A new command family is one module here, one entry in :data:`FAMILIES` and a line per
+command in :data:`DESCRIPTION`. Heavy imports (numpy, kubernetes_asyncio, uvicorn,
+matplotlib...) stay inside the handlers, so that ``stickypack --help`` is fast.
 """
 
 from __future__ import annotations
@@ -32,16 +32,22 @@ from stickypack.cli.simulate import parse_seeds
 
 __all__ = ["EXIT_USAGE", "FAMILIES", "UsageError", "main", "parse_seeds"]
 
-#: ``stickypack --help``'s description.
-DESCRIPTION = """The ``stickypack`` command line.
+#: ``stickypack --help``'s description: plain text for a terminal, a line per command in the
+#: order the parser lists them (tests/test_docs.py checks both).
+DESCRIPTION = """Pod placement for JupyterHub, BinderHub and Dask on Kubernetes.
 
-``stickypack simulate``  compare placement policies on a trace or a scenario (no cluster)
-``stickypack policies``  list the built-in policies
-``stickypack render``    write configuration for a real cluster (KubeSchedulerConfiguration)
-``stickypack extender``  run the kube-scheduler extender (sticky builds)
-``stickypack webhook``   run the admission webhook that gives labelled pods a schedulerName
-``stickypack forget-node``  forget a node's build history (for an image cleaner)
-``stickypack inspect``   what a live cluster looks like to the autoscaler, or where a pod would go and why
+  stickypack simulate     compare placement policies on a trace or a scenario (no cluster)
+  stickypack policies     list the built-in policies, or show one in full
+  stickypack render       write configuration for a real cluster: KubeSchedulerConfiguration,
+                          pod routing (MutatingAdmissionPolicy or the webhook's registration),
+                          the Dask preload's settings for dask-gateway and dask-kubernetes
+  stickypack extender     run the kube-scheduler extender (sticky builds)
+  stickypack webhook      run the admission webhook that gives labelled pods a schedulerName
+  stickypack inspect      what a live cluster looks like to the autoscaler, or where a pod
+                          would go and why
+  stickypack forget-node  forget a node's build history (for an image cleaner)
+
+'stickypack COMMAND --help' lists a command's options.
 """
 
 #: The command families, in the order ``stickypack --help`` lists their commands.
