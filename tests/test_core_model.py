@@ -555,7 +555,11 @@ def test_render_scheduler_config(tmp_path, capsys):
     assert config["kind"] == "KubeSchedulerConfiguration"
     assert [p["schedulerName"] for p in config["profiles"]] == ["stickypack"]
     assert main(["render", "scheduler-config", "--profiles", "nope"]) == 2
-    assert "nope" in capsys.readouterr().err
+    valid = "valid: default-scheduler, stickypack, stickypack-builds, z2jh"
+    # one line naming the profile and listing the valid ones, as simulate's unknown names
+    assert f"unknown scheduler profile 'nope'; {valid}" in capsys.readouterr().err
+    assert main(["render", "scheduler-config", "--profiles", "z2jh,x,y"]) == 2
+    assert f"unknown scheduler profiles 'x', 'y'; {valid}" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

@@ -294,7 +294,8 @@ def scheduler_config(
         raise TypeError("profiles must be a list of profile names, not a string")
     unknown = [p for p in profiles if p not in PROFILE_BUILDERS]
     if unknown:
-        raise ValueError(f"unknown scheduler profile(s) {unknown}; known: {sorted(PROFILE_BUILDERS)}")
+        which = ("profiles " if len(unknown) > 1 else "profile ") + ", ".join(repr(p) for p in unknown)
+        raise ValueError(f"unknown scheduler {which}; valid: {', '.join(sorted(PROFILE_BUILDERS))}")
     rendered = [PROFILE_BUILDERS[name]() for name in profiles]
     for policy in policies:
         rendered += [kube_scheduler_profile(p, where=f"policy {policy.name}") for p in policy.profiles]
