@@ -1,5 +1,6 @@
-# The stickypack extender's image (charts/stickypack, extender.image). Not built or
-# published by CI: build and push it yourself (docs/helm.md):
+# The stickypack extender's image (charts/stickypack, extender.image), which the chart's
+# webhook runs too (webhook.image defaults to it). Not built or published by CI: build and
+# push it yourself (docs/helm.md):
 #   docker build -t <registry>/stickypack:0.1.0 .
 FROM python:3.12-slim
 

@@ -223,8 +223,8 @@ class StickyBuilds(Configurable):
     weights = List(
         Integer(),
         default_value=[100, 60, 30],
-        help="Weights of the preferred terms, best node first (1..100, decreasing). The last one "
-        "repeats when top_k is larger.",
+        help="Weights of the preferred terms, best node first (1..100, none above the one "
+        "before). The last one repeats when top_k is larger.",
     ).tag(config=True)
     builder_selector = Unicode(
         "component=image-builder,app=binder",
