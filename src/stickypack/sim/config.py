@@ -10,7 +10,9 @@ pool: {allocatable: {cpu: 15890m, memory: 100Gi, pods: 110}, provision_delay_s: 
 
 Every section and key is optional; an unknown key or a bad value is an error that names the
 file, the section and the key. Resource sizes take Kubernetes quantities (``450M``, ``2Gi``,
-``500m``) or plain integers in the model's unit (millicores, bytes).
+``500m``) or plain integers in the model's unit (millicores for a ``*_cpu_m`` key, bytes);
+``pool.allocatable`` is a Kubernetes resource list, a plain number in its resource's own
+unit (``cpu: 8`` is 8 cores).
 """
 
 from __future__ import annotations
