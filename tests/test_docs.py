@@ -101,6 +101,35 @@ def test_the_simulate_reference_names_every_option_and_metric() -> None:
     assert sorted(re.findall(r"`(\w+)`", metrics)) == sorted(METRICS)
 
 
+def test_every_command_line_option_is_in_the_docs() -> None:
+    """Each option of each ``stickypack`` command (``render``'s subcommands included) is
+    named somewhere in README.md or docs/: an option a user can only find in ``--help`` is
+    one the guides forgot (simulate's table is checked in full above)."""
+    import argparse
+
+    from stickypack.cli import _parser
+
+    text = "\n".join(p.read_text() for p in [ROOT / "README.md", *sorted(DOCS.glob("*.md"))])
+
+    Parser = argparse.ArgumentParser
+
+    def commands(parser: Parser, prefix: str) -> Iterator[tuple[str, Parser]]:
+        sub = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+        for name, child in sub.choices.items() if sub else ():
+            yield f"{prefix}{name}", child
+            yield from commands(child, f"{prefix}{name} ")
+
+    missing = [
+        f"stickypack {command} {option}"
+        for command, parser in commands(_parser(), "")
+        for action in parser._actions
+        for option in action.option_strings
+        if option.startswith("--") and option != "--help"
+        and not re.search(rf"(?<![\w-]){re.escape(option)}(?![\w-])", text)
+    ]  # fmt: skip
+    assert not missing, f"options no doc names: {missing}"
+
+
 def test_the_simulator_reference_names_every_model_key_with_its_default() -> None:
     import dataclasses
 
