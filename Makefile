@@ -24,6 +24,7 @@ k8s:
 
 lint: venv
 	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks
 	$(BIN)/mypy
 
 test: venv k8s lint
