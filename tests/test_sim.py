@@ -230,6 +230,39 @@ def test_plots_written(tmp_path):
     assert sorted(f.name for f in (tmp_path / "plots").iterdir()) == ["nodes.png"]
 
 
+def test_the_plotted_bound_and_floor_end_where_the_table_says():
+    # The lower bound's line dropped to 0 at the run's last instant (every pod has left then)
+    # while the table's title said "bound's final nodes 1", and the floor's stopped at its
+    # last step, an hour before the end: both now hold the value in effect just before the
+    # end up to the end, as the node lines do.
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from stickypack.policies import load_builtin
+    from stickypack.sim.runner import compare
+    from stickypack.sim.workloads import dask_burst
+
+    cmp = compare(lambda: dask_burst(0), [load_builtin("z2jh")], seed=0, jobs=1)
+    (run,) = cmp.runs
+    assert run.series.bound_n[-1] == 0 < run.metrics["lower_bound_final_nodes"]  # the case
+    figures = plot_figures(cmp)
+    try:
+        lines = {line.get_label(): line for line in figures["nodes.png"].axes[0].get_lines()}
+        end = lines["z2jh"].get_xdata()[-1]
+        bound, floor = lines["lower bound (z2jh's run)"], lines["CA floor (z2jh's run)"]
+        assert bound.get_xdata()[-1] == floor.get_xdata()[-1] == end
+        assert bound.get_ydata()[-1] == run.metrics["lower_bound_final_nodes"]
+        # the floor's last step came before the end (a step plot stopped the line there)
+        assert run.series.floor_t[-1] < run.series.node_t[-1]
+        assert floor.get_ydata()[-1] == run.series.floor_n[-1] > 0
+        assert 0 not in list(bound.get_ydata())[-2:]
+    finally:
+        for fig in figures.values():
+            plt.close(fig)
+
+
 def test_the_plots_keep_every_policy_and_the_legend_clear_of_the_data():
     # The legend sat on the lines (a trace day's binderhub at 6 nodes under it), a policy whose
     # line another drew over was not there at all (default under binderhub all day), the node

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import json
 import statistics
 import textwrap
@@ -321,6 +322,17 @@ def write_plots(cmp: Comparison, directory: Path) -> list[Path]:
     return paths
 
 
+def _held_to_end(times: Sequence[float], values: Sequence[int], end: float) -> tuple[list[float], list[int]]:
+    """A step series (``times`` in seconds) drawn up to the run's ``end`` as the table reads
+    it: the value in effect just before ``end`` held to it. At ``end`` itself every pod has
+    left, so the bound there is 0 (the table's "bound's final nodes" is the value before), and
+    a step plot stops at its last point, which may come before ``end``."""
+    before = bisect.bisect_left(times, end)
+    if not before:
+        return list(times), list(values)
+    return [*times[:before], end], [*values[:before], values[before - 1]]
+
+
 def plot_figures(cmp: Comparison) -> dict[str, Any]:
     """The plots as matplotlib figures, by file name: ``nodes.png`` (nodes over time per policy
     with the bound and floor) and, when there were builds, ``build_time_cdf.png``."""
@@ -355,8 +367,8 @@ def plot_figures(cmp: Comparison) -> dict[str, Any]:
         # The bound and floor are per run; they differ little, so the first run's are drawn.
         first = cmp.runs[0].policy
         for (t, n), color, style, what in (
-            ((s.bound_t, s.bound_n), "black", "--", "lower bound"),
-            ((s.floor_t, s.floor_n), "grey", ":", "CA floor"),
+            (_held_to_end(s.bound_t, s.bound_n, s.node_t[-1]), "black", "--", "lower bound"),
+            (_held_to_end(s.floor_t, s.floor_n, s.node_t[-1]), "grey", ":", "CA floor"),
         ):
             ax.step(hours(t), n, where="post", color=color, linestyle=style, label=f"{what} ({first}'s run)")
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
