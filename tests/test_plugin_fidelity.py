@@ -360,7 +360,7 @@ def test_render_scheduler_config_writes_a_policy_file_the_real_scheduler_runs(cl
             "name: x\nprofiles:\n  - name: z2jh\n    filters: [NodeResourcesFit]\n"
             "    score: [LeastAllocated]\n",
             ["--profiles", "z2jh"],
-            "profile named twice in ['z2jh', 'z2jh']",
+            "profile 'z2jh' named twice (profiles: z2jh, then policy x's z2jh)",
         ),
     ],
 )

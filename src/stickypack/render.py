@@ -302,8 +302,13 @@ def scheduler_config(
     names = [p["schedulerName"] for p in rendered]
     if not names:
         raise ValueError("at least one profile is needed")
-    if len(set(names)) != len(names):
-        raise ValueError(f"profile named twice in {names}")
+    # where each name comes from, for the message: --profiles' own, or a policy's profile
+    origins = [*profiles]
+    origins += [f"policy {policy.name}'s {p.name}" for policy in policies for p in policy.profiles]
+    twice = next((name for name in names if names.count(name) > 1), None)
+    if twice is not None:
+        clash = ", then ".join(origin for origin, name in zip(origins, names, strict=True) if name == twice)
+        raise ValueError(f"profile {twice!r} named twice (profiles: {clash})")
     config: dict[str, Any] = {
         "apiVersion": API_VERSION,
         "kind": KIND,
