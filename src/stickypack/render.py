@@ -92,6 +92,13 @@ def _most_allocated_args() -> dict[str, Any]:
     }
 
 
+#: The ``percentageOfNodesToScore`` of stickypack's own profiles: every feasible node is
+#: scored in a cluster of any size (kube-scheduler's adaptive default scores only the first
+#: feasible nodes it finds from a rotating start in a cluster of 100 nodes or more, so a pod
+#: would miss the fullest node, and a build its cache node, when they are not among those).
+SCORE_EVERY_NODE = 100
+
+
 def _packing_profile(scheduler_name: str, weights: Mapping[str, int]) -> dict[str, Any]:
     """Fill the most-allocated node that fits, scoring with ``weights`` (plugin -> weight)."""
     # BalancedAllocation is turned off so it cannot pull pods apart, ImageLocality too
@@ -114,8 +121,14 @@ def _packing_profile(scheduler_name: str, weights: Mapping[str, int]) -> dict[st
 
 
 def _stickypack_profile() -> dict[str, Any]:
-    """Packing profile: the z2jh user-scheduler's scoring without ImageLocality."""
-    return _packing_profile("stickypack", PACKING_SCORE_WEIGHTS)
+    """Packing profile: the z2jh user-scheduler's scoring without ImageLocality, scoring
+    every feasible node (:data:`SCORE_EVERY_NODE`)."""
+    packing = _packing_profile("stickypack", PACKING_SCORE_WEIGHTS)
+    return {
+        "schedulerName": packing.pop("schedulerName"),
+        "percentageOfNodesToScore": SCORE_EVERY_NODE,
+        **packing,
+    }
 
 
 def _z2jh_profile() -> dict[str, Any]:
@@ -129,12 +142,14 @@ def _default_profile() -> dict[str, Any]:
 
 
 def _stickypack_builds_profile() -> dict[str, Any]:
-    """Build pods: pack (MostAllocated) and let the extender add locality."""
+    """Build pods: pack (MostAllocated) and let the extender add locality, every feasible
+    node scored (:data:`SCORE_EVERY_NODE`: the extender's prioritize sees only those)."""
     # InterPodAffinity off too: it would weigh BinderHub's preferred anti-affinity among
     # build pods (its default) against locality, which the policy's build profile does not
     off = ["NodeResourcesBalancedAllocation", "ImageLocality", "InterPodAffinity"]
     return {
         "schedulerName": "stickypack-builds",
+        "percentageOfNodesToScore": SCORE_EVERY_NODE,
         "plugins": {"score": {"disabled": [{"name": name} for name in off]}},
         "pluginConfig": [_most_allocated_args()],
     }
@@ -197,10 +212,15 @@ def _resource_specs(resources: dict[str, int]) -> list[dict[str, Any]]:
 
 
 def kube_scheduler_profile(
-    profile: Profile, scheduler_name: str | None = None, where: str | None = None
+    profile: Profile,
+    scheduler_name: str | None = None,
+    where: str | None = None,
+    percentage_of_nodes_to_score: int = 0,
 ) -> dict[str, Any]:
     """The ``KubeSchedulerConfiguration`` profile (``profiles[]`` entry, API ``v1``) that
-    scores as ``profile`` does, named ``scheduler_name`` (default: the profile's name).
+    scores as ``profile`` does, named ``scheduler_name`` (default: the profile's name), with
+    the ``percentageOfNodesToScore`` of its policy (omitted when 0, kube-scheduler's
+    adaptive default).
 
     Every default score plugin is disabled (``*``) and the profile's scorers enabled with
     their weights (a weight of 0 leaves the plugin out); the modelled filters the profile
@@ -252,7 +272,10 @@ def kube_scheduler_profile(
     off = [{"name": n} for n in KUBE_FILTERS if n not in names]
     if off:
         plugins["filter"] = {"disabled": off}
-    out: dict[str, Any] = {"schedulerName": scheduler_name or profile.name, "plugins": plugins}
+    out: dict[str, Any] = {"schedulerName": scheduler_name or profile.name}
+    if percentage_of_nodes_to_score:
+        out["percentageOfNodesToScore"] = percentage_of_nodes_to_score
+    out["plugins"] = plugins
     if plugin_config:
         out["pluginConfig"] = plugin_config
     return out
@@ -298,7 +321,14 @@ def scheduler_config(
         raise ValueError(f"unknown scheduler {which}; valid: {', '.join(sorted(PROFILE_BUILDERS))}")
     rendered = [PROFILE_BUILDERS[name]() for name in profiles]
     for policy in policies:
-        rendered += [kube_scheduler_profile(p, where=f"policy {policy.name}") for p in policy.profiles]
+        rendered += [
+            kube_scheduler_profile(
+                p,
+                where=f"policy {policy.name}",
+                percentage_of_nodes_to_score=policy.percentage_of_nodes_to_score,
+            )
+            for p in policy.profiles
+        ]
     names = [p["schedulerName"] for p in rendered]
     if not names:
         raise ValueError("at least one profile is needed")

@@ -148,6 +148,68 @@ class PodMutator(abc.ABC):
         return _described(self.name, self.given_args)
 
 
+#: kube-scheduler scores every feasible node of a cluster under this many nodes, and at
+#: least this many feasible nodes of a larger one (``minFeasibleNodesToFind``).
+MIN_FEASIBLE_NODES_TO_FIND = 100
+#: The lowest adaptive percentage (``minFeasibleNodesPercentageToFind``).
+MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
+
+
+def feasible_nodes_to_find(num_all_nodes: int, percentage: int = 0) -> int:
+    """How many feasible nodes kube-scheduler finds before it stops filtering and scores
+    them (``numFeasibleNodesToFind``), in a cluster of ``num_all_nodes`` nodes, with
+    ``percentageOfNodesToScore`` ``percentage`` (0: adaptive, ``50 - nodes / 125`` percent,
+    at least 5): every node under 100 nodes, else that percentage of the nodes (rounded
+    down), at least 100."""
+    if num_all_nodes < MIN_FEASIBLE_NODES_TO_FIND:
+        return num_all_nodes
+    if percentage == 0:
+        percentage = max(50 - num_all_nodes // 125, MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND)
+    return max(num_all_nodes * percentage // 100, MIN_FEASIBLE_NODES_TO_FIND)
+
+
+@dataclass(slots=True)
+class NodeScan:
+    """kube-scheduler's search for feasible nodes, which a scheduler carries from one
+    scheduling cycle to the next (``findNodesThatPassFilters``).
+
+    It checks the nodes in its snapshot's order (:meth:`NodeTable.scheduler_order`) from
+    ``next_start`` on, round the end, and stops once it has found
+    :func:`feasible_nodes_to_find` of them (one when the profile scores nothing); only those
+    are scored. ``next_start`` (its ``nextStartNodeIndex``) then moves on by the nodes
+    checked, so every node gets its turn across pods. ``percentage``: its
+    ``percentageOfNodesToScore`` (0: adaptive; 100: every feasible node is scored, in any
+    cluster).
+
+    kube-scheduler checks the nodes in parallel (16 goroutines, chunks of consecutive
+    nodes), so which nodes it has found when it stops varies from run to run; this takes
+    the first ones in order, the search its code describes."""
+
+    percentage: int = 0
+    next_start: int = 0
+
+    def sample(self, feasible: np.ndarray, table: NodeTable, scoring: bool = True) -> np.ndarray:
+        """The rows of ``feasible`` (the rows of ``table`` that pass the filters) that
+        kube-scheduler scores, in its search's order (all of them, as given, when it finds
+        no more than it looks for); moves ``next_start`` on. ``scoring``: whether the
+        profile scores (kube-scheduler looks for one feasible node when it does not)."""
+        num_all = len(table)
+        if num_all == 0:
+            return feasible
+        wanted = feasible_nodes_to_find(num_all, self.percentage) if scoring else 1
+        if feasible.size <= wanted:  # every node checked
+            self.next_start = (self.next_start + num_all) % num_all
+            return feasible
+        order = table.scheduler_order()
+        start = self.next_start % num_all
+        searched = np.concatenate((order[start:], order[:start]))
+        passes = np.zeros(table.active.shape[0], dtype=bool)
+        passes[feasible] = True
+        found = np.flatnonzero(passes[searched])[:wanted]
+        self.next_start = (self.next_start + int(found[-1]) + 1) % num_all
+        return searched[found]
+
+
 @dataclass(slots=True)
 class WeightedScorer:
     """A scorer and its weight in its profile (0..2**31-1, kube-scheduler's int32)."""
@@ -238,18 +300,28 @@ class Profile:
             total += ws.weight * scores
         return total
 
+    @property
+    def scores_nodes(self) -> bool:
+        """Whether the profile scores at all (a scorer of non-zero weight)."""
+        return any(ws.weight != 0 for ws in self.scorers)
+
     def select(
         self,
         pod: Pod,
         table: NodeTable,
         ctx: SchedulingContext,
         rng: np.random.Generator,
+        scan: NodeScan | None = None,
     ) -> int | None:
         """The row kube-scheduler would bind ``pod`` to, or ``None`` if no node fits.
 
-        With one feasible node, scoring is skipped, as in kube-scheduler.
+        With one feasible node, scoring is skipped, as in kube-scheduler. ``scan``: the
+        scheduler's search for feasible nodes (:class:`NodeScan`), so only the nodes it
+        finds are scored; None: every feasible node is.
         """
         idx = self.feasible(pod, table, ctx)
+        if scan is not None:
+            idx = scan.sample(idx, table, self.scores_nodes)
         if idx.size == 0:
             return None
         if idx.size == 1:

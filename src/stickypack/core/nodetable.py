@@ -26,6 +26,23 @@ from stickypack.core.resources import CPU, MAX_AMOUNT, MEMORY, PODS
 
 _I64 = np.int64
 
+ZONE_LABEL = "topology.kubernetes.io/zone"
+REGION_LABEL = "topology.kubernetes.io/region"
+#: The deprecated labels, which kube-scheduler's node tree reads first when a node has them.
+BETA_ZONE_LABEL = "failure-domain.beta.kubernetes.io/zone"
+BETA_REGION_LABEL = "failure-domain.beta.kubernetes.io/region"
+
+
+def zone_key(labels: Mapping[str, str]) -> str:
+    """The zone kube-scheduler's node tree files a node under (``GetZoneKey``): region and
+    zone from the beta labels if the node has them, else from the ``topology.kubernetes.io``
+    ones; ``""`` when both are empty."""
+    zone = labels[BETA_ZONE_LABEL] if BETA_ZONE_LABEL in labels else labels.get(ZONE_LABEL, "")
+    region = labels[BETA_REGION_LABEL] if BETA_REGION_LABEL in labels else labels.get(REGION_LABEL, "")
+    if not region and not zone:
+        return ""
+    return f"{region}:\x00:{zone}"
+
 
 @dataclass(frozen=True, slots=True)
 class NodeInfo:
@@ -94,6 +111,14 @@ class NodeTable:
         self.to_be_deleted = np.zeros(cap, dtype=bool)
         self.deletion_candidate = np.zeros(cap, dtype=bool)
         self.created = np.zeros(cap, dtype=np.float64)
+        #: Per row, when the node was filed in its zone of kube-scheduler's node tree (a
+        #: count of filings): its place in the zone's list (:meth:`scheduler_order`).
+        self.filed = np.zeros(cap, dtype=_I64)
+        self._filings = 0
+        self._zone_of: dict[int, str] = {}  # row -> its zone key in the node tree
+        #: Zone key -> (when it joined the tree's list of zones, its node count); a zone
+        #: leaves the list when its last node goes, and joins at its end when one comes back.
+        self._zones: dict[str, tuple[int, int]] = {}
         self.extra: dict[str, np.ndarray] = {}
         self.names: list[str | None] = [None] * cap
         self.info: list[NodeInfo | None] = [None] * cap
@@ -184,12 +209,16 @@ class NodeTable:
             for col in self.extra.values():
                 col[i] = 0
             self._active_idx = None
+        lab = dict(labels or {})
+        zone = zone_key(lab)
+        if self._zone_of.get(i) != zone:  # new, or moved to another zone: filed at the end of its list
+            self._unfile(i)
+            self._file(i, zone)
         for rname in allocatable:
             self.ensure_resource(rname)
         self.alloc[i] = 0
         for rname, amount in allocatable.items():
             self.alloc[i, self.rindex[rname]] = amount
-        lab = dict(labels or {})
         for keys, mask in self._labelled.items():
             mask[i] = any(key in lab for key in keys)
         for keys, found in self._label_codes.items():
@@ -244,6 +273,7 @@ class NodeTable:
         self.alloc[i] = 0
         self._clear_pod_counts(i)
         self.set_images(i, {})
+        self._unfile(i)
         for e in np.flatnonzero(self._t_row == i).tolist():
             self._t_release(e)
         self._free.append(i)
@@ -252,6 +282,43 @@ class NodeTable:
             mask[i] = False
         for codes, _, _ in self._label_codes.values():
             codes[i] = -1
+
+    def _file(self, i: int, zone: str) -> None:
+        """File row ``i`` at the end of ``zone``'s list in kube-scheduler's node tree."""
+        self._filings += 1
+        joined, count = self._zones.get(zone, (self._filings, 0))
+        self._zones[zone] = (joined, count + 1)
+        self._zone_of[i] = zone
+        self.filed[i] = self._filings
+
+    def _unfile(self, i: int) -> None:
+        """Take row ``i`` out of its zone's list; an emptied zone leaves the list of zones."""
+        zone = self._zone_of.pop(i, None)
+        if zone is None:
+            return
+        joined, count = self._zones[zone]
+        if count == 1:
+            del self._zones[zone]
+        else:
+            self._zones[zone] = (joined, count - 1)
+
+    def scheduler_order(self) -> np.ndarray:
+        """The rows of all nodes in the order kube-scheduler's snapshot lists them (its node
+        tree's ``list``): the first node of each zone, zones in the order they joined, then
+        the second of each, and so on; a zone's nodes in the order they were added to it (a
+        node moved to another zone by a label change is added at the end of that zone).
+        Kept until a node is added, changed or removed."""
+        order = self.node_memo.get("scheduler_order")
+        if order is None:
+            rows = self.active_indices()
+            joined = np.array([self._zones[self._zone_of[i]][0] for i in rows.tolist()], dtype=_I64)
+            by_filing = np.lexsort((self.filed[rows], joined))  # zone by zone, each in filing order
+            by_zone, zone_of = rows[by_filing], joined[by_filing]
+            starts = np.flatnonzero(np.r_[True, zone_of[1:] != zone_of[:-1]])
+            place = np.arange(rows.size) - np.repeat(starts, np.diff(np.r_[starts, rows.size]))
+            order = by_zone[np.lexsort((zone_of, place))]
+            self.node_memo["scheduler_order"] = order
+        return order
 
     def labelled(self, keys: tuple[str, ...]) -> np.ndarray:
         """Per row (all slots), whether the node carries any of the label ``keys`` (any
@@ -351,6 +418,7 @@ class NodeTable:
             "alloc", "requested", "daemonset_requested", "mirror_requested",
             "daemonset_mirror_requested", "nonzero", "builds", "build_starts", "active", "ready",
             "unschedulable", "hard_tainted", "soft_tainted", "to_be_deleted", "deletion_candidate", "created",
+            "filed",
         ):  # fmt: skip
             setattr(self, attr, grow(getattr(self, attr)))
         self.extra = {k: grow(v) for k, v in self.extra.items()}

@@ -29,6 +29,7 @@ from pydantic import (
 from stickypack.core import plugins as p
 from stickypack.core.framework import (
     FilterPlugin,
+    NodeScan,
     PluginContractError,
     PodMutator,
     Profile,
@@ -228,6 +229,7 @@ class _PolicySpec(BaseModel):
     description: str = ""
     profiles: list[_ProfileSpec] = Field(min_length=1)
     dask_retirement: DaskRetirement = "distributed"
+    percentage_of_nodes_to_score: int = Field(default=0, ge=0, le=100, strict=True)
 
 
 @dataclass(slots=True)
@@ -242,12 +244,24 @@ class Policy:
     #: :func:`stickypack.core.retirement.retirement_order`, so whole nodes empty). Not a
     #: kube-scheduler setting: it says what the deployment the policy stands for does.
     dask_retirement: DaskRetirement = "distributed"
+    #: kube-scheduler's ``percentageOfNodesToScore`` for the policy's profiles: in a cluster
+    #: of 100 nodes or more it scores only the first feasible nodes it finds, this percentage
+    #: of the nodes (at least 100; 0: adaptive, ``50 - nodes / 125``, at least 5), from where
+    #: its last search stopped (:class:`~stickypack.core.framework.NodeScan`); 100 scores
+    #: every feasible node. ``render`` writes it into each profile it renders of the policy.
+    percentage_of_nodes_to_score: int = 0
 
     def __post_init__(self) -> None:
         if self.dask_retirement not in DASK_RETIREMENTS:
             raise PolicyError(
                 f"policy {self.name}: dask_retirement {self.dask_retirement!r}; "
                 f"valid: {', '.join(DASK_RETIREMENTS)}"
+            )
+        percentage = self.percentage_of_nodes_to_score
+        if isinstance(percentage, bool) or not isinstance(percentage, int) or not 0 <= percentage <= 100:
+            raise PolicyError(
+                f"policy {self.name}: percentage_of_nodes_to_score {percentage!r}; "
+                "an integer 0..100 (0: kube-scheduler's adaptive percentage)"
             )
 
     def describe(self) -> dict[str, Any]:
@@ -258,6 +272,7 @@ class Policy:
             "description": self.description,
             "profiles": [p.describe() for p in self.profiles],
             "dask_retirement": self.dask_retirement,
+            "percentage_of_nodes_to_score": self.percentage_of_nodes_to_score,
         }
 
     def profile_for(self, pod: Pod) -> Profile:
@@ -284,10 +299,16 @@ class Policy:
         return pod
 
     def select(
-        self, pod: Pod, table: NodeTable, ctx: SchedulingContext, rng: np.random.Generator
+        self,
+        pod: Pod,
+        table: NodeTable,
+        ctx: SchedulingContext,
+        rng: np.random.Generator,
+        scan: NodeScan | None = None,
     ) -> int | None:
-        """The node row for ``pod``, or ``None`` when it fits nowhere."""
-        return self.profile_for(pod).select(pod, table, ctx, rng)
+        """The node row for ``pod``, or ``None`` when it fits nowhere; ``scan``: as
+        :meth:`Profile.select`."""
+        return self.profile_for(pod).select(pod, table, ctx, rng, scan)
 
 
 def _spec(item: str | _PluginSpec) -> _PluginSpec:
@@ -413,7 +434,9 @@ def policy_from_dict(raw: Any, source: str = "<policy>", plugins: PluginRegistry
             if _spec(item).plugin in plugins.checked
         )
         profiles.append(Profile(prof.name, filters, scorers, dict(prof.match.labels), mutators, checked))
-    return Policy(spec.name, spec.description, profiles, spec.dask_retirement)
+    return Policy(
+        spec.name, spec.description, profiles, spec.dask_retirement, spec.percentage_of_nodes_to_score
+    )
 
 
 def policy_from_yaml(

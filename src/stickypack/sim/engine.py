@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from stickypack.core.framework import Profile, SchedulingContext
+from stickypack.core.framework import NodeScan, Profile, SchedulingContext
 from stickypack.core.history import BuildHistory
 from stickypack.core.labels import DELETION_CANDIDATE_TAINT, HOSTNAME_LABEL, PREFER_NO_SCHEDULE, Taint
 from stickypack.core.nodegroups import NodeGroups
@@ -131,6 +131,10 @@ class Simulation:
         self.cache_config = cache or CacheConfig()
         #: Tie-breaks among equally scored nodes: each policy draws a different number.
         self.rng = np.random.default_rng([seed, 10])
+        #: kube-scheduler's search for feasible nodes, carried across its scheduling cycles:
+        #: one scheduler serves all the policy's pods (in a cluster of 100 nodes or more it
+        #: scores only the nodes it finds first).
+        self.scan = NodeScan(policy.percentage_of_nodes_to_score)
         #: Which Dask workers a trim retires: a stream of its own, so every policy retires
         #: the same workers (drawn from the tie-break stream, they differed per policy).
         self.trim_rng = np.random.default_rng([seed, 11])
@@ -350,7 +354,7 @@ class Simulation:
         if self.needs_expiry:
             end = sp.end_at if sp.end_at is not None else self.now + (sp.duration or 0.0)
             pod.annotations[EXPECTED_END_ANNOTATION] = repr(end)
-        slot = sp.profile.select(pod, self.table, ctx, self.rng)
+        slot = sp.profile.select(pod, self.table, ctx, self.rng, self.scan)
         if slot is None:
             return False
         self._bind(sp, slot)
