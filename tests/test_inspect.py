@@ -1481,6 +1481,47 @@ def test_inspect_pod_explains_where_the_real_scheduler_binds_it(
 
 
 @pytest.mark.controlplane
+def test_inspect_pod_says_kube_scheduler_scores_a_sample_of_a_large_cluster(
+    cluster: ControlPlane, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """On 200 nodes kube-scheduler's adaptive ``percentageOfNodesToScore`` scores the first
+    100 feasible nodes it finds: inspect says so, and the real kube-scheduler with z2jh's
+    profile binds some pods off the fullest node inspect names best; stickypack's rendered
+    profile (``percentageOfNodesToScore: 100``) binds every one of them there."""
+    for i in range(200):
+        cluster.create_node(f"n{i:03d}", cpu="4", memory="16Gi")
+    _bind(cluster, "filler", "n137", "3", "12Gi")
+    pod = pod_manifest("probe", cpu="25m", memory="64Mi", scheduler_name="z2jh")
+    path = tmp_path / "pod.yaml"
+    path.write_text(yaml.safe_dump(pod))
+    argv = ["inspect", "--kubeconfig", str(cluster.kubeconfig), "--pod", str(path)]
+    assert main([*argv, "--policy", "z2jh", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["best"] == ["n137"]
+    search = {"percentage": 0, "nodes": 200, "nodes_to_find": 100, "feasible": 200}
+    assert report["kube_scheduler_search"] == search
+    assert main([*argv, "--policy", "z2jh"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "kube-scheduler scores only the first 100 of these 200 feasible nodes it finds" in out
+    assert "(percentageOfNodesToScore 0, adaptive, of 200 nodes)" in out
+    assert main([*argv, "--policy", "stickypack", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["kube_scheduler_search"] == {**search, "percentage": 100, "nodes_to_find": 200}
+    assert main([*argv, "--policy", "stickypack"]) == 0
+    assert "kube-scheduler scores only" not in capsys.readouterr().out
+
+    cluster.start_scheduler(scheduler_config(["z2jh", "stickypack"]))
+    bound: dict[str, list[str]] = {}
+    for profile in ("z2jh", "stickypack"):
+        for i in range(10):  # one at a time: each pod's search starts where the last stopped
+            name = f"{profile}-{i}"
+            cluster.create_pod(pod=pod_manifest(name, cpu="25m", memory="64Mi", scheduler_name=profile))
+            bound.setdefault(profile, []).append(cluster.wait_bound([name], timeout=30)[name])
+    assert bound["stickypack"] == ["n137"] * 10
+    assert any(node != "n137" for node in bound["z2jh"]), bound["z2jh"]
+
+
+@pytest.mark.controlplane
 def test_inspect_pod_counts_the_nominations_of_the_schedulers_other_profiles_when_told(
     cluster: ControlPlane, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -606,6 +606,7 @@ def _placement_json(
     tries first; ``scheduling_gates``: its gates' names (kube-scheduler holds it while it has
     any; the nodes are judged as once they are removed)."""
     from stickypack.core.explain import explain_placement, nominated_pods_for
+    from stickypack.core.framework import feasible_nodes_to_find
     from stickypack.core.volumes import PersistentVolumesFilter
 
     table = snap.cache.table
@@ -642,6 +643,14 @@ def _placement_json(
     if dynamic_resources is not None:
         plugin, judged = dynamic_resources
         judged["deallocates"] = _deallocated_claims(plugin, pod, table, explanation)
+    feasible = sum(1 for v in explanation.verdicts if not v.filtered_by)
+    percentage = policy.percentage_of_nodes_to_score
+    search = {  # kube-scheduler's search for feasible nodes (percentageOfNodesToScore)
+        "percentage": percentage,
+        "nodes": len(table),
+        "nodes_to_find": feasible_nodes_to_find(len(table), percentage) if profile.scores_nodes else 1,
+        "feasible": feasible,
+    }
     counted = {  # on the nodes explain_placement judges: not a node gone since the nomination
         node: keys
         for node, pods in sorted(nominated.items())
@@ -677,6 +686,7 @@ def _placement_json(
         "unreadable_pods": snap.unreadable,
         "dra_read": _dra_read(args, snap),
         "dynamic_resources": dynamic_resources[1] if dynamic_resources is not None else None,
+        "kube_scheduler_search": search,
     }
 
 
@@ -1373,6 +1383,17 @@ def _print_placement(console: Console, report: dict[str, Any]) -> None:
         console.print(_SPREAD_SELECTOR_NOTE, highlight=False)
     best = report["best"]
     own = report.get("nominated_node")
+    search = report.get("kube_scheduler_search")
+    if search and search["feasible"] > search["nodes_to_find"] and best != [own]:
+        percentage = f"{search['percentage']}" if search["percentage"] else "0, adaptive"
+        console.print(
+            f"kube-scheduler scores only the first {search['nodes_to_find']} of these {search['feasible']} "
+            f"feasible nodes it finds (percentageOfNodesToScore {percentage}, of {search['nodes']} nodes), "
+            "searching from where its last search stopped: it picks the best of those, which may not be "
+            "the best here, and normalized scores are of those nodes",
+            highlight=False,
+            soft_wrap=True,
+        )
     note = " (the pod's nominated node: kube-scheduler tries it first and takes it if it fits)"
     console.print(
         f"best: {', '.join(best)}"
