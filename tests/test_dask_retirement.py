@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import re
 import subprocess
 import sys
 import time
@@ -20,12 +19,15 @@ from collections.abc import Callable, Iterator
 from contextlib import AsyncExitStack, contextmanager
 from pathlib import Path
 
-import dask.config
 import httpx
 import pytest
+import yaml
+from dask_kubernetes.operator import make_cluster_spec
 from distributed import Client, Event, Scheduler, SpecCluster, Worker, secede
 
+from stickypack.cli import main
 from stickypack.dask import NODE_ENV, NodeAwareRetirement, worker_node
+from stickypack.daskconfig import SCHEDULER_ROUTES_ENV, WORKER_PRELOAD_ENV
 
 #: Three nodes holding 3, 1 and 2 workers.
 LAYOUT = [
@@ -128,47 +130,6 @@ async def test_distributeds_adaptive_retires_whole_nodes(monkeypatch):
         assert downs == [["b1", "c1", "c2"]]
         assert sorted(cluster.worker_spec) == ["a1", "a2", "a3"]
         assert _nodes_left(s, []) == {"node-a"}
-
-
-def _documented_scheduler_routes() -> object:
-    """docs/operator-guide.md's ``DASK_DISTRIBUTED__SCHEDULER__HTTP__ROUTES``, read as dask
-    reads the variable."""
-    guide = (Path(__file__).parents[1] / "docs" / "operator-guide.md").read_text()
-    found = re.search(r"name: (DASK_DISTRIBUTED__SCHEDULER__HTTP__ROUTES)\n\s*value: '([^']*)'", guide)
-    assert found, "operator-guide.md gives no DASK_DISTRIBUTED__SCHEDULER__HTTP__ROUTES"
-    return dask.config.collect_env({found[1]: found[2]})["distributed"]["scheduler"]["http"]["routes"]
-
-
-async def _operator_retires(scheduler: Scheduler, n: int) -> httpx.Response:
-    """What the dask-kubernetes operator sends the scheduler to retire ``n`` workers."""
-    url = f"http://127.0.0.1:{scheduler.http_server.port}/api/v1/retire_workers"
-    async with httpx.AsyncClient(timeout=30) as http:
-        return await http.post(url, json={"n": n})
-
-
-async def test_the_operators_http_request_retires_whole_nodes(monkeypatch):
-    # docs/operator-guide.md: distributed's default routes do not serve the HTTP API the
-    # dask-kubernetes operator tries first (it then goes over the RPC, the n= tests above);
-    # the routes the guide gives serve it, keep distributed's defaults, and the operator's
-    # request retires whole nodes
-    routes = _documented_scheduler_routes()
-    assert isinstance(routes, list)
-    assert set(dask.config.get("distributed.scheduler.http.routes")) < set(routes)
-    assert "distributed.http.scheduler.api" in routes
-    dashboard = {"dashboard_address": "127.0.0.1:0", "dashboard": False}
-    async with AsyncExitStack() as stack:
-        s = await stack.enter_async_context(
-            Scheduler(host="127.0.0.1", preload=["stickypack.dask"], **dashboard)
-        )
-        assert (await _operator_retires(s, 1)).status_code == 404
-    with dask.config.set({"distributed.scheduler.http.routes": routes}):
-        async with AsyncExitStack() as stack:
-            s = await _cluster(stack, monkeypatch, ["stickypack.dask"], http=dashboard)
-            answer = await _operator_retires(s, 3)
-            assert answer.status_code == 200
-            retired = sorted(info["name"] for info in answer.json().values())
-            assert retired == ["b1", "c1", "c2"]
-            assert sorted(ws.name for ws in s.workers.values()) == ["a1", "a2", "a3"]
 
 
 #: Two nodes of three workers each.
@@ -290,7 +251,8 @@ DASK_WORKER = [sys.executable, "-m", "distributed.cli.dask_worker", "--no-dashbo
 @contextmanager
 def _processes() -> Iterator[Callable[[list[str], dict[str, str]], None]]:
     """A function that starts a command with extra environment variables; every process it
-    started is ended when the block ends."""
+    started is ended when the block ends, the last started first (workers before their
+    scheduler, which a worker ending on SIGTERM may still be talking to)."""
     procs: list[subprocess.Popen] = []
 
     def start(command: list[str], env: dict[str, str]) -> None:
@@ -303,9 +265,9 @@ def _processes() -> Iterator[Callable[[list[str], dict[str, str]], None]]:
     try:
         yield start
     finally:
-        for proc in procs:
+        for proc in reversed(procs):
             proc.terminate()
-        for proc in procs:
+        for proc in reversed(procs):
             proc.wait(timeout=30)
 
 
@@ -346,6 +308,72 @@ def test_the_documented_environment_configures_the_dask_commands(tmp_path):
     assert nodes == {"w1": "node-b", "w2": "node-a", "w3": "node-a"}
     assert NodeAwareRetirement.name in plugins
     assert closed == ["w1"]  # the node of one worker empties
+
+
+def _rendered_env(tmp_path: Path, *flags: str) -> tuple[dict[str, str], dict[str, str]]:
+    """The scheduler's and the worker's container variables (those with a value) of the
+    dask-kubernetes operator's own ``make_cluster_spec`` after ``stickypack render
+    dask-kubernetes`` with ``flags``."""
+    source, rendered = tmp_path / "cluster.yaml", tmp_path / f"rendered{len(flags)}.yaml"
+    source.write_text(yaml.safe_dump(make_cluster_spec("abc")))
+    assert main(["render", "dask-kubernetes", str(source), *flags, "-o", str(rendered)]) == 0
+    spec = yaml.safe_load(rendered.read_text())["spec"]
+
+    def values(part: str) -> dict[str, str]:
+        (container,) = spec[part]["spec"]["containers"]
+        return {e["name"]: e["value"] for e in container.get("env") or [] if "value" in e}
+
+    return values("scheduler"), values("worker")
+
+
+def _dashboard(client: Client) -> str:
+    """The scheduler's HTTP server (its dashboard port, where the operator sends requests)."""
+    port = client.run_on_scheduler(lambda dask_scheduler: dask_scheduler.http_server.port)
+    return f"http://127.0.0.1:{port}"
+
+
+@pytest.mark.parametrize("http_api", [True, False], ids=["http-api", "without"])
+def test_the_operators_http_request_to_a_rendered_scheduler_retires_whole_nodes(
+    tmp_path: Path, http_api: bool
+) -> None:
+    # `render dask-kubernetes --http-api`: distributed's own scheduler command, started with
+    # only the variables the rendered scheduler container carries, serves the HTTP API on its
+    # dashboard port, and the request the dask-kubernetes operator sends (POST
+    # /api/v1/retire_workers {"n": 3}) retires the node-aware choice; its readiness probe's
+    # /health is still served. Without the flag distributed's default routes do not serve
+    # the API (404: the operator then goes over its RPC)
+    scheduler_env, worker_env = _rendered_env(tmp_path, *(["--http-api"] if http_api else []))
+    assert (SCHEDULER_ROUTES_ENV in scheduler_env) is http_api
+    assert (
+        worker_env[WORKER_PRELOAD_ENV] == "stickypack.dask" and NODE_ENV not in worker_env
+    )  # from valueFrom
+    scheduler_file = tmp_path / "scheduler.json"
+    command = [
+        *(sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", "0"),
+        *("--dashboard-address", "127.0.0.1:0", "--scheduler-file", str(scheduler_file)),
+    ]
+    with _processes() as start:
+        start(command, scheduler_env)
+        for name, node in LAYOUT:  # the downward API's node name, as the pod would have it
+            start(
+                [*DASK_WORKER, "--name", name, "--nthreads", "1", "--scheduler-file", str(scheduler_file)],
+                {**worker_env, NODE_ENV: node},
+            )
+        with _client(scheduler_file) as client:
+            client.wait_for_workers(len(LAYOUT), timeout=60)
+            url = _dashboard(client)
+            assert httpx.get(f"{url}/health", timeout=30).status_code == 200
+            answer = httpx.post(f"{url}/api/v1/retire_workers", json={"n": 3}, timeout=60)
+            if not http_api:
+                assert answer.status_code == 404
+                assert len(client.scheduler_info()["workers"]) == len(LAYOUT)
+                return
+            assert answer.status_code == 200, answer.text
+            assert sorted(info["name"] for info in answer.json().values()) == ["b1", "c1", "c2"]
+            left = client.run_on_scheduler(
+                lambda dask_scheduler: sorted(ws.name for ws in dask_scheduler.workers.values())
+            )
+            assert left == ["a1", "a2", "a3"]
 
 
 #: A scheduler preload that takes options, as dask-gateway's ``dask_gateway.scheduler_preload``

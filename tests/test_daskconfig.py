@@ -31,9 +31,12 @@ from traitlets.config import Config
 from stickypack.cli import main
 from stickypack.dask import NodeAwareRetirement
 from stickypack.daskconfig import (
+    DISTRIBUTED_SCHEDULER_ROUTES,
+    HTTP_API_ROUTE,
     NODE_ENV,
     PRELOAD,
     SCHEDULER_PRELOAD_ENV,
+    SCHEDULER_ROUTES_ENV,
     WORKER_PRELOAD_ENV,
     DaskConfigError,
     dask_gateway_config,
@@ -453,13 +456,157 @@ def test_render_dask_kubernetes_reads_a_file_or_stdin(
     assert "cannot read" in capsys.readouterr().err
 
 
+# ---------------------------------------------------------------------------- --http-api
+
+
+def _routes(container: dict) -> object:
+    """What dask reads from the container's routes variable (``distributed.scheduler.http.routes``)."""
+    return _read(SCHEDULER_ROUTES_ENV, _env(container))
+
+
+def test_the_pinned_routes_are_the_installed_distributeds_default() -> None:
+    """``DISTRIBUTED_SCHEDULER_ROUTES`` is written down (the scheduler's image may hold
+    another distributed than the one rendering); this says when distributed changes its
+    default, so the list can follow."""
+    assert list(DISTRIBUTED_SCHEDULER_ROUTES) == dask.config.get("distributed.scheduler.http.routes")
+    assert HTTP_API_ROUTE not in DISTRIBUTED_SCHEDULER_ROUTES
+
+
+def test_http_api_gives_every_scheduler_container_distributeds_routes_and_the_api() -> None:
+    """With ``http_api`` each container of the scheduler pod (a sidecar too) gets
+    distributed's default routes and the API, as dask reads the variable; the operator's
+    own Deployment builder carries it into the pod; the workers get nothing of it; a second
+    pass changes nothing; without ``http_api`` no routes are set."""
+    cluster = make_cluster_spec("abc")
+    cluster["spec"]["scheduler"]["spec"]["containers"].append({"name": "sidecar", "image": "busybox"})
+    done = dask_kubernetes_spec(cluster, http_api=True)
+    assert dask_kubernetes_spec(done, http_api=True) == done
+    assert dask_kubernetes_spec(done) == done
+    expected = [*DISTRIBUTED_SCHEDULER_ROUTES, HTTP_API_ROUTE]
+    assert [_routes(c) for c in done["spec"]["scheduler"]["spec"]["containers"]] == [expected, expected]
+    assert SCHEDULER_ROUTES_ENV not in _env(done["spec"]["worker"]["spec"]["containers"][0])
+    deployment = build_scheduler_deployment_spec("abc", done["spec"]["scheduler"]["spec"], {}, {})
+    (sched, _) = deployment["spec"]["template"]["spec"]["containers"]
+    assert _routes(sched) == expected and _env(sched)[SCHEDULER_PRELOAD_ENV] == PRELOAD
+    plain = dask_kubernetes_spec(cluster)
+    assert all(SCHEDULER_ROUTES_ENV not in _env(c) for c in plain["spec"]["scheduler"]["spec"]["containers"])
+
+
+@pytest.mark.parametrize(
+    ("current", "routes"),
+    [
+        (
+            '["distributed.http.health", "mine.routes"]',
+            ["distributed.http.health", "mine.routes", HTTP_API_ROUTE],
+        ),
+        ("('distributed.http.health',)", ["distributed.http.health", HTTP_API_ROUTE]),  # a tuple literal
+        ("[]", [HTTP_API_ROUTE]),  # no routes: only the API
+        (f'["{HTTP_API_ROUTE}", "distributed.http.health"]', [HTTP_API_ROUTE, "distributed.http.health"]),
+    ],
+)
+def test_routes_the_container_sets_are_kept_beside_the_api(current: str, routes: list[str]) -> None:
+    """A routes variable the container sets already is read as dask reads it; its routes
+    are kept, in their order, and the API added unless it is there (then the value is left
+    as written)."""
+    cluster = make_cluster_spec("abc")
+    cluster["spec"]["scheduler"]["spec"]["containers"][0]["env"] = [
+        {"name": "FOO", "value": "bar"},
+        {"name": SCHEDULER_ROUTES_ENV, "value": current},
+    ]
+    done = dask_kubernetes_spec(cluster, http_api=True)
+    (sched,) = done["spec"]["scheduler"]["spec"]["containers"]
+    assert _routes(sched) == routes
+    assert [e["name"] for e in sched["env"]] == ["FOO", SCHEDULER_ROUTES_ENV, SCHEDULER_PRELOAD_ENV]
+    if HTTP_API_ROUTE in current:
+        assert _env(sched)[SCHEDULER_ROUTES_ENV] == current
+    assert dask_kubernetes_spec(done, http_api=True) == done
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        (  # one module, not a list: distributed would iterate its characters
+            {"value": "distributed.http.health"},
+            "dask reads the str 'distributed.http.health', not a list of route modules",
+        ),
+        (  # a YAML flow list is not what dask parses (ast.literal_eval): a string
+            {"value": "[distributed.http.health]"},
+            "dask reads the str '[distributed.http.health]', not a list",
+        ),
+        ({"value": "null"}, "dask reads None, not a list"),
+        ({"value": ""}, "dask reads the str '', not a list"),
+        ({"value": "[1, 2]"}, "dask reads the list [1, 2], not a list of route modules"),
+        ({"valueFrom": {"configMapKeyRef": {"name": "x", "key": "y"}}}, "comes from valueFrom"),
+    ],
+)
+def test_a_routes_variable_that_is_not_a_list_is_named(entry: dict, message: str) -> None:
+    cluster = make_cluster_spec("abc")
+    cluster["spec"]["scheduler"]["spec"]["containers"].insert(0, {"name": "sidecar"})
+    cluster["spec"]["scheduler"]["spec"]["containers"][1]["env"] = [{"name": SCHEDULER_ROUTES_ENV, **entry}]
+    with pytest.raises(DaskConfigError) as err:
+        dask_kubernetes_spec(cluster, http_api=True)
+    assert str(err.value).startswith(
+        f"DaskCluster.spec.scheduler.spec.containers[1]: {SCHEDULER_ROUTES_ENV}"
+    ), err.value
+    assert message in str(err.value)
+    dask_kubernetes_spec(cluster)  # without http_api the variable is not read
+
+
+def test_a_shell_command_that_sets_the_routes_is_an_error() -> None:
+    """``dask scheduler`` has no option for its routes, but a shell can set the variable
+    before running it, over the container's ``env``: that cannot be edited safely."""
+    cluster = make_cluster_spec("abc")
+    sched = cluster["spec"]["scheduler"]["spec"]["containers"][0]
+    sched["command"] = ["sh", "-c"]
+    sched["args"] = [f"{SCHEDULER_ROUTES_ENV}='[\"distributed.http.health\"]' exec dask scheduler"]
+    with pytest.raises(DaskConfigError, match=r"containers\[0\]\.args\[0\]: a shell command that sets "):
+        dask_kubernetes_spec(cluster, http_api=True)
+    sched["args"] = ["exec dask scheduler --host 0.0.0.0"]  # a shell that sets no routes: the variable
+    (done,) = dask_kubernetes_spec(cluster, http_api=True)["spec"]["scheduler"]["spec"]["containers"]
+    assert _routes(done) == [*DISTRIBUTED_SCHEDULER_ROUTES, HTTP_API_ROUTE]
+
+
+def test_http_api_leaves_a_worker_group_as_it_is_without() -> None:
+    """A DaskWorkerGroup has no scheduler: ``http_api`` changes nothing in it (a file of a
+    DaskCluster and its extra worker groups renders with the flag)."""
+    group = {
+        "apiVersion": "kubernetes.dask.org/v1",
+        "kind": "DaskWorkerGroup",
+        "metadata": {"name": "abc-highmem"},
+        "spec": {"cluster": "abc", "worker": make_cluster_spec("abc")["spec"]["worker"]},
+    }
+    assert dask_kubernetes_spec(group, http_api=True) == dask_kubernetes_spec(group)
+
+
+def test_render_dask_kubernetes_http_api(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cluster = make_cluster_spec("abc", n_workers=2)
+    group = {"kind": "DaskWorkerGroup", "spec": {"cluster": "abc", "worker": cluster["spec"]["worker"]}}
+    source = tmp_path / "cluster.yaml"
+    source.write_text(yaml.safe_dump_all([cluster, group]))
+    assert main(["render", "dask-kubernetes", str(source), "--http-api"]) == 0
+    docs = list(yaml.safe_load_all(capsys.readouterr().out))
+    assert docs == [dask_kubernetes_spec(cluster, http_api=True), dask_kubernetes_spec(group)]
+    cluster["spec"]["scheduler"]["spec"]["containers"][0]["env"] = [
+        {"name": SCHEDULER_ROUTES_ENV, "value": "x"}
+    ]
+    source.write_text(yaml.safe_dump(cluster))
+    assert main(["render", "dask-kubernetes", str(source), "--http-api"]) == 2
+    err = capsys.readouterr().err
+    assert (
+        f"{source}: document 1: DaskCluster.spec.scheduler.spec.containers[0]: {SCHEDULER_ROUTES_ENV}" in err
+    )
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+
+
 # ---------------------------------------------------------------------------- the real thing
 
 
 def _read(variable: str, env: dict[str, Any]) -> object:
     """What dask reads from ``variable`` as the pod's environment sets it."""
-    section, role, key = variable.removeprefix("DASK_").lower().split("__")
-    return dask.config.collect_env({variable: env[variable]})[section][role][key]
+    value: Any = dask.config.collect_env({variable: env[variable]})
+    for key in variable.removeprefix("DASK_").lower().split("__"):
+        value = value[key]
+    return value
 
 
 @pytest.mark.asyncio

@@ -28,6 +28,7 @@ from __future__ import annotations
 import ast
 import copy
 import json
+import reprlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -40,6 +41,25 @@ NODE_ENV = "STICKYPACK_NODE_NAME"
 #: distributed's configuration variables for the scheduler's and the workers' preloads.
 SCHEDULER_PRELOAD_ENV = "DASK_DISTRIBUTED__SCHEDULER__PRELOAD"
 WORKER_PRELOAD_ENV = "DASK_DISTRIBUTED__WORKER__PRELOAD"
+#: distributed's configuration variable for the modules whose routes the scheduler's HTTP
+#: server (its dashboard port) serves, ``distributed.scheduler.http.routes``.
+SCHEDULER_ROUTES_ENV = "DASK_DISTRIBUTED__SCHEDULER__HTTP__ROUTES"
+#: The route module of distributed's HTTP API (``POST /api/v1/retire_workers`` and others),
+#: which the dask-kubernetes operator retires workers through.
+HTTP_API_ROUTE = "distributed.http.scheduler.api"
+#: distributed's default ``distributed.scheduler.http.routes``, the same from 2024.4.2 (the
+#: oldest distributed :mod:`stickypack.dask` takes) to 2026.11.0 (the one tested). Written
+#: here rather than read from the distributed installed where the render runs: the
+#: scheduler's image may hold another. ``distributed.http.health`` serves ``/health``, the
+#: operator's readiness and liveness probes.
+DISTRIBUTED_SCHEDULER_ROUTES = (
+    "distributed.http.scheduler.prometheus",
+    "distributed.http.scheduler.info",
+    "distributed.http.scheduler.json",
+    "distributed.http.health",
+    "distributed.http.proxy",
+    "distributed.http.statics",
+)
 
 
 class DaskConfigError(ValueError):
@@ -61,10 +81,7 @@ def _with_preload_value(current: str) -> str:
     names several modules), else reads ``none``, ``null``, ``false`` and ``true`` (any case)
     as YAML would, else takes the string; None and False name no module (distributed fails
     on them, and a module named ``null`` no scheduler could import)."""
-    try:
-        parsed: object = ast.literal_eval(current)
-    except (ValueError, SyntaxError, MemoryError, RecursionError):
-        parsed = _DASK_WORDS.get(current.lower(), current)
+    parsed = _dask_value(current)
     if parsed is None or parsed is False:
         modules: list[str] = []
     else:
@@ -147,6 +164,72 @@ def _add_preload(container: dict[str, Any], variable: str, where: str) -> None:
     container[key] = [*container[key], "--preload", PRELOAD]
 
 
+def _dask_value(current: str) -> object:
+    """What dask reads from a ``DASK_*`` variable's value (``dask.config.interpret_value``):
+    a Python literal, else ``none``, ``null``, ``false`` or ``true`` (any case) as YAML
+    would, else the string."""
+    try:
+        return ast.literal_eval(current)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return _DASK_WORDS.get(current.lower(), current)
+
+
+def _described(value: object) -> str:
+    """``value`` as a message names it: its type and, shortened, itself."""
+    return "None" if value is None else f"the {type(value).__name__} {reprlib.repr(value)}"
+
+
+def _with_api_route(current: str, where: str) -> str:
+    """A value for :data:`SCHEDULER_ROUTES_ENV` that keeps the routes ``current`` names, in
+    their order, and adds :data:`HTTP_API_ROUTE`; ``current`` itself where it names that
+    already. A value dask does not read as a list (or tuple) of module names is an error:
+    distributed would fail on it, or iterate a string's characters."""
+    parsed = _dask_value(current)
+    if not isinstance(parsed, list | tuple) or not all(isinstance(r, str) for r in parsed):
+        raise DaskConfigError(
+            f"{where}: {SCHEDULER_ROUTES_ENV}: dask reads {_described(parsed)}, not a list of route "
+            'modules; write it as a list of quoted module names, e.g. ["distributed.http.health"]'
+        )
+    if HTTP_API_ROUTE in parsed:
+        return current
+    return json.dumps([*parsed, HTTP_API_ROUTE])
+
+
+def _add_http_api(container: dict[str, Any], where: str) -> None:
+    """Make the container's scheduler serve distributed's HTTP API: :data:`SCHEDULER_ROUTES_ENV`
+    set to :data:`DISTRIBUTED_SCHEDULER_ROUTES` and :data:`HTTP_API_ROUTE`, or, where the
+    container sets it already (every entry of that name), the API added to its routes.
+    ``dask scheduler`` takes no routes on its command line, but a shell string that sets
+    the variable overrides ``env`` and cannot be edited safely: an error."""
+    for key in ("command", "args"):
+        part = container.get(key)
+        if part is not None and (not isinstance(part, list) or not all(isinstance(w, str) for w in part)):
+            raise DaskConfigError(f"{where}.{key}: must be a list of strings, got {part!r}")
+        for i, word in enumerate(part or []):
+            if len(word.split()) > 1 and SCHEDULER_ROUTES_ENV in word:
+                raise DaskConfigError(
+                    f"{where}.{key}[{i}]: a shell command that sets {SCHEDULER_ROUTES_ENV}, over the "
+                    f"container's env; add {HTTP_API_ROUTE} to it there"
+                )
+    entries = _env_list(container.get("env"), where)
+    ours = [i for i, entry in enumerate(entries) if entry.get("name") == SCHEDULER_ROUTES_ENV]
+    for i in ours:
+        if "valueFrom" in entries[i]:
+            raise DaskConfigError(
+                f"{where}: {SCHEDULER_ROUTES_ENV} comes from valueFrom; set it to a value, or add "
+                f"{HTTP_API_ROUTE} to its source"
+            )
+        entries[i] = {**entries[i], "value": _with_api_route(str(entries[i].get("value") or ""), where)}
+    if not ours:
+        entries.append(
+            {
+                "name": SCHEDULER_ROUTES_ENV,
+                "value": json.dumps([*DISTRIBUTED_SCHEDULER_ROUTES, HTTP_API_ROUTE]),
+            }
+        )
+    container["env"] = entries
+
+
 def _containers(pod_spec: object, where: str) -> list[dict[str, Any]]:
     if not isinstance(pod_spec, Mapping):
         raise DaskConfigError(f"{where}: expected a pod spec (a mapping with containers)")
@@ -156,7 +239,9 @@ def _containers(pod_spec: object, where: str) -> list[dict[str, Any]]:
     return containers
 
 
-def dask_kubernetes_spec(resource: Mapping[str, Any], scheduler_name: str | None = None) -> dict[str, Any]:
+def dask_kubernetes_spec(
+    resource: Mapping[str, Any], scheduler_name: str | None = None, *, http_api: bool = False
+) -> dict[str, Any]:
     """A copy of ``resource``, a dask-kubernetes operator ``DaskCluster`` or
     ``DaskWorkerGroup`` (``kubernetes.dask.org/v1``, as a dict), set up for node-aware
     retirement: every container of the worker pod spec gets :data:`NODE_ENV` from the
@@ -164,7 +249,11 @@ def dask_kubernetes_spec(resource: Mapping[str, Any], scheduler_name: str | None
     spec the scheduler preload (each on the command line where that names a ``--preload``
     already, else in distributed's variable, kept beside a preload the variable names).
     ``scheduler_name`` (optional) becomes the worker pods' ``schedulerName``, for clusters
-    without the routing webhook. Applying it twice changes nothing more. Raises
+    without the routing webhook. ``http_api``: every container of a DaskCluster's scheduler
+    pod spec also gets :data:`SCHEDULER_ROUTES_ENV` naming :data:`HTTP_API_ROUTE` (beside
+    the routes it names, else distributed's defaults), so the scheduler serves the HTTP API
+    the operator retires workers through; a DaskWorkerGroup, which has no scheduler, is
+    left as without it. Applying it twice changes nothing more. Raises
     :class:`DaskConfigError` naming the part that is not what the operator takes."""
     if not isinstance(resource, Mapping):
         raise DaskConfigError("expected a DaskCluster or DaskWorkerGroup (a mapping)")
@@ -191,7 +280,10 @@ def dask_kubernetes_spec(resource: Mapping[str, Any], scheduler_name: str | None
         if not isinstance(scheduler, dict):
             raise DaskConfigError("DaskCluster.spec.scheduler: missing or not a mapping")
         for i, container in enumerate(_containers(scheduler.get("spec"), "DaskCluster.spec.scheduler.spec")):
-            _add_preload(container, SCHEDULER_PRELOAD_ENV, f"DaskCluster.spec.scheduler.spec.containers[{i}]")
+            where = f"DaskCluster.spec.scheduler.spec.containers[{i}]"
+            _add_preload(container, SCHEDULER_PRELOAD_ENV, where)
+            if http_api:
+                _add_http_api(container, where)
     return out
 
 

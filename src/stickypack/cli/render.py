@@ -133,6 +133,14 @@ def _add_dask(render_sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     operator.add_argument(
         "file", metavar="FILE", help="YAML of DaskCluster/DaskWorkerGroup documents, - for stdin"
     )
+    operator.add_argument(
+        "--http-api",
+        action="store_true",
+        help="also make each DaskCluster's scheduler serve distributed's HTTP API (adds "
+        "distributed.http.scheduler.api to DASK_DISTRIBUTED__SCHEDULER__HTTP__ROUTES), which the "
+        "operator retires workers through; anyone who reaches the dashboard port can then retire "
+        "workers. A DaskWorkerGroup (no scheduler) is left as without it",
+    )
     for dask_parser in (gateway, operator):
         dask_parser.add_argument(
             "--scheduler-name",
@@ -240,7 +248,7 @@ def _dask_yaml(args: argparse.Namespace) -> str:
     out = []
     for i, doc in enumerate(docs):
         try:
-            out.append(dask_kubernetes_spec(doc, scheduler_name=name))
+            out.append(dask_kubernetes_spec(doc, scheduler_name=name, http_api=args.http_api))
         except DaskConfigError as exc:
             raise UsageError(f"{source}: document {i + 1}: {exc}") from None
     return dump_yaml_all(out)
