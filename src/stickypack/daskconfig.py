@@ -17,7 +17,8 @@ command line too. These helpers apply those rules so nobody has to:
   installed, only the Dask image.
 - :func:`dask_kubernetes_spec`: a ``DaskCluster`` or ``DaskWorkerGroup`` of the
   dask-kubernetes operator with the variables (or ``--preload``) added to its scheduler's and
-  workers' containers.
+  workers' containers, and optionally (``http_api``) the scheduler's HTTP routes naming
+  distributed's HTTP API, which the operator asks to retire workers.
 
 Pure: dictionaries and strings in and out; no distributed needed (unlike
 :mod:`stickypack.dask`).
@@ -47,8 +48,8 @@ SCHEDULER_ROUTES_ENV = "DASK_DISTRIBUTED__SCHEDULER__HTTP__ROUTES"
 #: The route module of distributed's HTTP API (``POST /api/v1/retire_workers`` and others),
 #: which the dask-kubernetes operator retires workers through.
 HTTP_API_ROUTE = "distributed.http.scheduler.api"
-#: distributed's default ``distributed.scheduler.http.routes``, the same from 2024.4.2 (the
-#: oldest distributed :mod:`stickypack.dask` takes) to 2026.11.0 (the one tested). Written
+#: distributed's default ``distributed.scheduler.http.routes``, the same in 2024.4.2 (the
+#: oldest distributed :mod:`stickypack.dask` takes) and 2026.11.0 (the one tested). Written
 #: here rather than read from the distributed installed where the render runs: the
 #: scheduler's image may hold another. ``distributed.http.health`` serves ``/health``, the
 #: operator's readiness and liveness probes.
