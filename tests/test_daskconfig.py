@@ -639,13 +639,13 @@ async def test_the_rendered_variables_make_distributed_load_the_preload(
 @pytest.mark.controlplane
 def test_the_api_server_takes_the_pods(cluster: ControlPlane) -> None:
     """The pods dask-gateway and the operator would create from the helpers' output pass the
-    real kube-apiserver's validation (the downward API reference included)."""
+    real kube-apiserver's validation (the downward API reference and --http-api's routes included)."""
     worker, scheduler = _pods(_gateway({}, scheduler_name="stickypack"))
     created = cluster.create_pods([worker, scheduler], namespace="default")
     assert created[0]["spec"]["schedulerName"] == "stickypack"
     env = {e["name"]: e for e in created[0]["spec"]["containers"][0]["env"]}
     assert env[NODE_ENV]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"  # (apiVersion defaulted)
-    done = dask_kubernetes_spec(make_cluster_spec("abc"), scheduler_name="stickypack")
+    done = dask_kubernetes_spec(make_cluster_spec("abc"), scheduler_name="stickypack", http_api=True)
     for deployment in (
         build_worker_deployment_spec(
             "abc-default", "default", "abc", "x1", done["spec"]["worker"]["spec"], {}, {}
@@ -660,6 +660,8 @@ def test_the_api_server_takes_the_pods(cluster: ControlPlane) -> None:
         ]
         made = cluster.create_pod(pod=pod)
         assert made["metadata"]["name"] == template["metadata"]["name"]
+        if made["metadata"]["labels"]["dask.org/component"] == "scheduler":  # --http-api's routes taken
+            assert _routes(made["spec"]["containers"][0]) == [*DISTRIBUTED_SCHEDULER_ROUTES, HTTP_API_ROUTE]
 
 
 # ---------------------------------------------------------------------------- edges (mutation audit)
