@@ -76,6 +76,16 @@ def node_name_env() -> dict[str, Any]:
 _DASK_WORDS: dict[str, object] = {"none": None, "null": None, "false": False, "true": True}
 
 
+def _dask_value(current: str) -> object:
+    """What dask reads from a ``DASK_*`` variable's value (``dask.config.interpret_value``):
+    a Python literal, else ``none``, ``null``, ``false`` or ``true`` (any case) as YAML
+    would, else the string."""
+    try:
+        return ast.literal_eval(current)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return _DASK_WORDS.get(current.lower(), current)
+
+
 def _with_preload_value(current: str) -> str:
     """An ``env`` value for a preload variable that keeps ``current`` and adds
     :data:`PRELOAD`: dask parses the variable with ``ast.literal_eval`` (so a list literal
@@ -163,16 +173,6 @@ def _add_preload(container: dict[str, Any], variable: str, where: str) -> None:
         return
     key = "args" if container.get("args") else "command"
     container[key] = [*container[key], "--preload", PRELOAD]
-
-
-def _dask_value(current: str) -> object:
-    """What dask reads from a ``DASK_*`` variable's value (``dask.config.interpret_value``):
-    a Python literal, else ``none``, ``null``, ``false`` or ``true`` (any case) as YAML
-    would, else the string."""
-    try:
-        return ast.literal_eval(current)
-    except (ValueError, SyntaxError, MemoryError, RecursionError):
-        return _DASK_WORDS.get(current.lower(), current)
 
 
 def _described(value: object) -> str:
