@@ -205,7 +205,8 @@ def test_an_allocated_claims_node_selector_removes_the_nodes_it_does_not_match()
     assert passing("anywhere", "pending") == ["a", "b", "c"]
     assert passing("bad") == []
     verdict = plugin.verdict(_pod("p", "1", _named("x", "pending"), _named("y", "on-b")))
-    assert (verdict.not_judged, [n for n, _ in verdict.allocated]) == (("pending",), ["on-b"])
+    unallocated = [n for n, _ in verdict.unallocated]
+    assert (unallocated, [n for n, _ in verdict.allocated]) == (["pending"], ["on-b"])
     assert plugin.verdict(_pod("p", "1", _named("x", "bad"))).rejected == (
         "ResourceClaim default/bad: status.allocation.nodeSelector.nodeSelectorTerms[0] cannot be parsed"
     )
@@ -298,7 +299,18 @@ def test_the_placement_says_why_every_node_is_rejected_and_which_claims_are_not_
         "no node passes: kube-scheduler's DynamicResources PostFilter then deallocates one of c, d"
     )
     text = printed({"rejected": None, "allocated": [], "not_judged": ["gpu", "[red]y"]})
-    assert "not judged" in text and text.rstrip().endswith("gpu, [red]y")
+    assert "not judged" in text and text.rstrip().endswith("gpu; [red]y")
+    text = printed(
+        {
+            "rejected": None,
+            "allocated": [],
+            "not_judged": [],
+            "cannot_allocate": {"a": "cannot allocate all claims"},
+            "scheduler_error": 'running "DynamicResources" filter plugin: claim x: [bad]',
+        }
+    )
+    assert "scheduling attempt fails (SchedulerError" in text and "claim x: [bad]" in text
+    assert "DynamicResources on a: cannot allocate all claims" in text
 
 
 def test_without_the_claims_listed_the_placement_says_they_are_not_judged() -> None:
@@ -358,7 +370,7 @@ def test_a_claim_not_allocated_asking_for_a_device_class_that_does_not_exist_rej
         pod = _pod("p", "1", _named("x", name))
         assert claims_verdict(pod, claims, classes).rejected == why, name
         assert claims_verdict(pod, claims).rejected is None, name  # classes not known
-        assert claims_verdict(pod, claims).not_judged == (name,)
+        assert [n for n, _ in claims_verdict(pod, claims).unallocated] == [name]
     # claim by claim: an allocated claim earlier is judged first, and a later missing claim
     # (an existence check, made for every claim first) wins over a class
     claims.update(
@@ -690,7 +702,7 @@ def test_a_pod_file_without_uid_and_an_entry_naming_neither_claim_nor_template_i
 
 def test_a_claim_without_status_is_not_allocated_and_not_judged() -> None:
     """A claim just created has no ``status`` (the slimmer keeps it None): not allocated,
-    so listed as not judged, not named malformed."""
+    so left to the allocator (``unallocated``), not named malformed."""
     claim = _unallocated("c", {"name": "r", "exactly": {"deviceClassName": "gpu.example.com"}})
     pod = _pod("p", "1", _named("x", "c"))
     for status in (None, "absent"):
@@ -699,7 +711,8 @@ def test_a_claim_without_status_is_not_allocated_and_not_judged() -> None:
         else:
             del claim["status"]
         verdict = claims_verdict(pod, _by_key(claim), {"gpu.example.com"})
-        assert (verdict.rejected, verdict.not_judged, verdict.allocated) == (None, ("c",), ())
+        unallocated = [n for n, _ in verdict.unallocated]
+        assert (verdict.rejected, verdict.not_judged, unallocated, verdict.allocated) == (None, (), ["c"], ())
 
 
 def test_a_claim_reserved_for_another_pod_alone_is_shared() -> None:
@@ -769,7 +782,7 @@ def test_the_reports_dynamic_resources_from_the_listed_claims_and_classes() -> N
         "request r: device class huge.example.com does not exist",
     )
     unlisted = report(None, "wants")
-    assert (unlisted["device_classes_read"], unlisted["rejected"], unlisted["not_judged"]) == (
+    assert (unlisted["device_classes_read"], unlisted["rejected"], unlisted["allocates"]) == (
         False,
         None,
         ["wants"],

@@ -643,6 +643,7 @@ def _placement_json(
     if dynamic_resources is not None:
         plugin, judged = dynamic_resources
         judged["deallocates"] = _deallocated_claims(plugin, pod, table, explanation)
+        explanation = _allocation_outcomes(plugin, judged, explanation)
     feasible = sum(1 for v in explanation.verdicts if not v.filtered_by)
     percentage = policy.percentage_of_nodes_to_score
     search = {  # kube-scheduler's search for feasible nodes (percentageOfNodesToScore)
@@ -701,20 +702,58 @@ def _dynamic_resources(snap: Snapshot, pod: Pod) -> tuple[DynamicResourcesFilter
     (``not_judged``), and (set once the nodes are judged, :func:`_deallocated_claims`) those
     its PostFilter would deallocate one of (``deallocates``); None without them."""
     from stickypack.core.dra import DynamicResourcesFilter, claim_key
+    from stickypack.core.draalloc import DraAllocator
+    from stickypack.dracel import compile_selector
 
     if snap.dra is None:
         return None
     claims = {claim_key(obj): obj for obj in snap.dra.claims}
-    plugin = DynamicResourcesFilter(claims, snap.dra.classes, now=time.time())
+    allocator = DraAllocator(snap.dra.slices, snap.dra.claims, snap.dra.device_classes, compile_selector)
+    plugin = DynamicResourcesFilter(claims, snap.dra.classes, now=time.time(), allocator=allocator)
     verdict = plugin.verdict(pod)
-    report = {
+    report: dict[str, Any] = {
         "device_classes_read": snap.dra.classes is not None,
         "rejected": verdict.rejected,
         "allocated": [name for name, _ in verdict.allocated],
         "unbindable": [why for _, why in verdict.unbindable],
         "not_judged": list(verdict.not_judged),
+        "allocates": [name for name, _ in verdict.unallocated] if verdict.rejected is None else [],
+        "cannot_allocate": {},
+        "scheduler_error": None,
     }
     return plugin, report
+
+
+def _allocation_outcomes(
+    plugin: DynamicResourcesFilter, judged: dict[str, Any], explanation: PlacementExplanation
+) -> PlacementExplanation:
+    """The allocator's outcomes in the report's ``dynamic_resources``: ``cannot_allocate``,
+    why each node DynamicResources names could not take the pod's unallocated claims
+    (kube-scheduler's words); ``scheduler_error``, the error met on such a node (a CEL
+    selector's), which fails kube-scheduler's whole scheduling attempt (``SchedulerError``:
+    no node is chosen, so ``best`` is emptied); ``not_judged``, with what the allocator does
+    not model and where. ``explanation`` is returned, with no best node after an error."""
+    outcomes = plugin.outcomes()
+    not_modelled: dict[str, list[str]] = {}
+    for node, outcome in sorted(outcomes.items()):
+        if outcome.not_modelled is not None:
+            not_modelled.setdefault(outcome.not_modelled, []).append(node)
+    for why, nodes in not_modelled.items():
+        judged["not_judged"].append(f"{why} (on {', '.join(nodes)}: passes there)")
+    for v in explanation.verdicts:
+        found = outcomes.get(v.node)
+        if v.filtered_by != plugin.name or found is None or found.fits:
+            continue
+        outcome = found
+        if outcome.error is not None:
+            if judged["scheduler_error"] is None:
+                judged["scheduler_error"] = f'running "{plugin.name}" filter plugin: {outcome.error}'
+            judged["cannot_allocate"][v.node] = outcome.error
+        else:
+            judged["cannot_allocate"][v.node] = outcome.reason
+    if judged["scheduler_error"] is not None:
+        return dataclasses.replace(explanation, best=[])
+    return explanation
 
 
 def _deallocated_claims(
@@ -1444,10 +1483,18 @@ def _print_dynamic_resources(console: Console, judged: dict[str, Any] | None) ->
             highlight=False,
             soft_wrap=True,
         )
+    if judged.get("scheduler_error"):
+        console.print(
+            "kube-scheduler's scheduling attempt fails (SchedulerError, retried with backoff; no node "
+            f"is chosen): {escape(judged['scheduler_error'])}",
+            highlight=False,
+            soft_wrap=True,
+        )
+    for node, why in (judged.get("cannot_allocate") or {}).items():
+        console.print(f"DynamicResources on {escape(node)}: {escape(why)}", highlight=False, soft_wrap=True)
     if judged["not_judged"]:
         console.print(
-            f"claims not allocated, not judged (kube-scheduler's allocator picks their devices by CEL "
-            f"selectors; every node passes here): {escape(', '.join(judged['not_judged']))}",
+            f"not judged (every node passes for it here): {escape('; '.join(judged['not_judged']))}",
             highlight=False,
             soft_wrap=True,
         )

@@ -45,6 +45,7 @@ from typing import Any
 
 import numpy as np
 
+from stickypack.core.draalloc import ClaimRequests, DraAllocator, NodeAllocation, read_claim
 from stickypack.core.framework import FilterPlugin, SchedulingContext
 from stickypack.core.labels import NodeSelectorTerm
 from stickypack.core.nodetable import NodeTable
@@ -756,9 +757,8 @@ class ClaimsVerdict:
     (UnschedulableAndUnresolvable), in its words; None: it does not. ``allocated``: each
     allocated claim (``status.allocation``) with its allocation's ``nodeSelector`` terms
     (None: no node selector, any node), which its Filter matches against each node.
-    ``not_judged``: the claims not allocated yet, whose devices its allocator would pick by
-    the DeviceClass's and the requests' CEL selectors: not modelled (every node passes for
-    them)."""
+    ``not_judged``: claims that are not judged (every node passes for them): a pod file's
+    template entry before the pod is created, with the reason."""
 
     rejected: str | None = None
     allocated: tuple[tuple[str, tuple[NodeSelectorTerm, ...] | None], ...] = ()
@@ -771,6 +771,9 @@ class ClaimsVerdict:
     #: true) or timed out (binding conditions not all true ``binding_timeout_s`` after the
     #: allocation), each with why: its Filter finds them unavailable on every node.
     unbindable: tuple[tuple[str, str], ...] = ()
+    #: The claims not allocated yet (name and object), in the pod's order, which its Filter
+    #: allocates on each node (:class:`~stickypack.core.draalloc.DraAllocator`).
+    unallocated: tuple[tuple[str, Mapping[str, Any]], ...] = ()
 
     def unavailable_on(self, labels: Mapping[str, str], node: str) -> list[str]:
         """The allocated claims its Filter finds unavailable on the node ``node`` (of
@@ -948,7 +951,8 @@ def claims_verdict(
     whose status names no claim is skipped. Then, claim by claim, each allocated one is
     judged by its allocation's node selector; one not allocated yet whose requests ask for a
     DeviceClass not in ``classes`` (the DeviceClasses' names; None: not known, not checked)
-    rejects every node; the others are not judged (the allocator's CEL). An allocated claim
+    rejects every node; the others are :attr:`ClaimsVerdict.unallocated`, which the Filter
+    allocates node by node (:class:`DynamicResourcesFilter`). An allocated claim
     whose devices' binding failed or timed out (:func:`_binding_problem`; ``now``: the time,
     seconds since the epoch, None: timeouts not judged) is unavailable on every node.
 
@@ -982,6 +986,7 @@ def claims_verdict(
             return ClaimsVerdict(f"{claim} was not created for Pod {pod.key} (Pod is not owner)")
         found.append((ref.claim, obj))
     allocated: list[tuple[str, tuple[NodeSelectorTerm, ...] | None]] = []
+    unallocated: list[tuple[str, Mapping[str, Any]]] = []
     unshared: list[str] = []
     unbindable: list[tuple[str, str]] = []
     for name, obj in found:
@@ -992,7 +997,7 @@ def claims_verdict(
             )
             if problem is not None:
                 return ClaimsVerdict(problem)
-            not_judged.append(name)
+            unallocated.append((name, obj))
             continue
         try:
             allocated.append((name, _allocation_terms(obj)))
@@ -1006,18 +1011,23 @@ def claims_verdict(
         uids = [r.get("uid") if isinstance(r, Mapping) else None for r in users]
         if not uids or (len(uids) == 1 and pod.uid and uids[0] == pod.uid):
             unshared.append(name)
-    return ClaimsVerdict(None, tuple(allocated), tuple(not_judged), tuple(unshared), tuple(unbindable))
+    return ClaimsVerdict(
+        None, tuple(allocated), tuple(not_judged), tuple(unshared), tuple(unbindable), tuple(unallocated)
+    )
 
 
 class DynamicResourcesFilter(FilterPlugin):
-    """kube-scheduler's DynamicResources filter where it needs no CEL (:func:`claims_verdict`
-    on ``claims`` and ``classes``): a pod its PreFilter rejects passes no node; else a node
-    passes when each of the pod's allocated claims' node selectors matches it (labels, and
-    ``matchFields`` on ``metadata.name``) and none of their devices' binding failed or timed
-    out (``now``, the time in seconds since the epoch; None: timeouts not judged). Claims
-    not allocated constrain nothing here (kube-scheduler's allocator may still find no
-    devices for them on a node). Not one of a policy's plugins: ``stickypack inspect --pod
-    --dra`` adds it when the claims are listed."""
+    """kube-scheduler's DynamicResources filter (:func:`claims_verdict` on ``claims`` and
+    ``classes``): a pod its PreFilter rejects passes no node; else, on each node, its
+    unallocated claims are allocated together by ``allocator`` (kube-scheduler's structured
+    allocator, :class:`~stickypack.core.draalloc.DraAllocator`; None: not judged, they pass
+    everywhere) and the node passes when they can be (:meth:`outcome`), each of the pod's
+    allocated claims' node selectors matches it (labels, and ``matchFields`` on
+    ``metadata.name``) and none of their devices' binding failed or timed out (``now``, the
+    time in seconds since the epoch; None: timeouts not judged). An allocation that errs
+    (a CEL error) fails the node here; kube-scheduler then fails the whole scheduling
+    attempt, which the caller tells (:meth:`outcomes`). Not one of a policy's plugins:
+    ``stickypack inspect --pod --dra`` adds it when the claims are listed."""
 
     name = "DynamicResources"
     pod_specific = True  # its claims, by name
@@ -1028,12 +1038,16 @@ class DynamicResourcesFilter(FilterPlugin):
         classes: Collection[str] | None = None,
         now: float | None = None,
         binding_timeout_s: float = BINDING_TIMEOUT_S,
+        allocator: DraAllocator | None = None,
     ) -> None:
         self.claims = claims
         self.classes = classes
         self.now = now
         self.binding_timeout_s = binding_timeout_s
+        self.allocator = allocator
         self._last: tuple[Pod, ClaimsVerdict] | None = None
+        self._outcomes: dict[str, NodeAllocation] = {}
+        self._read: tuple[Pod, list[ClaimRequests] | str] | None = None
 
     def verdict(self, pod: Pod) -> ClaimsVerdict:
         """:func:`claims_verdict` of ``pod``, kept for the last pod asked (one decision asks
@@ -1041,7 +1055,41 @@ class DynamicResourcesFilter(FilterPlugin):
         if self._last is None or self._last[0] is not pod:
             found = claims_verdict(pod, self.claims, self.classes, self.now, self.binding_timeout_s)
             self._last = (pod, found)
+            self._outcomes = {}
         return self._last[1]
+
+    def _to_allocate(self, pod: Pod) -> list[ClaimRequests] | str:
+        """The pod's unallocated claims as the allocator reads them, or why one cannot be
+        read (a claim not shaped as served)."""
+        if self._read is None or self._read[0] is not pod:
+            try:
+                read: list[ClaimRequests] | str = [
+                    read_claim(f"{pod.namespace}/{name}", obj) for name, obj in self.verdict(pod).unallocated
+                ]
+            except ValueError as exc:
+                read = str(exc)
+            self._read = (pod, read)
+        return self._read[1]
+
+    def outcome(self, pod: Pod, node: str, labels: Mapping[str, str]) -> NodeAllocation | None:
+        """Whether ``pod``'s unallocated claims can be allocated on ``node`` (kept per node
+        for the last pod); None without an allocator or claims to allocate."""
+        verdict = self.verdict(pod)
+        if self.allocator is None or not verdict.unallocated:
+            return None
+        found = self._outcomes.get(node)
+        if found is None:
+            claims = self._to_allocate(pod)
+            if isinstance(claims, str):
+                found = NodeAllocation(False, error=claims)
+            else:
+                found = self.allocator.allocate(node, labels, claims)
+            self._outcomes[node] = found
+        return found
+
+    def outcomes(self) -> Mapping[str, NodeAllocation]:
+        """The nodes' allocation outcomes worked out for the last pod, by node name."""
+        return dict(self._outcomes)
 
     def filter(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
         if not pod.claim_refs:
@@ -1050,11 +1098,17 @@ class DynamicResourcesFilter(FilterPlugin):
         if verdict.rejected is not None or verdict.unbindable:
             return np.zeros(idx.shape[0], dtype=bool)
         out = np.ones(idx.shape[0], dtype=bool)
-        if all(terms is None for _, terms in verdict.allocated):
+        if all(terms is None for _, terms in verdict.allocated) and (
+            self.allocator is None or not verdict.unallocated
+        ):
             return out
         info = table.info
         for j, row in enumerate(idx.tolist()):
             node = info[row]
             labels, name = (node.labels, node.name) if node is not None else ({}, "")
+            allocation = self.outcome(pod, name, labels)
+            if allocation is not None and not allocation.fits:
+                out[j] = False
+                continue
             out[j] = not verdict.unavailable_on(labels, name)
         return out

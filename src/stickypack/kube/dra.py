@@ -84,6 +84,24 @@ def slim_resource_claim(obj: dict[str, Any]) -> dict[str, Any]:
     return slim
 
 
+def allocation_resource_slice(obj: dict[str, Any]) -> dict[str, Any]:
+    """A ResourceSlice as kube-scheduler's allocator reads it (``inspect --pod --dra``): its
+    whole ``spec`` (devices with their attributes, capacity, taints and node selection)."""
+    spec = obj.get("spec")
+    return {"metadata": _name_meta(obj), "spec": spec} if isinstance(spec, dict) else obj
+
+
+def allocation_resource_claim(obj: dict[str, Any]) -> dict[str, Any]:
+    """:func:`slim_resource_claim` with the claim's ``spec.devices`` requests and constraints
+    whole, as kube-scheduler's allocator reads them (``inspect --pod --dra``)."""
+    slim = slim_resource_claim(obj)
+    spec = obj.get("spec")
+    devices = spec.get("devices") if isinstance(spec, dict) else None
+    if isinstance(devices, dict):
+        slim["spec"] = {"devices": {k: devices[k] for k in ("requests", "constraints") if k in devices}}
+    return slim
+
+
 def _device_requests(obj: dict[str, Any]) -> list[Any] | None:
     """A claim's ``spec.devices.requests`` with only what names their DeviceClasses (each
     request's ``name``, ``exactly.deviceClassName``, ``firstAvailable[].name`` and

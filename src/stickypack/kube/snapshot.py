@@ -26,7 +26,12 @@ from stickypack.core.routing import LabelSelector, SelectorError
 from stickypack.core.topologyspread import default_selector, default_selector_kind
 from stickypack.core.volumes import VOLUME_ZONE_LABELS, ClaimVolumes, claim_volumes
 from stickypack.kube.cache import TERMINAL_PHASES, ClusterCache, slim_node, slim_pod
-from stickypack.kube.dra import slim_resource_claim, slim_resource_slice
+from stickypack.kube.dra import (
+    allocation_resource_claim,
+    allocation_resource_slice,
+    slim_resource_claim,
+    slim_resource_slice,
+)
 from stickypack.kube.informer import Informer, WatchError
 
 if TYPE_CHECKING:
@@ -112,6 +117,9 @@ class DraObjects:
     #: whose claim not allocated yet asks for one that does not exist); None when they could
     #: not be listed (no ``list`` right on ``deviceclasses``: the check is not made).
     classes: frozenset[str] | None = None
+    #: The DeviceClasses (name and ``spec.selectors``) by name, for kube-scheduler's
+    #: allocator as ``inspect --pod --dra`` runs it; None when they could not be listed.
+    device_classes: dict[str, dict[str, Any]] | None = None
 
 
 @dataclass
@@ -361,35 +369,47 @@ async def _dra(api_client: ApiClient, device_classes: bool = False) -> tuple[Dra
     from kubernetes_asyncio import client
 
     resource = client.ResourceV1Api(api_client)
+    # placing a pod (device_classes): what kube-scheduler's allocator reads too
+    slim_slice = allocation_resource_slice if device_classes else slim_resource_slice
+    slim_claim = allocation_resource_claim if device_classes else slim_resource_claim
     try:
         slices = await Informer(
-            "resourceslices", resource.list_resource_slice, transform=slim_resource_slice
+            "resourceslices", resource.list_resource_slice, transform=slim_slice
         ).list_once()
         claims = await Informer(
-            "resourceclaims", resource.list_resource_claim_for_all_namespaces, transform=slim_resource_claim
+            "resourceclaims", resource.list_resource_claim_for_all_namespaces, transform=slim_claim
         ).list_once()
     except WatchError as exc:
         if exc.status in (401, 403, 404):
             return None, exc.status
         raise
     classes: frozenset[str] | None = None
+    by_name: dict[str, dict[str, Any]] | None = None
     if device_classes:
         try:
-            informer = Informer("deviceclasses", resource.list_device_class, transform=_name_only)
+            informer = Informer("deviceclasses", resource.list_device_class, transform=_class_selectors)
             listed = await informer.list_once()
-            classes = frozenset(str(obj["metadata"].get("name")) for obj in listed.values())
+            by_name = {str(obj["metadata"].get("name")): obj for obj in listed.values()}
+            classes = frozenset(by_name)
         except WatchError as exc:
             if exc.status not in (401, 403, 404):
                 raise
     return DraObjects(
-        [obj for _, obj in sorted(slices.items())], [obj for _, obj in sorted(claims.items())], classes
+        [obj for _, obj in sorted(slices.items())],
+        [obj for _, obj in sorted(claims.items())],
+        classes,
+        by_name,
     ), None
 
 
-def _name_only(obj: dict[str, Any]) -> dict[str, Any]:
-    """An object's name (a DeviceClass's, whose selectors ``inspect`` does not evaluate)."""
-    meta = obj.get("metadata")
-    return {"metadata": {"name": meta.get("name") if isinstance(meta, dict) else None}}
+def _class_selectors(obj: dict[str, Any]) -> dict[str, Any]:
+    """A DeviceClass's name and ``spec.selectors`` (what kube-scheduler's allocator reads)."""
+    meta, spec = obj.get("metadata"), obj.get("spec")
+    selectors = spec.get("selectors") if isinstance(spec, dict) else None
+    return {
+        "metadata": {"name": meta.get("name") if isinstance(meta, dict) else None},
+        "spec": {"selectors": selectors},
+    }
 
 
 def _slim_claim(obj: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,455 @@
+"""CEL device selectors for kube-scheduler's DRA allocator, as ``inspect --pod --dra`` runs them.
+
+A DeviceClass's and a request's ``selectors[].cel.expression`` are CEL over one variable,
+``device``, as ``k8s.io/dynamic-resource-allocation/cel`` (v0.37.2, the environment of
+kube-scheduler v1.37.2 with its default feature gates: DRAConsumableCapacity on,
+DRAListTypeAttributes off) declares it:
+
+* ``device.driver``: the driver's name (a string);
+* ``device.allowMultipleAllocations``: the device's field, false when unset;
+* ``device.attributes[domain].name``: an attribute (string, int, bool, or a version as a
+  semver value); a name without a domain is in the driver's; a domain the device has no
+  attribute of is an empty map, so that ``device.attributes["x"].name`` errs with ``no such
+  key: name`` (as does a name the domain lacks), and ``has(...)`` and ``in`` are false;
+* ``device.capacity[domain].name``: a capacity's ``value`` as a quantity.
+
+Of the Kubernetes CEL libraries the environment loads, the quantity library (``quantity``,
+``isQuantity``, ``isInteger``, ``asInteger``, ``asApproximateFloat``, ``sign``, ``add``,
+``sub``, ``isLessThan``, ``isGreaterThan``, ``compareTo``) and the semver library
+(``semver``, ``isSemver``, ``major``, ``minor``, ``patch``, ``isLessThan``,
+``isGreaterThan``, ``compareTo``) are bound here, with CEL's standard functions and macros
+(cel-python's). An expression using another of its functions (lists, regex ``find``, URLs,
+IPs, CIDRs, ``format``, the strings and sets extensions, ``cel.bind``, optional syntax
+``.?``/``orValue``...) is not judged: :class:`~stickypack.core.draalloc.SelectorNotModelled`,
+never a verdict. Equality is CEL's heterogeneous one (values of different types are not
+equal, no error). Upstream's cost limit (``CELSelectorExpressionMaxCost``) is not checked.
+
+The binding is cel-python (``celpy``): a maintained, pure-Python CEL interpreter whose
+functions, member functions included, are plain Python callables. It is kept out of
+:mod:`stickypack.core` because building its parser reads its grammar file and raises the
+interpreter's recursion limit (a process-wide setting).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+from functools import total_ordering
+from typing import Any
+
+import celpy
+import lark
+from celpy import celtypes
+from celpy.evaluation import CELEvalError
+
+from stickypack.core.draalloc import DeviceView, SelectorError, SelectorNotModelled
+from stickypack.core.quantity import QuantityError, parse_quantity
+
+#: Functions of the Kubernetes CEL environment (base libraries and extensions) not bound
+#: here: an expression calling one is not judged.
+NOT_MODELLED_FUNCTIONS = frozenset(
+    {
+        # lists
+        "isSorted", "sum", "min", "max", "indexOf", "lastIndexOf",
+        # regex
+        "find", "findAll",
+        # urls
+        "url", "isURL", "getScheme", "getHost", "getHostname", "getPort", "getEscapedPath", "getQuery",
+        # ip, cidr
+        "ip", "isIP", "family", "isUnspecified", "isLoopback", "isLinkLocalMulticast",
+        "isLinkLocalUnicast", "isGlobalUnicast", "isCanonical", "cidr", "isCIDR", "containsIP",
+        "containsCIDR", "masked", "prefixLength",
+        # format, strings extension
+        "format", "validate", "charAt", "lowerAscii", "upperAscii", "replace", "split", "substring",
+        "trim", "join", "quote", "reverse",
+        # optional types, two-variable comprehensions, bindings
+        "orValue", "hasValue", "value", "or", "optMap", "optFlatMap", "of", "none", "ofNonZeroValue",
+        "bind", "transformList", "transformMap", "transformMapEntry",
+        # the environment's other libraries
+        "equivalent", "intersects", "greatest", "least", "encode", "decode",
+    }
+)  # fmt: skip
+
+#: Receivers of namespaced functions (``sets.contains``, ``cel.bind``...): not judged.
+_NAMESPACES = frozenset({"sets", "math", "base64", "optional", "cel", "strings", "lists"})
+
+#: CEL's macros as cel-python parses them (calls, but no function).
+_MACROS = frozenset({"has", "all", "exists", "exists_one", "map", "filter", "dyn"})
+
+_SEMVER = re.compile(
+    r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
+    r"(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?"
+    r"(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$"
+)
+
+
+@total_ordering
+@dataclass(frozen=True, slots=True, eq=False)
+class Quantity:
+    """A Kubernetes quantity in CEL (``apiservercel.Quantity``): compared by value."""
+
+    value: Fraction
+    text: str
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Quantity) and self.value == other.value
+
+    def __lt__(self, other: Quantity) -> bool:
+        return self.value < other.value
+
+    def __hash__(self) -> int:
+        return hash(self.value)
+
+
+@total_ordering
+@dataclass(frozen=True, slots=True, eq=False)
+class Semver:
+    """A semantic version (semver 2.0.0, as blang/semver parses it strictly): compared by
+    precedence (build metadata ignored)."""
+
+    major: int
+    minor: int
+    patch: int
+    pre: tuple[int | str, ...]
+    text: str
+
+    @classmethod
+    def parse(cls, text: str) -> Semver | None:
+        m = _SEMVER.match(text)
+        if m is None:
+            return None
+        pre = tuple(int(p) if p.isdigit() else p for p in m.group(4).split(".")) if m.group(4) else ()
+        return cls(int(m.group(1)), int(m.group(2)), int(m.group(3)), pre, text)
+
+    def _key(self) -> tuple[int, int, int]:
+        return (self.major, self.minor, self.patch)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Semver) and self._key() == other._key() and self.pre == other.pre
+
+    def __lt__(self, other: Semver) -> bool:
+        if self._key() != other._key():
+            return self._key() < other._key()
+        if not self.pre or not other.pre:
+            return bool(self.pre) and not other.pre  # a pre-release precedes its release
+        for a, b in zip(self.pre, other.pre, strict=False):
+            if a == b:
+                continue
+            if isinstance(a, int) and isinstance(b, int):
+                return a < b
+            if isinstance(a, int) or isinstance(b, int):
+                return isinstance(a, int)  # numeric identifiers precede alphanumeric ones
+            return a < b
+        return len(self.pre) < len(other.pre)
+
+    def __hash__(self) -> int:
+        return hash((self._key(), self.pre))
+
+
+def _error(message: str) -> CELEvalError:
+    return CELEvalError(message)
+
+
+def _compare(a: Any, b: Any) -> celtypes.IntType | CELEvalError:
+    if isinstance(a, Quantity) and isinstance(b, Quantity):
+        return celtypes.IntType(0 if a == b else (-1 if a < b else 1))
+    if isinstance(a, Semver) and isinstance(b, Semver):
+        return celtypes.IntType(0 if a == b else (-1 if a < b else 1))
+    return _error("no such overload")
+
+
+def _quantity(text: Any) -> Quantity | CELEvalError:
+    try:
+        return Quantity(parse_quantity(str(text)), str(text))
+    except QuantityError:
+        return _error(f"quantities must match the regular expression: {text!r}")
+
+
+def _is_quantity(text: Any) -> celtypes.BoolType:
+    return celtypes.BoolType(not isinstance(_quantity(text), CELEvalError))
+
+
+def _semver(text: Any, normalize: Any = False) -> Semver | CELEvalError:
+    parsed = Semver.parse(str(text))
+    return parsed if parsed is not None else _error(f"could not parse {text!r} as semver")
+
+
+def _is_semver(text: Any, normalize: Any = False) -> celtypes.BoolType:
+    return celtypes.BoolType(Semver.parse(str(text)) is not None)
+
+
+def _int_or_quantity(value: Any) -> Fraction | None:
+    if isinstance(value, Quantity):
+        return value.value
+    if isinstance(value, int) and not isinstance(value, bool | celtypes.BoolType):
+        return Fraction(int(value))
+    return None
+
+
+def _add(a: Any, b: Any, sign: int = 1) -> Any:
+    if not isinstance(a, Quantity) or (other := _int_or_quantity(b)) is None:
+        return _error("no such overload")
+    total = a.value + sign * other
+    return Quantity(total, str(total))
+
+
+def _sub(a: Any, b: Any) -> Any:
+    return _add(a, b, -1)
+
+
+def _as_integer(q: Any) -> Any:
+    if not isinstance(q, Quantity):
+        return _error("no such overload")
+    if q.value.denominator != 1 or not -(2**63) <= q.value < 2**63:
+        return _error("cannot convert value to integer")
+    return celtypes.IntType(int(q.value))
+
+
+def _member(name: str, on_quantity: Callable[[Quantity], Any], on_semver: Callable[[Semver], Any]) -> Any:
+    def call(target: Any) -> Any:
+        if isinstance(target, Quantity):
+            return on_quantity(target)
+        if isinstance(target, Semver):
+            return on_semver(target)
+        return _error(f"no such overload: {name}")
+
+    return call
+
+
+def _no_overload(_: Any) -> Any:
+    return _error("no such overload")
+
+
+def _less(a: Any, b: Any) -> Any:
+    c = _compare(a, b)
+    return c if isinstance(c, CELEvalError) else celtypes.BoolType(c < 0)
+
+
+def _greater(a: Any, b: Any) -> Any:
+    c = _compare(a, b)
+    return c if isinstance(c, CELEvalError) else celtypes.BoolType(c > 0)
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, celtypes.BoolType | bool):
+        return "bool"
+    if isinstance(value, int | float):
+        return "number"
+    return type(value).__name__
+
+
+def _equal(a: Any, b: Any) -> Any:
+    """CEL's heterogeneous equality (cel-go's): values of different types are not equal."""
+    if isinstance(a, CELEvalError):
+        return a
+    if isinstance(b, CELEvalError):
+        return b
+    if _kind(a) != _kind(b):
+        return celtypes.BoolType(False)
+    if isinstance(a, Quantity | Semver):
+        return celtypes.BoolType(a == b)
+    if isinstance(a, celtypes.ListType) and isinstance(b, celtypes.ListType):
+        if len(a) != len(b):
+            return celtypes.BoolType(False)
+        return celtypes.BoolType(all(_equal(x, y) is True or _equal(x, y) == celtypes.BoolType(True)
+                                     for x, y in zip(a, b, strict=True)))  # fmt: skip
+    try:
+        return celtypes.BoolType(a == b)
+    except TypeError:
+        return celtypes.BoolType(False)
+
+
+def _not_equal(a: Any, b: Any) -> Any:
+    same = _equal(a, b)
+    return same if isinstance(same, CELEvalError) else celtypes.BoolType(not same)
+
+
+FUNCTIONS: dict[str, Any] = {
+    "quantity": _quantity,
+    "isQuantity": _is_quantity,
+    "semver": _semver,
+    "isSemver": _is_semver,
+    "isInteger": _member("isInteger", lambda q: celtypes.BoolType(q.value.denominator == 1), _no_overload),
+    "asInteger": _as_integer,
+    "asApproximateFloat": _member(
+        "asApproximateFloat", lambda q: celtypes.DoubleType(float(q.value)), _no_overload
+    ),
+    "sign": _member("sign", lambda q: celtypes.IntType((q.value > 0) - (q.value < 0)), _no_overload),
+    "add": _add,
+    "sub": _sub,
+    "isLessThan": _less,
+    "isGreaterThan": _greater,
+    "compareTo": _compare,
+    "major": _member("major", _no_overload, lambda v: celtypes.IntType(v.major)),
+    "minor": _member("minor", _no_overload, lambda v: celtypes.IntType(v.minor)),
+    "patch": _member("patch", _no_overload, lambda v: celtypes.IntType(v.patch)),
+    "dyn": lambda value: value,
+    "_==_": _equal,
+    "_!=_": _not_equal,
+}  # fmt: skip
+
+
+class _DefaultMap(celtypes.MapType):
+    """``device.attributes`` and ``device.capacity``: a domain the device has nothing in is
+    an empty map (upstream's ``mapper`` with its default value)."""
+
+    def __getitem__(self, key: Any) -> Any:
+        try:
+            return super().__getitem__(key)
+        except KeyError:
+            return celtypes.MapType({})
+
+
+def _attribute_value(raw: Any) -> Any:
+    """A DeviceAttribute (``{"string": ...}``, ``int``, ``bool``, ``version``) as a CEL value."""
+    if not isinstance(raw, Mapping):
+        raise SelectorError(f"attribute {raw!r} is not an object")
+    if isinstance(raw.get("string"), str):
+        return celtypes.StringType(raw["string"])
+    if isinstance(raw.get("bool"), bool):
+        return celtypes.BoolType(raw["bool"])
+    if isinstance(raw.get("int"), int):
+        return celtypes.IntType(raw["int"])
+    if isinstance(raw.get("version"), str):
+        version = Semver.parse(raw["version"])
+        if version is None:
+            raise SelectorError(f"parse semantic version: {raw['version']!r}")
+        return version
+    raise SelectorError("unsupported attribute value")
+
+
+def _split(name: str, driver: str) -> tuple[str, str]:
+    domain, sep, ident = name.partition("/")
+    return (domain, ident) if sep else (driver, name)
+
+
+def device_value(device: DeviceView) -> celtypes.MapType:
+    """``device`` as the CEL variable (:mod:`k8s.io/dynamic-resource-allocation/cel`'s
+    ``DeviceMatches`` input)."""
+    attributes: dict[str, dict[Any, Any]] = {}
+    for name, raw in device.attributes.items():
+        domain, ident = _split(name, device.driver)
+        attributes.setdefault(domain, {})[celtypes.StringType(ident)] = _attribute_value(raw)
+    capacity: dict[str, dict[Any, Any]] = {}
+    for name, value in device.capacity.items():
+        domain, ident = _split(name, device.driver)
+        capacity.setdefault(domain, {})[celtypes.StringType(ident)] = Quantity(value, str(value))
+    return celtypes.MapType(
+        {
+            celtypes.StringType("driver"): celtypes.StringType(device.driver),
+            celtypes.StringType("allowMultipleAllocations"): celtypes.BoolType(
+                device.allow_multiple_allocations
+            ),
+            celtypes.StringType("attributes"): _DefaultMap(
+                {celtypes.StringType(d): celtypes.MapType(v) for d, v in attributes.items()}
+            ),
+            celtypes.StringType("capacity"): _DefaultMap(
+                {celtypes.StringType(d): celtypes.MapType(v) for d, v in capacity.items()}
+            ),
+        }
+    )
+
+
+def _calls(tree: lark.Tree[Any]) -> tuple[set[str], set[str]]:
+    """The names of the functions ``tree`` calls, and the namespaces it calls them in."""
+    names: set[str] = set()
+    namespaces: set[str] = set()
+    for node in tree.iter_subtrees():
+        if node.data in ("ident_arg", "dot_ident_arg"):
+            names.add(str(node.children[0]))
+        elif node.data == "member_dot_arg":
+            names.add(str(node.children[1]))
+            receiver = node.children[0]
+            if isinstance(receiver, lark.Tree):
+                idents = [t for t in receiver.iter_subtrees() if t.data == "ident"]
+                if len(idents) == 1 and receiver.data in ("member", "primary", "ident"):
+                    namespaces.add(str(idents[0].children[0]))
+    return names, namespaces
+
+
+_ENVIRONMENT: celpy.Environment | None = None
+_BUILTINS: frozenset[str] | None = None
+
+
+def _environment() -> tuple[celpy.Environment, frozenset[str]]:
+    global _ENVIRONMENT, _BUILTINS
+    if _ENVIRONMENT is None or _BUILTINS is None:
+        from celpy.evaluation import base_functions
+
+        _ENVIRONMENT = celpy.Environment()
+        _BUILTINS = frozenset(base_functions) | _MACROS | frozenset(FUNCTIONS)
+    return _ENVIRONMENT, _BUILTINS
+
+
+class CelSelector:
+    """One compiled selector expression (:class:`~stickypack.core.draalloc.Selector`). A
+    compile error or an expression this binding does not model is raised when it is first
+    matched against a device, as upstream's allocator finds a compile error when it first
+    evaluates the selector."""
+
+    def __init__(self, expression: str) -> None:
+        self.expression = expression
+        self._program: Any = None
+        self._compile_error: str | None = None
+        self._not_modelled: str | None = None
+        env, builtins = _environment()
+        if ".?" in expression or "[?" in expression:
+            self._not_modelled = "optional syntax (.? or [?)"
+            return
+        try:
+            tree = env.compile(expression)
+        except Exception as exc:  # celpy's parse errors (lark's) share no base class
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            self._compile_error = f"compilation failed: {first}"
+            return
+        names, namespaces = _calls(tree)
+        unmodelled = sorted((names & NOT_MODELLED_FUNCTIONS) - frozenset(FUNCTIONS))
+        if unmodelled or namespaces & _NAMESPACES:
+            what = unmodelled or sorted(namespaces & _NAMESPACES)
+            self._not_modelled = f"function {', '.join(what)}"
+            return
+        unknown = sorted(names - builtins - NOT_MODELLED_FUNCTIONS)
+        if unknown:
+            self._compile_error = f"compilation failed: undeclared reference to '{unknown[0]}'"
+            return
+        self._program = env.program(tree, functions=FUNCTIONS)
+
+    def matches(self, device: DeviceView) -> bool:
+        """Whether ``device`` passes; :class:`SelectorError` for a compile or runtime error
+        (the message's detail as upstream's, where known), :class:`SelectorNotModelled`."""
+        if self._not_modelled is not None:
+            raise SelectorNotModelled(f"CEL {self._not_modelled} is not modelled")
+        if self._compile_error is not None:
+            raise SelectorError(self._compile_error, compile_error=True)
+        try:
+            result = self._program.evaluate({"device": device_value(device)})
+        except CELEvalError as exc:
+            raise SelectorError(_runtime_message(exc)) from None
+        if isinstance(result, CELEvalError):
+            raise SelectorError(_runtime_message(result))
+        if not isinstance(result, celtypes.BoolType):
+            kind = type(result).__name__.removesuffix("Type").lower()
+            raise SelectorError(f"CEL result of type {kind} could not be converted to bool")
+        return bool(result)
+
+
+def _runtime_message(error: CELEvalError) -> str:
+    """A cel-python evaluation error in cel-go's words where they differ (a missing map key:
+    ``no such key: name``, with upstream's hint)."""
+    text = str(error.args[0]) if error.args else str(error)
+    missing = re.match(r"no such member in mapping: '(.*)'", text)
+    if text == "no such key" and len(error.args) > 2 and error.args[2]:
+        missing = re.match(r"(.*)", str(error.args[2][0]))
+    if missing is not None:
+        return (
+            f"no such key: {missing.group(1)}. consider using CEL optional chaining (.? followed by "
+            "orValue()) or guarding the check with has() for optional fields"
+        )
+    return text
+
+
+def compile_selector(expression: str) -> CelSelector:
+    """:data:`~stickypack.core.draalloc.CompileSelector` for the allocator."""
+    return CelSelector(expression)

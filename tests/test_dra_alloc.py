@@ -1,0 +1,378 @@
+"""kube-scheduler's DRA allocator (``core.draalloc``) and the CEL selectors it runs
+(``stickypack.dracel``): pure, on the API's dicts."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+import pytest
+
+from stickypack.core.dra import DynamicResourcesFilter
+from stickypack.core.draalloc import (
+    DeviceView,
+    DraAllocator,
+    SelectorError,
+    SelectorNotModelled,
+    read_claim,
+)
+from stickypack.core.framework import SchedulingContext
+from stickypack.core.nodetable import NodeTable
+from stickypack.core.pod import Pod
+from stickypack.dracel import compile_selector
+from stickypack.testing import pod_manifest
+
+DRIVER = "gpu.example.com"
+
+
+def _device(name: str, **attributes: Any) -> dict[str, Any]:
+    """A device with attributes given as ``model="a100"``, ``cores=8``, ``fast=True`` or
+    ``version=("version", "1.2.3")``."""
+    attrs: dict[str, Any] = {}
+    for key, value in attributes.items():
+        if isinstance(value, tuple):
+            attrs[key] = {value[0]: value[1]}
+        elif isinstance(value, bool):
+            attrs[key] = {"bool": value}
+        elif isinstance(value, int):
+            attrs[key] = {"int": value}
+        else:
+            attrs[key] = {"string": value}
+    return {"name": name, "attributes": attrs, "capacity": {"memory": {"value": "40Gi"}}}
+
+
+def _slice(
+    node: str | None, *devices: dict[str, Any], pool: str | None = None, **spec: Any
+) -> dict[str, Any]:
+    pool_name = pool or node or "shared"
+    body: dict[str, Any] = {
+        "driver": DRIVER,
+        "pool": {
+            "name": pool_name,
+            "generation": spec.pop("generation", 1),
+            "resourceSliceCount": spec.pop("count", 1),
+        },
+        "devices": list(devices),
+        **spec,
+    }
+    if node is not None:
+        body["nodeName"] = node
+    return {"metadata": {"name": spec.get("name", f"{pool_name}-{node}")}, "spec": body}
+
+
+CLASSES = {
+    "gpu": {
+        "metadata": {"name": "gpu"},
+        "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]},
+    }
+}
+
+
+def _request(name: str = "r", count: int = 1, *selectors: str, **extra: Any) -> dict[str, Any]:
+    exactly = {"deviceClassName": "gpu", "count": count, **extra}
+    if selectors:
+        exactly["selectors"] = [{"cel": {"expression": e}} for e in selectors]
+    return {"name": name, "exactly": exactly}
+
+
+def _claim(name: str, *requests: dict[str, Any], constraints: list[Any] | None = None) -> dict[str, Any]:
+    devices: dict[str, Any] = {"requests": list(requests)}
+    if constraints:
+        devices["constraints"] = constraints
+    return {"metadata": {"name": name, "namespace": "default"}, "spec": {"devices": devices}}
+
+
+def _held(name: str, node: str, *devices: str, admin: bool = False) -> dict[str, Any]:
+    results = [
+        {"request": "r", "driver": DRIVER, "pool": node, "device": d, "adminAccess": admin} for d in devices
+    ]
+    claim = _claim(name, _request())
+    claim["status"] = {"allocation": {"devices": {"results": results}}}
+    return claim
+
+
+def _fits(
+    slices: list[dict[str, Any]],
+    *claims: dict[str, Any],
+    node: str = "a",
+    held: list[Any] = (),
+    labels: dict[str, str] | None = None,
+) -> Any:
+    allocator = DraAllocator(slices, list(held), CLASSES, compile_selector)
+    read = [read_claim(f"default/{c['metadata']['name']}", c) for c in claims]
+    return allocator.allocate(node, labels or {}, read)
+
+
+def _view(**attributes: Any) -> DeviceView:
+    device = _device("d", **attributes)
+    return DeviceView(DRIVER, device["attributes"], {"memory": Fraction(40 * 2**30)})
+
+
+def _cel(expression: str, view: DeviceView | None = None) -> bool:
+    return compile_selector(expression).matches(
+        view or _view(model="a100", cores=8, fast=True, fw=("version", "1.4.2"))
+    )
+
+
+# ---- CEL -------------------------------------------------------------------------------------
+
+
+def test_cel_reads_attributes_of_each_type_with_or_without_their_domain() -> None:
+    assert _cel(f'device.attributes["{DRIVER}"].model == "a100"')
+    assert _cel(f'device.attributes["{DRIVER}"].cores > 4 && device.attributes["{DRIVER}"].fast')
+    assert not _cel(f'device.attributes["{DRIVER}"].cores == "8"')  # heterogeneous: not equal, no error
+    assert _cel(f'device.attributes["{DRIVER}"].model.startsWith("a") && device.driver == "{DRIVER}"')
+    assert _cel(f'"model" in device.attributes["{DRIVER}"] && !has(device.attributes["{DRIVER}"].gone)')
+    other = DeviceView(DRIVER, {"other.example.com/zone": {"string": "z1"}}, {})
+    assert _cel('device.attributes["other.example.com"].zone == "z1"', other)
+    assert not _cel('has(device.attributes["nothing.example.com"].zone)')  # a missing domain: empty
+
+
+def test_cel_capacity_is_a_quantity_and_versions_are_semver() -> None:
+    memory = f'device.capacity["{DRIVER}"].memory'
+    assert _cel(f'{memory}.isGreaterThan(quantity("10Gi")) && {memory}.compareTo(quantity("40Gi")) == 0')
+    assert not _cel(f'{memory}.isLessThan(quantity("1Gi"))')
+    assert _cel(f"{memory}.isInteger() && {memory}.asInteger() == 42949672960 && {memory}.sign() == 1")
+    assert _cel(f'{memory} == quantity("40960Mi") && isQuantity("1.5") && !isQuantity("x")')
+    version = f'device.attributes["{DRIVER}"].fw'
+    assert _cel(f'{version}.isGreaterThan(semver("1.4.0")) && {version}.isLessThan(semver("1.10.0"))')
+    assert _cel(f"{version}.major() == 1 && {version}.minor() == 4 && {version}.patch() == 2")
+    assert _cel('semver("1.0.0-alpha").isLessThan(semver("1.0.0")) && isSemver("2.0.0") && !isSemver("v2")')
+    assert _cel('semver("1.0.0-alpha.1").isLessThan(semver("1.0.0-alpha.beta"))')
+
+
+def test_cel_errors_a_missing_attribute_and_a_result_not_bool_as_upstream_words_them() -> None:
+    with pytest.raises(
+        SelectorError, match=r"^no such key: gone\. consider using CEL optional chaining"
+    ) as err:
+        _cel(f'device.attributes["{DRIVER}"].gone == "x"')
+    assert not err.value.compile_error
+    with pytest.raises(SelectorError, match="no such key: zone"):
+        _cel('device.attributes["nothing.example.com"].zone == "x"')
+    with pytest.raises(SelectorError, match="could not be converted to bool"):
+        _cel(f'device.attributes["{DRIVER}"].model')
+    # an error one side of || or && absorbed, as CEL's commutative logic does
+    assert _cel(f'device.attributes["{DRIVER}"].gone == "x" || true')
+
+
+def test_cel_a_compile_error_is_raised_when_matched_and_unmodelled_functions_are_said() -> None:
+    broken = compile_selector("device.driver ==")  # compiling never raises
+    with pytest.raises(SelectorError, match="compilation failed") as err:
+        broken.matches(_view())
+    assert err.value.compile_error
+    with pytest.raises(SelectorError, match="undeclared reference to 'nosuch'"):
+        _cel("nosuch(device.driver)")
+    for expression in (
+        'device.attributes["x"].?y.orValue("z") == "z"',
+        "ip(device.driver).family() == 4",
+        "sets.contains([1], [1])",
+        "[1, 2].sum() == 3",
+    ):
+        with pytest.raises(SelectorNotModelled):
+            _cel(expression)
+
+
+# ---- the allocator ---------------------------------------------------------------------------
+
+
+def test_a_node_passes_when_its_devices_match_the_class_and_request_selectors() -> None:
+    slices = [_slice("a", _device("d0", model="a100")), _slice("b", _device("d0", model="t4"))]
+    claim = _claim("c", _request("r", 1, f'device.attributes["{DRIVER}"].model == "a100"'))
+    assert _fits(slices, claim, node="a").fits
+    outcome = _fits(slices, claim, node="b")
+    assert (outcome.fits, outcome.reason) == (False, "cannot allocate all claims")
+    assert not _fits(slices, claim, node="c").fits  # no slice: nothing to allocate from
+
+
+def test_devices_allocated_to_other_claims_are_not_free_but_admin_access_ones_are() -> None:
+    slices = [_slice("a", _device("d0"), _device("d1"))]
+    two = _claim("c", _request("r", 2))
+    assert _fits(slices, two).fits
+    assert not _fits(slices, two, held=[_held("other", "a", "d1")]).fits
+    assert _fits(slices, two, held=[_held("watcher", "a", "d1", admin=True)]).fits
+    assert _fits(slices, _claim("c", _request("r", 1)), held=[_held("other", "a", "d1")]).fits
+    # two claims of the pod take distinct devices
+    assert not _fits(slices, two, _claim("d", _request("r", 1))).fits
+
+
+def test_the_search_backtracks_over_earlier_choices_as_upstreams_exhaustive_search() -> None:
+    """``any`` takes d0 first; ``only0`` can use d0 alone: a greedy pick fails, upstream's
+    backtracking (and this) puts ``any`` on d1."""
+    slices = [_slice("a", _device("d0", slot=0), _device("d1", slot=1))]
+    claim = _claim("c", _request("any", 1), _request("only0", 1, f'device.attributes["{DRIVER}"].slot == 0'))
+    assert _fits(slices, claim).fits
+
+
+def test_first_available_falls_back_to_a_later_subrequest() -> None:
+    slices = [_slice("a", _device("d0", model="t4"))]
+    sub = {"deviceClassName": "gpu", "count": 1}
+    claim = _claim(
+        "c",
+        {
+            "name": "r",
+            "firstAvailable": [
+                {
+                    **sub,
+                    "name": "big",
+                    "selectors": [{"cel": {"expression": f'device.attributes["{DRIVER}"].model == "a100"'}}],
+                },
+                {**sub, "name": "small"},
+            ],
+        },
+    )
+    assert _fits(slices, claim).fits
+    claim["spec"]["devices"]["requests"][0]["firstAvailable"].pop()
+    assert not _fits(slices, claim).fits
+
+
+def test_match_and_distinct_attribute_constraints_bind_the_requests_they_name() -> None:
+    slices = [_slice("a", _device("d0", numa=0), _device("d1", numa=1), _device("d2", numa=1))]
+    match = [{"matchAttribute": f"{DRIVER}/numa", "requests": ["x", "y"]}]
+    pair = (_request("x", 1, f'device.attributes["{DRIVER}"].numa == 0'), _request("y", 1))
+    assert not _fits(slices, _claim("c", *pair, constraints=match)).fits  # numa 0 has one device
+    assert _fits(
+        slices, _claim("c", _request("x", 2), constraints=[{"matchAttribute": f"{DRIVER}/numa"}])
+    ).fits
+    distinct = [{"distinctAttribute": f"{DRIVER}/numa"}]
+    assert _fits(slices, _claim("c", _request("x", 2), constraints=distinct)).fits
+    assert not _fits(slices, _claim("c", _request("x", 3), constraints=distinct)).fits
+    # an attribute a device lacks fails the constraint
+    assert not _fits(
+        slices, _claim("c", _request("x", 1), constraints=[{"matchAttribute": f"{DRIVER}/gone"}])
+    ).fits
+
+
+def test_a_tainted_device_needs_a_toleration() -> None:
+    tainted = _device("d0")
+    tainted["taints"] = [{"key": "broken", "value": "yes", "effect": "NoSchedule"}]
+    slices = [_slice("a", tainted)]
+    assert not _fits(slices, _claim("c", _request("r", 1))).fits
+    tolerated = _request("r", 1, tolerations=[{"key": "broken", "operator": "Exists"}])
+    assert _fits(slices, _claim("c", tolerated)).fits
+    wrong = _request("r", 1, tolerations=[{"key": "broken", "operator": "Equal", "value": "no"}])
+    assert not _fits(slices, _claim("c", wrong)).fits
+    tainted["taints"][0]["effect"] = "None"  # only NoSchedule and NoExecute keep a device
+    assert _fits(slices, _claim("c", _request("r", 1))).fits
+
+
+def test_all_mode_takes_every_selectable_device_and_errs_on_an_incomplete_pool() -> None:
+    slices = [_slice("a", _device("d0"), _device("d1"))]
+    every = _claim("c", _request("r", 0, allocationMode="All"))
+    assert _fits(slices, every).fits
+    assert not _fits(slices, every, held=[_held("other", "a", "d0")]).fits
+    incomplete = [_slice("a", _device("d0"), count=2)]
+    outcome = _fits(incomplete, every)
+    assert outcome.error == (
+        f"claim default/c, request r: asks for all devices, but resource pool {DRIVER}/a "
+        "is currently being updated"
+    )
+    assert not _fits(incomplete, _claim("c", _request("r", 1))).fits  # exact count: skipped, no error
+
+
+def test_node_selection_of_slices_and_devices_and_the_newest_generation() -> None:
+    zoned = _slice(
+        None,
+        _device("z0"),
+        pool="zone",
+        nodeSelector={
+            "nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["z1"]}]}]
+        },
+    )
+    claim = _claim("c", _request("r", 1))
+    assert _fits([zoned], claim, labels={"zone": "z1"}).fits
+    assert not _fits([zoned], claim, labels={"zone": "z2"}).fits
+    assert _fits([_slice(None, _device("g"), pool="net", allNodes=True)], claim).fits
+    per_device = _slice(
+        None,
+        {**_device("p0"), "nodeName": "b"},
+        {**_device("p1"), "nodeName": "a"},
+        pool="per",
+        perDeviceNodeSelection=True,
+    )
+    assert _fits([per_device], _claim("c", _request("r", 1))).fits
+    assert not _fits([per_device], _claim("c", _request("r", 2))).fits  # p0 is b's
+    old = _slice("a", _device("d0"), _device("d1"), generation=1, name="old")
+    new = _slice("a", _device("d0"), generation=2, name="new")
+    assert not _fits([old, new], _claim("c", _request("r", 2))).fits
+
+
+def test_partitionable_devices_need_the_counters_they_consume() -> None:
+    counters = {
+        "metadata": {"name": "counters"},
+        "spec": {
+            "driver": DRIVER,
+            "nodeName": "a",
+            "pool": {"name": "a", "generation": 1, "resourceSliceCount": 2},
+            "sharedCounters": [{"name": "gpu0", "counters": {"memory": {"value": "40Gi"}}}],
+        },
+    }
+
+    def part(name: str, memory: str) -> dict[str, Any]:
+        return {
+            "name": name,
+            "consumesCounters": [{"counterSet": "gpu0", "counters": {"memory": {"value": memory}}}],
+        }
+
+    devices = _slice(
+        "a", part("whole", "40Gi"), part("half0", "20Gi"), part("half1", "20Gi"), count=2, name="devs"
+    )
+    assert _fits([counters, devices], _claim("c", _request("r", 2))).fits  # the two halves
+    assert not _fits([counters, devices], _claim("c", _request("r", 3))).fits
+    assert not _fits([counters, devices], _claim("c", _request("r", 1)), held=[_held("o", "a", "whole")]).fits
+
+
+def test_a_cel_error_is_met_only_on_a_device_the_search_reaches() -> None:
+    """Upstream finds a runtime error where it evaluates the selector: d0 matches first, so
+    a one-device claim never evaluates d1 (which lacks the attribute); two devices do."""
+    slices = [_slice("a", _device("d0", model="a100"), _device("d1"))]
+    selector = f'device.attributes["{DRIVER}"].model == "a100"'
+    assert _fits(slices, _claim("c", _request("r", 1, selector))).fits
+    outcome = _fits(slices, _claim("c", _request("r", 2, selector)))
+    assert (outcome.fits, outcome.error) == (
+        False,
+        f"claim default/c: selector #0 on device {DRIVER}/a/d1: CEL runtime error: no such key: model. "
+        "consider using CEL optional chaining (.? followed by orValue()) or guarding the check with has() "
+        "for optional fields",
+    )
+    broken = _claim("c", _request("r", 1, "device.driver =="))
+    assert (broken_outcome := _fits(slices, broken)).error is not None
+    assert broken_outcome.error.startswith(
+        "claim default/c: selector #0: CEL compile error: compilation failed"
+    )
+
+
+def test_what_the_allocator_does_not_model_passes_the_node_and_says_why() -> None:
+    slices = [_slice("a", {**_device("d0"), "allowMultipleAllocations": True})]
+    outcome = _fits(slices, _claim("c", _request("r", 1)))
+    assert outcome.fits and "allows multiple allocations" in str(outcome.not_modelled)
+    capacity = _request("r", 1, capacity={"requests": {"memory": "1Gi"}})
+    assert "capacity requests" in str(_fits([_slice("a", _device("d0"))], _claim("c", capacity)).not_modelled)
+    unlisted = DraAllocator([_slice("a", _device("d0"))], [], None, compile_selector)
+    outcome = unlisted.allocate("a", {}, [read_claim("default/c", _claim("c", _request()))])
+    assert outcome.fits and "DeviceClass could not be listed" in str(outcome.not_modelled)
+
+
+def test_the_filter_allocates_the_pods_unallocated_claims_node_by_node() -> None:
+    """With an allocator, DynamicResources passes only the nodes whose devices fit the
+    claim (before, every node passed for a claim not allocated)."""
+    slices = [_slice("a", _device("d0", model="t4")), _slice("b", _device("d0", model="a100"))]
+    claim = _claim("c", _request("r", 1, f'device.attributes["{DRIVER}"].model == "a100"'))
+    table = NodeTable()
+    for name in ("a", "b"):
+        table.upsert_node(name, {"cpu": 4000, "memory": 2**34, "pods": 110})
+    raw = pod_manifest("p", cpu="1", memory="1Gi")
+    raw["metadata"]["uid"] = "u"
+    raw["spec"]["resourceClaims"] = [{"name": "x", "resourceClaimName": "c"}]
+    pod = Pod.from_dict(raw)
+    allocator = DraAllocator(slices, [claim], CLASSES, compile_selector)
+    plugin = DynamicResourcesFilter({("default", "c"): claim}, set(CLASSES), allocator=allocator)
+    idx = table.active_indices()
+    mask = plugin.filter(pod, table, idx, SchedulingContext())
+    assert dict(zip(table.node_names(idx), mask.tolist(), strict=True)) == {"a": False, "b": True}
+    assert plugin.outcomes()["a"].reason == "cannot allocate all claims"
+    assert np.all(
+        DynamicResourcesFilter({("default", "c"): claim}, set(CLASSES)).filter(
+            pod, table, idx, SchedulingContext()
+        )
+    )
