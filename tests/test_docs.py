@@ -315,7 +315,7 @@ def _may_import() -> dict[str, set[str]]:
 
 
 #: Import names whose distribution architecture.md names otherwise.
-_DISTRIBUTIONS = {"yaml": "pyyaml"}
+_DISTRIBUTIONS = {"yaml": "pyyaml", "celpy": "cel-python"}
 
 
 def _imports(module: str) -> Iterator[tuple[str, str]]:

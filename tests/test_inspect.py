@@ -13,6 +13,7 @@ import re
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -5132,6 +5133,9 @@ def test_inspect_pod_dra_keeps_a_pod_where_its_allocated_claim_is_as_the_real_sc
             "not_judged": [],
             "deallocates": [],
             "unbindable": [],
+            "allocates": [],
+            "cannot_allocate": {},
+            "scheduler_error": None,
         }
         plain = inspect(probe)
         assert (plain["best"], plain["dynamic_resources"], set(verdicts(plain).values())) == (
@@ -5245,11 +5249,11 @@ def test_inspect_pod_dra_rejects_a_claim_for_a_device_class_that_does_not_exist(
     """A claim not allocated whose request asks for a DeviceClass that does not exist:
     kube-scheduler's DynamicResources PreFilter rejects every node, in the words inspect
     gives (the real kube-scheduler's PodScheduled condition carries them). Once the class
-    exists and ``b`` publishes a device, inspect does not judge the claim (the allocator's
-    CEL selectors): every node passes and LeastAllocated names the empty ``a``, where the
-    real kube-scheduler binds the pod to ``b``, the one node with a device: the difference
-    the operator guide documents. An account that may not list DeviceClasses is told the
-    class is not checked."""
+    exists and ``b`` publishes a device, inspect allocates the claim as kube-scheduler's
+    allocator does: ``a`` (the emptier node, LeastAllocated's pick) has no device and is
+    named DynamicResources, ``b`` is best, where the real kube-scheduler binds the pod. An
+    account that may not list DeviceClasses is told the class is not checked (and the claim
+    is not judged)."""
     suffix = uuid.uuid4().hex[:6]
     driver, claim = f"gpu-{suffix}.example.com", f"wants-{suffix}"
     cluster.create_node("a", cpu="4", memory="16Gi")
@@ -5268,6 +5272,9 @@ def test_inspect_pod_dra_rejects_a_claim_for_a_device_class_that_does_not_exist(
             "not_judged": [],
             "deallocates": [],
             "unbindable": [],
+            "allocates": [],
+            "cannot_allocate": {},
+            "scheduler_error": None,
         }
         assert {n["filtered_by"] for n in report["nodes"]} == {"DynamicResources"}
         # an account that may list the claims but not the classes: not checked, and said
@@ -5284,7 +5291,7 @@ def test_inspect_pod_dra_rejects_a_claim_for_a_device_class_that_does_not_exist(
         assert (judged["device_classes_read"], judged["rejected"], judged["not_judged"]) == (
             False,
             None,
-            [claim],
+            [f"claim default/{claim}: its DeviceClass could not be listed (on a, b: passes there)"],
         )
         assert main(argv) == 0
         assert "DeviceClasses could not be listed" in capsys.readouterr().out
@@ -5295,8 +5302,10 @@ def test_inspect_pod_dra_rejects_a_claim_for_a_device_class_that_does_not_exist(
         cluster.stop_schedulers()  # else it allocates the claim before inspect reads it
         cluster.create_device_pool("b", 1, driver=driver)  # the class, and one device on b
         report = _inspect_pod_dra_json(cluster, tmp_path, capsys, pod)
-        assert report["dynamic_resources"]["not_judged"] == [claim]
-        assert (report["best"], {n["filtered_by"] for n in report["nodes"]}) == (["a"], {None})
+        assert report["dynamic_resources"]["allocates"] == [claim]
+        assert report["dynamic_resources"]["cannot_allocate"] == {"a": "cannot allocate all claims"}
+        verdicts = {n["node"]: n["filtered_by"] for n in report["nodes"]}
+        assert (report["best"], verdicts) == (["b"], {"a": "DynamicResources", "b": None})
         cluster.start_scheduler(scheduler_config(["default-scheduler"]))
         assert cluster.wait_bound(["wants"], timeout=30) == {"wants": "b"}
     finally:
@@ -5650,6 +5659,163 @@ def _allocate_on_node(cluster: ControlPlane, claim: str, node: str, driver: str)
     cluster.call(
         lambda api: client.ResourceV1Api(api).patch_namespaced_resource_claim_status(claim, "default", status)
     )
+
+
+def _publish_devices(cluster: ControlPlane, node: str, driver: str, devices: list[dict]) -> None:
+    """A DeviceClass ``driver`` selecting the driver's devices by CEL (unless there is one)
+    and a node-local ResourceSlice of ``devices`` in pool ``node``."""
+    from kubernetes_asyncio.client.exceptions import ApiException
+
+    selector = {"cel": {"expression": f'device.driver == "{driver}"'}}
+
+    async def create(api: Any) -> None:
+        resource: Any = client.ResourceV1Api(api)  # bodies as dicts
+        try:
+            await resource.create_device_class(
+                {"metadata": {"name": driver}, "spec": {"selectors": [selector]}}
+            )
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+        pool = {"name": node, "generation": 1, "resourceSliceCount": 1}
+        spec = {"driver": driver, "nodeName": node, "pool": pool, "devices": devices}
+        await resource.create_resource_slice({"metadata": {"name": f"{driver}-{node}"}, "spec": spec})
+
+    cluster.call(create)
+
+
+def _create_claim(cluster: ControlPlane, name: str, devices: dict) -> None:
+    """A ResourceClaim ``name`` of ``spec.devices`` ``devices``, not allocated."""
+    body = {"metadata": {"name": name}, "spec": {"devices": devices}}
+    cluster.call(lambda api: client.ResourceV1Api(api).create_namespaced_resource_claim("default", body))
+
+
+@pytest.mark.controlplane
+def test_inspect_pod_dra_allocates_unallocated_claims_as_the_real_scheduler_does(
+    cluster: ControlPlane, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """kube-scheduler's allocator on claims not allocated yet, one driver (and DeviceClass,
+    selecting it by CEL) per case, on nodes ``a`` (empty: LeastAllocated's pick without
+    DRA) and ``b`` (busy): inspect names the node the real kube-scheduler binds each pod
+    to, and DynamicResources on the other, in its words:
+
+    * ``model``: ``a`` publishes a t4, ``b`` an a100; the claim's selector asks for an a100;
+    * ``taken``: ``a``'s one device is allocated to another claim;
+    * ``pair``: ``count: 2``, ``a`` has one device, ``b`` two; ``three``: ``count: 3``,
+      nowhere (the real kube-scheduler's PodScheduled condition says why, as inspect does);
+    * ``fallback``: ``firstAvailable`` an a100 (none anywhere), then a t4 (``a``'s only);
+    * ``numa``: ``count: 2`` with ``matchAttribute`` numa: ``a``'s two devices differ;
+    * ``taint``: ``a``'s device is tainted NoSchedule, the request tolerates nothing;
+    * ``missing``: the selector reads an attribute ``a``'s device lacks: a CEL runtime error
+      that fails the whole scheduling attempt (``SchedulerError``, no node), in the real
+      kube-scheduler's words."""
+    suffix = uuid.uuid4().hex[:6]
+    cluster.create_node("a", cpu="4", memory="16Gi")
+    cluster.create_node("b", cpu="4", memory="16Gi")
+    _bind(cluster, "b-fill", "b", "2", "4Gi")
+
+    def driver(case: str) -> str:
+        return f"{case}-{suffix}.example.com"
+
+    def dev(name: str, **attrs: Any) -> dict:
+        kinds = {bool: "bool", int: "int", str: "string"}
+        return {"name": name, "attributes": {k: {kinds[type(v)]: v} for k, v in attrs.items()}}
+
+    def exactly(case: str, count: int = 1, *selectors: str, **extra: Any) -> dict:
+        body = {"deviceClassName": driver(case), "count": count, **extra}
+        body["selectors"] = [{"cel": {"expression": e}} for e in selectors]
+        return {"requests": [{"name": "gpu", "exactly": body}]}
+
+    model = f'device.attributes["{driver("model")}"].model == "a100"'
+    tainted = {**dev("dev-0"), "taints": [{"key": "broken", "value": "yes", "effect": "NoSchedule"}]}
+    published = {
+        "model": ([dev("dev-0", model="t4")], [dev("dev-0", model="a100")]),
+        "taken": ([dev("dev-0")], [dev("dev-0")]),
+        "pair": ([dev("dev-0")], [dev("dev-0"), dev("dev-1")]),
+        "three": ([dev("dev-0")], [dev("dev-0"), dev("dev-1")]),
+        "fallback": ([dev("dev-0", model="t4")], []),
+        "numa": ([dev("dev-0", numa=0), dev("dev-1", numa=1)], [dev("dev-0", numa=1), dev("dev-1", numa=1)]),
+        "taint": ([tainted], [dev("dev-0")]),
+        "missing": ([dev("dev-0")], [dev("dev-0", model="a100")]),
+    }
+    sub = {"deviceClassName": driver("fallback"), "count": 1}
+    a100 = {"cel": {"expression": f'device.attributes["{driver("fallback")}"].model == "a100"'}}
+    claims = {
+        "model": exactly("model", 1, model),
+        "taken": exactly("taken"),
+        "pair": exactly("pair", 2),
+        "three": exactly("three", 3),
+        "fallback": {
+            "requests": [
+                {
+                    "name": "gpu",
+                    "firstAvailable": [{**sub, "name": "big", "selectors": [a100]}, {**sub, "name": "small"}],
+                }
+            ]
+        },
+        "numa": {
+            **exactly("numa", 2),
+            "constraints": [{"matchAttribute": f"{driver('numa')}/numa", "requests": ["gpu"]}],
+        },
+        "taint": exactly("taint"),
+        "missing": exactly("missing", 1, f'device.attributes["{driver("missing")}"].model == "a100"'),
+    }
+    expected = {"model": "b", "taken": "b", "pair": "b", "fallback": "a", "numa": "b", "taint": "b"}
+    pods = {}
+    try:
+        for case, (on_a, on_b) in published.items():
+            for node, devices in (("a", on_a), ("b", on_b)):
+                if devices:
+                    _publish_devices(cluster, node, driver(case), devices)
+            _create_claim(cluster, f"{case}-{suffix}", claims[case])
+            pod = pod_manifest(case, cpu="100m", memory="100Mi")
+            pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": f"{case}-{suffix}"}]
+            pods[case] = pod
+        cluster.create_claim(f"holder-{suffix}", 1, driver=driver("taken"))
+        cluster.allocate_claim(f"holder-{suffix}", "a", ["dev-0"], driver=driver("taken"))
+        reports = {case: _inspect_pod_dra_json(cluster, tmp_path, capsys, pod) for case, pod in pods.items()}
+        for case, node in expected.items():
+            other = "a" if node == "b" else "b"
+            report = reports[case]
+            verdicts = {n["node"]: n["filtered_by"] for n in report["nodes"]}
+            assert (report["best"], verdicts) == ([node], {node: None, other: "DynamicResources"}), case
+            judged = report["dynamic_resources"]
+            assert judged["allocates"] == [f"{case}-{suffix}"], case
+            assert judged["cannot_allocate"] == {other: "cannot allocate all claims"}, case
+            assert (judged["scheduler_error"], judged["not_judged"]) == (None, []), case
+        three = reports["three"]
+        assert three["best"] == [] and three["dynamic_resources"]["cannot_allocate"] == {
+            "a": "cannot allocate all claims",
+            "b": "cannot allocate all claims",
+        }
+        why = (
+            f'running "DynamicResources" filter plugin: claim default/missing-{suffix}: selector #0 on '
+            f"device {driver('missing')}/a/dev-0: CEL runtime error: no such key: model. consider using CEL "
+            "optional chaining (.? followed by orValue()) or guarding the check with has() for optional "
+            "fields"
+        )
+        missing = reports["missing"]
+        assert (missing["best"], missing["dynamic_resources"]["scheduler_error"]) == ([], why)
+        assert {n["node"]: n["filtered_by"] for n in missing["nodes"]} == {"a": "DynamicResources", "b": None}
+        cluster.start_scheduler(scheduler_config(["default-scheduler"]))
+        for pod in pods.values():
+            cluster.create_pod(pod=pod)
+        assert cluster.wait_bound(list(expected), timeout=60) == expected
+        message = cluster.wait_unschedulable(["three"], timeout=30)["three"]
+        assert "2 cannot allocate all claims" in message, message
+        deadline = time.monotonic() + 30
+        condition: dict = {}
+        while time.monotonic() < deadline and condition.get("reason") != "SchedulerError":
+            held = {p["metadata"]["name"]: p for p in cluster.pods()}["missing"]
+            assert not held["spec"].get("nodeName")
+            found = [
+                c for c in held.get("status", {}).get("conditions") or [] if c.get("type") == "PodScheduled"
+            ]
+            condition = found[0] if found else {}
+            time.sleep(0.2)
+        assert (condition.get("reason"), condition.get("message")) == ("SchedulerError", why)
+    finally:
+        cluster.delete_all_dra()
 
 
 def _inspect_pod_dra_json(

@@ -40,7 +40,6 @@ from functools import total_ordering
 from typing import Any
 
 import celpy
-import lark
 from celpy import celtypes
 from celpy.evaluation import CELEvalError
 
@@ -352,8 +351,9 @@ def device_value(device: DeviceView) -> celtypes.MapType:
     )
 
 
-def _calls(tree: lark.Tree[Any]) -> tuple[set[str], set[str]]:
-    """The names of the functions ``tree`` calls, and the namespaces it calls them in."""
+def _calls(tree: Any) -> tuple[set[str], set[str]]:
+    """The names of the functions ``tree`` (cel-python's parse tree, a ``lark.Tree``) calls,
+    and the namespaces it calls them in."""
     names: set[str] = set()
     namespaces: set[str] = set()
     for node in tree.iter_subtrees():
@@ -362,7 +362,7 @@ def _calls(tree: lark.Tree[Any]) -> tuple[set[str], set[str]]:
         elif node.data == "member_dot_arg":
             names.add(str(node.children[1]))
             receiver = node.children[0]
-            if isinstance(receiver, lark.Tree):
+            if hasattr(receiver, "iter_subtrees"):
                 idents = [t for t in receiver.iter_subtrees() if t.data == "ident"]
                 if len(idents) == 1 and receiver.data in ("member", "primary", "ident"):
                     namespaces.add(str(idents[0].children[0]))
