@@ -376,3 +376,57 @@ def test_the_filter_allocates_the_pods_unallocated_claims_node_by_node() -> None
             pod, table, idx, SchedulingContext()
         )
     )
+
+
+def test_cel_semver_normalizes_when_asked_as_the_kubernetes_library() -> None:
+    assert _cel('semver("v1.2", true) == semver("1.2.0") && isSemver("01.2.3", true) && !isSemver("01.2.3")')
+    with pytest.raises(SelectorError, match="could not parse"):
+        _cel('semver("v1.2") == semver("1.2.0")')
+
+
+def test_the_allocation_slimmers_keep_what_the_allocator_reads() -> None:
+    """``inspect --pod --dra`` lists slices and claims through
+    ``allocation_resource_slice`` / ``allocation_resource_claim``: the allocator decides
+    on them as on the objects served (whose metadata and status carry more)."""
+    from stickypack.kube.dra import allocation_resource_claim, allocation_resource_slice
+
+    tainted = {**_device("d1", model="a100"), "taints": [{"key": "k", "value": "v", "effect": "NoSchedule"}]}
+    served = [_slice("a", _device("d0", model="t4"), tainted), _slice("b", _device("d0", model="a100"))]
+    for obj in served:
+        obj["metadata"].update({"uid": "u", "managedFields": [{"manager": "x"}], "labels": {"a": "b"}})
+    claim = _claim(
+        "c",
+        _request("r", 1, f'device.attributes["{DRIVER}"].model == "a100"'),
+        constraints=[{"matchAttribute": f"{DRIVER}/model"}],
+    )
+    claim["spec"]["devices"]["config"] = [{"opaque": {"driver": DRIVER, "parameters": {}}}]
+    holder = _held("h", "b", "d0")
+
+    def outcomes(slices: list[Any], claims: list[Any]) -> dict[str, Any]:
+        allocator = DraAllocator(slices, claims, CLASSES, compile_selector)
+        read = read_claim("default/c", claims[0])
+        return {node: allocator.allocate(node, {}, [read]) for node in ("a", "b")}
+
+    full = outcomes(served, [claim, holder])
+    slim = outcomes(
+        [allocation_resource_slice(s) for s in served],
+        [allocation_resource_claim(c) for c in (claim, holder)],
+    )
+    assert full == slim and not full["a"].fits and not full["b"].fits  # tainted; held
+
+
+def test_objects_not_shaped_as_served_are_named_never_a_traceback() -> None:
+    bad_slice = {"metadata": {"name": "s"}, "spec": {"driver": DRIVER, "pool": "p"}}
+    allocator = DraAllocator([bad_slice, _slice("a", _device("d0"))], [], CLASSES, compile_selector)
+    assert allocator.problems == ["ResourceSlice s: spec.pool is not an object; left out"]
+    with pytest.raises(ValueError, match=r"^ResourceClaim default/c: spec.devices.requests is not a list$"):
+        read_claim("default/c", {"spec": {"devices": {"requests": "gpu"}}})
+    table = NodeTable()
+    table.upsert_node("a", {"cpu": 4000, "memory": 2**34, "pods": 110})
+    raw = pod_manifest("p", cpu="1", memory="1Gi")
+    raw["spec"]["resourceClaims"] = [{"name": "x", "resourceClaimName": "c"}]
+    odd = {"metadata": {"name": "c", "namespace": "default"}, "spec": {"devices": {"requests": "gpu"}}}
+    plugin = DynamicResourcesFilter({("default", "c"): odd}, None, allocator=allocator)
+    pod = Pod.from_dict(raw)
+    assert plugin.filter(pod, table, table.active_indices(), SchedulingContext()).tolist() == [True]
+    assert "spec.devices.requests is not a list" in str(plugin.outcomes()["a"].not_modelled)

@@ -310,7 +310,17 @@ def test_the_placement_says_why_every_node_is_rejected_and_which_claims_are_not_
         }
     )
     assert "scheduling attempt fails (SchedulerError" in text and "claim x: [bad]" in text
-    assert "DynamicResources on a: cannot allocate all claims" in text
+    assert "cannot allocate the pod's claims on 1 node(s) (a): cannot allocate all claims" in text
+    many = {
+        "rejected": None,
+        "allocated": [],
+        "not_judged": [],
+        "problems": ["ResourceSlice s: spec is not an object"],
+    }
+    many["cannot_allocate"] = {f"n{k}": "cannot allocate all claims" for k in range(7)}
+    text = printed(many)
+    assert "on 7 node(s) (n0, n1, n2, n3, n4 and 2 more)" in text
+    assert "DRA object not read: ResourceSlice s: spec is not an object" in text
 
 
 def test_without_the_claims_listed_the_placement_says_they_are_not_judged() -> None:

@@ -5136,6 +5136,7 @@ def test_inspect_pod_dra_keeps_a_pod_where_its_allocated_claim_is_as_the_real_sc
             "allocates": [],
             "cannot_allocate": {},
             "scheduler_error": None,
+            "problems": [],
         }
         plain = inspect(probe)
         assert (plain["best"], plain["dynamic_resources"], set(verdicts(plain).values())) == (
@@ -5275,6 +5276,7 @@ def test_inspect_pod_dra_rejects_a_claim_for_a_device_class_that_does_not_exist(
             "allocates": [],
             "cannot_allocate": {},
             "scheduler_error": None,
+            "problems": [],
         }
         assert {n["filtered_by"] for n in report["nodes"]} == {"DynamicResources"}
         # an account that may list the claims but not the classes: not checked, and said

@@ -170,13 +170,28 @@ def _is_quantity(text: Any) -> celtypes.BoolType:
     return celtypes.BoolType(not isinstance(_quantity(text), CELEvalError))
 
 
+def _normalized(text: str) -> str:
+    """The Kubernetes semver library's normalization (``semver(s, true)``): a leading ``v``
+    dropped, missing minor and patch versions added, leading zeros of each removed."""
+    text = text.removeprefix("v")
+    core, sep, rest = re.split(r"(?=[-+])", text, maxsplit=1)[0], "", ""
+    if len(core) < len(text):
+        sep, rest = text[len(core)], text[len(core) + 1 :]
+    parts = core.split(".")
+    if len(parts) > 3 or not all(p.isdigit() for p in parts):
+        return text
+    parts = [str(int(p)) for p in parts] + ["0"] * (3 - len(parts))
+    return ".".join(parts) + (sep + rest if sep else "")
+
+
 def _semver(text: Any, normalize: Any = False) -> Semver | CELEvalError:
-    parsed = Semver.parse(str(text))
+    raw = _normalized(str(text)) if normalize else str(text)
+    parsed = Semver.parse(raw)
     return parsed if parsed is not None else _error(f"could not parse {text!r} as semver")
 
 
 def _is_semver(text: Any, normalize: Any = False) -> celtypes.BoolType:
-    return celtypes.BoolType(Semver.parse(str(text)) is not None)
+    return celtypes.BoolType(not isinstance(_semver(text, normalize), CELEvalError))
 
 
 def _int_or_quantity(value: Any) -> Fraction | None:
@@ -252,8 +267,7 @@ def _equal(a: Any, b: Any) -> Any:
     if isinstance(a, celtypes.ListType) and isinstance(b, celtypes.ListType):
         if len(a) != len(b):
             return celtypes.BoolType(False)
-        return celtypes.BoolType(all(_equal(x, y) is True or _equal(x, y) == celtypes.BoolType(True)
-                                     for x, y in zip(a, b, strict=True)))  # fmt: skip
+        return celtypes.BoolType(all(bool(_equal(x, y)) for x, y in zip(a, b, strict=True)))  # fmt: skip
     try:
         return celtypes.BoolType(a == b)
     except TypeError:

@@ -720,6 +720,7 @@ def _dynamic_resources(snap: Snapshot, pod: Pod) -> tuple[DynamicResourcesFilter
         "allocates": [name for name, _ in verdict.unallocated] if verdict.rejected is None else [],
         "cannot_allocate": {},
         "scheduler_error": None,
+        "problems": list(allocator.problems),
     }
     return plugin, report
 
@@ -1490,8 +1491,19 @@ def _print_dynamic_resources(console: Console, judged: dict[str, Any] | None) ->
             highlight=False,
             soft_wrap=True,
         )
+    by_reason: dict[str, list[str]] = {}
     for node, why in (judged.get("cannot_allocate") or {}).items():
-        console.print(f"DynamicResources on {escape(node)}: {escape(why)}", highlight=False, soft_wrap=True)
+        by_reason.setdefault(why, []).append(node)
+    for why, nodes in by_reason.items():
+        named = ", ".join(nodes[:5]) + (f" and {len(nodes) - 5} more" if len(nodes) > 5 else "")
+        console.print(
+            f"DynamicResources cannot allocate the pod's claims on {len(nodes)} node(s) ({escape(named)}): "
+            f"{escape(why)}",
+            highlight=False,
+            soft_wrap=True,
+        )
+    for problem in judged.get("problems") or ():
+        console.print(f"DRA object not read: {escape(problem)}", highlight=False, soft_wrap=True)
     if judged["not_judged"]:
         console.print(
             f"not judged (every node passes for it here): {escape('; '.join(judged['not_judged']))}",

@@ -1080,8 +1080,8 @@ class DynamicResourcesFilter(FilterPlugin):
         found = self._outcomes.get(node)
         if found is None:
             claims = self._to_allocate(pod)
-            if isinstance(claims, str):
-                found = NodeAllocation(False, error=claims)
+            if isinstance(claims, str):  # not as the API server serves it: not judged
+                found = NodeAllocation(True, not_modelled=claims)
             else:
                 found = self.allocator.allocate(node, labels, claims)
             self._outcomes[node] = found
