@@ -110,9 +110,9 @@ def test_pod_claim_refs_are_read_as_kube_schedulers_resourceclaim_name() -> None
     )
     assert pod.claim_refs == (
         PodClaimRef("a", "shared"),
-        PodClaimRef("b", "p-b-x1", template=True),
-        PodClaimRef("c", None, template=True, listed=False),
-        PodClaimRef("d", None, template=True, listed=True),
+        PodClaimRef("b", "p-b-x1", template=True, template_name="gpu-template"),
+        PodClaimRef("c", None, template=True, listed=False, template_name="gpu-template"),
+        PodClaimRef("d", None, template=True, listed=True, template_name="gpu-template"),
         PodClaimRef("e", None, listed=False),
     )
     assert pod.resource_claims == ("shared", "p-b-x1", "", "", "")  # the autoscaler's reading, as before
@@ -931,9 +931,11 @@ def test_a_template_entrys_claim_is_the_first_status_of_its_name_and_an_empty_na
     docstring of ``_claim_refs`` says: the claim intentionally not created."""
     statuses = [{"name": "b", "resourceClaimName": "p-b-1"}, {"name": "b", "resourceClaimName": "p-b-2"}]
     twice = _pod("p", "1", _templated("b"), resourceClaimStatuses=statuses)
-    assert twice.claim_refs == (PodClaimRef("b", "p-b-1", template=True),)
+    assert twice.claim_refs == (PodClaimRef("b", "p-b-1", template=True, template_name="gpu-template"),)
     empty = _pod("p", "1", _templated("b"), resourceClaimStatuses=[{"name": "b", "resourceClaimName": ""}])
-    assert empty.claim_refs == (PodClaimRef("b", None, template=True, listed=True),)
+    assert empty.claim_refs == (
+        PodClaimRef("b", None, template=True, listed=True, template_name="gpu-template"),
+    )
     assert claims_verdict(empty, {}) == ClaimsVerdict()  # nothing to check
 
 
@@ -952,3 +954,35 @@ def test_the_postfilter_deallocates_only_a_claim_unavailable_on_some_node_it_fil
     explanation = explain_placement(profile, pod, table, SchedulingContext())
     assert explanation.best == []
     assert _deallocated_claims(plugin, pod, table, explanation) == ["elsewhere"]
+
+
+def test_a_pod_files_template_entry_is_judged_as_the_claim_made_from_its_template() -> None:
+    """With the templates listed, a pod file's template entry (no uid, no status) is the
+    claim the controller will make: not allocated (left to the allocator), its DeviceClass
+    checked; a template that does not exist means the claim is never made: every node
+    rejected. Without them, not judged, as before."""
+    pod = _pod("p", "1", _templated("gpu"), uid="")
+    request = {"name": "r", "exactly": {"deviceClassName": "gpu.example.com"}}
+    template = {
+        "metadata": {"name": "gpu-template", "namespace": "default"},
+        "spec": {"spec": {"devices": {"requests": [request]}}},
+    }
+    templates = {("default", "gpu-template"): template}
+    verdict = claims_verdict(pod, {}, {"gpu.example.com"}, templates=templates)
+    assert verdict.rejected is None and verdict.not_judged == ()
+    ((name, claim),) = verdict.unallocated
+    assert name == "gpu (from ResourceClaimTemplate gpu-template)"
+    assert claim == {
+        "metadata": {"name": "p-gpu", "namespace": "default"},
+        "spec": {"devices": {"requests": [request]}},
+    }
+    assert claims_verdict(pod, {}, {"other.example.com"}, templates=templates).rejected == (
+        "request r: device class gpu.example.com does not exist"
+    )
+    assert claims_verdict(pod, {}, {"gpu.example.com"}, templates={}).rejected == (
+        'pod "default/p": ResourceClaim not created yet '
+        "(ResourceClaimTemplate default/gpu-template does not exist)"
+    )
+    assert claims_verdict(pod, {}, {"gpu.example.com"}).not_judged == (
+        "gpu (from its template, made when the pod is created)",
+    )

@@ -5128,6 +5128,7 @@ def test_inspect_pod_dra_keeps_a_pod_where_its_allocated_claim_is_as_the_real_sc
         assert report["best"] == ["b"]
         assert report["dynamic_resources"] == {
             "device_classes_read": True,
+            "templates_read": True,
             "rejected": None,
             "allocated": [held],
             "not_judged": [],
@@ -5268,6 +5269,7 @@ def test_inspect_pod_dra_rejects_a_claim_for_a_device_class_that_does_not_exist(
         why = f"request devices: device class {driver} does not exist"
         assert report["dynamic_resources"] == {
             "device_classes_read": True,
+            "templates_read": True,
             "rejected": why,
             "allocated": [],
             "not_judged": [],
@@ -5816,6 +5818,87 @@ def test_inspect_pod_dra_allocates_unallocated_claims_as_the_real_scheduler_does
             condition = found[0] if found else {}
             time.sleep(0.2)
         assert (condition.get("reason"), condition.get("message")) == ("SchedulerError", why)
+    finally:
+        cluster.delete_all_dra()
+
+
+@pytest.mark.controlplane
+def test_inspect_pod_dra_judges_a_pod_files_template_claim_as_the_claim_made_from_it(
+    cluster: ControlPlane, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A pod file (not created yet) whose claim comes from a ResourceClaimTemplate: while
+    the template does not exist, the claim would never be made: every node is rejected;
+    once it does, its claim is allocated as kube-scheduler's allocator would: only ``b``'s
+    device matches its selector, so inspect names ``b`` (LeastAllocated alone would take
+    the empty ``a``), and the real kube-scheduler binds the pod there once the claim is
+    made from the template (as the resourceclaim controller, which does not run here,
+    makes it). An account that may not list the templates is told, and the claim is not
+    judged."""
+    suffix = uuid.uuid4().hex[:6]
+    driver, template = f"tpl-{suffix}.example.com", f"gpu-{suffix}"
+    cluster.create_node("a", cpu="4", memory="16Gi")
+    cluster.create_node("b", cpu="4", memory="16Gi")
+    _bind(cluster, "b-fill", "b", "2", "4Gi")
+    _publish_devices(cluster, "a", driver, [{"name": "dev-0", "attributes": {"model": {"string": "t4"}}}])
+    _publish_devices(cluster, "b", driver, [{"name": "dev-0", "attributes": {"model": {"string": "a100"}}}])
+    selector = {"cel": {"expression": f'device.attributes["{driver}"].model == "a100"'}}
+    devices = {"requests": [{"name": "gpu", "exactly": {"deviceClassName": driver, "selectors": [selector]}}]}
+    pod = pod_manifest("templated", cpu="100m", memory="100Mi")
+    pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": template}]
+    entry = f"gpu (from ResourceClaimTemplate {template})"
+    try:
+        report = _inspect_pod_dra_json(cluster, tmp_path, capsys, pod)
+        assert report["dynamic_resources"]["rejected"] == (
+            f'pod "default/templated": ResourceClaim not created yet '
+            f"(ResourceClaimTemplate default/{template} does not exist)"
+        )
+        body = {"metadata": {"name": template}, "spec": {"spec": {"devices": devices}}}
+        resource: Any = client.ResourceV1Api
+        cluster.call(lambda api: resource(api).create_namespaced_resource_claim_template("default", body))
+        report = _inspect_pod_dra_json(cluster, tmp_path, capsys, pod)
+        judged = report["dynamic_resources"]
+        assert (judged["templates_read"], judged["allocates"], judged["not_judged"]) == (True, [entry], [])
+        assert judged["cannot_allocate"] == {"a": "cannot allocate all claims"}
+        assert (report["best"], {n["node"]: n["filtered_by"] for n in report["nodes"]}) == (
+            ["b"],
+            {"a": "DynamicResources", "b": None},
+        )
+        limited = _account_that_lists(
+            cluster,
+            f"inspect-templates-{suffix}",
+            {"": ["nodes", "pods"], "resource.k8s.io": ["resourceslices", "resourceclaims", "deviceclasses"]},
+        )
+        path = tmp_path / "templated.yaml"
+        path.write_text(yaml.safe_dump(pod))
+        argv = ["inspect", "--kubeconfig", str(limited), "--policy", "default", "--dra", "--pod", str(path)]
+        assert main([*argv, "--json"]) == 0
+        judged = json.loads(capsys.readouterr().out)["dynamic_resources"]
+        assert (judged["templates_read"], judged["allocates"]) == (False, [])
+        assert judged["not_judged"] == ["gpu (from its template, made when the pod is created)"]
+        assert main(argv) == 0
+        assert "ResourceClaimTemplates could not be listed" in capsys.readouterr().out
+        # the real kube-scheduler, once the claim is made from the template for the pod
+        cluster.start_scheduler(scheduler_config(["default-scheduler"]))
+        cluster.create_pod(pod=pod)
+        (created,) = [p for p in cluster.pods() if p["metadata"]["name"] == "templated"]
+        owner = {"apiVersion": "v1", "kind": "Pod", "name": "templated", "uid": created["metadata"]["uid"]}
+        claim = {
+            "metadata": {
+                "name": f"templated-gpu-{suffix}",
+                "ownerReferences": [{**owner, "controller": True}],
+            },
+            "spec": {"devices": devices},
+        }
+        cluster.call(lambda api: client.ResourceV1Api(api).create_namespaced_resource_claim("default", claim))
+        made = {
+            "status": {
+                "resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": f"templated-gpu-{suffix}"}]
+            }
+        }
+        cluster.call(
+            lambda api: client.CoreV1Api(api).patch_namespaced_pod_status("templated", "default", made)
+        )
+        assert cluster.wait_bound(["templated"], timeout=30) == {"templated": "b"}
     finally:
         cluster.delete_all_dra()
 

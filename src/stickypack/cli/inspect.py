@@ -709,10 +709,14 @@ def _dynamic_resources(snap: Snapshot, pod: Pod) -> tuple[DynamicResourcesFilter
         return None
     claims = {claim_key(obj): obj for obj in snap.dra.claims}
     allocator = DraAllocator(snap.dra.slices, snap.dra.claims, snap.dra.device_classes, compile_selector)
-    plugin = DynamicResourcesFilter(claims, snap.dra.classes, now=time.time(), allocator=allocator)
+    templates = snap.dra.templates
+    plugin = DynamicResourcesFilter(
+        claims, snap.dra.classes, now=time.time(), allocator=allocator, templates=templates
+    )
     verdict = plugin.verdict(pod)
     report: dict[str, Any] = {
         "device_classes_read": snap.dra.classes is not None,
+        "templates_read": templates is not None,
         "rejected": verdict.rejected,
         "allocated": [name for name, _ in verdict.allocated],
         "unbindable": [why for _, why in verdict.unbindable],
@@ -1467,6 +1471,12 @@ def _print_dynamic_resources(console: Console, judged: dict[str, Any] | None) ->
         console.print(
             "DeviceClasses could not be listed (no `list` right on deviceclasses): a claim's "
             "missing DeviceClass is not checked",
+            highlight=False,
+        )
+    if judged.get("templates_read") is False and any("from its template" in n for n in judged["not_judged"]):
+        console.print(
+            "ResourceClaimTemplates could not be listed (no `list` right on resourceclaimtemplates): "
+            "the claims the pod's template entries make are not judged",
             highlight=False,
         )
     if judged["rejected"] is not None:  # claim names are the API server's; the pod file's are not

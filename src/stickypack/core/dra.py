@@ -49,7 +49,7 @@ from stickypack.core.draalloc import ClaimRequests, DraAllocator, NodeAllocation
 from stickypack.core.framework import FilterPlugin, SchedulingContext
 from stickypack.core.labels import NodeSelectorTerm
 from stickypack.core.nodetable import NodeTable
-from stickypack.core.pod import Pod, rfc3339_seconds
+from stickypack.core.pod import Pod, PodClaimRef, rfc3339_seconds
 from stickypack.core.quantity import QuantityError, parse_quantity
 
 #: Counter values by counter name.
@@ -786,6 +786,15 @@ class ClaimsVerdict:
         ]
 
 
+def _claim_from_template(pod: Pod, entry: str, template: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The ResourceClaim the resourceclaim controller makes from ``template`` for ``pod``'s
+    entry ``entry`` once the pod is created (its ``spec.spec``; named ``<pod>-<entry>``, the
+    controller adds a random suffix), not allocated."""
+    spec = template.get("spec")
+    claim_spec = spec.get("spec") if isinstance(spec, Mapping) else None
+    return {"metadata": {"name": f"{pod.name}-{entry}", "namespace": pod.namespace}, "spec": claim_spec or {}}
+
+
 def _controller_uid(meta: Mapping[str, Any]) -> str | None:
     """The uid of the owner reference with ``controller: true`` (``metav1.GetControllerOf``)."""
     refs = meta.get("ownerReferences")
@@ -942,6 +951,7 @@ def claims_verdict(
     classes: Collection[str] | None = None,
     now: float | None = None,
     binding_timeout_s: float = BINDING_TIMEOUT_S,
+    templates: ClaimsByKey | None = None,
 ) -> ClaimsVerdict:
     """kube-scheduler's DynamicResources PreFilter on ``pod``'s claims
     (:attr:`~stickypack.core.pod.Pod.claim_refs`, in its namespace, looked up in ``claims``):
@@ -956,19 +966,32 @@ def claims_verdict(
     whose devices' binding failed or timed out (:func:`_binding_problem`; ``now``: the time,
     seconds since the epoch, None: timeouts not judged) is unavailable on every node.
 
+    ``templates``: the ResourceClaimTemplates by ``(namespace, name)`` (None: not listed).
+    A pod file without a uid (not created yet) whose template entry has no status is one
+    whose claim the resourceclaim controller makes from the template when it is created:
+    with ``templates``, that claim (:func:`_claim_from_template`) is one not allocated yet
+    (checked for its DeviceClasses, then allocated by the Filter), and a template that does
+    not exist rejects every node (the claim is never made); without, it is not judged.
+
     ``ResourceClaimReservedForMaxSize`` (256 consumers in ``status.reservedFor``) is not a
     rejection: kube-scheduler v1.37.2's ``resourceclaim.CanBeReserved`` is always true (the
-    API server refuses a 257th reservation when the pod is bound). A pod file without a uid
-    (not a pod the API server stored) whose template entry has no status yet is one the
-    claim will be made for when it is created: that claim is not judged, not rejected."""
+    API server refuses a 257th reservation when the pod is bound)."""
     not_judged: list[str] = []
     found: list[tuple[str, Mapping[str, Any]]] = []
+    made: list[tuple[PodClaimRef, Mapping[str, Any]]] = []
     for ref in pod.claim_refs:
         if ref.claim is None:
             if ref.template and ref.listed:
                 continue  # intentionally not created: nothing to check
-            if ref.template and not pod.uid:
+            if ref.template and not pod.uid and templates is None:
                 not_judged.append(f"{ref.name} (from its template, made when the pod is created)")
+                continue
+            if ref.template and not pod.uid:
+                template = templates.get((pod.namespace, ref.template_name or "")) if templates else None
+                if template is None:
+                    why = f"ResourceClaimTemplate {pod.namespace}/{ref.template_name} does not exist"
+                    return ClaimsVerdict(f'pod "{pod.key}": ResourceClaim not created yet ({why})')
+                made.append((ref, _claim_from_template(pod, ref.name, template)))
                 continue
             if ref.template:
                 return ClaimsVerdict(f'pod "{pod.key}": ResourceClaim not created yet')
@@ -987,6 +1010,12 @@ def claims_verdict(
         found.append((ref.claim, obj))
     allocated: list[tuple[str, tuple[NodeSelectorTerm, ...] | None]] = []
     unallocated: list[tuple[str, Mapping[str, Any]]] = []
+    for ref, obj in made:  # the claims the controller makes from templates, not allocated
+        name = f"{ref.name} (from ResourceClaimTemplate {ref.template_name})"
+        problem = _request_class_problem(pod.namespace, name, obj, classes) if classes is not None else None
+        if problem is not None:
+            return ClaimsVerdict(problem)
+        unallocated.append((name, obj))
     unshared: list[str] = []
     unbindable: list[tuple[str, str]] = []
     for name, obj in found:
@@ -1039,8 +1068,10 @@ class DynamicResourcesFilter(FilterPlugin):
         now: float | None = None,
         binding_timeout_s: float = BINDING_TIMEOUT_S,
         allocator: DraAllocator | None = None,
+        templates: ClaimsByKey | None = None,
     ) -> None:
         self.claims = claims
+        self.templates = templates
         self.classes = classes
         self.now = now
         self.binding_timeout_s = binding_timeout_s
@@ -1053,7 +1084,9 @@ class DynamicResourcesFilter(FilterPlugin):
         """:func:`claims_verdict` of ``pod``, kept for the last pod asked (one decision asks
         for it in each pass over the nodes and again for its report)."""
         if self._last is None or self._last[0] is not pod:
-            found = claims_verdict(pod, self.claims, self.classes, self.now, self.binding_timeout_s)
+            found = claims_verdict(
+                pod, self.claims, self.classes, self.now, self.binding_timeout_s, self.templates
+            )
             self._last = (pod, found)
             self._outcomes = {}
         return self._last[1]
@@ -1064,7 +1097,8 @@ class DynamicResourcesFilter(FilterPlugin):
         if self._read is None or self._read[0] is not pod:
             try:
                 read: list[ClaimRequests] | str = [
-                    read_claim(f"{pod.namespace}/{name}", obj) for name, obj in self.verdict(pod).unallocated
+                    read_claim(f"{pod.namespace}/{claim_key(obj)[1] or name}", obj)
+                    for name, obj in self.verdict(pod).unallocated
                 ]
             except ValueError as exc:
                 read = str(exc)

@@ -70,12 +70,14 @@ class PodClaimRef:
     pod's ``status.resourceClaimStatuses`` gives it. None: for a template entry, that status
     has no entry of its name (``listed`` False: the claim is not created yet) or one without
     a name (``listed`` True: intentionally not created, nothing to check); for any other,
-    neither field is set (the API server refuses such a pod)."""
+    neither field is set (the API server refuses such a pod). ``template_name``: a template
+    entry's ``resourceClaimTemplateName`` (None for any other)."""
 
     name: str
     claim: str | None
     template: bool = False
     listed: bool = True
+    template_name: str | None = None
 
 
 class PodSpecError(ValueError):
@@ -592,7 +594,16 @@ def _claim_refs(spec: Mapping[str, Any], status: Any) -> tuple[PodClaimRef, ...]
         if isinstance(named, str) and named:
             out.append(PodClaimRef(key, named))
         elif ref.get("resourceClaimTemplateName"):
-            out.append(PodClaimRef(key, generated.get(key), template=True, listed=key in generated))
+            template = ref["resourceClaimTemplateName"]
+            out.append(
+                PodClaimRef(
+                    key,
+                    generated.get(key),
+                    template=True,
+                    listed=key in generated,
+                    template_name=template if isinstance(template, str) else None,
+                )
+            )
         else:
             out.append(PodClaimRef(key, None, listed=False))
     return tuple(out)

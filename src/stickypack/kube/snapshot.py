@@ -120,6 +120,10 @@ class DraObjects:
     #: The DeviceClasses (name and ``spec.selectors``) by name, for kube-scheduler's
     #: allocator as ``inspect --pod --dra`` runs it; None when they could not be listed.
     device_classes: dict[str, dict[str, Any]] | None = None
+    #: The ResourceClaimTemplates (name, namespace and ``spec.spec.devices``) by
+    #: ``(namespace, name)``, for a pod file's template entries; None when they could not be
+    #: listed (no ``list`` right on ``resourceclaimtemplates``) or were not asked for.
+    templates: dict[tuple[str, str], dict[str, Any]] | None = None
 
 
 @dataclass
@@ -385,7 +389,19 @@ async def _dra(api_client: ApiClient, device_classes: bool = False) -> tuple[Dra
         raise
     classes: frozenset[str] | None = None
     by_name: dict[str, dict[str, Any]] | None = None
+    templates: dict[tuple[str, str], dict[str, Any]] | None = None
     if device_classes:
+        try:
+            list_templates = resource.list_resource_claim_template_for_all_namespaces
+            informer = Informer("resourceclaimtemplates", list_templates, transform=_template_devices)
+            listed_templates = await informer.list_once()
+            templates = {
+                (str(t["metadata"].get("namespace")), str(t["metadata"].get("name"))): t
+                for t in listed_templates.values()
+            }
+        except WatchError as exc:
+            if exc.status not in (401, 403, 404):
+                raise
         try:
             informer = Informer("deviceclasses", resource.list_device_class, transform=_class_selectors)
             listed = await informer.list_once()
@@ -399,7 +415,27 @@ async def _dra(api_client: ApiClient, device_classes: bool = False) -> tuple[Dra
         [obj for _, obj in sorted(claims.items())],
         classes,
         by_name,
+        templates,
     ), None
+
+
+def _template_devices(obj: dict[str, Any]) -> dict[str, Any]:
+    """A ResourceClaimTemplate's name, namespace and the claim's ``spec.devices`` requests
+    and constraints (what kube-scheduler's allocator reads of the claim made from it)."""
+    meta, spec = obj.get("metadata"), obj.get("spec")
+    claim = spec.get("spec") if isinstance(spec, dict) else None
+    devices = claim.get("devices") if isinstance(claim, dict) else None
+    kept = (
+        {k: devices[k] for k in ("requests", "constraints") if k in devices}
+        if isinstance(devices, dict)
+        else {}
+    )
+    names = (
+        {k: meta.get(k) for k in ("name", "namespace", "uid", "resourceVersion")}
+        if isinstance(meta, dict)
+        else {}
+    )
+    return {"metadata": names, "spec": {"spec": {"devices": kept}}}
 
 
 def _class_selectors(obj: dict[str, Any]) -> dict[str, Any]:
