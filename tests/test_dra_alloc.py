@@ -430,3 +430,58 @@ def test_objects_not_shaped_as_served_are_named_never_a_traceback() -> None:
     pod = Pod.from_dict(raw)
     assert plugin.filter(pod, table, table.active_indices(), SchedulingContext()).tolist() == [True]
     assert "spec.devices.requests is not a list" in str(plugin.outcomes()["a"].not_modelled)
+
+
+def test_extended_resources_map_to_device_classes_as_kube_schedulers_cache() -> None:
+    from stickypack.core.dra import extended_resource_classes
+
+    def cls(name: str, resource: str | None, stamp: str) -> dict[str, Any]:
+        spec = {"extendedResourceName": resource} if resource else {}
+        return {"metadata": {"name": name, "creationTimestamp": stamp}, "spec": spec}
+
+    classes = {
+        "old": cls("old", "example.com/gpu", "2026-01-01T00:00:00Z"),
+        "new": cls("new", "example.com/gpu", "2026-02-01T00:00:00Z"),
+        "b": cls("b", "example.com/fpga", "2026-01-01T00:00:00Z"),
+        "a": cls("a", "example.com/fpga", "2026-01-01T00:00:00Z"),
+        "plain": cls("plain", None, "2026-01-01T00:00:00Z"),
+    }
+    mapping = extended_resource_classes(classes)
+    assert mapping["example.com/gpu"] == "new"  # the newest
+    assert mapping["example.com/fpga"] == "a"  # a tie: the first by name
+    assert mapping["deviceclass.resource.kubernetes.io/plain"] == "plain"
+    assert mapping["deviceclass.resource.kubernetes.io/old"] == "old"
+
+
+def test_dra_backed_extended_resources_go_to_dynamic_resources_on_nodes_without_them() -> None:
+    """NodeResourcesFit leaves a DRA-backed extended resource to DynamicResources on a node
+    listing none of it allocatable; DynamicResources then allocates the pod's request from
+    the class's devices: ``a`` publishes one device, ``b`` two, ``c`` lists the resource
+    allocatable (a device plugin's, checked by NodeResourcesFit alone)."""
+    from stickypack.core.plugins.kubescheduler import DraDelegatingFitFilter, NodeResourcesFitFilter
+
+    table = NodeTable()
+    for name in ("a", "b"):
+        table.upsert_node(name, {"cpu": 4000, "memory": 2**34, "pods": 110})
+    table.upsert_node("c", {"cpu": 4000, "memory": 2**34, "pods": 110, "example.com/gpu": 1})
+    raw = pod_manifest("p", cpu="1", memory="1Gi")
+    resources = raw["spec"]["containers"][0]["resources"]
+    resources["requests"]["example.com/gpu"] = "2"
+    resources.setdefault("limits", {})["example.com/gpu"] = "2"
+    pod = Pod.from_dict(raw)
+    idx = table.active_indices()
+    names = table.node_names(idx)
+    ctx = SchedulingContext()
+    plain = NodeResourcesFitFilter().filter(pod, table, idx, ctx)
+    assert dict(zip(names, plain.tolist(), strict=True)) == {"a": False, "b": False, "c": False}
+    fit = DraDelegatingFitFilter({"example.com/gpu"}).filter(pod, table, idx, ctx)
+    assert dict(zip(names, fit.tolist(), strict=True)) == {"a": True, "b": True, "c": False}
+    slices = [_slice("a", _device("d0")), _slice("b", _device("d0"), _device("d1"))]
+    allocator = DraAllocator(slices, [], CLASSES, compile_selector)
+    plugin = DynamicResourcesFilter(
+        {}, set(CLASSES), allocator=allocator, extended={"example.com/gpu": "gpu"}
+    )
+    mask = plugin.filter(pod, table, idx, ctx)
+    assert dict(zip(names, mask.tolist(), strict=True)) == {"a": False, "b": True, "c": True}
+    assert plugin.outcomes()["a"].reason == "cannot allocate all claims"
+    assert "c" not in plugin.outcomes()  # a device plugin's resource: nothing for DRA there

@@ -5138,6 +5138,7 @@ def test_inspect_pod_dra_keeps_a_pod_where_its_allocated_claim_is_as_the_real_sc
             "cannot_allocate": {},
             "scheduler_error": None,
             "problems": [],
+            "extended_resources": {},
         }
         plain = inspect(probe)
         assert (plain["best"], plain["dynamic_resources"], set(verdicts(plain).values())) == (
@@ -5279,6 +5280,7 @@ def test_inspect_pod_dra_rejects_a_claim_for_a_device_class_that_does_not_exist(
             "cannot_allocate": {},
             "scheduler_error": None,
             "problems": [],
+            "extended_resources": {},
         }
         assert {n["filtered_by"] for n in report["nodes"]} == {"DynamicResources"}
         # an account that may list the claims but not the classes: not checked, and said
@@ -5899,6 +5901,53 @@ def test_inspect_pod_dra_judges_a_pod_files_template_claim_as_the_claim_made_fro
             lambda api: client.CoreV1Api(api).patch_namespaced_pod_status("templated", "default", made)
         )
         assert cluster.wait_bound(["templated"], timeout=30) == {"templated": "b"}
+    finally:
+        cluster.delete_all_dra()
+
+
+@pytest.mark.controlplane
+def test_inspect_pod_dra_allocates_a_dra_backed_extended_resource_as_the_real_scheduler_does(
+    cluster: ControlPlane, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A DeviceClass naming an extended resource (``extendedResourceName``): a pod requesting
+    it fits no node by NodeResourcesFit alone (none lists it allocatable), but kube-scheduler
+    leaves it to DynamicResources there, which allocates it from the class's devices: only
+    ``b`` publishes one, so inspect with ``--dra`` names ``b`` (``a``, the emptier,
+    DynamicResources), where the real kube-scheduler binds the pod; without ``--dra``,
+    NodeResourcesFit rejects both."""
+    suffix = uuid.uuid4().hex[:6]
+    driver, resource = f"ext-{suffix}.example.com", f"example.com/gpu-{suffix}"
+    cluster.create_node("a", cpu="4", memory="16Gi")
+    cluster.create_node("b", cpu="4", memory="16Gi")
+    _bind(cluster, "b-fill", "b", "2", "4Gi")
+    _publish_devices(cluster, "b", driver, [{"name": "dev-0"}])
+    patch = {"spec": {"extendedResourceName": resource}}
+    cluster.call(lambda api: client.ResourceV1Api(api).patch_device_class(driver, patch))
+    pod = pod_manifest("extended", cpu="100m", memory="100Mi")
+    pod["spec"]["containers"][0]["resources"]["requests"][resource] = "1"
+    pod["spec"]["containers"][0]["resources"].setdefault("limits", {})[resource] = "1"
+    try:
+        report = _inspect_pod_dra_json(cluster, tmp_path, capsys, pod)
+        judged = report["dynamic_resources"]
+        assert (judged["extended_resources"], judged["cannot_allocate"]) == (
+            {resource: driver},
+            {"a": "cannot allocate all claims"},
+        )
+        assert (report["best"], {n["node"]: n["filtered_by"] for n in report["nodes"]}) == (
+            ["b"],
+            {"a": "DynamicResources", "b": None},
+        )
+        path = tmp_path / "extended.yaml"
+        path.write_text(yaml.safe_dump(pod))
+        argv = ["inspect", "--kubeconfig", str(cluster.kubeconfig), "--policy", "default", "--json"]
+        assert main([*argv, "--pod", str(path)]) == 0
+        plain = json.loads(capsys.readouterr().out)
+        assert {n["node"]: n["filtered_by"] for n in plain["nodes"]} == dict.fromkeys(
+            "ab", "NodeResourcesFit"
+        )
+        cluster.start_scheduler(scheduler_config(["default-scheduler"]))
+        cluster.create_pod(pod=pod)
+        assert cluster.wait_bound(["extended"], timeout=30) == {"extended": "b"}
     finally:
         cluster.delete_all_dra()
 

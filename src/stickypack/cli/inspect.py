@@ -637,7 +637,13 @@ def _placement_json(
         )
     dynamic_resources = _dynamic_resources(snap, pod)
     if dynamic_resources is not None:  # kube-scheduler's DRA filter, in every profile
-        profile = dataclasses.replace(profile, filters=[*profile.filters, dynamic_resources[0]])
+        filters = [*profile.filters, dynamic_resources[0]]
+        if dynamic_resources[0].extended:  # NodeResourcesFit leaves those to DynamicResources
+            from stickypack.core.plugins.kubescheduler import DraDelegatingFitFilter, NodeResourcesFitFilter
+
+            delegating = DraDelegatingFitFilter(dynamic_resources[0].extended)
+            filters = [delegating if type(f) is NodeResourcesFitFilter else f for f in filters]
+        profile = dataclasses.replace(profile, filters=filters)
     on_nodes = _pods_on_nodes(snap, pod)
     explanation = explain_placement(profile, pod, table, ctx, nominated, on_nodes, nominated_node)
     if dynamic_resources is not None:
@@ -701,7 +707,7 @@ def _dynamic_resources(snap: Snapshot, pod: Pod) -> tuple[DynamicResourcesFilter
     devices' binding failed or timed out), the claims not allocated, not judged
     (``not_judged``), and (set once the nodes are judged, :func:`_deallocated_claims`) those
     its PostFilter would deallocate one of (``deallocates``); None without them."""
-    from stickypack.core.dra import DynamicResourcesFilter, claim_key
+    from stickypack.core.dra import DynamicResourcesFilter, claim_key, extended_resource_classes
     from stickypack.core.draalloc import DraAllocator
     from stickypack.dracel import compile_selector
 
@@ -710,8 +716,10 @@ def _dynamic_resources(snap: Snapshot, pod: Pod) -> tuple[DynamicResourcesFilter
     claims = {claim_key(obj): obj for obj in snap.dra.claims}
     allocator = DraAllocator(snap.dra.slices, snap.dra.claims, snap.dra.device_classes, compile_selector)
     templates = snap.dra.templates
+    backed = extended_resource_classes(snap.dra.device_classes or {})
+    extended = {r: backed[r] for r, amount in sorted(pod.requests.items()) if amount > 0 and r in backed}
     plugin = DynamicResourcesFilter(
-        claims, snap.dra.classes, now=time.time(), allocator=allocator, templates=templates
+        claims, snap.dra.classes, now=time.time(), allocator=allocator, templates=templates, extended=extended
     )
     verdict = plugin.verdict(pod)
     report: dict[str, Any] = {
@@ -725,7 +733,14 @@ def _dynamic_resources(snap: Snapshot, pod: Pod) -> tuple[DynamicResourcesFilter
         "cannot_allocate": {},
         "scheduler_error": None,
         "problems": list(allocator.problems),
+        "extended_resources": extended,
     }
+    unknown = [r for r in sorted(pod.requests) if "/" in r and snap.dra.device_classes is None]
+    if unknown:
+        report["not_judged"].append(
+            f"extended resources {', '.join(unknown)}: whether a DeviceClass backs them (DRA) is not "
+            "known, the DeviceClasses could not be listed"
+        )
     return plugin, report
 
 
@@ -1509,6 +1524,13 @@ def _print_dynamic_resources(console: Console, judged: dict[str, Any] | None) ->
         console.print(
             f"DynamicResources cannot allocate the pod's claims on {len(nodes)} node(s) ({escape(named)}): "
             f"{escape(why)}",
+            highlight=False,
+            soft_wrap=True,
+        )
+    for resource, device_class in (judged.get("extended_resources") or {}).items():
+        console.print(
+            f"extended resource {escape(resource)} is backed by DeviceClass {escape(device_class)}: on a "
+            "node without it allocatable, DynamicResources allocates it from the class's devices",
             highlight=False,
             soft_wrap=True,
         )

@@ -1045,6 +1045,49 @@ def claims_verdict(
     )
 
 
+#: The implicit extended resource of every DeviceClass (``deviceclass.resource.kubernetes.io/<class>``).
+DEVICE_CLASS_RESOURCE_PREFIX = "deviceclass.resource.kubernetes.io/"
+#: The name kube-scheduler gives the claim it allocates a pod's DRA-backed extended
+#: resources in (``specialClaimInMemName``), as its messages name it.
+EXTENDED_RESOURCES_CLAIM = "<extended-resources>"
+
+
+def extended_resource_classes(classes: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
+    """Extended resource name to DeviceClass name, as kube-scheduler's
+    ``ExtendedResourceCache`` maps them (DRAExtendedResource): every class's
+    ``deviceclass.resource.kubernetes.io/<class>``, and its ``spec.extendedResourceName``
+    (of classes naming the same one, the newest by ``creationTimestamp``, the first by name
+    on a tie). ``classes``: the DeviceClass objects by name."""
+    out = {f"{DEVICE_CLASS_RESOURCE_PREFIX}{name}": name for name in classes}
+    chosen: dict[str, tuple[str, str]] = {}
+    for name, obj in sorted(classes.items()):
+        spec = obj.get("spec") if isinstance(obj, Mapping) else None
+        resource = spec.get("extendedResourceName") if isinstance(spec, Mapping) else None
+        if not isinstance(resource, str) or not resource:
+            continue
+        meta = obj.get("metadata")
+        stamp = meta.get("creationTimestamp") if isinstance(meta, Mapping) else None
+        stamp = stamp if isinstance(stamp, str) else ""
+        best = chosen.get(resource)
+        if best is None or stamp > best[0]:
+            chosen[resource] = (stamp, name)
+    out.update({resource: name for resource, (_, name) in chosen.items()})
+    return out
+
+
+def _extended_resources_claim(namespace: str, wanted: Mapping[str, tuple[str, int]]) -> ClaimRequests:
+    """The claim kube-scheduler allocates a pod's DRA-backed extended resources in on a
+    node (``wanted``: resource to its DeviceClass and the pod's request of it): one
+    ``ExactCount`` request of the class per resource (upstream splits a resource's count
+    by container; devices of one class are interchangeable, so the verdict is the same)."""
+    requests = [
+        {"name": f"request-{k}", "exactly": {"deviceClassName": device_class, "count": count}}
+        for k, (device_class, count) in enumerate(wanted[r] for r in sorted(wanted))
+    ]
+    claim = {"spec": {"devices": {"requests": requests}}}
+    return read_claim(f"{namespace}/{EXTENDED_RESOURCES_CLAIM}", claim)
+
+
 class DynamicResourcesFilter(FilterPlugin):
     """kube-scheduler's DynamicResources filter (:func:`claims_verdict` on ``claims`` and
     ``classes``): a pod its PreFilter rejects passes no node; else, on each node, its
@@ -1056,7 +1099,14 @@ class DynamicResourcesFilter(FilterPlugin):
     time in seconds since the epoch; None: timeouts not judged). An allocation that errs
     (a CEL error) fails the node here; kube-scheduler then fails the whole scheduling
     attempt, which the caller tells (:meth:`outcomes`). Not one of a policy's plugins:
-    ``stickypack inspect --pod --dra`` adds it when the claims are listed."""
+    ``stickypack inspect --pod --dra`` adds it when the claims are listed.
+
+    ``extended``: the pod's extended resources a DeviceClass backs (resource to class,
+    :func:`extended_resource_classes`): on a node listing none of one allocatable,
+    kube-scheduler's NodeResourcesFit leaves it to this plugin (see
+    :class:`~stickypack.core.plugins.kubescheduler.DraDelegatingFitFilter`), which allocates
+    the pod's request of it from the class's devices, with its other claims
+    (:data:`EXTENDED_RESOURCES_CLAIM`, last)."""
 
     name = "DynamicResources"
     pod_specific = True  # its claims, by name
@@ -1069,9 +1119,11 @@ class DynamicResourcesFilter(FilterPlugin):
         binding_timeout_s: float = BINDING_TIMEOUT_S,
         allocator: DraAllocator | None = None,
         templates: ClaimsByKey | None = None,
+        extended: Mapping[str, str] | None = None,
     ) -> None:
         self.claims = claims
         self.templates = templates
+        self.extended = dict(extended or {})
         self.classes = classes
         self.now = now
         self.binding_timeout_s = binding_timeout_s
@@ -1105,11 +1157,15 @@ class DynamicResourcesFilter(FilterPlugin):
             self._read = (pod, read)
         return self._read[1]
 
-    def outcome(self, pod: Pod, node: str, labels: Mapping[str, str]) -> NodeAllocation | None:
-        """Whether ``pod``'s unallocated claims can be allocated on ``node`` (kept per node
-        for the last pod); None without an allocator or claims to allocate."""
+    def outcome(
+        self, pod: Pod, node: str, labels: Mapping[str, str], delegated: Mapping[str, int] | None = None
+    ) -> NodeAllocation | None:
+        """Whether ``pod``'s unallocated claims, and the extended resources of
+        :attr:`extended` that ``node`` leaves to DRA (``delegated``: resource to the pod's
+        request), can be allocated on ``node`` (of ``labels``; kept per node for the last
+        pod); None without an allocator or anything to allocate."""
         verdict = self.verdict(pod)
-        if self.allocator is None or not verdict.unallocated:
+        if self.allocator is None or not (verdict.unallocated or delegated):
             return None
         found = self._outcomes.get(node)
         if found is None:
@@ -1117,30 +1173,44 @@ class DynamicResourcesFilter(FilterPlugin):
             if isinstance(claims, str):  # not as the API server serves it: not judged
                 found = NodeAllocation(True, not_modelled=claims)
             else:
+                if delegated:
+                    wanted = {r: (self.extended[r], count) for r, count in delegated.items()}
+                    claims = [*claims, _extended_resources_claim(pod.namespace, wanted)]
                 found = self.allocator.allocate(node, labels, claims)
             self._outcomes[node] = found
         return found
+
+    def _delegated(self, pod: Pod, table: NodeTable, row: int) -> dict[str, int]:
+        """The pod's extended resources of :attr:`extended` that node ``row`` lists none of
+        allocatable, with the pod's request of each."""
+        out = {}
+        for resource in self.extended:
+            count = pod.requests.get(resource, 0)
+            column = table.rindex.get(resource)
+            if count > 0 and (column is None or table.alloc[row, column] == 0):
+                out[resource] = int(count)
+        return out
 
     def outcomes(self) -> Mapping[str, NodeAllocation]:
         """The nodes' allocation outcomes worked out for the last pod, by node name."""
         return dict(self._outcomes)
 
     def filter(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
-        if not pod.claim_refs:
+        if not pod.claim_refs and not self.extended:
             return np.ones(idx.shape[0], dtype=bool)
         verdict = self.verdict(pod)
         if verdict.rejected is not None or verdict.unbindable:
             return np.zeros(idx.shape[0], dtype=bool)
         out = np.ones(idx.shape[0], dtype=bool)
         if all(terms is None for _, terms in verdict.allocated) and (
-            self.allocator is None or not verdict.unallocated
+            self.allocator is None or not (verdict.unallocated or self.extended)
         ):
             return out
         info = table.info
         for j, row in enumerate(idx.tolist()):
             node = info[row]
             labels, name = (node.labels, node.name) if node is not None else ({}, "")
-            allocation = self.outcome(pod, name, labels)
+            allocation = self.outcome(pod, name, labels, self._delegated(pod, table, row))
             if allocation is not None and not allocation.fits:
                 out[j] = False
                 continue

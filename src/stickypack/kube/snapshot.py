@@ -439,12 +439,17 @@ def _template_devices(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 def _class_selectors(obj: dict[str, Any]) -> dict[str, Any]:
-    """A DeviceClass's name and ``spec.selectors`` (what kube-scheduler's allocator reads)."""
+    """A DeviceClass's name, ``creationTimestamp``, ``spec.selectors`` (what kube-scheduler's
+    allocator reads) and ``spec.extendedResourceName`` (DRA-backed extended resources)."""
     meta, spec = obj.get("metadata"), obj.get("spec")
-    selectors = spec.get("selectors") if isinstance(spec, dict) else None
+    spec = spec if isinstance(spec, dict) else {}
+    meta = meta if isinstance(meta, dict) else {}
     return {
-        "metadata": {"name": meta.get("name") if isinstance(meta, dict) else None},
-        "spec": {"selectors": selectors},
+        "metadata": {"name": meta.get("name"), "creationTimestamp": meta.get("creationTimestamp")},
+        "spec": {
+            "selectors": spec.get("selectors"),
+            "extendedResourceName": spec.get("extendedResourceName"),
+        },
     }
 
 

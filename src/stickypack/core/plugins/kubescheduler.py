@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import abc
 import itertools
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
 import numpy as np
@@ -102,6 +102,27 @@ class NodeResourcesFitFilter(FilterPlugin):
 
     def filter(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
         return fits_within(table.pod_vector(pod), table.alloc[idx] - table.requested[idx])
+
+
+class DraDelegatingFitFilter(NodeResourcesFitFilter):
+    """NodeResourcesFit with DRA-backed extended resources (DRAExtendedResource, GA in
+    v1.37): an extended resource of ``dra_resources`` (one a DeviceClass names, its
+    ``extendedResourceName`` or ``deviceclass.resource.kubernetes.io/<class>``) is not
+    checked on a node that lists none of it allocatable; kube-scheduler leaves it to
+    DynamicResources there (``shouldDelegateResourceToDRA``). Elsewhere, as
+    :class:`NodeResourcesFitFilter`."""
+
+    def __init__(self, dra_resources: Iterable[str]) -> None:
+        self.dra_resources = frozenset(dra_resources)
+
+    def filter(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
+        vec = table.pod_vector(pod)
+        wanted = np.tile(vec, (idx.shape[0], 1))
+        for name in self.dra_resources:
+            column = table.rindex.get(name)
+            if column is not None:
+                wanted[table.alloc[idx, column] == 0, column] = 0
+        return fits_within(wanted, table.alloc[idx] - table.requested[idx])
 
 
 class TaintTolerationFilter(FilterPlugin):
