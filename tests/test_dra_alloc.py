@@ -485,3 +485,28 @@ def test_dra_backed_extended_resources_go_to_dynamic_resources_on_nodes_without_
     assert dict(zip(names, mask.tolist(), strict=True)) == {"a": False, "b": True, "c": True}
     assert plugin.outcomes()["a"].reason == "cannot allocate all claims"
     assert "c" not in plugin.outcomes()  # a device plugin's resource: nothing for DRA there
+
+
+def test_a_selectors_result_is_kept_per_device_as_it_sees_it() -> None:
+    """Devices alike (one model on many nodes) are evaluated once; one that differs in any
+    attribute or capacity is evaluated again; an error is kept too."""
+    selector = compile_selector(f'device.attributes["{DRIVER}"].model == "a100"')
+    calls = []
+    evaluate = selector._evaluate
+
+    def counted(device: DeviceView) -> Any:
+        calls.append(device)
+        return evaluate(device)
+
+    selector._evaluate = counted  # type: ignore[method-assign]
+    a100 = DeviceView(DRIVER, {"model": {"string": "a100"}}, {"memory": Fraction(1)})
+    assert selector.matches(a100) and selector.matches(
+        DeviceView(DRIVER, {"model": {"string": "a100"}}, {"memory": Fraction(1)})
+    )
+    assert not selector.matches(DeviceView(DRIVER, {"model": {"string": "t4"}}, {"memory": Fraction(1)}))
+    assert selector.matches(DeviceView(DRIVER, {"model": {"string": "a100"}}, {"memory": Fraction(2)}))
+    bare = DeviceView(DRIVER, {}, {})
+    for _ in range(2):
+        with pytest.raises(SelectorError, match="no such key: model"):
+            selector.matches(bare)
+    assert len(calls) == 4

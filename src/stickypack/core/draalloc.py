@@ -489,6 +489,15 @@ class DraAllocator:
         self.classes = classes
         self._compile = compile_selector
         self._compiled: dict[str, Selector] = {}
+        self._local: dict[str, list[_Slice]] = {}  # node-local slices by node
+        self._shared: list[_Slice] = []  # the others (node selection by selector, all nodes...)
+        self._by_pool: dict[tuple[str, str], list[_Slice]] = {}
+        for s in self.slices:
+            if s.node_name:
+                self._local.setdefault(s.node_name, []).append(s)
+            else:
+                self._shared.append(s)
+            self._by_pool.setdefault((s.driver, s.pool), []).append(s)
 
     def selector(self, expression: str) -> Selector:
         found = self._compiled.get(expression)
@@ -499,9 +508,7 @@ class DraAllocator:
     def pools(self, node: str, labels: Mapping[str, str]) -> list[_Pool]:
         """``GatherPools``: the pools ``node`` can use, in search order."""
         by_pool: dict[tuple[str, str], list[_Slice]] = {}
-        for s in self.slices:
-            if s.node_name and s.node_name != node:
-                continue
+        for s in [*self._local.get(node, ()), *self._shared]:
             if s.node_name or s.all_nodes or s.node_selector is not None:
                 relevant = _node_matches(labels, node, s.node_name, s.all_nodes, s.node_selector)
             elif s.per_device:
@@ -524,7 +531,7 @@ class DraAllocator:
             pool = _Pool(driver, name)
             generation, count = found[0].generation, found[0].slice_count
             if len(found) != count:
-                same = [s for s in self.slices if (s.driver, s.pool) == (driver, name)]
+                same = self._by_pool[(driver, name)]
                 if any(s.generation > generation for s in same):
                     continue  # obsolete
                 everywhere = [s for s in same if s.generation == generation]
