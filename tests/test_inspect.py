@@ -5690,6 +5690,35 @@ def _publish_devices(cluster: ControlPlane, node: str, driver: str, devices: lis
     cluster.call(create)
 
 
+def _publish_partitioned(cluster: ControlPlane, node: str, driver: str) -> None:
+    """A partitionable pool ``node`` of ``driver`` (DeviceClass ``driver``): a slice sharing
+    a counter set of 40Gi memory and a slice of devices consuming it, ``whole`` (40Gi),
+    ``half0`` and ``half1`` (20Gi each)."""
+    _publish_devices(cluster, node, driver, [])  # the class (and an empty slice of another pool)
+
+    def part(name: str, memory: str) -> dict:
+        return {
+            "name": name,
+            "consumesCounters": [{"counterSet": "gpu0", "counters": {"memory": {"value": memory}}}],
+        }
+
+    pool = {"name": f"{node}-parts", "generation": 1, "resourceSliceCount": 2}
+    counters = [{"name": "gpu0", "counters": {"memory": {"value": "40Gi"}}}]
+    bodies = [
+        {"driver": driver, "nodeName": node, "pool": pool, "sharedCounters": counters},
+        {"driver": driver, "nodeName": node, "pool": pool,
+         "devices": [part("whole", "40Gi"), part("half0", "20Gi"), part("half1", "20Gi")]},
+    ]  # fmt: skip
+
+    async def create(api: Any) -> None:
+        for k, spec in enumerate(bodies):
+            await client.ResourceV1Api(api).create_resource_slice(
+                {"metadata": {"name": f"{driver}-{node}-{k}"}, "spec": spec}
+            )
+
+    cluster.call(create)
+
+
 def _create_claim(cluster: ControlPlane, name: str, devices: dict) -> None:
     """A ResourceClaim ``name`` of ``spec.devices`` ``devices``, not allocated."""
     body = {"metadata": {"name": name}, "spec": {"devices": devices}}
@@ -5712,6 +5741,8 @@ def test_inspect_pod_dra_allocates_unallocated_claims_as_the_real_scheduler_does
     * ``fallback``: ``firstAvailable`` an a100 (none anywhere), then a t4 (``a``'s only);
     * ``numa``: ``count: 2`` with ``matchAttribute`` numa: ``a``'s two devices differ;
     * ``taint``: ``a``'s device is tainted NoSchedule, the request tolerates nothing;
+    * ``part``: ``count: 2`` of partitionable devices sharing 40Gi: on ``a`` another claim
+      holds a 20Gi half, so only one more fits; ``b`` has both halves;
     * ``missing``: the selector reads an attribute ``a``'s device lacks: a CEL runtime error
       that fails the whole scheduling attempt (``SchedulerError``, no node), in the real
       kube-scheduler's words."""
@@ -5766,7 +5797,15 @@ def test_inspect_pod_dra_allocates_unallocated_claims_as_the_real_scheduler_does
         "taint": exactly("taint"),
         "missing": exactly("missing", 1, f'device.attributes["{driver("missing")}"].model == "a100"'),
     }
-    expected = {"model": "b", "taken": "b", "pair": "b", "fallback": "a", "numa": "b", "taint": "b"}
+    expected = {
+        "model": "b",
+        "taken": "b",
+        "pair": "b",
+        "fallback": "a",
+        "numa": "b",
+        "taint": "b",
+        "part": "b",
+    }
     pods = {}
     try:
         for case, (on_a, on_b) in published.items():
@@ -5779,6 +5818,20 @@ def test_inspect_pod_dra_allocates_unallocated_claims_as_the_real_scheduler_does
             pods[case] = pod
         cluster.create_claim(f"holder-{suffix}", 1, driver=driver("taken"))
         cluster.allocate_claim(f"holder-{suffix}", "a", ["dev-0"], driver=driver("taken"))
+        # partitionable devices: a's half0 is taken, so a's counters have 20Gi left: one half
+        for node in ("a", "b"):
+            _publish_partitioned(cluster, node, driver("part"))
+        _create_claim(cluster, f"part-{suffix}", exactly("part", 2))
+        pods["part"] = pod_manifest("part", cpu="100m", memory="100Mi")
+        pods["part"]["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": f"part-{suffix}"}]
+        cluster.create_claim(f"part-holder-{suffix}", 1, driver=driver("part"))
+        results = [{"request": "devices", "driver": driver("part"), "pool": "a-parts", "device": "half0"}]
+        status = {"status": {"allocation": {"devices": {"results": results}}}}
+        cluster.call(
+            lambda api: client.ResourceV1Api(api).patch_namespaced_resource_claim_status(
+                f"part-holder-{suffix}", "default", status
+            )
+        )
         reports = {case: _inspect_pod_dra_json(cluster, tmp_path, capsys, pod) for case, pod in pods.items()}
         for case, node in expected.items():
             other = "a" if node == "b" else "b"
