@@ -49,7 +49,7 @@ from stickypack.core.draalloc import ClaimRequests, DraAllocator, NodeAllocation
 from stickypack.core.framework import FilterPlugin, SchedulingContext
 from stickypack.core.labels import NodeSelectorTerm
 from stickypack.core.nodetable import NodeTable
-from stickypack.core.pod import Pod, PodClaimRef, rfc3339_seconds
+from stickypack.core.pod import Pod, rfc3339_seconds
 from stickypack.core.quantity import QuantityError, parse_quantity
 
 #: Counter values by counter name.
@@ -977,8 +977,8 @@ def claims_verdict(
     rejection: kube-scheduler v1.37.2's ``resourceclaim.CanBeReserved`` is always true (the
     API server refuses a 257th reservation when the pod is bound)."""
     not_judged: list[str] = []
-    found: list[tuple[str, Mapping[str, Any]]] = []
-    made: list[tuple[PodClaimRef, Mapping[str, Any]]] = []
+    # each claim with whether it is one a template will make (not allocated), in the pod's order
+    found: list[tuple[str, Mapping[str, Any], bool]] = []
     for ref in pod.claim_refs:
         if ref.claim is None:
             if ref.template and ref.listed:
@@ -991,7 +991,8 @@ def claims_verdict(
                 if template is None:
                     why = f"ResourceClaimTemplate {pod.namespace}/{ref.template_name} does not exist"
                     return ClaimsVerdict(f'pod "{pod.key}": ResourceClaim not created yet ({why})')
-                made.append((ref, _claim_from_template(pod, ref.name, template)))
+                made = f"{ref.name} (from ResourceClaimTemplate {ref.template_name})"
+                found.append((made, _claim_from_template(pod, ref.name, template), True))
                 continue
             if ref.template:
                 return ClaimsVerdict(f'pod "{pod.key}": ResourceClaim not created yet')
@@ -1007,20 +1008,14 @@ def claims_verdict(
         if ref.template and (not pod.uid or _controller_uid(meta) != pod.uid):
             claim = f"ResourceClaim {pod.namespace}/{ref.claim}"
             return ClaimsVerdict(f"{claim} was not created for Pod {pod.key} (Pod is not owner)")
-        found.append((ref.claim, obj))
+        found.append((ref.claim, obj, False))
     allocated: list[tuple[str, tuple[NodeSelectorTerm, ...] | None]] = []
     unallocated: list[tuple[str, Mapping[str, Any]]] = []
-    for ref, obj in made:  # the claims the controller makes from templates, not allocated
-        name = f"{ref.name} (from ResourceClaimTemplate {ref.template_name})"
-        problem = _request_class_problem(pod.namespace, name, obj, classes) if classes is not None else None
-        if problem is not None:
-            return ClaimsVerdict(problem)
-        unallocated.append((name, obj))
     unshared: list[str] = []
     unbindable: list[tuple[str, str]] = []
-    for name, obj in found:
+    for name, obj, from_template in found:
         status = obj.get("status")
-        if not isinstance(status, Mapping) or status.get("allocation") is None:
+        if from_template or not isinstance(status, Mapping) or status.get("allocation") is None:
             problem = (
                 _request_class_problem(pod.namespace, name, obj, classes) if classes is not None else None
             )
