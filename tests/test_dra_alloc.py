@@ -510,3 +510,25 @@ def test_a_selectors_result_is_kept_per_device_as_it_sees_it() -> None:
         with pytest.raises(SelectorError, match="no such key: model"):
             selector.matches(bare)
     assert len(calls) == 4
+
+
+def test_cel_strings_extension_as_kubernetes_loads_it() -> None:
+    view = DeviceView(
+        DRIVER, {"product": {"string": "NVIDIA A100-SXM4-40GB"}, "tags": {"string": " a,b,c "}}, {}
+    )
+    product = f'device.attributes["{DRIVER}"].product'
+    tags = f'device.attributes["{DRIVER}"].tags'
+    for expression in (
+        f'{product}.lowerAscii().contains("a100") && {product}.upperAscii() == "NVIDIA A100-SXM4-40GB"',
+        f'{product}.indexOf("A100") == 7 && {product}.lastIndexOf("0") == 18 && {product}.indexOf("x") == -1',
+        f'{product}.charAt(0) == "N" && {product}.substring(7, 11) == "A100"',
+        f'{product}.substring(17) == "40GB" && {product}.charAt(21) == ""',
+        f'{tags}.trim().split(",") == ["a", "b", "c"] && {tags}.trim().split(",", 2) == ["a", "b,c"]',
+        f'["a", "b"].join("-") == "a-b" && {product}.replace("-", " ", 1) == "NVIDIA A100 SXM4-40GB"',
+        "[1, 2, 3].indexOf(2) == 1 && [1, 2, 2].lastIndexOf(2) == 2",
+    ):
+        assert compile_selector(expression).matches(view), expression
+    with pytest.raises(SelectorError, match="index out of range"):
+        compile_selector(f"{product}.charAt(99) == 'x'").matches(view)
+    with pytest.raises(SelectorNotModelled, match="function sort"):
+        compile_selector("[2, 1].sort() == [1, 2]").matches(view)

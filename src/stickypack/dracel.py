@@ -17,12 +17,15 @@ Of the Kubernetes CEL libraries the environment loads, the quantity library (``q
 ``isQuantity``, ``isInteger``, ``asInteger``, ``asApproximateFloat``, ``sign``, ``add``,
 ``sub``, ``isLessThan``, ``isGreaterThan``, ``compareTo``) and the semver library
 (``semver``, ``isSemver``, ``major``, ``minor``, ``patch``, ``isLessThan``,
-``isGreaterThan``, ``compareTo``) are bound here, with CEL's standard functions and macros
-(cel-python's). An expression using another of its functions (lists, regex ``find``, URLs,
-IPs, CIDRs, ``format``, the strings and sets extensions, ``cel.bind``, optional syntax
-``.?``/``orValue``...) is not judged: :class:`~stickypack.core.draalloc.SelectorNotModelled`,
-never a verdict. Equality is CEL's heterogeneous one (values of different types are not
-equal, no error). Upstream's cost limit (``CELSelectorExpressionMaxCost``) is not checked.
+``isGreaterThan``, ``compareTo``) are bound here, and the strings extension (v2: ``charAt``,
+``indexOf``, ``lastIndexOf``, ``lowerAscii``, ``upperAscii``, ``replace``, ``split``,
+``substring``, ``trim``, ``join``), with CEL's standard functions and macros (cel-python's).
+An expression using another of its functions (the lists library and extension but for
+``indexOf``, regex ``find``, URLs, IPs, CIDRs, ``format``, ``strings.quote``, the sets
+extension, ``cel.bind``, optional syntax ``.?``/``orValue``...) is not judged
+(:class:`~stickypack.core.draalloc.SelectorNotModelled`), never a verdict. Equality is
+CEL's heterogeneous one (values of different types are not equal, no error). Upstream's
+cost limit (``CELSelectorExpressionMaxCost``) is not checked.
 
 The binding is cel-python (``celpy``): a maintained, pure-Python CEL interpreter whose
 functions, member functions included, are plain Python callables. It is kept out of
@@ -60,9 +63,9 @@ NOT_MODELLED_FUNCTIONS = frozenset(
         "ip", "isIP", "family", "isUnspecified", "isLoopback", "isLinkLocalMulticast",
         "isLinkLocalUnicast", "isGlobalUnicast", "isCanonical", "cidr", "isCIDR", "containsIP",
         "containsCIDR", "masked", "prefixLength",
-        # format, strings extension
-        "format", "validate", "charAt", "lowerAscii", "upperAscii", "replace", "split", "substring",
-        "trim", "join", "quote", "reverse",
+        # format, strings extension (quote), lists extension (v3)
+        "format", "validate", "quote", "reverse", "slice", "flatten", "distinct", "sort", "sortBy",
+        "first", "last", "range",
         # optional types, two-variable comprehensions, bindings
         "orValue", "hasValue", "value", "or", "optMap", "optFlatMap", "of", "none", "ofNonZeroValue",
         "bind", "transformList", "transformMap", "transformMapEntry",
@@ -279,6 +282,81 @@ def _not_equal(a: Any, b: Any) -> Any:
     return same if isinstance(same, CELEvalError) else celtypes.BoolType(not same)
 
 
+def _string(value: Any) -> bool:
+    return isinstance(value, str)
+
+
+def _index_of(target: Any, item: Any, start: Any = None, last: bool = False) -> Any:
+    """The strings extension's ``indexOf``/``lastIndexOf`` (code point offsets; a start
+    outside the string errs), and the lists library's on a list."""
+    if isinstance(target, list) and start is None:
+        found = [k for k, v in enumerate(target) if bool(_equal(v, item))]
+        return celtypes.IntType((found[-1] if last else found[0]) if found else -1)
+    if not _string(target) or not _string(item):
+        return _error("no such overload")
+    if start is not None and (not isinstance(start, int) or not 0 <= start <= len(target)):
+        return _error(f"index out of range: {start}")
+    if last:
+        end = len(target) if start is None else int(start) + len(item)
+        return celtypes.IntType(target.rfind(item, 0, end))
+    return celtypes.IntType(target.find(item, 0 if start is None else int(start)))
+
+
+def _last_index_of(target: Any, item: Any, start: Any = None) -> Any:
+    return _index_of(target, item, start, last=True)
+
+
+def _char_at(text: Any, index: Any) -> Any:
+    if not _string(text) or not isinstance(index, int) or not 0 <= index <= len(text):
+        return _error(f"index out of range: {index}")
+    return celtypes.StringType(text[index : index + 1])
+
+
+def _substring(text: Any, start: Any, end: Any = None) -> Any:
+    stop = len(text) if end is None else end
+    if not _string(text) or not 0 <= start <= stop <= len(text):
+        return _error(
+            f"index out of range: {start}"
+            if end is None
+            else f"invalid substring range. start: {start}, end: {end}"
+        )
+    return celtypes.StringType(text[start:stop])
+
+
+def _ascii(text: Any, upper: bool) -> Any:
+    if not _string(text):
+        return _error("no such overload")
+    table = {c: c - 32 if upper else c + 32 for c in range(97 if upper else 65, 123 if upper else 91)}
+    return celtypes.StringType(str(text).translate(table))
+
+
+def _replace(text: Any, old: Any, new: Any, count: Any = -1) -> Any:
+    if not (_string(text) and _string(old) and _string(new)) or not isinstance(count, int):
+        return _error("no such overload")
+    return celtypes.StringType(str(text).replace(old, new, -1 if count < 0 else int(count)))
+
+
+def _split(text: Any, sep: Any, count: Any = -1) -> Any:
+    if not (_string(text) and _string(sep)) or not isinstance(count, int):
+        return _error("no such overload")
+    if count == 0:
+        return celtypes.ListType([])
+    parts = list(str(text)) if sep == "" else str(text).split(sep, -1 if count < 0 else int(count) - 1)
+    if sep == "" and count > 0 and len(parts) > count:
+        parts = [*parts[: count - 1], "".join(parts[count - 1 :])]
+    return celtypes.ListType([celtypes.StringType(p) for p in parts])
+
+
+def _join(items: Any, sep: Any = "") -> Any:
+    if not isinstance(items, list) or not all(_string(i) for i in items) or not _string(sep):
+        return _error("no such overload")
+    return celtypes.StringType(str(sep).join(items))
+
+
+def _trim(text: Any) -> Any:
+    return celtypes.StringType(text.strip()) if _string(text) else _error("no such overload")
+
+
 FUNCTIONS: dict[str, Any] = {
     "quantity": _quantity,
     "isQuantity": _is_quantity,
@@ -299,6 +377,17 @@ FUNCTIONS: dict[str, Any] = {
     "minor": _member("minor", _no_overload, lambda v: celtypes.IntType(v.minor)),
     "patch": _member("patch", _no_overload, lambda v: celtypes.IntType(v.patch)),
     "dyn": lambda value: value,
+    # the strings extension (v2) and the lists library's indexOf/lastIndexOf
+    "charAt": _char_at,
+    "indexOf": _index_of,
+    "lastIndexOf": _last_index_of,
+    "lowerAscii": lambda text: _ascii(text, upper=False),
+    "upperAscii": lambda text: _ascii(text, upper=True),
+    "replace": _replace,
+    "split": _split,
+    "substring": _substring,
+    "trim": _trim,
+    "join": _join,
     "_==_": _equal,
     "_!=_": _not_equal,
 }  # fmt: skip
@@ -333,7 +422,7 @@ def _attribute_value(raw: Any) -> Any:
     raise SelectorError("unsupported attribute value")
 
 
-def _split(name: str, driver: str) -> tuple[str, str]:
+def _qualified(name: str, driver: str) -> tuple[str, str]:
     domain, sep, ident = name.partition("/")
     return (domain, ident) if sep else (driver, name)
 
@@ -343,11 +432,11 @@ def device_value(device: DeviceView) -> celtypes.MapType:
     ``DeviceMatches`` input)."""
     attributes: dict[str, dict[Any, Any]] = {}
     for name, raw in device.attributes.items():
-        domain, ident = _split(name, device.driver)
+        domain, ident = _qualified(name, device.driver)
         attributes.setdefault(domain, {})[celtypes.StringType(ident)] = _attribute_value(raw)
     capacity: dict[str, dict[Any, Any]] = {}
     for name, value in device.capacity.items():
-        domain, ident = _split(name, device.driver)
+        domain, ident = _qualified(name, device.driver)
         capacity.setdefault(domain, {})[celtypes.StringType(ident)] = Quantity(value, str(value))
     return celtypes.MapType(
         {
