@@ -59,9 +59,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "ResourceSlices is weighed by its most used DRA device pool, in the node report and by "
         "ScaleDownAware with --pod, and the scale-down plan moves a pod whose claims hold "
         "node-local devices only to a node with free devices of their drivers; with --pod, the "
-        "pod's claims are judged as kube-scheduler's DynamicResources does where that needs no CEL "
-        "(lists ResourceSlices and ResourceClaims, with --pod DeviceClasses; default: off, or the "
-        "config's cluster.dra)",
+        "pod's claims are judged as kube-scheduler's DynamicResources does, its claims not allocated "
+        "yet allocated node by node with the DeviceClasses' and requests' CEL selectors "
+        "(lists ResourceSlices and ResourceClaims, with --pod DeviceClasses and ResourceClaimTemplates; "
+        "default: off, or the config's cluster.dra)",
     )
     insp.add_argument("--json", action="store_true", help="print JSON instead of a table")
     insp.set_defaults(handler=_inspect)
@@ -698,15 +699,21 @@ def _placement_json(
 
 
 def _dynamic_resources(snap: Snapshot, pod: Pod) -> tuple[DynamicResourcesFilter, dict[str, Any]] | None:
-    """With the DRA objects read (``--dra``): kube-scheduler's DynamicResources filter where
-    it needs no CEL (:class:`~stickypack.core.dra.DynamicResourcesFilter`, on the listed
-    claims and DeviceClasses) and the report's ``dynamic_resources``: whether the
-    DeviceClasses could be listed (``device_classes_read``), why it rejects every node
+    """With the DRA objects read (``--dra``): kube-scheduler's DynamicResources filter
+    (:class:`~stickypack.core.dra.DynamicResourcesFilter`, on the listed claims, DeviceClasses
+    and ResourceClaimTemplates, with kube-scheduler's allocator,
+    :class:`~stickypack.core.draalloc.DraAllocator`, and its CEL, :mod:`stickypack.dracel`)
+    and the report's ``dynamic_resources``: whether the DeviceClasses and the templates could
+    be listed (``device_classes_read``, ``templates_read``), why it rejects every node
     (``rejected``, or None), the allocated claims whose node selectors it judges
     (``allocated``), why some of those are unavailable on every node (``unbindable``: their
-    devices' binding failed or timed out), the claims not allocated, not judged
-    (``not_judged``), and (set once the nodes are judged, :func:`_deallocated_claims`) those
-    its PostFilter would deallocate one of (``deallocates``); None without them."""
+    devices' binding failed or timed out), the claims not allocated, which the allocator
+    judges node by node (``allocates``), the pod's extended resources a DeviceClass backs
+    (``extended_resources``), the slices that could not be read (``problems``), what is not
+    judged (``not_judged``), and (set once the nodes are judged, :func:`_deallocated_claims`
+    and :func:`_allocation_outcomes`) those its PostFilter would deallocate one of
+    (``deallocates``), why the allocator rejects each node (``cannot_allocate``) and the
+    error that fails the scheduling attempt (``scheduler_error``); None without them."""
     from stickypack.core.dra import DynamicResourcesFilter, claim_key, extended_resource_classes
     from stickypack.core.draalloc import DraAllocator
     from stickypack.dracel import compile_selector
@@ -1505,7 +1512,7 @@ def _print_dynamic_resources(console: Console, judged: dict[str, Any] | None) ->
         console.print(
             "no node passes: kube-scheduler's DynamicResources PostFilter then deallocates one of "
             f"{escape(', '.join(judged['deallocates']))} (no other pod uses it) and its next attempt "
-            "allocates it afresh by CEL selectors, which is not judged here",
+            "allocates it afresh, which this report does not show",
             highlight=False,
             soft_wrap=True,
         )

@@ -228,7 +228,7 @@ def explain_placement(
     its own). None: not judged.
 
     A :class:`~stickypack.core.dra.DynamicResourcesFilter` in ``profile`` (kube-scheduler's
-    DynamicResources, where it needs no CEL) is ranked after InterPodAffinity; when its
+    DynamicResources) is ranked after InterPodAffinity; when its
     PreFilter rejects the pod (a claim missing, being deleted, not the pod's, or asking for a
     DeviceClass that does not exist), every node is named by it, as kube-scheduler runs no
     Filter then.
