@@ -345,7 +345,7 @@ def test_a_cel_error_is_met_only_on_a_device_the_search_reaches() -> None:
 def test_what_the_allocator_does_not_model_passes_the_node_and_says_why() -> None:
     slices = [_slice("a", {**_device("d0"), "allowMultipleAllocations": True})]
     outcome = _fits(slices, _claim("c", _request("r", 1)))
-    assert outcome.fits and "allows multiple allocations" in str(outcome.not_modelled)
+    assert outcome.fits and "allowing multiple allocations" in str(outcome.not_modelled)
     capacity = _request("r", 1, capacity={"requests": {"memory": "1Gi"}})
     assert "capacity requests" in str(_fits([_slice("a", _device("d0"))], _claim("c", capacity)).not_modelled)
     unlisted = DraAllocator([_slice("a", _device("d0"))], [], None, compile_selector)

@@ -986,3 +986,65 @@ def test_a_pod_files_template_entry_is_judged_as_the_claim_made_from_its_templat
     assert claims_verdict(pod, {}, {"gpu.example.com"}).not_judged == (
         "gpu (from its template, made when the pod is created)",
     )
+
+
+def test_a_cel_error_fails_the_attempt_only_where_dynamic_resources_runs() -> None:
+    """kube-scheduler runs a node's filters in order and stops at the first that rejects
+    it: a CEL error on a node NodeResourcesFit already rejects is never met, so the
+    attempt goes on (``scheduler_error`` null, the other node best); met on a node that
+    reaches DynamicResources, it fails the attempt: no node is best. What the allocator does
+    not model is said per reason, the nodes named (five, then a count)."""
+    from stickypack.cli.inspect import _allocation_outcomes
+    from stickypack.core.draalloc import DraAllocator
+    from stickypack.dracel import compile_selector
+
+    def device(name: str, **attributes: str) -> dict[str, Any]:
+        return {"name": name, "attributes": {k: {"string": v} for k, v in attributes.items()}}
+
+    def pool(node: str, *devices: dict[str, Any]) -> dict[str, Any]:
+        spec = {"driver": "gpu.example.com", "nodeName": node, "devices": list(devices),
+                "pool": {"name": node, "generation": 1, "resourceSliceCount": 1}}  # fmt: skip
+        return {"metadata": {"name": node}, "spec": spec}
+
+    classes = {"gpu": {"metadata": {"name": "gpu"}, "spec": {}}}
+    selector = {"cel": {"expression": 'device.attributes["gpu.example.com"].model == "a100"'}}
+    wants = _unallocated(
+        "wants", {"name": "r", "exactly": {"deviceClassName": "gpu", "selectors": [selector]}}
+    )
+    default = load_builtin("default").profiles[0]
+    pod = _pod("p", "1", _named("x", "wants"))
+
+    def judge(table: NodeTable, slices: list[dict[str, Any]]) -> tuple[list[str], dict[str, Any]]:
+        allocator = DraAllocator(slices, [wants], classes, compile_selector)
+        plugin = DynamicResourcesFilter(_by_key(wants), set(classes), allocator=allocator)
+        profile = Profile(default.name, [*default.filters, plugin], default.scorers)
+        explanation = explain_placement(profile, pod, table, SchedulingContext())
+        judged: dict[str, Any] = {"not_judged": [], "cannot_allocate": {}, "scheduler_error": None}
+        return _allocation_outcomes(plugin, judged, explanation).best, judged
+
+    table = _table("a", "b")
+    table.add_pod(table.index["a"], _pod("filler", "3500m"))  # a: no room for 1 core
+    slices = [pool("a", device("d0")), pool("b", device("d0", model="a100"))]
+    best, judged = judge(table, slices)
+    assert (best, judged["scheduler_error"], judged["cannot_allocate"]) == (["b"], None, {})
+    table = _table("a", "b")
+    best, judged = judge(table, slices)
+    assert best == [] and judged["scheduler_error"].startswith(
+        'running "DynamicResources" filter plugin: claim default/wants: selector #0 on device '
+        "gpu.example.com/a/d0: CEL runtime error: no such key: model"
+    )
+    assert list(judged["cannot_allocate"]) == ["a"]
+    many = _table(*(f"n{k}" for k in range(7)))
+    multiple = [pool(f"n{k}", {**device("d0"), "allowMultipleAllocations": True}) for k in range(7)]
+    unselective = _unallocated("wants", {"name": "r", "exactly": {"deviceClassName": "gpu"}})
+    allocator = DraAllocator(multiple, [unselective], classes, compile_selector)
+    plugin = DynamicResourcesFilter(_by_key(unselective), set(classes), allocator=allocator)
+    profile = Profile(default.name, [*default.filters, plugin], default.scorers)
+    explanation = explain_placement(profile, pod, many, SchedulingContext())
+    judged = {"not_judged": [], "cannot_allocate": {}, "scheduler_error": None}
+    assert sorted(_allocation_outcomes(plugin, judged, explanation).best) == [f"n{k}" for k in range(7)]
+    (note,) = judged["not_judged"]
+    assert note == (
+        "claim default/wants: a device allowing multiple allocations (consumable capacity) "
+        "(on n0, n1, n2, n3, n4 and 2 more: passes there)"
+    )

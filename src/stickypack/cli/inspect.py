@@ -766,7 +766,8 @@ def _allocation_outcomes(
         if outcome.not_modelled is not None:
             not_modelled.setdefault(outcome.not_modelled, []).append(node)
     for why, nodes in not_modelled.items():
-        judged["not_judged"].append(f"{why} (on {', '.join(nodes)}: passes there)")
+        named = ", ".join(nodes[:5]) + (f" and {len(nodes) - 5} more" if len(nodes) > 5 else "")
+        judged["not_judged"].append(f"{why} (on {named}: passes there)")
     for v in explanation.verdicts:
         found = outcomes.get(v.node)
         if v.filtered_by != plugin.name or found is None or found.fits:

@@ -699,7 +699,8 @@ class _Search:
             d = c.device
             ok = _node_matches(self.labels, self.node, d.node_name, d.all_nodes, d.node_selector)
         if ok and c.device.view.allow_multiple_allocations:
-            raise _NotModelled(f"device {'/'.join(c.id)} allows multiple allocations (consumable capacity)")
+            claim = self.claims[ci].key
+            raise _NotModelled(f"claim {claim}: a device allowing multiple allocations (consumable capacity)")
         self.matches[key] = ok
         return ok
 
