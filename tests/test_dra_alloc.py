@@ -532,3 +532,19 @@ def test_cel_strings_extension_as_kubernetes_loads_it() -> None:
         compile_selector(f"{product}.charAt(99) == 'x'").matches(view)
     with pytest.raises(SelectorNotModelled, match="function sort"):
         compile_selector("[2, 1].sort() == [1, 2]").matches(view)
+
+
+def test_cel_python_failing_on_its_own_is_not_judged_never_a_traceback() -> None:
+    """An exception of cel-python's own (not a CEL error: its recursion limit, a bug) makes
+    the selector not judged, said with what it was."""
+    selector = compile_selector("device.driver == 'x'")
+
+    class Broken:
+        def evaluate(self, activation: Any) -> Any:
+            raise RecursionError("maximum recursion depth exceeded")
+
+    selector._program = Broken()
+    with pytest.raises(
+        SelectorNotModelled, match=r"cel-python could not evaluate it \(RecursionError: maximum"
+    ):
+        selector.matches(_view())

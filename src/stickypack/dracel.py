@@ -497,7 +497,7 @@ class CelSelector:
         self._program: Any = None
         # results by what the selector sees of a device: devices of one model on many nodes
         # are evaluated once (cel-python interprets its parse tree, ~0.5 ms an evaluation)
-        self._results: dict[Any, bool | SelectorError] = {}
+        self._results: dict[Any, bool | SelectorError | SelectorNotModelled] = {}
         self._compile_error: str | None = None
         self._not_modelled: str | None = None
         env, builtins = _environment()
@@ -537,15 +537,19 @@ class CelSelector:
                 self._results[key] = known
         if isinstance(known, SelectorError):
             raise SelectorError(str(known), compile_error=known.compile_error)
+        if isinstance(known, SelectorNotModelled):
+            raise SelectorNotModelled(str(known))
         return known
 
-    def _evaluate(self, device: DeviceView) -> bool | SelectorError:
+    def _evaluate(self, device: DeviceView) -> bool | SelectorError | SelectorNotModelled:
         try:
             result = self._program.evaluate({"device": device_value(device)})
         except CELEvalError as exc:
             return SelectorError(_runtime_message(exc))
         except SelectorError as exc:  # an attribute value that cannot be read
             return exc
+        except Exception as exc:  # cel-python failing on its own (a recursion limit...): not judged
+            return SelectorNotModelled(f"cel-python could not evaluate it ({type(exc).__name__}: {exc})")
         if isinstance(result, CELEvalError):
             return SelectorError(_runtime_message(result))
         if not isinstance(result, celtypes.BoolType):
