@@ -1488,7 +1488,8 @@ def test_inspect_pod_says_kube_scheduler_scores_a_sample_of_a_large_cluster(
     """On 200 nodes kube-scheduler's adaptive ``percentageOfNodesToScore`` scores the first
     100 feasible nodes it finds: inspect says so, and the real kube-scheduler with z2jh's
     profile binds some pods off the fullest node inspect names best; stickypack's rendered
-    profile (``percentageOfNodesToScore: 100``) binds every one of them there."""
+    profile (``percentageOfNodesToScore: 100``) binds every one of them there. A pod naming
+    120 nodes in its required node affinity is searched for on those 120 alone."""
     for i in range(200):
         cluster.create_node(f"n{i:03d}", cpu="4", memory="16Gi")
     _bind(cluster, "filler", "n137", "3", "12Gi")
@@ -1510,6 +1511,24 @@ def test_inspect_pod_says_kube_scheduler_scores_a_sample_of_a_large_cluster(
     assert report["kube_scheduler_search"] == {**search, "percentage": 100, "nodes_to_find": 200}
     assert main([*argv, "--policy", "stickypack"]) == 0
     assert "kube-scheduler scores only" not in capsys.readouterr().out
+    # a pod whose required node affinity names 120 nodes (matchFields metadata.name): NodeAffinity's
+    # PreFilter leaves kube-scheduler those alone to search
+    names = [f"n{i:03d}" for i in range(80, 200)]
+    # one name a term (the API takes one value for a field's In), the terms ORed
+    terms = [
+        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [n]}]} for n in [*names, "gone"]
+    ]
+    affinity = {
+        "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}
+    }
+    path.write_text(yaml.safe_dump({**pod, "spec": {**pod["spec"], "affinity": affinity}}))
+    assert main([*argv, "--policy", "z2jh", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["kube_scheduler_search"] == {**search, "nodes": 120, "feasible": 120}
+    assert main([*argv, "--policy", "stickypack", "--json"]) == 0
+    named = {"percentage": 100, "nodes": 120, "nodes_to_find": 120, "feasible": 120}
+    assert json.loads(capsys.readouterr().out)["kube_scheduler_search"] == named
+    path.write_text(yaml.safe_dump(pod))
 
     cluster.start_scheduler(scheduler_config(["z2jh", "stickypack"]))
     bound: dict[str, list[str]] = {}

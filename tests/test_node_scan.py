@@ -13,7 +13,13 @@ import numpy as np
 import pytest
 
 from stickypack.core import NodeTable, Pod
-from stickypack.core.framework import NodeScan, SchedulingContext, feasible_nodes_to_find
+from stickypack.core.framework import (
+    NodeScan,
+    SchedulingContext,
+    feasible_nodes_to_find,
+    prefilter_node_names,
+)
+from stickypack.core.labels import NodeSelectorTerm, Requirement
 from stickypack.core.nodetable import zone_key
 from stickypack.core.policy import PolicyError, policy_from_yaml
 from stickypack.core.resources import CPU, MEMORY, PODS
@@ -75,14 +81,72 @@ def test_scheduler_order_interleaves_the_zones_as_the_node_tree_lists_them() -> 
     table.remove_node("n002")  # zone b empties and leaves the list of zones
     table.upsert_node("n005", ALLOC, labels={"topology.kubernetes.io/zone": "b"})  # b joins at the end
     assert _names(table, table.scheduler_order()) == ["n000", "n004", "n005", "n001", "n003"]
-    # a node relabelled into another zone is added at the end of that zone's list
+    # a node relabelled into another zone is added at the end of that zone's list, once the
+    # snapshot lists the tree anew: when a node is added or removed, not at the update
     table.upsert_node("n000", ALLOC, labels={"topology.kubernetes.io/zone": "c"})
+    assert _names(table, table.scheduler_order()) == ["n000", "n004", "n005", "n001", "n003"]
+    table.upsert_node("n007", ALLOC, labels={"topology.kubernetes.io/zone": "c"})
+    assert _names(table, table.scheduler_order()) == ["n001", "n004", "n005", "n003", "n000", "n007"]
+    table.remove_node("n007")
     assert _names(table, table.scheduler_order()) == ["n001", "n004", "n005", "n003", "n000"]
     # an update that keeps the zone keeps the place; a freed row reused keeps no old place
     table.upsert_node("n001", ALLOC, labels={"topology.kubernetes.io/zone": "a", "x": "y"})
     table.remove_node("n004")
     table.upsert_node("n006", ALLOC, labels={"topology.kubernetes.io/zone": "a"})
     assert _names(table, table.scheduler_order()) == ["n001", "n000", "n005", "n003", "n006"]
+
+
+def test_the_search_keeps_the_order_of_the_snapshot_it_took_until_a_node_comes_or_goes() -> None:
+    table = _table(150, ["a"] * 75 + ["b"] * 75)  # n000, n075, n001, n076, ...
+    scan = NodeScan()
+    rows = table.active_indices()
+    scan.sample(rows[:10], table)  # a cycle that checks every node takes the snapshot too
+    assert scan.next_start == 0
+    table.upsert_node("n075", ALLOC, labels={"topology.kubernetes.io/zone": "a"})  # moved: b to a
+    taken = _names(table, scan.sample(rows, table))
+    assert taken[:4] == ["n000", "n075", "n001", "n076"] and scan.next_start == 100
+    # a node added: listed anew, n075 last of zone a (a: n000..n074, n075; b: n076..n150)
+    table.upsert_node("n150", ALLOC, labels={"topology.kubernetes.io/zone": "b"})
+    assert _names(table, scan.sample(table.active_indices(), table))[:3] == ["n050", "n126", "n051"]
+
+
+def test_a_pod_that_names_its_nodes_is_searched_for_on_those_alone() -> None:
+    def name_in(*names: str) -> Requirement:
+        return Requirement("metadata.name", "In", names)
+
+    # terms ORed, requirements ANDed: (n001 or n002) and n002; or x
+    terms = (
+        NodeSelectorTerm(fields=(name_in("n001", "n002"), name_in("n002"))),
+        NodeSelectorTerm(fields=(name_in("x"),)),
+    )
+    assert prefilter_node_names(Pod(name="p", required_terms=terms)) == {"n002", "x"}
+    label_term = NodeSelectorTerm(expressions=(Requirement("zone", "In", ("a",)),))
+    assert prefilter_node_names(Pod(name="p", required_terms=(*terms, label_term))) is None  # ORed
+    not_in = NodeSelectorTerm(fields=(Requirement("metadata.name", "NotIn", ("n001",)),))
+    assert prefilter_node_names(Pod(name="p", required_terms=(not_in,))) is None
+    assert prefilter_node_names(Pod(name="p", required_terms=())) is None
+    assert prefilter_node_names(Pod(name="p")) is None
+
+    table = _table(300)
+    rows = table.active_indices()
+    scan = NodeScan(next_start=7)
+    # one node named: it alone is checked, and the start moves on by one
+    assert _names(table, scan.sample(rows[[5]], table, node_names=frozenset({"n005", "gone"}))) == ["n005"]
+    assert scan.next_start == 8
+    # 120 nodes named: 100 of them to find (of 120 nodes, not 144 of 300), the start taken
+    # modulo 120, the move modulo all 300
+    names = frozenset(f"n{i:03d}" for i in range(100, 220))
+    scan.next_start = 250  # 250 % 120 = 10: n110 first
+    taken = _names(table, scan.sample(rows, table, node_names=names))
+    assert taken == [f"n{i:03d}" for i in range(110, 210)]
+    assert scan.next_start == (250 + 100) % 300
+
+    # the profile narrows the search by the pod's terms
+    profile, ctx = _packing_profile(), SchedulingContext()
+    pod = Pod(name="p", requests={CPU: 500}, nonzero_cpu=500, required_terms=terms)
+    scan.next_start = 0
+    assert profile.select(pod, table, ctx, np.random.default_rng(0), scan) == table.index["n002"]
+    assert scan.next_start == 1  # n002 checked; x is no node
 
 
 def test_the_search_takes_the_first_feasible_nodes_from_where_the_last_stopped() -> None:

@@ -607,7 +607,7 @@ def _placement_json(
     tries first; ``scheduling_gates``: its gates' names (kube-scheduler holds it while it has
     any; the nodes are judged as once they are removed)."""
     from stickypack.core.explain import explain_placement, nominated_pods_for
-    from stickypack.core.framework import feasible_nodes_to_find
+    from stickypack.core.framework import feasible_nodes_to_find, prefilter_node_names
     from stickypack.core.volumes import PersistentVolumesFilter
 
     table = snap.cache.table
@@ -653,10 +653,12 @@ def _placement_json(
         explanation = _allocation_outcomes(plugin, judged, explanation)
     feasible = sum(1 for v in explanation.verdicts if not v.filtered_by)
     percentage = policy.percentage_of_nodes_to_score
+    named = prefilter_node_names(pod)  # NodeAffinity's PreFilter: the search is of these alone
+    searched = len(table) if named is None else sum(1 for name in named if name in table.index)
     search = {  # kube-scheduler's search for feasible nodes (percentageOfNodesToScore)
         "percentage": percentage,
-        "nodes": len(table),
-        "nodes_to_find": feasible_nodes_to_find(len(table), percentage) if profile.scores_nodes else 1,
+        "nodes": searched,
+        "nodes_to_find": feasible_nodes_to_find(searched, percentage) if profile.scores_nodes else 1,
         "feasible": feasible,
     }
     counted = {  # on the nodes explain_placement judges: not a node gone since the nomination

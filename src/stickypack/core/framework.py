@@ -168,6 +168,28 @@ def feasible_nodes_to_find(num_all_nodes: int, percentage: int = 0) -> int:
     return max(num_all_nodes * percentage // 100, MIN_FEASIBLE_NODES_TO_FIND)
 
 
+def prefilter_node_names(pod: Pod) -> frozenset[str] | None:
+    """The names of the only nodes kube-scheduler searches for ``pod`` (NodeAffinity's
+    PreFilter, ``preRes.NodeNames``): when every one of its required node selector terms has
+    a ``matchFields`` ``metadata.name`` ``In`` requirement, the union over the terms of the
+    names each term's ``In`` requirements all name (any number of values, valid or not, as
+    PreFilter reads them); None (every node) otherwise. Names of no node are kept: the
+    search drops them."""
+    terms = pod.required_terms
+    if not terms:
+        return None
+    names: set[str] = set()
+    for term in terms:
+        named: set[str] | None = None
+        for req in term.fields:
+            if req.key == "metadata.name" and req.operator == "In":
+                named = set(req.values) if named is None else named & set(req.values)
+        if named is None:  # a term not naming nodes: any node may match it
+            return None
+        names |= named
+    return frozenset(names)
+
+
 @dataclass(slots=True)
 class NodeScan:
     """kube-scheduler's search for feasible nodes, which a scheduler carries from one
@@ -177,32 +199,52 @@ class NodeScan:
     ``next_start`` on, round the end, and stops once it has found
     :func:`feasible_nodes_to_find` of them (one when the profile scores nothing); only those
     are scored. ``next_start`` (its ``nextStartNodeIndex``) then moves on by the nodes
-    checked, so every node gets its turn across pods. ``percentage``: its
-    ``percentageOfNodesToScore`` (0: adaptive; 100: every feasible node is scored, in any
-    cluster).
+    checked, modulo the number of all nodes, so every node gets its turn across pods.
+    ``percentage``: its ``percentageOfNodesToScore`` (0: adaptive; 100: every feasible node
+    is scored, in any cluster).
+
+    A pod whose required node affinity names its nodes (:func:`prefilter_node_names`) is
+    searched for on those nodes alone: their count sets how many to find, the start is taken
+    modulo it, and every one checked moves ``next_start`` on (a pod naming one node moves it
+    by one).
 
     kube-scheduler checks the nodes in parallel (16 goroutines, chunks of consecutive
     nodes), so which nodes it has found when it stops varies from run to run; this takes
-    the first ones in order, the search its code describes."""
+    the first ones in order, the search its code describes. It lists the named nodes of a
+    pod's ``matchFields`` in a Go map's random order; this keeps the snapshot's order (the
+    same nodes are found whenever fewer than 100 are named, all of them)."""
 
     percentage: int = 0
     next_start: int = 0
 
-    def sample(self, feasible: np.ndarray, table: NodeTable, scoring: bool = True) -> np.ndarray:
+    def sample(
+        self,
+        feasible: np.ndarray,
+        table: NodeTable,
+        scoring: bool = True,
+        node_names: frozenset[str] | None = None,
+    ) -> np.ndarray:
         """The rows of ``feasible`` (the rows of ``table`` that pass the filters) that
         kube-scheduler scores, in its search's order (all of them, as given, when it finds
         no more than it looks for); moves ``next_start`` on. ``scoring``: whether the
-        profile scores (kube-scheduler looks for one feasible node when it does not)."""
-        num_all = len(table)
+        profile scores (kube-scheduler looks for one feasible node when it does not);
+        ``node_names``: the only nodes PreFilter leaves to search (None: all)."""
+        order = table.scheduler_order()  # the cycle's snapshot, as UpdateSnapshot takes it
+        num_all = order.size
         if num_all == 0:
             return feasible
-        wanted = feasible_nodes_to_find(num_all, self.percentage) if scoring else 1
+        nodes = order
+        if node_names is not None:
+            named = np.zeros(table.active.shape[0], dtype=bool)
+            named[[table.index[n] for n in node_names if n in table.index]] = True
+            nodes = order[named[order]]
+            feasible = feasible[named[feasible]]
+        wanted = feasible_nodes_to_find(nodes.size, self.percentage) if scoring else 1
         if feasible.size <= wanted:  # every node checked
-            self.next_start = (self.next_start + num_all) % num_all
+            self.next_start = (self.next_start + nodes.size) % num_all
             return feasible
-        order = table.scheduler_order()
-        start = self.next_start % num_all
-        searched = np.concatenate((order[start:], order[:start]))
+        start = self.next_start % nodes.size
+        searched = np.concatenate((nodes[start:], nodes[:start]))
         passes = np.zeros(table.active.shape[0], dtype=bool)
         passes[feasible] = True
         found = np.flatnonzero(passes[searched])[:wanted]
@@ -321,7 +363,7 @@ class Profile:
         """
         idx = self.feasible(pod, table, ctx)
         if scan is not None:
-            idx = scan.sample(idx, table, self.scores_nodes)
+            idx = scan.sample(idx, table, self.scores_nodes, prefilter_node_names(pod))
         if idx.size == 0:
             return None
         if idx.size == 1:

@@ -119,6 +119,8 @@ class NodeTable:
         #: Zone key -> (when it joined the tree's list of zones, its node count); a zone
         #: leaves the list when its last node goes, and joins at its end when one comes back.
         self._zones: dict[str, tuple[int, int]] = {}
+        #: :meth:`scheduler_order` as last listed, kept until a node is added or removed.
+        self._scheduler_order: np.ndarray | None = None
         self.extra: dict[str, np.ndarray] = {}
         self.names: list[str | None] = [None] * cap
         self.info: list[NodeInfo | None] = [None] * cap
@@ -202,6 +204,7 @@ class NodeTable:
             i = self._free.pop()
             self.index[name] = i
             self.names[i] = name
+            self._scheduler_order = None
             self.active[i] = True
             self._clear_pod_counts(i)
             self.build_starts[i] = 0
@@ -265,6 +268,7 @@ class NodeTable:
         """Forget node ``name`` (its pods go with it)."""
         i = self.slot(name)
         self.node_memo.clear()
+        self._scheduler_order = None
         del self.index[name]
         self.names[i] = None
         self.info[i] = None
@@ -307,8 +311,13 @@ class NodeTable:
         tree's ``list``): the first node of each zone, zones in the order they joined, then
         the second of each, and so on; a zone's nodes in the order they were added to it (a
         node moved to another zone by a label change is added at the end of that zone).
-        Kept until a node is added, changed or removed."""
-        order = self.node_memo.get("scheduler_order")
+
+        kube-scheduler lists the tree anew only when its snapshot gains or loses a node
+        (``UpdateSnapshot``'s ``updateAllLists``): a node moved to another zone keeps its
+        place until then. So the order is kept from the first call after a node is added or
+        removed (call it at every scheduling cycle, as the snapshot is taken) until the next
+        addition or removal; label changes in between do not reorder it."""
+        order = self._scheduler_order
         if order is None:
             rows = self.active_indices()
             joined = np.array([self._zones[self._zone_of[i]][0] for i in rows.tolist()], dtype=_I64)
@@ -317,7 +326,7 @@ class NodeTable:
             starts = np.flatnonzero(np.r_[True, zone_of[1:] != zone_of[:-1]])
             place = np.arange(rows.size) - np.repeat(starts, np.diff(np.r_[starts, rows.size]))
             order = by_zone[np.lexsort((zone_of, place))]
-            self.node_memo["scheduler_order"] = order
+            self._scheduler_order = order
         return order
 
     def labelled(self, keys: tuple[str, ...]) -> np.ndarray:
