@@ -268,3 +268,40 @@ def test_the_simulator_samples_as_the_policys_kube_scheduler_would() -> None:
     # go to another node while it still has room
     assert _packing_runs(100) == 8
     assert _packing_runs(0) > 8
+
+
+def test_each_profile_of_a_simulated_policy_searches_as_a_scheduler_of_its_own() -> None:
+    """z2jh's user pods are placed by its user-scheduler, its build pods by the default
+    scheduler: two kube-schedulers, each moving its own search's start."""
+    from stickypack.core.labels import HOSTNAME_LABEL
+    from stickypack.sim.engine import Simulation
+    from stickypack.sim.model import NodePool
+    from stickypack.sim.workloads import PodJob, Workload
+
+    def user(name: str, cpu: int, **kwargs: object) -> Pod:
+        return Pod(
+            name=name, requests={CPU: cpu, MEMORY: 2**20}, nonzero_cpu=cpu, nonzero_memory=2**20, **kwargs
+        )  # type: ignore[arg-type]
+
+    pool = NodePool(name="p", allocatable=ALLOC, min_size=120, max_size=120)
+    jobs = [
+        # on p-00071 (the 71st node) by its node selector: every node checked, the start kept at 0
+        PodJob(1.0, user("filler", 3000, node_selector={HOSTNAME_LABEL: "p-00071"}), duration=1e4),
+        PodJob(2.0, user("first", 100), duration=1e4),  # nodes 1..100 searched: the filler's node; start 100
+        PodJob(3.0, user("build", 100, labels={"component": "binderhub-build"}), duration=1e4),
+        # the user-scheduler's search from node 101 round to node 80: the filler's node again (a
+        # search moved on by the build's too would start at node 81 and end at node 60)
+        PodJob(4.0, user("second", 100), duration=1e4),
+    ]
+    sim = Simulation(load_builtin("z2jh"), Workload("two", jobs, [pool]), seed=0)
+    bound: dict[str, str] = {}
+    bind = sim._bind
+
+    def record(sp, slot) -> None:  # type: ignore[no-untyped-def]
+        bind(sp, slot)
+        bound[sp.pod.name] = sim.by_slot[slot].name
+
+    sim._bind = record  # type: ignore[method-assign]
+    sim.run()
+    assert bound["first"] == bound["second"] == "p-00071"
+    assert bound["build"] != "p-00071"

@@ -131,10 +131,14 @@ class Simulation:
         self.cache_config = cache or CacheConfig()
         #: Tie-breaks among equally scored nodes: each policy draws a different number.
         self.rng = np.random.default_rng([seed, 10])
-        #: kube-scheduler's search for feasible nodes, carried across its scheduling cycles:
-        #: one scheduler serves all the policy's pods (in a cluster of 100 nodes or more it
-        #: scores only the nodes it finds first).
-        self.scan = NodeScan(policy.percentage_of_nodes_to_score)
+        #: Per profile name, its kube-scheduler's search for feasible nodes, carried across
+        #: its scheduling cycles (in a cluster of 100 nodes or more it scores only the nodes
+        #: it finds first): each profile is a scheduler of its own, as the built-in policies
+        #: are deployed (z2jh's user-scheduler beside the default scheduler; stickypack's
+        #: build and user schedulers, each with its extender), with a search of its own.
+        self.scans = {
+            profile.name: NodeScan(policy.percentage_of_nodes_to_score) for profile in policy.profiles
+        }
         #: Which Dask workers a trim retires: a stream of its own, so every policy retires
         #: the same workers (drawn from the tie-break stream, they differed per policy).
         self.trim_rng = np.random.default_rng([seed, 11])
@@ -354,7 +358,7 @@ class Simulation:
         if self.needs_expiry:
             end = sp.end_at if sp.end_at is not None else self.now + (sp.duration or 0.0)
             pod.annotations[EXPECTED_END_ANNOTATION] = repr(end)
-        slot = sp.profile.select(pod, self.table, ctx, self.rng, self.scan)
+        slot = sp.profile.select(pod, self.table, ctx, self.rng, self.scans[sp.profile.name])
         if slot is None:
             return False
         self._bind(sp, slot)
