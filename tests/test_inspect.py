@@ -1511,6 +1511,20 @@ def test_inspect_pod_says_kube_scheduler_scores_a_sample_of_a_large_cluster(
     assert report["kube_scheduler_search"] == {**search, "percentage": 100, "nodes_to_find": 200}
     assert main([*argv, "--policy", "stickypack"]) == 0
     assert "kube-scheduler scores only" not in capsys.readouterr().out
+    # nominated to the best node: kube-scheduler takes it without a search
+    path.write_text(yaml.safe_dump({**pod, "status": {"nominatedNodeName": "n137"}}))
+    assert main([*argv, "--policy", "z2jh"]) == 0
+    assert "kube-scheduler scores only" not in capsys.readouterr().out
+    # a profile that scores nothing stops at the first feasible node
+    unscored = tmp_path / "unscored.yaml"
+    unscored.write_text(
+        "name: unscored\nprofiles: [{name: p, filters: [NodeResourcesFit],\n"
+        "  score: [{plugin: NodeResourcesFit, weight: 0}]}]\n"
+    )
+    path.write_text(yaml.safe_dump(pod))
+    assert main([*argv, "--policy", str(unscored), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["kube_scheduler_search"] == {**search, "nodes_to_find": 1}
     # a pod whose required node affinity names 120 nodes (matchFields metadata.name): NodeAffinity's
     # PreFilter leaves kube-scheduler those alone to search
     names = [f"n{i:03d}" for i in range(80, 200)]

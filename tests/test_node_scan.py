@@ -49,12 +49,16 @@ def _names(table: NodeTable, rows: np.ndarray) -> list[str]:
         (99, 10, 99),
         (100, 0, 100),  # 50 - 0 = 50% of 100 is 50, at least 100
         (150, 0, 100),  # 49% of 150 is 73
+        (249, 0, 122),  # 50 - 1 = 49%
+        (250, 0, 120),  # 50 - 2 = 48%
         (300, 0, 144),  # 50 - 2 = 48%
+        (1240, 0, 508),  # 50 - 9 = 41%
         (1000, 0, 420),  # 50 - 8 = 42%
         (5000, 0, 500),  # 50 - 40 = 10%
         (6000, 0, 300),  # 50 - 48 = 2%, at least 5%
         (20000, 0, 1000),  # 50 - 160 < 5: 5%
         (1000, 30, 300),
+        (1000, 1, 100),  # 1%: 10, at least 100 (not adaptive)
         (200, 30, 100),  # 60, at least 100
         (1001, 33, 330),  # rounded down
         (150, 100, 150),
@@ -73,6 +77,11 @@ def test_zone_key_reads_the_beta_labels_first_as_the_node_tree_does() -> None:
     both = {"failure-domain.beta.kubernetes.io/zone": "old", "topology.kubernetes.io/zone": "new"}
     assert zone_key(both) == ":\x00:old"
     assert zone_key({"failure-domain.beta.kubernetes.io/zone": ""}) == ""  # present but empty
+    # present but empty still wins over the GA label
+    assert zone_key({"failure-domain.beta.kubernetes.io/zone": "", "topology.kubernetes.io/zone": "a"}) == ""
+    regions = {"failure-domain.beta.kubernetes.io/region": "old", "topology.kubernetes.io/region": "new"}
+    assert zone_key({**regions, "topology.kubernetes.io/zone": "a"}) == "old:\x00:a"
+    assert zone_key({"topology.kubernetes.io/region": "r"}) == "r:\x00:"  # a region alone is a zone
 
 
 def test_scheduler_order_interleaves_the_zones_as_the_node_tree_lists_them() -> None:
@@ -140,6 +149,10 @@ def test_a_pod_that_names_its_nodes_is_searched_for_on_those_alone() -> None:
     taken = _names(table, scan.sample(rows, table, node_names=names))
     assert taken == [f"n{i:03d}" for i in range(110, 210)]
     assert scan.next_start == (250 + 100) % 300
+    # nodes the profile's filters pass but PreFilter left out are not searched
+    scan.next_start = 0
+    assert _names(table, scan.sample(rows, table, node_names=frozenset({"n005"}))) == ["n005"]
+    assert scan.next_start == 1
 
     # the profile narrows the search by the pod's terms
     profile, ctx = _packing_profile(), SchedulingContext()
@@ -163,6 +176,8 @@ def test_the_search_takes_the_first_feasible_nodes_from_where_the_last_stopped()
     feasible = rows[[table.index[f"n{i:03d}"] for i in range(150) if i % 3]]  # 100 feasible
     scan.next_start = 0
     assert scan.sample(feasible, table).size == 100 and scan.next_start == 0  # all checked
+    # exactly as many feasible as it looks for: it goes on to the end, checking every node
+    assert scan.sample(rows[:100], table).size == 100 and scan.next_start == 0
     feasible = rows[[table.index[f"n{i:03d}"] for i in range(150) if i % 10]]  # 135 feasible
     scan.next_start = 140
     taken = _names(table, scan.sample(feasible, table))
@@ -200,6 +215,22 @@ def test_a_profile_scores_only_the_nodes_its_search_found() -> None:
     assert profile.select(pod, table, ctx, rng, scan) == full
 
 
+def test_a_profile_that_scores_nothing_takes_the_first_feasible_node_its_search_finds() -> None:
+    text = (
+        "name: mine\nprofiles: [{name: p, filters: [NodeResourcesFit],\n"
+        "  score: [{plugin: NodeResourcesFit, weight: 0}]}]\n"
+    )
+    (profile,) = policy_from_yaml(text).profiles
+    assert not profile.scores_nodes
+    table = _table(150)
+    pod = Pod(name="p", requests={CPU: 500}, nonzero_cpu=500)
+    scan = NodeScan(next_start=30)
+    assert (
+        profile.select(pod, table, SchedulingContext(), np.random.default_rng(0), scan) == table.index["n030"]
+    )
+    assert scan.next_start == 31
+
+
 def test_policies_carry_their_percentage_of_nodes_to_score() -> None:
     assert load_builtin("default").percentage_of_nodes_to_score == 0  # kube-scheduler's default
     assert load_builtin("z2jh").percentage_of_nodes_to_score == 0  # the chart sets none
@@ -209,12 +240,15 @@ def test_policies_carry_their_percentage_of_nodes_to_score() -> None:
     text = "name: mine\nprofiles: [{name: p, filters: [NodeResourcesFit], score: [NodeResourcesFit]}]\n"
     policy = policy_from_yaml(text + "percentage_of_nodes_to_score: 30\n")
     assert policy.percentage_of_nodes_to_score == 30
+    assert policy.describe()["percentage_of_nodes_to_score"] == 30  # policies --show: loads back the same
     assert policy_from_yaml(text).percentage_of_nodes_to_score == 0
     for bad in ("101", "-1", "true", "'50'", "12.5"):
         with pytest.raises(PolicyError, match=r"mine.yaml: invalid policy: percentage_of_nodes_to_score"):
             policy_from_yaml(text + f"percentage_of_nodes_to_score: {bad}\n", "mine.yaml")
     with pytest.raises(PolicyError, match=r"percentage_of_nodes_to_score 101; an integer 0\.\.100"):
         dataclasses.replace(policy, percentage_of_nodes_to_score=101)
+    with pytest.raises(PolicyError, match="percentage_of_nodes_to_score True; an integer"):
+        dataclasses.replace(policy, percentage_of_nodes_to_score=True)
 
 
 def test_render_writes_the_percentage_into_the_profiles() -> None:
