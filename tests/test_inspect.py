@@ -1525,6 +1525,13 @@ def test_inspect_pod_says_kube_scheduler_scores_a_sample_of_a_large_cluster(
     assert main([*argv, "--policy", str(unscored), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["kube_scheduler_search"] == {**search, "nodes_to_find": 1}
+    assert main([*argv, "--policy", str(unscored)]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert (
+        "kube-scheduler takes the first of these 200 feasible nodes it finds (the profile scores nothing)"
+        in out
+    )
+    assert "scores only" not in out and "picks one at random" not in out
     # a pod whose required node affinity names 120 nodes (matchFields metadata.name): NodeAffinity's
     # PreFilter leaves kube-scheduler those alone to search
     names = [f"n{i:03d}" for i in range(80, 200)]

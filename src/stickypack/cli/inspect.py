@@ -1453,7 +1453,16 @@ def _print_placement(console: Console, report: dict[str, Any]) -> None:
     best = report["best"]
     own = report.get("nominated_node")
     search = report.get("kube_scheduler_search")
-    if search and search["feasible"] > search["nodes_to_find"] and best != [own]:
+    # one to find of more than one feasible: only a profile that scores nothing stops there
+    takes_first = search is not None and search["feasible"] > search["nodes_to_find"] == 1
+    if search is not None and takes_first and best != [own]:
+        console.print(
+            f"kube-scheduler takes the first of these {search['feasible']} feasible nodes it finds "
+            "(the profile scores nothing), searching from where its last search stopped",
+            highlight=False,
+            soft_wrap=True,
+        )
+    elif search and search["feasible"] > search["nodes_to_find"] and best != [own]:
         percentage = f"{search['percentage']}" if search["percentage"] else "0, adaptive"
         console.print(
             f"kube-scheduler scores only the first {search['nodes_to_find']} of these {search['feasible']} "
@@ -1466,7 +1475,13 @@ def _print_placement(console: Console, report: dict[str, Any]) -> None:
     note = " (the pod's nominated node: kube-scheduler tries it first and takes it if it fits)"
     console.print(
         f"best: {', '.join(best)}"
-        + (" (kube-scheduler picks one at random)" if len(best) > 1 else note if best == [own] else "")
+        + (
+            " (kube-scheduler picks one at random)"
+            if len(best) > 1 and not takes_first
+            else note
+            if best == [own]
+            else ""
+        )
         if best
         else "best: none (no node passes the filters)",
         highlight=False,
