@@ -1532,6 +1532,9 @@ def test_inspect_pod_says_kube_scheduler_scores_a_sample_of_a_large_cluster(
         in out
     )
     assert "scores only" not in out and "picks one at random" not in out
+    path.write_text(yaml.safe_dump({**pod, "status": {"nominatedNodeName": "n137"}}))
+    assert main([*argv, "--policy", str(unscored)]) == 0
+    assert "takes the first" not in capsys.readouterr().out  # it takes the nominated node
     # a pod whose required node affinity names 120 nodes (matchFields metadata.name): NodeAffinity's
     # PreFilter leaves kube-scheduler those alone to search
     names = [f"n{i:03d}" for i in range(80, 200)]
