@@ -353,6 +353,38 @@ def test_what_the_allocator_does_not_model_passes_the_node_and_says_why() -> Non
     assert outcome.fits and "DeviceClass could not be listed" in str(outcome.not_modelled)
 
 
+def test_a_device_shared_by_another_claim_is_not_in_use_but_its_counters_are() -> None:
+    """A result with a ``shareID`` (consumable capacity) is a share of the device, not the
+    device: upstream's ``deviceInUse`` does not count it, so the device is a candidate (here
+    not modelled, never "cannot allocate"), while ``IsDeviceAllocated`` does: its counters
+    are consumed."""
+    shared = _held("sharer", "a", "d0")
+    shared["status"]["allocation"]["devices"]["results"][0]["shareID"] = "0a1b"
+    slices = [_slice("a", {**_device("d0"), "allowMultipleAllocations": True})]
+    outcome = _fits(slices, _claim("c", _request("r", 1)), held=[shared])
+    assert outcome.fits and "allowing multiple allocations" in str(outcome.not_modelled)
+    counters = {
+        "metadata": {"name": "counters"},
+        "spec": {
+            "driver": DRIVER,
+            "nodeName": "a",
+            "pool": {"name": "a", "generation": 1, "resourceSliceCount": 2},
+            "sharedCounters": [{"name": "gpu0", "counters": {"memory": {"value": "40Gi"}}}],
+        },
+    }
+    consuming = [{"counterSet": "gpu0", "counters": {"memory": {"value": "40Gi"}}}]
+    devices = _slice(
+        "a",
+        {**_device("d0"), "allowMultipleAllocations": True, "consumesCounters": consuming},
+        {**_device("d1"), "consumesCounters": consuming},
+        count=2,
+        name="devs",
+    )
+    only_d1 = _request("r", 1, "device.allowMultipleAllocations == false")
+    assert _fits([counters, devices], _claim("c", only_d1)).fits
+    assert not _fits([counters, devices], _claim("c", only_d1), held=[shared]).fits
+
+
 def test_the_filter_allocates_the_pods_unallocated_claims_node_by_node() -> None:
     """With an allocator, DynamicResources passes only the nodes whose devices fit the
     claim (before, every node passed for a claim not allocated)."""

@@ -21,7 +21,8 @@ allocator. This module follows it:
   ``firstAvailable``, whose subrequests are tried in order. A device is selectable when it
   matches the DeviceClass's selectors, then the request's, and (``perDeviceNodeSelection``)
   its own node selection; it is free when no allocated claim of the cluster holds it
-  (admin-access results hold nothing) and no claim being allocated does (an admin-access
+  (admin-access results hold nothing; a result with a ``shareID`` holds a share, not the
+  device, but consumes its counters) and no claim being allocated does (an admin-access
   request only avoids its own claim's); a device tainted ``NoSchedule`` or ``NoExecute``
   needs a toleration of the request; a device consuming shared counters needs them left
   (the pool's counter sets less what allocated devices, and the devices being allocated,
@@ -477,7 +478,11 @@ class DraAllocator:
                 meta = obj.get("metadata") if isinstance(obj, Mapping) else None
                 name = meta.get("name") if isinstance(meta, Mapping) else None
                 self.problems.append(f"ResourceSlice {name or '(unnamed)'}: {exc}; left out")
+        #: devices allocated to one claim (not free); ``shared``: devices a claim has a share
+        #: of (a result with a ``shareID``: consumable capacity), not in use as a whole but
+        #: consuming their counters, as upstream's ``IsDeviceAllocated`` counts them
         self.allocated: set[DeviceId] = set()
+        self.shared: set[DeviceId] = set()
         for obj in claims:
             status = obj.get("status") if isinstance(obj, Mapping) else None
             allocation = status.get("allocation") if isinstance(status, Mapping) else None
@@ -485,7 +490,8 @@ class DraAllocator:
             results = devices.get("results") if isinstance(devices, Mapping) else None
             for r in results if isinstance(results, list) else ():
                 if isinstance(r, Mapping) and r.get("adminAccess") is not True:
-                    self.allocated.add((str(r.get("driver")), str(r.get("pool")), str(r.get("device"))))
+                    device = (str(r.get("driver")), str(r.get("pool")), str(r.get("device")))
+                    (self.allocated if r.get("shareID") is None else self.shared).add(device)
         self.classes = classes
         self._compile = compile_selector
         self._compiled: dict[str, Selector] = {}
@@ -847,7 +853,8 @@ class _Search:
             left = {name: dict(counters) for name, counters in pool.counter_sets.items()}
             for s in pool.slices + pool.elsewhere:
                 for d in s.devices:
-                    if (pool.driver, pool.name, d.name) not in self.alloc.allocated:
+                    device = (pool.driver, pool.name, d.name)
+                    if device not in self.alloc.allocated and device not in self.alloc.shared:
                         continue
                     for set_name, counters in d.consumes:
                         for name, value in counters.items():
