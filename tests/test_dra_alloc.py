@@ -156,6 +156,89 @@ def test_cel_errors_a_missing_attribute_and_a_result_not_bool_as_upstream_words_
     assert _cel(f'device.attributes["{DRIVER}"].gone == "x" || true')
 
 
+#: Each expression with what kube-scheduler v1.37.2's CEL environment
+#: (``k8s.io/dynamic-resource-allocation/cel``, cel-go) evaluates it to on the device of
+#: :func:`_cel` (capacity ``memory`` served as ``40Gi``, ``milli`` as ``1500m``): checked by
+#: running that package's ``DeviceMatches`` on these very expressions.
+UPSTREAM_CEL = {
+    # isInteger/asInteger read how resource.Quantity holds the value (an int64 of scale >= 0)
+    'quantity("2").isInteger()': True,
+    'quantity("1000m").isInteger()': False,
+    'quantity("1.0").isInteger()': False,
+    'quantity("1Ei").isInteger()': False,
+    'quantity("1E").isInteger()': True,
+    'quantity("10E").isInteger()': False,
+    'quantity("100Gi").isInteger()': True,
+    'quantity("1.5e3").isInteger()': True,
+    'quantity("99999999999999999999").isInteger()': False,
+    'quantity("1").add(quantity("500m")).add(quantity("500m")).isInteger()': False,
+    'quantity("1").add(quantity("500m")).add(quantity("500m")).compareTo(quantity("2")) == 0': True,
+    'quantity("1").add(1).isInteger()': True,
+    'quantity("1.5e3").asInteger() == 1500': True,
+    'quantity("3k").sub(quantity("1k")).asInteger() == 2000': True,
+    'quantity("3k").sub(1).asInteger() == 2999': True,
+    f'device.capacity["{DRIVER}"].memory.isInteger()': True,
+    f'device.capacity["{DRIVER}"].milli.isInteger()': False,
+    f'device.capacity["{DRIVER}"].milli.add(quantity("500m")).isInteger()': False,
+    # values finer than nano are rounded up to a nano; binary ones capped at 2**63 - 1
+    'quantity("1e-10").compareTo(quantity("1n")) == 0': True,
+    'quantity("-1e-10").compareTo(quantity("-1n")) == 0': True,
+    'quantity("1.5e-9").compareTo(quantity("2n")) == 0': True,
+    'quantity("16Ei").compareTo(quantity("9223372036854775807")) == 0': True,
+    # numbers of different kinds compare by value
+    f'device.attributes["{DRIVER}"].cores == 8.0': True,
+    f'device.attributes["{DRIVER}"].cores != 8.0': False,
+    f'device.attributes["{DRIVER}"].cores == 8u': True,
+    f'device.attributes["{DRIVER}"].cores < 9.5': True,
+    f'device.attributes["{DRIVER}"].cores > 7.5': True,
+    f'device.attributes["{DRIVER}"].cores in [8.0]': True,
+    f'[device.attributes["{DRIVER}"].cores] == [8.0]': True,
+    f'{{"a": device.attributes["{DRIVER}"].cores}} == {{"a": 8.0}}': True,
+    # semver precedence
+    'semver("1.2.3").isGreaterThan(semver("1.2.3-rc.1"))': True,
+    'semver("1.2.3-alpha.10").isGreaterThan(semver("1.2.3-alpha.9"))': True,
+    'semver("1.2.3-alpha.beta").isGreaterThan(semver("1.2.3-alpha.1"))': True,
+    'semver("1.2.3+build").compareTo(semver("1.2.3")) == 0': True,
+    'semver("v1.2", true).minor() == 2': True,
+    'semver("01.2.3", true).major() == 1': True,
+    'isSemver("1.2")': False,
+}
+
+#: Errors, in cel-go's words (checked as :data:`UPSTREAM_CEL`).
+UPSTREAM_CEL_ERRORS = {
+    'quantity("1000m").asInteger() == 1': "cannot convert value to integer",
+    'quantity("1kk") == quantity("1")': "unable to parse quantity's suffix",
+    'quantity("1Q") == quantity("1")': "quantities must match the regular expression "
+    "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'",
+    'quantity("") == quantity("1")': "quantities must match the regular expression "
+    "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'",
+    f'device.attributes["{DRIVER}"].model': "CEL result of type string could not be converted to bool: "
+    "unsupported native conversion from string to 'bool'",
+    f'device.attributes["{DRIVER}"].cores': "CEL result of type int could not be converted to bool: "
+    "unsupported type conversion from 'int' to bool",
+    f'device.attributes["{DRIVER}"].fw': "CEL result of type kubernetes.Semver could not be converted to "
+    "bool: type conversion error from 'Semver' to 'bool'",
+}
+
+
+def _upstream_view() -> DeviceView:
+    view = _view(model="a100", cores=8, fast=True, fw=("version", "1.4.2"))
+    capacity = {"memory": Fraction(40 * 2**30), "milli": Fraction(3, 2)}
+    return DeviceView(DRIVER, view.attributes, capacity, False, {"memory": "40Gi", "milli": "1500m"})
+
+
+@pytest.mark.parametrize("expression", sorted(UPSTREAM_CEL))
+def test_cel_evaluates_as_kubernetes_cel_environment(expression: str) -> None:
+    assert _cel(expression, _upstream_view()) is UPSTREAM_CEL[expression]
+
+
+@pytest.mark.parametrize("expression", sorted(UPSTREAM_CEL_ERRORS))
+def test_cel_errs_in_kubernetes_cel_environments_words(expression: str) -> None:
+    with pytest.raises(SelectorError) as err:
+        _cel(expression, _upstream_view())
+    assert str(err.value) == UPSTREAM_CEL_ERRORS[expression] and not err.value.compile_error
+
+
 def test_cel_a_compile_error_is_raised_when_matched_and_unmodelled_functions_are_said() -> None:
     broken = compile_selector("device.driver ==")  # compiling never raises
     with pytest.raises(SelectorError, match="compilation failed") as err:

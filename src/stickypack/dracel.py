@@ -24,8 +24,12 @@ An expression using another of its functions (the lists library and extension bu
 ``indexOf``, regex ``find``, URLs, IPs, CIDRs, ``format``, ``strings.quote``, the sets
 extension, ``cel.bind``, optional syntax ``.?``/``orValue``...) is not judged
 (:class:`~stickypack.core.draalloc.SelectorNotModelled`), never a verdict. Equality is
-CEL's heterogeneous one (values of different types are not equal, no error). Upstream's
-cost limit (``CELSelectorExpressionMaxCost``) is not checked.
+CEL's heterogeneous one (values of different types are not equal, no error), numbers of
+different kinds (int, uint, double) compared by value, as in ordering, as cel-go does. A
+quantity is held as Kubernetes holds it (:func:`int64_amount`: ``isInteger`` and
+``asInteger`` read that, not only the value; finer than nano is rounded up). Upstream's
+cost limit (``CELSelectorExpressionMaxCost``) is not checked, nor are types at compile
+time (the API server rejects a selector that fails them when it is created).
 
 The binding is cel-python (``celpy``): a maintained, pure-Python CEL interpreter whose
 functions, member functions included, are plain Python callables. It is kept out of
@@ -35,6 +39,7 @@ interpreter's recursion limit (a process-wide setting).
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -43,6 +48,7 @@ from functools import total_ordering
 from typing import Any
 
 import celpy
+import celpy.evaluation
 from celpy import celtypes
 from celpy.evaluation import CELEvalError
 
@@ -87,13 +93,97 @@ _SEMVER = re.compile(
 )
 
 
+#: ``resource.Quantity``'s int64 representation, ``(value, scale)`` for value * 10**scale
+#: (``int64Amount``); None where it keeps an ``inf.Dec`` instead.
+Int64Amount = tuple[int, int] | None
+
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+_DECIMAL_EXPONENTS = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+_BINARY_EXPONENTS = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
+_QUANTITY_PARTS = re.compile(r"([+-]?)0*([0-9]*)(?:\.([0-9]*))?(.*)")
+
+
+def _int64(value: int) -> int | None:
+    return value if _INT64_MIN <= value <= _INT64_MAX else None
+
+
+def int64_amount(text: str) -> Int64Amount:
+    """How ``resource.ParseQuantity`` holds ``text`` (a valid quantity): an ``int64Amount``
+    when its digits fit 18 places (a binary suffix: fewer, and no fraction) and its scale
+    is no finer than nano, else an ``inf.Dec`` (None)."""
+    if text == "0":
+        return (0, 0)
+    m = _QUANTITY_PARTS.fullmatch(text)
+    if m is None:
+        return None
+    sign, num, denom, suffix = m.group(1), m.group(2) or "0", m.group(3) or "", m.group(4)
+    mantissa = 1
+    if suffix in _BINARY_EXPONENTS:
+        exponent, scale = _BINARY_EXPONENTS[suffix], 0
+        if denom:
+            return None
+        mantissa = 1 << exponent
+        precision = 15 - len(num) - exponent * 3 // 10 - 1
+    else:
+        exponent = _DECIMAL_EXPONENTS[suffix] if suffix in _DECIMAL_EXPONENTS else int(suffix[1:])
+        scale, precision = exponent, 18 - (len(num) + len(denom))
+    scale -= len(denom)
+    if precision < 0 or scale < -9:
+        return None
+    value = _int64(int(num + denom) * mantissa)
+    if value is None:
+        return None
+    return (-value if sign == "-" else value, scale)
+
+
+def _canonical_amount(value: Fraction) -> Int64Amount:
+    """The representation of ``value`` written as a decimal quantity with the largest
+    exponent, a multiple of 3, that keeps its mantissa whole (as Kubernetes serves one)."""
+    scale = 0
+    while value.denominator != 1 and scale > -9:
+        value, scale = value * 1000, scale - 3
+    if value.denominator != 1:
+        return None
+    whole = int(value)
+    while whole and whole % 1000 == 0 and scale < 18:
+        whole, scale = whole // 1000, scale + 3
+    return (whole, scale) if _int64(whole) is not None and len(str(abs(whole))) <= 18 else None
+
+
+def _as_int64(amount: Int64Amount) -> int | None:
+    """``Quantity.AsInt64``: the value when held as an int64 of scale 0 or more that fits."""
+    if amount is None or amount[1] < 0:
+        return None
+    return _int64(amount[0] * 10 ** amount[1])
+
+
+def _amount_sum(a: Int64Amount, b: Int64Amount) -> Int64Amount:
+    """``int64Amount.Add`` (None, an ``inf.Dec``, where it overflows): at the finer scale."""
+    if a is None or b is None:
+        return None
+    if b[0] == 0:
+        return a
+    if a[0] == 0:
+        return b
+    (av, ascale), (bv, bscale) = a, b
+    scale = min(ascale, bscale)
+    left, right = _int64(av * 10 ** (ascale - scale)), _int64(bv * 10 ** (bscale - scale))
+    if left is None or right is None:
+        return None
+    total = _int64(left + right)
+    return None if total is None else (total, scale)
+
+
 @total_ordering
 @dataclass(frozen=True, slots=True, eq=False)
 class Quantity:
-    """A Kubernetes quantity in CEL (``apiservercel.Quantity``): compared by value."""
+    """A Kubernetes quantity in CEL (``apiservercel.Quantity``): compared by value;
+    ``amount`` is how Kubernetes holds it (:func:`int64_amount`), which ``isInteger`` and
+    ``asInteger`` read."""
 
     value: Fraction
     text: str
+    amount: Int64Amount = None
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Quantity) and self.value == other.value
@@ -162,11 +252,31 @@ def _compare(a: Any, b: Any) -> celtypes.IntType | CELEvalError:
     return _error("no such overload")
 
 
+#: ``resource.ErrFormatWrong``'s words; a text of that shape with a suffix Kubernetes does
+#: not know is ``ErrSuffix``.
+_FORMAT_WRONG = "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+_QUANTITY_SHAPE = re.compile(r"[+-]?[0-9]*(?:\.[0-9]*)?[eEinumkKMGTP]*[+-]?[0-9]*")
+_NANO = 10**9
+
+
 def _quantity(text: Any) -> Quantity | CELEvalError:
+    """``quantity(text)`` as ``resource.ParseQuantity`` reads it: a value finer than nano
+    rounded up (away from zero) to a nano, a binary-suffixed one capped at 2**63 - 1."""
+    text = str(text)
     try:
-        return Quantity(parse_quantity(str(text)), str(text))
+        value = parse_quantity(text)
     except QuantityError:
-        return _error(f"quantities must match the regular expression: {text!r}")
+        if text and _QUANTITY_SHAPE.fullmatch(text):
+            return _error("unable to parse quantity's suffix")
+        return _error(_FORMAT_WRONG)
+    amount = int64_amount(text)
+    if amount is None:
+        nanos = abs(value) * _NANO
+        rounded = Fraction(-(-nanos.numerator // nanos.denominator), _NANO)
+        value = rounded if value >= 0 else -rounded
+        if text.endswith(tuple(_BINARY_EXPONENTS)) and value > _INT64_MAX:
+            value = Fraction(_INT64_MAX)
+    return Quantity(value, text, amount)
 
 
 def _is_quantity(text: Any) -> celtypes.BoolType:
@@ -209,19 +319,29 @@ def _add(a: Any, b: Any, sign: int = 1) -> Any:
     if not isinstance(a, Quantity) or (other := _int_or_quantity(b)) is None:
         return _error("no such overload")
     total = a.value + sign * other
-    return Quantity(total, str(total))
+    amount = b.amount if isinstance(b, Quantity) else _int64(int(b))
+    if isinstance(amount, tuple):
+        amount = (sign * amount[0], amount[1])
+    elif isinstance(amount, int):
+        amount = (sign * amount, 0)
+    return Quantity(total, str(total), _amount_sum(a.amount, amount))
 
 
 def _sub(a: Any, b: Any) -> Any:
     return _add(a, b, -1)
 
 
+def _is_integer(q: Quantity) -> celtypes.BoolType:
+    return celtypes.BoolType(_as_int64(q.amount) is not None)
+
+
 def _as_integer(q: Any) -> Any:
     if not isinstance(q, Quantity):
         return _error("no such overload")
-    if q.value.denominator != 1 or not -(2**63) <= q.value < 2**63:
+    value = _as_int64(q.amount)
+    if value is None:
         return _error("cannot convert value to integer")
-    return celtypes.IntType(int(q.value))
+    return celtypes.IntType(value)
 
 
 def _member(name: str, on_quantity: Callable[[Quantity], Any], on_semver: Callable[[Semver], Any]) -> Any:
@@ -257,24 +377,65 @@ def _kind(value: Any) -> str:
     return type(value).__name__
 
 
+def _number_order(a: int | float, b: int | float) -> int | None:
+    """How numbers of any of CEL's kinds (int, uint, double) compare by value, as cel-go's
+    cross-type numeric comparisons do: -1, 0, 1, or None when one is NaN."""
+    floats = [v for v in (a, b) if isinstance(v, float)]
+    if any(math.isnan(v) for v in floats):
+        return None
+    if any(math.isinf(v) for v in floats):
+        x, y = float(a), float(b)
+    else:
+        x, y = Fraction(a), Fraction(b)  # type: ignore[assignment]
+    return (x > y) - (x < y)
+
+
+def _relation(name: str, holds: Callable[[int], bool]) -> Callable[[Any, Any], Any]:
+    """CEL's ordering operator ``name``: numbers by value whatever their kinds (cel-go),
+    other values as cel-python orders them."""
+    fallback = celpy.evaluation.base_functions[name]
+
+    def call(a: Any, b: Any) -> Any:
+        if _kind(a) == "number" and _kind(b) == "number":
+            order = _number_order(a, b)
+            return celtypes.BoolType(order is not None and holds(order))
+        return fallback(a, b)
+
+    return call
+
+
 def _equal(a: Any, b: Any) -> Any:
-    """CEL's heterogeneous equality (cel-go's): values of different types are not equal."""
+    """CEL's heterogeneous equality (cel-go's): values of different types are not equal,
+    but numbers are compared by value whatever their kinds (``8 == 8.0``)."""
     if isinstance(a, CELEvalError):
         return a
     if isinstance(b, CELEvalError):
         return b
     if _kind(a) != _kind(b):
         return celtypes.BoolType(False)
+    if _kind(a) == "number":
+        return celtypes.BoolType(_number_order(a, b) == 0)
     if isinstance(a, Quantity | Semver):
         return celtypes.BoolType(a == b)
     if isinstance(a, celtypes.ListType) and isinstance(b, celtypes.ListType):
         if len(a) != len(b):
             return celtypes.BoolType(False)
         return celtypes.BoolType(all(bool(_equal(x, y)) for x, y in zip(a, b, strict=True)))  # fmt: skip
+    if isinstance(a, celtypes.MapType) and isinstance(b, celtypes.MapType):
+        if len(a) != len(b) or any(k not in b for k in a):
+            return celtypes.BoolType(False)
+        return celtypes.BoolType(all(bool(_equal(a[k], b[k])) for k in a))
     try:
         return celtypes.BoolType(a == b)
     except TypeError:
         return celtypes.BoolType(False)
+
+
+def _in(item: Any, container: Any) -> Any:
+    """``in``: a list holds a value equal to ``item`` (CEL's equality, :func:`_equal`)."""
+    if isinstance(container, celtypes.ListType):
+        return celtypes.BoolType(any(bool(_equal(item, v)) for v in container))
+    return celpy.evaluation.base_functions["_in_"](item, container)
 
 
 def _not_equal(a: Any, b: Any) -> Any:
@@ -362,7 +523,7 @@ FUNCTIONS: dict[str, Any] = {
     "isQuantity": _is_quantity,
     "semver": _semver,
     "isSemver": _is_semver,
-    "isInteger": _member("isInteger", lambda q: celtypes.BoolType(q.value.denominator == 1), _no_overload),
+    "isInteger": _member("isInteger", _is_integer, _no_overload),
     "asInteger": _as_integer,
     "asApproximateFloat": _member(
         "asApproximateFloat", lambda q: celtypes.DoubleType(float(q.value)), _no_overload
@@ -390,6 +551,11 @@ FUNCTIONS: dict[str, Any] = {
     "join": _join,
     "_==_": _equal,
     "_!=_": _not_equal,
+    "_<_": _relation("_<_", lambda order: order < 0),
+    "_<=_": _relation("_<=_", lambda order: order <= 0),
+    "_>_": _relation("_>_", lambda order: order > 0),
+    "_>=_": _relation("_>=_", lambda order: order >= 0),
+    "_in_": _in,
 }  # fmt: skip
 
 
@@ -437,7 +603,11 @@ def device_value(device: DeviceView) -> celtypes.MapType:
     capacity: dict[str, dict[Any, Any]] = {}
     for name, value in device.capacity.items():
         domain, ident = _qualified(name, device.driver)
-        capacity.setdefault(domain, {})[celtypes.StringType(ident)] = Quantity(value, str(value))
+        text = device.capacity_text.get(name)
+        amount = int64_amount(text) if text is not None else _canonical_amount(value)
+        capacity.setdefault(domain, {})[celtypes.StringType(ident)] = Quantity(
+            value, text or str(value), amount
+        )
     return celtypes.MapType(
         {
             celtypes.StringType("driver"): celtypes.StringType(device.driver),
@@ -553,9 +723,23 @@ class CelSelector:
         if isinstance(result, CELEvalError):
             return SelectorError(_runtime_message(result))
         if not isinstance(result, celtypes.BoolType):
-            kind = type(result).__name__.removesuffix("Type").lower()
-            return SelectorError(f"CEL result of type {kind} could not be converted to bool")
+            return SelectorError(f"CEL result of type {_not_bool(result)}")
         return bool(result)
+
+
+def _not_bool(result: Any) -> str:
+    """cel-go's words for a result that is not a bool (only an attribute's value, typed
+    ``dyn``, gets that far: any other type is a compile error upstream)."""
+    if isinstance(result, Semver):
+        return (
+            "kubernetes.Semver could not be converted to bool: type conversion error from 'Semver' to 'bool'"
+        )
+    if isinstance(result, str):
+        return "string could not be converted to bool: unsupported native conversion from string to 'bool'"
+    if isinstance(result, int):
+        return "int could not be converted to bool: unsupported type conversion from 'int' to bool"
+    kind = type(result).__name__.removesuffix("Type").lower()
+    return f"{kind} could not be converted to bool"
 
 
 #: At most this many results kept per selector.
@@ -572,6 +756,7 @@ def _device_key(device: DeviceView) -> Any:
             attributes,
             tuple(sorted(device.capacity.items())),
             device.allow_multiple_allocations,
+            tuple(sorted(device.capacity_text.items())),
         )
         hash(key)
     except (AttributeError, TypeError):

@@ -65,12 +65,15 @@ MAX_DEVICES_PER_CLAIM = 32
 class DeviceView:
     """What a CEL selector sees of a device: its driver, its ``attributes`` (qualified
     name to the API's DeviceAttribute object), its ``capacity`` values (qualified name to
-    a quantity) and ``allowMultipleAllocations``."""
+    a quantity), ``allowMultipleAllocations``, and ``capacity_text``: the capacities as
+    served (Kubernetes' representation of a quantity, which CEL's ``isInteger`` reads,
+    follows its text; a capacity without one is taken as written in its canonical form)."""
 
     driver: str
     attributes: Mapping[str, Any]
     capacity: Mapping[str, Fraction]
     allow_multiple_allocations: bool = False
+    capacity_text: Mapping[str, str] = field(default_factory=dict)
 
 
 class SelectorError(Exception):
@@ -194,10 +197,11 @@ def _read_slice(obj: Any) -> _Slice:
     for k, raw in enumerate(_seq(spec.get("devices"), "spec.devices")):
         at = f"spec.devices[{k}]"
         raw = _map(raw, at)
-        capacity = {}
+        capacity, capacity_text = {}, {}
         for name, cap in _map(raw.get("capacity"), f"{at}.capacity").items():
             value = _map(cap, f"{at}.capacity.{name}").get("value")
             capacity[str(name)] = _quantity(value, f"{at}.capacity.{name}.value")
+            capacity_text[str(name)] = str(value)
         consumes = tuple(
             (
                 _str(_map(c, f"{at}.consumesCounters[{j}]").get("counterSet"), f"{at}.consumesCounters[{j}]"),
@@ -210,7 +214,11 @@ def _read_slice(obj: Any) -> _Slice:
             _Device(
                 name=_str(raw.get("name"), f"{at}.name"),
                 view=DeviceView(
-                    driver, dict(_map(raw.get("attributes"), f"{at}.attributes")), capacity, multiple
+                    driver,
+                    dict(_map(raw.get("attributes"), f"{at}.attributes")),
+                    capacity,
+                    multiple,
+                    capacity_text,
                 ),
                 taints=tuple(_map(t, f"{at}.taints") for t in _seq(raw.get("taints"), f"{at}.taints")),
                 consumes=consumes,
