@@ -202,6 +202,29 @@ UPSTREAM_CEL = {
     'semver("v1.2", true).minor() == 2': True,
     'semver("01.2.3", true).major() == 1': True,
     'isSemver("1.2")': False,
+    # boundaries: digits Kubernetes holds as an int64 (18, fewer with a binary suffix), a sum
+    # back to zero taking the other's scale, a zero added, comparisons of equal values
+    'quantity("100Ti").isInteger()': False,
+    'quantity("1234567890123456789").isInteger()': False,
+    'quantity("5n").sub(quantity("5n")).add(quantity("1")).isInteger()': True,
+    'quantity("1k").add(quantity("0")).asInteger() == 1000': True,
+    'quantity("3k").sub(quantity("1k")).compareTo(quantity("2k")) == 0': True,
+    'quantity("10000000000000000000").compareTo(quantity("9223372036854775807")) == 1': True,
+    'quantity("1").compareTo(quantity("2")) == -1': True,
+    'semver("1.0.0").compareTo(semver("2.0.0")) == -1': True,
+    'quantity("1").isLessThan(quantity("1"))': False,
+    'quantity("1").isGreaterThan(quantity("1"))': False,
+    'semver("1.0.0-alpha").isLessThan(semver("1.0.0-alpha.1"))': True,
+    'sign(quantity("0")) == 0': True,
+    f'device.attributes["{DRIVER}"].cores <= 8': True,
+    f'device.attributes["{DRIVER}"].fast == 1': False,
+    "[1] == [1, 2]": False,
+    "8 in [1, 8]": True,
+    # the strings extension at its edges
+    '"abcabc".lastIndexOf("bc", 4) == 4': True,
+    '"abc".indexOf("", 3) == 3': True,
+    '"abc".substring(1, 1) == ""': True,
+    '"xyz".upperAscii() == "XYZ"': True,
 }
 
 #: Errors, in cel-go's words (checked as :data:`UPSTREAM_CEL`).
@@ -218,6 +241,10 @@ UPSTREAM_CEL_ERRORS = {
     "unsupported type conversion from 'int' to bool",
     f'device.attributes["{DRIVER}"].fw': "CEL result of type kubernetes.Semver could not be converted to "
     "bool: type conversion error from 'Semver' to 'bool'",
+    f'device.attributes["{DRIVER}"]["gone"] == 1': "no such key: gone. consider using CEL optional chaining "
+    "(.? followed by orValue()) or guarding the check with has() for optional fields",
+    '{"a": 1}["b"] == 1': "no such key: b. consider using CEL optional chaining (.? followed by orValue()) "
+    "or guarding the check with has() for optional fields",
 }
 
 
@@ -225,6 +252,12 @@ def _upstream_view() -> DeviceView:
     view = _view(model="a100", cores=8, fast=True, fw=("version", "1.4.2"))
     capacity = {"memory": Fraction(40 * 2**30), "milli": Fraction(3, 2)}
     return DeviceView(DRIVER, view.attributes, capacity, False, {"memory": "40Gi", "milli": "1500m"})
+
+
+def test_cel_a_selectors_kept_result_tells_capacities_apart_by_how_they_are_held() -> None:
+    selector = compile_selector(f'device.capacity["{DRIVER}"].memory.isInteger()')
+    assert selector.matches(DeviceView(DRIVER, {}, {"memory": Fraction(1)}, False, {"memory": "1"}))
+    assert not selector.matches(DeviceView(DRIVER, {}, {"memory": Fraction(1)}, False, {"memory": "1000m"}))
 
 
 @pytest.mark.parametrize("expression", sorted(UPSTREAM_CEL))
@@ -335,6 +368,13 @@ def test_a_tainted_device_needs_a_toleration() -> None:
     assert _fits(slices, _claim("c", tolerated)).fits
     wrong = _request("r", 1, tolerations=[{"key": "broken", "operator": "Equal", "value": "no"}])
     assert not _fits(slices, _claim("c", wrong)).fits
+    other_key = _request("r", 1, tolerations=[{"key": "other", "operator": "Exists"}])
+    assert not _fits(slices, _claim("c", other_key)).fits
+    other_effect = _request("r", 1, tolerations=[{"operator": "Exists", "effect": "NoExecute"}])
+    assert not _fits(slices, _claim("c", other_effect)).fits
+    tainted["taints"][0]["effect"] = "NoExecute"
+    assert not _fits(slices, _claim("c", _request("r", 1))).fits
+    assert _fits(slices, _claim("c", other_effect)).fits
     tainted["taints"][0]["effect"] = "None"  # only NoSchedule and NoExecute keep a device
     assert _fits(slices, _claim("c", _request("r", 1))).fits
 
@@ -378,6 +418,11 @@ def test_node_selection_of_slices_and_devices_and_the_newest_generation() -> Non
     old = _slice("a", _device("d0"), _device("d1"), generation=1, name="old")
     new = _slice("a", _device("d0"), generation=2, name="new")
     assert not _fits([old, new], _claim("c", _request("r", 2))).fits
+    assert _fits([old, new], _claim("c", _request("r", 1))).fits  # the newest generation's
+    # a node selector's terms are ORed
+    terms = [{"matchExpressions": [{"key": k, "operator": "In", "values": ["y"]}]} for k in ("p", "q")]
+    either = _slice(None, _device("e0"), pool="either", nodeSelector={"nodeSelectorTerms": terms})
+    assert _fits([either], claim, labels={"q": "y"}).fits
 
 
 def test_partitionable_devices_need_the_counters_they_consume() -> None:
@@ -434,6 +479,85 @@ def test_what_the_allocator_does_not_model_passes_the_node_and_says_why() -> Non
     unlisted = DraAllocator([_slice("a", _device("d0"))], [], None, compile_selector)
     outcome = unlisted.allocate("a", {}, [read_claim("default/c", _claim("c", _request()))])
     assert outcome.fits and "DeviceClass could not be listed" in str(outcome.not_modelled)
+
+
+def test_a_claim_takes_up_to_32_devices_and_the_limit_counts_each_requests_least() -> None:
+    """``AllocationResultsMaxSize``: 32 devices in one claim fit; upstream's check before the
+    search adds each request's least count (a ``firstAvailable``'s smallest subrequest)."""
+    slices = [_slice("a", *(_device(f"d{k}") for k in range(33)))]
+    assert _fits(slices, _claim("c", _request("r0", 16), _request("r1", 16))).fits
+    error = _fits(slices, _claim("c", _request("r0", 12), _request("r1", 12), _request("r2", 12))).error
+    assert error == (
+        "claim default/c, request r2: adding 12 devices exceeds the claim limit of 32, with 24 already "
+        "accounted for"
+    )
+    sub = {"deviceClassName": "gpu"}
+    either = {"name": "r", "firstAvailable": [{**sub, "name": "many", "count": 40}, {**sub, "name": "one"}]}
+    assert _fits(slices, _claim("c", either)).fits
+
+
+def test_a_request_upstream_cannot_read_and_an_invalid_pool_are_said_in_its_words() -> None:
+    bogus = _request("r", 1, allocationMode="Bogus")
+    assert _fits([_slice("a", _device("d0"))], _claim("c", bogus)).error == (
+        "claim default/c, request r: unsupported count mode Bogus"
+    )
+    twice = _slice("a", _device("d0"), _device("d0"))  # a duplicate device name
+    outcome = _fits([twice], _claim("c", _request("r", 1)))
+    assert (outcome.fits, outcome.reason) == (False, "invalid resource pools were encountered")
+    every = _request("r", allocationMode="All")
+    assert _fits([twice], _claim("c", every)).error == (
+        f"claim default/c, request r: asks for all devices, but resource pool {DRIVER}/a is currently invalid"
+    )
+    # All with no device matching: nothing to allocate is no allocation
+    none = _request("r", 1, f'device.attributes["{DRIVER}"].model == "h100"', allocationMode="All")
+    assert not _fits([_slice("a", _device("d0", model="a100"))], _claim("c", none)).fits
+
+
+def test_a_selectors_result_is_kept_per_request_only_as_computed() -> None:
+    """r1 takes any device, r2 only an a100; three t4s: r2 meets each t4 again as r1's choice
+    changes, and must refuse it every time."""
+    slices = [_slice("a", *(_device(f"d{k}", model="t4") for k in range(3)))]
+    claim = _claim(
+        "c", _request("r1", 1), _request("r2", 1, f'device.attributes["{DRIVER}"].model == "a100"')
+    )
+    assert not _fits(slices, claim).fits
+
+
+def test_a_later_requests_failure_backtracks_over_an_earlier_subrequests_devices() -> None:
+    """r0's subrequest takes d0 first, which r1 needs: upstream tries r0's next device (d1)
+    before giving up on the subrequest."""
+    slices = [_slice("a", _device("d0", model="b"), _device("d1", model="c"))]
+    first = {"name": "r0", "firstAvailable": [{"deviceClassName": "gpu", "name": "any"}]}
+    later = {
+        "name": "r1",
+        "firstAvailable": [
+            {
+                "deviceClassName": "gpu",
+                "name": "b",
+                "selectors": [{"cel": {"expression": f'device.attributes["{DRIVER}"].model == "b"'}}],
+            }
+        ],
+    }
+    assert _fits(slices, _claim("c", first, later)).fits
+
+
+def test_constraints_name_subrequests_and_qualified_attributes_of_their_own_domain() -> None:
+    slices = [_slice("a", _device("d0", model="x"), _device("d1", model="y"))]
+    sub = {"name": "r0", "firstAvailable": [{"deviceClassName": "gpu", "name": "s"}]}
+    match = [{"matchAttribute": f"{DRIVER}/model", "requests": ["r0/s", "r1"]}]
+    assert not _fits(slices, _claim("c", sub, _request("r1", 1), constraints=match)).fits
+    foreign = [{"matchAttribute": "other.example.com/model"}]  # the devices have none
+    assert not _fits(slices, _claim("c", _request("r", 1), constraints=foreign)).fits
+
+
+def test_pools_with_binding_conditions_are_searched_last() -> None:
+    """p1 (a device with bindingConditions) sorts before p2 but is searched after it, so the
+    search meets p2's device, which lacks the attribute, first: a CEL error."""
+    waiting = {**_device("w0", model="a100"), "bindingConditions": ["ready"]}
+    p1 = _slice("a", waiting, _device("w1", model="a100"), pool="p1", name="p1")
+    p2 = _slice("a", _device("x0"), pool="p2", name="p2")
+    outcome = _fits([p1, p2], _claim("c", _request("r", 1, f'device.attributes["{DRIVER}"].model == "a100"')))
+    assert outcome.error is not None and f"on device {DRIVER}/p2/x0: CEL runtime error" in outcome.error
 
 
 def test_a_device_shared_by_another_claim_is_not_in_use_but_its_counters_are() -> None:
