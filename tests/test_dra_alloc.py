@@ -726,6 +726,28 @@ def test_dra_backed_extended_resources_go_to_dynamic_resources_on_nodes_without_
     assert "c" not in plugin.outcomes()  # a device plugin's resource: nothing for DRA there
 
 
+def test_the_extended_resources_claim_is_allocated_after_the_pods_claims() -> None:
+    """Upstream appends the extended resources' claim to the pod's claims: on ``a`` (one
+    device, lacking the attribute the pod's claim selects on) the search meets the claim's
+    CEL error before finding the two devices the extended resource wants missing."""
+    table = NodeTable()
+    table.upsert_node("a", {"cpu": 4000, "memory": 2**34, "pods": 110})
+    raw = pod_manifest("p", cpu="1", memory="1Gi")
+    raw["metadata"]["uid"] = "u"
+    raw["spec"]["resourceClaims"] = [{"name": "x", "resourceClaimName": "c"}]
+    resources = raw["spec"]["containers"][0]["resources"]
+    resources["requests"]["example.com/gpu"] = "2"
+    resources.setdefault("limits", {})["example.com/gpu"] = "2"
+    pod = Pod.from_dict(raw)
+    claim = _claim("c", _request("r", 1, f'device.attributes["{DRIVER}"].model == "a100"'))
+    allocator = DraAllocator([_slice("a", _device("d0"))], [claim], CLASSES, compile_selector)
+    plugin = DynamicResourcesFilter(
+        {("default", "c"): claim}, set(CLASSES), allocator=allocator, extended={"example.com/gpu": "gpu"}
+    )
+    assert not plugin.filter(pod, table, table.active_indices(), SchedulingContext()).any()
+    assert "CEL runtime error: no such key: model" in str(plugin.outcomes()["a"].error)
+
+
 def test_a_selectors_result_is_kept_per_device_as_it_sees_it() -> None:
     """Devices alike (one model on many nodes) are evaluated once; one that differs in any
     attribute or capacity is evaluated again; an error is kept too."""
