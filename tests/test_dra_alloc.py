@@ -223,6 +223,12 @@ UPSTREAM_CEL = {
     # the strings extension at its edges
     '"abcabc".lastIndexOf("bc", 4) == 4': True,
     '"abc".indexOf("", 3) == 3': True,
+    '"abc".indexOf("c", 4) == -1': True,
+    '"abc".lastIndexOf("c", 5) == 2': False,
+    '"abc".lastIndexOf("c", 1) == -1': True,
+    '"abc".lastIndexOf("", 5) == 3': True,
+    '"ab😀c".indexOf("c") == 3': True,
+    '"ab😀c".substring(2, 3) == "😀"': True,
     '"abc".substring(1, 1) == ""': True,
     '"xyz".upperAscii() == "XYZ"': True,
 }
@@ -243,6 +249,10 @@ UPSTREAM_CEL_ERRORS = {
     "bool: type conversion error from 'Semver' to 'bool'",
     f'device.attributes["{DRIVER}"]["gone"] == 1': "no such key: gone. consider using CEL optional chaining "
     "(.? followed by orValue()) or guarding the check with has() for optional fields",
+    '"abc".indexOf("c", -1) == -1': "index out of range: -1",
+    '"abc".lastIndexOf("c", -1) == -1': "index out of range: -1",
+    '"abc".charAt(4) == ""': "index out of range: 4",
+    '"abc".substring(2, 1) == ""': "invalid substring range. start: 2, end: 1",
     '{"a": 1}["b"] == 1': "no such key: b. consider using CEL optional chaining (.? followed by orValue()) "
     "or guarding the check with has() for optional fields",
 }

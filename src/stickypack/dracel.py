@@ -448,19 +448,28 @@ def _string(value: Any) -> bool:
 
 
 def _index_of(target: Any, item: Any, start: Any = None, last: bool = False) -> Any:
-    """The strings extension's ``indexOf``/``lastIndexOf`` (code point offsets; a start
-    outside the string errs), and the lists library's on a list."""
+    """The strings extension's ``indexOf``/``lastIndexOf`` (cel-go v0.29's: code point
+    offsets; a negative start errs, one at or past the end finds nothing but the empty
+    string, there; ``lastIndexOf`` searches back from ``start``), and the lists library's on
+    a list."""
     if isinstance(target, list) and start is None:
         found = [k for k, v in enumerate(target) if bool(_equal(v, item))]
         return celtypes.IntType((found[-1] if last else found[0]) if found else -1)
-    if not _string(target) or not _string(item):
+    if not _string(target) or not _string(item) or not isinstance(start, int | None):
         return _error("no such overload")
-    if start is not None and (not isinstance(start, int) or not 0 <= start <= len(target)):
-        return _error(f"index out of range: {start}")
+    if start is None:
+        return celtypes.IntType(target.rfind(item) if last else target.find(item))
+    offset = int(start)
+    if offset < 0:
+        return _error(f"index out of range: {offset}")
+    if item == "":
+        return celtypes.IntType(min(offset, len(target)))
+    if offset >= len(target):
+        return celtypes.IntType(-1)
     if last:
-        end = len(target) if start is None else int(start) + len(item)
-        return celtypes.IntType(target.rfind(item, 0, end))
-    return celtypes.IntType(target.find(item, 0 if start is None else int(start)))
+        offset = min(offset, len(target) - len(item))
+        return celtypes.IntType(target.rfind(item, 0, offset + len(item)) if offset >= 0 else -1)
+    return celtypes.IntType(target.find(item, offset))
 
 
 def _last_index_of(target: Any, item: Any, start: Any = None) -> Any:
