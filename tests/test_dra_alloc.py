@@ -226,6 +226,7 @@ UPSTREAM_CEL = {
     '"abc".indexOf("c", 4) == -1': True,
     '"abc".lastIndexOf("c", 5) == 2': False,
     '"abc".lastIndexOf("c", 1) == -1': True,
+    '"abc".lastIndexOf("c", 3) == -1': True,
     '"abc".lastIndexOf("", 5) == 3': True,
     '"ab😀c".indexOf("c") == 3': True,
     '"ab😀c".substring(2, 3) == "😀"': True,
