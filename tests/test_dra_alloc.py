@@ -512,6 +512,19 @@ def test_a_request_upstream_cannot_read_and_an_invalid_pool_are_said_in_its_word
     assert _fits([_slice("a", _device("d0"))], _claim("c", bogus)).error == (
         "claim default/c, request r: unsupported count mode Bogus"
     )
+    # a subrequest is named by its own name, as upstream's deviceSubRequestAccessor
+    sub = {
+        "name": "r",
+        "firstAvailable": [{"deviceClassName": "gpu", "name": "big", "allocationMode": "Bogus"}],
+    }
+    assert _fits([_slice("a", _device("d0"))], _claim("c", sub)).error == (
+        "claim default/c, request big: unsupported count mode Bogus"
+    )
+    unknown = {"name": "r", "exactly": {"deviceClassName": "nope"}}
+    assert _fits([_slice("a", _device("d0"))], _claim("c", unknown)).error == (
+        "claim default/c, request r: could not retrieve device class nope: "
+        'deviceclass.resource.k8s.io "nope" not found'
+    )
     twice = _slice("a", _device("d0"), _device("d0"))  # a duplicate device name
     outcome = _fits([twice], _claim("c", _request("r", 1)))
     assert (outcome.fits, outcome.reason) == (False, "invalid resource pools were encountered")

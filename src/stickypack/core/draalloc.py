@@ -313,6 +313,11 @@ class _Request:
     tolerations: tuple[Mapping[str, Any], ...]
     capacity: bool
 
+    @property
+    def own_name(self) -> str:
+        """The name upstream's messages give it (a subrequest's own, without its parent's)."""
+        return self.sub or self.base
+
 
 def _read_request(raw: Mapping[str, Any], base: str, sub: str) -> _Request:
     selectors = []
@@ -659,7 +664,10 @@ class _Search:
             raise _NotModelled(f"claim {self.claims[ci].key}: its DeviceClass could not be listed")
         found = classes.get(request.class_name)
         if found is None:
-            raise _Fatal(f"request {request.name}: could not retrieve device class {request.class_name}")
+            raise _Fatal(
+                f"claim {self.claims[ci].key}, request {request.own_name}: could not retrieve device class "
+                f'{request.class_name}: deviceclass.resource.k8s.io "{request.class_name}" not found'
+            )
         return found
 
     def _validate(self, ci: int, ri: int, si: int, request: _Request) -> None:
@@ -669,9 +677,11 @@ class _Search:
                 f"claim {claim.key}, request {request.name}: capacity requests (consumable capacity)"
             )
         if not request.class_name:
-            raise _Fatal(f"claim {claim.key}, request {request.name}: missing device class name")
+            raise _Fatal(f"claim {claim.key}, request {request.own_name}: missing device class name")
         if request.mode not in ("ExactCount", "All"):
-            raise _Fatal(f"claim {claim.key}, request {request.name}: unsupported count mode {request.mode}")
+            raise _Fatal(
+                f"claim {claim.key}, request {request.own_name}: unsupported count mode {request.mode}"
+            )
         self._class(ci, request)
         if request.mode != "All":
             return
@@ -679,12 +689,12 @@ class _Search:
         for pool in self.pools:
             if pool.incomplete:
                 raise _Fatal(
-                    f"claim {claim.key}, request {request.name}: asks for all devices, but resource pool "
+                    f"claim {claim.key}, request {request.own_name}: asks for all devices, but resource pool "
                     f"{pool.id} is currently being updated"
                 )
             if pool.invalid:
                 raise _Fatal(
-                    f"claim {claim.key}, request {request.name}: asks for all devices, but resource pool "
+                    f"claim {claim.key}, request {request.own_name}: asks for all devices, but resource pool "
                     f"{pool.id} is currently invalid"
                 )
             for s in pool.slices:
@@ -835,7 +845,7 @@ class _Search:
                     self._counters(c, -1)
                 if must:
                     raise _Fatal(
-                        f"claim {self.claims[ci].key}, request {request.name}: cannot add device "
+                        f"claim {self.claims[ci].key}, request {request.own_name}: cannot add device "
                         f"{'/'.join(c.id)} because a claim constraint would not be satisfied"
                     )
                 return None
