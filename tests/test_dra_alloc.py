@@ -13,6 +13,7 @@ from stickypack.core.dra import DynamicResourcesFilter
 from stickypack.core.draalloc import (
     DeviceView,
     DraAllocator,
+    NodeAllocation,
     SelectorError,
     SelectorNotModelled,
     read_claim,
@@ -388,6 +389,81 @@ def test_a_tainted_device_needs_a_toleration() -> None:
     assert _fits(slices, _claim("c", other_effect)).fits
     tainted["taints"][0]["effect"] = "None"  # only NoSchedule and NoExecute keep a device
     assert _fits(slices, _claim("c", _request("r", 1))).fits
+
+
+def _taint_rule(
+    name: str, effect: str = "NoSchedule", key: str = "broken", **selector: str | None
+) -> dict[str, Any]:
+    """A DeviceTaintRule selecting by ``driver``, ``pool``, ``device`` (the keys given)."""
+    taint = {"key": key, "value": "yes", "effect": effect, "timeAdded": "2026-12-08T00:00:00Z"}
+    return {"metadata": {"name": name}, "spec": {"deviceSelector": selector, "taint": taint}}
+
+
+def _free_devices(
+    slices: list[dict[str, Any]], rules: list[dict[str, Any]] | None, *tolerations: dict[str, Any]
+) -> dict[str, list[str]]:
+    """Per node, which of its devices one request (tolerating ``tolerations``) can take:
+    each device asked for alone by name (a selector)."""
+    allocator = DraAllocator(slices, [], CLASSES, compile_selector, rules)
+    free: dict[str, list[str]] = {}
+    for s in slices:
+        node = s["spec"]["nodeName"]
+        for d in s["spec"]["devices"]:
+            extra = {"tolerations": list(tolerations)} if tolerations else {}
+            request = _request("r", 1, f'device.attributes["{DRIVER}"].id == "{d["name"]}"', **extra)
+            if allocator.allocate(node, {}, [read_claim("default/c", _claim("c", request))]).fits:
+                free.setdefault(node, []).append(d["name"])
+    return free
+
+
+def test_device_taint_rules_taint_the_devices_their_selector_names_as_upstreams_tracker() -> None:
+    """A rule's taint is appended to every device of a slice whose driver and pool its
+    selector names (an unset field: any), the device too when it names one; one without a
+    selector taints nothing; the taint then keeps the device as a slice's own does."""
+    slices = [
+        _slice(node, *(_device(d, id=d) for d in ("d0", "d1")), pool=f"pool-{node}") for node in ("a", "b")
+    ]
+    every = {"a": ["d0", "d1"], "b": ["d0", "d1"]}
+    assert _free_devices(slices, []) == every
+    assert _free_devices(slices, [_taint_rule("all-of-driver", driver=DRIVER)]) == {}
+    assert _free_devices(slices, [_taint_rule("other-driver", driver="other.example.com")]) == every
+    assert _free_devices(slices, [_taint_rule("pool", pool="pool-a")]) == {"b": ["d0", "d1"]}
+    assert _free_devices(slices, [_taint_rule("device", device="d1")]) == {"a": ["d0"], "b": ["d0"]}
+    exact = _taint_rule("exact", driver=DRIVER, pool="pool-b", device="d0")
+    assert _free_devices(slices, [exact]) == {"a": ["d0", "d1"], "b": ["d1"]}
+    no_selector = _taint_rule("nothing")
+    del no_selector["spec"]["deviceSelector"]
+    assert _free_devices(slices, [no_selector]) == every
+    # effects: NoExecute keeps a device from scheduling too, None does not
+    assert _free_devices(slices, [_taint_rule("evict", "NoExecute", pool="pool-a")]) == {"b": ["d0", "d1"]}
+    assert _free_devices(slices, [_taint_rule("none", "None", pool="pool-a")]) == every
+    # tolerations of the request, as for a slice's own taints; every taint needs one
+    tolerate = {"key": "broken", "operator": "Exists", "effect": "NoSchedule"}
+    assert _free_devices(slices, [_taint_rule("pool", pool="pool-a")], tolerate) == every
+    two = [_taint_rule("pool", pool="pool-a"), _taint_rule("other", key="hot", device="d0")]
+    assert _free_devices(slices, two, tolerate) == {"a": ["d1"], "b": ["d1"]}
+    own = _slice("a", {**_device("d0", id="d0"), "taints": [{"key": "own", "effect": "NoSchedule"}]})
+    assert _free_devices([own], [_taint_rule("pool", pool="a")], tolerate) == {}
+
+
+def test_device_taint_rules_not_listed_leave_a_fitting_node_unjudged_and_bad_rules_are_named() -> None:
+    slices = [_slice("a", _device("d0"))]
+    claim = [read_claim("default/c", _claim("c", _request()))]
+    unlisted = DraAllocator(slices, [], CLASSES, compile_selector, None)
+    outcome = unlisted.allocate("a", {}, claim)
+    assert (
+        outcome.fits
+        and outcome.not_modelled == "the DeviceTaintRules could not be listed: their taints are not applied"
+    )
+    assert not unlisted.allocate("b", {}, claim).fits  # no device there: fails with any rules
+    bad = _taint_rule("bad", driver=DRIVER)
+    bad["spec"]["taint"] = "broken"
+    allocator = DraAllocator(slices, [], CLASSES, compile_selector, [bad, _taint_rule("odd", pool=7)])  # type: ignore[arg-type]
+    assert allocator.problems == [
+        "DeviceTaintRule bad: spec.taint is not an object; left out",
+        "DeviceTaintRule odd: spec.deviceSelector.pool is not a name; left out",
+    ]
+    assert allocator.allocate("a", {}, claim) == NodeAllocation(True)
 
 
 def test_all_mode_takes_every_selectable_device_and_errs_on_an_incomplete_pool() -> None:

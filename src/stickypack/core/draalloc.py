@@ -24,11 +24,12 @@ allocator. This module follows it:
   (admin-access results hold nothing; a result with a ``shareID`` holds a share, not the
   device, but consumes its counters) and no claim being allocated does (an admin-access
   request only avoids its own claim's); a device tainted ``NoSchedule`` or ``NoExecute``
-  needs a toleration of the request; a device consuming shared counters needs them left
-  (the pool's counter sets less what allocated devices, and the devices being allocated,
-  consume); ``constraints`` ``matchAttribute`` and ``distinctAttribute`` (a fully
-  qualified name, or the driver's own attribute) bind the requests they name (all when
-  none). A claim takes at most 32 devices.
+  needs a toleration of the request (its taints: the slice's own, then those of every
+  DeviceTaintRule selecting it, as upstream's ResourceSlice tracker appends them); a
+  device consuming shared counters needs them left (the pool's counter sets less what
+  allocated devices, and the devices being allocated, consume); ``constraints``
+  ``matchAttribute`` and ``distinctAttribute`` (a fully qualified name, or the driver's
+  own attribute) bind the requests they name (all when none). A claim takes at most 32 devices.
 * **Search**: exhaustive backtracking in that order, devices of one request taken as
   combinations, the first full solution wins; so the verdict (a solution exists or not)
   is upstream's, and so are its errors, which it meets in the same order: a selector that
@@ -39,8 +40,9 @@ allocator. This module follows it:
 Not modelled, and said (:attr:`NodeAllocation.not_modelled`, never a pass or a failure):
 a request with ``capacity`` requirements or a candidate device with
 ``allowMultipleAllocations`` (consumable capacity), a selector using CEL this project does
-not evaluate (:class:`SelectorNotModelled`), DeviceTaintRules (their taints are not read,
-only the slices' own ``taints``), a claim whose DeviceClass is not known (not listed),
+not evaluate (:class:`SelectorNotModelled`), a node that fits while the DeviceTaintRules
+are not known (not listed: their taints could only take devices away), a claim whose
+DeviceClass is not known (not listed),
 derived attributes (alpha, off), and the allocator's timeout (DRASchedulerFilterTimeout).
 
 Pure: the API's dicts in; selectors are compiled by the caller's ``compile_selector``
@@ -50,7 +52,7 @@ Pure: the API's dicts in; selectors are compiled by the caller's ``compile_selec
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any, Protocol
 
@@ -59,6 +61,10 @@ from stickypack.core.quantity import QuantityError, parse_quantity
 
 #: At most this many devices in one claim's allocation (``AllocationResultsMaxSize``).
 MAX_DEVICES_PER_CLAIM = 32
+
+#: Why a node where the claims fit is not judged when the DeviceTaintRules could not be
+#: listed (their taints could take the devices found away; a node that fails fails with them).
+UNKNOWN_TAINT_RULES = "the DeviceTaintRules could not be listed: their taints are not applied"
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,6 +257,54 @@ def _read_slice(obj: Any) -> _Slice:
         devices=tuple(devices),
         shared_counters=shared,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class _TaintRule:
+    """A DeviceTaintRule's ``spec``: ``taint`` applies to the devices of the slices whose
+    driver and pool match ``driver`` and ``pool``, named ``device`` (None: any)."""
+
+    name: str
+    driver: str | None
+    pool: str | None
+    device: str | None
+    taint: Mapping[str, Any]
+
+
+def _optional_str(value: Any, what: str) -> str | None:
+    return None if value is None else _str(value, what)
+
+
+def _read_taint_rule(obj: Any) -> _TaintRule | None:
+    """The rule of a DeviceTaintRule, or None when it has no ``spec.deviceSelector`` (it
+    selects no device, as upstream's tracker reads it)."""
+    meta = _map(_map(obj, "the object").get("metadata"), "metadata")
+    spec = _map(obj.get("spec"), "spec")
+    if spec.get("deviceSelector") is None:
+        return None
+    taint = _map(spec.get("taint"), "spec.taint")
+    selector = _map(spec.get("deviceSelector"), "spec.deviceSelector")
+    return _TaintRule(
+        name=str(meta.get("name") or ""),
+        driver=_optional_str(selector.get("driver"), "spec.deviceSelector.driver"),
+        pool=_optional_str(selector.get("pool"), "spec.deviceSelector.pool"),
+        device=_optional_str(selector.get("device"), "spec.deviceSelector.device"),
+        taint=taint,
+    )
+
+
+def _with_rule_taints(s: _Slice, rules: Sequence[_TaintRule]) -> _Slice:
+    """``s`` with each rule's taint appended to the taints of the devices it selects (upstream's
+    ``applyPatches``: a rule whose driver or pool is not the slice's skips it; one naming a
+    device, every other device; the rules in the given order)."""
+    applying = [r for r in rules if r.driver in (None, s.driver) and r.pool in (None, s.pool)]
+    if not applying:
+        return s
+    devices = tuple(
+        replace(d, taints=(*d.taints, *(r.taint for r in applying if r.device in (None, d.name))))
+        for d in s.devices
+    )
+    return replace(s, devices=devices)
 
 
 def _node_matches(
@@ -468,12 +522,19 @@ class _TooMany(Exception):
     (their count is fixed) up to a ``firstAvailable`` choice or the claim."""
 
 
+def _object_name(obj: Any) -> str:
+    meta = obj.get("metadata") if isinstance(obj, Mapping) else None
+    name = meta.get("name") if isinstance(meta, Mapping) else None
+    return str(name or "(unnamed)")
+
+
 class DraAllocator:
     """The cluster's slices, allocated devices and DeviceClasses, to allocate a pod's
     unallocated claims on one node at a time (:meth:`allocate`). Built from every
     ResourceSlice and ResourceClaim of the cluster (as listed), the DeviceClasses by name
-    (None: not listed) and the CEL binding. A slice or claim not shaped as served is left
-    out, named in :attr:`problems`."""
+    (None: not listed), the CEL binding and the cluster's DeviceTaintRules (None: not
+    listed; then a node where the claims fit is not judged, :attr:`NodeAllocation.not_modelled`).
+    A slice, claim or rule not shaped as served is left out, named in :attr:`problems`."""
 
     def __init__(
         self,
@@ -481,16 +542,26 @@ class DraAllocator:
         claims: Iterable[Mapping[str, Any]],
         classes: Mapping[str, Mapping[str, Any]] | None,
         compile_selector: CompileSelector,
+        taint_rules: Iterable[Mapping[str, Any]] | None = (),
     ) -> None:
         self.problems: list[str] = []
+        rules: list[_TaintRule] = []
+        for obj in taint_rules or ():
+            try:
+                rule = _read_taint_rule(obj)
+            except _Malformed as exc:
+                self.problems.append(f"DeviceTaintRule {_object_name(obj)}: {exc}; left out")
+                continue
+            if rule is not None:
+                rules.append(rule)
+        #: whether the DeviceTaintRules are known (listed)
+        self.taint_rules_known = taint_rules is not None
         self.slices: list[_Slice] = []
         for obj in slices:
             try:
-                self.slices.append(_read_slice(obj))
+                self.slices.append(_with_rule_taints(_read_slice(obj), rules))
             except _Malformed as exc:
-                meta = obj.get("metadata") if isinstance(obj, Mapping) else None
-                name = meta.get("name") if isinstance(meta, Mapping) else None
-                self.problems.append(f"ResourceSlice {name or '(unnamed)'}: {exc}; left out")
+                self.problems.append(f"ResourceSlice {_object_name(obj)}: {exc}; left out")
         #: devices allocated to one claim (not free); ``shared``: devices a claim has a share
         #: of (a result with a ``shareID``: consumable capacity), not in use as a whole but
         #: consuming their counters, as upstream's ``IsDeviceAllocated`` counts them
@@ -610,6 +681,8 @@ class DraAllocator:
             return NodeAllocation(False, error=str(exc))
         except _NotModelled as exc:
             return NodeAllocation(True, not_modelled=str(exc))
+        if done and not self.taint_rules_known:
+            return NodeAllocation(True, not_modelled=UNKNOWN_TAINT_RULES)
         if done:
             return NodeAllocation(True)
         if any(p.invalid for p in search.pools):
