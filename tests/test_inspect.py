@@ -5172,6 +5172,7 @@ def test_inspect_pod_dra_keeps_a_pod_where_its_allocated_claim_is_as_the_real_sc
         assert report["dynamic_resources"] == {
             "device_classes_read": True,
             "templates_read": True,
+            "taint_rules_read": True,
             "rejected": None,
             "allocated": [held],
             "not_judged": [],
@@ -5314,6 +5315,7 @@ def test_inspect_pod_dra_rejects_a_claim_for_a_device_class_that_does_not_exist(
         assert report["dynamic_resources"] == {
             "device_classes_read": True,
             "templates_read": True,
+            "taint_rules_read": True,
             "rejected": why,
             "allocated": [],
             "not_judged": [],
@@ -5916,6 +5918,85 @@ def test_inspect_pod_dra_allocates_unallocated_claims_as_the_real_scheduler_does
             condition = found[0] if found else {}
             time.sleep(0.2)
         assert (condition.get("reason"), condition.get("message")) == ("SchedulerError", why)
+    finally:
+        cluster.delete_all_dra()
+
+
+@pytest.mark.controlplane
+def test_inspect_pod_dra_applies_device_taint_rules_as_the_real_scheduler_does(
+    cluster: ControlPlane, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A DeviceTaintRule (``resource.k8s.io/v1``) tainting ``a``'s only device of the
+    driver ``NoSchedule`` (``a`` empty, LeastAllocated's pick without it; ``b`` busy): a
+    claim tolerating nothing can only be allocated on ``b``, one whose request tolerates the
+    taint on ``a`` too; inspect names the node the real kube-scheduler binds each pod to.
+    An account that may not list ``devicetaintrules`` is told so, and the node where the
+    plain claim fits (``a``, without the rule's taint) is not judged."""
+    suffix = uuid.uuid4().hex[:6]
+    driver = f"ruled-{suffix}.example.com"
+    from stickypack.core.draalloc import UNKNOWN_TAINT_RULES
+
+    cluster.create_node("a", cpu="4", memory="16Gi")
+    cluster.create_node("b", cpu="4", memory="16Gi")
+    _bind(cluster, "b-fill", "b", "2", "4Gi")
+    for node in ("a", "b"):
+        _publish_devices(cluster, node, driver, [{"name": "dev-0"}])
+    taint = {"key": "broken", "value": "yes", "effect": "NoSchedule"}
+    cluster.create_device_taint_rule(f"broken-{suffix}", taint, driver=driver, pool="a", device="dev-0")
+    tolerates = [{"key": "broken", "operator": "Exists", "effect": "NoSchedule"}]
+    requests = {
+        "plain": {"deviceClassName": driver},
+        "tolerant": {"deviceClassName": driver, "tolerations": tolerates},
+    }
+    expected = {"plain": "b", "tolerant": "a"}
+    pods = {}
+    try:
+        for case, request in requests.items():
+            _create_claim(cluster, f"{case}-{suffix}", {"requests": [{"name": "gpu", "exactly": request}]})
+            pods[case] = pod_manifest(case, cpu="100m", memory="100Mi")
+            pods[case]["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": f"{case}-{suffix}"}]
+        reports = {case: _inspect_pod_dra_json(cluster, tmp_path, capsys, pod) for case, pod in pods.items()}
+        plain, tolerant = reports["plain"], reports["tolerant"]
+        assert plain["best"] == ["b"]
+        assert {n["node"]: n["filtered_by"] for n in plain["nodes"]} == {"a": "DynamicResources", "b": None}
+        judged = plain["dynamic_resources"]
+        assert (judged["taint_rules_read"], judged["cannot_allocate"], judged["not_judged"]) == (
+            True,
+            {"a": "cannot allocate all claims"},
+            [],
+        )
+        assert tolerant["best"] == ["a"]
+        assert {n["node"]: n["filtered_by"] for n in tolerant["nodes"]} == {"a": None, "b": None}
+        # without the right to list the rules: a and b pass, not judged, and it is said
+        resources = {
+            "": ["nodes", "pods"],
+            "resource.k8s.io": [
+                "resourceslices",
+                "resourceclaims",
+                "deviceclasses",
+                "resourceclaimtemplates",
+            ],
+        }
+        limited = _account_that_lists(cluster, f"inspect-rules-{suffix}", resources)
+        path = tmp_path / "plain-limited.yaml"
+        path.write_text(yaml.safe_dump(pods["plain"]))
+        argv = ["inspect", "--kubeconfig", str(limited), "--policy", "default", "--dra", "--pod", str(path)]
+        assert main([*argv, "--json"]) == 0
+        judged = json.loads(capsys.readouterr().out)["dynamic_resources"]
+        assert (judged["taint_rules_read"], judged["cannot_allocate"], judged["not_judged"]) == (
+            False,
+            {},
+            [f"{UNKNOWN_TAINT_RULES} (on a, b: passes there)"],
+        )
+        assert main(argv) == 0
+        assert (
+            "DeviceTaintRules could not be listed (no `list` right on devicetaintrules"
+            in capsys.readouterr().out
+        )
+        cluster.start_scheduler(scheduler_config(["default-scheduler"]))
+        for pod in pods.values():
+            cluster.create_pod(pod=pod)
+        assert cluster.wait_bound(list(expected), timeout=60) == expected
     finally:
         cluster.delete_all_dra()
 

@@ -705,8 +705,9 @@ def _dynamic_resources(snap: Snapshot, pod: Pod) -> tuple[DynamicResourcesFilter
     (:class:`~stickypack.core.dra.DynamicResourcesFilter`, on the listed claims, DeviceClasses
     and ResourceClaimTemplates, with kube-scheduler's allocator,
     :class:`~stickypack.core.draalloc.DraAllocator`, and its CEL, :mod:`stickypack.dracel`)
-    and the report's ``dynamic_resources``: whether the DeviceClasses and the templates could
-    be listed (``device_classes_read``, ``templates_read``), why it rejects every node
+    and the report's ``dynamic_resources``: whether the DeviceClasses, the templates and the
+    DeviceTaintRules could be listed (``device_classes_read``, ``templates_read``,
+    ``taint_rules_read``), why it rejects every node
     (``rejected``, or None), the allocated claims whose node selectors it judges
     (``allocated``), why some of those are unavailable on every node (``unbindable``: their
     devices' binding failed or timed out), the claims not allocated, which the allocator
@@ -723,7 +724,9 @@ def _dynamic_resources(snap: Snapshot, pod: Pod) -> tuple[DynamicResourcesFilter
     if snap.dra is None:
         return None
     claims = {claim_key(obj): obj for obj in snap.dra.claims}
-    allocator = DraAllocator(snap.dra.slices, snap.dra.claims, snap.dra.device_classes, compile_selector)
+    allocator = DraAllocator(
+        snap.dra.slices, snap.dra.claims, snap.dra.device_classes, compile_selector, snap.dra.taint_rules
+    )
     templates = snap.dra.templates
     backed = extended_resource_classes(snap.dra.device_classes or {})
     extended = {r: backed[r] for r, amount in sorted(pod.requests.items()) if amount > 0 and r in backed}
@@ -734,6 +737,7 @@ def _dynamic_resources(snap: Snapshot, pod: Pod) -> tuple[DynamicResourcesFilter
     report: dict[str, Any] = {
         "device_classes_read": snap.dra.classes is not None,
         "templates_read": templates is not None,
+        "taint_rules_read": snap.dra.taint_rules is not None,
         "rejected": verdict.rejected,
         "allocated": [name for name, _ in verdict.allocated],
         "unbindable": [why for _, why in verdict.unbindable],
@@ -1517,6 +1521,12 @@ def _print_dynamic_resources(console: Console, judged: dict[str, Any] | None) ->
         console.print(
             "ResourceClaimTemplates could not be listed (no `list` right on resourceclaimtemplates): "
             "the claims the pod's template entries make are not judged",
+            highlight=False,
+        )
+    if judged.get("taint_rules_read") is False and judged["allocates"]:
+        console.print(
+            "DeviceTaintRules could not be listed (no `list` right on devicetaintrules, or not served): "
+            "their taints are not applied, a node where the claims fit is not judged",
             highlight=False,
         )
     if judged["rejected"] is not None:  # claim names are the API server's; the pod file's are not

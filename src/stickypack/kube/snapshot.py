@@ -124,6 +124,11 @@ class DraObjects:
     #: ``(namespace, name)``, for a pod file's template entries; None when they could not be
     #: listed (no ``list`` right on ``resourceclaimtemplates``) or were not asked for.
     templates: dict[tuple[str, str], dict[str, Any]] | None = None
+    #: The DeviceTaintRules (name, ``spec.deviceSelector`` and ``spec.taint``), in name
+    #: order, for kube-scheduler's allocator; None when they could not be listed (no
+    #: ``list`` right on ``devicetaintrules``, or ``resource.k8s.io/v1`` does not serve
+    #: them) or were not asked for.
+    taint_rules: list[dict[str, Any]] | None = None
 
 
 @dataclass
@@ -368,8 +373,9 @@ async def _dra(api_client: ApiClient, device_classes: bool = False) -> tuple[Dra
     """Every ResourceSlice and ResourceClaim (a ``list`` on ``resourceslices`` and, in every
     namespace, ``resourceclaims``, ``resource.k8s.io``), or None and the API server's status
     when they could not be listed (401, 403: no right; 404: ``resource.k8s.io/v1`` not
-    served); with ``device_classes``, the DeviceClasses' names too where ``deviceclasses`` may
-    be listed (else None)."""
+    served); with ``device_classes``, the DeviceClasses too where ``deviceclasses`` may be
+    listed, the ResourceClaimTemplates where ``resourceclaimtemplates`` may, and the
+    DeviceTaintRules where ``devicetaintrules`` may and are served (each else None)."""
     from kubernetes_asyncio import client
 
     resource = client.ResourceV1Api(api_client)
@@ -390,6 +396,7 @@ async def _dra(api_client: ApiClient, device_classes: bool = False) -> tuple[Dra
     classes: frozenset[str] | None = None
     by_name: dict[str, dict[str, Any]] | None = None
     templates: dict[tuple[str, str], dict[str, Any]] | None = None
+    taint_rules: list[dict[str, Any]] | None = None
     if device_classes:
         try:
             list_templates = resource.list_resource_claim_template_for_all_namespaces
@@ -410,13 +417,64 @@ async def _dra(api_client: ApiClient, device_classes: bool = False) -> tuple[Dra
         except WatchError as exc:
             if exc.status not in (401, 403, 404):
                 raise
+        try:
+            list_rules = partial(_list_device_taint_rules, api_client)
+            rules = await Informer("devicetaintrules", list_rules, transform=_taint_rule).list_once()
+            taint_rules = [obj for _, obj in sorted(rules.items())]
+        except WatchError as exc:
+            if exc.status not in (401, 403, 404):
+                raise
     return DraObjects(
         [obj for _, obj in sorted(slices.items())],
         [obj for _, obj in sorted(claims.items())],
         classes,
         by_name,
         templates,
+        taint_rules,
     ), None
+
+
+#: ``resource.k8s.io/v1`` DeviceTaintRules (cluster-scoped), which kubernetes_asyncio has
+#: no v1 client method for (only v1alpha3 and v1beta2).
+DEVICE_TAINT_RULES_PATH = "/apis/resource.k8s.io/v1/devicetaintrules"
+
+
+async def _list_device_taint_rules(api_client: ApiClient, **kw: Any) -> Any:
+    """List (or watch) ``resource.k8s.io/v1`` DeviceTaintRules with the generic
+    ``ApiClient.call_api``, taking the keyword arguments of a generated list method
+    (``limit``, ``_continue``, ``watch``..., ``_preload_content``, ``_request_timeout``)."""
+    names = {
+        "_continue": "continue",
+        "allow_watch_bookmarks": "allowWatchBookmarks",
+        "field_selector": "fieldSelector",
+        "label_selector": "labelSelector",
+        "resource_version": "resourceVersion",
+        "timeout_seconds": "timeoutSeconds",
+    }
+    options = ("_preload_content", "_request_timeout")
+    query = [(names.get(k, k), v) for k, v in kw.items() if k not in options and v is not None]
+    return await api_client.call_api(
+        DEVICE_TAINT_RULES_PATH,
+        "GET",
+        query_params=query,
+        header_params={"Accept": "application/json"},
+        auth_settings=["BearerToken"],
+        _return_http_data_only=True,
+        _preload_content=kw.get("_preload_content", True),
+        _request_timeout=kw.get("_request_timeout"),
+    )
+
+
+def _taint_rule(obj: dict[str, Any]) -> dict[str, Any]:
+    """A DeviceTaintRule's name, ``spec.deviceSelector`` and ``spec.taint`` (what
+    kube-scheduler's ResourceSlice tracker reads of it)."""
+    meta, spec = obj.get("metadata"), obj.get("spec")
+    spec = spec if isinstance(spec, dict) else {}
+    meta = meta if isinstance(meta, dict) else {}
+    return {
+        "metadata": {"name": meta.get("name")},
+        "spec": {k: spec[k] for k in ("deviceSelector", "taint") if k in spec},
+    }
 
 
 def _template_devices(obj: dict[str, Any]) -> dict[str, Any]:

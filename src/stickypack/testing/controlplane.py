@@ -1444,9 +1444,37 @@ class ControlPlane:
             )
         )
 
+    def create_device_taint_rule(
+        self,
+        name: str,
+        taint: Mapping[str, Any],
+        driver: str | None = None,
+        pool: str | None = None,
+        device: str | None = None,
+    ) -> None:
+        """A ``resource.k8s.io/v1`` DeviceTaintRule ``name`` putting ``taint`` (``key``,
+        ``value``, ``effect``) on the devices of ``driver``, ``pool`` and ``device`` (None:
+        any); kubernetes_asyncio has no v1 client method for the kind."""
+        selector = {k: v for k, v in (("driver", driver), ("pool", pool), ("device", device)) if v}
+        body = {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceTaintRule",
+            "metadata": {"name": name},
+            "spec": {"deviceSelector": selector, "taint": dict(taint)},
+        }
+        self.call(
+            lambda api: api.call_api(
+                "/apis/resource.k8s.io/v1/devicetaintrules",
+                "POST",
+                body=body,
+                header_params={"Content-Type": "application/json", "Accept": "application/json"},
+                auth_settings=["BearerToken"],
+            )
+        )
+
     def delete_all_dra(self) -> None:
-        """Delete every ResourceClaim, ResourceSlice and DeviceClass (nothing where
-        ``resource.k8s.io/v1`` is not served)."""
+        """Delete every ResourceClaim, ResourceSlice, DeviceClass and DeviceTaintRule
+        (nothing where ``resource.k8s.io/v1`` is not served)."""
         from kubernetes_asyncio import client
         from kubernetes_asyncio.client.exceptions import ApiException
 
@@ -1462,6 +1490,16 @@ class ControlPlane:
                 await resource.delete_namespaced_resource_claim(claim.metadata.name, claim.metadata.namespace)
             await resource.delete_collection_resource_slice()
             await resource.delete_collection_device_class()
+            try:
+                await api.call_api(
+                    "/apis/resource.k8s.io/v1/devicetaintrules",
+                    "DELETE",
+                    header_params={"Accept": "application/json"},
+                    auth_settings=["BearerToken"],
+                )
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
 
         self.call(delete)
 
