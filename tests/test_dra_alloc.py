@@ -723,6 +723,22 @@ def test_cel_semver_normalizes_when_asked_as_the_kubernetes_library() -> None:
         _cel('semver("v1.2") == semver("1.2.0")')
 
 
+def test_the_taint_rule_slimmer_keeps_what_the_allocator_reads() -> None:
+    """``inspect --pod --dra`` lists DeviceTaintRules through ``allocation_device_taint_rule``:
+    the allocator decides on them as on the rules served (with status and metadata)."""
+    from stickypack.kube.dra import allocation_device_taint_rule
+
+    rule = _taint_rule("r", pool="a", device="d0")
+    rule["metadata"].update({"uid": "u", "managedFields": [{"manager": "x"}]})
+    rule["status"] = {"conditions": [{"type": "EvictionInProgress", "status": "False"}]}
+    slim = allocation_device_taint_rule(rule)
+    assert (slim["metadata"]["name"], slim["spec"]) == ("r", rule["spec"])
+    assert "status" not in slim and "managedFields" not in slim["metadata"]
+    slices = [_slice(node, _device("d0", id="d0"), _device("d1", id="d1")) for node in ("a", "b")]
+    assert _free_devices(slices, [rule]) == _free_devices(slices, [slim]) == {"a": ["d1"], "b": ["d0", "d1"]}
+    assert allocation_device_taint_rule({"spec": "odd"}) == {"spec": "odd"}  # named by the allocator
+
+
 def test_the_allocation_slimmers_keep_what_the_allocator_reads() -> None:
     """``inspect --pod --dra`` lists slices and claims through
     ``allocation_resource_slice`` / ``allocation_resource_claim``: the allocator decides

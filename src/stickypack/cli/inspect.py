@@ -1506,9 +1506,10 @@ def _print_dra_unread(console: Console, report: dict[str, Any], placing: bool = 
 
 
 def _print_dynamic_resources(console: Console, judged: dict[str, Any] | None) -> None:
-    """With ``--dra``: whether the DeviceClasses could not be listed, why kube-scheduler's
-    DynamicResources rejects every node, and the pod's claims not allocated, which are not
-    judged."""
+    """With ``--dra``: whether the DeviceClasses, the templates (when the pod's entries need
+    them) or the DeviceTaintRules (when the pod has claims to allocate) could not be listed,
+    why kube-scheduler's DynamicResources rejects every node, and the pod's claims not
+    allocated, which are not judged."""
     if judged is None:
         return
     if judged.get("device_classes_read") is False:

@@ -102,6 +102,19 @@ def allocation_resource_claim(obj: dict[str, Any]) -> dict[str, Any]:
     return slim
 
 
+def allocation_device_taint_rule(obj: dict[str, Any]) -> dict[str, Any]:
+    """A DeviceTaintRule as kube-scheduler's ResourceSlice tracker reads it for the allocator
+    (``inspect --pod --dra``): its name, ``spec.deviceSelector`` and ``spec.taint`` (not its
+    status, which scheduling does not read)."""
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        return obj
+    return {
+        "metadata": _name_meta(obj),
+        "spec": {k: spec[k] for k in ("deviceSelector", "taint") if k in spec},
+    }
+
+
 def _device_requests(obj: dict[str, Any]) -> list[Any] | None:
     """A claim's ``spec.devices.requests`` with only what names their DeviceClasses (each
     request's ``name``, ``exactly.deviceClassName``, ``firstAvailable[].name`` and

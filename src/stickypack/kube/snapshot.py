@@ -27,6 +27,7 @@ from stickypack.core.topologyspread import default_selector, default_selector_ki
 from stickypack.core.volumes import VOLUME_ZONE_LABELS, ClaimVolumes, claim_volumes
 from stickypack.kube.cache import TERMINAL_PHASES, ClusterCache, slim_node, slim_pod
 from stickypack.kube.dra import (
+    allocation_device_taint_rule,
     allocation_resource_claim,
     allocation_resource_slice,
     slim_resource_claim,
@@ -419,7 +420,9 @@ async def _dra(api_client: ApiClient, device_classes: bool = False) -> tuple[Dra
                 raise
         try:
             list_rules = partial(_list_device_taint_rules, api_client)
-            rules = await Informer("devicetaintrules", list_rules, transform=_taint_rule).list_once()
+            rules = await Informer(
+                "devicetaintrules", list_rules, transform=allocation_device_taint_rule
+            ).list_once()
             taint_rules = [obj for _, obj in sorted(rules.items())]
         except WatchError as exc:
             if exc.status not in (401, 403, 404):
@@ -463,18 +466,6 @@ async def _list_device_taint_rules(api_client: ApiClient, **kw: Any) -> Any:
         _preload_content=kw.get("_preload_content", True),
         _request_timeout=kw.get("_request_timeout"),
     )
-
-
-def _taint_rule(obj: dict[str, Any]) -> dict[str, Any]:
-    """A DeviceTaintRule's name, ``spec.deviceSelector`` and ``spec.taint`` (what
-    kube-scheduler's ResourceSlice tracker reads of it)."""
-    meta, spec = obj.get("metadata"), obj.get("spec")
-    spec = spec if isinstance(spec, dict) else {}
-    meta = meta if isinstance(meta, dict) else {}
-    return {
-        "metadata": {"name": meta.get("name")},
-        "spec": {k: spec[k] for k in ("deviceSelector", "taint") if k in spec},
-    }
 
 
 def _template_devices(obj: dict[str, Any]) -> dict[str, Any]:
