@@ -1507,9 +1507,11 @@ def _print_dra_unread(console: Console, report: dict[str, Any], placing: bool = 
 
 def _print_dynamic_resources(console: Console, judged: dict[str, Any] | None) -> None:
     """With ``--dra``: whether the DeviceClasses, the templates (when the pod's entries need
-    them) or the DeviceTaintRules (when the pod has claims to allocate) could not be listed,
+    them) or the DeviceTaintRules (when a node is not judged for it) could not be listed,
     why kube-scheduler's DynamicResources rejects every node, and the pod's claims not
     allocated, which are not judged."""
+    from stickypack.core.draalloc import UNKNOWN_TAINT_RULES
+
     if judged is None:
         return
     if judged.get("device_classes_read") is False:
@@ -1524,10 +1526,12 @@ def _print_dynamic_resources(console: Console, judged: dict[str, Any] | None) ->
             "the claims the pod's template entries make are not judged",
             highlight=False,
         )
-    if judged.get("taint_rules_read") is False and judged["allocates"]:
+    if judged.get("taint_rules_read") is False and any(
+        UNKNOWN_TAINT_RULES in n for n in judged["not_judged"]
+    ):
         console.print(
             "DeviceTaintRules could not be listed (no `list` right on devicetaintrules, or not served): "
-            "their taints are not applied, a node where the claims fit is not judged",
+            "their taints are not applied, and a node where the pod's claims fit is not judged",
             highlight=False,
         )
     if judged["rejected"] is not None:  # claim names are the API server's; the pod file's are not
