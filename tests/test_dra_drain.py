@@ -9,9 +9,11 @@ from __future__ import annotations
 from typing import Any
 
 from stickypack.core.dra import DeviceNeed, DraDevices
+from stickypack.core.draalloc import DraAllocator
 from stickypack.core.drain import ScaleDownPlan, plan_scale_down
 from stickypack.core.nodetable import NodeTable
 from stickypack.core.pod import Pod
+from stickypack.dracel import compile_selector
 from stickypack.policies import load_builtin
 from stickypack.testing import pod_manifest
 
@@ -548,3 +550,147 @@ def test_inspect_reads_expendable_pods_out_of_dra_utilization_but_among_claim_us
     table = _table(("gpu-a", "cpu-b", "gpu-c"), pods)
     plan = plan_scale_down(table, pods, ["gpu-a"], FILTERS, dra=devices)
     assert (plan.removable, plan.no_room) == ((), {"gpu-a": "default/web"})
+
+
+# ---- released claims allocated again by kube-scheduler's allocator (its CEL selectors) ------
+
+#: The DeviceClass every claim below asks for: the GPU driver's devices.
+GPU_CLASS = {
+    "gpu": {
+        "metadata": {"name": "gpu"},
+        "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{GPU}"'}}]},
+    }
+}
+
+
+def _gpus(node: str, *models: tuple[str, str], pool: str | None = None) -> dict[str, Any]:
+    """A node-local slice of GPUs, each ``(name, model)`` with a ``model`` attribute."""
+    devices = [{"name": name, "attributes": {"model": {"string": model}}} for name, model in models]
+    body = {"driver": GPU, "pool": {"name": pool or node, "generation": 1, "resourceSliceCount": 1}}
+    return {
+        "metadata": {"name": f"{pool or node}-{GPU}"},
+        "spec": {**body, "nodeName": node, "devices": devices},
+    }
+
+
+def _selecting(name: str, held: tuple[str, str], *expressions: str) -> dict[str, Any]:
+    """A claim of ``default`` for one GPU of class ``gpu`` matching ``expressions``,
+    allocated ``held`` (pool, device)."""
+    claim = _claim(name, held)
+    exactly: dict[str, Any] = {"deviceClassName": "gpu", "count": 1}
+    if expressions:
+        exactly["selectors"] = [{"cel": {"expression": e}} for e in expressions]
+    claim["spec"] = {"devices": {"requests": [{"name": "r", "exactly": exactly}]}}
+    return claim
+
+
+def _plan_allocating(
+    pods: dict[str, list[Pod]],
+    candidates: list[str],
+    slices: list[dict[str, Any]],
+    claims: list[dict[str, Any]],
+    nodes: tuple[str, ...] = ("gpu-a", "gpu-b", "gpu-c"),
+) -> ScaleDownPlan:
+    """:func:`_plan` with the released claims allocated again by kube-scheduler's allocator;
+    the allocator's devices are as they were afterwards."""
+    allocator = DraAllocator(slices, claims, GPU_CLASS, compile_selector)
+    before = set(allocator.allocated)
+    dra = DraDevices.read(slices, claims, pods, allocator)
+    assert dra.allocates
+    plan = plan_scale_down(_table(nodes, pods), pods, candidates, FILTERS, dra=dra)
+    assert allocator.allocated == before
+    return plan
+
+
+A100 = 'device.attributes["gpu.example.com"].model == "a100"'
+
+
+def test_a_moved_claim_needs_a_free_device_its_selectors_select() -> None:
+    """gpu-a's trainer holds gpu-a's a100 with a claim selecting ``model == "a100"``;
+    gpu-b's only free GPU is a t4: the allocator finds no room there (counting devices of
+    the driver, any GPU did: the trainer went to gpu-b); once gpu-c has a free a100, the
+    trainer goes there."""
+    trainer = _pod("trainer", "train-gpu")
+    pods: dict[str, list[Pod]] = {"gpu-a": [trainer], "gpu-b": [], "gpu-c": []}
+    claims = [_selecting("train-gpu", ("gpu-a", "g0"), A100)]
+    slices = [_gpus("gpu-a", ("g0", "a100")), _gpus("gpu-b", ("g0", "t4"))]
+    counted = _plan(pods, ["gpu-a"], slices, claims, nodes=("gpu-a", "gpu-b", "gpu-c"))
+    assert counted.moves == {"default/trainer": "gpu-b"}
+    plan = _plan_allocating(pods, ["gpu-a"], slices, claims)
+    assert (plan.removable, plan.moves, plan.no_room) == ((), {}, {"gpu-a": "default/trainer"})
+    slices.append(_gpus("gpu-c", ("g0", "t4"), ("g1", "a100")))
+    plan = _plan_allocating(pods, ["gpu-a"], slices, claims)
+    assert (plan.removable, plan.moves) == (("gpu-a",), {"default/trainer": "gpu-c"})
+    # gpu-c's a100 held by a claim of a pod that stays: no room again
+    held = [*claims, _selecting("other", ("gpu-c", "g1"))]
+    pods["gpu-c"] = [_pod("holder", "other", owner="DaemonSet", cpu="100m")]
+    assert _plan_allocating(pods, ["gpu-a"], slices, held).no_room == {"gpu-a": "default/trainer"}
+
+
+def test_the_devices_the_allocator_picks_are_taken_for_the_next_pods() -> None:
+    """gpu-a's two pods move to gpu-c, whose GPUs are an a100 then an h100: ``any`` (a100 or
+    h100) takes the a100, the first it selects, and ``h100`` the h100, so both fit there
+    together. When both want an a100, the second finds gpu-c's a100 taken by the first: no
+    room (counting, gpu-c's two GPUs took both). A candidate kept gives back what its pods
+    took: gpu-b's pod then has gpu-c's a100."""
+    slices = [
+        _gpus("gpu-a", ("g0", "a100"), ("g1", "h100")),
+        _gpus("gpu-b", ("g0", "a100")),
+        _gpus("gpu-c", ("g0", "a100"), ("g1", "h100")),
+    ]
+    model = 'device.attributes["gpu.example.com"].model'
+    claims = [
+        _selecting("any", ("gpu-a", "g0"), f'{model} in ["a100", "h100"]'),
+        _selecting("h100", ("gpu-a", "g1"), f'{model} == "h100"'),
+        _selecting("b", ("gpu-b", "g0"), A100),
+    ]
+    pods = {"gpu-a": [_pod("p1", "any"), _pod("p2", "h100")], "gpu-b": [], "gpu-c": []}
+    plan = _plan_allocating(pods, ["gpu-a"], slices, claims)
+    assert (plan.removable, plan.moves) == (("gpu-a",), {"default/p1": "gpu-c", "default/p2": "gpu-c"})
+    # both want an a100 (gpu-b has one, held by its own pod)
+    claims[1] = _selecting("h100", ("gpu-a", "g1"), A100)
+    pods["gpu-b"] = [_pod("b", "b")]
+    counted = _plan(pods, ["gpu-a"], slices, claims, nodes=("gpu-a", "gpu-b", "gpu-c"))
+    assert counted.moves == {"default/p1": "gpu-c", "default/p2": "gpu-c"}
+    plan = _plan_allocating(pods, ["gpu-a", "gpu-b"], slices, claims)
+    assert (plan.removable, plan.moves, plan.no_room) == (
+        ("gpu-b",),
+        {"default/b": "gpu-c"},
+        {"gpu-a": "default/p2"},
+    )
+
+
+def test_a_claim_shared_by_pods_that_move_together_is_allocated_once_where_its_selectors_allow() -> None:
+    """gpu-a's two workers share a claim selecting an a100: released with both, it is
+    allocated again on gpu-c (gpu-b's free GPU is a t4; counting, both went to gpu-b), and
+    the second worker follows it there. It takes one a100: with gpu-c's two, gpu-b's own
+    a100 pod then fits on gpu-c too; with one, it has no room."""
+    slices = [
+        _gpus("gpu-a", ("g0", "a100")),
+        _gpus("gpu-b", ("g0", "t4"), ("g1", "a100")),
+        _gpus("gpu-c", ("g0", "a100"), ("g1", "a100")),
+    ]
+    claims = [_selecting("shared", ("gpu-a", "g0"), A100), _selecting("b", ("gpu-b", "g1"), A100)]
+    pods = {"gpu-a": [_pod("worker-1", "shared"), _pod("worker-2", "shared")], "gpu-b": [], "gpu-c": []}
+    counted = _plan(pods, ["gpu-a"], slices, claims, nodes=("gpu-a", "gpu-b", "gpu-c"))
+    assert counted.moves == {"default/worker-1": "gpu-b", "default/worker-2": "gpu-b"}
+    pods["gpu-b"] = [_pod("b", "b")]
+    plan = _plan_allocating(pods, ["gpu-a", "gpu-b"], slices, claims)
+    assert plan.moves == {"default/worker-1": "gpu-c", "default/worker-2": "gpu-c", "default/b": "gpu-c"}
+    slices[2] = _gpus("gpu-c", ("g0", "a100"))
+    plan = _plan_allocating(pods, ["gpu-a", "gpu-b"], slices, claims)
+    assert (plan.removable, plan.no_room) == (("gpu-a",), {"gpu-b": "default/b"})
+
+
+def test_an_allocation_that_errs_on_a_node_is_no_room_there() -> None:
+    """A selector reading an attribute gpu-b's GPU lacks errs there (a CEL runtime error,
+    which fails kube-scheduler's scheduling attempt): the plan takes the node as not
+    passing and tries the next; gpu-c's GPU has the attribute."""
+    slices = [_gpus("gpu-a", ("g0", "a100")), _gpus("gpu-b", ("g0", "t4"))]
+    claims = [_selecting("c", ("gpu-a", "g0"), 'device.attributes["gpu.example.com"].cores > 4')]
+    pods: dict[str, list[Pod]] = {"gpu-a": [_pod("p", "c")], "gpu-b": [], "gpu-c": []}
+    assert _plan_allocating(pods, ["gpu-a"], slices, claims).no_room == {"gpu-a": "default/p"}
+    cores = _gpus("gpu-c", ("g0", "a100"))
+    cores["spec"]["devices"][0]["attributes"]["cores"] = {"int": 8}
+    plan = _plan_allocating(pods, ["gpu-a"], [*slices, cores], claims)
+    assert plan.moves == {"default/p": "gpu-c"}

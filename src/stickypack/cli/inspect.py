@@ -526,7 +526,8 @@ async def _read_cluster(
             cache,
             controllers=not placing,
             dra=args.dra,
-            device_classes=placing,  # DynamicResources' PreFilter: a claim's missing class
+            # kube-scheduler's allocator (--pod's DynamicResources; the plan's moved claims)
+            device_classes=placing or args.dra,
             nominated=not placing,
             nominated_apart=placing,
             namespaces_and_volumes=True,
@@ -973,9 +974,12 @@ def _read_dra(snap: Snapshot, rules: ScaleDownRules) -> tuple[DraReading | None,
     of the pods in the autoscaler's snapshot (expendable ones left out), and the devices
     the scale-down plan moves, as the autoscaler's removal simulation does (every pod a
     claim's user, expendable ones too; the objects it cannot read are those the reading
-    reports). Both None without them."""
+    reports; the plan allocates a moved pod's released claims again with kube-scheduler's
+    allocator and its CEL, as for ``--pod``). Both None without them."""
     from stickypack.core.dra import DraDevices, dra_utilization
+    from stickypack.core.draalloc import DraAllocator
     from stickypack.core.explain import is_expendable
+    from stickypack.dracel import compile_selector
 
     if snap.dra is None:
         return None, None
@@ -983,7 +987,8 @@ def _read_dra(snap: Snapshot, rules: ScaleDownRules) -> tuple[DraReading | None,
         node: [p for p in pods if not is_expendable(p, rules)] for node, pods in snap.pods_by_node.items()
     }
     dra = dra_utilization(snap.dra.slices, snap.dra.claims, in_snapshot)
-    return dra, DraDevices.read(snap.dra.slices, snap.dra.claims, snap.pods_by_node)
+    allocator = DraAllocator(snap.dra.slices, snap.dra.claims, snap.dra.device_classes, compile_selector)
+    return dra, DraDevices.read(snap.dra.slices, snap.dra.claims, snap.pods_by_node, allocator)
 
 
 def _group_membership(table: NodeTable, groups: NodeGroups) -> tuple[dict[str, str | None], set[str]]:

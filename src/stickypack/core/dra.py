@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from stickypack.core.draalloc import ClaimRequests, DraAllocator, NodeAllocation, read_claim
+from stickypack.core.draalloc import ClaimRequests, DeviceId, DraAllocator, NodeAllocation, read_claim
 from stickypack.core.framework import FilterPlugin, SchedulingContext
 from stickypack.core.labels import NodeSelectorTerm
 from stickypack.core.nodetable import NodeTable
@@ -486,8 +486,12 @@ class DraDevices:
         self._pools: dict[str, dict[str, list[_FreePool]]] = {}  # by node, by driver
         #: (driver, pool name) to its pool (a name two nodes publish: the first node's)
         self._pool_of: dict[tuple[str, str], tuple[str, _FreePool]] = {}
-        #: a claim allocated on node-local devices: their node and the devices
-        self._held: dict[ClaimKey, tuple[str, tuple[_Held, ...]]] = {}
+        #: a claim allocated (at least in part) on node-local devices: their node ("" when it
+        #: holds none any more), those devices and its other devices (followed only with an
+        #: allocator)
+        self._held: dict[ClaimKey, _Holding] = {}
+        self._allocator: DraAllocator | None = None
+        self._requests: dict[ClaimKey, ClaimRequests] = {}  # with an allocator: what it allocates
         self._need: dict[ClaimKey, dict[str, int]] = {}  # how many devices of each driver
         self._users: dict[ClaimKey, set[str]] = {}  # pod keys
         self._journal: list[tuple[str, ClaimKey, Any]] = []
@@ -500,11 +504,19 @@ class DraDevices:
         slices: Iterable[Mapping[str, Any]],
         claims: Iterable[Mapping[str, Any]],
         pods_by_node: Mapping[str, Iterable[Pod]],
+        allocator: DraAllocator | None = None,
     ) -> DraDevices:
         """From every ResourceSlice and ResourceClaim of the cluster (as
         :func:`dra_utilization` takes them) and every pod bound to each node (expendable ones
-        included: their claims' users too)."""
+        included: their claims' users too).
+
+        ``allocator``: kube-scheduler's allocator built from the same slices and claims
+        (:class:`~stickypack.core.draalloc.DraAllocator`, with the DeviceClasses and the CEL
+        binding): a released claim is then allocated again by it (its requests' and
+        DeviceClasses' selectors) instead of by counting devices of its drivers; the plan
+        keeps its ``allocated`` devices up to date (and puts them back). None: counted."""
         out = cls()
+        out._allocator = allocator
         by_pool = {
             (node, driver, pool): pool_slices
             for node, pools in _read_slices(slices, out.problems).items()
@@ -527,11 +539,13 @@ class DraDevices:
             out._pools.setdefault(node, {}).setdefault(driver, []).append(free)
         for obj, allocated in _read_claims(claims, out.problems):
             local: list[_Held] = []
+            others: list[DeviceId] = []
             where: str | None = None  # the node of its node-local devices (the first's)
             for driver, pool, name in allocated or ():
                 found = out._pool_of.get((driver, pool))
                 if found is None or name not in found[1].names:
-                    continue  # not a node-local device: constrains nothing
+                    others.append((driver, pool, name))  # not node-local: constrains nothing
+                    continue
                 where = where if where is not None else found[0]
                 device = next(d for d in found[1].devices if d.name == name)
                 if name not in found[1].taken:
@@ -542,7 +556,12 @@ class DraDevices:
                 need: dict[str, int] = {}
                 for driver, _, _ in local:
                     need[driver] = need.get(driver, 0) + 1
-                out._held[key], out._need[key] = (where, tuple(local)), need
+                out._held[key], out._need[key] = (where, tuple(local), tuple(others)), need
+                if allocator is not None:
+                    try:
+                        out._requests[key] = read_claim(f"{key[0]}/{key[1]}", obj)
+                    except ValueError as exc:
+                        out.problems.append(f"{exc}; its devices not allocated again when it moves")
         for pods in pods_by_node.values():
             for pod in pods:
                 for name in pod.resource_claims:
@@ -577,9 +596,10 @@ class DraDevices:
             elif what == "unuse":
                 self._users.setdefault(key, set()).add(arg)
             elif what == "hold":  # the claim took devices: free them
-                self._free(self._held.pop(key)[1])
+                _, local, others = self._held.pop(key)
+                self._free(local, others)
             else:  # "unhold": the claim freed its devices: take them back
-                self._take(arg[1])
+                self._take(arg[1], arg[2])
                 self._held[key] = arg
 
     def release(self, pods: Iterable[Pod]) -> None:
@@ -597,22 +617,25 @@ class DraDevices:
         for key in touched:
             if not self._users.get(key) and key in self._held:
                 held = self._held.pop(key)
-                self._free(held[1])
+                self._free(held[1], held[2])
                 self._journal.append(("unhold", key, held))
 
-    def _pick(self, pod: Pod, node: str) -> list[tuple[ClaimKey, tuple[_Held, ...]]] | None:
-        """The devices of ``node`` each of the pod's claims would hold there (first fit for
-        the released ones), or None when the pod cannot run there (a claim allocated on
-        another node's devices, or too few free devices)."""
-        picks: list[tuple[ClaimKey, tuple[_Held, ...]]] = []
+    def _pick(self, pod: Pod, node: str, labels: Mapping[str, str] | None = None) -> list[_Pick] | None:
+        """The devices each of the pod's claims would hold on ``node`` (of ``labels``; the
+        allocator's picks, :meth:`_allocate`, else first fit of its drivers' devices for the
+        released ones), or None when the pod cannot run there (a claim allocated on another
+        node's devices, or no devices for the released ones)."""
+        if self._allocator is not None:
+            return self._allocate(self._allocator, pod, node, labels or {})
+        picks: list[_Pick] = []
         trial: dict[int, tuple[set[str], dict[str, Counters] | None]] = {}  # by id(pool)
         pools = self._pools.get(node, {})
         for key in self._claims(pod):
             held = self._held.get(key)
             if held is not None:  # still allocated: the DRA plugin keeps the pod on its node
-                if held[0] != node:
+                if held[0] and held[0] != node:
                     return None
-                picks.append((key, held[1]))
+                picks.append((key, held[1], held[2]))
                 continue
             taken: list[_Held] = []
             for driver, count in sorted(self._need[key].items()):
@@ -637,7 +660,48 @@ class DraDevices:
                         break
                 if count:
                     return None
-            picks.append((key, tuple(taken)))
+            picks.append((key, tuple(taken), ()))
+        return picks
+
+    def _allocate(
+        self, allocator: DraAllocator, pod: Pod, node: str, labels: Mapping[str, str]
+    ) -> list[_Pick] | None:
+        """:meth:`_pick` with kube-scheduler's allocator: the pod's released claims are
+        allocated together on ``node`` with the devices held now counted as allocated (its
+        ``allocated``, which :meth:`_take` and :meth:`_free` keep current). A node where
+        they cannot be, or where the allocation errs (a CEL error), is None; one the
+        allocator does not judge (:attr:`NodeAllocation.not_modelled`) passes and they take
+        no devices there, nor does a claim whose requests could not be read."""
+        picks: list[_Pick] = []
+        released: list[ClaimKey] = []
+        for key in self._claims(pod):
+            held = self._held.get(key)
+            if held is not None:
+                if held[0] and held[0] != node:
+                    return None
+                picks.append((key, held[1], held[2]))
+            elif key in self._requests:
+                released.append(key)
+            else:
+                picks.append((key, (), ()))
+        if not released:
+            return picks
+        outcome = allocator.allocate(node, labels, [self._requests[key] for key in released])
+        if not outcome.fits:
+            return None
+        chosen = outcome.devices if outcome.not_modelled is None else ((),) * len(released)
+        for key, devices in zip(released, chosen, strict=True):
+            local: list[_Held] = []
+            others: list[DeviceId] = []
+            for device_id in devices:
+                driver, pool, name = device_id
+                found = self._pool_of.get((driver, pool))
+                device = next((d for d in found[1].devices if d.name == name), None) if found else None
+                if found is not None and device is not None and found[0] == node:
+                    local.append((driver, found[1], device))
+                else:
+                    others.append(device_id)
+            picks.append((key, tuple(local), tuple(others)))
         return picks
 
     def requirement(self, pod: Pod) -> DeviceNeed | None:
@@ -648,6 +712,8 @@ class DraDevices:
         for key in self._claims(pod):
             held = self._held.get(key)
             if held is not None:
+                if not held[0]:  # holds no node-local device: constrains nothing
+                    continue
                 if pinned is not None and held[0] != pinned:
                     return None
                 pinned = held[0]
@@ -675,14 +741,24 @@ class DraDevices:
         changed, self._changed = self._changed, set()
         return changed
 
-    def allows(self, pod: Pod, node: str) -> bool:
-        """Whether the DRA plugin, as modelled, lets ``pod`` run on ``node`` now: each of its
-        claims still allocated is allocated on ``node``'s devices, and ``node``'s node-local
-        slices have the free devices its released claims take (counted where the node's
+    @property
+    def allocates(self) -> bool:
+        """Whether released claims are allocated again by kube-scheduler's allocator (given
+        to :meth:`read`), not counted."""
+        return self._allocator is not None
+
+    def allows(self, pod: Pod, node: str, labels: Mapping[str, str] | None = None) -> bool:
+        """Whether the DRA plugin, as modelled, lets ``pod`` run on ``node`` (of ``labels``,
+        which the allocator's node selections read) now: each of its claims still allocated
+        on node-local devices is allocated on ``node``'s, and its released claims can be
+        allocated there: by the allocator (:meth:`_allocate`), else when ``node``'s
+        node-local slices have as many free devices of each driver (counted where the node's
         pools of a driver are atomic, any free device doing; else picked, :meth:`_pick`)."""
         req = self.requirement(pod)
         if req is None or (req.pinned is not None and req.pinned != node):
             return False
+        if self._allocator is not None:
+            return not req.need or self._pick(pod, node, labels) is not None
         for driver, count in req.need.items():
             free = self.free_count(node, driver)
             if free is None:
@@ -691,32 +767,44 @@ class DraDevices:
                 return False
         return True
 
-    def place(self, pod: Pod, node: str) -> None:
-        """Put ``pod`` on ``node`` (which :meth:`allows` it): its released claims take their
-        devices there, and it uses its claims again."""
-        for key, devices in self._pick(pod, node) or ():
+    def place(self, pod: Pod, node: str, labels: Mapping[str, str] | None = None) -> None:
+        """Put ``pod`` on ``node`` (of ``labels``; one that :meth:`allows` it): its released
+        claims take their devices there, and it uses its claims again."""
+        for key, devices, others in self._pick(pod, node, labels) or ():
             if key not in self._held:
-                self._take(devices)
-                self._held[key] = (node, devices)
+                self._take(devices, others)
+                self._held[key] = (node if devices else "", devices, others)
                 self._journal.append(("hold", key, None))
             users = self._users.setdefault(key, set())
             if pod.key not in users:
                 users.add(pod.key)
                 self._journal.append(("use", key, pod.key))
 
-    def _take(self, devices: Iterable[_Held]) -> None:
+    def _take(self, devices: Iterable[_Held], others: Iterable[DeviceId] = ()) -> None:
+        """Mark ``devices`` (node-local) and, for the allocator, ``others`` allocated."""
+        allocated = self._allocator.allocated if self._allocator is not None else None
         for driver, free, device in devices:
             if free.left is not None:
                 _add_counters(free.left, device.consumes, -1)
             free.taken.add(device.name)
             self._changed.add((free.node, driver))
+            if allocated is not None:
+                allocated.add((driver, free.name, device.name))
+        if allocated is not None:
+            allocated.update(others)
 
-    def _free(self, devices: Iterable[_Held]) -> None:
+    def _free(self, devices: Iterable[_Held], others: Iterable[DeviceId] = ()) -> None:
+        """Undo :meth:`_take`."""
+        allocated = self._allocator.allocated if self._allocator is not None else None
         for driver, free, device in devices:
             if free.left is not None:
                 _add_counters(free.left, device.consumes)
             free.taken.discard(device.name)
             self._changed.add((free.node, driver))
+            if allocated is not None:
+                allocated.discard((driver, free.name, device.name))
+        if allocated is not None:
+            allocated.difference_update(others)
 
     def free_devices(self, node: str) -> dict[str, int]:
         """Each driver's unallocated devices in ``node``'s complete node-local pools, now
@@ -731,6 +819,10 @@ def _unallocated(pools: Iterable[_FreePool]) -> int:
 
 #: A device a claim holds: its driver, its pool and the device.
 _Held = tuple[str, _FreePool, _Device]
+#: A claim's holding: the node of its node-local devices ("" for none), those, and its other devices.
+_Holding = tuple[str, tuple[_Held, ...], tuple[DeviceId, ...]]
+#: A claim with the devices it would hold on a node: node-local ones and others.
+_Pick = tuple["ClaimKey", tuple[_Held, ...], tuple[DeviceId, ...]]
 
 
 @dataclass(frozen=True, slots=True)

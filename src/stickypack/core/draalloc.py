@@ -107,7 +107,8 @@ class Selector(Protocol):
 #: Compiles a CEL expression (errors raised by :meth:`Selector.matches`, not here).
 CompileSelector = Callable[[str], Selector]
 
-DeviceId = tuple[str, str, str]  # driver, pool, device
+#: A device: its driver, pool and name.
+DeviceId = tuple[str, str, str]
 
 
 class _Malformed(ValueError):
@@ -343,12 +344,16 @@ class NodeAllocation:
     """One node's outcome: ``fits`` (the claims can all be allocated there); else
     ``reason``, kube-scheduler's words for an unschedulable node (``cannot allocate all
     claims``); ``error``: a fatal error met there (the scheduling attempt fails:
-    ``SchedulerError``); ``not_modelled``: why the node is not judged (it passes)."""
+    ``SchedulerError``); ``not_modelled``: why the node is not judged (it passes).
+    ``devices``: when the claims fit (and were judged), the devices the allocator picks,
+    per claim in the order given (upstream's first solution: what the scheduler would
+    allocate with the cluster's devices as given)."""
 
     fits: bool
     reason: str | None = None
     error: str | None = None
     not_modelled: str | None = None
+    devices: tuple[tuple[DeviceId, ...], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -684,7 +689,7 @@ class DraAllocator:
         if done and not self.taint_rules_known:
             return NodeAllocation(True, not_modelled=UNKNOWN_TAINT_RULES)
         if done:
-            return NodeAllocation(True)
+            return NodeAllocation(True, devices=search.solution)
         if any(p.invalid for p in search.pools):
             return NodeAllocation(False, "invalid resource pools were encountered")
         return NodeAllocation(False, "cannot allocate all claims")
@@ -714,6 +719,7 @@ class _Search:
         self.consumed: dict[str, dict[str, dict[str, Fraction]]] = {}  # pool id -> set -> counter
         self.available: dict[str, dict[str, dict[str, Fraction]]] = {}
         self.results = [0] * len(claims)
+        self.solution: tuple[tuple[DeviceId, ...], ...] = ()  # set once one is found
         self.constraints = [[_Constraint(*c) for c in claim.constraints] for claim in claims]
         self.all_devices: dict[tuple[int, int, int], list[_Candidate]] = {}
         for ci, claim in enumerate(claims):
@@ -831,6 +837,9 @@ class _Search:
         """``allocateOne``: device ``di`` of (sub)request ``si`` of request ``ri`` of claim
         ``ci``, searching from ``start`` (pool, slice, device) within one request."""
         if ci >= len(self.claims):
+            held = self.allocating.items()
+            claims = range(len(self.claims))
+            self.solution = tuple(tuple(d for d, owners in held if k in owners) for k in claims)
             return True
         claim = self.claims[ci]
         if ri >= len(claim.requests):

@@ -303,7 +303,8 @@ class _Simulation:
         if self.on_nodes is not None:
             self.on_nodes.add(row, pod)
         if self.dra is not None and self.dra.follows(pod):
-            self.dra.place(pod, self.node_name(row))
+            info = self.table.info[row]
+            self.dra.place(pod, self.node_name(row), info.labels if info is not None else {})
 
     def unbind(self, row: int, pod: Pod) -> None:
         """Undo :meth:`bind` but for its devices (:meth:`DraDevices.rollback` gives them
@@ -448,7 +449,9 @@ class DevicesFilter(FilterPlugin):
     :meth:`~stickypack.core.dra.DraDevices.allows`; any other pod passes every node. Not one
     of a policy's plugins: :func:`plan_scale_down` adds it when given ``dra``.
 
-    The same answers as asking ``allows`` node by node, in numpy: per driver, each row's
+    With the allocator (:attr:`~stickypack.core.dra.DraDevices.allocates`), a pod whose
+    released claims are allocated again asks ``allows`` node by node. Without, the same
+    answers as asking ``allows`` node by node, in numpy: per driver, each row's
     free devices (:meth:`~stickypack.core.dra.DraDevices.free_count`) are kept in a column
     of the table's rows, brought up to date from the devices' changes at each call; only
     rows whose pools share counters are asked one by one. One filter serves one table."""
@@ -472,6 +475,14 @@ class DevicesFilter(FilterPlugin):
         if req.pinned is not None:
             mask &= idx == table.index.get(req.pinned, -1)
         if not req.need:
+            return mask
+        if devices.allocates:  # the allocator judges each node by its devices and selectors
+            for i in np.flatnonzero(mask).tolist():
+                info = table.info[int(idx[i])]
+                if info is None:
+                    mask[i] = False
+                    continue
+                mask[i] = devices.allows(pod, info.name, info.labels)
             return mask
         self._update(table)
         ask = np.zeros(idx.shape[0], dtype=bool)

@@ -85,7 +85,7 @@ def slim_resource_claim(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 def allocation_resource_slice(obj: dict[str, Any]) -> dict[str, Any]:
-    """A ResourceSlice as kube-scheduler's allocator reads it (``inspect --pod --dra``): its
+    """A ResourceSlice as kube-scheduler's allocator reads it (``inspect --dra``): its
     whole ``spec`` (devices with their attributes, capacity, taints and node selection)."""
     spec = obj.get("spec")
     return {"metadata": _name_meta(obj), "spec": spec} if isinstance(spec, dict) else obj
@@ -93,7 +93,7 @@ def allocation_resource_slice(obj: dict[str, Any]) -> dict[str, Any]:
 
 def allocation_resource_claim(obj: dict[str, Any]) -> dict[str, Any]:
     """:func:`slim_resource_claim` with the claim's ``spec.devices`` requests and constraints
-    whole, as kube-scheduler's allocator reads them (``inspect --pod --dra``)."""
+    whole, as kube-scheduler's allocator reads them (``inspect --dra``)."""
     slim = slim_resource_claim(obj)
     spec = obj.get("spec")
     devices = spec.get("devices") if isinstance(spec, dict) else None

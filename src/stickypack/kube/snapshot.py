@@ -119,7 +119,7 @@ class DraObjects:
     #: not be listed (no ``list`` right on ``deviceclasses``: the check is not made).
     classes: frozenset[str] | None = None
     #: The DeviceClasses (name and ``spec.selectors``) by name, for kube-scheduler's
-    #: allocator as ``inspect --pod --dra`` runs it; None when they could not be listed.
+    #: allocator as ``inspect --dra`` runs it (``--pod``, the node report's plan); None when not listed.
     device_classes: dict[str, dict[str, Any]] | None = None
     #: The ResourceClaimTemplates (name, namespace and ``spec.spec.devices``) by
     #: ``(namespace, name)``, for a pod file's template entries; None when they could not be
@@ -252,7 +252,8 @@ async def take_snapshot(
     (:attr:`Snapshot.namespace_labels` and :attr:`Snapshot.claim_volumes`, else None): what
     pod affinity terms' namespace selectors and the volume filters read.
     ``dra``: list the ResourceSlices and ResourceClaims too (:attr:`Snapshot.dra`), and with
-    ``device_classes`` the DeviceClasses' names (:attr:`DraObjects.classes`)."""
+    ``device_classes`` the DeviceClasses (:attr:`DraObjects.classes`, :attr:`DraObjects.device_classes`),
+    the ResourceClaimTemplates and the slices and claims whole, as kube-scheduler's allocator reads them."""
     from kubernetes_asyncio import client
 
     core = client.CoreV1Api(api_client)
@@ -380,7 +381,7 @@ async def _dra(api_client: ApiClient, device_classes: bool = False) -> tuple[Dra
     from kubernetes_asyncio import client
 
     resource = client.ResourceV1Api(api_client)
-    # placing a pod (device_classes): what kube-scheduler's allocator reads too
+    # kube-scheduler's allocator (device_classes: --pod, and the node report's plan) reads these too
     slim_slice = allocation_resource_slice if device_classes else slim_resource_slice
     slim_claim = allocation_resource_claim if device_classes else slim_resource_claim
     try:
