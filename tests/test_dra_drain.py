@@ -590,10 +590,12 @@ def _plan_allocating(
     slices: list[dict[str, Any]],
     claims: list[dict[str, Any]],
     nodes: tuple[str, ...] = ("gpu-a", "gpu-b", "gpu-c"),
+    classes: dict[str, Any] | None = GPU_CLASS,
 ) -> ScaleDownPlan:
-    """:func:`_plan` with the released claims allocated again by kube-scheduler's allocator;
-    the allocator's devices are as they were afterwards."""
-    allocator = DraAllocator(slices, claims, GPU_CLASS, compile_selector)
+    """:func:`_plan` with the released claims allocated again by kube-scheduler's allocator
+    (``classes``: the DeviceClasses, None: not listed); the allocator's devices are as they
+    were afterwards."""
+    allocator = DraAllocator(slices, claims, classes, compile_selector)
     before = set(allocator.allocated)
     dra = DraDevices.read(slices, claims, pods, allocator)
     assert dra.allocates
@@ -618,6 +620,17 @@ def test_a_moved_claim_needs_a_free_device_its_selectors_select() -> None:
     assert counted.moves == {"default/trainer": "gpu-b"}
     plan = _plan_allocating(pods, ["gpu-a"], slices, claims)
     assert (plan.removable, plan.moves, plan.no_room) == ((), {}, {"gpu-a": "default/trainer"})
+    # what the allocator does not judge (the DeviceClasses not listed; a claim whose requests
+    # cannot be read, named among the problems) is counted as before
+    assert _plan_allocating(pods, ["gpu-a"], slices, claims, classes=None).moves == counted.moves
+    unreadable = [{**claims[0], "spec": {"devices": {"requests": "r"}}}]
+    assert _plan_allocating(pods, ["gpu-a"], slices, unreadable).moves == counted.moves
+    allocator = DraAllocator(slices, unreadable, GPU_CLASS, compile_selector)
+    problems = DraDevices.read(slices, unreadable, pods, allocator).problems
+    assert problems == [
+        "ResourceClaim default/train-gpu: spec.devices.requests is not a list; counted, not allocated, "
+        "when its pods move"
+    ]
     slices.append(_gpus("gpu-c", ("g0", "t4"), ("g1", "a100")))
     plan = _plan_allocating(pods, ["gpu-a"], slices, claims)
     assert (plan.removable, plan.moves) == (("gpu-a",), {"default/trainer": "gpu-c"})

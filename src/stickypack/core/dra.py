@@ -561,7 +561,7 @@ class DraDevices:
                     try:
                         out._requests[key] = read_claim(f"{key[0]}/{key[1]}", obj)
                     except ValueError as exc:
-                        out.problems.append(f"{exc}; its devices not allocated again when it moves")
+                        out.problems.append(f"{exc}; counted, not allocated, when its pods move")
         for pods in pods_by_node.values():
             for pod in pods:
                 for name in pod.resource_claims:
@@ -622,11 +622,18 @@ class DraDevices:
 
     def _pick(self, pod: Pod, node: str, labels: Mapping[str, str] | None = None) -> list[_Pick] | None:
         """The devices each of the pod's claims would hold on ``node`` (of ``labels``; the
-        allocator's picks, :meth:`_allocate`, else first fit of its drivers' devices for the
-        released ones), or None when the pod cannot run there (a claim allocated on another
-        node's devices, or no devices for the released ones)."""
+        allocator's picks, :meth:`_allocate`, else, and where it does not judge them, first
+        fit of as many devices of its drivers for the released ones), or None when the pod
+        cannot run there (a claim allocated on another node's devices, or no devices for the
+        released ones)."""
         if self._allocator is not None:
-            return self._allocate(self._allocator, pod, node, labels or {})
+            judged, picks = self._allocate(self._allocator, pod, node, labels or {})
+            if judged:
+                return picks
+        return self._count(pod, node)
+
+    def _count(self, pod: Pod, node: str) -> list[_Pick] | None:
+        """:meth:`_pick` by counting devices of the released claims' drivers (first fit)."""
         picks: list[_Pick] = []
         trial: dict[int, tuple[set[str], dict[str, Counters] | None]] = {}  # by id(pool)
         pools = self._pools.get(node, {})
@@ -665,32 +672,35 @@ class DraDevices:
 
     def _allocate(
         self, allocator: DraAllocator, pod: Pod, node: str, labels: Mapping[str, str]
-    ) -> list[_Pick] | None:
-        """:meth:`_pick` with kube-scheduler's allocator: the pod's released claims are
-        allocated together on ``node`` with the devices held now counted as allocated (its
-        ``allocated``, which :meth:`_take` and :meth:`_free` keep current). A node where
-        they cannot be, or where the allocation errs (a CEL error), is None; one the
-        allocator does not judge (:attr:`NodeAllocation.not_modelled`) passes and they take
-        no devices there, nor does a claim whose requests could not be read."""
+    ) -> tuple[bool, list[_Pick] | None]:
+        """:meth:`_pick` with kube-scheduler's allocator, and whether it judged the pod: its
+        released claims are allocated together on ``node`` with the devices held now
+        counted as allocated (its ``allocated``, which :meth:`_take` and :meth:`_free` keep
+        current). A node where they cannot be, or where the allocation errs (a CEL error),
+        is None. Not judged (left to :meth:`_count`): a released claim whose requests could
+        not be read, or an outcome the allocator does not model
+        (:attr:`NodeAllocation.not_modelled`: a DeviceClass not listed, consumable
+        capacity, CEL the binding lacks)."""
         picks: list[_Pick] = []
         released: list[ClaimKey] = []
         for key in self._claims(pod):
             held = self._held.get(key)
             if held is not None:
                 if held[0] and held[0] != node:
-                    return None
+                    return True, None
                 picks.append((key, held[1], held[2]))
             elif key in self._requests:
                 released.append(key)
             else:
-                picks.append((key, (), ()))
+                return False, None
         if not released:
-            return picks
+            return True, picks
         outcome = allocator.allocate(node, labels, [self._requests[key] for key in released])
+        if outcome.not_modelled is not None:
+            return False, None
         if not outcome.fits:
-            return None
-        chosen = outcome.devices if outcome.not_modelled is None else ((),) * len(released)
-        for key, devices in zip(released, chosen, strict=True):
+            return True, None
+        for key, devices in zip(released, outcome.devices, strict=True):
             local: list[_Held] = []
             others: list[DeviceId] = []
             for device_id in devices:
@@ -702,7 +712,7 @@ class DraDevices:
                 else:
                     others.append(device_id)
             picks.append((key, tuple(local), tuple(others)))
-        return picks
+        return True, picks
 
     def requirement(self, pod: Pod) -> DeviceNeed | None:
         """What ``pod``'s claims ask of a node now (:class:`DeviceNeed`), or None when no
