@@ -58,10 +58,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="your autoscaler runs with --enable-dynamic-resource-allocation: a node with node-local "
         "ResourceSlices is weighed by its most used DRA device pool, in the node report and by "
         "ScaleDownAware with --pod, and the scale-down plan moves a pod whose claims hold "
-        "node-local devices only to a node with free devices of their drivers; with --pod, the "
+        "node-local devices only to a node where kube-scheduler's allocator can allocate them again "
+        "(the DeviceClasses' and requests' CEL selectors); with --pod, the "
         "pod's claims are judged as kube-scheduler's DynamicResources does, its claims not allocated "
         "yet allocated node by node with the DeviceClasses' and requests' CEL selectors "
-        "(lists ResourceSlices and ResourceClaims, with --pod DeviceClasses and ResourceClaimTemplates; "
+        "(lists ResourceSlices, ResourceClaims and DeviceClasses, with --pod ResourceClaimTemplates; "
         "default: off, or the config's cluster.dra)",
     )
     insp.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -528,6 +529,7 @@ async def _read_cluster(
             dra=args.dra,
             # kube-scheduler's allocator (--pod's DynamicResources; the plan's moved claims)
             device_classes=placing or args.dra,
+            claim_templates=placing,  # a pod file's claims from templates
             nominated=not placing,
             nominated_apart=placing,
             namespaces_and_volumes=True,

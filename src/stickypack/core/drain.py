@@ -12,8 +12,8 @@ inspect`` passes kube-scheduler's, the ``default`` policy's), taking the first n
 passes by row where the autoscaler tries the node a like pod went to before (its
 ``HintingSimulator``), then searches on from the last node it chose. Given the cluster's
 DRA devices (:class:`~stickypack.core.dra.DraDevices`, ``inspect --dra``), it also frees
-and allocates again the node-local devices of the claims of the pods it moves, as the
-autoscaler's DRA snapshot does.
+the claims of the pods it moves and allocates them again (with kube-scheduler's allocator
+when given one), as the autoscaler's DRA snapshot does.
 
 Pure: a copy of the table is changed, never the caller's, and the DRA devices given are
 put back as they were.
@@ -165,9 +165,10 @@ def plan_scale_down(
     each placement also passes kube-scheduler's DynamicResources filter as modelled there
     (:class:`DevicesFilter`, after the others): a pod whose claim still holds node-local
     devices (another pod that stays uses it) goes only to that claim's node, one whose
-    released claims held node-local devices only to a node whose node-local slices have
-    as many free devices of each driver, which it then holds (later placements see them
-    taken; a reverted candidate gives them back). None: DRA off, a pod's claims constrain
+    released claims held node-local devices only to a node where they can be allocated
+    again (by kube-scheduler's allocator when ``dra`` has one, else as many free devices of
+    each driver), whose devices it then holds (later placements see them taken; a
+    reverted candidate gives them back). None: DRA off, a pod's claims constrain
     nothing (as before, and as with claims on devices that are not node-local). ``dra`` is
     left as it was given."""
     rules = rules if rules is not None else ScaleDownRules()

@@ -238,6 +238,7 @@ async def take_snapshot(
     nominated_apart: bool = False,
     namespaces_and_volumes: bool | None = None,
     device_classes: bool = False,
+    claim_templates: bool | None = None,
 ) -> Snapshot:
     """List every node and every bound, running pod through ``api_client``
     (``kubernetes_asyncio.client.ApiClient``). Needs ``list`` on nodes and on pods of all
@@ -252,8 +253,9 @@ async def take_snapshot(
     (:attr:`Snapshot.namespace_labels` and :attr:`Snapshot.claim_volumes`, else None): what
     pod affinity terms' namespace selectors and the volume filters read.
     ``dra``: list the ResourceSlices and ResourceClaims too (:attr:`Snapshot.dra`), and with
-    ``device_classes`` the DeviceClasses (:attr:`DraObjects.classes`, :attr:`DraObjects.device_classes`),
-    the ResourceClaimTemplates and the slices and claims whole, as kube-scheduler's allocator reads them."""
+    ``device_classes`` the DeviceClasses (:attr:`DraObjects.classes`, :attr:`DraObjects.device_classes`)
+    and the slices and claims whole, as kube-scheduler's allocator reads them, and with
+    ``claim_templates`` (default: as ``device_classes``) the ResourceClaimTemplates."""
     from kubernetes_asyncio import client
 
     core = client.CoreV1Api(api_client)
@@ -315,7 +317,8 @@ async def take_snapshot(
         snap.namespace_labels = await _namespace_labels(api_client)
         snap.claim_volumes = await _claim_volumes(api_client)
     if dra:
-        snap.dra, snap.dra_unlisted = await _dra(api_client, device_classes)
+        templates = device_classes if claim_templates is None else claim_templates
+        snap.dra, snap.dra_unlisted = await _dra(api_client, device_classes, templates)
     return snap
 
 
@@ -371,13 +374,17 @@ async def priority_classes(api_client: ApiClient) -> tuple[dict[str, tuple[int, 
     return classes, None
 
 
-async def _dra(api_client: ApiClient, device_classes: bool = False) -> tuple[DraObjects | None, int | None]:
+async def _dra(
+    api_client: ApiClient, device_classes: bool = False, claim_templates: bool = False
+) -> tuple[DraObjects | None, int | None]:
     """Every ResourceSlice and ResourceClaim (a ``list`` on ``resourceslices`` and, in every
     namespace, ``resourceclaims``, ``resource.k8s.io``), or None and the API server's status
     when they could not be listed (401, 403: no right; 404: ``resource.k8s.io/v1`` not
-    served); with ``device_classes``, the DeviceClasses too where ``deviceclasses`` may be
-    listed, the ResourceClaimTemplates where ``resourceclaimtemplates`` may, and the
-    DeviceTaintRules where ``devicetaintrules`` may and are served (each else None)."""
+    served); with ``device_classes`` (kube-scheduler's allocator: ``--pod``, and the node
+    report's plan), the DeviceClasses too where ``deviceclasses`` may be listed and the
+    DeviceTaintRules where ``devicetaintrules`` may and are served, and with
+    ``claim_templates`` the ResourceClaimTemplates where ``resourceclaimtemplates`` may
+    (each else None)."""
     from kubernetes_asyncio import client
 
     resource = client.ResourceV1Api(api_client)
@@ -399,7 +406,7 @@ async def _dra(api_client: ApiClient, device_classes: bool = False) -> tuple[Dra
     by_name: dict[str, dict[str, Any]] | None = None
     templates: dict[tuple[str, str], dict[str, Any]] | None = None
     taint_rules: list[dict[str, Any]] | None = None
-    if device_classes:
+    if claim_templates:
         try:
             list_templates = resource.list_resource_claim_template_for_all_namespaces
             informer = Informer("resourceclaimtemplates", list_templates, transform=_template_devices)
@@ -411,6 +418,7 @@ async def _dra(api_client: ApiClient, device_classes: bool = False) -> tuple[Dra
         except WatchError as exc:
             if exc.status not in (401, 403, 404):
                 raise
+    if device_classes:
         try:
             informer = Informer("deviceclasses", resource.list_device_class, transform=_class_selectors)
             listed = await informer.list_once()
