@@ -5128,6 +5128,68 @@ def test_inspect_dra_moves_a_pod_holding_a_node_local_device_only_where_a_free_d
 
 
 @pytest.mark.controlplane
+def test_inspect_dra_moves_a_claim_only_to_a_device_its_selector_selects_as_the_real_scheduler_allocates(
+    cluster: ControlPlane, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """On the real API server: gpu-a's trainer (a ReplicaSet's) holds gpu-a's a100 (of its
+    four GPUs) with a claim selecting ``model == "a100"``; gpu-b (pinned) publishes a free
+    t4 only. inspect's
+    plan allocates the released claim again with the allocator: no room (gpu-a kept). The
+    real kube-scheduler agrees: a pod with a new claim of the same request stays pending,
+    none of the nodes able to allocate it. Once gpu-c (pinned) publishes two a100s, the
+    scheduler binds that pod there (taking one), and the plan moves the trainer to gpu-c,
+    onto the other."""
+    suffix = uuid.uuid4().hex[:6]
+    driver = f"sel-{suffix}.example.com"
+    gpu_a, gpu_b, gpu_c = f"gpu-a-{suffix}", f"gpu-b-{suffix}", f"gpu-c-{suffix}"
+    trainer, claim, probe = f"trainer-{suffix}", f"train-{suffix}", f"probe-{suffix}"
+    for node in (gpu_a, gpu_b, gpu_c):
+        cluster.create_node(node, cpu="4", memory="16Gi")
+
+    def gpus(*models: str) -> list[dict]:
+        return [{"name": f"dev-{k}", "attributes": {"model": {"string": m}}} for k, m in enumerate(models)]
+
+    selector = {"cel": {"expression": f'device.attributes["{driver}"].model == "a100"'}}
+    wants = {
+        "requests": [{"name": "devices", "exactly": {"deviceClassName": driver, "selectors": [selector]}}]
+    }
+
+    def report() -> dict[str, dict]:
+        argv = ["inspect", "--kubeconfig", str(cluster.kubeconfig), "--json", "--dra"]
+        assert main(argv) == 0
+        out = json.loads(capsys.readouterr().out)
+        assert out["dra_problems"] == []
+        return {n["node"]: n for n in out["nodes"]}
+
+    try:
+        _publish_devices(cluster, gpu_a, driver, gpus("a100", "t4", "t4", "t4"))  # 25% used: a candidate
+        _publish_devices(cluster, gpu_b, driver, gpus("t4"))
+        _create_claim(cluster, claim, wants)
+        cluster.allocate_claim(claim, gpu_a, ["dev-0"], driver=driver)
+        uses_claim = {"resourceClaims": [{"name": "gpu", "resourceClaimName": claim}]}
+        _bind(cluster, trainer, gpu_a, "1", "1Gi", owner="ReplicaSet", spec=uses_claim)
+        for node in (gpu_b, gpu_c):
+            _bind(cluster, f"anchor-{node}", node, "100m", "100Mi")  # bare: pins its node
+        nodes = report()
+        assert (nodes[gpu_a]["verdict"], nodes[gpu_a]["no_room_for"]) == ("no-room", f"default/{trainer}")
+        assert nodes[gpu_a]["moves"] == {}
+        cluster.start_scheduler(scheduler_config(["default-scheduler"]))
+        _create_claim(cluster, f"{probe}-gpu", wants)
+        pod = pod_manifest(probe, cpu="100m", memory="100Mi")
+        pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": f"{probe}-gpu"}]
+        cluster.create_pod(pod=pod)
+        message = cluster.wait_unschedulable([probe], timeout=30)[probe]
+        assert "cannot allocate all claims" in message, message
+        _publish_devices(cluster, gpu_c, driver, gpus("a100", "a100"))
+        assert cluster.wait_bound([probe], timeout=30) == {probe: gpu_c}
+        nodes = report()
+        assert (nodes[gpu_a]["verdict"], nodes[gpu_a]["no_room_for"]) == ("removable", None)
+        assert nodes[gpu_a]["moves"] == {f"default/{trainer}": gpu_c}
+    finally:
+        cluster.delete_all_dra()
+
+
+@pytest.mark.controlplane
 def test_inspect_pod_dra_keeps_a_pod_where_its_allocated_claim_is_as_the_real_scheduler_does(
     cluster: ControlPlane, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
