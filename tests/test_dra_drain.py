@@ -1,8 +1,9 @@
 """DRA in the scale-down plan (core.dra.DraDevices, core.drain.plan_scale_down's ``dra``):
 a pod whose ResourceClaims hold node-local devices moves as the cluster-autoscaler's removal
 simulation moves it with ``--enable-dynamic-resource-allocation``: its claims released (their
-devices freed, unless a pod that stays uses them) and allocated again from the target's
-free node-local devices of the same driver."""
+devices freed, unless a pod that stays uses them) and allocated again on the target: by
+kube-scheduler's allocator (its CEL selectors) when DraDevices has one, else from the
+target's free node-local devices of the same driver."""
 
 from __future__ import annotations
 
@@ -707,3 +708,24 @@ def test_an_allocation_that_errs_on_a_node_is_no_room_there() -> None:
     cores["spec"]["devices"][0]["attributes"]["cores"] = {"int": 8}
     plan = _plan_allocating(pods, ["gpu-a"], [*slices, cores], claims)
     assert plan.moves == {"default/p": "gpu-c"}
+
+
+def test_a_moved_claim_may_be_allocated_a_free_device_of_a_slice_for_all_nodes() -> None:
+    """The allocator allocates from every device a node reaches: gpu-a's trainer's released
+    claim takes the a100 of a slice for all nodes (network-attached) on gpu-b, the first
+    node by row (counting, such devices never counted: no room). That a100 is then taken:
+    gpu-c's pod, whose claim wants one too, has no room."""
+    fabric = _gpus("unused", ("f0", "a100"), pool="fabric")
+    del fabric["spec"]["nodeName"]
+    fabric["spec"]["allNodes"] = True
+    slices = [_gpus("gpu-a", ("g0", "a100")), _gpus("gpu-c", ("g0", "a100")), fabric]
+    claims = [_selecting("a", ("gpu-a", "g0"), A100), _selecting("c", ("gpu-c", "g0"), A100)]
+    pods: dict[str, list[Pod]] = {"gpu-a": [_pod("trainer", "a")], "gpu-b": [], "gpu-c": [_pod("other", "c")]}
+    counted = _plan(pods, ["gpu-a"], slices, claims, nodes=("gpu-a", "gpu-b", "gpu-c"))
+    assert counted.no_room == {"gpu-a": "default/trainer"}
+    plan = _plan_allocating(pods, ["gpu-a", "gpu-c"], slices, claims)
+    assert (plan.removable, plan.moves, plan.no_room) == (
+        ("gpu-a",),
+        {"default/trainer": "gpu-b"},
+        {"gpu-c": "default/other"},
+    )

@@ -465,17 +465,27 @@ class DraDevices:
       pod on the node) can go only to that claim's node, the node being removed: no room.
       Pod ownership of a claim (a claim made from a template) is not read: such a claim
       has its pod as only user.
-    * A released claim is allocated again on the target from the unallocated devices of
-      its node-local slices: as many devices of each driver as the claim held on
-      node-local devices before. Which devices a DeviceClass's CEL selectors and the
-      requests' selectors would accept is not in reach: any device of the driver counts;
-      devices of slices that are not node-local never count as room. In a partitionable
-      pool (``sharedCounters``), a device counts when its ``consumesCounters`` fit what
-      the pool's counter sets have left after the allocated devices (the devices are
-      taken first-fit, in slice order, pools by name). Devices of an incomplete pool
-      (not all the current generation's ``resourceSliceCount`` slices) are never room.
-    * Once allocated again on a node, a claim pins its other users to that node, as the
-      plugin pins a pod to an allocated claim's node.
+    * A released claim is allocated again on the target, given an allocator
+      (:meth:`read`), by kube-scheduler's: the pod's released claims together, their
+      DeviceClasses' and requests' CEL selectors, counts, constraints, taints and counters,
+      from the devices the target reaches that no claim holds now (the cluster's allocated
+      claims less those released, plus what the plan allocated), taking the devices of its
+      first solution. A node where the allocation errs (a CEL error; kube-scheduler fails
+      its whole attempt) does not pass: assumed to be what the autoscaler's simulation
+      makes of it (its source was not at hand). What the allocator does not judge (a
+      DeviceClass not listed, consumable capacity, CEL the binding lacks) and a claim whose
+      requests cannot be read are counted instead, as without an allocator: from the
+      unallocated devices of the target's node-local slices, as many devices of each
+      driver as the claim held on node-local devices before, any device of the driver
+      counting; devices of slices that are not node-local never count as room. In a
+      partitionable pool (``sharedCounters``), a device counts when its
+      ``consumesCounters`` fit what the pool's counter sets have left after the allocated
+      devices (the devices are taken first-fit, in slice order, pools by name). Devices of
+      an incomplete pool (not all the current generation's ``resourceSliceCount`` slices)
+      are never room.
+    * Once allocated again on a node's node-local devices, a claim pins its other users to
+      that node, as the plugin pins a pod to an allocated claim's node; allocated again on
+      other devices only, it pins none.
 
     Pure: built from the API's dicts, a malformed object skipped with a problem line
     (:attr:`problems`), never an exception."""
