@@ -729,3 +729,35 @@ def test_a_moved_claim_may_be_allocated_a_free_device_of_a_slice_for_all_nodes()
         {"default/trainer": "gpu-b"},
         {"gpu-c": "default/other"},
     )
+
+
+def test_inspect_allocates_moved_claims_with_the_allocator_and_reports_those_it_counts() -> None:
+    """``inspect --dra`` (its ``_read_dra``) gives the plan kube-scheduler's allocator with
+    the DeviceClasses listed: gpu-a's trainer, whose claim selects an a100, has no room on
+    gpu-b's t4. A claim whose requests cannot be read is counted, and named in the
+    reading's problems (the report's ``dra_problems``)."""
+    from stickypack.cli.inspect import _read_dra
+    from stickypack.core.explain import ScaleDownRules
+    from stickypack.kube.cache import ClusterCache
+    from stickypack.kube.snapshot import DraObjects, Snapshot
+
+    pods: dict[str, list[Pod]] = {"gpu-a": [_pod("trainer", "a")], "gpu-b": []}
+    slices = [_gpus("gpu-a", ("g0", "a100"), ("g1", "t4")), _gpus("gpu-b", ("g0", "t4"))]
+    claims = [_selecting("a", ("gpu-a", "g0"), A100)]
+
+    def plan(objects: DraObjects) -> tuple[ScaleDownPlan, list[str]]:
+        snap = Snapshot(ClusterCache(), pods_by_node=pods, dra=objects)
+        reading, devices = _read_dra(snap, ScaleDownRules())
+        assert reading is not None and devices is not None
+        table = _table(("gpu-a", "gpu-b"), pods)
+        return plan_scale_down(table, pods, ["gpu-a"], FILTERS, dra=devices), reading.problems
+
+    found, problems = plan(DraObjects(slices, claims, frozenset(GPU_CLASS), GPU_CLASS))
+    assert (found.no_room, problems) == ({"gpu-a": "default/trainer"}, [])
+    unreadable = [{**claims[0], "spec": {"devices": {"requests": "r"}}}]
+    found, problems = plan(DraObjects(slices, unreadable, frozenset(GPU_CLASS), GPU_CLASS))
+    assert found.moves == {"default/trainer": "gpu-b"}
+    assert problems == [
+        "ResourceClaim default/a: spec.devices.requests is not a list; counted, not allocated, "
+        "when its pods move"
+    ]

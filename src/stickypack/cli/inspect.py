@@ -976,7 +976,8 @@ def _read_dra(snap: Snapshot, rules: ScaleDownRules) -> tuple[DraReading | None,
     of the pods in the autoscaler's snapshot (expendable ones left out), and the devices
     the scale-down plan moves, as the autoscaler's removal simulation does (every pod a
     claim's user, expendable ones too; the objects it cannot read are those the reading
-    reports; the plan allocates a moved pod's released claims again with kube-scheduler's
+    reports, with the claims whose requests the plan cannot read, and so counts devices
+    for; the plan allocates a moved pod's released claims again with kube-scheduler's
     allocator and its CEL, as for ``--pod``). Both None without them."""
     from stickypack.core.dra import DraDevices, dra_utilization
     from stickypack.core.draalloc import DraAllocator
@@ -990,7 +991,10 @@ def _read_dra(snap: Snapshot, rules: ScaleDownRules) -> tuple[DraReading | None,
     }
     dra = dra_utilization(snap.dra.slices, snap.dra.claims, in_snapshot)
     allocator = DraAllocator(snap.dra.slices, snap.dra.claims, snap.dra.device_classes, compile_selector)
-    return dra, DraDevices.read(snap.dra.slices, snap.dra.claims, snap.pods_by_node, allocator)
+    devices = DraDevices.read(snap.dra.slices, snap.dra.claims, snap.pods_by_node, allocator)
+    # the reading names each object left out; the devices add the claims they only count
+    dra.problems.extend(p for p in devices.problems if p not in dra.problems)
+    return dra, devices
 
 
 def _group_membership(table: NodeTable, groups: NodeGroups) -> tuple[dict[str, str | None], set[str]]:
