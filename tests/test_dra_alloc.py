@@ -313,6 +313,22 @@ def test_a_node_passes_when_its_devices_match_the_class_and_request_selectors() 
     assert not _fits(slices, claim, node="c").fits  # no slice: nothing to allocate from
 
 
+def test_a_node_that_fits_gives_the_devices_of_upstreams_first_solution_per_claim() -> None:
+    """``NodeAllocation.devices``: per claim, in the order given, the devices the search's
+    first solution takes (the scale-down plan takes them); none when the claims do not fit."""
+    model = f'device.attributes["{DRIVER}"].model'
+    devices = [_device("d0", model="t4"), _device("d1", model="a100"), _device("d2", model="t4")]
+    slices = [_slice("a", *devices)]
+    a100 = _claim("big", _request("r", 1, f'{model} == "a100"'))
+    two = _claim("two", _request("r", 2))
+    outcome = _fits(slices, a100, two)
+    assert (outcome.fits, outcome.devices) == (
+        True,
+        (((DRIVER, "a", "d1"),), ((DRIVER, "a", "d0"), (DRIVER, "a", "d2"))),
+    )
+    assert _fits(slices, a100, two, _claim("more", _request("r", 1))).devices == ()
+
+
 def test_devices_allocated_to_other_claims_are_not_free_but_admin_access_ones_are() -> None:
     slices = [_slice("a", _device("d0"), _device("d1"))]
     two = _claim("c", _request("r", 2))
