@@ -1,8 +1,8 @@
 """What the scale-down simulation adds to ``stickypack inspect`` on a large cluster.
 
     python benchmarks/scale_down_plan.py [--nodes 1000] [--pods-per-node 20] [--seed 0] [--node-selector]
-        [--anti-affinity] [--zone-affinity] [--spread] [--volumes] [--host-port] [--dra] [--budgets]
-        [--digest]
+        [--anti-affinity] [--zone-affinity] [--spread] [--volumes] [--host-port] [--dra [--allocator]]
+        [--budgets] [--digest]
 
 Builds a node table of ``--nodes`` nodes (8 cpus, 32 GiB) with ``--pods-per-node`` pods on
 each on average, half the nodes busy (bare user pods, pinned) and half quiet (a few
@@ -31,7 +31,9 @@ what that costs pods without them. ``--dra``: every node publishes a node-local 
 of 8 devices, and every replicated pod and every fifth bare pod holds one of its node's
 devices through a ResourceClaim, so the plan (given
 :class:`~stickypack.core.dra.DraDevices`, as ``inspect --dra`` gives it) releases and
-allocates again a device for every pod it moves. ``--budgets``: each replicated pod is one
+allocates again a device for every pod it moves: counted, as without DeviceClasses; with
+``--allocator`` by kube-scheduler's allocator (each claim requests one device of a
+DeviceClass selecting the driver by CEL), as ``inspect --dra`` does. ``--budgets``: each replicated pod is one
 of 50 Deployments (an ``app`` label), each with a PodDisruptionBudget allowing 20
 disruptions, so the plan spends them node by node and, once they are spent, holds the
 later candidates whose pods they cover. Prints both
@@ -55,6 +57,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from stickypack.core.dra import DraDevices
+from stickypack.core.draalloc import DraAllocator
 from stickypack.core.drain import plan_scale_down
 from stickypack.core.explain import DisruptionBudget, ScaleDownRules, node_report
 from stickypack.core.labels import HOSTNAME_LABEL
@@ -62,6 +65,7 @@ from stickypack.core.nodetable import NodeTable
 from stickypack.core.pod import Pod
 from stickypack.core.routing import LabelSelector
 from stickypack.core.volumes import claim_volumes
+from stickypack.dracel import compile_selector
 from stickypack.policies import load_builtin
 
 GI = 1024**3
@@ -82,6 +86,7 @@ def main() -> None:
     parser.add_argument("--volumes", action="store_true")
     parser.add_argument("--host-port", action="store_true")
     parser.add_argument("--dra", action="store_true")
+    parser.add_argument("--allocator", action="store_true")
     parser.add_argument("--budgets", action="store_true")
     parser.add_argument("--digest", action="store_true")
     args = parser.parse_args()
@@ -172,9 +177,11 @@ def main() -> None:
             if args.dra and (not busy or k % 5 == 0) and held < 8:
                 spec["resourceClaims"] = [{"name": "gpu", "resourceClaimName": f"gpu-{n}"}]
                 result = {"request": "gpu", "driver": DRIVER, "pool": name, "device": f"gpu-{held}"}
+                request = {"name": "gpu", "exactly": {"deviceClassName": "gpu", "count": 1}}
                 resource_claims.append(
                     {
                         "metadata": {"name": f"gpu-{n}", "namespace": "default"},
+                        "spec": {"devices": {"requests": [request]}},
                         "status": {"allocation": {"devices": {"results": [result]}}},
                     }
                 )
@@ -197,7 +204,12 @@ def main() -> None:
     filters = load_builtin("default").profiles[0].filters
     started = time.perf_counter()
     known = claim_volumes(claims, pvs) if args.volumes else None
-    devices = DraDevices.read(slices, resource_claims, pods_by_node) if args.dra else None
+    allocator = None
+    if args.allocator:
+        selector = {"cel": {"expression": f'device.driver == "{DRIVER}"'}}
+        classes = {"gpu": {"metadata": {"name": "gpu"}, "spec": {"selectors": [selector]}}}
+        allocator = DraAllocator(slices, resource_claims, classes, compile_selector)
+    devices = DraDevices.read(slices, resource_claims, pods_by_node, allocator) if args.dra else None
     plan = plan_scale_down(table, pods_by_node, candidates, filters, rules, claim_volumes=known, dra=devices)
     plan_s = time.perf_counter() - started
     print(f"{args.nodes} nodes, {n} pods, {len(candidates)} candidates")

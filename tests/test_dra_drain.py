@@ -761,3 +761,56 @@ def test_inspect_allocates_moved_claims_with_the_allocator_and_reports_those_it_
         "ResourceClaim default/a: spec.devices.requests is not a list; counted, not allocated, "
         "when its pods move"
     ]
+
+
+def test_the_devices_filter_with_the_allocator_skips_only_nodes_the_allocator_would_reject() -> None:
+    """With the allocator and no slices for other nodes, DevicesFilter (and ``allows``)
+    skip a node without a free device before asking the allocator: over random nodes,
+    GPUs, claims selecting a model or any GPU, and random releases and placements in
+    between, it passes exactly the nodes the allocator, asked on every node, passes."""
+    import random
+
+    import numpy as np
+
+    from stickypack.core.drain import DevicesFilter
+    from stickypack.core.framework import SchedulingContext
+
+    for seed in range(30):
+        rng = random.Random(seed)
+        nodes = [f"n{i}" for i in range(rng.randint(3, 10))]
+        slices = [
+            _gpus(node, *((f"g{k}", rng.choice(("a100", "t4"))) for k in range(rng.randint(1, 3))))
+            for node in nodes
+            if rng.random() < 0.8
+        ]
+        published = [(s["spec"]["nodeName"], d["name"]) for s in slices for d in s["spec"]["devices"]]
+        rng.shuffle(published)
+        claims, pods = [], {node: [] for node in nodes}
+        for k, (node, device) in enumerate(published[: rng.randint(1, len(published))]):
+            wants = rng.choice(((), (A100,), ('device.attributes["gpu.example.com"].model == "t4"',)))
+            claims.append(_selecting(f"c{k}", (node, device), *wants))
+            pods[node].append(_pod(f"p{k}", f"c{k}"))
+        table = NodeTable()
+        for name in nodes:
+            table.upsert_node(name, {"cpu": 4000, "memory": 16 * GI, "pods": 110})
+        dra = DraDevices.read(slices, claims, pods, DraAllocator(slices, claims, GPU_CLASS, compile_selector))
+        devices_filter = DevicesFilter(dra)
+        everyone = [pod for bound in pods.values() for pod in bound]
+        idx = np.arange(len(nodes), dtype=np.int64)
+        checked = 0
+        for _ in range(6):
+            moved = rng.sample(everyone, rng.randint(0, len(everyone)))
+            dra.release(moved)
+            for pod in everyone:
+                got = devices_filter.filter(pod, table, idx, SchedulingContext()).tolist()
+                dra._shared_slices = True  # as if some slice were for other nodes: no skipping
+                want = [dra.allows(pod, node, {}) for node in nodes]
+                dra._shared_slices = False
+                assert got == want, (seed, pod.key)
+                assert got == [dra.allows(pod, node, {}) for node in nodes]
+                checked += any(got) and not all(got)
+            for pod in moved:
+                fits = [node for node in nodes if dra.allows(pod, node, {})]
+                if fits:
+                    dra.place(pod, rng.choice(fits), {})
+        assert checked, seed  # some pod passes some nodes and not others

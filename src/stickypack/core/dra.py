@@ -502,6 +502,8 @@ class DraDevices:
         self._held: dict[ClaimKey, _Holding] = {}
         self._allocator: DraAllocator | None = None
         self._requests: dict[ClaimKey, ClaimRequests] = {}  # with an allocator: what it allocates
+        #: with an allocator: whether it reaches devices of slices that are not node-local
+        self._shared_slices = False
         self._need: dict[ClaimKey, dict[str, int]] = {}  # how many devices of each driver
         self._users: dict[ClaimKey, set[str]] = {}  # pod keys
         self._journal: list[tuple[str, ClaimKey, Any]] = []
@@ -527,6 +529,7 @@ class DraDevices:
         keeps its ``allocated`` devices up to date (and puts them back). None: counted."""
         out = cls()
         out._allocator = allocator
+        out._shared_slices = allocator is not None and any(not s.node_name for s in allocator.slices)
         by_pool = {
             (node, driver, pool): pool_slices
             for node, pools in _read_slices(slices, out.problems).items()
@@ -705,7 +708,12 @@ class DraDevices:
                 return False, None
         if not released:
             return True, picks
-        outcome = allocator.allocate(node, labels, [self._requests[key] for key in released])
+        claims = [self._requests[key] for key in released]
+        if not self._shared_slices and any(c.takes_a_free_device for c in claims) and not self.free_on(node):
+            # no device free on the node, none elsewhere it reaches: what the allocator, and
+            # counting where it does not judge, would say (only sooner)
+            return True, None
+        outcome = allocator.allocate(node, labels, claims)
         if outcome.not_modelled is not None:
             return False, None
         if not outcome.fits:
@@ -760,6 +768,23 @@ class DraDevices:
         call (what a caller keeping :meth:`free_count` per node must read again)."""
         changed, self._changed = self._changed, set()
         return changed
+
+    def free_on(self, node: str) -> int:
+        """The unallocated devices of ``node``'s complete node-local pools, of every driver
+        (counters not checked: at most what can be allocated there)."""
+        return sum(_unallocated(pools) for pools in self._pools.get(node, {}).values())
+
+    def needs_a_free_device(self, pod: Pod) -> bool:
+        """With an allocator that reaches node-local slices only: whether allocating
+        ``pod``'s released claims takes at least one device no claim holds
+        (:attr:`~stickypack.core.draalloc.ClaimRequests.takes_a_free_device`), so that a
+        node without one (:meth:`free_on`) cannot take the pod. False otherwise."""
+        if self._allocator is None or self._shared_slices:
+            return False
+        return any(
+            key not in self._held and key in self._requests and self._requests[key].takes_a_free_device
+            for key in self._claims(pod)
+        )
 
     @property
     def allocates(self) -> bool:

@@ -409,6 +409,14 @@ class ClaimRequests:
     requests: tuple[tuple[_Request, ...], ...]  # each: one request, or its subrequests in order
     constraints: tuple[tuple[str, str, frozenset[str]], ...]  # (kind, attribute, requests)
 
+    @property
+    def takes_a_free_device(self) -> bool:
+        """Whether any allocation of it takes at least one device no claim holds: it has a
+        request, and none of its requests or subrequests asks for admin access (which may
+        use a device another claim holds)."""
+        options = [request for choice in self.requests for request in choice]
+        return bool(options) and not any(request.admin for request in options)
+
 
 def read_claim(key: str, obj: Mapping[str, Any]) -> ClaimRequests:
     """A claim's requests and constraints; ValueError (one line) for one not shaped as

@@ -451,7 +451,10 @@ class DevicesFilter(FilterPlugin):
     of a policy's plugins: :func:`plan_scale_down` adds it when given ``dra``.
 
     With the allocator (:attr:`~stickypack.core.dra.DraDevices.allocates`), a pod whose
-    released claims are allocated again asks ``allows`` node by node. Without, the same
+    released claims are allocated again asks ``allows`` node by node, but for the nodes
+    without a free device when that rules them out
+    (:meth:`~stickypack.core.dra.DraDevices.needs_a_free_device`; each row's
+    :meth:`~stickypack.core.dra.DraDevices.free_on` kept in a column as below). Without, the same
     answers as asking ``allows`` node by node, in numpy: per driver, each row's
     free devices (:meth:`~stickypack.core.dra.DraDevices.free_count`) are kept in a column
     of the table's rows, brought up to date from the devices' changes at each call; only
@@ -464,6 +467,8 @@ class DevicesFilter(FilterPlugin):
         self._table: NodeTable | None = None
         #: per driver: free devices per row, and the rows only ``allows`` can judge
         self._columns: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        #: free devices of every driver per row (:meth:`~stickypack.core.dra.DraDevices.free_on`)
+        self._free: np.ndarray | None = None
 
     def filter(self, pod: Pod, table: NodeTable, idx: np.ndarray, ctx: SchedulingContext) -> np.ndarray:
         devices = self.devices
@@ -478,6 +483,9 @@ class DevicesFilter(FilterPlugin):
         if not req.need:
             return mask
         if devices.allocates:  # the allocator judges each node by its devices and selectors
+            if devices.needs_a_free_device(pod):  # not on a node without one: skipped sooner
+                self._update(table)
+                mask &= self._free_column(table)[idx] > 0
             for i in np.flatnonzero(mask).tolist():
                 info = table.info[int(idx[i])]
                 if info is None:
@@ -498,14 +506,23 @@ class DevicesFilter(FilterPlugin):
     def _update(self, table: NodeTable) -> None:
         """Start over for a new table; read again the rows whose devices changed."""
         if table is not self._table:
-            self._table, self._columns = table, {}
+            self._table, self._columns, self._free = table, {}, None
             self.devices.take_changes()
             return
         for node, driver in self.devices.take_changes():
-            column = self._columns.get(driver)
             row = table.index.get(node)
+            if self._free is not None and row is not None:
+                self._free[row] = self.devices.free_on(node)
+            column = self._columns.get(driver)
             if column is not None and row is not None:
                 self._set(column, row, self.devices.free_count(node, driver))
+
+    def _free_column(self, table: NodeTable) -> np.ndarray:
+        if self._free is None:
+            self._free = np.zeros(table.alloc.shape[0], dtype=np.int64)
+            for node, row in table.index.items():
+                self._free[row] = self.devices.free_on(node)
+        return self._free
 
     def _column(self, table: NodeTable, driver: str) -> tuple[np.ndarray, np.ndarray]:
         column = self._columns.get(driver)
