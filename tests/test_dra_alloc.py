@@ -479,7 +479,8 @@ def test_device_taint_rules_not_listed_leave_a_fitting_node_unjudged_and_bad_rul
         "DeviceTaintRule bad: spec.taint is not an object; left out",
         "DeviceTaintRule odd: spec.deviceSelector.pool is not a name; left out",
     ]
-    assert allocator.allocate("a", {}, claim) == NodeAllocation(True)
+    # judged in full (the rules read, the bad ones left out): d0 is the device it picks
+    assert allocator.allocate("a", {}, claim) == NodeAllocation(True, devices=(((DRIVER, "a", "d0"),),))
 
 
 def test_all_mode_takes_every_selectable_device_and_errs_on_an_incomplete_pool() -> None:

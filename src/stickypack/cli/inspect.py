@@ -990,6 +990,8 @@ def _read_dra(snap: Snapshot, rules: ScaleDownRules) -> tuple[DraReading | None,
         node: [p for p in pods if not is_expendable(p, rules)] for node, pods in snap.pods_by_node.items()
     }
     dra = dra_utilization(snap.dra.slices, snap.dra.claims, in_snapshot)
+    # DeviceTaintRules left out (the allocator takes none): whether the autoscaler's DRA
+    # snapshot applies them is not known here (docs/operator-guide.md)
     allocator = DraAllocator(snap.dra.slices, snap.dra.claims, snap.dra.device_classes, compile_selector)
     devices = DraDevices.read(snap.dra.slices, snap.dra.claims, snap.pods_by_node, allocator)
     # the reading names each object left out; the devices add the claims they only count
