@@ -381,10 +381,10 @@ async def _dra(
     namespace, ``resourceclaims``, ``resource.k8s.io``), or None and the API server's status
     when they could not be listed (401, 403: no right; 404: ``resource.k8s.io/v1`` not
     served); with ``device_classes`` (kube-scheduler's allocator: ``--pod``, and the node
-    report's plan), the DeviceClasses too where ``deviceclasses`` may be listed and the
-    DeviceTaintRules where ``devicetaintrules`` may and are served, and with
-    ``claim_templates`` the ResourceClaimTemplates where ``resourceclaimtemplates`` may
-    (each else None)."""
+    report's plan), the DeviceClasses too where ``deviceclasses`` may be listed, and with
+    ``claim_templates`` (``--pod``) the ResourceClaimTemplates where
+    ``resourceclaimtemplates`` may and the DeviceTaintRules where ``devicetaintrules`` may
+    and are served (each else None)."""
     from kubernetes_asyncio import client
 
     resource = client.ResourceV1Api(api_client)
@@ -418,21 +418,21 @@ async def _dra(
         except WatchError as exc:
             if exc.status not in (401, 403, 404):
                 raise
-    if device_classes:
-        try:
-            informer = Informer("deviceclasses", resource.list_device_class, transform=_class_selectors)
-            listed = await informer.list_once()
-            by_name = {str(obj["metadata"].get("name")): obj for obj in listed.values()}
-            classes = frozenset(by_name)
-        except WatchError as exc:
-            if exc.status not in (401, 403, 404):
-                raise
         try:
             list_rules = partial(_list_device_taint_rules, api_client)
             rules = await Informer(
                 "devicetaintrules", list_rules, transform=allocation_device_taint_rule
             ).list_once()
             taint_rules = [obj for _, obj in sorted(rules.items())]
+        except WatchError as exc:
+            if exc.status not in (401, 403, 404):
+                raise
+    if device_classes:
+        try:
+            informer = Informer("deviceclasses", resource.list_device_class, transform=_class_selectors)
+            listed = await informer.list_once()
+            by_name = {str(obj["metadata"].get("name")): obj for obj in listed.values()}
+            classes = frozenset(by_name)
         except WatchError as exc:
             if exc.status not in (401, 403, 404):
                 raise
