@@ -45,6 +45,7 @@ from typing import Any
 
 import numpy as np
 
+from stickypack.core.apiread import Malformed, listed, mapping, named
 from stickypack.core.draalloc import ClaimRequests, DeviceId, DraAllocator, NodeAllocation, read_claim
 from stickypack.core.framework import FilterPlugin, SchedulingContext
 from stickypack.core.labels import NodeSelectorTerm
@@ -80,10 +81,6 @@ class DraReading:
     problems: list[str]
 
 
-class _Malformed(ValueError):
-    """An object that is not what the API serves."""
-
-
 @dataclass(frozen=True, slots=True)
 class _Device:
     name: str
@@ -101,76 +98,56 @@ class _Slice:
     shared_counters: tuple[tuple[str, Counters], ...]  # (counter set name, counters)
 
 
-def _mapping(value: Any, what: str) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise _Malformed(f"{what} is not an object")
-    return value
-
-
-def _list(value: Any, what: str) -> list[Any]:
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise _Malformed(f"{what} is not a list")
-    return value
-
-
-def _name(value: Any, what: str) -> str:
-    if not isinstance(value, str) or not value:
-        raise _Malformed(f"{what} is not a name")
-    return value
-
-
 def _int(value: Any, what: str, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise _Malformed(f"{what} is not an integer >= {minimum}")
+        raise Malformed(f"{what} is not an integer >= {minimum}")
     return value
 
 
 def _counters(value: Any, what: str) -> Counters:
     counters: Counters = {}
-    for name, counter in _mapping(value if value is not None else {}, what).items():
-        raw = _mapping(counter, f"{what}.{name}").get("value")
+    for name, counter in mapping(value if value is not None else {}, what).items():
+        raw = mapping(counter, f"{what}.{name}").get("value")
         if raw is None:
-            raise _Malformed(f"{what}.{name} has no value")
+            raise Malformed(f"{what}.{name} has no value")
         try:
             counters[str(name)] = parse_quantity(raw)
         except QuantityError:
-            raise _Malformed(f"{what}.{name}.value {raw!r} is not a quantity") from None
+            raise Malformed(f"{what}.{name}.value {raw!r} is not a quantity") from None
     return counters
 
 
 def _counter_sets(value: Any, what: str, name_key: str) -> tuple[tuple[str, Counters], ...]:
     sets = []
-    for k, item in enumerate(_list(value, what)):
-        item = _mapping(item, f"{what}[{k}]")
+    for k, item in enumerate(listed(value, what)):
+        item = mapping(item, f"{what}[{k}]")
         sets.append(
-            (_name(item.get(name_key), f"{what}[{k}].{name_key}"), _counters(item.get("counters"), what))
+            (named(item.get(name_key), f"{what}[{k}].{name_key}"), _counters(item.get("counters"), what))
         )
     return tuple(sets)
 
 
 def _read_slice(obj: Any) -> _Slice | None:
     """A node-local slice, or None for one that is not (no ``spec.nodeName``)."""
-    spec = _mapping(_mapping(obj, "the object").get("spec"), "spec")
+    spec = mapping(mapping(obj, "the object").get("spec"), "spec")
     node = spec.get("nodeName")
     if node is None:
         return None
-    pool = _mapping(spec.get("pool"), "spec.pool")
+    pool = mapping(spec.get("pool"), "spec.pool")
     devices = []
-    for k, raw in enumerate(_list(spec.get("devices"), "spec.devices")):
-        raw = _mapping(raw, f"spec.devices[{k}]")
+    for k, raw in enumerate(listed(spec.get("devices"), "spec.devices")):
+        raw = mapping(raw, f"spec.devices[{k}]")
         what = f"spec.devices[{k}].consumesCounters"
         devices.append(
             _Device(
-                _name(raw.get("name"), f"spec.devices[{k}].name"),
+                named(raw.get("name"), f"spec.devices[{k}].name"),
                 _counter_sets(raw.get("consumesCounters"), what, "counterSet"),
             )
         )
     return _Slice(
-        node=_name(node, "spec.nodeName"),
-        driver=_name(spec.get("driver"), "spec.driver"),
-        pool=_name(pool.get("name"), "spec.pool.name"),
+        node=named(node, "spec.nodeName"),
+        driver=named(spec.get("driver"), "spec.driver"),
+        pool=named(pool.get("name"), "spec.pool.name"),
         generation=_int(pool.get("generation"), "spec.pool.generation", 0),
         slice_count=_int(pool.get("resourceSliceCount"), "spec.pool.resourceSliceCount", 1),
         devices=tuple(devices),
@@ -181,22 +158,22 @@ def _read_slice(obj: Any) -> _Slice | None:
 def _allocated_devices(obj: Any) -> list[tuple[str, str, str]] | None:
     """``(driver, pool, device)`` of each device a claim reserves; None when it is not
     allocated."""
-    status = _mapping(_mapping(obj, "the object").get("status") or {}, "status")
+    status = mapping(mapping(obj, "the object").get("status") or {}, "status")
     allocation = status.get("allocation")
     if allocation is None:
         return None
-    devices = _mapping(_mapping(allocation, "status.allocation").get("devices") or {}, "devices")
+    devices = mapping(mapping(allocation, "status.allocation").get("devices") or {}, "devices")
     reserved = []
-    for k, result in enumerate(_list(devices.get("results"), "status.allocation.devices.results")):
+    for k, result in enumerate(listed(devices.get("results"), "status.allocation.devices.results")):
         what = f"status.allocation.devices.results[{k}]"
-        result = _mapping(result, what)
+        result = mapping(result, what)
         if result.get("adminAccess") is True:  # admin access reserves nothing
             continue
         reserved.append(
             (
-                _name(result.get("driver"), f"{what}.driver"),
-                _name(result.get("pool"), f"{what}.pool"),
-                _name(result.get("device"), f"{what}.device"),
+                named(result.get("driver"), f"{what}.driver"),
+                named(result.get("pool"), f"{what}.pool"),
+                named(result.get("device"), f"{what}.device"),
             )
         )
     return reserved
@@ -218,7 +195,7 @@ def _read_slices(
     for obj in slices:
         try:
             read = _read_slice(obj)
-        except _Malformed as exc:
+        except Malformed as exc:
             problems.append(f"{_object_name('ResourceSlice', obj)}: {exc}; left out")
             continue
         if read is not None:
@@ -235,7 +212,7 @@ def _read_claims(
     for obj in claims:
         try:
             read.append((obj, _allocated_devices(obj)))
-        except _Malformed as exc:
+        except Malformed as exc:
             problems.append(f"{_object_name('ResourceClaim', obj)}: {exc}; left out")
     return read
 
@@ -944,30 +921,30 @@ def _controller_uid(meta: Mapping[str, Any]) -> str | None:
 
 def _allocation_terms(obj: Mapping[str, Any]) -> tuple[NodeSelectorTerm, ...] | None:
     """An allocated claim's ``status.allocation.nodeSelector`` terms (None: none, any node);
-    :class:`_Malformed` for one kube-scheduler could not parse (its ``NewNodeSelector``
+    :class:`Malformed` for one kube-scheduler could not parse (its ``NewNodeSelector``
     error fails the pod's scheduling attempt)."""
-    status = _mapping(obj.get("status") or {}, "status")
-    allocation = _mapping(status.get("allocation"), "status.allocation")
+    status = mapping(obj.get("status") or {}, "status")
+    allocation = mapping(status.get("allocation"), "status.allocation")
     selector = allocation.get("nodeSelector")
     if selector is None:
         return None
     where = "status.allocation.nodeSelector"
-    raw_terms = _list(_mapping(selector, where).get("nodeSelectorTerms"), f"{where}.nodeSelectorTerms")
+    raw_terms = listed(mapping(selector, where).get("nodeSelectorTerms"), f"{where}.nodeSelectorTerms")
     terms = []
     for k, raw in enumerate(raw_terms):
         at = f"{where}.nodeSelectorTerms[{k}]"
-        raw = _mapping(raw, at)
+        raw = mapping(raw, at)
         for part in ("matchExpressions", "matchFields"):  # lists of objects, as served
-            for j, requirement in enumerate(_list(raw.get(part), f"{at}.{part}")):
-                _mapping(requirement, f"{at}.{part}[{j}]")
+            for j, requirement in enumerate(listed(raw.get(part), f"{at}.{part}")):
+                mapping(requirement, f"{at}.{part}[{j}]")
         try:
             term = NodeSelectorTerm.from_dict(raw)
         except KeyError as exc:
-            raise _Malformed(f"{where}.nodeSelectorTerms[{k}]: a requirement has no {exc}") from None
+            raise Malformed(f"{where}.nodeSelectorTerms[{k}]: a requirement has no {exc}") from None
         except (TypeError, ValueError) as exc:
-            raise _Malformed(f"{where}.nodeSelectorTerms[{k}]: {exc}") from None
+            raise Malformed(f"{where}.nodeSelectorTerms[{k}]: {exc}") from None
         if not term.usable:
-            raise _Malformed(f"{where}.nodeSelectorTerms[{k}] cannot be parsed")
+            raise Malformed(f"{where}.nodeSelectorTerms[{k}] cannot be parsed")
         terms.append(term)
     return tuple(terms)
 
@@ -1028,19 +1005,21 @@ def _binding_problem(name: str, obj: Mapping[str, Any], now: float | None, timeo
     by driver, pool and device) has one of its ``bindingFailureConditions`` true; else, its
     binding conditions not all true (or no status) once ``timeout_s`` have passed since the
     allocation's ``allocationTimestamp`` (not judged when ``now`` is None); None otherwise."""
-    status = _mapping(obj.get("status") or {}, "status")
-    allocation = _mapping(status.get("allocation"), "status.allocation")
-    devices = _mapping(allocation.get("devices") or {}, "status.allocation.devices")
+    status = mapping(obj.get("status") or {}, "status")
+    allocation = mapping(status.get("allocation"), "status.allocation")
+    devices = mapping(allocation.get("devices") or {}, "status.allocation.devices")
     where = "status.allocation.devices.results"
-    results = [_mapping(r, f"{where}[{k}]") for k, r in enumerate(_list(devices.get("results"), where))]
+    results = [mapping(r, f"{where}[{k}]") for k, r in enumerate(listed(devices.get("results"), where))]
     statuses = [
-        (i, d) for i, d in enumerate(_list(status.get("devices"), "status.devices")) if isinstance(d, Mapping)
+        (i, d)
+        for i, d in enumerate(listed(status.get("devices"), "status.devices"))
+        if isinstance(d, Mapping)
     ]
     for k, result in enumerate(results):  # lists of names, as served (a string is no list of names)
         for part in ("bindingConditions", "bindingFailureConditions"):
-            for j, wanted in enumerate(_list(result.get(part), f"{where}[{k}].{part}")):
+            for j, wanted in enumerate(listed(result.get(part), f"{where}[{k}].{part}")):
                 if not isinstance(wanted, str):
-                    raise _Malformed(f"{where}[{k}].{part}[{j}] {wanted!r} is not a string")
+                    raise Malformed(f"{where}[{k}].{part}[{j}] {wanted!r} is not a string")
     ready = True
     for result in results:
         wanted = result.get("bindingConditions") or []
@@ -1055,12 +1034,12 @@ def _binding_problem(name: str, obj: Mapping[str, Any], now: float | None, timeo
             break
         at = f"status.devices[{found[0]}].conditions"
         conditions: dict[str, Mapping[str, Any]] = {}
-        for j, c in enumerate(_list(found[1].get("conditions"), at)):
+        for j, c in enumerate(listed(found[1].get("conditions"), at)):
             if not isinstance(c, Mapping):
                 continue
             kind = c.get("type")
             if not isinstance(kind, str):
-                raise _Malformed(f"{at}[{j}].type {kind!r} is not a string")
+                raise Malformed(f"{at}[{j}].type {kind!r} is not a string")
             conditions.setdefault(kind, c)  # apimeta.FindStatusCondition: the first of its type
         for failure in result.get("bindingFailureConditions") or []:
             cond = conditions.get(failure)
@@ -1163,7 +1142,7 @@ def claims_verdict(
         try:
             allocated.append((name, _allocation_terms(obj)))
             problem = _binding_problem(name, obj, now, binding_timeout_s)
-        except _Malformed as exc:
+        except Malformed as exc:
             return ClaimsVerdict(f"ResourceClaim {pod.namespace}/{name}: {exc}")
         if problem is not None:
             unbindable.append((name, problem))

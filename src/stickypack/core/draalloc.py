@@ -56,6 +56,7 @@ from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any, Protocol
 
+from stickypack.core.apiread import Malformed, listed, named, optional_mapping
 from stickypack.core.labels import NodeSelectorTerm
 from stickypack.core.quantity import QuantityError, parse_quantity
 
@@ -111,60 +112,36 @@ CompileSelector = Callable[[str], Selector]
 DeviceId = tuple[str, str, str]
 
 
-class _Malformed(ValueError):
-    pass
-
-
-def _map(value: Any, what: str) -> Mapping[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise _Malformed(f"{what} is not an object")
-    return value
-
-
-def _seq(value: Any, what: str) -> list[Any]:
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise _Malformed(f"{what} is not a list")
-    return value
-
-
-def _str(value: Any, what: str) -> str:
-    if not isinstance(value, str) or not value:
-        raise _Malformed(f"{what} is not a name")
-    return value
-
-
 def _terms(value: Any, what: str) -> tuple[NodeSelectorTerm, ...] | None:
     if value is None:
         return None
     terms = []
-    for k, raw in enumerate(_seq(_map(value, what).get("nodeSelectorTerms"), f"{what}.nodeSelectorTerms")):
+    for k, raw in enumerate(
+        listed(optional_mapping(value, what).get("nodeSelectorTerms"), f"{what}.nodeSelectorTerms")
+    ):
         try:
-            term = NodeSelectorTerm.from_dict(_map(raw, f"{what}.nodeSelectorTerms[{k}]"))
+            term = NodeSelectorTerm.from_dict(optional_mapping(raw, f"{what}.nodeSelectorTerms[{k}]"))
         except (KeyError, TypeError, ValueError) as exc:
-            raise _Malformed(f"{what}.nodeSelectorTerms[{k}]: {exc}") from None
+            raise Malformed(f"{what}.nodeSelectorTerms[{k}]: {exc}") from None
         if not term.usable:
-            raise _Malformed(f"{what}.nodeSelectorTerms[{k}] cannot be parsed")
+            raise Malformed(f"{what}.nodeSelectorTerms[{k}] cannot be parsed")
         terms.append(term)
     return tuple(terms)
 
 
 def _quantity(value: Any, what: str) -> Fraction:
     if not isinstance(value, str | int) or isinstance(value, bool):
-        raise _Malformed(f"{what} is not a quantity")
+        raise Malformed(f"{what} is not a quantity")
     try:
         return parse_quantity(value)
     except QuantityError:
-        raise _Malformed(f"{what} is not a quantity") from None
+        raise Malformed(f"{what} is not a quantity") from None
 
 
 def _counters(value: Any, what: str) -> dict[str, Fraction]:
     return {
-        str(name): _quantity(_map(counter, f"{what}.{name}").get("value"), f"{what}.{name}.value")
-        for name, counter in _map(value, what).items()
+        str(name): _quantity(optional_mapping(counter, f"{what}.{name}").get("value"), f"{what}.{name}.value")
+        for name, counter in optional_mapping(value, what).items()
     }
 
 
@@ -196,38 +173,43 @@ class _Slice:
 
 
 def _read_slice(obj: Any) -> _Slice:
-    meta = _map(_map(obj, "the object").get("metadata"), "metadata")
-    spec = _map(obj.get("spec"), "spec")
-    driver = _str(spec.get("driver"), "spec.driver")
-    pool = _map(spec.get("pool"), "spec.pool")
+    meta = optional_mapping(optional_mapping(obj, "the object").get("metadata"), "metadata")
+    spec = optional_mapping(obj.get("spec"), "spec")
+    driver = named(spec.get("driver"), "spec.driver")
+    pool = optional_mapping(spec.get("pool"), "spec.pool")
     devices = []
-    for k, raw in enumerate(_seq(spec.get("devices"), "spec.devices")):
+    for k, raw in enumerate(listed(spec.get("devices"), "spec.devices")):
         at = f"spec.devices[{k}]"
-        raw = _map(raw, at)
+        raw = optional_mapping(raw, at)
         capacity, capacity_text = {}, {}
-        for name, cap in _map(raw.get("capacity"), f"{at}.capacity").items():
-            value = _map(cap, f"{at}.capacity.{name}").get("value")
+        for name, cap in optional_mapping(raw.get("capacity"), f"{at}.capacity").items():
+            value = optional_mapping(cap, f"{at}.capacity.{name}").get("value")
             capacity[str(name)] = _quantity(value, f"{at}.capacity.{name}.value")
             capacity_text[str(name)] = str(value)
         consumes = tuple(
             (
-                _str(_map(c, f"{at}.consumesCounters[{j}]").get("counterSet"), f"{at}.consumesCounters[{j}]"),
+                named(
+                    optional_mapping(c, f"{at}.consumesCounters[{j}]").get("counterSet"),
+                    f"{at}.consumesCounters[{j}]",
+                ),
                 _counters(c.get("counters"), f"{at}.consumesCounters[{j}].counters"),
             )
-            for j, c in enumerate(_seq(raw.get("consumesCounters"), f"{at}.consumesCounters"))
+            for j, c in enumerate(listed(raw.get("consumesCounters"), f"{at}.consumesCounters"))
         )
         multiple = raw.get("allowMultipleAllocations") is True
         devices.append(
             _Device(
-                name=_str(raw.get("name"), f"{at}.name"),
+                name=named(raw.get("name"), f"{at}.name"),
                 view=DeviceView(
                     driver,
-                    dict(_map(raw.get("attributes"), f"{at}.attributes")),
+                    dict(optional_mapping(raw.get("attributes"), f"{at}.attributes")),
                     capacity,
                     multiple,
                     capacity_text,
                 ),
-                taints=tuple(_map(t, f"{at}.taints") for t in _seq(raw.get("taints"), f"{at}.taints")),
+                taints=tuple(
+                    optional_mapping(t, f"{at}.taints") for t in listed(raw.get("taints"), f"{at}.taints")
+                ),
                 consumes=consumes,
                 binding_conditions=raw.get("bindingConditions") is not None,
                 node_name=raw.get("nodeName") or None,
@@ -237,18 +219,20 @@ def _read_slice(obj: Any) -> _Slice:
         )
     shared = tuple(
         (
-            _str(_map(s, f"spec.sharedCounters[{j}]").get("name"), f"spec.sharedCounters[{j}].name"),
+            named(
+                optional_mapping(s, f"spec.sharedCounters[{j}]").get("name"), f"spec.sharedCounters[{j}].name"
+            ),
             _counters(s.get("counters"), f"spec.sharedCounters[{j}].counters"),
         )
-        for j, s in enumerate(_seq(spec.get("sharedCounters"), "spec.sharedCounters"))
+        for j, s in enumerate(listed(spec.get("sharedCounters"), "spec.sharedCounters"))
     )
     generation, count = pool.get("generation"), pool.get("resourceSliceCount")
     if not isinstance(generation, int) or not isinstance(count, int) or count < 1:
-        raise _Malformed("spec.pool has no generation or resourceSliceCount")
+        raise Malformed("spec.pool has no generation or resourceSliceCount")
     return _Slice(
         name=str(meta.get("name") or ""),
         driver=driver,
-        pool=_str(pool.get("name"), "spec.pool.name"),
+        pool=named(pool.get("name"), "spec.pool.name"),
         generation=generation,
         slice_count=count,
         node_name=spec.get("nodeName") or None,
@@ -273,18 +257,18 @@ class _TaintRule:
 
 
 def _optional_str(value: Any, what: str) -> str | None:
-    return None if value is None else _str(value, what)
+    return None if value is None else named(value, what)
 
 
 def _read_taint_rule(obj: Any) -> _TaintRule | None:
     """The rule of a DeviceTaintRule, or None when it has no ``spec.deviceSelector`` (it
     selects no device, as upstream's tracker reads it)."""
-    meta = _map(_map(obj, "the object").get("metadata"), "metadata")
-    spec = _map(obj.get("spec"), "spec")
+    meta = optional_mapping(optional_mapping(obj, "the object").get("metadata"), "metadata")
+    spec = optional_mapping(obj.get("spec"), "spec")
     if spec.get("deviceSelector") is None:
         return None
-    taint = _map(spec.get("taint"), "spec.taint")
-    selector = _map(spec.get("deviceSelector"), "spec.deviceSelector")
+    taint = optional_mapping(spec.get("taint"), "spec.taint")
+    selector = optional_mapping(spec.get("deviceSelector"), "spec.deviceSelector")
     return _TaintRule(
         name=str(meta.get("name") or ""),
         driver=_optional_str(selector.get("driver"), "spec.deviceSelector.driver"),
@@ -380,11 +364,11 @@ class _Request:
 
 def _read_request(raw: Mapping[str, Any], base: str, sub: str) -> _Request:
     selectors = []
-    for k, s in enumerate(_seq(raw.get("selectors"), "selectors")):
-        cel = _map(_map(s, f"selectors[{k}]").get("cel"), f"selectors[{k}].cel")
+    for k, s in enumerate(listed(raw.get("selectors"), "selectors")):
+        cel = optional_mapping(optional_mapping(s, f"selectors[{k}]").get("cel"), f"selectors[{k}].cel")
         expression = cel.get("expression")
         if not isinstance(expression, str):
-            raise _Malformed(
+            raise Malformed(
                 f"request {base}, selector #{k}: CEL expression empty (unsupported selector type?)"
             )
         selectors.append(expression)
@@ -398,7 +382,9 @@ def _read_request(raw: Mapping[str, Any], base: str, sub: str) -> _Request:
         count=count if isinstance(count, int) and not isinstance(count, bool) else 1,
         admin=raw.get("adminAccess") is True,
         selectors=tuple(selectors),
-        tolerations=tuple(_map(t, "tolerations") for t in _seq(raw.get("tolerations"), "tolerations")),
+        tolerations=tuple(
+            optional_mapping(t, "tolerations") for t in listed(raw.get("tolerations"), "tolerations")
+        ),
         capacity=raw.get("capacity") is not None,
     )
 
@@ -422,31 +408,32 @@ def read_claim(key: str, obj: Mapping[str, Any]) -> ClaimRequests:
     """A claim's requests and constraints; ValueError (one line) for one not shaped as
     served."""
     try:
-        devices = _map(_map(obj.get("spec"), "spec").get("devices"), "spec.devices")
+        devices = optional_mapping(optional_mapping(obj.get("spec"), "spec").get("devices"), "spec.devices")
         requests: list[tuple[_Request, ...]] = []
-        for k, raw in enumerate(_seq(devices.get("requests"), "spec.devices.requests")):
-            raw = _map(raw, f"spec.devices.requests[{k}]")
+        for k, raw in enumerate(listed(devices.get("requests"), "spec.devices.requests")):
+            raw = optional_mapping(raw, f"spec.devices.requests[{k}]")
             base = str(raw.get("name") or "")
             if raw.get("exactly") is not None:
-                requests.append((_read_request(_map(raw["exactly"], "exactly"), base, ""),))
+                requests.append((_read_request(optional_mapping(raw["exactly"], "exactly"), base, ""),))
             else:
-                subs = _seq(raw.get("firstAvailable"), "firstAvailable")
+                subs = listed(raw.get("firstAvailable"), "firstAvailable")
                 requests.append(
                     tuple(
-                        _read_request(_map(s, "firstAvailable"), base, str(s.get("name") or "")) for s in subs
+                        _read_request(optional_mapping(s, "firstAvailable"), base, str(s.get("name") or ""))
+                        for s in subs
                     )
                 )
         constraints = []
-        for k, raw in enumerate(_seq(devices.get("constraints"), "spec.devices.constraints")):
-            raw = _map(raw, f"spec.devices.constraints[{k}]")
-            names = frozenset(str(n) for n in _seq(raw.get("requests"), "requests"))
+        for k, raw in enumerate(listed(devices.get("constraints"), "spec.devices.constraints")):
+            raw = optional_mapping(raw, f"spec.devices.constraints[{k}]")
+            names = frozenset(str(n) for n in listed(raw.get("requests"), "requests"))
             if isinstance(raw.get("matchAttribute"), str):
                 constraints.append(("match", raw["matchAttribute"], names))
             elif isinstance(raw.get("distinctAttribute"), str):
                 constraints.append(("distinct", raw["distinctAttribute"], names))
             else:
-                raise _Malformed(f"constraint #{k}: empty constraint (unsupported constraint type?)")
-    except _Malformed as exc:
+                raise Malformed(f"constraint #{k}: empty constraint (unsupported constraint type?)")
+    except Malformed as exc:
         raise ValueError(f"ResourceClaim {key}: {exc}") from None
     return ClaimRequests(key, tuple(requests), tuple(constraints))
 
@@ -562,7 +549,7 @@ class DraAllocator:
         for obj in taint_rules or ():
             try:
                 rule = _read_taint_rule(obj)
-            except _Malformed as exc:
+            except Malformed as exc:
                 self.problems.append(f"DeviceTaintRule {_object_name(obj)}: {exc}; left out")
                 continue
             if rule is not None:
@@ -573,7 +560,7 @@ class DraAllocator:
         for obj in slices:
             try:
                 self.slices.append(_with_rule_taints(_read_slice(obj), rules))
-            except _Malformed as exc:
+            except Malformed as exc:
                 self.problems.append(f"ResourceSlice {_object_name(obj)}: {exc}; left out")
         #: devices allocated to one claim (not free); ``shared``: devices a claim has a share
         #: of (a result with a ``shareID``: consumable capacity), not in use as a whole but
