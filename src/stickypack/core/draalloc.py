@@ -513,7 +513,8 @@ class _Fatal(Exception):
 
 
 class _NotModelled(Exception):
-    pass
+    """What the search met and this module does not model (consumable capacity, CEL the
+    binding lacks...): the node is not judged (:attr:`NodeAllocation.not_modelled`)."""
 
 
 class _TooMany(Exception):
