@@ -529,8 +529,10 @@ def test_node_selection_of_slices_and_devices_and_the_newest_generation() -> Non
     assert _fits([either], claim, labels={"q": "y"}).fits
 
 
-def test_partitionable_devices_need_the_counters_they_consume() -> None:
-    counters = {
+def _counter_slice() -> dict[str, Any]:
+    """Node a's slice of shared counters (``gpu0``: 40Gi of memory), one of its pool's two
+    slices."""
+    return {
         "metadata": {"name": "counters"},
         "spec": {
             "driver": DRIVER,
@@ -539,6 +541,10 @@ def test_partitionable_devices_need_the_counters_they_consume() -> None:
             "sharedCounters": [{"name": "gpu0", "counters": {"memory": {"value": "40Gi"}}}],
         },
     }
+
+
+def test_partitionable_devices_need_the_counters_they_consume() -> None:
+    counters = _counter_slice()
 
     def part(name: str, memory: str) -> dict[str, Any]:
         return {
@@ -687,15 +693,7 @@ def test_a_device_shared_by_another_claim_is_not_in_use_but_its_counters_are() -
     slices = [_slice("a", {**_device("d0"), "allowMultipleAllocations": True})]
     outcome = _fits(slices, _claim("c", _request("r", 1)), held=[shared])
     assert outcome.fits and "allowing multiple allocations" in str(outcome.not_modelled)
-    counters = {
-        "metadata": {"name": "counters"},
-        "spec": {
-            "driver": DRIVER,
-            "nodeName": "a",
-            "pool": {"name": "a", "generation": 1, "resourceSliceCount": 2},
-            "sharedCounters": [{"name": "gpu0", "counters": {"memory": {"value": "40Gi"}}}],
-        },
-    }
+    counters = _counter_slice()
     consuming = [{"counterSet": "gpu0", "counters": {"memory": {"value": "40Gi"}}}]
     devices = _slice(
         "a",
